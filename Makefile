@@ -1,0 +1,42 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Everything they need is installed here.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+NODE_DIR := tests/node
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench setup node clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The published reference server, for the integration tests; skipped quietly where node is absent.
+node:
+	@if command -v npm >/dev/null 2>&1; then \
+		if [ ! -d $(NODE_DIR)/node_modules/@modelcontextprotocol/server-everything ]; then \
+			cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error; \
+		fi; \
+	else echo "node/npm not found: the server-everything tests will be skipped"; fi
+
+demo: setup
+	$(BIN)/manifold serve --config examples/demo.json --http --host 127.0.0.1 --port 8765
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+test: setup node
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/pip install -q -e ".[bench]"
+	$(BIN)/python bench/overhead.py
+
+clean:
+	rm -rf $(VENV) $(NODE_DIR)/node_modules .pytest_cache .ruff_cache
