@@ -1,0 +1,233 @@
+"""The merged snapshot of every backend's tools, resources, templates and prompts, and the routes back.
+
+Plain code, no I/O: backends hand in what they listed, the catalog filters, names and hashes it,
+and answers "which server owns this exposed name" for the router. Each change reports which kinds
+of item changed so the front only sends the `list_changed` notifications that are true.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import mcp_types as types
+
+from mcp_manifold._errors import NotFound
+from mcp_manifold.naming import assign_names, namespace_uri, sanitize_prefix, split_uri
+
+Kind = Literal["tools", "resources", "prompts"]
+KINDS: tuple[Kind, ...] = ("tools", "resources", "prompts")
+
+
+def content_hash(model: types.MCPModel) -> str:
+    """A stable hash of an item's wire form, for change detection and the search index."""
+    wire = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where an exposed item lives: the server key and the item's original name or URI."""
+
+    server: str
+    original: str
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One tool as exposed, with its origin."""
+
+    exposed: types.Tool
+    server: str
+    original: types.Tool
+    hash: str
+
+    @property
+    def name(self) -> str:
+        return self.exposed.name
+
+
+@dataclass
+class BackendListing:
+    """What one backend listed, before naming."""
+
+    prefix: str
+    tools: list[types.Tool] = field(default_factory=list)
+    resources: list[types.Resource] = field(default_factory=list)
+    templates: list[types.ResourceTemplate] = field(default_factory=list)
+    prompts: list[types.Prompt] = field(default_factory=list)
+    tool_filter: Callable[[str], bool] = lambda _name: True
+
+
+class Catalog:
+    """Merged, namespaced view over all backends' listings."""
+
+    def __init__(self, separator: str = "_", reserved_names: Iterable[str] = ()) -> None:
+        self.separator = separator
+        self.reserved_names = frozenset(reserved_names)
+        self._listings: dict[str, BackendListing] = {}
+        self._tools: dict[str, ToolEntry] = {}
+        self._prompts: dict[str, tuple[types.Prompt, Route]] = {}
+        self._resources: dict[str, tuple[types.Resource, Route]] = {}
+        self._templates: list[tuple[types.ResourceTemplate, str]] = []
+        self._prefix_owner: dict[str, str] = {}
+        self._listeners: list[Callable[[set[Kind]], None]] = []
+
+    # --- updates ---------------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[set[Kind]], None]) -> Callable[[], None]:
+        """Call `listener(changed_kinds)` after every change; returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def set_backend(self, server: str, listing: BackendListing) -> set[Kind]:
+        """Replace one backend's listing; returns (and announces) the kinds that changed."""
+        self._listings[server] = listing
+        return self._rebuild()
+
+    def remove_backend(self, server: str) -> set[Kind]:
+        if self._listings.pop(server, None) is None:
+            return set()
+        return self._rebuild()
+
+    def _rebuild(self) -> set[Kind]:
+        before = self._fingerprints()
+        self._prefix_owner = {sanitize_prefix(listing.prefix): server for server, listing in self._listings.items()}
+        self._build_tools()
+        self._build_prompts()
+        self._build_resources()
+        after = self._fingerprints()
+        changed = {kind for kind in KINDS if before[kind] != after[kind]}
+        if changed:
+            for listener in list(self._listeners):
+                listener(changed)
+        return changed
+
+    def _build_tools(self) -> None:
+        owners: list[tuple[str, str]] = []
+        origin: dict[tuple[str, str], tuple[str, types.Tool]] = {}
+        for server, listing in self._listings.items():
+            for tool in listing.tools:
+                if listing.tool_filter(tool.name):
+                    key = (listing.prefix, tool.name)
+                    owners.append(key)
+                    origin[key] = (server, tool)
+        names = assign_names(owners, self.separator, self.reserved_names)
+        tools: dict[str, ToolEntry] = {}
+        for key, exposed_name in names.items():
+            server, tool = origin[key]
+            exposed = tool.model_copy(update={"name": exposed_name})
+            tools[exposed_name] = ToolEntry(exposed, server, tool, content_hash(exposed))
+        self._tools = dict(sorted(tools.items()))
+
+    def _build_prompts(self) -> None:
+        owners: list[tuple[str, str]] = []
+        origin: dict[tuple[str, str], tuple[str, types.Prompt]] = {}
+        for server, listing in self._listings.items():
+            for prompt in listing.prompts:
+                key = (listing.prefix, prompt.name)
+                owners.append(key)
+                origin[key] = (server, prompt)
+        names = assign_names(owners, self.separator, self.reserved_names)
+        prompts = {}
+        for key, exposed_name in names.items():
+            server, prompt = origin[key]
+            prompts[exposed_name] = (prompt.model_copy(update={"name": exposed_name}), Route(server, prompt.name))
+        self._prompts = dict(sorted(prompts.items()))
+
+    def _build_resources(self) -> None:
+        resources: dict[str, tuple[types.Resource, Route]] = {}
+        templates: list[tuple[types.ResourceTemplate, str]] = []
+        for server, listing in self._listings.items():
+            for resource in listing.resources:
+                uri = namespace_uri(listing.prefix, resource.uri)
+                resources[uri] = (resource.model_copy(update={"uri": uri}), Route(server, resource.uri))
+            for template in listing.templates:
+                exposed = namespace_uri(listing.prefix, template.uri_template)
+                templates.append((template.model_copy(update={"uri_template": exposed}), server))
+        self._resources = resources
+        self._templates = templates
+
+    def _fingerprints(self) -> dict[Kind, str]:
+        def digest(items: Iterable[types.MCPModel]) -> str:
+            return hashlib.sha256("".join(content_hash(item) for item in items).encode()).hexdigest()
+
+        return {
+            "tools": digest(entry.exposed for entry in self._tools.values()),
+            "prompts": digest(prompt for prompt, _ in self._prompts.values()),
+            "resources": digest([*(r for r, _ in self._resources.values()), *(t for t, _ in self._templates)]),
+        }
+
+    # --- queries ---------------------------------------------------------------------------
+
+    @property
+    def servers(self) -> list[str]:
+        return list(self._listings)
+
+    def tool_entries(self) -> list[ToolEntry]:
+        return list(self._tools.values())
+
+    def tools(self) -> list[types.Tool]:
+        return [entry.exposed for entry in self._tools.values()]
+
+    def prompts(self) -> list[types.Prompt]:
+        return [prompt for prompt, _ in self._prompts.values()]
+
+    def resources(self) -> list[types.Resource]:
+        return [resource for resource, _ in self._resources.values()]
+
+    def templates(self) -> list[types.ResourceTemplate]:
+        return [template for template, _ in self._templates]
+
+    def tool(self, name: str) -> ToolEntry:
+        entry = self._tools.get(name)
+        if entry is None:
+            raise NotFound(f"unknown tool {name!r}{self._hint(name, self._tools)}")
+        return entry
+
+    def has_tool(self, name: str) -> bool:
+        return name in self._tools
+
+    def route_tool(self, name: str) -> Route:
+        entry = self.tool(name)
+        return Route(entry.server, entry.original.name)
+
+    def route_prompt(self, name: str) -> Route:
+        found = self._prompts.get(name)
+        if found is None:
+            raise NotFound(f"unknown prompt {name!r}{self._hint(name, self._prompts)}")
+        return found[1]
+
+    def prompt(self, name: str) -> types.Prompt:
+        self.route_prompt(name)
+        return self._prompts[name][0]
+
+    def route_resource(self, uri: str) -> Route:
+        """Route a concrete resource URI or one built from a namespaced template."""
+        found = self._resources.get(uri)
+        if found is not None:
+            return found[1]
+        split = split_uri(uri)
+        if split is not None and split[0] in self._prefix_owner:
+            return Route(self._prefix_owner[split[0]], split[1])
+        # Servers with an empty prefix expose URIs unchanged.
+        unprefixed = [server for server, listing in self._listings.items() if not listing.prefix]
+        if len(unprefixed) == 1:
+            return Route(unprefixed[0], uri)
+        raise NotFound(f"unknown resource {uri!r}: exposed URIs look like '<server>+<original uri>'")
+
+    def exposed_uri(self, server: str, original_uri: str) -> str:
+        """The exposed form of a backend's URI (for resources/updated notifications)."""
+        listing = self._listings.get(server)
+        return namespace_uri(listing.prefix, original_uri) if listing else original_uri
+
+    def server_of_prefix(self, prefix: str) -> str | None:
+        return self._prefix_owner.get(sanitize_prefix(prefix))
+
+    @staticmethod
+    def _hint(name: str, known: dict[str, object]) -> str:
+        close = [candidate for candidate in known if name.lower() in candidate.lower()][:5]
+        return f"; did you mean one of {close}?" if close else ""

@@ -1,0 +1,77 @@
+"""Exposed names: always valid, unique, deterministic, and reversible through the assignment map."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcp_manifold.naming import NAME_PATTERN, assign_names, join_name, namespace_uri, split_uri
+
+
+def test_plain_names_are_prefix_separator_name() -> None:
+    names = assign_names([("git", "status"), ("fs", "read_file")])
+    assert names == {("git", "status"): "git_status", ("fs", "read_file"): "fs_read_file"}
+
+
+def test_separator_is_configurable() -> None:
+    assert assign_names([("git", "status")], separator="__") == {("git", "status"): "git__status"}
+
+
+def test_invalid_characters_are_replaced() -> None:
+    name = assign_names([("my server", "do.thing/now")])[("my server", "do.thing/now")]
+    assert name == "my_server_do_thing_now"
+
+
+def test_too_long_names_are_shortened_with_a_hash() -> None:
+    long = "x" * 80
+    name = assign_names([("srv", long)])[("srv", long)]
+    assert len(name) <= 64 and NAME_PATTERN.match(name)
+    assert name.startswith("srv_xxx")
+
+
+def test_clashes_shorten_every_member_deterministically() -> None:
+    # "a_b" + "c" and "a" + "b_c" both join to "a_b_c".
+    owners = [("a_b", "c"), ("a", "b_c")]
+    names = assign_names(owners)
+    assert len(set(names.values())) == 2
+    assert all(name != "a_b_c" for name in names.values())
+    assert assign_names(list(reversed(owners))) == names
+
+
+def test_reserved_names_win() -> None:
+    names = assign_names([("proxy", "x"), ("a", "b")], reserved=["a_b"])
+    assert names[("a", "b")] != "a_b"
+    assert names[("proxy", "x")] == "proxy_x"
+
+
+def test_empty_prefix_means_no_namespace() -> None:
+    assert join_name("", "_", "status") == "status"
+
+
+def test_uri_namespacing_round_trips() -> None:
+    exposed = namespace_uri("git", "file:///repo/README.md")
+    assert exposed == "git+file:///repo/README.md"
+    assert split_uri(exposed) == ("git", "file:///repo/README.md")
+    assert split_uri("file:///no/prefix") is None
+
+
+name_text = st.text(min_size=1, max_size=90)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=20), name_text), min_size=1, max_size=40))
+def test_names_are_always_valid_unique_and_order_independent(owners: list[tuple[str, str]]) -> None:
+    names = assign_names(owners)
+    assert set(names) == set(owners)
+    assert all(NAME_PATTERN.match(name) for name in names.values())
+    assert len(set(names.values())) == len(names)
+    shuffled = owners[:]
+    random.Random(0).shuffle(shuffled)
+    assert assign_names(shuffled) == names
+
+
+@given(st.from_regex(r"[a-zA-Z0-9_-]{1,20}", fullmatch=True), st.text(min_size=1))
+def test_uri_split_inverts_namespace(prefix: str, uri: str) -> None:
+    assert split_uri(namespace_uri(prefix, uri)) == (prefix, uri)
