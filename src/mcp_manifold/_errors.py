@@ -99,6 +99,7 @@ class BackendRequestError(BackendError):
 def translate_backend_errors(server: str, action: str) -> Iterator[None]:
     """Turn SDK, transport and OS errors raised while talking to `server` into `BackendError`s."""
     from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
     try:
         yield
@@ -107,9 +108,9 @@ def translate_backend_errors(server: str, action: str) -> Iterator[None]:
     except MCPError as exc:
         code = exc.error.code
         message = exc.error.message
-        if code == -32001 or "timed out" in message.lower():
+        if code == REQUEST_TIMEOUT:
             raise BackendTimeout(server, f"{action} timed out: {message}") from exc
-        if "connection closed" in message.lower():
+        if code == CONNECTION_CLOSED:
             raise BackendClosed(server, f"{action} failed: connection closed") from exc
         raise BackendRequestError(server, message, code) from exc
     except TimeoutError as exc:

@@ -1,0 +1,420 @@
+"""One long-lived client session per downstream server: start, watch, restart, stop.
+
+A `Backend` owns its connection in a task of the pool's task group (structured concurrency: the
+pool's exit cancels and reaps every one). Starting is lazy by default and happens at most once at
+a time; a failed start is remembered and retried with exponential backoff on the next need. A
+connection that dies (process exit, closed stream) marks the backend `failed` with the reason and
+the next request starts it again. Stdio servers run in their own process group (the SDK's
+`stdio_client` does that), so stopping one kills its grandchildren too.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp.client.session import ClientRequestContext, ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from mcp_manifold import __version__
+from mcp_manifold._errors import (
+    BackendClosed,
+    BackendError,
+    BackendStartError,
+    BackendUnavailable,
+    translate_backend_errors,
+)
+from mcp_manifold.config import ServerConfig, Settings
+
+State = Literal["stopped", "starting", "ready", "failed", "disabled"]
+
+_BACKOFF_START = 1.0
+_BACKOFF_MAX = 30.0
+_CLIENT_INFO = types.Implementation(name="mcp-manifold", version=__version__)
+
+
+class BackendHooks(Protocol):
+    """What a backend needs from the gateway: somewhere to send what the server initiates."""
+
+    async def on_server_notification(self, backend: Backend, notification: types.ServerNotification) -> None: ...
+
+    async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None: ...
+
+    async def on_server_request(self, backend: Backend, method: str, params: Any) -> Any: ...
+
+
+@dataclass
+class BackendStatus:
+    """A snapshot for `manifold servers` and error messages."""
+
+    name: str
+    transport: str
+    state: State
+    last_error: str | None
+    restarts: int
+    pid: int | None
+    tools: int
+    stderr_tail: list[str]
+    server_info: str | None
+    retry_in: float | None
+
+
+class Backend:
+    """A downstream MCP server and the one session the gateway keeps with it."""
+
+    def __init__(self, config: ServerConfig, settings: Settings, hooks: BackendHooks) -> None:
+        self.config = config
+        self.settings = settings
+        self.hooks = hooks
+        self.name = config.name
+        self.state: State = "stopped" if config.enabled else "disabled"
+        self.last_error: str | None = None
+        self.restarts = 0
+        self.pid: int | None = None
+        self.tool_count = 0
+        self.stderr: deque[str] = deque(maxlen=max(1, settings.stderr_lines))
+        self.initialize_result: types.InitializeResult | None = None
+        self._session: ClientSession | None = None
+        self._start_lock = anyio.Lock()
+        self._stop: anyio.Event | None = None
+        self._stopped: anyio.Event | None = None
+        self._next_retry = 0.0
+        self._failures = 0
+        self._task_group: anyio.abc.TaskGroup | None = None
+        limit = config.max_concurrency
+        self._limiter = anyio.CapacityLimiter(limit) if limit else None
+        self._callers: list[Any] = []  # front sessions with a request in flight here, newest last
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def attach(self, task_group: anyio.abc.TaskGroup) -> None:
+        self._task_group = task_group
+
+    @property
+    def lazy(self) -> bool:
+        return self.settings.lazy if self.config.lazy is None else self.config.lazy
+
+    @property
+    def call_timeout(self) -> float:
+        return self.config.timeout or self.settings.call_timeout
+
+    async def session(self) -> ClientSession:
+        """The live session, starting (or restarting) the server if needed."""
+        if self._session is not None and self.state == "ready":
+            return self._session
+        if self.state == "disabled":
+            raise BackendUnavailable(self.name, "disabled in the config (enabled: false)")
+        async with self._start_lock:
+            if self._session is not None and self.state == "ready":
+                return self._session
+            wait = self._next_retry - time.monotonic()
+            if self.state == "failed" and wait > 0:
+                raise BackendUnavailable(
+                    self.name, f"not running ({self.last_error}); next start attempt in {wait:.1f}s"
+                )
+            await self._start()
+            assert self._session is not None
+            return self._session
+
+    async def _start(self) -> None:
+        if self._task_group is None:
+            raise RuntimeError("backend used outside its pool")
+        if self.state == "failed":
+            self.restarts += 1
+        self.state = "starting"
+        self._stop = anyio.Event()
+        self._stopped = anyio.Event()
+        try:
+            await self._task_group.start(self._run)
+        except BackendError as exc:
+            self._record_failure(str(exc))
+            raise
+        except Exception as exc:  # anything the transport raised while spawning or connecting
+            reason = _describe(exc)
+            self._record_failure(reason)
+            raise BackendStartError(self.name, self._with_stderr(f"failed to start: {reason}")) from exc
+        self._failures = 0
+        self.state = "ready"
+        self.last_error = None
+
+    def _record_failure(self, reason: str) -> None:
+        self.state = "failed"
+        self.last_error = reason
+        self._session = None
+        delay = min(_BACKOFF_MAX, _BACKOFF_START * 2**self._failures)
+        self._failures += 1
+        self._next_retry = time.monotonic() + delay
+
+    def _with_stderr(self, message: str) -> str:
+        if self.stderr:
+            return f"{message}; last stderr line: {self.stderr[-1]!r}"
+        return message
+
+    async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Own the connection: connect, initialize, report ready, then wait for stop or death."""
+        assert self._stop is not None and self._stopped is not None
+        stop, stopped = self._stop, self._stopped
+        try:
+            async with AsyncExitStack() as stack:
+                # Entered first so it closes last: the stderr watcher outlives the transport it watches.
+                watchers = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(watchers.cancel_scope.cancel)
+                read, write = await self._open_transport(stack, watchers)
+                session = await stack.enter_async_context(
+                    ClientSession(
+                        read,
+                        write,
+                        sampling_callback=self._on_sampling,
+                        elicitation_callback=self._on_elicitation,
+                        list_roots_callback=self._on_list_roots,
+                        logging_callback=self._on_log,
+                        message_handler=self._on_message,
+                        client_info=_CLIENT_INFO,
+                    )
+                )
+                try:
+                    with anyio.fail_after(self.settings.init_timeout):
+                        self.initialize_result = await session.initialize()
+                except TimeoutError:
+                    raise BackendStartError(
+                        self.name,
+                        self._with_stderr(f"did not finish initialization within {self.settings.init_timeout:g}s"),
+                    ) from None
+                except Exception as exc:
+                    raise BackendStartError(
+                        self.name, self._with_stderr(f"initialization failed: {_describe(exc)}")
+                    ) from exc
+                self._session = session
+                task_status.started()
+                await stop.wait()
+        except BaseException as exc:
+            if not stopped.is_set() and self.state == "ready" and not isinstance(exc, anyio.get_cancelled_exc_class()):
+                self._record_failure(f"connection ended: {_describe(exc)}")
+            if self.state in ("starting",) or isinstance(exc, anyio.get_cancelled_exc_class()):
+                raise
+        finally:
+            self._session = None
+            stopped.set()
+
+    async def _open_transport(self, stack: AsyncExitStack, watchers: anyio.abc.TaskGroup) -> tuple[Any, Any]:
+        config = self.config
+        if config.transport == "stdio":
+            assert config.command is not None
+            read_fd, write_fd = os.pipe()
+            errlog = os.fdopen(write_fd, "w")
+            params = StdioServerParameters(
+                command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
+            )
+            try:
+                streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            except BaseException:
+                os.close(read_fd)
+                raise
+            finally:
+                errlog.close()  # the child holds its own copy; ours would keep EOF from ever arriving
+            watchers.start_soon(self._watch_stderr, read_fd)
+            return streams
+        assert config.url is not None
+        headers = dict(config.headers)
+        if config.transport == "sse":
+            return await stack.enter_async_context(sse_client(config.url, headers=headers or None))
+        http_client = await stack.enter_async_context(create_mcp_http_client(headers=headers or None))
+        return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
+
+    async def _watch_stderr(self, fd: int) -> None:
+        """Keep the last lines of the server's stderr; EOF means the process is gone."""
+        os.set_blocking(fd, False)
+        pending = b""
+        try:
+            while True:
+                await anyio.wait_readable(fd)
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                self.stderr.extend(line.decode(errors="replace").rstrip() for line in lines)
+                if len(pending) > 65536:  # a server that never ends its line still stays bounded
+                    self.stderr.append(pending.decode(errors="replace"))
+                    pending = b""
+        finally:
+            if pending:
+                self.stderr.append(pending.decode(errors="replace").rstrip())
+            os.close(fd)
+        if self.state == "ready" and self._stop is not None and not self._stop.is_set():
+            self._mark_dead("process exited")
+
+    def _mark_dead(self, reason: str) -> None:
+        self._record_failure(self._with_stderr(reason))
+        self._next_retry = time.monotonic()  # a crash restarts on next need; backoff is for failed starts
+        if self._stop is not None:
+            self._stop.set()
+
+    async def stop(self) -> None:
+        """Close the session and stop the server (with its process group)."""
+        if self._stop is None or self._stopped is None:
+            return
+        self._stopped_on_purpose()
+        self._stop.set()
+        with anyio.move_on_after(10):
+            await self._stopped.wait()
+
+    def _stopped_on_purpose(self) -> None:
+        if self.state != "disabled":
+            self.state = "stopped"
+
+    # --- requests --------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def serving(self, caller: Any) -> AsyncIterator[None]:
+        """Mark `caller` (a front session) as waiting on this backend, for server-initiated requests."""
+        self._callers.append(caller)
+        try:
+            yield
+        finally:
+            self._callers.remove(caller)
+
+    @property
+    def current_caller(self) -> Any | None:
+        return self._callers[-1] if self._callers else None
+
+    async def request(self, action: str, call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+        """Run one request on the session with the backend's error translation and limits."""
+        session = await self.session()
+        try:
+            with translate_backend_errors(self.name, f"{action} (timeout {self.call_timeout:g}s)"):
+                with anyio.fail_after(self.call_timeout):
+                    if self._limiter is None:
+                        return await call(session)
+                    async with self._limiter:
+                        return await call(session)
+        except BackendClosed as exc:
+            self._mark_dead(str(exc))
+            raise BackendClosed(
+                self.name, self._with_stderr(f"{action} failed: the server closed the connection")
+            ) from exc
+
+    async def list_all(
+        self,
+    ) -> tuple[list[types.Tool], list[types.Resource], list[types.ResourceTemplate], list[types.Prompt]]:
+        """Everything the server offers, following pagination, skipping what it does not support."""
+        session = await self.session()
+        caps = session.server_capabilities or types.ServerCapabilities()
+        tools = await self._paginate("tools/list", session.list_tools, "tools") if caps.tools else []
+        resources: list[Any] = []
+        templates: list[Any] = []
+        if caps.resources:
+            resources = await self._paginate("resources/list", session.list_resources, "resources")
+            templates = await self._paginate(
+                "resources/templates/list", session.list_resource_templates, "resource_templates"
+            )
+        prompts = await self._paginate("prompts/list", session.list_prompts, "prompts") if caps.prompts else []
+        self.tool_count = len(tools)
+        return tools, resources, templates, prompts
+
+    async def _paginate(self, action: str, method: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+        items: list[Any] = []
+        cursor: str | None = None
+        for _ in range(10_000):  # a server whose cursors never end cannot hang the gateway
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            result = await self.request(action, lambda _s, p=params: method(params=p))
+            items.extend(getattr(result, field))
+            cursor = result.next_cursor
+            if not cursor:
+                break
+        return items
+
+    def status(self) -> BackendStatus:
+        info = self.initialize_result.server_info if self.initialize_result else None
+        retry = self._next_retry - time.monotonic() if self.state == "failed" else None
+        return BackendStatus(
+            name=self.name,
+            transport=self.config.transport,
+            state=self.state,
+            last_error=self.last_error,
+            restarts=self.restarts,
+            pid=self.pid,
+            tools=self.tool_count,
+            stderr_tail=list(self.stderr),
+            server_info=f"{info.name} {info.version}".strip() if info else None,
+            retry_in=max(0.0, retry) if retry is not None else None,
+        )
+
+    # --- what the server initiates ------------------------------------------------------------
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            return  # transport noise; a dead connection shows up on the next request
+        with suppress(Exception):
+            await self.hooks.on_server_notification(self, message)
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        with suppress(Exception):
+            await self.hooks.on_server_log(self, params)
+
+    async def _on_sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
+        return await self._forward_request("sampling/createMessage", params)
+
+    async def _on_elicitation(self, context: ClientRequestContext, params: Any) -> Any:
+        return await self._forward_request("elicitation/create", params)
+
+    async def _on_list_roots(self, context: ClientRequestContext) -> Any:
+        return await self._forward_request("roots/list", None)
+
+    async def _forward_request(self, method: str, params: Any) -> Any:
+        try:
+            return await self.hooks.on_server_request(self, method, params)
+        except Exception as exc:
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"mcp-manifold could not forward {method}: {exc}")
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason, reaching into exception groups for the first real cause."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class BackendPool:
+    """All backends, with their shared task group; leaving the context stops them all."""
+
+    def __init__(self, configs: list[ServerConfig], settings: Settings, hooks: BackendHooks) -> None:
+        self.settings = settings
+        self.backends: dict[str, Backend] = {config.name: Backend(config, settings, hooks) for config in configs}
+        self._exit: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> BackendPool:
+        self._exit = AsyncExitStack()
+        task_group = await self._exit.enter_async_context(anyio.create_task_group())
+        for backend in self.backends.values():
+            backend.attach(task_group)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as stoppers:
+                for backend in self.backends.values():
+                    stoppers.start_soon(backend.stop)
+        assert self._exit is not None
+        await self._exit.__aexit__(*exc_info)
+
+    def __getitem__(self, name: str) -> Backend:
+        return self.backends[name]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.backends.values())

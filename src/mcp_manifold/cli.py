@@ -1,0 +1,276 @@
+"""The `manifold` command line: serve, servers, tools, call, search, config check, import."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mcp_manifold._errors import ConfigError, ManifoldError
+from mcp_manifold.config import Config, check_config, load_config, settings_fields
+
+app = typer.Typer(
+    name="manifold",
+    help="One MCP endpoint in front of any number of MCP servers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+config_app = typer.Typer(help="Work with config files.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+out = Console()
+err = Console(stderr=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Config file (JSON or YAML, Claude Desktop's mcpServers format)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+_EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _setting_overrides(extra: list[str]) -> dict[str, Any]:
+    """Parse `--some-setting VALUE` / `--flag` / `--no-flag` for every gateway setting."""
+    fields = {name: (kind, default) for name, kind, default, _help in settings_fields()}
+    overrides: dict[str, Any] = {}
+    args = list(extra)
+    while args:
+        arg = args.pop(0)
+        if not arg.startswith("--"):
+            raise typer.BadParameter(f"unexpected argument {arg!r}")
+        key, _, value = arg[2:].partition("=")
+        name = key.replace("-", "_")
+        negated = name.startswith("no_") and name[3:] in fields
+        if negated:
+            name = name[3:]
+        if name not in fields:
+            raise typer.BadParameter(f"unknown option --{key}; run with --help to see the settings")
+        if fields[name][0] is bool and not value:
+            overrides[name] = not negated
+            continue
+        if not value:
+            if not args:
+                raise typer.BadParameter(f"--{key} needs a value")
+            value = args.pop(0)
+        overrides[name] = value
+    return overrides
+
+
+def _load(config_path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
+    try:
+        return load_config(config_path, overrides=overrides or {})
+    except ConfigError as exc:
+        err.print("[red]config has problems:[/red]")
+        for problem in exc.problems:
+            err.print(f"  {problem}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _settings_help() -> str:
+    lines = ["Every gateway setting is also a flag (flag > MANIFOLD_<SETTING> env > file > default):"]
+    for name, _kind, default, help_text in settings_fields():
+        lines.append(f"--{name.replace('_', '-')} (default {default!r}): {help_text}")
+    return "\n\n".join(lines)
+
+
+@app.command(context_settings=_EXTRA, epilog=_settings_help())
+def serve(
+    ctx: typer.Context,
+    config: ConfigOption = None,
+    http: Annotated[bool | None, typer.Option("--http/--stdio", help="Serve streamable HTTP at /mcp.")] = None,
+    host: Annotated[str | None, typer.Option(help="HTTP host.")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port.")] = None,
+    expose: Annotated[str | None, typer.Option(help="Surfaces, comma-separated: direct,proxy,...")] = None,
+) -> None:
+    """Run the gateway over stdio (default) or streamable HTTP."""
+    overrides = _setting_overrides(ctx.args)
+    for key, value in (("http", http), ("host", host), ("port", port), ("expose", expose)):
+        if value is not None:
+            overrides[key] = value
+    cfg = _load(config, overrides)
+    from mcp_manifold.front import serve_http, serve_stdio
+    from mcp_manifold.gateway import Gateway
+
+    async def main() -> None:
+        async with Gateway(cfg) as gateway:
+            if cfg.settings.http:
+                err.print(
+                    f"mcp-manifold: serving {len(cfg.enabled_servers)} server(s) at "
+                    f"http://{cfg.settings.host}:{cfg.settings.port}/mcp (expose: {','.join(cfg.settings.expose)})"
+                )
+                await serve_http(gateway, cfg.settings.host, cfg.settings.port)
+            else:
+                await serve_stdio(gateway)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(main)
+
+
+async def _with_gateway(cfg: Config, work: Any) -> Any:
+    from mcp_manifold.gateway import Gateway
+
+    async with Gateway(cfg) as gateway:
+        return await work(gateway)
+
+
+@app.command(context_settings=_EXTRA)
+def servers(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Start every configured server and show its state, tool count, last error and stderr."""
+    cfg = _load(config, _setting_overrides(ctx.args))
+
+    async def work(gateway: Any) -> list[Any]:
+        await gateway.refresh([b.name for b in gateway.pool if b.state != "disabled"])
+        return [backend.status() for backend in gateway.pool]
+
+    statuses = anyio.run(_with_gateway, cfg, work)
+    if as_json:
+        out.print_json(json.dumps([status.__dict__ for status in statuses]))
+        return
+    table = Table(title="servers")
+    for column in ("name", "transport", "state", "tools", "server", "last error / stderr"):
+        table.add_column(column)
+    for status in statuses:
+        detail = status.last_error or ""
+        if status.stderr_tail:
+            detail += ("\n" if detail else "") + "\n".join(status.stderr_tail[-3:])
+        color = {"ready": "green", "failed": "red", "disabled": "dim"}.get(status.state, "yellow")
+        table.add_row(
+            status.name,
+            status.transport,
+            f"[{color}]{status.state}[/{color}]",
+            str(status.tools),
+            status.server_info or "",
+            detail,
+        )
+    out.print(table)
+
+
+@app.command(context_settings=_EXTRA)
+def tools(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """List every tool as exposed (namespaced), with its server."""
+    cfg = _load(config, _setting_overrides(ctx.args))
+
+    async def work(gateway: Any) -> list[Any]:
+        await gateway.ensure_catalog()
+        return gateway.catalog.tool_entries()
+
+    entries = anyio.run(_with_gateway, cfg, work)
+    if as_json:
+        rows = [
+            {"name": e.name, "server": e.server, "original": e.original.name, "description": e.exposed.description}
+            for e in entries
+        ]
+        out.print_json(json.dumps(rows))
+        return
+    table = Table(title=f"{len(entries)} tools")
+    for column in ("name", "server", "description"):
+        table.add_column(column)
+    for entry in entries:
+        table.add_row(entry.name, entry.server, (entry.exposed.description or "").split("\n")[0][:100])
+    out.print(table)
+
+
+@app.command(context_settings=_EXTRA)
+def call(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Exposed tool name, e.g. git_status.")],
+    args: Annotated[str, typer.Option("--args", "-a", help="Arguments as a JSON object.")] = "{}",
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Call one tool through the gateway and print its result."""
+    try:
+        arguments = json.loads(args)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"--args is not valid JSON: {exc}") from None
+    if not isinstance(arguments, dict):
+        raise typer.BadParameter("--args must be a JSON object, e.g. '{\"a\": 1}'")
+    cfg = _load(config, _setting_overrides(ctx.args))
+
+    async def work(gateway: Any) -> Any:
+        from mcp_manifold.gateway import tool_error
+
+        await gateway.ensure_catalog()
+        try:
+            route = gateway.catalog.route_tool(name)
+        except ManifoldError as exc:
+            return tool_error(str(exc))
+        backend = gateway.pool[route.server]
+        try:
+            return await backend.request("tools/call", lambda s: s.call_tool(route.original, arguments))
+        except ManifoldError as exc:
+            return tool_error(str(exc))
+
+    result = anyio.run(_with_gateway, cfg, work)
+    if as_json:
+        out.print_json(result.model_dump_json(by_alias=True, exclude_none=True))
+    else:
+        for item in result.content:
+            if item.type == "text":
+                print(item.text)
+            else:
+                print(item.model_dump_json(by_alias=True, exclude_none=True))
+    if result.is_error:
+        raise typer.Exit(1)
+
+
+@config_app.command("check")
+def config_check(config: Annotated[Path, typer.Argument(help="The config file to check.")]) -> None:
+    """Report every problem in a config file at once, naming file, server and field."""
+    problems = check_config(config)
+    if not problems:
+        out.print(f"[green]{config}: OK[/green]")
+        return
+    for problem in problems:
+        err.print(str(problem), markup=False, highlight=False)
+    raise typer.Exit(1)
+
+
+@app.command("import")
+def import_config(
+    client: Annotated[str, typer.Argument(help="claude-desktop, cursor or claude-code.")],
+    path: Annotated[Path | None, typer.Argument(help="The client's config file (default: its usual place).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite --output if it exists.")] = False,
+) -> None:
+    """Write a manifold config from Claude Desktop's, Cursor's or Claude Code's MCP settings."""
+    from mcp_manifold.importers import import_client_config, write_config
+
+    if client not in ("claude-desktop", "cursor", "claude-code"):
+        raise typer.BadParameter("client must be claude-desktop, cursor or claude-code")
+    try:
+        result = import_client_config(client, path)  # type: ignore[arg-type]
+        for warning in result.warnings:
+            err.print(f"warning: {warning}", markup=False)
+        if output is None:
+            print(json.dumps(result.config, indent=2))
+        else:
+            write_config(result.config, output, force=force)
+            err.print(f"wrote {output} ({len(result.config.get('mcpServers', {}))} servers from {result.source})")
+    except ConfigError as exc:
+        for problem in exc.problems:
+            err.print(str(problem), markup=False)
+        raise typer.Exit(2) from None
+    except ManifoldError as exc:
+        err.print(str(exc), markup=False)
+        raise typer.Exit(2) from None
+
+
+def main() -> None:
+    try:
+        app()
+    except ManifoldError as exc:
+        err.print(f"error: {exc}", markup=False)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

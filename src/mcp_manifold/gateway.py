@@ -1,0 +1,467 @@
+"""The gateway: backends + catalog + surfaces behind one MCP server.
+
+`Gateway` is an async context manager. Inside it, `server` is an SDK lowlevel `Server` whose
+handlers ask the exposed surfaces, in order, who owns a name; the surfaces use the gateway's
+`call_tool` / `read_resource` / `get_prompt` to reach a backend, with progress, logging,
+cancellation and server-to-client requests passed through. The front (`front.py`) serves
+`server` over stdio or streamable HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+import weakref
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
+
+from mcp_manifold import __version__
+from mcp_manifold._errors import BackendError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold.backends import Backend, BackendPool
+from mcp_manifold.catalog import BackendListing, Catalog, Kind
+from mcp_manifold.config import Config
+from mcp_manifold.surfaces import CallContext, Surface, load_surface
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_SERVER_REQUEST_TYPES: dict[str, tuple[Any, Any]] = {
+    "sampling/createMessage": (types.CreateMessageRequest, types.CreateMessageResult),
+    "elicitation/create": (types.ElicitRequest, types.ElicitResult),
+    "roots/list": (types.ListRootsRequest, types.ListRootsResult),
+}
+
+
+def tool_error(message: str) -> types.CallToolResult:
+    """A tool result the client shows as an error, carrying our message and nothing else."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    # The SDK builds a ServerSession per request; the Connection behind it is per client.
+    return ctx.session._connection
+
+
+class Gateway:
+    """One MCP endpoint in front of the configured backends."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.settings = config.settings
+        self.pool = BackendPool(list(config.servers.values()), self.settings, self)
+        self.surfaces: list[Surface] = []
+        for name in self.settings.expose:
+            self.surfaces.append(load_surface(name, self))
+        reserved = [
+            tool.name for surface in self.surfaces if surface.name != "direct" for tool in _static_tools(surface)
+        ]
+        self.catalog = Catalog(self.settings.separator, reserved_names=reserved)
+        self.catalog.subscribe(self._on_catalog_change)
+        self.bus = InMemorySubscriptionBus()
+        self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._recent_connection: weakref.ref[Connection] | None = None
+        self._subscriptions: dict[str, weakref.WeakSet[Connection]] = {}
+        self._listed: set[str] = set()
+        self._refresh_lock = anyio.Lock()
+        self._pending_changes: set[Kind] = set()
+        self._changes = anyio.Event()
+        self._exit: AsyncExitStack | None = None
+        self.server = self._build_server()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Gateway:
+        self._exit = AsyncExitStack()
+        await self._exit.enter_async_context(self.pool)
+        task_group = await self._exit.enter_async_context(anyio.create_task_group())
+        self._exit.callback(task_group.cancel_scope.cancel)
+        task_group.start_soon(self._announce_changes)
+        for surface in self.surfaces:
+            await surface.start()
+        eager = [backend for backend in self.pool if not backend.lazy and backend.state != "disabled"]
+        if eager:
+            await self.refresh([backend.name for backend in eager])
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._exit is not None
+        await self._exit.__aexit__(*exc_info)
+
+    @property
+    def backends(self) -> dict[str, Backend]:
+        return self.pool.backends
+
+    # --- catalog ---------------------------------------------------------------------------
+
+    async def ensure_catalog(self) -> None:
+        """Start and list every enabled backend not listed yet (the first need of a lazy start)."""
+        missing = [
+            backend.name
+            for backend in self.pool
+            if backend.name not in self._listed and backend.state not in ("disabled",) and not _in_backoff(backend)
+        ]
+        if missing:
+            await self.refresh(missing)
+
+    async def refresh(self, names: list[str]) -> None:
+        """(Re)list the named backends concurrently; a failure leaves the others untouched."""
+        async with anyio.create_task_group() as task_group:
+            for name in names:
+                task_group.start_soon(self._refresh_one, name)
+
+    async def _refresh_one(self, name: str) -> None:
+        backend = self.pool[name]
+        try:
+            tools, resources, templates, prompts = await backend.list_all()
+        except ManifoldError as exc:
+            logger.warning("%s", exc)
+            return
+        listing = BackendListing(
+            prefix=backend.config.exposed_prefix,
+            tools=tools,
+            resources=resources,
+            templates=templates,
+            prompts=prompts,
+            tool_filter=backend.config.tools.allows,
+        )
+        async with self._refresh_lock:
+            self.catalog.set_backend(name, listing)
+            self._listed.add(name)
+
+    def _on_catalog_change(self, kinds: set[Kind]) -> None:
+        self._pending_changes |= kinds
+        self._changes.set()
+
+    async def _announce_changes(self) -> None:
+        """Tell every client what changed; runs as one task so notifications never block a handler."""
+        while True:
+            await self._changes.wait()
+            self._changes = anyio.Event()
+            kinds, self._pending_changes = self._pending_changes, set()
+            await self.notify_list_changed(kinds)
+
+    async def notify_list_changed(self, kinds: set[Kind], connection: Connection | None = None) -> None:
+        """Send `list_changed` for `kinds` to one connection, or to all of them."""
+        targets = [connection] if connection is not None else list(self._connections)
+        events = {"tools": ToolsListChanged(), "resources": ResourcesListChanged(), "prompts": PromptsListChanged()}
+        if connection is None:
+            for kind in kinds:
+                await self.bus.publish(events[kind])
+        for target in targets:
+            with _quiet():
+                if "tools" in kinds:
+                    await target.send_tool_list_changed()
+                if "resources" in kinds:
+                    await target.send_resource_list_changed()
+                if "prompts" in kinds:
+                    await target.send_prompt_list_changed()
+
+    # --- calls into backends (used by surfaces) ----------------------------------------------
+
+    async def call_tool(
+        self, call: CallContext, server: str, tool: str, arguments: dict[str, Any] | None
+    ) -> types.CallToolResult:
+        """Call `tool` on `server`; backend failures become tool errors with the backend's message."""
+        backend = self._backend(server)
+        ctx = call.request
+        wants_progress = ctx.meta is not None and ctx.meta.get("progress_token") is not None
+
+        async def forward_progress(progress: float, total: float | None, message: str | None) -> None:
+            with _quiet():
+                await ctx.session.report_progress(progress, total, message)
+
+        try:
+            async with backend.serving(ctx):
+                return await backend.request(
+                    "tools/call",
+                    lambda session: session.call_tool(
+                        tool,
+                        arguments,
+                        progress_callback=forward_progress if wants_progress else None,
+                    ),
+                )
+        except BackendError as exc:
+            return tool_error(str(exc))
+
+    async def read_resource(self, call: CallContext, server: str, uri: str) -> types.ReadResourceResult:
+        backend = self._backend(server)
+        async with backend.serving(call.request):
+            return await backend.request("resources/read", lambda session: session.read_resource(uri))
+
+    async def get_prompt(
+        self, call: CallContext, server: str, name: str, arguments: dict[str, str] | None
+    ) -> types.GetPromptResult:
+        backend = self._backend(server)
+        async with backend.serving(call.request):
+            return await backend.request("prompts/get", lambda session: session.get_prompt(name, arguments))
+
+    def _backend(self, server: str) -> Backend:
+        backend = self.backends.get(server)
+        if backend is None:
+            raise NotFound(f"unknown server {server!r}")
+        return backend
+
+    # --- what backends initiate (BackendHooks) ----------------------------------------------
+
+    async def on_server_notification(self, backend: Backend, notification: types.ServerNotification) -> None:
+        method = getattr(notification, "method", "")
+        if method in (
+            "notifications/tools/list_changed",
+            "notifications/resources/list_changed",
+            "notifications/prompts/list_changed",
+        ):
+            await self._refresh_one(backend.name)
+        elif method == "notifications/resources/updated":
+            uri = self.catalog.exposed_uri(backend.name, notification.params.uri)  # type: ignore[union-attr]
+            await self.bus.publish(ResourceUpdated(uri))
+            for connection in list(self._subscriptions.get(uri, ())):
+                with _quiet():
+                    await connection.send_resource_updated(uri)
+
+    async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
+        name = f"{backend.name}.{params.logger}" if params.logger else backend.name
+        caller = backend.current_caller
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            if caller is not None:
+                with _quiet():
+                    await caller.session.send_log_message(
+                        params.level, params.data, logger=name, related_request_id=caller.request_id
+                    )
+                return
+            for connection in list(self._connections):
+                with _quiet():
+                    await connection.log(params.level, params.data, logger=name)
+
+    async def on_server_request(self, backend: Backend, method: str, params: Any) -> Any:
+        """Forward sampling, elicitation and roots to the client whose call is waiting on `backend`."""
+        request_type, result_type = _SERVER_REQUEST_TYPES[method]
+        request = request_type(params=params) if params is not None else request_type()
+        caller = backend.current_caller
+        if caller is not None:
+            return await caller.session.send_request(
+                request, result_type, metadata=ServerMessageMetadata(related_request_id=caller.request_id)
+            )
+        connection = self._recent_connection() if self._recent_connection else None
+        if connection is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"no client connected to answer {method}")
+        return await connection.send_request(request)
+
+    # --- the MCP server ---------------------------------------------------------------------
+
+    def _build_server(self) -> Server[Any]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server: Server[Any] = _GatewayServer(
+                "mcp-manifold",
+                version=__version__,
+                instructions=self.instructions(),
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_list_resources=self._list_resources,
+                on_list_resource_templates=self._list_resource_templates,
+                on_read_resource=self._read_resource,
+                on_subscribe_resource=self._subscribe,
+                on_unsubscribe_resource=self._unsubscribe,
+                on_list_prompts=self._list_prompts,
+                on_get_prompt=self._get_prompt,
+                on_set_logging_level=self._set_logging_level,
+                on_subscriptions_listen=ListenHandler(self.bus),
+            )
+        server.middleware.append(self._track_connection)
+        return server
+
+    def initialization_options(self) -> Any:
+        return self.server.create_initialization_options()
+
+    def instructions(self) -> str:
+        """A one-line-per-server summary, so an agent knows what is behind the gateway."""
+        lines = ["mcp-manifold gateway. Servers behind it:"]
+        for config in self.config.servers.values():
+            if config.enabled:
+                lines.append(f"- {config.name}")
+        return "\n".join(lines)
+
+    async def _track_connection(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        connection = _connection_of(ctx)
+        self._connections.add(connection)
+        if ctx.request_id is not None:
+            self._recent_connection = weakref.ref(connection)
+        return await call_next(ctx)
+
+    def _call_context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
+        return CallContext(ctx, _connection_of(ctx))
+
+    async def _answer(self, action: str, work: Callable[[], Awaitable[T]]) -> T:
+        """Run a non-tool request, turning our errors into MCP errors with a clear message."""
+        try:
+            return await work()
+        except InvalidRequest as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        except NotFound as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        except ManifoldError as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=f"{action} failed: {exc}") from None
+
+    async def _needs_catalog(self) -> None:
+        if any(surface.needs_catalog for surface in self.surfaces):
+            await self.ensure_catalog()
+
+    async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
+        await self._needs_catalog()
+        call = self._call_context(ctx)
+        tools: dict[str, types.Tool] = {}
+        for surface in self.surfaces:
+            for tool in surface.list_tools(call):
+                tools.setdefault(tool.name, tool)
+        return types.ListToolsResult(tools=list(tools.values()))
+
+    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        call = self._call_context(ctx)
+        name, arguments = params.name, params.arguments or {}
+        surface = self._owner(lambda s: s.owns_tool(call, name))
+        if surface is None:
+            await self._needs_catalog()
+            surface = self._owner(lambda s: s.owns_tool(call, name))
+        if surface is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {name!r}")
+        try:
+            return await surface.call_tool(call, name, arguments)
+        except ManifoldError as exc:
+            return tool_error(str(exc))
+
+    def _owner(self, predicate: Callable[[Surface], bool]) -> Surface | None:
+        return next((surface for surface in self.surfaces if predicate(surface)), None)
+
+    async def _list_resources(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourcesResult:
+        await self._needs_catalog()
+        call = self._call_context(ctx)
+        return types.ListResourcesResult(resources=[r for s in self.surfaces for r in s.list_resources(call)])
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: Any
+    ) -> types.ListResourceTemplatesResult:
+        await self._needs_catalog()
+        call = self._call_context(ctx)
+        templates = [t for s in self.surfaces for t in s.list_resource_templates(call)]
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        call = self._call_context(ctx)
+        uri = str(params.uri)
+
+        async def work() -> types.ReadResourceResult:
+            surface = self._owner(lambda s: s.owns_resource(call, uri))
+            if surface is None:
+                await self._needs_catalog()
+                surface = self._owner(lambda s: s.owns_resource(call, uri))
+            if surface is None:
+                raise NotFound(f"unknown resource {uri!r}")
+            return await surface.read_resource(call, uri)
+
+        return await self._answer("resources/read", work)
+
+    async def _list_prompts(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListPromptsResult:
+        await self._needs_catalog()
+        call = self._call_context(ctx)
+        return types.ListPromptsResult(prompts=[p for s in self.surfaces for p in s.list_prompts(call)])
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        call = self._call_context(ctx)
+
+        async def work() -> types.GetPromptResult:
+            surface = self._owner(lambda s: s.owns_prompt(call, params.name))
+            if surface is None:
+                await self._needs_catalog()
+                surface = self._owner(lambda s: s.owns_prompt(call, params.name))
+            if surface is None:
+                raise NotFound(f"unknown prompt {params.name!r}")
+            return await surface.get_prompt(call, params.name, params.arguments)
+
+        return await self._answer("prompts/get", work)
+
+    async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> Any:
+        uri = str(params.uri)
+
+        async def work() -> types.EmptyResult:
+            await self._needs_catalog()
+            route = self.catalog.route_resource(uri)
+            backend = self._backend(route.server)
+            await backend.request("resources/subscribe", lambda session: session.subscribe_resource(route.original))
+            self._subscriptions.setdefault(uri, weakref.WeakSet()).add(_connection_of(ctx))
+            return types.EmptyResult()
+
+        return await self._answer("resources/subscribe", work)
+
+    async def _unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams) -> Any:
+        uri = str(params.uri)
+        subscribers = self._subscriptions.get(uri)
+        if subscribers is not None:
+            subscribers.discard(_connection_of(ctx))
+            if not subscribers:
+                del self._subscriptions[uri]
+                with _quiet():
+                    route = self.catalog.route_resource(uri)
+                    backend = self._backend(route.server)
+                    await backend.request(
+                        "resources/unsubscribe", lambda session: session.unsubscribe_resource(route.original)
+                    )
+        return types.EmptyResult()
+
+    async def _set_logging_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
+        """Pass the client's log level on to every running backend that logs."""
+        for backend in self.pool:
+            if backend.state == "ready":
+                with _quiet():
+                    await backend.request("logging/setLevel", lambda session: session.set_logging_level(params.level))
+        return types.EmptyResult()
+
+
+class _GatewayServer(Server[Any]):
+    """The SDK server, advertising `listChanged` on every transport (HTTP builds its own options)."""
+
+    def create_initialization_options(
+        self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        everything = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+        return super().create_initialization_options(notification_options or everything, *args, **kwargs)
+
+
+def _in_backoff(backend: Backend) -> bool:
+    return backend.state == "failed" and (backend.status().retry_in or 0) > 0
+
+
+def _static_tools(surface: Surface) -> list[types.Tool]:
+    """The tools a non-direct surface always shows, reserved so backend tools never take their names."""
+    reserved = getattr(surface, "reserved_tools", None)
+    return list(reserved()) if callable(reserved) else []
+
+
+class _quiet:
+    """Suppress failures of best-effort sends to a client that may have gone away."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if exc_type is None:
+            return False
+        if issubclass(exc_type, Exception):
+            logger.debug("best-effort send failed: %s", exc)
+            return True
+        return False

@@ -1,0 +1,40 @@
+"""Surfaces: what a client sees. Each maps client requests onto catalog, search, router and results.
+
+The config's `expose` list picks any set of them; the gateway asks them in that order, so the
+first surface that owns a tool name or URI answers for it.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from mcp_manifold.surfaces._base import CallContext, Surface
+
+if TYPE_CHECKING:
+    from mcp_manifold.gateway import Gateway
+
+# name -> "module:Class", imported only when exposed so unused surfaces cost nothing at start.
+SURFACES: dict[str, str] = {
+    "direct": "mcp_manifold.surfaces.direct:DirectSurface",
+    "proxy": "mcp_manifold.surfaces.proxy:ProxySurface",
+    "dispatch": "mcp_manifold.surfaces.dispatch:DispatchSurface",
+    "retrieve": "mcp_manifold.surfaces.retrieve:RetrieveSurface",
+    "hub": "mcp_manifold.surfaces.hub:HubSurface",
+}
+
+
+def load_surface(name: str, gateway: Gateway) -> Surface:
+    """Instantiate the surface called `name` for `gateway`."""
+    target = SURFACES.get(name)
+    if target is None:
+        raise ValueError(f"unknown surface {name!r}; known: {', '.join(SURFACES)}")
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"surface {name!r} is not available in this build: {exc}") from exc
+    return getattr(module, class_name)(gateway)
+
+
+__all__ = ["SURFACES", "CallContext", "Surface", "load_surface"]

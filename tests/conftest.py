@@ -1,0 +1,131 @@
+"""Shared fixtures: config files, and a real gateway reached by a real SDK client over stdio or HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+TESTS = Path(__file__).parent
+SERVERS = TESTS / "servers"
+NODE_BIN = TESTS / "node" / "node_modules" / ".bin"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def server_entry(script: str, *args: str, **extra: Any) -> dict[str, Any]:
+    """A stdio mcpServers entry running one of the fixture servers with this Python."""
+    return {"command": sys.executable, "args": [str(SERVERS / script), *args], **extra}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode} before listening on {port}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on port {port} after {timeout}s")
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Stop a process started in its own group, and everything it started."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[..., Path]:
+    """Write an mcpServers config (plus an optional manifold section) and return its path."""
+
+    def write(servers: dict[str, Any], manifold: dict[str, Any] | None = None, name: str = "mcp.json") -> Path:
+        data: dict[str, Any] = {"mcpServers": servers}
+        settings = {"data_dir": str(tmp_path / "data"), **(manifold or {})}
+        data["manifold"] = settings
+        path = tmp_path / name
+        path.write_text(json.dumps(data, indent=2))
+        return path
+
+    return write
+
+
+def manifold_command(config: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config), *extra]
+
+
+@asynccontextmanager
+async def stdio_gateway(config: Path, *extra: str, **client_kwargs: Any) -> AsyncIterator[Client]:
+    """The gateway as Claude Desktop runs it: a subprocess on stdio, reached by the SDK client."""
+    command = manifold_command(config, *extra)
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+    client_kwargs.setdefault("mode", "legacy")
+    async with Client(params, **client_kwargs) as client:
+        yield client
+
+
+@pytest.fixture
+def http_gateway() -> Iterator[Callable[..., str]]:
+    """Start gateways over streamable HTTP as subprocesses; returns their /mcp URLs. All stopped after."""
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def start(config: Path, *extra: str) -> str:
+        port = free_port()
+        process = subprocess.Popen(
+            manifold_command(config, "--http", "--port", str(port), *extra), start_new_session=True
+        )
+        processes.append(process)
+        wait_for_port(port, process)
+        return f"http://127.0.0.1:{port}/mcp"
+
+    yield start
+    for process in processes:
+        stop_process(process)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def connect(request: pytest.FixtureRequest, http_gateway: Callable[..., str]) -> Callable[..., Any]:
+    """`connect(config, **client_kwargs)`: an SDK client to a real gateway, over each transport in turn."""
+    transport = request.param
+
+    @asynccontextmanager
+    async def open_client(config: Path, *extra: str, **client_kwargs: Any) -> AsyncIterator[Client]:
+        client_kwargs.setdefault("mode", "legacy")
+        if transport == "stdio":
+            async with stdio_gateway(config, *extra, **client_kwargs) as client:
+                yield client
+        else:
+            async with Client(http_gateway(config, *extra), **client_kwargs) as client:
+                yield client
+
+    open_client.transport = transport  # type: ignore[attr-defined]
+    return open_client
