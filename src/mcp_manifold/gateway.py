@@ -17,6 +17,7 @@ from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
 import anyio
+import anyio.abc
 import mcp_types as types
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -77,6 +78,7 @@ class Gateway:
         self._pending_changes: set[Kind] = set()
         self._changes = anyio.Event()
         self._exit: AsyncExitStack | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
         self.server = self._build_server()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -85,6 +87,7 @@ class Gateway:
         self._exit = AsyncExitStack()
         await self._exit.enter_async_context(self.pool)
         task_group = await self._exit.enter_async_context(anyio.create_task_group())
+        self._task_group = task_group
         self._exit.callback(task_group.cancel_scope.cancel)
         task_group.start_soon(self._announce_changes)
         for surface in self.surfaces:
@@ -221,7 +224,9 @@ class Gateway:
             "notifications/resources/list_changed",
             "notifications/prompts/list_changed",
         ):
-            await self._refresh_one(backend.name)
+            # Not inline: this runs on the backend's read loop, which must stay free to deliver the listing.
+            assert self._task_group is not None
+            self._task_group.start_soon(self._refresh_one, backend.name)
         elif method == "notifications/resources/updated":
             uri = self.catalog.exposed_uri(backend.name, notification.params.uri)  # type: ignore[union-attr]
             await self.bus.publish(ResourceUpdated(uri))

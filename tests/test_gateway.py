@@ -1,0 +1,226 @@
+"""End to end: real fixture servers behind a real gateway, reached by the SDK client over stdio and HTTP."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from tests.conftest import server_entry
+
+pytestmark = pytest.mark.anyio
+
+THREE_SERVERS = {
+    "kitchen": server_entry("kitchen.py"),
+    "numbers": server_entry("numbers.py"),
+    "words": server_entry("words.py"),
+}
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
+
+
+async def test_three_servers_namespaced_in_one_list(connect: Any, write_config: Any) -> None:
+    async with connect(write_config(THREE_SERVERS)) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"kitchen_echo", "numbers_add", "numbers_sqrt", "words_upper", "words_reverse"} <= names
+        assert all(len(name) <= 64 for name in names)
+        long_names = [name for name in names if name.startswith("words_really_long")]
+        assert len(long_names) == 1 and len(long_names[0]) <= 64
+
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "hi"})) == "hi"
+        added = await client.call_tool("kitchen_add", {"a": 2, "b": 3})
+        assert added.structured_content == {"result": 5}
+        assert text_of(await client.call_tool("words_upper", {"text": "abc"})) == "ABC"
+
+
+async def test_content_types_pass_through(connect: Any, write_config: Any) -> None:
+    async with connect(write_config({"kitchen": server_entry("kitchen.py")})) as client:
+        image = (await client.call_tool("kitchen_image", {})).content[0]
+        assert isinstance(image, types.ImageContent) and image.mime_type == "image/png"
+        assert base64.b64decode(image.data).startswith(b"\x89PNG")
+        embedded = (await client.call_tool("kitchen_embedded", {})).content[0]
+        assert isinstance(embedded, types.EmbeddedResource)
+        assert embedded.resource.text == "embedded text"  # type: ignore[union-attr]
+        huge = await client.call_tool("kitchen_huge", {"size": 1_000_000})
+        assert len(text_of(huge)) == 1_000_000
+
+
+async def test_resources_templates_and_prompts(connect: Any, write_config: Any) -> None:
+    async with connect(write_config(THREE_SERVERS)) as client:
+        uris = {r.uri for r in (await client.list_resources()).resources}
+        assert {"kitchen+kitchen://text", "kitchen+kitchen://blob", "numbers+numbers://constants"} <= uris
+        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        assert "kitchen+kitchen://greeting/{name}" in templates
+
+        text = (await client.read_resource("kitchen+kitchen://text")).contents[0]
+        assert text.text == "hello from kitchen"  # type: ignore[union-attr]
+        blob = (await client.read_resource("kitchen+kitchen://blob")).contents[0]
+        assert base64.b64decode(blob.blob) == b"\x00\x01\x02binary"  # type: ignore[union-attr]
+        greeting = (await client.read_resource("kitchen+kitchen://greeting/Ada")).contents[0]
+        assert greeting.text == "Hello, Ada!"  # type: ignore[union-attr]
+
+        prompts = {p.name for p in (await client.list_prompts()).prompts}
+        assert {"kitchen_greet", "kitchen_summarize", "numbers_explain"} <= prompts
+        prompt = await client.get_prompt("kitchen_greet", {"name": "Bob", "style": "formal"})
+        assert "Greet Bob in a formal way." in prompt.messages[0].content.text  # type: ignore[union-attr]
+
+
+async def test_errors_are_clear_and_harmless(connect: Any, write_config: Any) -> None:
+    async with connect(write_config(THREE_SERVERS)) as client:
+        failed = await client.call_tool("kitchen_fail", {"message": "kaboom"})
+        assert failed.is_error and "kaboom" in text_of(failed)
+        with pytest.raises(Exception, match="unknown tool 'nope'"):
+            await client.call_tool("nope", {})
+        with pytest.raises(Exception, match="unknown resource"):
+            await client.read_resource("nobody+x://y")
+        with pytest.raises(Exception, match="unknown prompt"):
+            await client.get_prompt("nope", {})
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "still fine"})) == "still fine"
+
+
+async def test_progress_and_logging_reach_the_client(connect: Any, write_config: Any) -> None:
+    logs: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    async with connect(write_config({"kitchen": server_entry("kitchen.py")}), logging_callback=on_log) as client:
+        result = await client.call_tool("kitchen_progress", {"steps": 3}, progress_callback=on_progress)
+        assert text_of(result) == "done 3"
+        assert [p[0] for p in progress] == [1, 2, 3]
+        assert progress[0][2] == "step 1 of 3"
+        await client.call_tool("kitchen_log", {"message": "hello log", "level": "warning"})
+        with anyio.fail_after(5):
+            while not logs:
+                await anyio.sleep(0.02)
+        assert logs[0].data == "hello log" and logs[0].level == "warning"
+        assert logs[0].logger and logs[0].logger.startswith("kitchen")
+
+
+async def test_sampling_elicitation_and_roots_round_trip(connect: Any, write_config: Any) -> None:
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked = params.messages[0].content.text  # type: ignore[union-attr]
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=f"answer to {asked}"), model="test"
+        )
+
+    async def elicitation(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"answer": "blue"})
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/project")])
+
+    config = write_config({"kitchen": server_entry("kitchen.py")})
+    async with connect(
+        config, sampling_callback=sampling, elicitation_callback=elicitation, list_roots_callback=roots
+    ) as client:
+        assert text_of(await client.call_tool("kitchen_sample", {"prompt": "2+2"})) == "answer to 2+2"
+        assert text_of(await client.call_tool("kitchen_elicit", {"question": "colour?"})) == "accepted: blue"
+        assert "file:///work/project" in text_of(await client.call_tool("kitchen_roots", {}))
+
+
+async def test_backend_list_change_refreshes_catalog_and_notifies(connect: Any, write_config: Any) -> None:
+    notices: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            notices.append(message)
+
+    async with connect(write_config({"kitchen": server_entry("kitchen.py")}), message_handler=on_message) as client:
+        await client.list_tools()
+        await anyio.sleep(0.3)  # let the notice about the first listing arrive
+        before = len(notices)
+        await client.call_tool("kitchen_add_tool", {"name": "fresh"})
+        with anyio.fail_after(10):
+            while len(notices) == before:
+                await anyio.sleep(0.02)
+        names = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+        assert "kitchen_fresh" in names
+        assert text_of(await client.call_tool("kitchen_fresh", {})) != ""
+
+
+async def test_a_crashed_server_does_not_disturb_the_others_and_restarts(connect: Any, write_config: Any) -> None:
+    async with connect(write_config(THREE_SERVERS)) as client:
+        crashed = await client.call_tool("kitchen_crash", {})
+        assert crashed.is_error
+        assert "kitchen" in text_of(crashed)
+        # The others never noticed.
+        assert text_of(await client.call_tool("words_reverse", {"text": "abc"})) == "cba"
+        assert text_of(await client.call_tool("numbers_add", {"a": 1, "b": 2})).startswith("3")
+        # The crashed one comes back on next need.
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "back"})) == "back"
+
+
+async def test_call_timeout_and_cancellation(connect: Any, write_config: Any) -> None:
+    config = write_config({"kitchen": server_entry("kitchen.py", timeout=1.5)})
+    async with connect(config) as client:
+        timed_out = await client.call_tool("kitchen_slow", {"seconds": 10})
+        assert timed_out.is_error and "timed out" in text_of(timed_out)
+
+        # A client that gives up on a call: the gateway keeps serving it.
+        with anyio.move_on_after(0.5):
+            await client.call_tool("kitchen_slow", {"seconds": 1.2})
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "after cancel"})) == "after cancel"
+
+
+async def test_a_server_that_never_starts_fails_open(connect: Any, write_config: Any) -> None:
+    servers = {
+        "numbers": server_entry("numbers.py"),
+        "stuck": server_entry("never_ready.py"),
+        "broken": server_entry("exits_early.py"),
+    }
+    async with connect(write_config(servers, {"init_timeout": 2})) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert "numbers_add" in names
+        assert not any(name.startswith(("stuck_", "broken_")) for name in names)
+        assert text_of(await client.call_tool("numbers_add", {"a": 1, "b": 1})).startswith("2")
+
+
+async def test_disabled_servers_and_tool_filters(connect: Any, write_config: Any) -> None:
+    servers = {
+        "numbers": server_entry("numbers.py", tools={"include": ["add", "mul*"]}),
+        "words": server_entry("words.py", enabled=False),
+        "kitchen": server_entry("kitchen.py", prefix="k", tools={"exclude": ["crash", "slow"]}),
+    }
+    async with connect(write_config(servers, {"separator": "-"})) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"numbers-add", "numbers-multiply", "k-echo"} <= names
+        assert not {"numbers-sqrt", "k-crash", "k-slow"} & names
+        assert not any(name.startswith("words") for name in names)
+
+
+def _fixture_processes(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+async def test_shutdown_leaves_no_child_process(write_config: Any, tmp_path: Path) -> None:
+    from tests.conftest import stdio_gateway
+
+    marker = f"--tag={tmp_path.name}"
+    servers = {"catalog": server_entry("catalog.py", "--count", "3", marker), "numbers": server_entry("numbers.py")}
+    async with stdio_gateway(write_config(servers)) as client:
+        await client.list_tools()
+        assert _fixture_processes(marker)
+    with anyio.fail_after(10):
+        while _fixture_processes(marker):
+            await anyio.sleep(0.1)
