@@ -45,8 +45,7 @@ def test_change_events_name_the_kinds_that_changed() -> None:
     catalog.subscribe(lambda kinds: seen.append(set(kinds)))
     catalog.set_backend("git", listing("git", "status"))
     catalog.set_backend("git", listing("git", "status"))  # same content: no event
-    catalog.set_backend("git", BackendListing(prefix="git", tools=[tool("status")],
-                                              prompts=[types.Prompt(name="p")]))
+    catalog.set_backend("git", BackendListing(prefix="git", tools=[tool("status")], prompts=[types.Prompt(name="p")]))
     catalog.remove_backend("git")
     assert seen == [{"tools"}, {"prompts"}, {"tools", "prompts"}]
 
