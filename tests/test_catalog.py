@@ -29,7 +29,7 @@ def test_merges_and_routes_tools() -> None:
 def test_unknown_tool_names_what_was_asked() -> None:
     catalog = Catalog()
     catalog.set_backend("git", listing("git", "status"))
-    with pytest.raises(NotFound, match="'statu'.*git_status"):
+    with pytest.raises(NotFound, match=r"'statu'.*git_status"):
         catalog.route_tool("statu")
 
 
