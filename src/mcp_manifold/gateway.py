@@ -31,6 +31,7 @@ from mcp_manifold import __version__
 from mcp_manifold._errors import BackendError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold.backends import Backend, BackendPool
 from mcp_manifold.catalog import BackendListing, Catalog, Kind
+from mcp_manifold.catalog_search import CatalogSearch
 from mcp_manifold.config import Config
 from mcp_manifold.surfaces import CallContext, Surface, load_surface
 
@@ -64,9 +65,7 @@ class Gateway:
         self.surfaces: list[Surface] = []
         for name in self.settings.expose:
             self.surfaces.append(load_surface(name, self))
-        reserved = [
-            tool.name for surface in self.surfaces if surface.name != "direct" for tool in _static_tools(surface)
-        ]
+        reserved = [name for surface in self.surfaces for name in _reserved_names(surface)]
         self.catalog = Catalog(self.settings.separator, reserved_names=reserved)
         self.catalog.subscribe(self._on_catalog_change)
         self.bus = InMemorySubscriptionBus()
@@ -79,6 +78,7 @@ class Gateway:
         self._changes = anyio.Event()
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._search: CatalogSearch | None = None
         self.server = self._build_server()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -104,6 +104,13 @@ class Gateway:
     @property
     def backends(self) -> dict[str, Backend]:
         return self.pool.backends
+
+    @property
+    def search(self) -> CatalogSearch:
+        """The search index over the catalog, built on first use."""
+        if self._search is None:
+            self._search = CatalogSearch(self.catalog, self.settings)
+        return self._search
 
     # --- catalog ---------------------------------------------------------------------------
 
@@ -451,10 +458,13 @@ def _in_backoff(backend: Backend) -> bool:
     return backend.state == "failed" and (backend.status().retry_in or 0) > 0
 
 
-def _static_tools(surface: Surface) -> list[types.Tool]:
-    """The tools a non-direct surface always shows, reserved so backend tools never take their names."""
+def _reserved_names(surface: Surface) -> list[str]:
+    """The tool names a non-direct surface always shows, reserved so backend tools never take them."""
+    names = getattr(surface, "reserved_tool_names", None)
+    if callable(names):
+        return list(names())
     reserved = getattr(surface, "reserved_tools", None)
-    return list(reserved()) if callable(reserved) else []
+    return [tool.name for tool in reserved()] if callable(reserved) else []
 
 
 class _quiet:
