@@ -89,3 +89,14 @@ def test_import_claude_desktop_round_trips(tmp_path: Path) -> None:
     assert manifold("config", "check", str(output)).returncode == 0
     again = manifold("import", "claude-desktop", str(source), "--output", str(output))
     assert again.returncode != 0  # never overwrites without --force
+
+
+def test_search_ranks_and_reports_the_index(write_config: Any) -> None:
+    config = write_config(
+        {"numbers": server_entry("numbers.py"), "catalog": server_entry("catalog.py", "--count", "50")}
+    )
+    result = manifold("search", "square root of a number", "--limit", "3", "--config", str(config), "--json")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["matches"][0]["name"] == "numbers_sqrt"
+    assert answer["index"]["tools"] == 53 and answer["index"]["embedder"] == "bm25"

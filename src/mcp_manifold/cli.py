@@ -222,6 +222,66 @@ def call(
         raise typer.Exit(1)
 
 
+@app.command(context_settings=_EXTRA)
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What you want to do, in plain words.")],
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100, help="How many matches.")] = 5,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Search every server's tools with the gateway's index (and show the index status)."""
+    cfg = _load(config, _setting_overrides(ctx.args))
+
+    async def work(gateway: Any) -> tuple[list[Any], Any]:
+        from rich.progress import Progress
+
+        await gateway.ensure_catalog()
+        with Progress(console=err, transient=True) as progress:
+            task = progress.add_task("indexing tools", total=None)
+
+            def report(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            gateway.search.index.update((tool_document(e) for e in gateway.catalog.tool_entries()), progress=report)
+        return gateway.search.search(query, limit=limit), gateway.search.index.status()
+
+    from mcp_manifold.catalog_search import tool_document
+
+    matches, status = anyio.run(_with_gateway, cfg, work)
+    if as_json:
+        rows = [
+            {
+                "name": m.entry.name,
+                "server": m.entry.server,
+                "score": round(m.score, 4),
+                "description": m.entry.exposed.description,
+            }
+            for m in matches
+        ]
+        out.print_json(
+            json.dumps(
+                {
+                    "matches": rows,
+                    "index": {
+                        "tools": status.tools,
+                        "embedder": status.embedder,
+                        "last_update": str(status.last_update),
+                        "stale": status.stale,
+                    },
+                }
+            )
+        )
+        return
+    table = Table(title=f"{query!r}: {len(matches)} of {status.tools} tools (embedder {status.embedder})")
+    for column in ("score", "name", "server", "description"):
+        table.add_column(column)
+    for match in matches:
+        description = (match.entry.exposed.description or "").split("\n")[0][:90]
+        table.add_row(f"{match.score:.2f}", match.entry.name, match.entry.server, description)
+    out.print(table)
+
+
 @config_app.command("check")
 def config_check(config: Annotated[Path, typer.Argument(help="The config file to check.")]) -> None:
     """Report every problem in a config file at once, naming file, server and field."""
