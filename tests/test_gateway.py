@@ -224,3 +224,19 @@ async def test_shutdown_leaves_no_child_process(write_config: Any, tmp_path: Pat
     with anyio.fail_after(10):
         while _fixture_processes(marker):
             await anyio.sleep(0.1)
+
+
+async def test_resource_subscriptions_and_updates(connect: Any, write_config: Any) -> None:
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(message.params.uri)
+
+    async with connect(write_config({"kitchen": server_entry("kitchen.py")}), message_handler=on_message) as client:
+        with pytest.warns(Warning):  # the SDK marks resources/subscribe deprecated in 2026-07-28
+            await client.subscribe_resource("kitchen+kitchen://text")
+        await client.call_tool("kitchen_touch", {"uri": "kitchen://text"})
+        with anyio.fail_after(5):
+            while "kitchen+kitchen://text" not in updates:
+                await anyio.sleep(0.02)
