@@ -60,6 +60,7 @@ async def test_resources_templates_and_prompts(connect: Any, write_config: Any) 
 
         text = (await client.read_resource("kitchen+kitchen://text")).contents[0]
         assert text.text == "hello from kitchen"  # type: ignore[union-attr]
+        assert text.uri == "kitchen+kitchen://text"
         blob = (await client.read_resource("kitchen+kitchen://blob")).contents[0]
         assert base64.b64decode(blob.blob) == b"\x00\x01\x02binary"  # type: ignore[union-attr]
         greeting = (await client.read_resource("kitchen+kitchen://greeting/Ada")).contents[0]

@@ -207,7 +207,10 @@ class Gateway:
     async def read_resource(self, call: CallContext, server: str, uri: str) -> types.ReadResourceResult:
         backend = self._backend(server)
         async with backend.serving(call.request):
-            return await backend.request("resources/read", lambda session: session.read_resource(uri))
+            result = await backend.request("resources/read", lambda session: session.read_resource(uri))
+        # Contents name the URI the client can read again: the exposed one.
+        contents = [c.model_copy(update={"uri": self.catalog.exposed_uri(server, c.uri)}) for c in result.contents]
+        return result.model_copy(update={"contents": contents})
 
     async def get_prompt(
         self, call: CallContext, server: str, name: str, arguments: dict[str, str] | None
