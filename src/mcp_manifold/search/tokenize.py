@@ -55,7 +55,7 @@ def _split_unspaced(part: str) -> list[str]:
     return out
 
 
-def tokenize(text: str) -> list[str]:
+def tokenize(text: str, *, stemming: bool = True) -> list[str]:
     """Words of `text` as index terms: split, lowercased, stopwords dropped, stemmed."""
     words: list[str] = []
     for run in _WORD.findall(text):
@@ -65,7 +65,8 @@ def tokenize(text: str) -> list[str]:
         # keeping the joined form as well lets either spelling meet the other.
         if len(parts) > 1 and not _UNSPACED.search(run):
             words.append(run.lower())
-    return [stem(w) for w in words if w not in STOPWORDS and not _is_stray_letter(w)]
+    kept = [w for w in words if w not in STOPWORDS and not _is_stray_letter(w)]
+    return [stem(w) for w in kept] if stemming else kept
 
 
 def _is_stray_letter(word: str) -> bool:

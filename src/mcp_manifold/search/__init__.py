@@ -1,0 +1,34 @@
+"""Search over the gateway's tool catalog: BM25 always, plus embeddings when an embedder is configured.
+
+    index = SearchIndex(embedder=make_embedder("hybrid"), store=IndexStore(data_dir / "search.sqlite"))
+    index.update(docs)                      # the full catalog; unchanged tools are not re-embedded
+    index.search("create an issue on github", limit=5, server=None)  # → [SearchHit(key, score), ...]
+
+No I/O happens here except the SQLite store and, for the "openai" embedder, HTTP to its endpoint.
+"""
+
+from mcp_manifold.search.documents import SearchHit, ToolDocument
+from mcp_manifold.search.embedder import EMBEDDER_SETTINGS, Embedder, make_embedder
+from mcp_manifold.search.errors import EmbedderError, EmbedderUnavailable, SearchError
+from mcp_manifold.search.index import IndexStatus, SearchIndex, UpdateStats
+from mcp_manifold.search.ranking import RankingConfig
+from mcp_manifold.search.store import IndexStore
+from mcp_manifold.search.tokenize import split_identifier, tokenize
+
+__all__ = [
+    "EMBEDDER_SETTINGS",
+    "Embedder",
+    "EmbedderError",
+    "EmbedderUnavailable",
+    "IndexStatus",
+    "IndexStore",
+    "RankingConfig",
+    "SearchError",
+    "SearchHit",
+    "SearchIndex",
+    "ToolDocument",
+    "UpdateStats",
+    "make_embedder",
+    "split_identifier",
+    "tokenize",
+]

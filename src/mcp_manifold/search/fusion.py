@@ -1,0 +1,51 @@
+"""Combining the lexical (BM25) and dense (embedding) score of every document into one ranking.
+
+Both functions take full score arrays in index order and return one array in the same order, so the
+caller can mask (server filter) and cut (limit) once, after fusion. Documents with no dense score
+(embedding missing) carry NaN in `dense` and are ranked on BM25 alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Beyond this depth a document's rank says little; cutting there keeps RRF from rewarding the long tail.
+RRF_DEPTH = 100
+
+
+def top_indices(scores: np.ndarray, depth: int, *, positive_only: bool = False) -> np.ndarray:
+    """Indices of the `depth` best scores, best first; NaN never ranks, nor ≤ 0 when `positive_only`."""
+    valid = np.where(np.isnan(scores), -np.inf, scores)
+    eligible = valid > 0 if positive_only else np.isfinite(valid)
+    depth = min(depth, int(eligible.sum()))
+    if depth <= 0:
+        return np.empty(0, dtype=np.int64)
+    # argpartition first: sorting only the head keeps this O(n) on a 10k catalog.
+    head = np.argpartition(-valid, depth - 1)[:depth]
+    return head[np.argsort(-valid[head], kind="stable")]
+
+
+def reciprocal_rank(
+    lexical: np.ndarray, dense: np.ndarray, *, k: float = 60.0, dense_weight: float = 0.5
+) -> np.ndarray:
+    """Weighted reciprocal-rank fusion: Σ wᵢ / (k + rankᵢ) over each list's top `RRF_DEPTH`."""
+    fused = np.zeros(len(lexical), dtype=np.float64)
+    ranks = 1 + np.arange(RRF_DEPTH)
+    lexical_top = top_indices(lexical, RRF_DEPTH, positive_only=True)  # BM25 0 means "no match", not a rank
+    dense_top = top_indices(dense, RRF_DEPTH)
+    fused[lexical_top] += (1.0 - dense_weight) / (k + ranks[: len(lexical_top)])
+    fused[dense_top] += dense_weight / (k + ranks[: len(dense_top)])
+    return fused
+
+
+def weighted_sum(lexical: np.ndarray, dense: np.ndarray, *, dense_weight: float = 0.5) -> np.ndarray:
+    """(1-w)·BM25/max(BM25) + w·min-max(dense): BM25 is scaled by its best match, dense by its spread."""
+    fused = np.zeros(len(lexical), dtype=np.float64)
+    best = float(lexical.max(initial=0.0))
+    if best > 0:
+        fused += (1.0 - dense_weight) * (lexical / best)
+    have = ~np.isnan(dense)
+    if have.any():
+        lo, hi = float(dense[have].min()), float(dense[have].max())
+        fused[have] += dense_weight * (dense[have] - lo) / (hi - lo if hi > lo else 1.0)
+    return fused

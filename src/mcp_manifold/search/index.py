@@ -1,0 +1,305 @@
+"""`SearchIndex`: the gateway's tool catalog, searchable by BM25 and, with an embedder, by meaning.
+
+State is a dict of documents and a dict of vectors by content hash. Changes mark the derived search
+structures (BM25 index, vector matrix) dirty; they are rebuilt in one go before the next search, so
+a burst of `upsert` calls costs one rebuild. `update` rebuilds at once so the first search after it
+is fast. All public methods are thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+
+from mcp_manifold._errors import InvalidRequest
+from mcp_manifold.search.documents import SearchHit, ToolDocument
+from mcp_manifold.search.embedder import Embedder
+from mcp_manifold.search.errors import SearchError
+from mcp_manifold.search.fusion import top_indices
+from mcp_manifold.search.lexical import LexicalIndex
+from mcp_manifold.search.ranking import (
+    EMBEDDING_TEXT_VERSION,
+    RankingConfig,
+    document_terms,
+    embedding_text,
+    score_all,
+    stack,
+)
+from mcp_manifold.search.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 64  # texts per embedder call: the unit of progress reports
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What an `update`, `upsert` or `remove` changed."""
+
+    added: int = 0
+    removed: int = 0
+    changed: int = 0  # same key, new content
+    unchanged: int = 0
+    embedded: int = 0  # texts sent to the embedder (vectors found in memory or in the store are not)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    tools: int
+    embedder: str  # "bm25" when there is none
+    last_update: datetime | None
+    stale: bool  # loaded from the store and not yet refreshed, or some tools lack a vector
+    missing_vectors: int  # tools searchable by BM25 only (their embedding failed)
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """Search structures derived from the documents, in one fixed order."""
+
+    keys: list[str]
+    by_server: dict[str, np.ndarray]
+    lexical: LexicalIndex
+    matrix: np.ndarray | None
+    has_vector: np.ndarray | None
+
+
+class SearchIndex:
+    def __init__(
+        self,
+        *,
+        embedder: Embedder | None = None,
+        store: IndexStore | None = None,
+        ranking: RankingConfig | None = None,
+    ) -> None:
+        self._embedder = embedder
+        self._store = store
+        self._ranking = ranking or RankingConfig()
+        self._lock = threading.RLock()
+        self._docs: dict[str, ToolDocument] = {}
+        self._hashes: dict[str, str] = {}  # key → content hash
+        self._vectors: dict[str, np.ndarray] = {}  # content hash → unit vector
+        self._terms: dict[str, list[str]] = {}  # content hash → BM25 terms, so a rebuild re-tokenises nothing
+        self._snapshot: _Snapshot | None = None
+        self._last_update: datetime | None = None
+        self._last_error: str | None = None
+        self._refreshed = store is None  # a store's contents are only "last known" until the first update
+        if store is not None:
+            self._load_from_store(store)
+
+    # --- public API --------------------------------------------------------------------------
+
+    def update(self, docs: Iterable[ToolDocument], *, progress: Progress | None = None) -> UpdateStats:
+        """Make `docs` the whole catalog: add new tools, drop missing ones, embed only new content."""
+        started = time.perf_counter()
+        incoming = _unique(docs)
+        with self._lock:
+            gone = [key for key in self._docs if key not in incoming]
+            stats = self._apply(incoming.values(), gone, progress, started)
+            if self._store is not None and self._embedder is not None:
+                # Only a full update knows which vectors are in use; others age out of the store.
+                self._store.mark_used(self._space(), set(self._hashes.values()))
+                self._store.prune_vectors()
+            self._refreshed = True
+            self._rebuild()
+        return stats
+
+    def upsert(self, docs: Iterable[ToolDocument], *, progress: Progress | None = None) -> UpdateStats:
+        """Add or replace these tools; every other tool stays."""
+        started = time.perf_counter()
+        with self._lock:
+            return self._apply(_unique(docs).values(), [], progress, started)
+
+    def remove(self, keys: Iterable[str]) -> UpdateStats:
+        """Drop these tools (unknown keys are ignored)."""
+        started = time.perf_counter()
+        with self._lock:
+            return self._apply([], [k for k in dict.fromkeys(keys) if k in self._docs], None, started)
+
+    def search(self, query: str, *, limit: int = 5, server: str | None = None) -> list[SearchHit]:
+        """The `limit` best tools for `query`, best first, optionally only those of one server."""
+        if limit < 1:
+            raise InvalidRequest(f"limit must be at least 1, got {limit}")
+        if not query.strip():
+            return []
+        with self._lock:
+            snapshot = self._current()
+            embedder = self._embedder
+        if not snapshot.keys:
+            return []
+        try:
+            scores = score_all(query, snapshot.lexical, embedder, snapshot.matrix, snapshot.has_vector, self._ranking)
+        except SearchError as exc:
+            # The embedding service failing must not take search down: BM25 alone still answers.
+            self._note_error(f"query embedding failed, BM25 only: {exc}")
+            scores = score_all(query, snapshot.lexical, None, None, None, self._ranking)
+        if server is not None:
+            rows = snapshot.by_server.get(server)
+            if rows is None:
+                return []
+            picked = rows[top_indices(scores[rows], limit, positive_only=True)]
+        else:
+            picked = top_indices(scores, limit, positive_only=True)
+        return [SearchHit(snapshot.keys[i], float(scores[i])) for i in picked]
+
+    def status(self) -> IndexStatus:
+        with self._lock:
+            missing = 0
+            if self._embedder is not None:
+                missing = sum(1 for h in self._hashes.values() if h not in self._vectors)
+            return IndexStatus(
+                tools=len(self._docs),
+                embedder=self._embedder.name if self._embedder is not None else "bm25",
+                last_update=self._last_update,
+                stale=not self._refreshed or missing > 0,
+                missing_vectors=missing,
+                last_error=self._last_error,
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._docs)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._docs
+
+    # --- changes -----------------------------------------------------------------------------
+
+    def _apply(
+        self, upserts: Iterable[ToolDocument], removals: Sequence[str], progress: Progress | None, started: float
+    ) -> UpdateStats:
+        added = changed = unchanged = 0
+        fresh: list[ToolDocument] = []
+        for doc in upserts:
+            old_hash = self._hashes.get(doc.key)
+            new_hash = doc.content_hash()
+            if old_hash == new_hash:
+                unchanged += 1
+                continue
+            if old_hash is None:
+                added += 1
+            else:
+                changed += 1
+            fresh.append(doc)
+            self._docs[doc.key] = doc
+            self._hashes[doc.key] = new_hash
+            self._terms.setdefault(new_hash, document_terms(doc, self._ranking))
+        for key in removals:
+            del self._docs[key]
+            del self._hashes[key]
+        vectors_before = len(self._vectors)
+        embedded = self._embed_missing(progress)
+        self._forget_unused()
+        if self._store is not None:
+            self._store.write_documents(fresh, removals)
+            self._store.set_meta("last_update", datetime.now(UTC).isoformat())
+        if fresh or removals or len(self._vectors) != vectors_before:
+            self._snapshot = None
+        self._last_update = datetime.now(UTC)
+        return UpdateStats(added, len(removals), changed, unchanged, embedded, time.perf_counter() - started)
+
+    def _embed_missing(self, progress: Progress | None) -> int:
+        """Vectors for every content hash that lacks one: from the store if it has them, else embedded."""
+        if self._embedder is None:
+            return 0
+        space = self._space()
+        needed = {h: key for key, h in self._hashes.items() if h not in self._vectors}
+        if self._store is not None and needed:
+            self._vectors.update(self._store.load_vectors(space, needed))
+            needed = {h: key for h, key in needed.items() if h not in self._vectors}
+        todo = list(needed.items())
+        done = 0
+        if progress is not None:
+            progress(0, len(todo))
+        for start in range(0, len(todo), EMBED_BATCH):
+            batch = todo[start : start + EMBED_BATCH]
+            try:
+                vectors = self._embedder.embed([embedding_text(self._docs[key]) for _, key in batch])
+            except SearchError as exc:
+                # Keep what was embedded; the rest stays BM25-only until the next update retries it.
+                self._note_error(f"embedding {len(todo) - done} tools failed: {exc}")
+                break
+            fresh = {h: vectors[row] for row, (h, _) in enumerate(batch)}
+            self._vectors.update(fresh)
+            if self._store is not None:
+                self._store.save_vectors(space, fresh)
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(todo))
+        if done == len(todo):
+            self._last_error = None
+        return done
+
+    def _forget_unused(self) -> None:
+        in_use = set(self._hashes.values())
+        for cache in (self._vectors, self._terms):
+            for h in [h for h in cache if h not in in_use]:
+                del cache[h]
+
+    # --- derived structures ------------------------------------------------------------------
+
+    def _current(self) -> _Snapshot:
+        if self._snapshot is None:
+            self._rebuild()
+        assert self._snapshot is not None
+        return self._snapshot
+
+    def _rebuild(self) -> None:
+        keys = sorted(self._docs)
+        hashes = [self._hashes[k] for k in keys]
+        servers: dict[str, list[int]] = {}
+        for row, key in enumerate(keys):
+            servers.setdefault(self._docs[key].server, []).append(row)
+        matrix = has_vector = None
+        if self._embedder is not None and self._vectors:
+            dim = next(iter(self._vectors.values())).shape[0]
+            matrix, has_vector = stack([self._vectors.get(h) for h in hashes], dim)
+        self._snapshot = _Snapshot(
+            keys=keys,
+            by_server={s: np.asarray(rows, dtype=np.int64) for s, rows in servers.items()},
+            lexical=LexicalIndex([self._terms[h] for h in hashes], k1=self._ranking.k1, b=self._ranking.b),
+            matrix=matrix,
+            has_vector=has_vector,
+        )
+
+    # --- persistence -------------------------------------------------------------------------
+
+    def _space(self) -> str:
+        """The store's name for this embedder's vectors of this version of the document text."""
+        assert self._embedder is not None
+        return f"{self._embedder.name}#text-v{EMBEDDING_TEXT_VERSION}"
+
+    def _load_from_store(self, store: IndexStore) -> None:
+        docs = store.load_documents()
+        for doc in docs:
+            h = doc.content_hash()
+            self._docs[doc.key] = doc
+            self._hashes[doc.key] = h
+            self._terms.setdefault(h, document_terms(doc, self._ranking))
+        if self._embedder is not None and docs:
+            self._vectors.update(store.load_vectors(self._space(), self._hashes.values()))
+        stamp = store.get_meta("last_update")
+        self._last_update = datetime.fromisoformat(stamp) if stamp else None
+
+    def _note_error(self, message: str) -> None:
+        log.warning("search index: %s", message)
+        with self._lock:
+            self._last_error = message
+
+
+def _unique(docs: Iterable[ToolDocument]) -> dict[str, ToolDocument]:
+    out: dict[str, ToolDocument] = {}
+    for doc in docs:
+        if doc.key in out and out[doc.key] != doc:
+            raise ValueError(f"two different tools share the key {doc.key!r}")
+        out[doc.key] = doc
+    return out

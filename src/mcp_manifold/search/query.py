@@ -1,0 +1,52 @@
+"""Query preparation: what of a request names a tool, and which parts name different tools.
+
+Requests often carry argument values — "save it to /root/markdown/report.md", "open
+https://www.youtube.com/watch?v=…". Their words describe the data, not the tool ("markdown" there
+must not pull in `html_to_markdown`), so for BM25 a path becomes "file <extension>" and a URL
+becomes "url <site words>". A request that chains steps ("find X, then write Y") names one tool
+per step, which one whole-request embedding blurs: `clauses` splits it so each step can be embedded.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A URL ends before whitespace or before punctuation that ends the sentence around it.
+_URL = re.compile(r"\b(?:https?://|www\.)[^\s'\"<>)\]]+?(?=[.,;:!?]?(?:\s|$))", re.IGNORECASE)
+# /abs/path, ~/path, ./rel/path and C:\win\path; a lone "/" or "and/or" is not a path.
+_PATH = re.compile(
+    r"(?<![\w/])(?:~|\.{1,2}|[A-Za-z]:)?[/\\](?:[\w.\-]+[/\\])*[\w\-]+(?:\.(?P<ext>[A-Za-z0-9]{1,5}))?\b"
+)
+_HOST_NOISE = frozenset({"www", "com", "org", "net", "io", "cn", "co", "html", "htm", "php"})
+_CLAUSE = re.compile(r"(?<=[.!?;:])\s+|\n+|,?\s+(?:and\s+)?then\s+|,\s+(?:and|also)\s+", re.IGNORECASE)
+_MIN_CLAUSE_WORDS = 3
+
+
+def lexical_query(text: str) -> str:
+    """The request with URLs and file paths replaced by what kind of thing they are."""
+    text = _URL.sub(_describe_url, text)
+    return _PATH.sub(_describe_path, text)
+
+
+def _describe_url(match: re.Match[str]) -> str:
+    host = re.sub(r"^(?:https?://)?", "", match.group(0), flags=re.IGNORECASE).split("/", 1)[0]
+    words = [w for w in re.split(r"[.:\-]", host.lower()) if w and w not in _HOST_NOISE and not w.isdigit()]
+    return " ".join(["url", *words])
+
+
+def _describe_path(match: re.Match[str]) -> str:
+    ext = match.group("ext")
+    return f"file {ext.lower()}" if ext else "directory"
+
+
+def clauses(text: str) -> list[str]:
+    """The request's steps: sentences and "…, then …" parts of at least a few words each."""
+    parts = [p.strip() for p in _CLAUSE.split(text) if p and p.strip()]
+    merged: list[str] = []
+    for part in parts:
+        # A fragment too short to name a tool ("Please", "Finally") joins the step before it.
+        if merged and len(part.split()) < _MIN_CLAUSE_WORDS:
+            merged[-1] = f"{merged[-1]} {part}"
+        else:
+            merged.append(part)
+    return merged

@@ -1,0 +1,103 @@
+"""How a document becomes BM25 terms and an embedding text, and how a query's scores are fused.
+
+`RankingConfig` holds every knob the benchmark compares; the defaults are the measured best
+(bench/retrieval.py, docs/search.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from mcp_manifold.search.documents import ToolDocument
+from mcp_manifold.search.embedder import Embedder
+from mcp_manifold.search.fusion import reciprocal_rank, weighted_sum
+from mcp_manifold.search.lexical import LexicalIndex
+from mcp_manifold.search.query import clauses, lexical_query
+from mcp_manifold.search.tokenize import tokenize
+
+# Bump when `embedding_text` changes: stored vectors of the old text must not be reused.
+EMBEDDING_TEXT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RankingConfig:
+    name_repeat: int = 3  # the server and tool name words count this many times in BM25 (field weight)
+    include_parameters: bool = True  # parameter names and descriptions are BM25 text too
+    stemming: bool = True
+    k1: float = 1.2
+    b: float = 0.75
+    rewrite_query: bool = True  # paths and URLs in the query → "file <ext>" / "url <site>" for BM25
+    fusion: Literal["rrf", "weighted", "dense"] = "rrf"
+    dense_weight: float = 0.5  # share of the dense side in either fusion
+    rrf_k: float = 60.0
+    query_clauses: bool = True  # also embed each step of a multi-step request; a tool scores its best match
+
+
+def document_terms(doc: ToolDocument, config: RankingConfig) -> list[str]:
+    """BM25 terms of a document: name words repeated (they are the densest signal), description, parameters."""
+    terms = tokenize(doc.name_words(), stemming=config.stemming) * config.name_repeat
+    terms += tokenize(doc.description, stemming=config.stemming)
+    if config.include_parameters:
+        terms += tokenize(doc.parameters_text(), stemming=config.stemming)
+    return terms
+
+
+def embedding_text(doc: ToolDocument) -> str:
+    """What the embedder sees of a document: the same text as `ToolDocument.text()`."""
+    return doc.text()
+
+
+def query_terms(query: str, config: RankingConfig) -> list[str]:
+    return tokenize(lexical_query(query) if config.rewrite_query else query, stemming=config.stemming)
+
+
+def query_texts(query: str, config: RankingConfig) -> list[str]:
+    """Texts to embed for a query: the whole request, plus each of its steps when it has several."""
+    steps = clauses(query) if config.query_clauses else []
+    return [query, *steps] if len(steps) > 1 else [query]
+
+
+def dense_scores(matrix: np.ndarray, has_vector: np.ndarray, query_vectors: np.ndarray) -> np.ndarray:
+    """Cosine of each document to its best-matching query text; NaN where a document has no vector."""
+    scores = (matrix @ query_vectors.T).max(axis=1).astype(np.float64)
+    scores[~has_vector] = np.nan
+    return scores
+
+
+def fuse(lexical: np.ndarray, dense: np.ndarray, config: RankingConfig) -> np.ndarray:
+    if config.fusion == "dense":
+        return np.where(np.isnan(dense), 0.0, dense + 1.0)  # +1: cosines are in [-1, 1], results need > 0
+    if config.fusion == "weighted":
+        return weighted_sum(lexical, dense, dense_weight=config.dense_weight)
+    return reciprocal_rank(lexical, dense, k=config.rrf_k, dense_weight=config.dense_weight)
+
+
+def score_all(
+    query: str,
+    lexical_index: LexicalIndex,
+    embedder: Embedder | None,
+    matrix: np.ndarray | None,
+    has_vector: np.ndarray | None,
+    config: RankingConfig,
+) -> np.ndarray:
+    """One score per document, in index order; higher is better, 0 means "not a match"."""
+    lexical = lexical_index.scores(query_terms(query, config)).astype(np.float64)
+    if embedder is None or matrix is None or has_vector is None or not has_vector.any():
+        return lexical
+    query_vectors = embedder.embed(query_texts(query, config))
+    return fuse(lexical, dense_scores(matrix, has_vector, query_vectors), config)
+
+
+def stack(vectors: Sequence[np.ndarray | None], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(matrix, has_vector) from per-document vectors; missing ones become zero rows."""
+    matrix = np.zeros((len(vectors), dim), dtype=np.float32)
+    has_vector = np.zeros(len(vectors), dtype=bool)
+    for row, vector in enumerate(vectors):
+        if vector is not None and vector.shape == (dim,):
+            matrix[row] = vector
+            has_vector[row] = True
+    return matrix, has_vector
