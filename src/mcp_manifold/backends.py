@@ -31,6 +31,7 @@ from mcp_manifold import __version__
 from mcp_manifold._errors import (
     BackendClosed,
     BackendError,
+    BackendRequestError,
     BackendStartError,
     BackendUnavailable,
     translate_backend_errors,
@@ -331,7 +332,14 @@ class Backend:
         cursor: str | None = None
         for _ in range(10_000):  # a server whose cursors never end cannot hang the gateway
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            result = await self.request(action, lambda _s, p=params: method(params=p))
+            try:
+                result = await self.request(action, lambda _s, p=params: method(params=p))
+            except BackendRequestError as exc:
+                # Some servers advertise a capability but not every list of it (e.g. no templates list):
+                # what they do list still counts.
+                if exc.code == types.METHOD_NOT_FOUND:
+                    return items
+                raise
             items.extend(getattr(result, field))
             cursor = result.next_cursor
             if not cursor:

@@ -301,12 +301,9 @@ class Gateway:
         return self.server.create_initialization_options()
 
     def instructions(self) -> str:
-        """A one-line-per-server summary, so an agent knows what is behind the gateway."""
-        lines = ["mcp-manifold gateway. Servers behind it:"]
-        for config in self.config.servers.values():
-            if config.enabled:
-                lines.append(f"- {config.name}")
-        return "\n".join(lines)
+        """One line naming the servers behind the gateway (surfaces that hide tools describe them more)."""
+        names = [config.name for config in self.config.servers.values() if config.enabled]
+        return f"mcp-manifold gateway in front of {len(names)} MCP server(s): {', '.join(names)}."
 
     async def _track_connection(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         connection = _connection_of(ctx)
