@@ -13,7 +13,7 @@ from mcp_manifold.search.errors import EmbedderError, EmbedderUnavailable, Searc
 from mcp_manifold.search.index import IndexStatus, SearchIndex, UpdateStats
 from mcp_manifold.search.ranking import RankingConfig
 from mcp_manifold.search.store import IndexStore
-from mcp_manifold.search.tokenize import split_identifier, tokenize
+from mcp_manifold.search.terms import split_identifier, tokenize
 
 __all__ = [
     "EMBEDDER_SETTINGS",

@@ -17,7 +17,7 @@ from mcp_manifold.search.embedder import Embedder
 from mcp_manifold.search.fusion import reciprocal_rank, weighted_sum
 from mcp_manifold.search.lexical import LexicalIndex
 from mcp_manifold.search.query import clauses, lexical_query
-from mcp_manifold.search.tokenize import tokenize
+from mcp_manifold.search.terms import tokenize
 
 # Bump when `embedding_text` changes: stored vectors of the old text must not be reused.
 EMBEDDING_TEXT_VERSION = 1

