@@ -17,6 +17,20 @@ from mcp_manifold._errors import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    # The client side pulls in the SDK client; import it only when asked for.
+    if name in ("ProxyClient", "ProxyError"):
+        from mcp_manifold import proxy_client
+
+        return getattr(proxy_client, name)
+    if name == "add_proxy_tool":
+        from mcp_manifold.proxy_server import add_proxy_tool
+
+        return add_proxy_tool
+    raise AttributeError(f"module 'mcp_manifold' has no attribute {name!r}")
+
+
 __all__ = [
     "AccessDenied",
     "BackendClosed",
@@ -30,5 +44,8 @@ __all__ = [
     "InvalidRequest",
     "ManifoldError",
     "NotFound",
+    "ProxyClient",
+    "ProxyError",
     "__version__",
+    "add_proxy_tool",
 ]
