@@ -148,8 +148,9 @@ class Catalog:
             for template in listing.templates:
                 exposed = namespace_uri(listing.prefix, template.uri_template)
                 templates.append((template.model_copy(update={"uri_template": exposed}), server))
-        self._resources = resources
-        self._templates = templates
+        # Sorted like tools and prompts, so listings do not depend on which backend answered first.
+        self._resources = dict(sorted(resources.items()))
+        self._templates = sorted(templates, key=lambda pair: pair[0].uri_template)
 
     def _fingerprints(self) -> dict[Kind, str]:
         def digest(items: Iterable[types.MCPModel]) -> str:
