@@ -36,7 +36,15 @@ test: setup node
 
 bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
+	@# FastMCP goes into its own venv (never .venv); made once, remade only if `import fastmcp` fails there.
+	@if bench/.venv-fastmcp/bin/python -c "import fastmcp" >/dev/null 2>&1; then :; else \
+		echo "bench: creating bench/.venv-fastmcp with $${FASTMCP_SPEC:-fastmcp}"; rm -rf bench/.venv-fastmcp; \
+		( $(PYTHON) -m venv bench/.venv-fastmcp \
+		  && bench/.venv-fastmcp/bin/pip install -q --upgrade pip \
+		  && bench/.venv-fastmcp/bin/pip install -q "$${FASTMCP_SPEC:-fastmcp}" ) \
+		|| echo "bench: fastmcp could not be installed; overhead.py will skip the FastMCP rows"; fi
 	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/startup.py
 
 clean:
 	rm -rf $(VENV) $(NODE_DIR)/node_modules .pytest_cache .ruff_cache

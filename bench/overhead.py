@@ -302,6 +302,8 @@ async def measure(targets: list[Target], calls: int, warmup: int, rounds: int) -
             spawned = child_pids() - before
             if target.front_pid is None and len(spawned) == 1:  # a stdio target: the process the client launched
                 target.front_pid = spawned.pop()
+            # The SDK client lists tools before the first call of a tool it has not seen listed; do it here.
+            await target.client.list_tools()
             print(f"  connected {target.key} in {time.perf_counter() - started:.2f}s", flush=True)
         for target in targets:
             await timed_calls(target, warmup)
