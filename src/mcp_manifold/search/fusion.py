@@ -49,3 +49,26 @@ def weighted_sum(lexical: np.ndarray, dense: np.ndarray, *, dense_weight: float 
         lo, hi = float(dense[have].min()), float(dense[have].max())
         fused[have] += dense_weight * (dense[have] - lo) / (hi - lo if hi > lo else 1.0)
     return fused
+
+
+def server_context(scores: np.ndarray, server_ids: np.ndarray, *, weight: float) -> np.ndarray:
+    """scores/max + weight · (mean of the best two scores/max on the same server).
+
+    A request that needs several tools usually needs them from one server ("create a Word document,
+    add a heading and a picture"), so a tool gains from strong siblings. Within one server the boost
+    is the same for every tool, so their order (and a `server=` filtered search) is unchanged.
+    """
+    best = float(scores.max(initial=0.0))
+    if best <= 0 or weight == 0 or len(scores) == 0:
+        return scores
+    scaled = scores / best
+    order = np.lexsort((-scaled, server_ids))  # by server, best first within each
+    grouped = server_ids[order]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    top1 = scaled[order[starts]]
+    nxt = np.minimum(starts + 1, len(order) - 1)
+    has_second = (starts + 1 < len(order)) & (grouped[nxt] == grouped[starts])
+    top2 = np.where(has_second, (top1 + scaled[order[nxt]]) / 2, top1)
+    boost = np.zeros(int(server_ids.max()) + 1)
+    boost[grouped[starts]] = top2
+    return scaled + weight * boost[server_ids]

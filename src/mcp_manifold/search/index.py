@@ -3,7 +3,8 @@
 State is a dict of documents and a dict of vectors by content hash. Changes mark the derived search
 structures (BM25 index, vector matrix) dirty; they are rebuilt in one go before the next search, so
 a burst of `upsert` calls costs one rebuild. `update` rebuilds at once so the first search after it
-is fast. All public methods are thread-safe.
+is fast. All public methods are thread-safe, and searches keep being answered from the previous
+state while a change waits on the embedder.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
@@ -61,12 +62,25 @@ class IndexStatus:
     last_error: str | None
 
 
+@dataclass
+class _Plan:
+    """What one change will do, worked out before anything is modified."""
+
+    removals: list[str]
+    fresh: dict[str, tuple[ToolDocument, str]] = field(default_factory=dict)  # key → (doc, content hash)
+    to_embed: dict[str, ToolDocument] = field(default_factory=dict)  # content hash → a doc with that content
+    added: int = 0
+    changed: int = 0
+    unchanged: int = 0
+
+
 @dataclass(frozen=True)
 class _Snapshot:
     """Search structures derived from the documents, in one fixed order."""
 
     keys: list[str]
-    by_server: dict[str, np.ndarray]
+    by_server: dict[str, np.ndarray]  # server → its rows
+    server_ids: np.ndarray  # row → server number
     lexical: LexicalIndex
     matrix: np.ndarray | None
     has_vector: np.ndarray | None
@@ -83,7 +97,8 @@ class SearchIndex:
         self._embedder = embedder
         self._store = store
         self._ranking = ranking or RankingConfig()
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards the state below; held only briefly
+        self._writer = threading.Lock()  # serialises changes, which may spend long in the embedder
         self._docs: dict[str, ToolDocument] = {}
         self._hashes: dict[str, str] = {}  # key → content hash
         self._vectors: dict[str, np.ndarray] = {}  # content hash → unit vector
@@ -99,30 +114,17 @@ class SearchIndex:
 
     def update(self, docs: Iterable[ToolDocument], *, progress: Progress | None = None) -> UpdateStats:
         """Make `docs` the whole catalog: add new tools, drop missing ones, embed only new content."""
-        started = time.perf_counter()
         incoming = _unique(docs)
-        with self._lock:
-            gone = [key for key in self._docs if key not in incoming]
-            stats = self._apply(incoming.values(), gone, progress, started)
-            if self._store is not None and self._embedder is not None:
-                # Only a full update knows which vectors are in use; others age out of the store.
-                self._store.mark_used(self._space(), set(self._hashes.values()))
-                self._store.prune_vectors()
-            self._refreshed = True
-            self._rebuild()
-        return stats
+        return self._change(incoming.values(), lambda: [k for k in self._docs if k not in incoming], progress, True)
 
     def upsert(self, docs: Iterable[ToolDocument], *, progress: Progress | None = None) -> UpdateStats:
         """Add or replace these tools; every other tool stays."""
-        started = time.perf_counter()
-        with self._lock:
-            return self._apply(_unique(docs).values(), [], progress, started)
+        return self._change(_unique(docs).values(), list, progress, False)
 
     def remove(self, keys: Iterable[str]) -> UpdateStats:
         """Drop these tools (unknown keys are ignored)."""
-        started = time.perf_counter()
-        with self._lock:
-            return self._apply([], [k for k in dict.fromkeys(keys) if k in self._docs], None, started)
+        wanted = list(dict.fromkeys(keys))
+        return self._change([], lambda: [k for k in wanted if k in self._docs], None, False)
 
     def search(self, query: str, *, limit: int = 5, server: str | None = None) -> list[SearchHit]:
         """The `limit` best tools for `query`, best first, optionally only those of one server."""
@@ -136,11 +138,19 @@ class SearchIndex:
         if not snapshot.keys:
             return []
         try:
-            scores = score_all(query, snapshot.lexical, embedder, snapshot.matrix, snapshot.has_vector, self._ranking)
+            scores = score_all(
+                query,
+                snapshot.lexical,
+                snapshot.server_ids,
+                embedder,
+                snapshot.matrix,
+                snapshot.has_vector,
+                self._ranking,
+            )
         except SearchError as exc:
             # The embedding service failing must not take search down: BM25 alone still answers.
             self._note_error(f"query embedding failed, BM25 only: {exc}")
-            scores = score_all(query, snapshot.lexical, None, None, None, self._ranking)
+            scores = score_all(query, snapshot.lexical, snapshot.server_ids, None, None, None, self._ranking)
         if server is not None:
             rows = snapshot.by_server.get(server)
             if rows is None:
@@ -174,70 +184,102 @@ class SearchIndex:
 
     # --- changes -----------------------------------------------------------------------------
 
-    def _apply(
-        self, upserts: Iterable[ToolDocument], removals: Sequence[str], progress: Progress | None, started: float
+    def _change(
+        self,
+        upserts: Iterable[ToolDocument],
+        removals: Callable[[], list[str]],
+        progress: Progress | None,
+        full: bool,
     ) -> UpdateStats:
-        added = changed = unchanged = 0
-        fresh: list[ToolDocument] = []
+        """Plan under the lock, embed outside it (searches go on meanwhile), then commit under it."""
+        started = time.perf_counter()
+        with self._writer:  # one change at a time; searches only wait for the short commit
+            with self._lock:
+                plan = self._plan(upserts, removals())
+            vectors, embedded = self._embed(plan, progress)
+            with self._lock:
+                self._commit(plan, vectors, full)
+        return UpdateStats(
+            added=plan.added,
+            removed=len(plan.removals),
+            changed=plan.changed,
+            unchanged=plan.unchanged,
+            embedded=embedded,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _plan(self, upserts: Iterable[ToolDocument], removals: list[str]) -> _Plan:
+        plan = _Plan(removals=removals)
         for doc in upserts:
             old_hash = self._hashes.get(doc.key)
             new_hash = doc.content_hash()
             if old_hash == new_hash:
-                unchanged += 1
+                plan.unchanged += 1
                 continue
             if old_hash is None:
-                added += 1
+                plan.added += 1
             else:
-                changed += 1
-            fresh.append(doc)
-            self._docs[doc.key] = doc
-            self._hashes[doc.key] = new_hash
-            self._terms.setdefault(new_hash, document_terms(doc, self._ranking))
-        for key in removals:
-            del self._docs[key]
-            del self._hashes[key]
-        vectors_before = len(self._vectors)
-        embedded = self._embed_missing(progress)
-        self._forget_unused()
-        if self._store is not None:
-            self._store.write_documents(fresh, removals)
-            self._store.set_meta("last_update", datetime.now(UTC).isoformat())
-        if fresh or removals or len(self._vectors) != vectors_before:
-            self._snapshot = None
-        self._last_update = datetime.now(UTC)
-        return UpdateStats(added, len(removals), changed, unchanged, embedded, time.perf_counter() - started)
+                plan.changed += 1
+            plan.fresh[doc.key] = (doc, new_hash)
+        if self._embedder is not None:
+            # Everything that will lack a vector: new content, and earlier failures to retry.
+            kept = {h: self._docs[k] for k, h in self._hashes.items() if k not in plan.fresh and k not in removals}
+            plan.to_embed = {h: d for h, d in kept.items() if h not in self._vectors}
+            plan.to_embed.update({h: d for d, h in plan.fresh.values() if h not in self._vectors})
+        return plan
 
-    def _embed_missing(self, progress: Progress | None) -> int:
-        """Vectors for every content hash that lacks one: from the store if it has them, else embedded."""
-        if self._embedder is None:
-            return 0
+    def _embed(self, plan: _Plan, progress: Progress | None) -> tuple[dict[str, np.ndarray], int]:
+        """Vectors for `plan.to_embed`: from the store where it has them, else from the embedder."""
+        if self._embedder is None or not plan.to_embed:
+            return {}, 0
         space = self._space()
-        needed = {h: key for key, h in self._hashes.items() if h not in self._vectors}
-        if self._store is not None and needed:
-            self._vectors.update(self._store.load_vectors(space, needed))
-            needed = {h: key for h, key in needed.items() if h not in self._vectors}
-        todo = list(needed.items())
+        vectors = self._store.load_vectors(space, plan.to_embed) if self._store is not None else {}
+        todo = [(h, doc) for h, doc in plan.to_embed.items() if h not in vectors]
         done = 0
         if progress is not None:
             progress(0, len(todo))
         for start in range(0, len(todo), EMBED_BATCH):
             batch = todo[start : start + EMBED_BATCH]
             try:
-                vectors = self._embedder.embed([embedding_text(self._docs[key]) for _, key in batch])
+                embedded = self._embedder.embed([embedding_text(doc) for _, doc in batch])
             except SearchError as exc:
-                # Keep what was embedded; the rest stays BM25-only until the next update retries it.
+                # Keep what was embedded; the rest stays BM25-only until the next change retries it.
                 self._note_error(f"embedding {len(todo) - done} tools failed: {exc}")
-                break
-            fresh = {h: vectors[row] for row, (h, _) in enumerate(batch)}
-            self._vectors.update(fresh)
+                return vectors, done
+            fresh = {h: embedded[row] for row, (h, _) in enumerate(batch)}
+            vectors.update(fresh)
             if self._store is not None:
                 self._store.save_vectors(space, fresh)
             done += len(batch)
             if progress is not None:
                 progress(done, len(todo))
-        if done == len(todo):
+        with self._lock:
             self._last_error = None
-        return done
+        return vectors, done
+
+    def _commit(self, plan: _Plan, vectors: dict[str, np.ndarray], full: bool) -> None:
+        for key, (doc, content_hash) in plan.fresh.items():
+            self._docs[key] = doc
+            self._hashes[key] = content_hash
+            self._terms.setdefault(content_hash, document_terms(doc, self._ranking))
+        for key in plan.removals:
+            self._docs.pop(key, None)
+            self._hashes.pop(key, None)
+        self._vectors.update(vectors)
+        self._forget_unused()
+        if self._store is not None:
+            self._store.write_documents([doc for doc, _ in plan.fresh.values()], plan.removals)
+            self._store.set_meta("last_update", datetime.now(UTC).isoformat())
+            if full and self._embedder is not None:
+                # Only a full update knows which vectors are in use; the others age out of the store.
+                self._store.mark_used(self._space(), set(self._hashes.values()))
+                self._store.prune_vectors()
+        self._last_update = datetime.now(UTC)
+        if full:
+            self._refreshed = True
+            self._rebuild()  # now, so the first search after an update is fast
+        elif plan.fresh or plan.removals or vectors:
+            self._snapshot = None  # rebuilt by the next search: a burst of upserts costs one rebuild
 
     def _forget_unused(self) -> None:
         in_use = set(self._hashes.values())
@@ -256,16 +298,18 @@ class SearchIndex:
     def _rebuild(self) -> None:
         keys = sorted(self._docs)
         hashes = [self._hashes[k] for k in keys]
-        servers: dict[str, list[int]] = {}
+        numbers: dict[str, int] = {}
+        server_ids = np.empty(len(keys), dtype=np.int64)
         for row, key in enumerate(keys):
-            servers.setdefault(self._docs[key].server, []).append(row)
+            server_ids[row] = numbers.setdefault(self._docs[key].server, len(numbers))
         matrix = has_vector = None
         if self._embedder is not None and self._vectors:
             dim = next(iter(self._vectors.values())).shape[0]
             matrix, has_vector = stack([self._vectors.get(h) for h in hashes], dim)
         self._snapshot = _Snapshot(
             keys=keys,
-            by_server={s: np.asarray(rows, dtype=np.int64) for s, rows in servers.items()},
+            by_server={server: np.flatnonzero(server_ids == n) for server, n in numbers.items()},
+            server_ids=server_ids,
             lexical=LexicalIndex([self._terms[h] for h in hashes], k1=self._ranking.k1, b=self._ranking.b),
             matrix=matrix,
             has_vector=has_vector,

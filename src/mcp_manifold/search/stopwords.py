@@ -1,7 +1,7 @@
 """Words that carry no signal for picking a tool.
 
 Ordinary English function words plus the politeness and request phrasing people put in front of a
-task ("could you please help me ..."). Domain words such as "get", "list" or "file" stay: their
+task ("could you please help me ...", "tell me", "give me"). Domain words such as "get", "list" or "file" stay: their
 weight is left to BM25's IDF, which knows how common they are in the catalog at hand.
 """
 
@@ -19,7 +19,7 @@ with within without would you your yours yourself yourselves
 
 _REQUEST_PHRASING = """
 please kindly could would can may might let lets like want wants wanted need needs needed
-also just really maybe sure thanks thank hi hello
+help give tell also just really maybe sure thanks thank hi hello
 """
 
 STOPWORDS: frozenset[str] = frozenset((_FUNCTION_WORDS + _REQUEST_PHRASING).split())

@@ -2,12 +2,14 @@
 
 Tool names are identifiers (``github_create_issue``, ``getWeatherForecast``, ``mp3-to-wav``),
 so they are split into words before anything else; after that every text goes through the same
-lowercase → stopword → stem pipeline so a query word meets the same term in a name or a description.
+lowercase → stopword → plural-folding pipeline so a query word meets the same term in a name or a
+description.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from mcp_manifold.search.stem import stem
 from mcp_manifold.search.stopwords import STOPWORDS
@@ -28,14 +30,16 @@ def split_identifier(text: str) -> list[str]:
     return words
 
 
-def _split_run(run: str) -> list[str]:
+@lru_cache(maxsize=65536)
+def _split_run(run: str) -> tuple[str, ...]:
+    # Cached: a catalog repeats the same few thousand words, and splitting is most of tokenising.
     words: list[str] = []
     for part in _BOUNDARY.split(run):
         if _UNSPACED.search(part):
             words.extend(_split_unspaced(part))
         elif part:
             words.append(part.lower())
-    return words
+    return tuple(words)
 
 
 def _split_unspaced(part: str) -> list[str]:
@@ -56,7 +60,7 @@ def _split_unspaced(part: str) -> list[str]:
 
 
 def tokenize(text: str, *, stemming: bool = True) -> list[str]:
-    """Words of `text` as index terms: split, lowercased, stopwords dropped, stemmed."""
+    """Words of `text` as index terms: split, lowercased, stopwords dropped, plus singulars of plurals."""
     words: list[str] = []
     for run in _WORD.findall(text):
         parts = _split_run(run)
@@ -66,7 +70,10 @@ def tokenize(text: str, *, stemming: bool = True) -> list[str]:
         if len(parts) > 1 and not _UNSPACED.search(run):
             words.append(run.lower())
     kept = [w for w in words if w not in STOPWORDS and not _is_stray_letter(w)]
-    return [stem(w) for w in kept] if stemming else kept
+    if not stemming:
+        return kept
+    # The folded form is added, not substituted: "issues" still matches "issues" best, "issue" too.
+    return kept + [folded for w in kept if (folded := stem(w)) != w]
 
 
 def _is_stray_letter(word: str) -> bool:

