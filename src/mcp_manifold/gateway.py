@@ -14,7 +14,7 @@ import warnings
 import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -31,8 +31,10 @@ from mcp_manifold import __version__
 from mcp_manifold._errors import BackendError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold.backends import Backend, BackendPool
 from mcp_manifold.catalog import BackendListing, Catalog, Kind
-from mcp_manifold.catalog_search import CatalogSearch
 from mcp_manifold.config import Config
+
+if TYPE_CHECKING:
+    from mcp_manifold.catalog_search import CatalogSearch
 from mcp_manifold.surfaces import CallContext, Surface, load_surface
 
 logger = logging.getLogger(__name__)
@@ -109,6 +111,9 @@ class Gateway:
     def search(self) -> CatalogSearch:
         """The search index over the catalog, built on first use."""
         if self._search is None:
+            # Imported here: bm25s and numpy cost start-up time that surfaces without search never need.
+            from mcp_manifold.catalog_search import CatalogSearch
+
             self._search = CatalogSearch(self.catalog, self.settings)
         return self._search
 

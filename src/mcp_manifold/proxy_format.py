@@ -188,15 +188,19 @@ def _args(arguments: Mapping[str, Any], action: Action) -> dict[str, Any] | None
         return None
     if action != "call":
         raise InvalidRequest(f"'args' must not be given for action '{action}'; it is only allowed for action 'call'")
-    args = arguments["args"]
-    if isinstance(args, str):
+    return object_argument(arguments["args"], "args")
+
+
+def object_argument(value: Any, key: str) -> dict[str, Any]:
+    """An argument that must be a JSON object; a string holding one is parsed (LLMs often send those)."""
+    if isinstance(value, str):
         try:
-            args = json.loads(args)
+            value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise InvalidRequest(f"'args' is a string but not valid JSON: {exc}") from None
-    if not isinstance(args, dict):
-        raise InvalidRequest(f"'args' must be an object (or a JSON string of one), got {_json_type(args)}")
-    return args
+            raise InvalidRequest(f"'{key}' is a string but not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"'{key}' must be an object (or a JSON string of one), got {_json_type(value)}")
+    return value
 
 
 def _integer(arguments: Mapping[str, Any], key: str, default: int, low: int, high: int | None) -> int:

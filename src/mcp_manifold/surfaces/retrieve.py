@@ -24,6 +24,7 @@ import mcp_types as types
 
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold.catalog import ToolEntry
+from mcp_manifold.proxy_format import object_argument
 from mcp_manifold.surfaces._base import CallContext, Surface
 
 logger = logging.getLogger(__name__)
@@ -188,13 +189,7 @@ class RetrieveSurface(Surface):
         args = arguments.get("args", {})
         if not isinstance(name, str) or not name:
             raise InvalidRequest("call_tool needs 'name': the name of a tool found with retrieve_tools")
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError as exc:
-                raise InvalidRequest(f"'args' is not valid JSON: {exc}") from None
-        if not isinstance(args, dict):
-            raise InvalidRequest(f"'args' must be an object, got {type(args).__name__}")
+        args = object_argument(args, "args")
         await self.gateway.ensure_catalog()
         if not self.gateway.catalog.has_tool(name):
             close = [m.entry.name for m in self.gateway.search.search(name.replace("_", " "), limit=3)]
