@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import uvicorn
-from mcp.server.stdio import stdio_server
 
+from mcp_manifold.fast_lane import FastLane
 from mcp_manifold.gateway import Gateway
+from mcp_manifold.stdio_front import stdio_streams
 
 
 async def serve_stdio(gateway: Gateway) -> None:
     """Serve one client over this process's stdin/stdout until it hangs up."""
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio_streams(lambda send: FastLane(gateway, send)) as (read_stream, write_stream):
         await gateway.server.run(read_stream, write_stream, gateway.initialization_options())
 
 

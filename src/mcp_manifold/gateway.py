@@ -224,6 +224,22 @@ class Gateway:
         async with backend.serving(call.request):
             return await backend.request("prompts/get", lambda session: session.get_prompt(name, arguments))
 
+    def fast_route(self, name: str) -> tuple[Backend, str] | None:
+        """Where a plain call of `name` can go by the fast lane, or None when it needs the full path.
+
+        Only a gateway that shows nothing but `direct` qualifies (other surfaces may own names per
+        session), and only a running backend, with no spilling or result caching to apply.
+        """
+        if len(self.surfaces) != 1 or self.surfaces[0].name != "direct" or self.settings.spill_threshold:
+            return None
+        if not self.catalog.has_tool(name):
+            return None
+        entry = self.catalog.tool(name)
+        backend = self.backends.get(entry.server)
+        if backend is None or backend.state != "ready" or backend.config.cache_ttl:
+            return None
+        return backend, entry.original.name
+
     def _backend(self, server: str) -> Backend:
         backend = self.backends.get(server)
         if backend is None:

@@ -1,0 +1,163 @@
+"""Newline-delimited JSON-RPC over this process's stdin/stdout, on asyncio's own pipe transports.
+
+The SDK's `stdio_server` reads and writes through `anyio.wrap_file`, which hands every line to a
+worker thread and back. That round trip is most of what a gateway adds to a call, so the client
+side of the gateway uses event-loop pipes instead: no threads, one `write` per message.
+
+As in the SDK, fd 0 and fd 1 are diverted while serving (stdin to /dev/null, stdout to stderr),
+so a stray `print` or a child that inherits them can never corrupt the wire; they are restored on
+exit. Where stdin or stdout is not something asyncio can watch (a regular file), the SDK's
+transport is used as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp.server.stdio import stdio_server
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.message import SessionMessage
+
+# One JSON-RPC line may carry a large tool result; asyncio's default 64 KiB line limit is too small.
+_LINE_LIMIT = 256 * 1024 * 1024
+
+Send = Callable[[bytes], Awaitable[None]]
+
+
+class Interceptor(Protocol):
+    """Something that may answer a raw inbound line itself (the fast lane) instead of the SDK server."""
+
+    def take(self, line: bytes, task_group: anyio.abc.TaskGroup) -> bool: ...
+
+
+def _watchable(fd: int) -> bool:
+    """Whether asyncio's pipe transports accept `fd` (pipes, sockets and character devices)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+@asynccontextmanager
+async def stdio_streams(
+    interceptor: Callable[[Send], Interceptor] | None = None,
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The (read, write) message streams an SDK `Server.run` expects, served over stdin/stdout.
+
+    `interceptor`, given the function that writes a frame to the client, builds what sees every
+    inbound line first and may answer it directly.
+    """
+    if not (_watchable(0) and _watchable(1)):
+        async with stdio_server() as streams:
+            yield streams
+        return
+    async with AsyncExitStack() as stack:
+        wire_in, wire_out = _divert_standard_fds(stack)
+        reader, writer = await _open_pipes(wire_in, wire_out, stack)
+        read_sender, read_stream = create_context_streams[SessionMessage | Exception](0)
+        write_stream, write_receiver = create_context_streams[SessionMessage](0)
+
+        async def send(frame: bytes) -> None:
+            writer.write(frame)  # one write per frame, so frames from several writers never interleave
+            await writer.drain()
+
+        lane = interceptor(send) if interceptor is not None else None
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_pump_in, reader, read_sender, lane, task_group)
+            task_group.start_soon(_pump_out, write_receiver, writer)
+            try:
+                yield read_stream, write_stream
+            finally:
+                task_group.cancel_scope.cancel()
+
+
+def _divert_standard_fds(stack: AsyncExitStack) -> tuple[int, int]:
+    """Keep private copies of fd 0/1 for the wire; point 0 at /dev/null and 1 at stderr meanwhile."""
+    wire_in = os.dup(0)
+    wire_out = os.dup(1)
+    saved_in = os.dup(0)
+    saved_out = os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+
+    def restore() -> None:
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)
+
+    stack.callback(restore)
+    return wire_in, wire_out
+
+
+async def _open_pipes(
+    wire_in: int, wire_out: int, stack: AsyncExitStack
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    loop = asyncio.get_running_loop()
+    # A terminal's file description is shared with the shell; leave it blocking as we found it.
+    was_blocking = os.get_blocking(wire_in), os.get_blocking(wire_out)
+    in_file = os.fdopen(wire_in, "rb", buffering=0)
+    out_file = os.fdopen(wire_out, "wb", buffering=0)
+    reader = asyncio.StreamReader(limit=_LINE_LIMIT, loop=loop)
+    in_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), in_file)
+    out_transport, out_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)
+    writer = asyncio.StreamWriter(out_transport, out_protocol, None, loop)
+
+    def close() -> None:
+        for fd, blocking in zip((wire_in, wire_out), was_blocking, strict=True):
+            with suppress(OSError):
+                os.set_blocking(fd, blocking)
+        in_transport.close()
+        out_transport.close()
+
+    stack.callback(close)
+    return reader, writer
+
+
+async def _pump_in(
+    reader: asyncio.StreamReader, sender: Any, lane: Interceptor | None, task_group: anyio.abc.TaskGroup
+) -> None:
+    """Parse each line into a message; a bad line becomes an exception the session answers."""
+    async with sender:
+        while True:
+            try:
+                line = await reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                line = exc.partial
+                if not line.strip():
+                    return  # EOF: the client hung up
+            except asyncio.LimitOverrunError as exc:
+                await reader.readexactly(exc.consumed)  # drop the oversized line, keep serving
+                with suppress(asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                    await reader.readuntil(b"\n")
+                await sender.send(ValueError(f"message longer than {_LINE_LIMIT} bytes dropped"))
+                continue
+            if not line.strip():
+                continue
+            if lane is not None and lane.take(line, task_group):
+                continue
+            try:
+                message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except Exception as exc:
+                await sender.send(exc)
+                continue
+            await sender.send(SessionMessage(message))
+
+
+async def _pump_out(receiver: Any, writer: asyncio.StreamWriter) -> None:
+    async with receiver:
+        async for session_message in receiver:
+            data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+            writer.write(data.encode() + b"\n")
+            await writer.drain()
