@@ -241,3 +241,22 @@ async def test_resource_subscriptions_and_updates(connect: Any, write_config: An
         with anyio.fail_after(5):
             while "kitchen+kitchen://text" not in updates:
                 await anyio.sleep(0.02)
+
+
+async def test_clients_on_the_2026_protocol_are_served_too(connect: Any, write_config: Any) -> None:
+    """`mode="auto"` picks the newest protocol both sides speak: no initialize handshake, same answers."""
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with connect(write_config(THREE_SERVERS), mode="auto") as client:
+        assert client.session.protocol_version >= "2026"
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"kitchen_echo", "numbers_add", "words_upper"} <= names
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "modern"})) == "modern"
+        assert text_of(await client.call_tool("words_upper", {"text": "abc"})) == "ABC"
+        await client.call_tool("kitchen_progress", {"steps": 3}, progress_callback=on_progress)
+        assert progress == [1, 2, 3]
+        failed = await client.call_tool("kitchen_fail", {"message": "nope"})
+        assert failed.is_error and "nope" in text_of(failed)
