@@ -3,8 +3,11 @@
 Configurations (each one the gateway run as a desktop client runs it: a subprocess on stdio):
 
     gateway_0_servers   ``python -m mcp_manifold serve`` with an empty ``mcpServers``
-    lazy_10_servers     10 copies of ``tests/servers/numbers.py`` (keys ``numbers01`` .. ``numbers10``), the
-                        default ``lazy: true``: the servers start on the first request that needs them
+    lazy_10_servers_cold  10 copies of ``tests/servers/numbers.py`` (keys ``numbers01`` .. ``numbers10``),
+                        the default ``lazy: true``, with an empty data dir before every launch: the first
+                        ``tools/list`` waits for all ten servers to start and list
+    lazy_10_servers     the same, launched again with the data dir of the previous launch: ``serve``
+                        answers from the listings cached by the last run and starts the servers behind it
     eager_10_servers    the same 10 with ``"manifold": {"lazy": false}``: all started before the gateway
                         answers ``initialize``
     numbers_direct      for reference, one ``numbers.py`` on its own (no gateway)
@@ -25,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -52,6 +56,7 @@ class Setup:
     description: str
     command: list[str]
     expected_tools: int
+    wipe: Path | None = None  # a data dir removed before every launch (no cached listings: a cold start)
     initialize_s: list[float] = field(default_factory=list)
     first_list_s: list[float] = field(default_factory=list)
 
@@ -75,8 +80,15 @@ def setups(work: Path) -> list[Setup]:
     return [
         Setup("gateway_0_servers", "gateway, no servers", gateway(write_config(work / "zero.json", 0, work / "d0")), 0),
         Setup(
+            "lazy_10_servers_cold",
+            f"gateway, {SERVERS} stdio servers, lazy (default), first run (no cached listings)",
+            gateway(write_config(work / "cold.json", SERVERS, work / "d3")),
+            SERVERS * TOOLS_PER_SERVER,
+            wipe=work / "d3",
+        ),
+        Setup(
             "lazy_10_servers",
-            f"gateway, {SERVERS} stdio servers, lazy (default)",
+            f"gateway, {SERVERS} stdio servers, lazy (default), later runs (listings cached by the last run)",
             gateway(write_config(work / "lazy.json", SERVERS, work / "d1")),
             SERVERS * TOOLS_PER_SERVER,
         ),
@@ -92,6 +104,8 @@ def setups(work: Path) -> list[Setup]:
 
 async def launch_once(setup: Setup, errlog: TextIO) -> tuple[float, float]:
     """(seconds to the initialize answer, seconds to the first tools/list answer) for one fresh launch."""
+    if setup.wipe is not None:
+        shutil.rmtree(setup.wipe, ignore_errors=True)
     params = StdioServerParameters(command=setup.command[0], args=setup.command[1:], env=dict(os.environ))
     start = time.perf_counter()
     async with Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None) as client:

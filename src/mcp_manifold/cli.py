@@ -100,7 +100,7 @@ def serve(
     from mcp_manifold.gateway import Gateway
 
     async def main() -> None:
-        async with Gateway(cfg) as gateway:
+        async with Gateway(cfg, warm_start=True) as gateway:
             if cfg.settings.http:
                 err.print(
                     f"mcp-manifold: serving {len(cfg.enabled_servers)} server(s) at "

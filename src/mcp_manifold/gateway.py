@@ -14,6 +14,7 @@ import warnings
 import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -32,6 +33,7 @@ from mcp_manifold._errors import BackendError, InvalidRequest, ManifoldError, No
 from mcp_manifold.backends import Backend, BackendPool
 from mcp_manifold.catalog import BackendListing, Catalog, Kind
 from mcp_manifold.config import Config
+from mcp_manifold.listing_cache import Listing, ListingCache
 
 if TYPE_CHECKING:
     from mcp_manifold.catalog_search import CatalogSearch
@@ -60,8 +62,11 @@ def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
 class Gateway:
     """One MCP endpoint in front of the configured backends."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, warm_start: bool = False) -> None:
         self.config = config
+        # Serve the first listings from the last run's cache while the servers start (see listing_cache).
+        self.warm_start = warm_start
+        self.listing_cache = ListingCache(Path(config.settings.data_dir).expanduser() / "listings")
         self.settings = config.settings
         self.pool = BackendPool(list(config.servers.values()), self.settings, self)
         self.surfaces: list[Surface] = []
@@ -126,8 +131,20 @@ class Gateway:
             for backend in self.pool
             if backend.name not in self._listed and backend.state not in ("disabled",) and not _in_backoff(backend)
         ]
+        if self.warm_start:
+            missing = [name for name in missing if not self._list_from_cache(name)]
         if missing:
             await self.refresh(missing)
+
+    def _list_from_cache(self, name: str) -> bool:
+        """Fill the catalog from `name`'s cached listing and re-list it in the background."""
+        backend = self.pool[name]
+        listing = self.listing_cache.load(backend.config)
+        if listing is None or self._task_group is None:
+            return False
+        self._set_listing(name, listing)
+        self._task_group.start_soon(self._refresh_one, name)
+        return True
 
     async def refresh(self, names: list[str]) -> None:
         """(Re)list the named backends concurrently; a failure leaves the others untouched."""
@@ -142,17 +159,26 @@ class Gateway:
         except ManifoldError as exc:
             logger.warning("%s", exc)
             return
-        listing = BackendListing(
-            prefix=backend.config.exposed_prefix,
-            tools=tools,
-            resources=resources,
-            templates=templates,
-            prompts=prompts,
-            tool_filter=backend.config.tools.allows,
-        )
+        listing = Listing(tools, resources, templates, prompts)
         async with self._refresh_lock:
-            self.catalog.set_backend(name, listing)
-            self._listed.add(name)
+            self._set_listing(name, listing)
+        if self.warm_start:
+            self.listing_cache.save(backend.config, listing)
+
+    def _set_listing(self, name: str, listing: Listing) -> None:
+        config = self.pool[name].config
+        self.catalog.set_backend(
+            name,
+            BackendListing(
+                prefix=config.exposed_prefix,
+                tools=listing.tools,
+                resources=listing.resources,
+                templates=listing.templates,
+                prompts=listing.prompts,
+                tool_filter=config.tools.allows,
+            ),
+        )
+        self._listed.add(name)
 
     def _on_catalog_change(self, kinds: set[Kind]) -> None:
         self._pending_changes |= kinds

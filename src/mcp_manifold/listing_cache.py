@@ -1,0 +1,87 @@
+"""Each backend's last listing on disk, so a restarted gateway can answer `tools/list` at once.
+
+A desktop client lists tools as soon as it launches the gateway; starting ten servers first takes
+seconds. With a cached listing the first answer comes from here and the servers start behind it
+(the gateway re-lists them and sends `list_changed` if anything differs).
+
+An entry is keyed by the server's name and config fingerprint, so a changed command, URL or env
+never reuses an old listing. A file that cannot be read or validated counts as absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from pydantic import ValidationError
+
+from mcp_manifold.config import ServerConfig
+
+logger = logging.getLogger(__name__)
+
+_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a backend listed, as the wire types."""
+
+    tools: list[types.Tool]
+    resources: list[types.Resource]
+    templates: list[types.ResourceTemplate]
+    prompts: list[types.Prompt]
+
+
+_FIELDS: dict[str, type[types.MCPModel]] = {
+    "tools": types.Tool,
+    "resources": types.Resource,
+    "templates": types.ResourceTemplate,
+    "prompts": types.Prompt,
+}
+
+
+class ListingCache:
+    """One JSON file per (server, config) under `directory`, readable only by its owner."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def _path(self, config: ServerConfig) -> Path:
+        key = hashlib.sha256(f"{config.name}\0{config.fingerprint()}".encode()).hexdigest()[:24]
+        return self.directory / f"{key}.json"
+
+    def load(self, config: ServerConfig) -> Listing | None:
+        path = self._path(config)
+        try:
+            data = json.loads(path.read_text())
+            if data.get("format") != _FORMAT:
+                return None
+            items = {field: [model.model_validate(item) for item in data[field]] for field, model in _FIELDS.items()}
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, ValidationError, AttributeError) as exc:
+            logger.debug("ignoring unreadable cached listing %s: %s", path, exc)
+            return None
+        return Listing(**items)  # type: ignore[arg-type]
+
+    def save(self, config: ServerConfig, listing: Listing) -> None:
+        data: dict[str, Any] = {"format": _FORMAT, "server": config.name}
+        for field in _FIELDS:
+            data[field] = [
+                item.model_dump(by_alias=True, mode="json", exclude_none=True) for item in getattr(listing, field)
+            ]
+        path = self._path(config)
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(json.dumps(data))
+            os.chmod(partial, 0o600)
+            os.replace(partial, path)  # readers never see half a file
+        except OSError as exc:
+            logger.warning("could not cache the listing of %s: %s", config.name, exc)

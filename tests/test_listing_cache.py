@@ -1,0 +1,88 @@
+"""Warm start: a restarted gateway lists from the last run's cache, then re-lists the real servers."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from mcp_manifold.config import load_config
+from mcp_manifold.gateway import Gateway
+from mcp_manifold.listing_cache import Listing, ListingCache
+from tests.conftest import server_entry
+
+pytestmark = pytest.mark.anyio
+
+
+def write(tmp_path: Path, servers: dict[str, Any]) -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers, "manifold": {"data_dir": str(tmp_path / "data")}}))
+    return path
+
+
+async def wait_until(predicate: Any, timeout: float = 15.0) -> None:
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.05)
+
+
+async def test_a_restart_lists_from_cache_before_any_server_starts(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, {"numbers": server_entry("numbers.py")}))
+    async with Gateway(config, warm_start=True) as gateway:
+        await gateway.ensure_catalog()  # cold: starts the server and caches what it listed
+        cold = {tool.name for tool in gateway.catalog.tools()}
+    assert {"numbers_add", "numbers_sqrt"} <= cold
+
+    async with Gateway(config, warm_start=True) as gateway:
+        await gateway.ensure_catalog()
+        assert {tool.name for tool in gateway.catalog.tools()} == cold
+        assert gateway.backends["numbers"].state in ("stopped", "starting")  # answered before it was up
+        await wait_until(lambda: gateway.backends["numbers"].state == "ready")
+
+
+async def test_a_stale_cache_is_corrected_and_announced(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, {"numbers": server_entry("numbers.py")}))
+    server = config.servers["numbers"]
+    cache = ListingCache(tmp_path / "data" / "listings")
+    gone = types.Tool(name="retired", description="listed last time only", input_schema={"type": "object"})
+    cache.save(server, Listing(tools=[gone], resources=[], templates=[], prompts=[]))
+
+    async with Gateway(config, warm_start=True) as gateway:
+        changes: list[set[str]] = []
+        gateway.catalog.subscribe(lambda kinds: changes.append(set(kinds)))
+        await gateway.ensure_catalog()
+        assert [tool.name for tool in gateway.catalog.tools()] == ["numbers_retired"]
+        await wait_until(lambda: gateway.catalog.has_tool("numbers_add"))
+        assert not gateway.catalog.has_tool("numbers_retired")
+        assert any("tools" in kinds for kinds in changes)
+    # The cache now holds the real listing, readable only by its owner.
+    cached = cache.load(server)
+    assert cached is not None and "add" in {tool.name for tool in cached.tools}
+    (path,) = (tmp_path / "data" / "listings").glob("*.json")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+async def test_unreadable_or_foreign_entries_are_ignored(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, {"numbers": server_entry("numbers.py"), "other": server_entry("words.py")}))
+    cache = ListingCache(tmp_path / "listings")
+    listing = Listing(
+        tools=[types.Tool(name="t", input_schema={"type": "object"})], resources=[], templates=[], prompts=[]
+    )
+    cache.save(config.servers["numbers"], listing)
+    assert cache.load(config.servers["numbers"]) == listing
+    assert cache.load(config.servers["other"]) is None  # another server's entry is never used
+    (path,) = (tmp_path / "listings").glob("*.json")
+    path.write_text("{not json")
+    assert cache.load(config.servers["numbers"]) is None
+
+
+async def test_without_warm_start_nothing_is_cached(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, {"numbers": server_entry("numbers.py")}))
+    async with Gateway(config) as gateway:
+        await gateway.ensure_catalog()
+    assert not (tmp_path / "data" / "listings").exists()
