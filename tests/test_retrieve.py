@@ -31,7 +31,8 @@ async def test_call_tool_mode_finds_and_calls(connect: Any, write_config: Any) -
     async with connect(write_config(SERVERS, {"expose": ["retrieve"]})) as client:
         tools = (await client.list_tools()).tools
         assert [tool.name for tool in tools] == ["retrieve_tools", "call_tool"]
-        assert "- catalog: 120 tools" in (tools[0].description or "")
+        description = tools[0].description or ""
+        assert "Servers (tools): kitchen (" in description and "numbers (3), catalog (120)." in description
 
         found = text_of(await client.call_tool("retrieve_tools", {"query": "multiply two numbers"}))
         assert "numbers_multiply" in names_in(found)[:3]

@@ -34,6 +34,7 @@ from mcp_manifold.backends import Backend, BackendPool
 from mcp_manifold.catalog import BackendListing, Catalog, Kind
 from mcp_manifold.config import Config
 from mcp_manifold.listing_cache import Listing, ListingCache
+from mcp_manifold.summaries import bounded_list
 
 if TYPE_CHECKING:
     from mcp_manifold.catalog_search import CatalogSearch
@@ -350,7 +351,7 @@ class Gateway:
     def instructions(self) -> str:
         """One line naming the servers behind the gateway (surfaces that hide tools describe them more)."""
         names = [config.name for config in self.config.servers.values() if config.enabled]
-        return f"mcp-manifold gateway in front of {len(names)} MCP server(s): {', '.join(names)}."
+        return f"mcp-manifold gateway in front of {len(names)} MCP server(s): {bounded_list(names)}."
 
     async def _track_connection(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         connection = _connection_of(ctx)

@@ -25,6 +25,7 @@ import mcp_types as types
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold.catalog import ToolEntry
 from mcp_manifold.proxy_format import object_argument
+from mcp_manifold.summaries import bounded_list
 from mcp_manifold.surfaces._base import CallContext, Surface
 
 logger = logging.getLogger(__name__)
@@ -124,16 +125,18 @@ class RetrieveSurface(Surface):
 
     def _retrieve_description(self) -> str:
         verb = "registers the best matches as tools you can then call" if self.dynamic else f"then use {CALL}"
-        lines = [f"Search the tools behind this gateway by what you want to do; {verb}. Servers:"]
-        counts: dict[str, list[str]] = {}
+        counts: dict[str, int] = {}
         for entry in self.gateway.catalog.tool_entries():
-            counts.setdefault(entry.server, []).append(entry.original.name)
-        for config in self.gateway.config.servers.values():
-            if not config.enabled:
-                continue
-            names = counts.get(config.name)
-            lines.append(f"- {config.name}: {len(names)} tools" if names else f"- {config.name}")
-        return "\n".join(lines)
+            counts[entry.server] = counts.get(entry.server, 0) + 1
+        servers = [
+            f"{config.name} ({counts[config.name]})" if config.name in counts else config.name
+            for config in self.gateway.config.servers.values()
+            if config.enabled
+        ]
+        return (
+            f"Search the tools behind this gateway by what you want to do; {verb}. "
+            f"Servers (tools): {bounded_list(servers)}."
+        )
 
     def list_tools(self, call: CallContext) -> list[types.Tool]:
         tools = self.reserved_tools()
