@@ -33,9 +33,11 @@ from mcp_manifold._errors import (
     BackendError,
     BackendRequestError,
     BackendStartError,
+    BackendTimeout,
     BackendUnavailable,
     translate_backend_errors,
 )
+from mcp_manifold.breaker import BreakerState, CircuitBreaker
 from mcp_manifold.config import ServerConfig, Settings
 
 State = Literal["stopped", "starting", "ready", "failed", "disabled"]
@@ -69,6 +71,8 @@ class BackendStatus:
     stderr_tail: list[str]
     server_info: str | None
     retry_in: float | None
+    breaker: BreakerState = "closed"  # closed, open (calls fail fast) or half-open (one trial call)
+    breaker_retry_in: float | None = None  # while open: seconds until the trial call
 
 
 class Backend:
@@ -96,6 +100,7 @@ class Backend:
         limit = config.max_concurrency
         self._limiter = anyio.CapacityLimiter(limit) if limit else None
         self._callers: list[Any] = []  # front sessions with a request in flight here, newest last
+        self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -294,7 +299,37 @@ class Backend:
         return self._callers[-1] if self._callers else None
 
     async def request(self, action: str, call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
-        """Run one request on the session with the backend's error translation and limits."""
+        """Run one request on the session with the backend's error translation, limits and breaker."""
+        if self.state == "disabled":
+            await self.session()  # raises the clear "disabled" error; not a failure of the server
+        admission = self.breaker.admit()
+        if not admission.allowed:
+            raise BackendUnavailable(self.name, self._breaker_message(admission.retry_in))
+        try:
+            result = await self._request(action, call)
+        except (BackendStartError, BackendUnavailable, BackendTimeout, BackendClosed) as exc:
+            # The server could not be reached or did not answer: that counts toward opening the breaker.
+            self.breaker.failure(str(exc).removeprefix(f"server {self.name!r}: "))
+            raise
+        except BackendRequestError:
+            self.breaker.success()  # it answered, with an MCP error: the server itself is alive
+            raise
+        except BaseException:
+            if admission.trial:
+                self.breaker.abandon()  # cancelled mid-trial: the next call gets to be the trial
+            raise
+        self.breaker.success()
+        return result
+
+    def _breaker_message(self, retry_in: float) -> str:
+        breaker = self.breaker
+        wait = f"for another {retry_in:.1f}s" if retry_in > 0 else "until the trial call in progress ends"
+        return (
+            f"circuit breaker open after {breaker.failures} consecutive failure(s), so calls fail fast {wait}; "
+            f"then one trial call is let through (last failure: {breaker.last_failure})"
+        )
+
+    async def _request(self, action: str, call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
         session = await self.session()
         try:
             with translate_backend_errors(self.name, f"{action} (timeout {self.call_timeout:g}s)"):
@@ -360,6 +395,8 @@ class Backend:
             stderr_tail=list(self.stderr),
             server_info=f"{info.name} {info.version}".strip() if info else None,
             retry_in=max(0.0, retry) if retry is not None else None,
+            breaker=self.breaker.state,
+            breaker_retry_in=self.breaker.retry_in(),
         )
 
     # --- what the server initiates ------------------------------------------------------------
@@ -426,3 +463,50 @@ class BackendPool:
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.backends.values())
+
+    # --- backends added at run time (hub instances; issue 6) ----------------------------------
+    # Kept apart from `backends`: they are not configured servers, so the catalog, the direct
+    # surface and `manifold servers` never list them by accident.
+
+    @property
+    def added(self) -> dict[str, Backend]:
+        """Backends added with `add`, by name."""
+        try:
+            return self._added
+        except AttributeError:
+            self._added: dict[str, Backend] = {}
+            return self._added
+
+    def add(self, config: ServerConfig, hooks: BackendHooks, task_group: anyio.abc.TaskGroup) -> Backend:
+        """Add a backend at run time; its connection runs in `task_group`, whose owner must call
+        `remove` or `stop_added` before that group exits (the pool's exit does it as a last resort)."""
+        if self._exit is None:
+            raise RuntimeError("BackendPool.add needs the pool to be entered")
+        if config.name in self.backends or config.name in self.added:
+            raise ValueError(f"a backend named {config.name!r} already exists")
+        if not getattr(self, "_added_cleanup", False):
+            self._exit.push_async_callback(self.stop_added)
+            self._added_cleanup = True
+        backend = Backend(config, self.settings, hooks)
+        backend.attach(task_group)
+        self.added[config.name] = backend
+        return backend
+
+    async def remove(self, name: str) -> None:
+        """Stop and forget a backend added with `add` (unknown names are ignored)."""
+        backend = self.added.pop(name, None)
+        if backend is not None:
+            with anyio.CancelScope(shield=True):
+                await backend.stop()
+
+    def all_backends(self) -> list[Backend]:
+        """Configured backends, then the ones added at run time."""
+        return [*self.backends.values(), *self.added.values()]
+
+    async def stop_added(self) -> None:
+        """Stop and forget every backend added at run time."""
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as stoppers:
+                for backend in list(self.added.values()):
+                    stoppers.start_soon(backend.stop)
+            self.added.clear()

@@ -128,14 +128,17 @@ def servers(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption
 
     async def work(gateway: Any) -> list[Any]:
         await gateway.refresh([b.name for b in gateway.pool if b.state != "disabled"])
-        return [backend.status() for backend in gateway.pool]
+        from mcp_manifold.surfaces.hub import instance_statuses
+
+        # Instances registered in the discovery dir are extra rows when the hub is exposed (issue 6).
+        return [backend.status() for backend in gateway.pool] + await instance_statuses(gateway)
 
     statuses = anyio.run(_with_gateway, cfg, work)
     if as_json:
         out.print_json(json.dumps([status.__dict__ for status in statuses]))
         return
     table = Table(title="servers")
-    for column in ("name", "transport", "state", "tools", "server", "last error / stderr"):
+    for column in ("name", "transport", "state", "breaker", "tools", "server", "last error / stderr"):
         table.add_column(column)
     for status in statuses:
         detail = status.last_error or ""
@@ -146,11 +149,19 @@ def servers(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption
             status.name,
             status.transport,
             f"[{color}]{status.state}[/{color}]",
+            _breaker_cell(status),
             str(status.tools),
             status.server_info or "",
             detail,
         )
     out.print(table)
+
+
+def _breaker_cell(status: Any) -> str:
+    """`closed`, `half-open`, or `open (4.2s)` with the time left before the trial call."""
+    if status.breaker == "open" and status.breaker_retry_in is not None:
+        return f"[red]open ({status.breaker_retry_in:.1f}s)[/red]"
+    return "[yellow]half-open[/yellow]" if status.breaker == "half-open" else status.breaker
 
 
 @app.command(context_settings=_EXTRA)
@@ -280,6 +291,48 @@ def search(
         description = (match.entry.exposed.description or "").split("\n")[0][:90]
         table.add_row(f"{match.score:.2f}", match.entry.name, match.entry.server, description)
     out.print(table)
+
+
+@app.command(context_settings=_EXTRA)
+def register(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option("--name", "-n", help="A name for the server, shown by instances_list.")],
+    url: Annotated[str | None, typer.Option(help="The running server's streamable HTTP URL.")] = None,
+    command: Annotated[str | None, typer.Option(help="Or a command line a hub runs over stdio.")] = None,
+    directory: Annotated[Path | None, typer.Option(help="The project directory it serves (default: here).")] = None,
+    pid: Annotated[int | None, typer.Option(help="The server's pid; the record goes stale when it exits.")] = None,
+    instance_id: Annotated[str | None, typer.Option("--id", help="The instance id (default: NAME-<random>).")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Announce a running MCP server to hubs until interrupted (writes it into discovery_dir)."""
+    from mcp_manifold.instances import RecordError, discovery_dir
+    from mcp_manifold.register import build_record, default_pid, register_until_stopped
+
+    cfg = _load(config, _setting_overrides(ctx.args))
+    folder = discovery_dir(cfg.settings.discovery_dir)
+    try:
+        record = build_record(
+            name,
+            url=url,
+            command=command,
+            directory=str((directory or Path.cwd()).resolve()),
+            pid=pid if pid is not None else default_pid(),
+            instance_id=instance_id,
+            interval=cfg.settings.ping_interval or 10.0,
+        )
+    except RecordError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("register: ")) from None
+
+    def announce(path: Path) -> None:
+        err.print(f"registered {record.id} ({record.endpoint()}) in {path}; Ctrl-C removes it", markup=False)
+
+    try:
+        anyio.run(register_until_stopped, folder, record, announce)
+    except OSError as exc:
+        err.print(f"error: cannot write to the discovery directory {folder}: {exc}", markup=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass
 
 
 @config_app.command("check")

@@ -656,7 +656,11 @@ class Settings:
     )
     list_changed_exec: str | None = _setting(None, "Command run when the tool list changes.")
     list_changed_exec_timeout: float = _setting(5.0, "Seconds list_changed_exec may run.", check=_positive)
-    discovery_dir: str | None = _setting(None, "Directory of extra server config files to pick up.", path=True)
+    discovery_dir: str | None = _setting(
+        None,
+        "Where running MCP servers register for the hub (default: $XDG_RUNTIME_DIR/manifold/instances).",
+        path=True,
+    )
     ping_interval: float = _setting(
         10.0, "Seconds between health pings to servers; 0 turns pings off.", check=_non_negative
     )

@@ -33,7 +33,11 @@ from mcp_manifold._errors import BackendError, InvalidRequest, ManifoldError, No
 from mcp_manifold.backends import Backend, BackendPool
 from mcp_manifold.catalog import BackendListing, Catalog, Kind
 from mcp_manifold.config import Config
+from mcp_manifold.health import HealthMonitor
 from mcp_manifold.listing_cache import Listing, ListingCache
+from mcp_manifold.result_cache import ResultCache
+from mcp_manifold.result_text import spill_large
+from mcp_manifold.spill import SpillStore, sweep_periodically
 from mcp_manifold.summaries import bounded_list
 
 if TYPE_CHECKING:
@@ -76,6 +80,9 @@ class Gateway:
         reserved = [name for surface in self.surfaces for name in _reserved_names(surface)]
         self.catalog = Catalog(self.settings.separator, reserved_names=reserved)
         self.catalog.subscribe(self._on_catalog_change)
+        self.result_cache = ResultCache(self.catalog, config.servers)
+        spill_base = self.settings.spill_dir or str(Path(self.settings.data_dir) / "spill")
+        self.spill = SpillStore(spill_base, ttl=self.settings.spill_ttl)
         self.bus = InMemorySubscriptionBus()
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._recent_connection: weakref.ref[Connection] | None = None
@@ -87,19 +94,28 @@ class Gateway:
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._search: CatalogSearch | None = None
+        self.health = HealthMonitor(self.settings)  # issue 6: pings and reconnects
         self.server = self._build_server()
 
     # --- lifecycle -------------------------------------------------------------------------
 
     async def __aenter__(self) -> Gateway:
         self._exit = AsyncExitStack()
+        self._exit.callback(self.spill.close)  # registered first, so it runs last
         await self._exit.enter_async_context(self.pool)
         task_group = await self._exit.enter_async_context(anyio.create_task_group())
         self._task_group = task_group
         self._exit.callback(task_group.cancel_scope.cancel)
         task_group.start_soon(self._announce_changes)
+        task_group.start_soon(sweep_periodically, self.spill)
+        # Health pings (issue 6) watch running backends, configured and added at run time.
+        task_group.start_soon(self.health.run, self.pool.all_backends)
         for surface in self.surfaces:
             await surface.start()
+            # Surfaces with background work (the hub's discovery loop) run in this task group (issue 6).
+            background = getattr(surface, "run", None)
+            if callable(background):
+                task_group.start_soon(background)
         eager = [backend for backend in self.pool if not backend.lazy and backend.state != "disabled"]
         if eager:
             await self.refresh([backend.name for backend in eager])
@@ -212,10 +228,23 @@ class Gateway:
     # --- calls into backends (used by surfaces) ----------------------------------------------
 
     async def call_tool(
-        self, call: CallContext, server: str, tool: str, arguments: dict[str, Any] | None
+        self,
+        call: CallContext,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        meta: dict[str, Any] | None = None,
     ) -> types.CallToolResult:
-        """Call `tool` on `server`; backend failures become tool errors with the backend's message."""
+        """Call `tool` on `server`; backend failures become tool errors with the backend's message.
+
+        `meta` is sent as the request's `_meta`. Results of tools the config lets the gateway cache
+        (`cache_ttl`, read-only or idempotent tools) are reused while fresh.
+        """
         backend = self._backend(server)
+        cached = self.result_cache.lookup(server, tool, arguments)
+        if cached is not None:
+            return cached
         ctx = call.request
         wants_progress = ctx.meta is not None and ctx.meta.get("progress_token") is not None
 
@@ -225,16 +254,19 @@ class Gateway:
 
         try:
             async with backend.serving(ctx):
-                return await backend.request(
+                result: types.CallToolResult = await backend.request(
                     "tools/call",
                     lambda session: session.call_tool(
                         tool,
                         arguments,
                         progress_callback=forward_progress if wants_progress else None,
+                        meta=meta,  # type: ignore[arg-type]
                     ),
                 )
         except BackendError as exc:
             return tool_error(str(exc))
+        self.result_cache.store(server, tool, arguments, result)
+        return result
 
     async def read_resource(self, call: CallContext, server: str, uri: str) -> types.ReadResourceResult:
         backend = self._backend(server)
@@ -268,7 +300,8 @@ class Gateway:
         return backend, entry.original.name
 
     def _backend(self, server: str) -> Backend:
-        backend = self.backends.get(server)
+        # Backends added at run time (hub instances, issue 6) are reached by name too.
+        backend = self.backends.get(server) or self.pool.added.get(server)
         if backend is None:
             raise NotFound(f"unknown server {server!r}")
         return backend
@@ -351,7 +384,7 @@ class Gateway:
     def instructions(self) -> str:
         """One line naming the servers behind the gateway (surfaces that hide tools describe them more)."""
         names = [config.name for config in self.config.servers.values() if config.enabled]
-        return f"mcp-manifold gateway in front of {len(names)} MCP server(s): {bounded_list(names)}."
+        return f"mcp-manifold gateway in front of {len(names)} MCP server(s): {bounded_list(names, budget=200)}."
 
     async def _track_connection(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         connection = _connection_of(ctx)
@@ -397,9 +430,22 @@ class Gateway:
         if surface is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {name!r}")
         try:
-            return await surface.call_tool(call, name, arguments)
+            result = await surface.call_tool(call, name, arguments)
         except ManifoldError as exc:
             return tool_error(str(exc))
+        # Global spill (issue 5): a large result of any surface goes to a file; `dispatch` spills its own.
+        if self.settings.spill_threshold and not getattr(surface, "spills_results", False):
+            try:
+                result = spill_large(
+                    result,
+                    self.spill,
+                    threshold=self.settings.spill_threshold,
+                    toon=self.settings.toon,
+                    ttl=self.settings.spill_ttl,
+                )
+            except OSError as exc:
+                logger.warning("could not spill the result of %s, answering inline: %s", name, exc)
+        return result
 
     def _owner(self, predicate: Callable[[Surface], bool]) -> Surface | None:
         return next((surface for surface in self.surfaces if predicate(surface)), None)

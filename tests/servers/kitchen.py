@@ -295,5 +295,40 @@ def summarize(text: str) -> list[UserMessage]:
     return [UserMessage(f"Summarize the following text in a few sentences:\n\n{text}")]
 
 
+# --- extra tools for the dispatch tests, only with KITCHEN_EXTRAS=1 (the default tool set stays as listed) ---
+
+if os.environ.get("KITCHEN_EXTRAS"):
+    from mcp_types import ToolAnnotations
+
+    counters = {"ticket": 0, "tick": 0}
+
+    @server.tool()
+    def document(size: int = 1_000_000) -> dict[str, str]:
+        """Return {"text": ...}: `size` characters of numbered words ("w1 w2 w3 ...")."""
+        words, length, count = [], 0, 0
+        while length < size:
+            count += 1
+            words.append(f"w{count}")
+            length += len(words[-1]) + 1
+        return {"text": (" ".join(words) + " ")[:size]}
+
+    @server.tool()
+    def measure(text: str) -> dict[str, int]:
+        """Return the number of characters and of space-separated words in `text`."""
+        return {"characters": len(text), "words": len(text.split())}
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def ticket() -> int:
+        """A read-only tool whose answer still changes: 1, 2, 3, ... (shows whether a result was cached)."""
+        counters["ticket"] += 1
+        return counters["ticket"]
+
+    @server.tool()
+    def tick() -> int:
+        """Like ticket, without annotations: 1, 2, 3, ..."""
+        counters["tick"] += 1
+        return counters["tick"]
+
+
 if __name__ == "__main__":
     run(server, make_parser(__doc__.splitlines()[0]).parse_args())

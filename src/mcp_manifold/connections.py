@@ -1,0 +1,195 @@
+"""Connection ids and aliases for the `dispatch` surface (Mini-A's `c1`, `c2`, ...).
+
+Each configured server gets an id, a hash of its config with every secret already redacted (so the
+id cannot be used to guess a short secret, and rotating a token keeps the id), and an alias `cN`.
+Aliases are kept in `connections.json` in the data dir, keyed by id, so the same config gets the
+same alias after a restart, and a server that is removed and added back gets its old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from mcp_manifold._errors import NotFound
+from mcp_manifold.config import ServerConfig, redact_args, redact_url
+
+logger = logging.getLogger(__name__)
+
+ALIASES_FILE = "connections.json"
+_ALIAS = re.compile(r"c([1-9][0-9]*)\Z")
+_HIDDEN = "***"
+_MIN_SECRET = 4  # shorter values are too likely to be ordinary words inside an error message
+
+
+def connection_id(config: ServerConfig) -> str:
+    """A short stable hash of what the server is, computed without its secrets."""
+    text = json.dumps(config.redacted(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One configured server as the dispatch surface names it."""
+
+    alias: str
+    id: str
+    config: ServerConfig
+
+    @property
+    def server(self) -> str:
+        return self.config.name
+
+    def describe(self) -> dict[str, Any]:
+        """What a listing may show: names and the target, never env values, headers or URL secrets."""
+        shown = self.config.redacted()
+        described: dict[str, Any] = {
+            "alias": self.alias,
+            "id": self.id,
+            "name": self.server,
+            "transport": self.config.transport,
+        }
+        if self.config.transport == "stdio":
+            described["command"] = " ".join([shown["command"] or "", *shown["args"]]).strip()
+        else:
+            described["url"] = shown["url"]
+        return described
+
+    def scrub(self, text: str) -> str:
+        """`text` (an error message, a stderr line) with this server's secret values replaced by ***."""
+        for secret in _secrets(self.config):
+            text = text.replace(secret, _HIDDEN)
+        if self.config.url:
+            text = text.replace(self.config.url, redact_url(self.config.url))
+        return text
+
+
+def _secrets(config: ServerConfig) -> list[str]:
+    """Values that must never be shown: env and header values (and the token of `Bearer <token>`),
+    and whatever `redacted()` hides in the arguments and the URL."""
+    values: set[str] = set(config.env.values())
+    for value in config.headers.values():
+        values.add(value)
+        values.add(value.rpartition(" ")[2])
+    for original, shown in zip(config.args, redact_args(config.args), strict=True):
+        if original != shown:
+            values.add(original.partition("=")[2] or original)
+    if config.url:
+        values.update(_url_secrets(config.url))
+    # Longest first, so a token inside a longer secret does not leave the rest showing.
+    return sorted((value for value in values if len(value) >= _MIN_SECRET), key=len, reverse=True)
+
+
+def _url_secrets(url: str) -> set[str]:
+    """The parts of `url` that `redact_url` hides: the userinfo secret and secret-named query values."""
+    original, shown = urlsplit(url), urlsplit(redact_url(url))
+    secrets = set()
+    if original.netloc != shown.netloc:
+        userinfo = original.netloc.rpartition("@")[0]
+        user, _, password = userinfo.partition(":")
+        secrets.add(unquote(password or user))
+        secrets.add(password or user)
+    for pair, hidden in zip(original.query.split("&"), shown.query.split("&"), strict=False):
+        if pair != hidden:
+            value = pair.partition("=")[2]
+            secrets.update({value, unquote(value)})
+    return secrets
+
+
+class Connections:
+    """Every configured server with its id and alias; aliases persist in `directory`."""
+
+    def __init__(self, configs: Iterable[ServerConfig], directory: str | Path | None) -> None:
+        self._path = Path(directory).expanduser() / ALIASES_FILE if directory is not None else None
+        self._known = self._load()  # id -> alias, including servers no longer configured
+        self._by_server: dict[str, Connection] = {}
+        self._dirty = False
+        for config in configs:
+            self._add(config)
+        self._save_if_changed()
+
+    def get(self, config: ServerConfig) -> Connection:
+        """The connection of a server, giving it an id and alias if it has none yet (one added at run time)."""
+        connection = self._by_server.get(config.name)
+        if connection is None or connection.config != config:
+            connection = self._add(config)
+            self._save_if_changed()
+        return connection
+
+    def _add(self, config: ServerConfig) -> Connection:
+        ident = connection_id(config)
+        if any(c.id == ident for c in self._by_server.values() if c.server != config.name):
+            # Two entries with the same target: the name tells them apart.
+            ident = hashlib.sha256(f"{ident}:{config.name}".encode()).hexdigest()[:12]
+        alias = self._known.get(ident)
+        if alias is None:
+            alias = _next_alias(set(self._known.values()))
+            self._known[ident] = alias
+            self._dirty = True
+        connection = Connection(alias, ident, config)
+        self._by_server[config.name] = connection
+        return connection
+
+    def __iter__(self) -> Iterator[Connection]:
+        return iter(sorted(self._by_server.values(), key=lambda c: int(c.alias[1:])))
+
+    def __len__(self) -> int:
+        return len(self._by_server)
+
+    def resolve(self, ref: str) -> Connection:
+        """The connection named by its alias (`c1`), its id or its server name."""
+        for connection in self._by_server.values():
+            if ref in (connection.alias, connection.id, connection.server):
+                return connection
+        known = ", ".join(f"{c.alias} ({c.server})" for c in self)
+        raise NotFound(f"unknown connection {ref!r}; known connections: {known or 'none'}")
+
+    # --- persistence -------------------------------------------------------------------------
+
+    def _load(self) -> dict[str, str]:
+        if self._path is None or not self._path.exists():
+            return {}
+        try:
+            data = json.loads(self._path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            logger.warning("ignoring unreadable %s: %s", self._path, exc)
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        known: dict[str, str] = {}
+        for key, value in data.items():
+            # A hand-edited file may repeat an alias: the first id keeps it, the other gets a new one.
+            if isinstance(value, str) and _ALIAS.match(value) and value not in known.values():
+                known[str(key)] = value
+        return known
+
+    def _save_if_changed(self) -> None:
+        if self._path is None or not self._dirty:
+            return
+        self._dirty = False
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            # Written whole, then renamed: a reader never sees half a file.
+            fd, temporary = tempfile.mkstemp(dir=self._path.parent, prefix=".connections-", suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(self._known, handle, indent=1, sort_keys=True)
+            os.replace(temporary, self._path)
+        except OSError as exc:
+            # Aliases still work for this run; they are just not remembered.
+            logger.warning("could not save connection aliases to %s: %s", self._path, exc)
+
+
+def _next_alias(taken: set[str]) -> str:
+    number = 1
+    while f"c{number}" in taken:
+        number += 1
+    return f"c{number}"

@@ -1,0 +1,142 @@
+"""A tool result as text: what is sized, what a spill file holds, what a preview shows.
+
+Plain code. A result's *data* is its structured content, else the JSON its only text block holds,
+else that text, else its content list in wire form. Object and array data is written as indented
+JSON (so line-based reads work) or, with `toon`, as TOON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+from mcp_manifold.spill import SpilledFile, SpillStore
+
+PREVIEW_CHARS = 400
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class RenderedResult:
+    """One tool result, serialized."""
+
+    text: str  # what a spill file holds
+    suffix: str  # .json, .toon or .txt
+    data: Any  # the parsed object/array when there is one, else _MISSING
+    toon: bool  # whether `text` is TOON (then it also replaces the content when inline)
+    inline: list[types.ContentBlock]  # the content to answer with when the result stays inline
+
+    @property
+    def inline_size(self) -> int:
+        """Bytes the inline answer puts in context: what thresholds compare against."""
+        return content_size(self.inline)
+
+    def top_level_keys(self) -> str | None:
+        if isinstance(self.data, dict):
+            keys = list(self.data)
+            shown = ", ".join(str(key) for key in keys[:20])
+            return f"[{shown}{', ...' if len(keys) > 20 else ''}]"
+        if isinstance(self.data, list):
+            return f"(an array of {len(self.data)} items)"
+        return None
+
+    def preview(self) -> str:
+        """The head of the data, compact (JSON without indentation) so the preview says the most."""
+        head = self.text if self.data is _MISSING or self.toon else _compact(self.data)
+        return head if len(head) <= PREVIEW_CHARS else head[:PREVIEW_CHARS] + "..."
+
+
+def render_result(result: types.CallToolResult, *, toon: bool = False) -> RenderedResult:
+    data = _data_of(result)
+    content = list(result.content)
+    if isinstance(data, str):
+        return RenderedResult(data, ".txt", _MISSING, False, content or [_text(data)])
+    if toon and isinstance(data, dict | list):
+        from toon_format import encode
+
+        text = encode(data)
+        return RenderedResult(text, ".toon", data, True, [_text(text)])
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    return RenderedResult(text, ".json", data, False, content or [_text(_compact(data))])
+
+
+def _text(text: str) -> types.TextContent:
+    return types.TextContent(type="text", text=text)
+
+
+def _data_of(result: types.CallToolResult) -> Any:
+    if result.structured_content is not None:
+        return result.structured_content
+    blocks = result.content
+    if len(blocks) == 1 and isinstance(blocks[0], types.TextContent):
+        text = blocks[0].text
+        if text.lstrip().startswith(("{", "[")):
+            try:
+                return json.loads(text)
+            except ValueError:
+                pass
+        return text
+    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in blocks]
+
+
+def _compact(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_size(content: list[types.ContentBlock]) -> int:
+    """Bytes of content as it enters context: text as is, other blocks as compact JSON."""
+    size = 0
+    for block in content:
+        if isinstance(block, types.TextContent):
+            size += len(block.text.encode("utf-8"))
+        else:
+            size += len(_compact(block.model_dump(mode="json", by_alias=True, exclude_none=True)).encode("utf-8"))
+    return size
+
+
+def spill_notice(spilled: SpilledFile, rendered: RenderedResult, *, threshold: int | None, ttl: float) -> str:
+    """The short text that stands in for a spilled result: where it is, how big, what it starts with."""
+    why = f"auto-spilled (exceeded {threshold} bytes)" if threshold is not None else "written"
+    lines = [
+        f"Result {why} to file: {spilled.path} (deleted at shutdown or after {ttl:g}s).",
+        f"Size: {spilled.byte_size} bytes, {spilled.line_count} lines (~{spilled.estimated_tokens} tokens).",
+    ]
+    keys = rendered.top_level_keys()
+    if keys:
+        lines.append(f"Top-level keys: {keys}")
+    lines.append(f"Preview: {rendered.preview()}")
+    return "\n".join(lines)
+
+
+def spill_large(
+    result: types.CallToolResult, store: SpillStore, *, threshold: int, toon: bool, ttl: float
+) -> types.CallToolResult:
+    """Any surface's result, replaced by a spill notice when it is larger than `threshold` bytes.
+
+    The notice keeps `is_error`; `_meta` has the file's facts (`resultFile`, `byteSize`, ...) for programs.
+    """
+    if threshold <= 0:
+        return result
+    rendered = render_result(result, toon=toon)
+    if rendered.inline_size <= threshold:
+        return result
+    spilled = store.write(rendered.text, rendered.suffix)
+    notice = spill_notice(spilled, rendered, threshold=threshold, ttl=ttl)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=notice)],
+        is_error=result.is_error,
+        _meta=spill_facts(spilled, auto=True),
+    )
+
+
+def spill_facts(spilled: SpilledFile, *, auto: bool) -> dict[str, Any]:
+    return {
+        "resultFile": str(spilled.path),
+        "autoSpilled": auto,
+        "byteSize": spilled.byte_size,
+        "lineCount": spilled.line_count,
+        "estimatedTokens": spilled.estimated_tokens,
+    }

@@ -1,0 +1,208 @@
+"""The spill store: large tool results go to files in a private directory instead of into context.
+
+Each gateway process gets its own directory (`gw-<pid>-<random>`, mode 0700) under `spill_dir`
+(default `<data_dir>/spill`); files in it are mode 0600. Files older than the TTL are removed as
+new ones are written and by a periodic sweep, the whole directory when the gateway stops, and
+directories left by gateways that died without cleaning up when the next one starts.
+
+Paths that clients send back (`argumentsFile`, `resultFile`) are checked here: only regular files
+inside the private directory or an explicitly allowed directory are accepted, after resolving
+symlinks; `..` is refused outright.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mcp_manifold._errors import AccessDenied, InvalidRequest, NotFound
+from mcp_manifold.proxy_format import _json_type
+
+logger = logging.getLogger(__name__)
+
+_PREFIX = "gw-"
+MAX_ARGUMENTS_BYTES = 64 * 1024 * 1024  # an arguments file is parsed in memory
+
+
+def estimate_tokens(size_in_bytes: int) -> int:
+    """About 4 bytes per token for JSON-heavy text: rough, but cheap and never zero for content."""
+    return (size_in_bytes + 3) // 4
+
+
+@dataclass(frozen=True)
+class SpilledFile:
+    path: Path
+    byte_size: int
+    line_count: int
+
+    @property
+    def estimated_tokens(self) -> int:
+        return estimate_tokens(self.byte_size)
+
+
+class SpillStore:
+    """A private per-gateway directory of result files, plus the check for paths clients send."""
+
+    def __init__(
+        self,
+        base: str | Path,
+        *,
+        ttl: float,
+        allowed_dirs: Iterable[str | Path] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.base = Path(base).expanduser()
+        self.ttl = ttl
+        self.allowed_dirs = [Path(d).expanduser() for d in allowed_dirs]
+        self.clock = clock
+        self._directory: Path | None = None
+
+    @property
+    def directory(self) -> Path:
+        """The private directory, created on first use (a gateway that never spills creates nothing)."""
+        if self._directory is None or not self._directory.is_dir():
+            self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._remove_orphans()
+            self._directory = Path(_make_private_dir(self.base))
+        return self._directory
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def write(self, text: str, suffix: str = ".json") -> SpilledFile:
+        """Write `text` to a new 0600 file; removes expired files first."""
+        self.sweep()
+        data = text.encode("utf-8")
+        path = self.directory / f"result-{secrets.token_hex(8)}{suffix}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        return SpilledFile(path, len(data), lines)
+
+    def sweep(self) -> None:
+        """Remove this gateway's files older than the TTL."""
+        if self._directory is None or not self._directory.is_dir():
+            return
+        deadline = self.clock() - self.ttl
+        for entry in os.scandir(self._directory):
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_mtime < deadline:
+                    os.unlink(entry.path)
+
+    def close(self) -> None:
+        """Remove the private directory and everything in it (at gateway shutdown)."""
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None
+
+    def _remove_orphans(self) -> None:
+        """Directories of gateways that are no longer running (killed before they could clean up)."""
+        for entry in self.base.glob(f"{_PREFIX}*"):
+            pid = entry.name[len(_PREFIX) :].partition("-")[0]
+            if entry.is_dir() and not entry.is_symlink() and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(entry, ignore_errors=True)
+
+    # --- paths clients send ------------------------------------------------------------------
+
+    def resolve(self, raw: Any, field: str) -> Path:
+        """The file a client named in `field`, if it is one it may use; else a clear error."""
+        if not isinstance(raw, str) or not raw.strip():
+            raise InvalidRequest(f"'{field}' must be the path of a file, such as a 'resultFile' from an earlier call")
+        given = Path(raw.strip()).expanduser()
+        if ".." in given.parts:
+            raise AccessDenied(f"'{field}' may not contain '..': give the file's full path")
+        roots = self._roots()
+        if not given.is_absolute():
+            given = roots[0] / given  # a bare file name means one in the spill directory
+        try:
+            real = given.resolve(strict=True)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound(f"'{field}': no such file {raw!r} (spilled files are deleted after a while)") from None
+        except (OSError, RuntimeError) as exc:  # symlink loops and the like
+            raise AccessDenied(f"'{field}': cannot use {raw!r}: {exc}") from None
+        if not any(real.is_relative_to(root) for root in roots):
+            allowed = ", ".join(str(root) for root in roots)
+            raise AccessDenied(
+                f"'{field}' must name a file in the spill directory or an allowed directory ({allowed}); "
+                f"{raw!r} is outside them (symlinks are followed before checking)"
+            )
+        if not real.is_file():
+            raise InvalidRequest(f"'{field}': {raw!r} is not a regular file")
+        return real
+
+    def _roots(self) -> list[Path]:
+        roots = [self.directory.resolve()]
+        for directory in self.allowed_dirs:
+            with contextlib.suppress(OSError):
+                roots.append(directory.resolve(strict=True))
+        return roots
+
+
+def read_arguments(path: Path, field: str = "argumentsFile") -> dict[str, Any]:
+    """Tool arguments from a file: a JSON object, or a TOON document of one (a TOON-spilled result)."""
+    size = path.stat().st_size
+    if size > MAX_ARGUMENTS_BYTES:
+        raise InvalidRequest(f"'{field}' is {size} bytes; at most {MAX_ARGUMENTS_BYTES} bytes can be used as arguments")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        value = json.loads(text)
+        holds = f"JSON: {_json_type(value)}"
+    except ValueError:
+        value = _from_toon(text)
+        holds = "text that is not a JSON or TOON object"
+    if not isinstance(value, dict):
+        raise InvalidRequest(
+            f"'{field}' must hold a JSON object: the tool's arguments by name; {path.name} holds {holds}"
+        )
+    return value
+
+
+def _from_toon(text: str) -> Any:
+    from toon_format import ToonDecodeError, decode
+
+    try:
+        return decode(text)
+    except (ToonDecodeError, ValueError):
+        return None
+
+
+async def sweep_periodically(store: SpillStore) -> None:
+    """Apply the TTL even while nothing new is spilled (run in the gateway's task group)."""
+    while True:
+        await anyio.sleep(max(1.0, min(store.ttl, 60.0)))
+        with contextlib.suppress(OSError):
+            store.sweep()
+
+
+def _make_private_dir(base: Path) -> str:
+    # mkdir with 0700 is atomic: no moment where another user could open the directory.
+    while True:
+        path = base / f"{_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return str(path)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: not ours to judge
+    return True

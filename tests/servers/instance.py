@@ -1,0 +1,101 @@
+"""instance: a named MCP server for the hub tests, one per "running project instance".
+
+Tools: ``whoami`` (returns the name), ``add``, ``progress``, ``slow`` (counts the calls that were
+cancelled), ``cancellations`` (that count), ``shout`` (logs its text to the client), ``instances_list``
+(named like the hub's tool, to test that the hub's wins), and one tool named ``only_<name>`` so tests
+can tell two instances' lists apart. Resource ``instance://info``,
+resource template ``instance://notes/{topic}`` and prompt ``review``.
+
+Run: ``python tests/servers/instance.py --name alpha --http PORT`` (or stdio without ``--http``).
+"""
+
+import anyio
+from _common import make_parser, run
+from mcp.server.mcpserver import Context, MCPServer, UserMessage
+
+parser = make_parser(__doc__.splitlines()[0])
+parser.add_argument("--name", default="instance", help="the instance's name (also in its only_<name> tool)")
+args = parser.parse_args()
+NAME: str = args.name
+
+server = MCPServer(f"instance-{NAME}", version="1.0.0", log_level="WARNING")
+cancelled = 0
+
+
+@server.tool(structured_output=False)
+def whoami() -> str:
+    """Return this instance's name."""
+    return NAME
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool(structured_output=False)
+async def progress(ctx: Context, steps: int = 3) -> str:
+    """Report progress `steps` times, then return "done <steps>"."""
+    for i in range(1, steps + 1):
+        await ctx.report_progress(i, steps, f"step {i} of {steps}")
+        await anyio.sleep(0.01)
+    return f"done {steps}"
+
+
+@server.tool(structured_output=False)
+async def slow(seconds: float = 30) -> str:
+    """Sleep for `seconds`; a cancelled call is counted (see `cancellations`)."""
+    global cancelled
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        cancelled += 1
+        raise
+    return "slept"
+
+
+@server.tool(structured_output=False)
+def cancellations() -> str:
+    """How many `slow` calls were cancelled so far."""
+    return str(cancelled)
+
+
+@server.tool(structured_output=False)
+async def shout(ctx: Context, text: str) -> str:
+    """Send `text` to the client as a warning log message, then return "shouted"."""
+    await ctx.log("warning", text, logger_name=NAME)
+    return "shouted"
+
+
+@server.tool(name="instances_list", structured_output=False)
+def clashing_list() -> str:
+    """Named like the hub's own tool, which must win."""
+    return f"{NAME}'s own instances_list"
+
+
+def only() -> str:
+    return f"only on {NAME}"
+
+
+server.add_tool(only, name=f"only_{NAME}", description=f"A tool only {NAME} has.", structured_output=False)
+
+
+@server.resource("instance://info", name="info", description="Who this instance is.", mime_type="text/plain")
+def info() -> str:
+    return f"instance {NAME}"
+
+
+@server.resource("instance://notes/{topic}", name="notes", description="Notes on a topic.", mime_type="text/plain")
+def notes(topic: str) -> str:
+    return f"{NAME} notes on {topic}"
+
+
+@server.prompt()
+def review(topic: str) -> list[UserMessage]:
+    """Ask for a review of a topic in this instance's project."""
+    return [UserMessage(f"Review {topic} in project {NAME}.")]
+
+
+if __name__ == "__main__":
+    run(server, args)

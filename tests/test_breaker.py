@@ -1,0 +1,154 @@
+"""The circuit breaker: its states against a fake clock, then end to end through the gateway."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from mcp_manifold.breaker import CircuitBreaker
+from tests.conftest import server_entry, stdio_gateway
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def breaker(threshold: int = 3, cooldown: float = 10.0) -> tuple[CircuitBreaker, Clock]:
+    clock = Clock()
+    return CircuitBreaker(threshold, cooldown, clock), clock
+
+
+def test_opens_after_threshold_consecutive_failures_and_fails_fast() -> None:
+    b, clock = breaker()
+    for _ in range(2):
+        assert b.admit().allowed
+        b.failure("boom")
+    assert b.state == "closed"
+    assert b.admit().allowed
+    b.failure("boom 3")
+    assert b.state == "open" and b.failures == 3 and b.last_failure == "boom 3"
+    clock.now += 4
+    refused = b.admit()
+    assert not refused.allowed and refused.retry_in == pytest.approx(6.0)
+    assert b.retry_in() == pytest.approx(6.0)
+
+
+def test_a_success_resets_the_count() -> None:
+    b, _ = breaker()
+    b.failure("a")
+    b.failure("b")
+    b.success()
+    b.failure("c")
+    b.failure("d")
+    assert b.state == "closed" and b.failures == 2
+
+
+def test_half_open_lets_one_trial_through_and_its_success_closes() -> None:
+    b, clock = breaker(threshold=1, cooldown=5)
+    b.failure("down")
+    assert b.state == "open"
+    clock.now += 5
+    assert b.state == "half-open" and b.retry_in() is None
+    trial = b.admit()
+    assert trial.allowed and trial.trial
+    # While the trial runs, everyone else still fails fast.
+    assert not b.admit().allowed
+    b.success()
+    assert b.state == "closed" and b.failures == 0
+    assert b.admit().allowed and not b.admit().trial
+
+
+def test_a_failed_trial_reopens_for_a_full_cooldown() -> None:
+    b, clock = breaker(threshold=2, cooldown=5)
+    b.failure("x")
+    b.failure("y")
+    clock.now += 6
+    assert b.admit().trial
+    b.failure("still down")
+    assert b.state == "open" and b.retry_in() == pytest.approx(5.0)
+    clock.now += 4.9
+    assert not b.admit().allowed
+    clock.now += 0.1
+    assert b.admit().trial
+
+
+def test_an_abandoned_trial_gives_its_turn_back() -> None:
+    b, clock = breaker(threshold=1, cooldown=1)
+    b.failure("x")
+    clock.now += 1
+    assert b.admit().trial
+    b.abandon()
+    assert b.admit().trial
+
+
+def test_late_failures_of_calls_admitted_before_opening_do_not_extend_the_cooldown() -> None:
+    b, clock = breaker(threshold=1, cooldown=10)
+    b.failure("first")
+    clock.now += 8
+    b.failure("a call that started earlier")
+    assert b.retry_in() == pytest.approx(2.0)
+
+
+def test_zero_cooldown_goes_straight_to_half_open() -> None:
+    b, _ = breaker(threshold=1, cooldown=0)
+    b.failure("x")
+    assert b.state == "half-open" and b.admit().trial
+
+
+# --- end to end ------------------------------------------------------------------------------------
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
+
+
+@pytest.mark.anyio
+async def test_a_backend_that_keeps_failing_fails_fast_then_is_tried_again(write_config: Any) -> None:
+    servers = {"broken": server_entry("exits_early.py"), "numbers": server_entry("numbers.py")}
+    settings = {"expose": ["dispatch"], "breaker_threshold": 2, "breaker_cooldown": 1.0}
+    call = {"action": "call", "connection": "broken", "tool": "anything"}
+    async with stdio_gateway(write_config(servers, settings)) as client:
+        for _ in range(2):
+            failed = await client.call_tool("proxy-dispatch", call)
+            assert failed.is_error and "circuit breaker" not in text_of(failed)
+            assert "broken" in text_of(failed)
+        fast = await client.call_tool("proxy-dispatch", call)
+        assert fast.is_error
+        message = text_of(fast)
+        assert "circuit breaker open after 2 consecutive failure(s)" in message
+        assert "fail fast for another" in message and "one trial call" in message
+        listing = await client.call_tool("proxy-dispatch", {"action": "list", "includeTools": False})
+        broken = next(c for c in json.loads(text_of(listing))["connections"] if c["name"] == "broken")
+        assert broken["breaker"] == "open" and 0 < broken["breakerRetryIn"] <= 1.0
+
+        await anyio.sleep(1.1)  # cooldown over: half-open, one trial goes to the backend
+        trial = await client.call_tool("proxy-dispatch", call)
+        assert trial.is_error and "circuit breaker" not in text_of(trial)
+        again = await client.call_tool("proxy-dispatch", call)  # the trial failed: open again
+        assert "circuit breaker open" in text_of(again)
+
+        # Other connections never noticed.
+        ok = await client.call_tool("proxy-dispatch", {"action": "call", "tool": "add", "arguments": {"a": 1, "b": 2}})
+        assert not ok.is_error and text_of(ok).startswith("3")
+
+
+def test_servers_command_shows_the_breaker(write_config: Any) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")})
+    command = [sys.executable, "-m", "mcp_manifold", "servers", "--config", str(config)]
+    as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60)
+    assert as_json.returncode == 0, as_json.stderr
+    row = json.loads(as_json.stdout)[0]
+    assert row["breaker"] == "closed" and row["breaker_retry_in"] is None
+    table = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
+    assert "breaker" in table.stdout and "closed" in table.stdout

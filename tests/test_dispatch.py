@@ -1,0 +1,480 @@
+"""The `dispatch` surface end to end (Mini-A's proxy-dispatch), plus its connection aliases and result cache."""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from mcp_manifold.catalog import BackendListing, Catalog
+from mcp_manifold.config import ServerConfig
+from mcp_manifold.connections import Connections
+from mcp_manifold.result_cache import ResultCache
+from tests.conftest import server_entry, stdio_gateway
+
+TOOL = "proxy-dispatch"
+SECRET = "sekrit-value-123"
+KITCHEN = server_entry("kitchen.py", env={"KITCHEN_EXTRAS": "1", "API_TOKEN": SECRET})
+SERVERS = {"kitchen": KITCHEN, "numbers": server_entry("numbers.py")}
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
+
+
+async def dispatch(client: Any, **arguments: Any) -> types.CallToolResult:
+    return await client.call_tool(TOOL, arguments)
+
+
+async def data(client: Any, **arguments: Any) -> Any:
+    result = await dispatch(client, **arguments)
+    assert not result.is_error, text_of(result)
+    return json.loads(text_of(result))
+
+
+async def error(client: Any, **arguments: Any) -> str:
+    result = await dispatch(client, **arguments)
+    assert result.is_error, text_of(result)
+    return text_of(result)
+
+
+# --- list, search, call ------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_list_search_and_call_through_one_tool(connect: Any, write_config: Any) -> None:
+    async with connect(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        tools = (await client.list_tools()).tools
+        assert [tool.name for tool in tools] == [TOOL]
+        assert "Connections: c1 kitchen, c2 numbers." in (tools[0].description or "")
+
+        # Lazy: listing connections without tools starts nothing.
+        bare = await data(client, action="list", includeTools=False)
+        assert [(c["alias"], c["name"], c["state"]) for c in bare["connections"]] == [
+            ("c1", "kitchen", "stopped"),
+            ("c2", "numbers", "stopped"),
+        ]
+        assert all("tools" not in c and len(c["id"]) == 12 for c in bare["connections"])
+
+        numbers = (await data(client, action="list", connection="c2"))["connections"]
+        assert [c["name"] for c in numbers] == ["numbers"] and numbers[0]["state"] == "ready"
+        assert [t["name"] for t in numbers[0]["tools"]] == ["add", "multiply", "sqrt"]
+        assert "inputSchema" not in numbers[0]["tools"][0]
+        everything = (await data(client, action="list", includeInputSchema=True))["connections"]
+        kitchen = {t["name"]: t for t in everything[0]["tools"]}
+        assert kitchen["ticket"]["annotations"] == {"readOnlyHint": True}
+        assert kitchen["echo"]["inputSchema"]["required"] == ["text"]
+        bare_tools = (await data(client, action="list", connection="kitchen", includeAnnotations=False))["connections"]
+        assert all("annotations" not in t for t in bare_tools[0]["tools"])
+
+        found = await data(client, action="search", query="multiply two numbers", limit=2)
+        assert found["results"][0] | {"score": 0} == {
+            "connection": "c2",
+            "server": "numbers",
+            "tool": "multiply",
+            "score": 0,
+            "description": "Multiply two numbers and return their product (a * b).",
+            "args": "a: number*, b: number*",
+        }
+        assert len(found["results"]) == 2
+        only_kitchen = await data(client, action="search", query="numbers", connection="c1", includeInputSchema=True)
+        assert only_kitchen["results"] and {r["connection"] for r in only_kitchen["results"]} == {"c1"}
+        assert all("inputSchema" in r for r in only_kitchen["results"])
+
+        product = await dispatch(client, action="call", tool="multiply", arguments={"a": 6, "b": 7})
+        assert text_of(product).startswith("42") and not product.is_error
+        assert product.meta == {"action": "call", "tool": "multiply", "connection": "c2", "estimatedTokens": 1}
+        assert product.structured_content is None  # the data lives only in content
+
+        ambiguous = await error(client, action="call", tool="add", arguments={"a": 1, "b": 2})
+        assert "offered by several connections: c1 (kitchen), c2 (numbers)" in ambiguous and "'connection'" in ambiguous
+        summed = await dispatch(client, action="call", tool="add", connection="c2", arguments={"a": 1, "b": 2})
+        assert text_of(summed).startswith("3")
+        by_exposed_name = await dispatch(client, action="call", tool="numbers_add", arguments={"a": 2, "b": 2})
+        assert text_of(by_exposed_name).startswith("4")
+        as_json_string = await dispatch(client, action="call", tool="echo", arguments='{"text": "hi"}')
+        assert text_of(as_json_string) == "hi"
+        failing = await dispatch(client, action="call", tool="fail", arguments={"message": "nope"})
+        assert failing.is_error and "nope" in text_of(failing)
+
+
+@pytest.mark.anyio
+async def test_every_validation_error_is_a_clear_tool_error(write_config: Any) -> None:
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({}, "missing required parameter 'action': one of list, search, call, readresult"),
+            ({"action": "delete"}, "unknown action 'delete'"),
+            ({"action": "list", "colour": "red"}, "'colour' is not a parameter of action 'list' (unknown parameter)"),
+            (
+                {"action": "list", "query": "x"},
+                "'query' is not a parameter of action 'list' (it belongs to action search)",
+            ),
+            ({"action": "list", "includeTools": "yes"}, "'includeTools' must be true or false, got a string"),
+            ({"action": "list", "connection": "c9"}, "unknown connection 'c9'; known connections: c1 (kitchen), c2"),
+            ({"action": "search"}, "action 'search' needs 'query'"),
+            ({"action": "search", "query": "x", "limit": 0}, "'limit' must be an integer from 1 to 50, got 0"),
+            ({"action": "call"}, "action 'call' needs 'tool'"),
+            ({"action": "call", "tool": "echo", "arguments": [1]}, "'arguments' must be an object"),
+            ({"action": "call", "tool": "echo", "arguments": "{oops"}, "'arguments' is a string but not valid JSON"),
+            ({"action": "call", "tool": "echo", "meta": 3}, "'meta' must be an object"),
+            (
+                {"action": "call", "tool": "echo", "resultSizeThreshold": -1},
+                "'resultSizeThreshold' must be an integer >= 0",
+            ),
+            ({"action": "call", "tool": "echo", "resultToFile": 1}, "'resultToFile' must be true or false"),
+            (
+                {"action": "call", "tool": "multiplyy"},
+                "no connection offers a tool named 'multiplyy'; did you mean 'multiply'",
+            ),
+            ({"action": "call", "tool": "echo", "connection": "c2"}, "connection c2 (numbers) has no tool 'echo'"),
+            (
+                {"action": "call", "tool": "echo", "arguments": {"txt": "a"}},
+                "unknown parameter(s) txt; missing required",
+            ),
+            ({"action": "call", "tool": "echo", "argumentsFile": "/etc/passwd"}, "'argumentsFile' must name a file in"),
+            ({"action": "readresult"}, "action 'readresult' needs 'resultFile'"),
+            ({"action": "readresult", "resultFile": "../x"}, "'resultFile' may not contain '..'"),
+            ({"action": "readresult", "resultFile": "nope.json"}, "'resultFile': no such file 'nope.json'"),
+        ]
+        for arguments, expected in cases:
+            assert expected in await error(client, **arguments), arguments
+        # The gateway still answers after all of that.
+        assert text_of(await dispatch(client, action="call", tool="echo", arguments={"text": "ok"})) == "ok"
+
+
+@pytest.mark.anyio
+async def test_readresult_ops_and_their_errors(write_config: Any) -> None:
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        spilled = await dispatch(client, action="call", tool="document", arguments={"size": 3000}, resultToFile=True)
+        assert spilled.meta is not None and spilled.meta["autoSpilled"] is False
+        path = spilled.meta["resultFile"]
+        assert f"Result written to file: {path}" in text_of(spilled) and "Top-level keys: [text]" in text_of(spilled)
+
+        facts = await data(client, action="readresult", resultFile=path)
+        assert facts == {"resultFile": path, "byteSize": 3016, "lineCount": 3, "estimatedTokens": 754}
+        head = await dispatch(client, action="readresult", resultFile=path, op="head", lines=1)
+        assert [c.text for c in head.content] == ["{", "[lines 1-1 of 3]"]  # type: ignore[union-attr]
+        tail = await dispatch(client, action="readresult", resultFile=path, op="tail", lines=1)
+        assert text_of(tail).startswith("}")
+        middle = await dispatch(client, action="readresult", resultFile=path, op="slice", fromLine=2, toLine=2)
+        assert middle.content[0].text.startswith('  "text": "w1 w2 w3')  # type: ignore[union-attr]
+        grep = await dispatch(client, action="readresult", resultFile=path, op="grep", pattern=r"W99\b", context=1)
+        assert grep.content[0].text.startswith("1- {\n2: ")  # type: ignore[union-attr]
+        assert "1 matching line(s) of 3" in text_of(grep)
+        part = await dispatch(client, action="readresult", resultFile=path, op="read", maxBytes=12)
+        assert part.content[0].text == '{\n  "text": ' and "continue with offset 12" in text_of(part)  # type: ignore[union-attr]
+        rest = await dispatch(client, action="readresult", resultFile=path, op="read", offset=3000)
+        assert rest.content[0].text.endswith('"\n}')  # type: ignore[union-attr]
+        everything = await dispatch(client, action="readresult", resultFile=path, op="read")
+        assert json.loads(everything.content[0].text)["text"].startswith("w1 w2")  # type: ignore[union-attr]
+        by_name = await data(client, action="readresult", resultFile=Path(path).name, op="stat")
+        assert by_name["byteSize"] == 3016
+
+        for arguments, expected in [
+            ({"op": "cat"}, "unknown op 'cat': expected one of stat, head, tail, slice, grep, read"),
+            ({"op": "head", "pattern": "x"}, "'pattern' is only used by op grep, not by op 'head'"),
+            ({"op": "stat", "lines": 3}, "'lines' is only used by op head and tail"),
+            ({"op": "grep"}, "op 'grep' needs 'pattern'"),
+            ({"op": "grep", "pattern": "("}, "'pattern' is not a valid regular expression"),
+            ({"op": "slice", "fromLine": 3, "toLine": 2}, "'toLine' (2) must not be smaller than 'fromLine' (3)"),
+            ({"op": "head", "lines": 0}, "'lines' must be an integer >= 1, got 0"),
+            ({"op": "read", "maxBytes": "all"}, "'maxBytes' must be an integer >= 0"),
+        ]:
+            assert expected in await error(client, action="readresult", resultFile=path, **arguments), arguments
+
+
+@pytest.mark.anyio
+async def test_spill_threshold_and_per_call_threshold(connect: Any, write_config: Any) -> None:
+    config = write_config(SERVERS, {"expose": ["dispatch"], "spill_threshold": 5000})
+    async with connect(config) as client:
+        small = await dispatch(client, action="call", tool="huge", arguments={"size": 4000})
+        assert len(text_of(small)) == 4000 and small.meta is not None and small.meta["estimatedTokens"] == 1000
+
+        big = await dispatch(client, action="call", tool="huge", arguments={"size": 200_000})
+        notice = text_of(big)
+        assert len(notice) < 1000 and "auto-spilled (exceeded 5000 bytes)" in notice
+        assert "Size: 200000 bytes, 1 lines (~50000 tokens)" in notice and "Preview: 0123456789abc" in notice
+        assert big.meta is not None and big.meta["autoSpilled"] is True and big.meta["byteSize"] == 200_000
+        spilled = Path(big.meta["resultFile"])
+        assert spilled.read_text() == ("0123456789abcdefghijklmnopqrstuvwxyz" * 5556)[:200_000]
+        assert stat.S_IMODE(spilled.stat().st_mode) == 0o600
+        assert stat.S_IMODE(spilled.parent.stat().st_mode) == 0o700
+
+        # The per-call threshold wins over the global one; 0 turns spilling off for that call.
+        lower = await dispatch(client, action="call", tool="huge", arguments={"size": 4000}, resultSizeThreshold=1000)
+        assert lower.meta is not None and "resultFile" in lower.meta and "exceeded 1000 bytes" in text_of(lower)
+        off = await dispatch(client, action="call", tool="huge", arguments={"size": 20_000}, resultSizeThreshold=0)
+        assert len(text_of(off)) == 20_000
+
+        # readresult never spills, whatever the threshold.
+        whole = await dispatch(client, action="readresult", resultFile=str(spilled), op="read")
+        assert len(whole.content[0].text) == 200_000  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_a_1mb_result_moves_between_tools_through_a_file(write_config: Any) -> None:
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        produced = await dispatch(
+            client, action="call", tool="document", arguments={"size": 1_000_000}, resultToFile=True
+        )
+        assert len(text_of(produced)) < 1500
+        assert produced.meta is not None
+        result_file = produced.meta["resultFile"]
+        assert produced.meta["byteSize"] > 1_000_000
+
+        measured = await dispatch(client, action="call", tool="measure", argumentsFile=result_file)
+        assert json.loads(text_of(measured)) == {"characters": 1_000_000, "words": 138_889}
+        assert measured.meta is not None and measured.meta["arguments"] == {"_fromFile": result_file}
+
+        # Inline arguments refine the file's.
+        short = await dispatch(
+            client, action="call", tool="measure", argumentsFile=result_file, arguments={"text": "a b"}
+        )
+        assert json.loads(text_of(short)) == {"characters": 3, "words": 2}
+
+        found = await dispatch(client, action="readresult", resultFile=result_file, op="grep", pattern=r"\bw138888\b")
+        assert "w138888" in text_of(found) and len(text_of(found)) < 3000
+
+        not_an_object = await dispatch(client, action="call", tool="huge", arguments={"size": 50}, resultToFile=True)
+        assert not_an_object.meta is not None
+        refused = await error(client, action="call", tool="measure", argumentsFile=not_an_object.meta["resultFile"])
+        assert "'argumentsFile' must hold a JSON object" in refused
+
+
+@pytest.mark.anyio
+async def test_toon_results_and_toon_files_as_arguments(write_config: Any) -> None:
+    config = write_config(SERVERS, {"expose": ["dispatch"], "toon": True})
+    async with stdio_gateway(config) as client:
+        inline = await dispatch(client, action="call", tool="document", arguments={"size": 8})
+        assert text_of(inline) == "text: w1 w2 w3"
+        spilled = await dispatch(client, action="call", tool="document", arguments={"size": 5000}, resultToFile=True)
+        assert spilled.meta is not None and spilled.meta["resultFile"].endswith(".toon")
+        measured = await dispatch(client, action="call", tool="measure", argumentsFile=spilled.meta["resultFile"])
+        assert "characters: 5000" in text_of(measured)
+
+
+@pytest.mark.anyio
+async def test_paths_outside_the_spill_directory_are_refused(write_config: Any, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"text": "stolen"}')
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        spilled = await dispatch(client, action="call", tool="echo", arguments={"text": "x"}, resultToFile=True)
+        assert spilled.meta is not None
+        directory = Path(spilled.meta["resultFile"]).parent
+        (directory / "escape.json").symlink_to(outside)
+        attempts = [
+            str(outside),
+            str(directory / ".." / ".." / ".." / "outside.json"),
+            "../../../outside.json",
+            str(directory / "escape.json"),
+            "escape.json",
+            "/etc/passwd",
+        ]
+        for attempt in attempts:
+            for field, action in (("argumentsFile", "call"), ("resultFile", "readresult")):
+                extra = {"tool": "echo"} if action == "call" else {}
+                message = await error(client, action=action, **{field: attempt}, **extra)
+                assert f"'{field}'" in message and ("outside" in message or "'..'" in message), (attempt, message)
+                assert "stolen" not in message
+
+
+@pytest.mark.anyio
+async def test_secrets_never_appear_in_listings(write_config: Any) -> None:
+    servers = {
+        "kitchen": KITCHEN,
+        "remote": {
+            "url": f"http://user:{SECRET}@127.0.0.1:9/mcp?token={SECRET}&page=1",
+            "headers": {"Authorization": f"Bearer {SECRET}"},
+        },
+        "cli": server_entry("exits_early.py", "--api-key", SECRET),
+    }
+    async with stdio_gateway(write_config(servers, {"expose": ["dispatch"]})) as client:
+        tools = (await client.list_tools()).tools
+        everything = await dispatch(client, action="list", includeInputSchema=True)
+        remote_call = await dispatch(client, action="call", tool="x", connection="remote")
+        cli_call = await dispatch(client, action="call", tool="x", connection="cli")
+        again = await dispatch(client, action="list")
+        texts = [
+            tools[0].description or "",
+            text_of(everything),
+            text_of(again),
+            text_of(remote_call),
+            text_of(cli_call),
+        ]
+        for text in texts:
+            assert SECRET not in text
+        listed = {c["name"]: c for c in json.loads(text_of(again))["connections"]}
+        assert listed["remote"]["url"] == "http://user:***@127.0.0.1:9/mcp?token=***&page=1"
+        assert listed["cli"]["command"].endswith("exits_early.py --api-key ***")
+        assert listed["remote"]["state"] == "failed" and "lastError" in listed["remote"]
+        assert "API_TOKEN" not in text_of(again) and "env" not in listed["kitchen"]
+
+
+# --- the result cache ------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_results_of_read_only_tools_are_cached_when_the_server_opts_in(write_config: Any) -> None:
+    servers = {"kitchen": {**KITCHEN, "cache_ttl": 1.0}}
+    async with stdio_gateway(write_config(servers, {"expose": ["dispatch", "direct"]})) as client:
+
+        async def call(tool: str, **arguments: Any) -> str:
+            return text_of(await dispatch(client, action="call", tool=tool, arguments=arguments))
+
+        first = await call("ticket")
+        assert await call("ticket") == first  # read-only: reused
+        assert text_of(await client.call_tool("kitchen_ticket", {})) == first  # every surface shares the cache
+        assert await call("tick") != await call("tick")  # no annotations: never cached
+        await anyio.sleep(1.1)
+        assert await call("ticket") != first  # expired
+
+
+# --- connection ids and aliases ------------------------------------------------------------------------
+
+
+def stdio(name: str, *args: str, **env: str) -> ServerConfig:
+    return ServerConfig(name=name, transport="stdio", command="srv", args=args, env=env)
+
+
+def aliases(connections: Connections) -> dict[str, str]:
+    return {c.server: c.alias for c in connections}
+
+
+def test_aliases_are_stable_across_restarts(tmp_path: Path) -> None:
+    a, b = stdio("a", "--one"), stdio("b", "--two")
+    assert aliases(Connections([a, b], tmp_path)) == {"a": "c1", "b": "c2"}
+    # Restarted with the servers in another order and one more: the old ones keep theirs.
+    c = stdio("c", "--three")
+    assert aliases(Connections([c, b, a], tmp_path)) == {"a": "c1", "b": "c2", "c": "c3"}
+    # A server removed and added back gets its alias back; a changed config is a new connection.
+    assert aliases(Connections([a, c], tmp_path)) == {"a": "c1", "c": "c3"}
+    assert aliases(Connections([stdio("b", "--changed"), a], tmp_path)) == {"b": "c4", "a": "c1"}
+    assert aliases(Connections([a, b], None)) == {"a": "c1", "b": "c2"}  # no data dir: per run only
+
+
+def test_ids_ignore_secrets_and_tell_twins_apart(tmp_path: Path) -> None:
+    with_token = Connections([stdio("a", API_TOKEN="one-secret")], tmp_path)
+    rotated = Connections([stdio("a", API_TOKEN="another-secret")], tmp_path)
+    assert [c.id for c in with_token] == [c.id for c in rotated]
+    assert aliases(rotated) == {"a": "c1"}
+    twins = list(Connections([stdio("x"), stdio("y")], None))
+    assert twins[0].id != twins[1].id
+
+
+def test_scrub_hides_every_secret_of_a_server() -> None:
+    config = ServerConfig(
+        name="r",
+        transport="http",
+        url="https://me:pa55word@h.example/mcp?api_key=k3y-value&q=1",
+        headers={"Authorization": "Bearer tok-123456"},
+    )
+    connection = next(iter(Connections([config], None)))
+    message = "GET https://me:pa55word@h.example/mcp?api_key=k3y-value&q=1 failed; sent tok-123456, k3y-value"
+    scrubbed = connection.scrub(message)
+    assert all(secret not in scrubbed for secret in ("pa55word", "k3y-value", "tok-123456"))
+    assert connection.describe()["url"] == "https://me:***@h.example/mcp?api_key=***&q=1"
+
+
+# --- the cache, against a fake clock ----------------------------------------------------------------------
+
+
+def test_cache_hits_expiry_and_what_is_never_cached() -> None:
+    read_only = types.ToolAnnotations(read_only_hint=True)
+    idempotent = types.ToolAnnotations(idempotent_hint=True)
+    tools = [
+        types.Tool(name="get", input_schema={"type": "object"}, annotations=read_only),
+        types.Tool(name="put", input_schema={"type": "object"}, annotations=idempotent),
+        types.Tool(name="post", input_schema={"type": "object"}),
+    ]
+    catalog = Catalog()
+    catalog.set_backend("s", BackendListing(prefix="s", tools=tools))
+    catalog.set_backend("t", BackendListing(prefix="t", tools=tools))
+    now = [0.0]
+    servers = {"s": ServerConfig(name="s", transport="stdio", command="x", cache_ttl=10), "t": stdio("t")}
+    cache = ResultCache(catalog, servers, clock=lambda: now[0], max_entries=2)
+    answer = types.CallToolResult(content=[types.TextContent(type="text", text="v")])
+    failed = types.CallToolResult(content=[types.TextContent(type="text", text="e")], is_error=True)
+
+    cache.store("s", "get", {"a": 1, "b": 2}, answer)
+    assert cache.lookup("s", "get", {"b": 2, "a": 1}) is answer  # argument order does not matter
+    assert cache.lookup("s", "get", {"a": 2}) is None
+    cache.store("s", "put", {}, answer)
+    assert cache.lookup("s", "put", None) is answer  # idempotent counts too
+    for server, tool in (("s", "post"), ("t", "get")):  # no hint, or a server that did not opt in
+        cache.store(server, tool, {}, answer)
+        assert cache.lookup(server, tool, {}) is None
+    cache.store("s", "get", {"x": 1}, failed)
+    assert cache.lookup("s", "get", {"x": 1}) is None  # errors are never cached
+    now[0] = 10.0
+    assert cache.lookup("s", "get", {"a": 1, "b": 2}) is None  # expired
+    assert cache.hits == 2
+
+    # At most max_entries, least recently used out first.
+    now[0] = 20.0
+    for n in range(3):
+        cache.store("s", "get", {"n": n}, answer)
+    assert [cache.lookup("s", "get", {"n": n}) is not None for n in range(3)] == [False, True, True]
+    # A tool that stops being read-only after a refresh stops being cached.
+    catalog.set_backend("s", BackendListing(prefix="s", tools=[tools[2].model_copy(update={"name": "get"})]))
+    assert cache.lookup("s", "get", {"n": 2}) is None
+
+
+# --- the global spill, for any surface ----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_global_spill_applies_to_other_surfaces_and_files_go_at_shutdown(
+    write_config: Any, tmp_path: Path
+) -> None:
+    config = write_config(SERVERS, {"expose": ["direct", "dispatch"], "spill_threshold": 1000})
+    async with stdio_gateway(config) as client:
+        direct = await client.call_tool("kitchen_huge", {"size": 5000})
+        assert "auto-spilled (exceeded 1000 bytes)" in text_of(direct) and direct.meta is not None
+        spilled = Path(direct.meta["resultFile"])
+        assert spilled.stat().st_size == 5000
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "small"})) == "small"
+        read_back = await dispatch(client, action="readresult", resultFile=str(spilled), op="read")
+        assert len(read_back.content[0].text) == 5000  # type: ignore[union-attr]
+    with anyio.fail_after(10):
+        while spilled.parent.exists():  # the gateway removes its directory as it stops
+            await anyio.sleep(0.05)
+    assert list((tmp_path / "data" / "spill").iterdir()) == []
+
+
+# --- the documentation's examples ---------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "dispatch.md"
+
+
+def json_blocks(text: str) -> list[Any]:
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)\n```", text, re.DOTALL)]
+
+
+@pytest.mark.anyio
+async def test_the_documented_requests_work_as_written(write_config: Any) -> None:
+    blocks = json_blocks(DOCS.read_text())
+    config, requests = blocks[0], [block for block in blocks if "action" in block]
+    assert len(requests) >= 12
+    root = Path(__file__).resolve().parents[1]
+    servers = {
+        name: {**entry, "command": sys.executable, "args": [str(root / arg) for arg in entry["args"]]}
+        for name, entry in config["mcpServers"].items()
+    }
+    latest_file = None
+    async with stdio_gateway(write_config(servers, config["manifold"])) as client:
+        for request in requests:
+            for key in ("resultFile", "argumentsFile"):
+                if key in request:  # the page shows an example path; use the file the gateway just wrote
+                    assert "/spill/gw-" in request[key] and latest_file is not None
+                    request[key] = latest_file
+            result = await dispatch(client, **request)
+            assert not result.is_error, (request, text_of(result))
+            latest_file = (result.meta or {}).get("resultFile", latest_file)
+        assert latest_file is not None

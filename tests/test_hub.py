@@ -1,0 +1,382 @@
+"""End to end: the hub surface with real instances over HTTP, a real gateway and real SDK clients."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2 as httpx
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from mcp_manifold.instances import write_record
+from mcp_manifold.register import build_record
+from tests.conftest import SERVERS, free_port, server_entry, stop_process, wait_for_port
+
+pytestmark = pytest.mark.anyio
+
+FAST = {"ping_interval": 0.3, "ping_timeout": 1, "init_timeout": 5, "call_timeout": 20, "breaker_cooldown": 0.5}
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
+
+
+class Instances:
+    """Instance servers over HTTP, started by the test, stopped after it."""
+
+    def __init__(self) -> None:
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.ports: dict[str, int] = {}
+
+    def start(self, name: str) -> str:
+        port = self.ports.setdefault(name, free_port())
+        command = [sys.executable, str(SERVERS / "instance.py"), "--name", name, "--http", str(port)]
+        process = subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL)
+        self.processes[name] = process
+        wait_for_port(port, process)
+        return self.url(name)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}/mcp"
+
+    def kill(self, name: str) -> None:
+        process = self.processes.pop(name)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for process in self.processes.values():
+            stop_process(process)
+
+
+@pytest.fixture
+def instances() -> Iterator[Instances]:
+    running = Instances()
+    yield running
+    running.stop_all()
+
+
+@pytest.fixture
+def discovery(tmp_path: Path) -> Path:
+    folder = tmp_path / "instances"
+    folder.mkdir()
+    return folder
+
+
+def announce(folder: Path, name: str, url: str, **extra: Any) -> str:
+    """Register an instance the way `manifold register` does, with this test process as its pid."""
+    record = build_record(name, url=url, instance_id=name, pid=extra.pop("pid", os.getpid()), **extra)
+    write_record(folder, record)
+    return record.id
+
+
+@pytest.fixture
+def hub_gateway(http_gateway: Callable[..., str], write_config: Any, discovery: Path) -> Callable[..., str]:
+    """A gateway over HTTP exposing the hub (first, so its tools win) and direct, watching `discovery`."""
+
+    def start(servers: dict[str, Any] | None = None, **settings: Any) -> str:
+        manifold = {"expose": ["hub", "direct"], "discovery_dir": str(discovery), **FAST, **settings}
+        return http_gateway(write_config(servers or {}, manifold))
+
+    return start
+
+
+async def listed(client: Client) -> dict[str, dict[str, Any]]:
+    result = await client.call_tool("instances_list", {})
+    assert not result.is_error, text_of(result)
+    return {row["id"]: row for row in json.loads(text_of(result))["instances"]}
+
+
+async def tool_names(client: Client) -> set[str]:
+    return {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+
+
+async def wait_for_state(client: Client, instance_id: str, states: set[str], timeout: float = 20) -> dict[str, Any]:
+    row: dict[str, Any] | None = None
+    with anyio.move_on_after(timeout):
+        while True:
+            row = (await listed(client)).get(instance_id)
+            if row is not None and row["state"] in states:
+                return row
+            await anyio.sleep(0.1)
+    raise AssertionError(f"{instance_id} not in state {states} after {timeout}s; last seen: {row}")
+
+
+# --- discovery -----------------------------------------------------------------------------------
+
+
+async def test_register_discover_and_stale_cleanup(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str], write_config: Any, tmp_path: Path
+) -> None:
+    url = instances.start("alpha")
+    command = ["register", "--name", "alpha", "--url", url, "--id", "alpha-1", "--discovery-dir", str(discovery)]
+    register = subprocess.Popen(
+        [sys.executable, "-m", "mcp_manifold", *command, "--ping-interval", "0.5"], start_new_session=True
+    )
+    try:
+        with anyio.fail_after(20):
+            while not (discovery / "alpha-1.json").exists():
+                await anyio.sleep(0.05)
+        record = json.loads((discovery / "alpha-1.json").read_text())
+        assert record["url"] == url and record["pid"] == register.pid and record["name"] == "alpha"
+
+        # Next to it: a record whose process is gone, one that stopped pinging, and a broken file.
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+        announce(discovery, "ghost", "http://127.0.0.1:9/mcp", pid=gone.pid)
+        announce(discovery, "silent", "http://127.0.0.1:9/mcp", now=1.0, interval=1.0)
+        (discovery / "broken.json").write_text("{not json")
+
+        servers = {"numbers": server_entry("numbers.py")}
+        async with Client(hub_gateway(servers), mode="legacy") as client:
+            rows = await listed(client)
+            assert set(rows) == {"alpha-1", "numbers"}  # configured servers are instances too
+            assert rows["alpha-1"]["kind"] == "discovered" and rows["alpha-1"]["state"] == "discovered"
+            assert rows["alpha-1"]["endpoint"] == url and rows["alpha-1"]["pid"] == register.pid
+            assert rows["numbers"]["kind"] == "configured"
+            assert not (discovery / "ghost.json").exists() and not (discovery / "silent.json").exists()
+            assert (discovery / "broken.json").exists()  # skipped with a log line, not deleted
+
+            await client.call_tool("instances_connect", {"instance_id": "alpha-1"})
+            assert text_of(await client.call_tool("whoami", {})) == "alpha"
+
+            # `register` ends cleanly on SIGTERM and takes its record with it.
+            register.send_signal(signal.SIGTERM)
+            assert register.wait(timeout=10) == 0
+            assert not (discovery / "alpha-1.json").exists()
+            rows = await listed(client)
+            assert rows["alpha-1"]["state"] == "gone" and "registration was removed" in rows["alpha-1"]["last_error"]
+            assert "whoami" not in await tool_names(client)
+            gone = await client.call_tool("whoami", {})
+            assert gone.is_error and "is gone" in text_of(gone) and "instances_connect" in text_of(gone)
+    finally:
+        stop_process(register)
+
+
+async def test_manifold_servers_shows_instances(
+    instances: Instances, discovery: Path, write_config: Any, tmp_path: Path
+) -> None:
+    announce(discovery, "alpha", instances.start("alpha"))
+    announce(discovery, "beta", f"http://127.0.0.1:{free_port()}/mcp")  # registered, not answering
+    config = write_config({}, {"expose": ["hub"], "discovery_dir": str(discovery), "init_timeout": 5})
+    command = [sys.executable, "-m", "mcp_manifold", "servers", "--config", str(config), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert rows["alpha"]["state"] == "ready" and rows["alpha"]["tools"] == 8
+    assert rows["beta"]["state"] == "failed" and "ConnectError" in rows["beta"]["last_error"]
+
+
+# --- connect, lists, isolation -------------------------------------------------------------------
+
+
+async def test_connect_merges_lists_per_session(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    announce(discovery, "alpha", instances.start("alpha"))
+    announce(discovery, "beta", instances.start("beta"))
+    url = hub_gateway({"numbers": server_entry("numbers.py")})
+    changes: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changes.append("tools")
+
+    async with (
+        Client(url, mode="legacy", message_handler=on_message) as one,
+        Client(url, mode="legacy") as two,
+    ):
+        before = await tool_names(one)
+        assert {"instances_list", "instances_connect", "instances_disconnect", "numbers_add"} <= before
+        assert "whoami" not in before
+
+        # Not connected: a clear error that says how to connect.
+        refused = await one.call_tool("whoami", {})
+        assert refused.is_error and "not connected" in text_of(refused) and "instances_connect" in text_of(refused)
+        unknown = await one.call_tool("instances_connect", {"instance_id": "nope"})
+        assert unknown.is_error and "unknown instance 'nope'" in text_of(unknown) and "alpha" in text_of(unknown)
+
+        connected = await one.call_tool("instances_connect", {"instance_id": "alpha"})
+        assert not connected.is_error and "alpha" in text_of(connected)
+        await two.call_tool("instances_connect", {"instance_id": "beta"})
+        with anyio.fail_after(5):
+            while "tools" not in changes:
+                await anyio.sleep(0.02)
+
+        listing = (await one.list_tools(cache_mode="refresh")).tools
+        assert [tool.name for tool in listing].count("instances_list") == 1  # the hub's own wins the clash
+        assert "alpha" in (await listed(one))  # and still answers
+        names_one, names_two = await tool_names(one), await tool_names(two)
+        assert {"whoami", "only_alpha", "numbers_add", "instances_list"} <= names_one
+        assert "only_beta" not in names_one
+        assert "only_beta" in names_two and "only_alpha" not in names_two
+        assert text_of(await one.call_tool("whoami", {})) == "alpha"
+        assert text_of(await two.call_tool("whoami", {})) == "beta"
+        assert text_of(await one.call_tool("numbers_add", {"a": 1, "b": 2})).startswith("3")  # direct still works
+
+        resources = {r.uri for r in (await one.list_resources()).resources}
+        assert "instance://info" in resources
+        templates = {t.uri_template for t in (await one.list_resource_templates()).resource_templates}
+        assert "instance://notes/{topic}" in templates
+        info = await one.read_resource("instance://info")
+        assert info.contents[0].text == "instance alpha"  # type: ignore[union-attr]
+        note = await two.read_resource("instance://notes/tests")
+        assert note.contents[0].text == "beta notes on tests"  # type: ignore[union-attr]
+        prompt = await one.get_prompt("review", {"topic": "the hub"})
+        assert "project alpha" in prompt.messages[0].content.text  # type: ignore[union-attr]
+
+        rows = await listed(two)
+        assert rows["beta"]["connected"] and not rows["alpha"]["connected"]
+        assert rows["alpha"]["sessions"] == 1 and rows["beta"]["sessions"] == 1
+        assert rows["alpha"]["state"] == "active"
+
+        # Switching and disconnecting.
+        await two.call_tool("instances_connect", {"instance_id": "alpha"})
+        assert text_of(await two.call_tool("whoami", {})) == "alpha"
+        assert (await listed(one))["alpha"]["sessions"] == 2
+        disconnected = await one.call_tool("instances_disconnect", {})
+        assert "Disconnected" in text_of(disconnected)
+        assert "whoami" not in await tool_names(one)
+        assert "not connected" in text_of(await one.call_tool("whoami", {}))
+        assert text_of(await two.call_tool("whoami", {})) == "alpha"
+
+
+# --- health --------------------------------------------------------------------------------------
+
+
+async def test_instance_killed_mid_session_then_recovers(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    announce(discovery, "alpha", instances.start("alpha"))
+    announce(discovery, "beta", instances.start("beta"))
+    url = hub_gateway()
+    logs: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(str(params.data))
+
+    async with Client(url, mode="legacy", logging_callback=on_log) as one, Client(url, mode="legacy") as two:
+        await one.call_tool("instances_connect", {"instance_id": "alpha"})
+        await two.call_tool("instances_connect", {"instance_id": "beta"})
+        assert text_of(await one.call_tool("whoami", {})) == "alpha"
+
+        instances.kill("alpha")
+        failed = await one.call_tool("whoami", {})
+        assert failed.is_error and "alpha" in text_of(failed)
+        dead = await wait_for_state(two, "alpha", {"dead"})
+        assert dead["last_error"] and dead["sessions"] == 1
+        refused = await one.call_tool("whoami", {})
+        assert refused.is_error and "is dead" in text_of(refused) and "instances_connect" in text_of(refused)
+        assert any("alpha" in line and "dead" in line for line in logs)  # the session was told
+
+        # The other session never noticed.
+        assert text_of(await two.call_tool("whoami", {})) == "beta"
+
+        instances.start("alpha")  # same port
+        await wait_for_state(two, "alpha", {"active"})
+        assert text_of(await one.call_tool("whoami", {})) == "alpha"
+        assert any("back" in line for line in logs)
+
+
+async def test_configured_backend_health_is_watched(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    url = hub_gateway({"alpha": {"url": instances.start("alpha")}})
+    async with Client(url, mode="legacy") as client:
+        assert text_of(await client.call_tool("alpha_whoami", {})) == "alpha"  # direct starts it
+        await wait_for_state(client, "alpha", {"active"})
+        await client.call_tool("instances_connect", {"instance_id": "alpha"})  # configured: connectable too
+        assert text_of(await client.call_tool("whoami", {})) == "alpha"
+        instances.kill("alpha")
+        await wait_for_state(client, "alpha", {"dead"})
+        instances.start("alpha")
+        await wait_for_state(client, "alpha", {"active"})
+        assert text_of(await client.call_tool("alpha_whoami", {})) == "alpha"
+
+
+# --- streaming and session lifetime ---------------------------------------------------------------
+
+
+async def test_progress_logs_and_cancellation_through_the_hub(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    announce(discovery, "alpha", instances.start("alpha"))
+    logs: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(str(params.data))
+
+    async with Client(hub_gateway(), mode="legacy", logging_callback=on_log) as client:
+        await client.call_tool("instances_connect", {"instance_id": "alpha"})
+        seen: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))
+
+        result = await client.call_tool("progress", {"steps": 3}, progress_callback=on_progress)
+        assert text_of(result) == "done 3"
+        assert seen == [(1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3")]
+
+        assert text_of(await client.call_tool("shout", {"text": "hello from alpha"})) == "shouted"
+        assert "hello from alpha" in logs
+
+        with anyio.move_on_after(0.5) as scope:
+            await client.call_tool("slow", {"seconds": 30})
+        assert scope.cancelled_caught
+        with anyio.fail_after(10):
+            while text_of(await client.call_tool("cancellations", {})) != "1":
+                await anyio.sleep(0.05)
+        assert text_of(await client.call_tool("whoami", {})) == "alpha"
+
+
+async def _raw_session(url: str, http: httpx.AsyncClient) -> str:
+    """Open a session by hand (no GET stream, so nothing keeps it alive) and connect it to alpha."""
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
+    response = await http.post(url, json=init, headers=headers)
+    assert response.status_code == 200, response.text
+    headers["mcp-session-id"] = session = response.headers["mcp-session-id"]
+    headers["mcp-protocol-version"] = "2025-06-18"
+    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    connect = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "instances_connect", "arguments": {"instance_id": "alpha"}},
+    }
+    response = await http.post(url, json=connect, headers=headers)
+    assert "Connected to" in response.text, response.text
+    return session
+
+
+async def test_idle_session_expires_and_releases_its_instance(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    announce(discovery, "alpha", instances.start("alpha"))
+    url = hub_gateway(session_idle_timeout=1.5)
+    async with httpx.AsyncClient(timeout=20) as http, Client(url, mode="legacy") as watcher:
+        session = await _raw_session(url, http)
+        assert (await listed(watcher))["alpha"]["sessions"] == 1
+        with anyio.fail_after(15):
+            while (await listed(watcher))["alpha"]["sessions"] != 0:
+                await anyio.sleep(0.2)
+        expired = await http.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+            headers={"mcp-session-id": session, "accept": "application/json, text/event-stream"},
+        )
+        assert expired.status_code == 404
