@@ -7,9 +7,9 @@ Queries are short requests built from the same vocabulary, so most of them match
 Measured:
 * BM25: time to index the whole catalog (tokenising included), time of an `upsert` of one tool plus
   the rebuild it triggers, and p50/p99 of `search(query, limit=10)`.
-* hybrid (only when the `semantic` extra is installed): time to embed the catalog (cached in
-  bench/results/latency-vectors.sqlite, pass --fresh to redo it), p50/p99 of a hybrid search, and
-  p50 of the query embedding alone, which is most of that.
+* hybrid (only when the `semantic` extra is installed): time to embed the catalog and its 250 server
+  profiles (cached in bench/results/latency-vectors.sqlite, pass --fresh to redo it), p50/p99 of a
+  hybrid search, and p50 of the query embedding alone, which is most of that.
 
 Run: ``.venv/bin/python bench/search_latency.py`` (``--tools N``, ``--queries N``, ``--fresh``).
 Writes ``bench/results/search_latency.json``.
@@ -172,8 +172,8 @@ def bench_hybrid(docs: Sequence[ToolDocument], queries: Sequence[str], fresh: bo
         "embedder": embedder.name,
         "model_load_s": load_s,
         "update_s": stats.seconds,
-        "tools_embedded": stats.embedded,
-        "embed_tools_per_s": stats.embedded / stats.seconds if stats.embedded else None,
+        "texts_embedded": stats.embedded,  # tools and server profiles not yet in the store
+        "embed_texts_per_s": stats.embedded / stats.seconds if stats.embedded else None,
         "query": latency,
         "query_embedding": embed_only,
     }
@@ -201,9 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(hybrid, str):
         print(f"hybrid  {hybrid}")
     else:
-        embedded = f"embedded {hybrid['tools_embedded']} tools in {hybrid['update_s']:.1f} s"
+        embedded = f"embedded {hybrid['texts_embedded']} texts in {hybrid['update_s']:.1f} s"
         print(
-            f"hybrid  {embedded if hybrid['tools_embedded'] else 'vectors from the store'}"
+            f"hybrid  {embedded if hybrid['texts_embedded'] else 'vectors from the store'}"
             f" | query p50 {hybrid['query']['p50_ms']:.1f} ms p99 {hybrid['query']['p99_ms']:.1f} ms"
             f" | query embedding alone p50 {hybrid['query_embedding']['p50_ms']:.1f} ms"
         )

@@ -12,7 +12,7 @@ import json
 import socket
 import threading
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,9 +34,11 @@ from mcp_manifold.search import (
     split_identifier,
     tokenize,
 )
+from mcp_manifold.search import index as index_module
 from mcp_manifold.search.embedder import Embedder, normalise
-from mcp_manifold.search.fusion import reciprocal_rank, server_context, weighted_sum
+from mcp_manifold.search.fusion import add_server_match, reciprocal_rank, server_context, weighted_sum
 from mcp_manifold.search.openai_embedder import OpenAIEmbedder
+from mcp_manifold.search.profiles import make_profile
 from mcp_manifold.search.query import clauses, lexical_query
 
 # --- fixture catalog -------------------------------------------------------------------------
@@ -145,6 +147,9 @@ CATALOG = [
 ]
 
 
+SERVERS = sorted({doc.server for doc in CATALOG})  # one profile text each is embedded besides the tools
+
+
 @pytest.fixture(scope="module")
 def bm25_index() -> SearchIndex:
     index = SearchIndex()
@@ -245,9 +250,41 @@ def test_content_hash_is_stable_and_sensitive() -> None:
 
 
 def test_lexical_query_replaces_paths_and_urls() -> None:
-    rewritten = lexical_query("Save it to /root/markdown/report.md and open https://www.youtube.com/watch?v=x.")
-    assert "markdown" not in rewritten and "root" not in rewritten
-    assert "file md" in rewritten and "url youtube" in rewritten
+    rewritten = lexical_query("Open https://www.youtube.com/watch?v=x. and read ~/notes/markdown/a.md")
+    assert "markdown" not in rewritten and "notes" not in rewritten
+    assert rewritten == "Open url youtube. and read file md"
+
+
+@pytest.mark.parametrize(
+    ("request_text", "rewritten"),
+    [
+        (
+            "Summarise NCT0428 and save it as Markdown to /root/md/a.md.",
+            "Summarise NCT0428 and save it as Markdown to write file md.",
+        ),
+        ("Generate a report in /root/pdf/r.pdf", "Generate a report in write file pdf"),
+        (
+            "Read the data under /data/sales.xlsx, plot it and save it in /figs/sale.png",
+            "Read the data under file xlsx, plot it and save it in write file png",
+        ),
+        (
+            "Save the notes. Then read /root/a.txt",
+            "Save the notes. Then read file txt",
+        ),  # the verb is in another sentence
+        ("List /root/git", "List directory"),
+    ],
+)
+def test_a_path_the_request_saves_to_becomes_write_file(request_text: str, rewritten: str) -> None:
+    assert lexical_query(request_text) == rewritten
+    assert lexical_query(request_text, output_paths=False) == rewritten.replace("write file", "file")
+
+
+def test_saving_to_a_path_finds_the_tool_that_writes_files(bm25_index: SearchIndex) -> None:
+    query = "Summarise the open issues and save the summary to /root/markdown/issues.md"
+    assert "filesystem_write_file" in _ranked(bm25_index, query, limit=5)
+    plain = SearchIndex(ranking=RankingConfig(output_paths=False))
+    plain.update(CATALOG)
+    assert "filesystem_write_file" not in _ranked(plain, query, limit=5)
 
 
 def test_clauses_split_steps_and_keep_short_fragments_attached() -> None:
@@ -399,6 +436,62 @@ def test_server_context_lifts_strong_servers_and_keeps_order_within_one() -> Non
     np.testing.assert_array_equal(server_context(scores, servers, weight=0.0), scores)
 
 
+def test_server_match_lifts_whole_servers_and_keeps_order_within_one() -> None:
+    scores = np.array([1.0, 0.5, 0.0, 0.7, 0.2])
+    servers = np.array([0, 0, 0, 1, 1])
+    match = np.array([0.0, 1.0])
+    lifted = add_server_match(scores, servers, match, weight=0.5)
+    assert lifted[3] > lifted[0] and lifted[4] > lifted[1]  # the matching server's tools move up
+    assert lifted[0] > lifted[1] > lifted[2] and lifted[3] > lifted[4]  # same order within each server
+    zero = np.zeros(5)
+    np.testing.assert_array_equal(add_server_match(zero, servers, match, weight=0.5), zero)  # nothing matched
+
+
+def test_server_profile_brings_in_the_server_the_request_is_for() -> None:
+    # Two servers with an identical, vague "search" tool: only the calendar server's other tools say
+    # what its search is about.
+    docs = [
+        _tool("acme", "search", "Search everything."),
+        _tool("acme", "list_events", "All upcoming entries."),
+        _tool("acme", "create_event", "Add an entry."),
+        _tool("globex", "search", "Search everything."),
+        _tool("globex", "get_invoice", "One invoice."),
+    ]
+    query = "search my calendar events"
+    with_profiles = SearchIndex(ranking=RankingConfig(server_boost=0.0))
+    without = SearchIndex(ranking=RankingConfig(server_boost=0.0, server_match=0.0))
+    for index in (with_profiles, without):
+        index.update(docs)
+    hits = {hit.key: hit.score for hit in without.search(query, limit=5)}
+    assert hits["acme_search"] == hits["globex_search"]
+    ranked = _ranked(with_profiles, query, limit=5)
+    assert ranked.index("acme_search") < ranked.index("globex_search")
+    assert _ranked(with_profiles, "search", limit=1, server="globex") == ["globex_search"]
+
+
+def test_profiles_follow_the_tool_names_of_each_server() -> None:
+    embedder = ConceptEmbedder()
+    index = SearchIndex(embedder=embedder)
+    index.update(CATALOG)
+    assert set(embedder.texts[len(CATALOG) :]) == {
+        make_profile(server, [d.name for d in CATALOG if d.server == server]).text for server in SERVERS
+    }
+    assert make_profile("slack", ["post_message", "list_channels"]).text == "slack: list channels, post message"
+
+    # A new description changes no name: the tool alone is embedded again.
+    edited = ToolDocument(CATALOG[0].key, "github", "create_issue", "File a bug.", {})
+    embedder.texts.clear()
+    assert index.upsert([edited]).embedded == 1
+    # A new tool changes its server's profile: the tool and that profile are embedded.
+    embedder.texts.clear()
+    assert index.upsert([_tool("github", "merge_pull_request", "Merge a pull request.")]).embedded == 2
+    assert embedder.texts[1].startswith("github: add issue comment, create issue, create pull request")
+    # A server that loses its last tool has no profile left to embed or search.
+    embedder.texts.clear()
+    index.remove([doc.key for doc in CATALOG if doc.server == "weather"])
+    assert embedder.texts == [] and not any(key.startswith("weather_") for key in _ranked(index, "weather", limit=10))
+
+
 def test_query_embedding_failure_falls_back_to_bm25() -> None:
     embedder = ConceptEmbedder()
     index = SearchIndex(embedder=embedder)
@@ -419,7 +512,7 @@ def test_embedding_failure_on_update_leaves_tools_searchable_and_is_retried() ->
     assert _ranked(index, "read a file", limit=1) == ["filesystem_read_file"]
 
     embedder.fail = False
-    assert index.update(CATALOG).embedded == len(CATALOG)
+    assert index.update(CATALOG).embedded == len(CATALOG) + len(SERVERS)
     status = index.status()
     assert not status.stale and status.missing_vectors == 0 and status.last_error is None
 
@@ -432,7 +525,7 @@ def test_searches_are_answered_while_an_update_waits_on_the_embedder() -> None:
             self.release = threading.Event()
 
         def embed(self, texts: Sequence[str]) -> np.ndarray:
-            if len(texts) > 1:  # a catalog batch, not a query
+            if len(texts) > 2:  # the catalog batch, not a query nor the first tool and its profile
                 self.entered.set()
                 assert self.release.wait(10)
             return super().embed(texts)
@@ -455,7 +548,8 @@ def test_searches_are_answered_while_an_update_waits_on_the_embedder() -> None:
 def test_progress_reports_embedding() -> None:
     seen: list[tuple[int, int]] = []
     SearchIndex(embedder=ConceptEmbedder()).update(CATALOG, progress=lambda done, total: seen.append((done, total)))
-    assert seen[0] == (0, len(CATALOG)) and seen[-1] == (len(CATALOG), len(CATALOG))
+    total = len(CATALOG) + len(SERVERS)
+    assert seen[0] == (0, total) and seen[-1] == (total, total)
 
 
 # --- persistence -------------------------------------------------------------------------------
@@ -465,8 +559,8 @@ def test_restart_reuses_stored_vectors_and_reembeds_only_changes(tmp_path: Path)
     path = tmp_path / "data" / "search.sqlite"
     first = ConceptEmbedder()
     index = SearchIndex(embedder=first, store=IndexStore(path))
-    assert index.update(CATALOG).embedded == len(CATALOG)
-    assert len(first.texts) == len(CATALOG)
+    assert index.update(CATALOG).embedded == len(CATALOG) + len(SERVERS)
+    assert len(first.texts) == len(CATALOG) + len(SERVERS)
 
     # A new process: the index answers from the store at once, marked stale until refreshed.
     second = ConceptEmbedder()
@@ -487,11 +581,48 @@ def test_restart_reuses_stored_vectors_and_reembeds_only_changes(tmp_path: Path)
     assert second.calls == 2  # one update embedding, one query
 
 
+def test_restart_tokenises_and_writes_only_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "search.sqlite"
+    SearchIndex(embedder=ConceptEmbedder(), store=IndexStore(path)).update(CATALOG)
+
+    tokenised: list[str] = []
+    written: list[str] = []
+    real_terms = index_module.document_terms
+    store = IndexStore(path)
+    real_write = store.write_documents
+
+    def counting_terms(doc: ToolDocument, config: RankingConfig) -> list[str]:
+        tokenised.append(doc.key)
+        return real_terms(doc, config)
+
+    def counting_write(upsert: Iterable[ToolDocument], remove: Iterable[str]) -> None:
+        upsert = list(upsert)
+        written.extend(doc.key for doc in upsert)
+        real_write(upsert, remove)
+
+    monkeypatch.setattr(index_module, "document_terms", counting_terms)
+    monkeypatch.setattr(store, "write_documents", counting_write)
+    embedder = ConceptEmbedder()
+    restarted = SearchIndex(embedder=embedder, store=store)
+    assert len(tokenised) == len(CATALOG)  # the stored catalog is read back once, at start
+    tokenised.clear()
+
+    stats = restarted.update(CATALOG)
+    assert (stats.unchanged, stats.embedded) == (len(CATALOG), 0)
+    assert tokenised == [] and written == [] and embedder.texts == []  # nothing re-indexed, re-written or re-embedded
+
+    edited = ToolDocument(CATALOG[5].key, "github", CATALOG[5].name, "List every repository of an owner.", {})
+    stats = restarted.update([*CATALOG[:5], edited, *CATALOG[6:]])
+    assert (stats.changed, stats.embedded) == (1, 1)
+    assert tokenised == written == [edited.key] and len(embedder.texts) == 1
+
+
 def test_vectors_are_kept_per_embedder(tmp_path: Path) -> None:
     path = tmp_path / "search.sqlite"
     SearchIndex(embedder=ConceptEmbedder("test:a"), store=IndexStore(path)).update(CATALOG)
     other = ConceptEmbedder("test:b")
-    assert SearchIndex(embedder=other, store=IndexStore(path)).update(CATALOG).embedded == len(CATALOG)
+    stats = SearchIndex(embedder=other, store=IndexStore(path)).update(CATALOG)
+    assert stats.embedded == len(CATALOG) + len(SERVERS)
 
 
 def test_store_without_embedder_keeps_documents(tmp_path: Path) -> None:
@@ -611,7 +742,7 @@ def test_openai_embedder_unreachable() -> None:
 
 def test_search_index_with_openai_embedder(embeddings_server: str, tmp_path: Path) -> None:
     index = SearchIndex(embedder=OpenAIEmbedder(embeddings_server, "m", "k"), store=IndexStore(tmp_path / "s.db"))
-    assert index.update(CATALOG[:4]).embedded == 4
+    assert index.update(CATALOG[:4]).embedded == 4 + 1  # four tools and the profile of their one server
     assert index.status().embedder == "openai:m"
     assert _ranked(index, "create an issue", limit=1) == ["github_create_issue"]
 

@@ -72,3 +72,15 @@ def server_context(scores: np.ndarray, server_ids: np.ndarray, *, weight: float)
     boost = np.zeros(int(server_ids.max()) + 1)
     boost[grouped[starts]] = top2
     return scaled + weight * boost[server_ids]
+
+
+def add_server_match(scores: np.ndarray, server_ids: np.ndarray, match: np.ndarray, *, weight: float) -> np.ndarray:
+    """scores/max + weight · match[server]: each tool gains what its server's profile matched (see profiles.py).
+
+    Like `server_context`, this adds the same amount to every tool of a server, so a `server=` search
+    keeps its order; a search where nothing matched stays all zero.
+    """
+    best = float(scores.max(initial=0.0))
+    if best <= 0 or weight == 0 or len(match) == 0:
+        return scores
+    return scores / best + weight * match[server_ids]

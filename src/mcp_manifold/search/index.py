@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from mcp_manifold.search.embedder import Embedder
 from mcp_manifold.search.errors import SearchError
 from mcp_manifold.search.fusion import top_indices
 from mcp_manifold.search.lexical import LexicalIndex
+from mcp_manifold.search.profiles import Profile, ProfileIndex, make_profile, profile_terms
 from mcp_manifold.search.ranking import (
     EMBEDDING_TEXT_VERSION,
     RankingConfig,
@@ -48,7 +50,8 @@ class UpdateStats:
     removed: int = 0
     changed: int = 0  # same key, new content
     unchanged: int = 0
-    embedded: int = 0  # texts sent to the embedder (vectors found in memory or in the store are not)
+    # Texts sent to the embedder, tools and server profiles (vectors found in memory or the store are not).
+    embedded: int = 0
     seconds: float = 0.0
 
 
@@ -68,7 +71,8 @@ class _Plan:
 
     removals: list[str]
     fresh: dict[str, tuple[ToolDocument, str]] = field(default_factory=dict)  # key → (doc, content hash)
-    to_embed: dict[str, ToolDocument] = field(default_factory=dict)  # content hash → a doc with that content
+    profiles: dict[str, Profile] = field(default_factory=dict)  # server → its profile after the change
+    to_embed: dict[str, str] = field(default_factory=dict)  # content or profile hash → the text to embed
     added: int = 0
     changed: int = 0
     unchanged: int = 0
@@ -84,6 +88,7 @@ class _Snapshot:
     lexical: LexicalIndex
     matrix: np.ndarray | None
     has_vector: np.ndarray | None
+    profiles: ProfileIndex  # row i: the profile of server number i
 
 
 class SearchIndex:
@@ -102,7 +107,9 @@ class SearchIndex:
         self._docs: dict[str, ToolDocument] = {}
         self._hashes: dict[str, str] = {}  # key → content hash
         self._vectors: dict[str, np.ndarray] = {}  # content hash → unit vector
-        self._terms: dict[str, list[str]] = {}  # content hash → BM25 terms, so a rebuild re-tokenises nothing
+        # Content or profile hash → BM25 terms, so a rebuild re-tokenises nothing.
+        self._terms: dict[str, list[str]] = {}
+        self._profiles: dict[str, Profile] = {}  # server → profile of its current tools
         self._snapshot: _Snapshot | None = None
         self._last_update: datetime | None = None
         self._last_error: str | None = None
@@ -146,11 +153,14 @@ class SearchIndex:
                 snapshot.matrix,
                 snapshot.has_vector,
                 self._ranking,
+                snapshot.profiles,
             )
         except SearchError as exc:
             # The embedding service failing must not take search down: BM25 alone still answers.
             self._note_error(f"query embedding failed, BM25 only: {exc}")
-            scores = score_all(query, snapshot.lexical, snapshot.server_ids, None, None, None, self._ranking)
+            scores = score_all(
+                query, snapshot.lexical, snapshot.server_ids, None, None, None, self._ranking, snapshot.profiles
+            )
         if server is not None:
             rows = snapshot.by_server.get(server)
             if rows is None:
@@ -221,12 +231,25 @@ class SearchIndex:
             else:
                 plan.changed += 1
             plan.fresh[doc.key] = (doc, new_hash)
+        plan.profiles = self._profiles_after(plan) if plan.fresh or removals else dict(self._profiles)
         if self._embedder is not None:
             # Everything that will lack a vector: new content, and earlier failures to retry.
-            kept = {h: self._docs[k] for k, h in self._hashes.items() if k not in plan.fresh and k not in removals}
-            plan.to_embed = {h: d for h, d in kept.items() if h not in self._vectors}
-            plan.to_embed.update({h: d for d, h in plan.fresh.values() if h not in self._vectors})
+            gone = set(removals)
+            kept = {h: self._docs[k] for k, h in self._hashes.items() if k not in plan.fresh and k not in gone}
+            plan.to_embed = {h: embedding_text(d) for h, d in kept.items() if h not in self._vectors}
+            plan.to_embed.update({h: embedding_text(d) for d, h in plan.fresh.values() if h not in self._vectors})
+            plan.to_embed.update({p.hash: p.text for p in plan.profiles.values() if p.hash not in self._vectors})
         return plan
+
+    def _profiles_after(self, plan: _Plan) -> dict[str, Profile]:
+        """Every server's profile once `plan` is applied; only the servers it touches are worked out anew."""
+        gone = set(plan.removals)
+        touched = {doc.server for doc, _ in plan.fresh.values()}
+        touched |= {self._docs[key].server for key in (*plan.fresh, *gone) if key in self._docs}
+        staying = (d for k, d in self._docs.items() if d.server in touched and k not in gone and k not in plan.fresh)
+        profiles = {server: p for server, p in self._profiles.items() if server not in touched}
+        profiles.update(_profiles_of([*staying, *(doc for doc, _ in plan.fresh.values())]))
+        return profiles
 
     def _embed(self, plan: _Plan, progress: Progress | None) -> tuple[dict[str, np.ndarray], int]:
         """Vectors for `plan.to_embed`: from the store where it has them, else from the embedder."""
@@ -234,17 +257,17 @@ class SearchIndex:
             return {}, 0
         space = self._space()
         vectors = self._store.load_vectors(space, plan.to_embed) if self._store is not None else {}
-        todo = [(h, doc) for h, doc in plan.to_embed.items() if h not in vectors]
+        todo = [(h, text) for h, text in plan.to_embed.items() if h not in vectors]
         done = 0
         if progress is not None:
             progress(0, len(todo))
         for start in range(0, len(todo), EMBED_BATCH):
             batch = todo[start : start + EMBED_BATCH]
             try:
-                embedded = self._embedder.embed([embedding_text(doc) for _, doc in batch])
+                embedded = self._embedder.embed([text for _, text in batch])
             except SearchError as exc:
                 # Keep what was embedded; the rest stays BM25-only until the next change retries it.
-                self._note_error(f"embedding {len(todo) - done} tools failed: {exc}")
+                self._note_error(f"embedding {len(todo) - done} texts failed: {exc}")
                 return vectors, done
             fresh = {h: embedded[row] for row, (h, _) in enumerate(batch)}
             vectors.update(fresh)
@@ -265,6 +288,7 @@ class SearchIndex:
         for key in plan.removals:
             self._docs.pop(key, None)
             self._hashes.pop(key, None)
+        self._profiles = plan.profiles
         self._vectors.update(vectors)
         self._forget_unused()
         if self._store is not None:
@@ -272,7 +296,7 @@ class SearchIndex:
             self._store.set_meta("last_update", datetime.now(UTC).isoformat())
             if full and self._embedder is not None:
                 # Only a full update knows which vectors are in use; the others age out of the store.
-                self._store.mark_used(self._space(), set(self._hashes.values()))
+                self._store.mark_used(self._space(), self._hashes_in_use())
                 self._store.prune_vectors()
         self._last_update = datetime.now(UTC)
         if full:
@@ -281,8 +305,11 @@ class SearchIndex:
         elif plan.fresh or plan.removals or vectors:
             self._snapshot = None  # rebuilt by the next search: a burst of upserts costs one rebuild
 
+    def _hashes_in_use(self) -> set[str]:
+        return set(self._hashes.values()) | {p.hash for p in self._profiles.values()}
+
     def _forget_unused(self) -> None:
-        in_use = set(self._hashes.values())
+        in_use = self._hashes_in_use()
         for cache in (self._vectors, self._terms):
             for h in [h for h in cache if h not in in_use]:
                 del cache[h]
@@ -302,10 +329,13 @@ class SearchIndex:
         server_ids = np.empty(len(keys), dtype=np.int64)
         for row, key in enumerate(keys):
             server_ids[row] = numbers.setdefault(self._docs[key].server, len(numbers))
-        matrix = has_vector = None
+        servers = list(numbers)  # server number → name
+        profiles = [self._profiles.get(server) or make_profile(server, []) for server in servers]
+        matrix = has_vector = profile_matrix = profile_has_vector = None
         if self._embedder is not None and self._vectors:
             dim = next(iter(self._vectors.values())).shape[0]
             matrix, has_vector = stack([self._vectors.get(h) for h in hashes], dim)
+            profile_matrix, profile_has_vector = stack([self._vectors.get(p.hash) for p in profiles], dim)
         self._snapshot = _Snapshot(
             keys=keys,
             by_server={server: np.flatnonzero(server_ids == n) for server, n in numbers.items()},
@@ -313,7 +343,16 @@ class SearchIndex:
             lexical=LexicalIndex([self._terms[h] for h in hashes], k1=self._ranking.k1, b=self._ranking.b),
             matrix=matrix,
             has_vector=has_vector,
+            profiles=ProfileIndex(
+                LexicalIndex([self._profile_terms(p) for p in profiles]), profile_matrix, profile_has_vector
+            ),
         )
+
+    def _profile_terms(self, profile: Profile) -> list[str]:
+        terms = self._terms.get(profile.hash)
+        if terms is None:
+            terms = self._terms[profile.hash] = profile_terms(profile, stemming=self._ranking.stemming)
+        return terms
 
     # --- persistence -------------------------------------------------------------------------
 
@@ -329,8 +368,9 @@ class SearchIndex:
             self._docs[doc.key] = doc
             self._hashes[doc.key] = h
             self._terms.setdefault(h, document_terms(doc, self._ranking))
+        self._profiles = _profiles_of(docs)
         if self._embedder is not None and docs:
-            self._vectors.update(store.load_vectors(self._space(), self._hashes.values()))
+            self._vectors.update(store.load_vectors(self._space(), self._hashes_in_use()))
         stamp = store.get_meta("last_update")
         self._last_update = datetime.fromisoformat(stamp) if stamp else None
 
@@ -338,6 +378,13 @@ class SearchIndex:
         log.warning("search index: %s", message)
         with self._lock:
             self._last_error = message
+
+
+def _profiles_of(docs: Iterable[ToolDocument]) -> dict[str, Profile]:
+    names: dict[str, list[str]] = defaultdict(list)
+    for doc in docs:
+        names[doc.server].append(doc.name)
+    return {server: make_profile(server, tools) for server, tools in names.items()}
 
 
 def _unique(docs: Iterable[ToolDocument]) -> dict[str, ToolDocument]:

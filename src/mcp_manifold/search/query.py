@@ -2,9 +2,12 @@
 
 Requests often carry argument values — "save it to /root/markdown/report.md", "open
 https://www.youtube.com/watch?v=…". Their words describe the data, not the tool ("markdown" there
-must not pull in `html_to_markdown`), so for BM25 a path becomes "file <extension>" and a URL
-becomes "url <site words>". A request that chains steps ("find X, then write Y") names one tool
-per step, which one whole-request embedding blurs: `clauses` splits it so each step can be embedded.
+must not pull in `html_to_markdown`), so a path becomes "file <extension>" and a URL becomes
+"url <site words>". A path the request puts something into ("save it to …", "generate a report
+in …") becomes "write file <extension>": whatever else the request needs, it needs a tool that
+writes that file, and nothing else in its words says so. A request that chains steps ("find X,
+then write Y") names one tool per step, which one whole-request embedding blurs: `clauses` splits
+it so each step can be embedded.
 """
 
 from __future__ import annotations
@@ -17,15 +20,34 @@ _URL = re.compile(r"\b(?:https?://|www\.)[^\s'\"<>)\]]+?(?=[.,;:!?]?(?:\s|$))", 
 _PATH = re.compile(
     r"(?<![\w/])(?:~|\.{1,2}|[A-Za-z]:)?[/\\](?:[\w.\-]+[/\\])*[\w\-]+(?:\.(?P<ext>[A-Za-z0-9]{1,5}))?\b"
 )
+# Verbs that make the next path in their sentence a destination ("save the summary as Markdown to …").
+_OUTPUT_VERB = re.compile(
+    r"\b(?:save|saved|saving|write|writes|writing|written|store|stored|export|exported|output|"
+    r"generate|generated|create|created|produce|produced|draft|drafted|dump)\b",
+    re.IGNORECASE,
+)
+# Where the words that can govern a path start: the end of the previous sentence.
+_SENTENCE_END = re.compile(r"[.!?;](?:\s|$)|\n")
 _HOST_NOISE = frozenset({"www", "com", "org", "net", "io", "cn", "co", "html", "htm", "php"})
 _CLAUSE = re.compile(r"(?<=[.!?;:])\s+|\n+|,?\s+(?:and\s+)?then\s+|,\s+(?:and|also)\s+", re.IGNORECASE)
 _MIN_CLAUSE_WORDS = 3
 
 
-def lexical_query(text: str) -> str:
-    """The request with URLs and file paths replaced by what kind of thing they are."""
+def lexical_query(text: str, *, output_paths: bool = True) -> str:
+    """The request with URLs and file paths replaced by what kind of thing they are.
+
+    With `output_paths`, a path that an output verb earlier in its sentence points at (and no other
+    path stands between them) is described as "write file <ext>" rather than "file <ext>".
+    """
     text = _URL.sub(_describe_url, text)
-    return _PATH.sub(_describe_path, text)
+    out: list[str] = []
+    last = 0
+    for match in _PATH.finditer(text):
+        governing = text[last : match.start()]
+        sentence = governing[max((m.end() for m in _SENTENCE_END.finditer(governing)), default=0) :]
+        out += [governing, _describe_path(match, output=output_paths and _OUTPUT_VERB.search(sentence) is not None)]
+        last = match.end()
+    return "".join([*out, text[last:]])
 
 
 def _describe_url(match: re.Match[str]) -> str:
@@ -34,9 +56,10 @@ def _describe_url(match: re.Match[str]) -> str:
     return " ".join(["url", *words])
 
 
-def _describe_path(match: re.Match[str]) -> str:
+def _describe_path(match: re.Match[str], *, output: bool) -> str:
     ext = match.group("ext")
-    return f"file {ext.lower()}" if ext else "directory"
+    kind = f"file {ext.lower()}" if ext else "directory"
+    return f"write {kind}" if output else kind
 
 
 def clauses(text: str) -> list[str]:
