@@ -129,3 +129,38 @@ def connect(request: pytest.FixtureRequest, http_gateway: Callable[..., str]) ->
 
     open_client.transport = transport  # type: ignore[attr-defined]
     return open_client
+
+
+class Instances:
+    """Instance servers over HTTP, started by the test, stopped after it."""
+
+    def __init__(self) -> None:
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.ports: dict[str, int] = {}
+
+    def start(self, name: str) -> str:
+        port = self.ports.setdefault(name, free_port())
+        command = [sys.executable, str(SERVERS / "instance.py"), "--name", name, "--http", str(port)]
+        process = subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL)
+        self.processes[name] = process
+        wait_for_port(port, process)
+        return self.url(name)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}/mcp"
+
+    def kill(self, name: str) -> None:
+        process = self.processes.pop(name)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for process in self.processes.values():
+            stop_process(process)
+
+
+@pytest.fixture
+def instances() -> Iterator[Instances]:
+    running = Instances()
+    yield running
+    running.stop_all()

@@ -260,3 +260,34 @@ async def test_clients_on_the_2026_protocol_are_served_too(connect: Any, write_c
         assert progress == [1, 2, 3]
         failed = await client.call_tool("kitchen_fail", {"message": "nope"})
         assert failed.is_error and "nope" in text_of(failed)
+
+
+async def test_an_http_server_that_dies_under_load_takes_nothing_else_down(
+    connect: Any, write_config: Any, instances: Any
+) -> None:
+    """Calls racing a dead HTTP server's restart get clear errors; the gateway and other servers stay up."""
+    url = instances.start("alpha")
+    config = write_config({"alpha": {"url": url}, "numbers": server_entry("numbers.py")}, {"init_timeout": 5})
+    async with connect(config) as client:
+        assert text_of(await client.call_tool("alpha_whoami", {})) == "alpha"
+        instances.kill("alpha")
+        results: list[types.CallToolResult] = []
+
+        async def call() -> None:
+            results.append(await client.call_tool("alpha_whoami", {}))
+
+        async with anyio.create_task_group() as task_group:
+            for _ in range(6):
+                task_group.start_soon(call)
+        assert all(result.is_error for result in results)
+        assert all("alpha" in text_of(result) for result in results)
+        assert text_of(await client.call_tool("numbers_add", {"a": 1, "b": 2})).startswith("3")
+
+        instances.start("alpha")  # same port: the next call reconnects
+        with anyio.fail_after(30):
+            while True:
+                result = await client.call_tool("alpha_whoami", {})
+                if not result.is_error:
+                    break
+                await anyio.sleep(0.3)
+        assert text_of(result) == "alpha"

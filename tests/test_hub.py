@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from mcp import Client
 
 from mcp_manifold.instances import write_record
 from mcp_manifold.register import build_record
-from tests.conftest import SERVERS, free_port, server_entry, stop_process, wait_for_port
+from tests.conftest import Instances, free_port, server_entry, stop_process
 
 pytestmark = pytest.mark.anyio
 
@@ -28,41 +28,6 @@ FAST = {"ping_interval": 0.3, "ping_timeout": 1, "init_timeout": 5, "call_timeou
 
 def text_of(result: types.CallToolResult) -> str:
     return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
-
-
-class Instances:
-    """Instance servers over HTTP, started by the test, stopped after it."""
-
-    def __init__(self) -> None:
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.ports: dict[str, int] = {}
-
-    def start(self, name: str) -> str:
-        port = self.ports.setdefault(name, free_port())
-        command = [sys.executable, str(SERVERS / "instance.py"), "--name", name, "--http", str(port)]
-        process = subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL)
-        self.processes[name] = process
-        wait_for_port(port, process)
-        return self.url(name)
-
-    def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.ports[name]}/mcp"
-
-    def kill(self, name: str) -> None:
-        process = self.processes.pop(name)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-    def stop_all(self) -> None:
-        for process in self.processes.values():
-            stop_process(process)
-
-
-@pytest.fixture
-def instances() -> Iterator[Instances]:
-    running = Instances()
-    yield running
-    running.stop_all()
 
 
 @pytest.fixture

@@ -171,6 +171,7 @@ class Backend:
         """Own the connection: connect, initialize, report ready, then wait for stop or death."""
         assert self._stop is not None and self._stopped is not None
         stop, stopped = self._stop, self._stopped
+        started = False
         try:
             async with AsyncExitStack() as stack:
                 # Entered first so it closes last: the stderr watcher outlives the transport it watches.
@@ -203,14 +204,20 @@ class Backend:
                     ) from exc
                 self._session = session
                 task_status.started()
+                started = True
                 await stop.wait()
         except BaseException as exc:
-            if not stopped.is_set() and self.state == "ready" and not isinstance(exc, anyio.get_cancelled_exc_class()):
+            # Decided by this run's own facts, never by `self.state`: a restart may already be under
+            # way, and an old run that re-raised its transport error would take the whole pool down.
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            current = self._stopped is stopped
+            if started and current and not stop.is_set() and not cancelled and self.state == "ready":
                 self._record_failure(f"connection ended: {_describe(exc)}")
-            if self.state in ("starting",) or isinstance(exc, anyio.get_cancelled_exc_class()):
+            if not started or cancelled:
                 raise
         finally:
-            self._session = None
+            if self._stopped is stopped:
+                self._session = None
             stopped.set()
 
     async def _open_transport(self, stack: AsyncExitStack, watchers: anyio.abc.TaskGroup) -> tuple[Any, Any]:

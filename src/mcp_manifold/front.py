@@ -17,7 +17,9 @@ async def serve_stdio(gateway: Gateway) -> None:
 
 async def serve_http(gateway: Gateway, host: str, port: int, *, ready: object = None) -> None:
     """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
-    app = gateway.server.streamable_http_app(host=host, session_idle_timeout=gateway.settings.session_idle_timeout)
+    app = gateway.server.streamable_http_app(
+        host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     await server.serve()
