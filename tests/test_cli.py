@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.conftest import server_entry
 
@@ -100,3 +103,42 @@ def test_search_ranks_and_reports_the_index(write_config: Any) -> None:
     answer = json.loads(result.stdout)
     assert answer["matches"][0]["name"] == "numbers_sqrt"
     assert answer["index"]["tools"] == 53 and answer["index"]["embedder"] == "bm25"
+
+
+@pytest.mark.anyio
+async def test_servers_shows_a_running_gateway_live(write_config: Any, http_gateway: Any) -> None:
+    """Breaker, health and state exist only inside the running gateway; `servers` reads them from it."""
+    from mcp import Client
+
+    config = write_config({"numbers": server_entry("numbers.py"), "broken": server_entry("exits_early.py")})
+    async with Client(http_gateway(config), mode="legacy") as client:
+        assert (await client.call_tool("numbers_add", {"a": 1, "b": 2})).content
+        deadline = time.monotonic() + 15
+        while True:  # the gateway rewrites its snapshot every couple of seconds
+            live = manifold("servers", "--config", str(config), "--json")
+            assert live.returncode == 0, live.stderr
+            (gateway,) = json.loads(live.stdout)["gateways"]
+            rows = {row["name"]: row for row in gateway["servers"]}
+            if rows["numbers"]["state"] == "ready" or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert gateway["expose"] == ["direct"]
+        assert rows["numbers"]["state"] == "ready" and rows["numbers"]["breaker"] == "closed"
+        assert rows["broken"]["state"] == "failed" and rows["broken"]["last_error"]
+        table = manifold("servers", "--config", str(config))
+        assert f"gateway pid {gateway['pid']}" in table.stdout and "health" in table.stdout
+        probed = manifold("servers", "--config", str(config), "--json", "--probe")
+        assert isinstance(json.loads(probed.stdout), list)  # --probe starts the servers here instead
+
+
+def test_a_dead_gateways_snapshot_is_ignored_and_removed(write_config: Any, tmp_path: Path) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")})
+    live = tmp_path / "data" / "live"
+    live.mkdir(parents=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = live / f"{dead.stdout.strip()}.json"
+    stale.write_text(json.dumps({"pid": int(dead.stdout), "started_at": 0, "expose": ["direct"], "servers": []}))
+    result = manifold("servers", "--config", str(config), "--json")
+    assert result.returncode == 0, result.stderr
+    assert [row["name"] for row in json.loads(result.stdout)] == ["numbers"]
+    assert not stale.exists()

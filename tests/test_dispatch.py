@@ -317,6 +317,24 @@ async def test_secrets_never_appear_in_listings(write_config: Any) -> None:
         assert "API_TOKEN" not in text_of(again) and "env" not in listed["kitchen"]
 
 
+@pytest.mark.anyio
+async def test_directories_the_config_allows_can_be_read(write_config: Any, tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "args.json").write_text('{"text": "from the inbox"}')
+    (tmp_path / "elsewhere.json").write_text('{"text": "not allowed"}')
+    settings = {"expose": ["dispatch"], "spill_allowed_dirs": [str(inbox)]}
+    async with stdio_gateway(write_config(SERVERS, settings)) as client:
+        echoed = await dispatch(client, action="call", tool="echo", argumentsFile=str(inbox / "args.json"))
+        assert not echoed.is_error and "from the inbox" in text_of(echoed)
+        head = await dispatch(client, action="readresult", resultFile=str(inbox / "args.json"), op="head")
+        assert not head.is_error and "from the inbox" in text_of(head)
+        for attempt in (str(tmp_path / "elsewhere.json"), str(inbox / ".." / "elsewhere.json")):
+            message = await error(client, action="call", tool="echo", argumentsFile=attempt)
+            assert "'argumentsFile'" in message and "not allowed" not in message
+
+
+
 # --- the result cache ------------------------------------------------------------------------------------
 
 

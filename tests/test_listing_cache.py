@@ -33,12 +33,12 @@ async def wait_until(predicate: Any, timeout: float = 15.0) -> None:
 
 async def test_a_restart_lists_from_cache_before_any_server_starts(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, {"numbers": server_entry("numbers.py")}))
-    async with Gateway(config, warm_start=True) as gateway:
+    async with Gateway(config, serving=True) as gateway:
         await gateway.ensure_catalog()  # cold: starts the server and caches what it listed
         cold = {tool.name for tool in gateway.catalog.tools()}
     assert {"numbers_add", "numbers_sqrt"} <= cold
 
-    async with Gateway(config, warm_start=True) as gateway:
+    async with Gateway(config, serving=True) as gateway:
         await gateway.ensure_catalog()
         assert {tool.name for tool in gateway.catalog.tools()} == cold
         assert gateway.backends["numbers"].state in ("stopped", "starting")  # answered before it was up
@@ -52,7 +52,7 @@ async def test_a_stale_cache_is_corrected_and_announced(tmp_path: Path) -> None:
     gone = types.Tool(name="retired", description="listed last time only", input_schema={"type": "object"})
     cache.save(server, Listing(tools=[gone], resources=[], templates=[], prompts=[]))
 
-    async with Gateway(config, warm_start=True) as gateway:
+    async with Gateway(config, serving=True) as gateway:
         changes: list[set[str]] = []
         gateway.catalog.subscribe(lambda kinds: changes.append(set(kinds)))
         await gateway.ensure_catalog()
@@ -81,7 +81,7 @@ async def test_unreadable_or_foreign_entries_are_ignored(tmp_path: Path) -> None
     assert cache.load(config.servers["numbers"]) is None
 
 
-async def test_without_warm_start_nothing_is_cached(tmp_path: Path) -> None:
+async def test_a_gateway_that_does_not_serve_caches_nothing(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, {"numbers": server_entry("numbers.py")}))
     async with Gateway(config) as gateway:
         await gateway.ensure_catalog()

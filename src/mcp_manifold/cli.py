@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -100,7 +101,7 @@ def serve(
     from mcp_manifold.gateway import Gateway
 
     async def main() -> None:
-        async with Gateway(cfg, warm_start=True) as gateway:
+        async with Gateway(cfg, serving=True) as gateway:
             if cfg.settings.http:
                 err.print(
                     f"mcp-manifold: serving {len(cfg.enabled_servers)} server(s) at "
@@ -121,10 +122,27 @@ async def _with_gateway(cfg: Config, work: Any) -> Any:
         return await work(gateway)
 
 
+ProbeOption = Annotated[
+    bool, typer.Option("--probe", help="Start the servers here even when a gateway is running with this config.")
+]
+
+
 @app.command(context_settings=_EXTRA)
-def servers(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """Start every configured server and show its state, tool count, last error and stderr."""
+def servers(
+    ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption = False, probe: ProbeOption = False
+) -> None:
+    """Each server's state, tools, breaker, last error and stderr.
+
+    Live from the running gateway(s) of this config (same data_dir) when there are any, with health
+    and hub instances; otherwise (or with --probe) by starting every server here.
+    """
     cfg = _load(config, _setting_overrides(ctx.args))
+    from mcp_manifold.live_status import live_dir, read_live
+
+    live = [] if probe else read_live(live_dir(cfg.settings.data_dir))
+    if live:
+        _print_live(live, as_json)
+        return
 
     async def work(gateway: Any) -> list[Any]:
         await gateway.refresh([b.name for b in gateway.pool if b.state != "disabled"])
@@ -137,31 +155,53 @@ def servers(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption
     if as_json:
         out.print_json(json.dumps([status.__dict__ for status in statuses]))
         return
-    table = Table(title="servers")
-    for column in ("name", "transport", "state", "breaker", "tools", "server", "last error / stderr"):
+    out.print(_servers_table("servers", [status.__dict__ for status in statuses]))
+
+
+def _print_live(snapshots: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        out.print_json(json.dumps({"gateways": snapshots}))
+        return
+    for snapshot in snapshots:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.get("started_at", 0)))
+        title = f"gateway pid {snapshot['pid']}, serving since {since} (expose: {','.join(snapshot['expose'])})"
+        out.print(_servers_table(title, snapshot["servers"], health=True))
+        if snapshot.get("instances"):
+            table = Table(title="hub instances")
+            for column in ("id", "name", "state", "sessions", "tools", "endpoint", "last error"):
+                table.add_column(column)
+            for row in snapshot["instances"]:
+                table.add_row(
+                    *(str(row.get(key, "")) for key in ("id", "name", "state", "sessions", "tools", "endpoint")),
+                    str(row.get("last_error") or ""),
+                )
+            out.print(table)
+
+
+def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = False) -> Table:
+    table = Table(title=title)
+    columns = ["name", "transport", "state", *(["health"] if health else []), "breaker", "tools", "server"]
+    for column in [*columns, "last error / stderr"]:
         table.add_column(column)
-    for status in statuses:
-        detail = status.last_error or ""
-        if status.stderr_tail:
-            detail += ("\n" if detail else "") + "\n".join(status.stderr_tail[-3:])
-        color = {"ready": "green", "failed": "red", "disabled": "dim"}.get(status.state, "yellow")
-        table.add_row(
-            status.name,
-            status.transport,
-            f"[{color}]{status.state}[/{color}]",
-            _breaker_cell(status),
-            str(status.tools),
-            status.server_info or "",
-            detail,
-        )
-    out.print(table)
+    for row in rows:
+        detail = row.get("last_error") or ""
+        if row.get("stderr_tail"):
+            detail += ("\n" if detail else "") + "\n".join(row["stderr_tail"][-3:])
+        state = row["state"]
+        color = {"ready": "green", "failed": "red", "disabled": "dim"}.get(state, "yellow")
+        cells = [row["name"], row["transport"], f"[{color}]{state}[/{color}]"]
+        if health:
+            cells.append(row.get("health") or "")
+        cells += [_breaker_cell(row), str(row["tools"]), row.get("server_info") or "", detail]
+        table.add_row(*cells)
+    return table
 
 
-def _breaker_cell(status: Any) -> str:
+def _breaker_cell(row: dict[str, Any]) -> str:
     """`closed`, `half-open`, or `open (4.2s)` with the time left before the trial call."""
-    if status.breaker == "open" and status.breaker_retry_in is not None:
-        return f"[red]open ({status.breaker_retry_in:.1f}s)[/red]"
-    return "[yellow]half-open[/yellow]" if status.breaker == "half-open" else status.breaker
+    if row.get("breaker") == "open" and row.get("breaker_retry_in") is not None:
+        return f"[red]open ({row['breaker_retry_in']:.1f}s)[/red]"
+    return "[yellow]half-open[/yellow]" if row.get("breaker") == "half-open" else str(row.get("breaker", ""))
 
 
 @app.command(context_settings=_EXTRA)

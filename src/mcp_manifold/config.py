@@ -639,7 +639,7 @@ class Settings:
     http: bool = _setting(False, "Serve streamable HTTP on host:port instead of stdio.")
     proxy_tool_name: str = _setting("proxy", "Name of the proxy surface's tool.", check=_tool_name_problem)
     spill_threshold: int = _setting(
-        0, "Tool results longer than this many characters go to a file instead; 0 turns this off.", check=_non_negative
+        0, "Tool results larger than this many bytes go to a file instead; 0 turns this off.", check=_non_negative
     )
     spill_dir: str | None = _setting(None, "Where spilled results are written (default: under data_dir).", path=True)
     spill_ttl: float = _setting(3600.0, "Seconds a spilled result is kept.", check=_positive)
@@ -671,6 +671,9 @@ class Settings:
     breaker_threshold: int = _setting(3, "Failures in a row after which a server is paused.", check=_positive)
     breaker_cooldown: float = _setting(
         10.0, "Seconds a paused server waits before it is tried again.", check=_non_negative
+    )
+    spill_allowed_dirs: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
+        [], "Directories besides the spill directory whose files argumentsFile and resultFile may name."
     )
     openai_base_url: str | None = _setting(
         None, "Base URL of an OpenAI-compatible embeddings API (default: OpenAI's).", check=_http_url_problem

@@ -10,10 +10,12 @@ cancellation and server-to-client requests passed through. The front (`front.py`
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,7 +30,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
 
-from mcp_manifold import __version__
+from mcp_manifold import __version__, live_status
 from mcp_manifold._errors import BackendError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold.backends import Backend, BackendPool
 from mcp_manifold.catalog import BackendListing, Catalog, Kind
@@ -67,10 +69,13 @@ def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
 class Gateway:
     """One MCP endpoint in front of the configured backends."""
 
-    def __init__(self, config: Config, *, warm_start: bool = False) -> None:
+    def __init__(self, config: Config, *, serving: bool = False) -> None:
         self.config = config
-        # Serve the first listings from the last run's cache while the servers start (see listing_cache).
-        self.warm_start = warm_start
+        # A long-running `manifold serve` (not a one-shot CLI command): it answers the first listings
+        # from the last run's cache while the servers start (listing_cache), and publishes its live
+        # state for `manifold servers` (live_status).
+        self.serving = serving
+        self.started_at = time.time()
         self.listing_cache = ListingCache(Path(config.settings.data_dir).expanduser() / "listings")
         self.settings = config.settings
         self.pool = BackendPool(list(config.servers.values()), self.settings, self)
@@ -82,7 +87,7 @@ class Gateway:
         self.catalog.subscribe(self._on_catalog_change)
         self.result_cache = ResultCache(self.catalog, config.servers)
         spill_base = self.settings.spill_dir or str(Path(self.settings.data_dir) / "spill")
-        self.spill = SpillStore(spill_base, ttl=self.settings.spill_ttl)
+        self.spill = SpillStore(spill_base, ttl=self.settings.spill_ttl, allowed_dirs=self.settings.spill_allowed_dirs)
         self.bus = InMemorySubscriptionBus()
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._recent_connection: weakref.ref[Connection] | None = None
@@ -110,6 +115,8 @@ class Gateway:
         task_group.start_soon(sweep_periodically, self.spill)
         # Health pings (issue 6) watch running backends, configured and added at run time.
         task_group.start_soon(self.health.run, self.pool.all_backends)
+        if self.serving:
+            task_group.start_soon(live_status.publish, live_status.live_dir(self.settings.data_dir), self.live_snapshot)
         for surface in self.surfaces:
             await surface.start()
             # Surfaces with background work (the hub's discovery loop) run in this task group (issue 6).
@@ -148,7 +155,7 @@ class Gateway:
             for backend in self.pool
             if backend.name not in self._listed and backend.state not in ("disabled",) and not _in_backoff(backend)
         ]
-        if self.warm_start:
+        if self.serving:
             missing = [name for name in missing if not self._list_from_cache(name)]
         if missing:
             await self.refresh(missing)
@@ -179,7 +186,7 @@ class Gateway:
         listing = Listing(tools, resources, templates, prompts)
         async with self._refresh_lock:
             self._set_listing(name, listing)
-        if self.warm_start:
+        if self.serving:
             self.listing_cache.save(backend.config, listing)
 
     def _set_listing(self, name: str, listing: Listing) -> None:
@@ -282,6 +289,26 @@ class Gateway:
         backend = self._backend(server)
         async with backend.serving(call.request):
             return await backend.request("prompts/get", lambda session: session.get_prompt(name, arguments))
+
+    def live_snapshot(self) -> dict[str, Any]:
+        """What `manifold servers` shows of this running gateway: servers, health, breakers, instances."""
+        servers = []
+        for backend in self.pool:
+            row = asdict(backend.status())
+            health = self.health.health.get(backend.name)
+            row["health"] = health.state if health is not None else None
+            servers.append(row)
+        instances: list[dict[str, Any]] = []
+        for surface in self.surfaces:
+            rows = getattr(surface, "live_rows", None)
+            if callable(rows):
+                instances.extend(rows())
+        return {
+            "started_at": self.started_at,
+            "expose": list(self.settings.expose),
+            "servers": servers,
+            "instances": instances,
+        }
 
     def fast_route(self, name: str) -> tuple[Backend, str] | None:
         """Where a plain call of `name` can go by the fast lane, or None when it needs the full path.

@@ -22,7 +22,7 @@ import re
 import time
 import warnings
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -307,6 +307,10 @@ class HubSurface(Surface):
         text = json.dumps({"instances": rows, "connected": bound}, indent=1)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
+    def live_rows(self) -> list[dict[str, Any]]:
+        """Every known instance as `instances_list` shows it, for `manifold servers` (live_status)."""
+        return [self._describe(instance, None) for instance in self.instances.values()]
+
     def _describe(self, instance: Instance, bound: str | None) -> dict[str, Any]:
         health = self.gateway.health.health.get(instance.id)
         now = self.gateway.health.clock()
@@ -585,12 +589,18 @@ async def instance_statuses(gateway: Gateway) -> list[BackendStatus]:
     records = [record for record in found.live.values() if record.id not in gateway.pool.backends]
     statuses: list[BackendStatus] = []
     async with anyio.create_task_group() as owners:
-        backends = [gateway.pool.add(record.server_config(), _QuietHooks(), owners) for record in records]
+        # Probes get names of their own: this gateway's hub may be connecting to the same instances.
+        backends = [
+            gateway.pool.add(replace(record.server_config(), name=f"{record.id} (probe)"), _QuietHooks(), owners)
+            for record in records
+        ]
         try:
             async with anyio.create_task_group() as probes:
                 for backend in backends:
                     probes.start_soon(_probe, backend)
-            statuses = [backend.status() for backend in backends]
+            statuses = [
+                replace(backend.status(), name=record.id) for record, backend in zip(records, backends, strict=True)
+            ]
         finally:
             for backend in backends:
                 await gateway.pool.remove(backend.name)
