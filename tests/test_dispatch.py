@@ -334,7 +334,6 @@ async def test_directories_the_config_allows_can_be_read(write_config: Any, tmp_
             assert "'argumentsFile'" in message and "not allowed" not in message
 
 
-
 # --- the result cache ------------------------------------------------------------------------------------
 
 
