@@ -142,3 +142,13 @@ def test_a_dead_gateways_snapshot_is_ignored_and_removed(write_config: Any, tmp_
     assert result.returncode == 0, result.stderr
     assert [row["name"] for row in json.loads(result.stdout)] == ["numbers"]
     assert not stale.exists()
+
+
+def test_secrets_a_server_echoes_never_reach_servers_output(write_config: Any) -> None:
+    # argparse repeats unknown arguments on stderr, so this server prints its own --api-key value.
+    config = write_config({"leaky": server_entry("exits_early.py", "--api-key", "hunter2-secret-value")})
+    for extra in ((), ("--json",)):
+        result = manifold("servers", "--config", str(config), *extra)
+        assert result.returncode == 0, result.stderr
+        assert "hunter2-secret-value" not in result.stdout + result.stderr
+        assert "***" in result.stdout

@@ -147,6 +147,10 @@ class Backend:
             self._record_failure(str(exc))
             raise
         except Exception as exc:  # anything the transport raised while spawning or connecting
+            ours = _first_leaf(exc)
+            if isinstance(ours, BackendError):  # already says what happened, stderr included
+                self._record_failure(str(ours))
+                raise ours from None
             reason = _describe(exc)
             self._record_failure(reason)
             raise BackendStartError(self.name, self._with_stderr(f"failed to start: {reason}")) from exc
@@ -156,7 +160,7 @@ class Backend:
 
     def _record_failure(self, reason: str) -> None:
         self.state = "failed"
-        self.last_error = reason
+        self.last_error = self.config.scrub(reason)
         self._session = None
         delay = min(_BACKOFF_MAX, _BACKOFF_START * 2**self._failures)
         self._failures += 1
@@ -164,8 +168,8 @@ class Backend:
 
     def _with_stderr(self, message: str) -> str:
         if self.stderr:
-            return f"{message}; last stderr line: {self.stderr[-1]!r}"
-        return message
+            message = f"{message}; last stderr line: {self.stderr[-1]!r}"
+        return self.config.scrub(message)
 
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Own the connection: connect, initialize, report ready, then wait for stop or death."""
@@ -260,13 +264,14 @@ class Backend:
                     break
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
-                self.stderr.extend(line.decode(errors="replace").rstrip() for line in lines)
+                # Scrubbed as it arrives: a server may echo its own token, which must never be shown.
+                self.stderr.extend(self.config.scrub(line.decode(errors="replace").rstrip()) for line in lines)
                 if len(pending) > 65536:  # a server that never ends its line still stays bounded
-                    self.stderr.append(pending.decode(errors="replace"))
+                    self.stderr.append(self.config.scrub(pending.decode(errors="replace")))
                     pending = b""
         finally:
             if pending:
-                self.stderr.append(pending.decode(errors="replace").rstrip())
+                self.stderr.append(self.config.scrub(pending.decode(errors="replace").rstrip()))
             os.close(fd)
         if self.state == "ready" and self._stop is not None and not self._stop.is_set():
             self._mark_dead("process exited")
@@ -434,10 +439,15 @@ class Backend:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"mcp-manifold could not forward {method}: {exc}")
 
 
-def _describe(exc: BaseException) -> str:
-    """A one-line reason, reaching into exception groups for the first real cause."""
+def _first_leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason, reaching into exception groups for the first real cause."""
+    exc = _first_leaf(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

@@ -301,6 +301,14 @@ class ServerConfig:
         text = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
+    def scrub(self, text: str) -> str:
+        """`text` (an error message, a stderr line) with this server's secret values replaced by ***."""
+        for secret in secret_values(self):
+            text = text.replace(secret, _HIDDEN)
+        if self.url:
+            text = text.replace(self.url, redact_url(self.url))
+        return text
+
     def redacted(self) -> dict[str, Any]:
         """`identity()` safe to show or log: env and header values, URL credentials and secret-looking
         query parameters and command-line options are replaced by `***`."""
@@ -986,3 +994,38 @@ __all__ = [
     "redact_url",
     "settings_fields",
 ]
+
+
+_MIN_SECRET = 4  # shorter values are too likely to be ordinary words inside an error message
+
+
+def secret_values(config: ServerConfig) -> list[str]:
+    """Values that must never be shown: env and header values (and the token of `Bearer <token>`),
+    and whatever `redacted()` hides in the arguments and the URL."""
+    values: set[str] = set(config.env.values())
+    for value in config.headers.values():
+        values.add(value)
+        values.add(value.rpartition(" ")[2])
+    for original, shown in zip(config.args, redact_args(config.args), strict=True):
+        if original != shown:
+            values.add(original.partition("=")[2] or original)
+    if config.url:
+        values.update(_url_secrets(config.url))
+    # Longest first, so a token inside a longer secret does not leave the rest showing.
+    return sorted((value for value in values if len(value) >= _MIN_SECRET), key=len, reverse=True)
+
+
+def _url_secrets(url: str) -> set[str]:
+    """The parts of `url` that `redact_url` hides: the userinfo secret and secret-named query values."""
+    original, shown = urlsplit(url), urlsplit(redact_url(url))
+    secrets = set()
+    if original.netloc != shown.netloc:
+        userinfo = original.netloc.rpartition("@")[0]
+        user, _, password = userinfo.partition(":")
+        secrets.add(unquote(password or user))
+        secrets.add(password or user)
+    for pair, hidden in zip(original.query.split("&"), shown.query.split("&"), strict=False):
+        if pair != hidden:
+            value = pair.partition("=")[2]
+            secrets.update({value, unquote(value)})
+    return secrets

@@ -18,17 +18,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from mcp_manifold._errors import NotFound
-from mcp_manifold.config import ServerConfig, redact_args, redact_url
+from mcp_manifold.config import ServerConfig
 
 logger = logging.getLogger(__name__)
 
 ALIASES_FILE = "connections.json"
 _ALIAS = re.compile(r"c([1-9][0-9]*)\Z")
 _HIDDEN = "***"
-_MIN_SECRET = 4  # shorter values are too likely to be ordinary words inside an error message
 
 
 def connection_id(config: ServerConfig) -> str:
@@ -66,43 +64,7 @@ class Connection:
 
     def scrub(self, text: str) -> str:
         """`text` (an error message, a stderr line) with this server's secret values replaced by ***."""
-        for secret in _secrets(self.config):
-            text = text.replace(secret, _HIDDEN)
-        if self.config.url:
-            text = text.replace(self.config.url, redact_url(self.config.url))
-        return text
-
-
-def _secrets(config: ServerConfig) -> list[str]:
-    """Values that must never be shown: env and header values (and the token of `Bearer <token>`),
-    and whatever `redacted()` hides in the arguments and the URL."""
-    values: set[str] = set(config.env.values())
-    for value in config.headers.values():
-        values.add(value)
-        values.add(value.rpartition(" ")[2])
-    for original, shown in zip(config.args, redact_args(config.args), strict=True):
-        if original != shown:
-            values.add(original.partition("=")[2] or original)
-    if config.url:
-        values.update(_url_secrets(config.url))
-    # Longest first, so a token inside a longer secret does not leave the rest showing.
-    return sorted((value for value in values if len(value) >= _MIN_SECRET), key=len, reverse=True)
-
-
-def _url_secrets(url: str) -> set[str]:
-    """The parts of `url` that `redact_url` hides: the userinfo secret and secret-named query values."""
-    original, shown = urlsplit(url), urlsplit(redact_url(url))
-    secrets = set()
-    if original.netloc != shown.netloc:
-        userinfo = original.netloc.rpartition("@")[0]
-        user, _, password = userinfo.partition(":")
-        secrets.add(unquote(password or user))
-        secrets.add(password or user)
-    for pair, hidden in zip(original.query.split("&"), shown.query.split("&"), strict=False):
-        if pair != hidden:
-            value = pair.partition("=")[2]
-            secrets.update({value, unquote(value)})
-    return secrets
+        return self.config.scrub(text)
 
 
 class Connections:
