@@ -17,6 +17,8 @@ from typing import Any
 
 import anyio
 
+from mcp_manifold.instances import pid_is_alive
+
 logger = logging.getLogger(__name__)
 
 INTERVAL = 2.0
@@ -51,16 +53,6 @@ async def publish(directory: Path, snapshot: Callable[[], dict[str, Any]], inter
         path.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_live(directory: Path) -> list[dict[str, Any]]:
     """Snapshots of the gateways running with this data dir, oldest first; stale files are removed."""
     snapshots = []
@@ -70,7 +62,7 @@ def read_live(directory: Path) -> list[dict[str, Any]]:
             pid = int(snapshot["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if not _alive(pid):
+        if not pid_is_alive(pid):
             path.unlink(missing_ok=True)
             continue
         snapshots.append(snapshot)
