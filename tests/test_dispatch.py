@@ -443,6 +443,59 @@ def test_cache_hits_expiry_and_what_is_never_cached() -> None:
     assert cache.lookup("s", "get", {"n": 2}) is None
 
 
+@pytest.mark.anyio
+async def test_odd_paths_and_huge_numbers_are_tool_errors_and_the_next_call_works(write_config: Any) -> None:
+    # Regression: each of these reached the client as a traceback (ValueError, RuntimeError,
+    # OverflowError, MemoryError) instead of an answer or a tool error naming the field.
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        spilled = await dispatch(client, action="call", tool="document", arguments={"size": 3000}, resultToFile=True)
+        assert spilled.meta is not None
+        path = spilled.meta["resultFile"]
+        for field, action in [("resultFile", "readresult"), ("argumentsFile", "call")]:
+            extra = {"tool": "echo"} if action == "call" else {}
+            nul = await error(client, action=action, **extra, **{field: "result\u0000.json"})
+            assert f"'{field}' may not contain a NUL character" in nul
+            nobody = await error(client, action=action, **extra, **{field: "~no-such-user-xyz/x.json"})
+            assert f"'{field}': cannot use '~no-such-user-xyz/x.json'" in nobody
+        tail = await dispatch(client, action="readresult", resultFile=path, op="tail", lines=10**30)
+        assert not tail.is_error and "[lines 1-3 of 3]" in text_of(tail)
+        whole = await dispatch(client, action="readresult", resultFile=path, op="read", maxBytes=2**40)
+        assert not whole.is_error and "[all 3016 bytes]" in text_of(whole)
+        past = await dispatch(client, action="readresult", resultFile=path, op="read", offset=10**30)
+        assert not past.is_error and "is past the end: the file has 3016 bytes" in text_of(past)
+        assert (await data(client, action="readresult", resultFile=path))["byteSize"] == 3016
+
+
+@pytest.mark.anyio
+async def test_a_runaway_grep_pattern_is_stopped_without_stalling_the_gateway(tmp_path: Path) -> None:
+    # Regression: `(a+)+$` on a long line backtracked for hours inside the gateway's event loop
+    # (Python's re never lets go of the interpreter), so every other client's call hung too.
+    from mcp_manifold._errors import InvalidRequest
+    from mcp_manifold.surfaces.dispatch import _grep
+
+    path = tmp_path / "result.txt"
+    path.write_text("first line\n" + "a" * 40_000 + "!\nlast line\n")
+    ticks = 0
+
+    async def keep_ticking() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.05)
+            ticks += 1
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as others:
+            others.start_soon(keep_ticking)
+            with pytest.raises(InvalidRequest, match=r"op 'grep' stopped after 1s: the pattern '\(a\+\)\+\$'"):
+                await _grep(path, "(a+)+$", 0, timeout=1)
+            others.cancel_scope.cancel()
+    assert ticks >= 10  # the event loop kept running while the pattern did not finish
+    found = await _grep(path, "LAST", 1)
+    assert found.body == "2- " + "a" * 2000 + "... [38001 more characters; use op 'read']\n3: last line"
+    with pytest.raises(InvalidRequest, match="not a valid regular expression"):
+        await _grep(path, "(", 0)
+
+
 # --- the global spill, for any surface ----------------------------------------------------------------------
 
 

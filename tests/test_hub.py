@@ -127,6 +127,35 @@ async def test_register_discover_and_stale_cleanup(
         stop_process(register)
 
 
+async def test_a_half_written_record_keeps_its_instance_and_a_late_discovery_dir_is_found(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    # Regression: a record caught mid-write (a server that rewrites its own file in place) was
+    # taken for a removed registration: the instance was dropped, its sessions told it went away,
+    # and its connection closed, only to be rebuilt at the next pass.
+    discovery.rmdir()  # the directory does not exist yet when the gateway starts
+    url = hub_gateway()
+    logs: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(str(params.data))
+
+    async with Client(url, mode="legacy", logging_callback=on_log) as client:
+        assert await listed(client) == {}
+        announce(discovery, "alpha", instances.start("alpha"))
+        assert set(await listed(client)) == {"alpha"}
+        await client.call_tool("instances_connect", {"instance_id": "alpha"})
+        good = (discovery / "alpha.json").read_text()
+        (discovery / "alpha.json").write_text(good[:20])
+        await anyio.sleep(1.0)  # a few discovery passes (ping_interval 0.3) see the broken file
+        rows = await listed(client)
+        assert rows["alpha"]["state"] == "active" and rows["alpha"]["connected"]
+        (discovery / "alpha.json").write_text(good)
+        assert text_of(await client.call_tool("whoami", {})) == "alpha"
+        assert "whoami" in await tool_names(client)
+        assert not [line for line in logs if "went away" in line], logs
+
+
 async def test_manifold_servers_shows_instances(
     instances: Instances, discovery: Path, write_config: Any, tmp_path: Path
 ) -> None:

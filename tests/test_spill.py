@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -127,6 +128,19 @@ def test_read_arguments_takes_json_or_toon_objects_only(tmp_path: Path) -> None:
         read_arguments(path)
 
 
+def test_odd_paths_and_deep_json_are_clear_errors(store: SpillStore, tmp_path: Path) -> None:
+    # Regression: a NUL byte, an unknown `~user` and a deeply nested arguments file raised
+    # ValueError, RuntimeError and RecursionError, which reached the client as tracebacks.
+    with pytest.raises(InvalidRequest, match="'resultFile' may not contain a NUL character"):
+        store.resolve("result\0.json", "resultFile")
+    with pytest.raises(NotFound, match=re.escape("'argumentsFile': cannot use '~no-such-user-xyz/a.json'")):
+        store.resolve("~no-such-user-xyz/a.json", "argumentsFile")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InvalidRequest, match=re.escape("'argumentsFile': deep.json is nested too deeply")):
+        read_arguments(deep)
+
+
 # --- reading a result file in parts ------------------------------------------------------------------
 
 
@@ -173,6 +187,19 @@ def test_read_with_limits(numbered: Path) -> None:
     first = readresult.read(numbered, 0, 10)
     assert first.body == "line 1\nlin" and first.note == f"bytes 0-10 of {size}; continue with offset 10"
     assert readresult.read(numbered, size - 9, 0).body == "line 120\n"
+
+
+def test_huge_numbers_are_answered_not_crashed_on(numbered: Path) -> None:
+    # Regression: tail with lines=10**30 raised OverflowError, read with a huge maxBytes tried to
+    # allocate it (MemoryError), and a huge offset made seek fail (ValueError / OSError).
+    size = numbered.stat().st_size
+    assert readresult.tail(numbered, 10**30).note == "lines 1-120 of 120"
+    assert readresult.read(numbered, 0, 2**40).body == numbered.read_text()
+    assert readresult.read(numbered, 0, 10**30).note == f"all {size} bytes"
+    for offset in (2**62, 10**30):
+        past = readresult.read(numbered, offset, 10)
+        assert past.body == "" and past.note == f"offset {offset} is past the end: the file has {size} bytes"
+    assert readresult.read(numbered, size, 0).body == ""
 
 
 def test_long_lines_are_clipped_but_read_gets_everything(tmp_path: Path) -> None:

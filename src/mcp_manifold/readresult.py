@@ -7,14 +7,16 @@ answers clip very long lines (a minified JSON document is one line) and say how 
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+# Only this light import at module level: `grep_worker` runs in a fresh interpreter for every grep.
 from mcp_manifold._errors import InvalidRequest
-from mcp_manifold.spill import estimate_tokens
 
 OPS = ("stat", "head", "tail", "slice", "grep", "read")
 DEFAULT_LINES = 50
@@ -31,6 +33,8 @@ class Answer:
 
 
 def stat(path: Path) -> dict[str, int | str]:
+    from mcp_manifold.spill import estimate_tokens
+
     size = 0
     lines = 0
     last = b"\n"
@@ -55,7 +59,7 @@ def head(path: Path, count: int) -> Answer:
 
 
 def tail(path: Path, count: int) -> Answer:
-    kept: deque[tuple[int, str]] = deque(maxlen=count)
+    kept: deque[tuple[int, str]] = deque(maxlen=min(count, sys.maxsize))  # a huge count means "all"
     for item in _lines(path):
         kept.append(item)
     total = kept[-1][0] if kept else 0
@@ -78,10 +82,7 @@ def slice_lines(path: Path, first: int, last: int) -> Answer:
 
 def grep(path: Path, pattern: str, context: int) -> Answer:
     """Case-insensitive regex search; `N:` marks a matching line, `N-` a context line, `--` a gap."""
-    try:
-        regex = re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
-        raise InvalidRequest(f"'pattern' is not a valid regular expression: {exc}") from None
+    regex = compile_pattern(pattern)
     before: deque[tuple[int, str]] = deque(maxlen=context)
     out: list[str] = []
     matches = 0
@@ -108,11 +109,22 @@ def grep(path: Path, pattern: str, context: int) -> Answer:
     return Answer("\n".join(out), note)
 
 
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise InvalidRequest(f"'pattern' is not a valid regular expression: {exc}") from None
+
+
 def read(path: Path, offset: int, max_bytes: int) -> Answer:
     size = path.stat().st_size
+    if offset > size:
+        return Answer("", f"offset {offset} is past the end: the file has {size} bytes")
+    # Never ask for more than is there: a huge maxBytes would be allocated up front.
+    wanted = size - offset if not max_bytes else min(max_bytes, size - offset)
     with path.open("rb") as handle:
         handle.seek(offset)
-        data = handle.read(max_bytes) if max_bytes else handle.read()
+        data = handle.read(wanted)
     end = offset + len(data)
     # Cut at character boundaries: a multi-byte character split by the range is dropped, not garbled.
     text = data.decode("utf-8", errors="ignore")
@@ -164,3 +176,20 @@ def _range_note(first: int, last: int, total: int) -> str:
     if last < first:
         return f"no lines there: the file has {total} line(s)"
     return f"lines {first}-{last} of {total}"
+
+
+def grep_worker() -> None:
+    """`grep` in a child process (the gateway kills it when a pattern runs too long): JSON in, JSON out.
+
+    A regular expression with nested repetition can take forever on one line, and Python's `re`
+    holds the interpreter while it runs, so no thread or timer in the gateway could stop it.
+    """
+    request = json.load(sys.stdin)
+    try:
+        answer = grep(Path(request["path"]), request["pattern"], request["context"])
+        reply = {"body": answer.body, "note": answer.note}
+    except InvalidRequest as exc:
+        reply = {"error": str(exc)}
+    except OSError as exc:
+        reply = {"error": f"cannot read the file: {exc.strerror or exc}"}
+    sys.stdout.write(json.dumps(reply))

@@ -119,7 +119,12 @@ class SpillStore:
         """The file a client named in `field`, if it is one it may use; else a clear error."""
         if not isinstance(raw, str) or not raw.strip():
             raise InvalidRequest(f"'{field}' must be the path of a file, such as a 'resultFile' from an earlier call")
-        given = Path(raw.strip()).expanduser()
+        if "\0" in raw:
+            raise InvalidRequest(f"'{field}' may not contain a NUL character: give the path the call answered with")
+        try:
+            given = Path(raw.strip()).expanduser()
+        except RuntimeError as exc:  # `~someone/...` for a user this system does not know
+            raise NotFound(f"'{field}': cannot use {raw!r}: {exc}") from None
         if ".." in given.parts:
             raise AccessDenied(f"'{field}' may not contain '..': give the file's full path")
         roots = self._roots()
@@ -151,13 +156,22 @@ class SpillStore:
 
 def read_arguments(path: Path, field: str = "argumentsFile") -> dict[str, Any]:
     """Tool arguments from a file: a JSON object, or a TOON document of one (a TOON-spilled result)."""
-    size = path.stat().st_size
-    if size > MAX_ARGUMENTS_BYTES:
-        raise InvalidRequest(f"'{field}' is {size} bytes; at most {MAX_ARGUMENTS_BYTES} bytes can be used as arguments")
-    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        size = path.stat().st_size
+        if size > MAX_ARGUMENTS_BYTES:
+            raise InvalidRequest(
+                f"'{field}' is {size} bytes; at most {MAX_ARGUMENTS_BYTES} bytes can be used as arguments"
+            )
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise NotFound(f"'{field}': {path.name} no longer exists (spilled files are deleted after a while)") from None
+    except OSError as exc:
+        raise AccessDenied(f"'{field}': cannot read {path.name}: {exc.strerror or exc}") from None
     try:
         value = json.loads(text)
         holds = f"JSON: {_json_type(value)}"
+    except RecursionError:
+        raise InvalidRequest(f"'{field}': {path.name} is nested too deeply to be used as arguments") from None
     except ValueError:
         value = _from_toon(text)
         holds = "text that is not a JSON or TOON object"
@@ -173,7 +187,7 @@ def _from_toon(text: str) -> Any:
 
     try:
         return decode(text)
-    except (ToonDecodeError, ValueError):
+    except (ToonDecodeError, ValueError, RecursionError):
         return None
 
 

@@ -10,10 +10,15 @@ global `spill_threshold`), `readresult` reads them back in parts, and a result f
 from __future__ import annotations
 
 import difflib
+import functools
 import json
-from collections.abc import Mapping
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types as types
 
 from mcp_manifold import readresult
@@ -49,6 +54,8 @@ OP_PARAMETERS: dict[str, tuple[str, ...]] = {
 }
 MAX_SEARCH_LIMIT = 50
 MAX_CONTEXT_LINES = 50
+GREP_TIMEOUT = 10.0  # seconds a grep may run before its child process is killed
+_GREP_WORKER = "from mcp_manifold.readresult import grep_worker; grep_worker()"
 READ_HINT = (
     "Read it with action 'readresult' (resultFile, op stat/head/tail/slice/grep/read), "
     "or pass it as 'argumentsFile' to another call."
@@ -84,7 +91,7 @@ class DispatchSurface(Surface):
             return await self._search(request)
         if request.action == "call":
             return await self._call(call, request)
-        return self._readresult(request)
+        return await self._readresult(request)
 
     # --- connections -------------------------------------------------------------------------
 
@@ -284,7 +291,7 @@ class DispatchSurface(Surface):
 
     # --- readresult --------------------------------------------------------------------------
 
-    def _readresult(self, request: _Request) -> types.CallToolResult:
+    async def _readresult(self, request: _Request) -> types.CallToolResult:
         if not request.given("resultFile"):
             raise InvalidRequest("action 'readresult' needs 'resultFile': the path a spilled call answered with")
         path = self.gateway.spill.resolve(request.raw["resultFile"], "resultFile")
@@ -296,23 +303,22 @@ class DispatchSurface(Surface):
                 raise InvalidRequest(f"'{key}' is only used by op {' and '.join(ops)}, not by op '{op}'")
         facts = {"action": "readresult", "op": op, "resultFile": str(path)}
         if op == "stat":
-            return _answer(_json(readresult.stat(path)), facts)
+            return _answer(_json(await _in_thread(readresult.stat, path)), facts)
         if op in ("head", "tail"):
             count = request.integer("lines", readresult.DEFAULT_LINES, 1, None)
-            answer = readresult.head(path, count) if op == "head" else readresult.tail(path, count)
+            answer = await _in_thread(readresult.head if op == "head" else readresult.tail, path, count)
         elif op == "slice":
             first = request.integer("fromLine", 1, 1, None)
             last = request.integer("toLine", first + readresult.DEFAULT_LINES - 1, 1, None)
-            answer = readresult.slice_lines(path, first, last)
+            answer = await _in_thread(readresult.slice_lines, path, first, last)
         elif op == "grep":
             pattern = request.string("pattern")
             if not pattern:
                 raise InvalidRequest("op 'grep' needs 'pattern': a regular expression (case-insensitive)")
-            answer = readresult.grep(path, pattern, request.integer("context", 0, 0, MAX_CONTEXT_LINES))
+            answer = await _grep(path, pattern, request.integer("context", 0, 0, MAX_CONTEXT_LINES))
         else:
-            answer = readresult.read(
-                path, request.integer("offset", 0, 0, None), request.integer("maxBytes", 0, 0, None)
-            )
+            offset = request.integer("offset", 0, 0, None)
+            answer = await _in_thread(readresult.read, path, offset, request.integer("maxBytes", 0, 0, None))
         blocks = [answer.body, f"[{answer.note}]"] if answer.body else [f"[{answer.note}]"]
         return types.CallToolResult(content=[types.TextContent(type="text", text=text) for text in blocks], _meta=facts)
 
@@ -409,6 +415,45 @@ def dispatch_tool(connections: Connections) -> types.Tool:
         "required": ["action"],
     }
     return types.Tool(name=TOOL_NAME, description=description, input_schema=schema)
+
+
+async def _in_thread(op: Callable[..., Any], path: Path, *args: Any) -> Any:
+    """A readresult op off the event loop (a large file takes a while), with file errors made clear."""
+    try:
+        return await anyio.to_thread.run_sync(functools.partial(op, path, *args))
+    except FileNotFoundError:
+        raise NotFound(f"'resultFile': {path} no longer exists (spilled files are deleted after a while)") from None
+    except OSError as exc:
+        raise ManifoldError(f"'resultFile': cannot read {path}: {exc.strerror or exc}") from None
+
+
+async def _grep(path: Path, pattern: str, context: int, timeout: float = GREP_TIMEOUT) -> readresult.Answer:
+    """`readresult.grep` in a child process that is killed after `timeout` seconds.
+
+    A pattern with nested repetition (`(a+)+$`) can backtrack for hours on one line, and Python's
+    `re` holds the interpreter meanwhile: run in the gateway, it would stall every client's calls.
+    """
+    readresult.compile_pattern(pattern)  # a malformed pattern fails here, without a process
+    request = json.dumps({"path": str(path), "pattern": pattern, "context": context}).encode()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(entry for entry in sys.path if entry)}
+    try:
+        with anyio.fail_after(timeout):
+            done = await anyio.run_process([sys.executable, "-c", _GREP_WORKER], input=request, env=env, check=False)
+    except TimeoutError:
+        raise InvalidRequest(
+            f"op 'grep' stopped after {timeout:g}s: the pattern {pattern!r} takes too long (nested repetition such "
+            "as '(a+)+' backtracks without end); use a simpler pattern"
+        ) from None
+    except OSError as exc:
+        raise ManifoldError(f"op 'grep' could not start its worker process: {exc}") from None
+    try:
+        reply = json.loads(done.stdout)
+    except ValueError:
+        detail = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+        raise ManifoldError(f"op 'grep' failed: {detail[-1] if detail else f'exit code {done.returncode}'}") from None
+    if "error" in reply:
+        raise InvalidRequest(reply["error"])
+    return readresult.Answer(reply["body"], reply["note"])
 
 
 def _tool_info(entry: ToolEntry, include_schema: bool, include_annotations: bool) -> dict[str, Any]:

@@ -178,8 +178,13 @@ class HubSurface(Surface):
             for instance_id, (_record, reason) in found.stale.items():
                 logger.info("instance %s is stale (%s); removing its record", instance_id, reason)
                 await anyio.to_thread.run_sync(remove_record, self.directory, instance_id)
+            now = time.time()
             for instance in list(self.instances.values()):
                 if instance.record is None or instance.id in found.live:
+                    continue
+                if f"{instance.id}.json" in found.problems and instance.record.stale_reason(now) is None:
+                    # Unreadable just now (a writer that does not replace it atomically is mid-write):
+                    # keep the instance on its last good record until that one goes stale.
                     continue
                 stale = found.stale.get(instance.id)
                 await self._drop(instance, f"stale: {stale[1]}" if stale else "its registration was removed")
