@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -11,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import server_entry
+from mcp_manifold.instances import pid_is_alive
+from tests.conftest import free_port, server_entry, stop_process
 
 
 def manifold(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -152,3 +154,47 @@ def test_secrets_a_server_echoes_never_reach_servers_output(write_config: Any) -
         assert result.returncode == 0, result.stderr
         assert "hunter2-secret-value" not in result.stdout + result.stderr
         assert "***" in result.stdout
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (from /proc)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("when", ["starting", "serving"])
+def test_sigterm_stops_the_gateway_cleanly(write_config: Any, tmp_path: Path, transport: str, when: str) -> None:
+    """A client quitting sends SIGTERM: servers stop, the live snapshot goes, exit 0, at any moment."""
+    config = write_config({"numbers": server_entry("numbers.py")}, {"lazy": False})
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config)]
+    if transport == "http":
+        command += ["--http", "--port", str(free_port())]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    process = subprocess.Popen(command, **pipes, start_new_session=True)  # pipes, as a desktop client has
+    live = tmp_path / "data" / "live"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            snapshots = [json.loads(path.read_text()) for path in live.glob("*.json")]
+            if when == "starting" and snapshots:
+                break
+            if snapshots and snapshots[0]["servers"][0]["state"] == "ready":
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the gateway never reached {when!r}")
+        servers = _children(process.pid)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0, process.stderr.read().decode() if process.stderr else ""
+    finally:
+        stop_process(process)
+    assert not list(live.glob("*.json"))
+    assert all(not pid_is_alive(pid) for pid in servers)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -97,19 +98,28 @@ def serve(
         if value is not None:
             overrides[key] = value
     cfg = _load(config, overrides)
-    from mcp_manifold.front import serve_http, serve_stdio
+    from mcp_manifold.front import Stopper, serve_http, serve_stdio
     from mcp_manifold.gateway import Gateway
 
+    async def serve(gateway: Gateway, stopper: Stopper) -> None:
+        if cfg.settings.http:
+            err.print(
+                f"mcp-manifold: serving {len(cfg.enabled_servers)} server(s) at "
+                f"http://{cfg.settings.host}:{cfg.settings.port}/mcp (expose: {','.join(cfg.settings.expose)})"
+            )
+            await serve_http(gateway, cfg.settings.host, cfg.settings.port, stopper)
+        else:
+            await serve_stdio(gateway, stopper)
+
     async def main() -> None:
-        async with Gateway(cfg, serving=True) as gateway:
-            if cfg.settings.http:
-                err.print(
-                    f"mcp-manifold: serving {len(cfg.enabled_servers)} server(s) at "
-                    f"http://{cfg.settings.host}:{cfg.settings.port}/mcp (expose: {','.join(cfg.settings.expose)})"
-                )
-                await serve_http(gateway, cfg.settings.host, cfg.settings.port)
-            else:
-                await serve_stdio(gateway)
+        # SIGTERM (a client quitting, `kill`, systemd) ends serving like EOF or Ctrl-C does, at any
+        # moment from start-up on, so the gateway still stops its servers and removes its files.
+        async with anyio.create_task_group() as task_group:
+            stopper = Stopper(task_group.cancel_scope.cancel)
+            task_group.start_soon(stopper.watch, *([signal.SIGINT] if cfg.settings.http else []))
+            async with Gateway(cfg, serving=True) as gateway:
+                await serve(gateway, stopper)
+            task_group.cancel_scope.cancel()
 
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(main)

@@ -105,27 +105,32 @@ class Gateway:
     # --- lifecycle -------------------------------------------------------------------------
 
     async def __aenter__(self) -> Gateway:
-        self._exit = AsyncExitStack()
-        self._exit.callback(self.spill.close)  # registered first, so it runs last
-        await self._exit.enter_async_context(self.pool)
-        task_group = await self._exit.enter_async_context(anyio.create_task_group())
-        self._task_group = task_group
-        self._exit.callback(task_group.cancel_scope.cancel)
-        task_group.start_soon(self._announce_changes)
-        task_group.start_soon(sweep_periodically, self.spill)
-        # Health pings (issue 6) watch running backends, configured and added at run time.
-        task_group.start_soon(self.health.run, self.pool.all_backends)
-        if self.serving:
-            task_group.start_soon(live_status.publish, live_status.live_dir(self.settings.data_dir), self.live_snapshot)
-        for surface in self.surfaces:
-            await surface.start()
-            # Surfaces with background work (the hub's discovery loop) run in this task group (issue 6).
-            background = getattr(surface, "run", None)
-            if callable(background):
-                task_group.start_soon(background)
-        eager = [backend for backend in self.pool if not backend.lazy and backend.state != "disabled"]
-        if eager:
-            await self.refresh([backend.name for backend in eager])
+        # Built inside `async with` so that a failure or a cancel (SIGTERM) part-way through start-up
+        # still unwinds what was started: servers stopped, tasks cancelled, files removed.
+        async with AsyncExitStack() as stack:
+            stack.callback(self.spill.close)  # registered first, so it runs last
+            await stack.enter_async_context(self.pool)
+            task_group = await stack.enter_async_context(anyio.create_task_group())
+            self._task_group = task_group
+            stack.callback(task_group.cancel_scope.cancel)
+            task_group.start_soon(self._announce_changes)
+            task_group.start_soon(sweep_periodically, self.spill)
+            # Health pings (issue 6) watch running backends, configured and added at run time.
+            task_group.start_soon(self.health.run, self.pool.all_backends)
+            if self.serving:
+                task_group.start_soon(
+                    live_status.publish, live_status.live_dir(self.settings.data_dir), self.live_snapshot
+                )
+            for surface in self.surfaces:
+                await surface.start()
+                # Surfaces with background work (the hub's discovery loop) run in this task group (issue 6).
+                background = getattr(surface, "run", None)
+                if callable(background):
+                    task_group.start_soon(background)
+            eager = [backend for backend in self.pool if not backend.lazy and backend.state != "disabled"]
+            if eager:
+                await self.refresh([backend.name for backend in eager])
+            self._exit = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

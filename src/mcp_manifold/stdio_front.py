@@ -50,11 +50,13 @@ def _watchable(fd: int) -> bool:
 @asynccontextmanager
 async def stdio_streams(
     interceptor: Callable[[Send], Interceptor] | None = None,
+    on_hangup: Callable[[Callable[[], None]], None] | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The (read, write) message streams an SDK `Server.run` expects, served over stdin/stdout.
 
     `interceptor`, given the function that writes a frame to the client, builds what sees every
-    inbound line first and may answer it directly.
+    inbound line first and may answer it directly. `on_hangup` is handed a function that ends the
+    input as if the client had closed stdin (how a signal stops the server in order).
     """
     if not (_watchable(0) and _watchable(1)):
         async with stdio_server() as streams:
@@ -63,6 +65,8 @@ async def stdio_streams(
     async with AsyncExitStack() as stack:
         wire_in, wire_out = _divert_standard_fds(stack)
         reader, writer = await _open_pipes(wire_in, wire_out, stack)
+        if on_hangup is not None:
+            on_hangup(reader.feed_eof)
         read_sender, read_stream = create_context_streams[SessionMessage | Exception](0)
         write_stream, write_receiver = create_context_streams[SessionMessage](0)
 
