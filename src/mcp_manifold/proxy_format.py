@@ -148,9 +148,9 @@ def _parse_operation(arguments: Mapping[str, Any], action: Action) -> ProxyOpera
     return ProxyOperation(
         action,
         kind,
-        limit=_integer(arguments, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
-        offset=_integer(arguments, "offset", 0, 0, None),
-        filter_server=_string(arguments, "filter_server"),
+        limit=integer_field(arguments, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
+        offset=integer_field(arguments, "offset", 0, 0, None),
+        filter_server=string_field(arguments, "filter_server"),
         prefix=prefix,
         tags=tags,
     )
@@ -177,7 +177,7 @@ def _path(arguments: Mapping[str, Any], action: Action, kind: Kind) -> str | Non
         raise InvalidRequest(f"'path' is required for action '{action}': the {what} of the {kind}")
     path = arguments["path"]
     if not isinstance(path, str):
-        raise InvalidRequest(f"'path' must be a string (the {what} of the {kind}), got {_json_type(path)}")
+        raise InvalidRequest(f"'path' must be a string (the {what} of the {kind}), got {json_type_name(path)}")
     if not path:
         raise InvalidRequest(f"'path' must not be empty: give the {what} of the {kind}")
     return path
@@ -199,11 +199,11 @@ def object_argument(value: Any, key: str) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise InvalidRequest(f"'{key}' is a string but not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise InvalidRequest(f"'{key}' must be an object (or a JSON string of one), got {_json_type(value)}")
+        raise InvalidRequest(f"'{key}' must be an object (or a JSON string of one), got {json_type_name(value)}")
     return value
 
 
-def _integer(arguments: Mapping[str, Any], key: str, default: int, low: int, high: int | None) -> int:
+def integer_field(arguments: Mapping[str, Any], key: str, default: int, low: int, high: int | None) -> int:
     if not _given(arguments, key):
         return default
     value = arguments[key]
@@ -215,12 +215,12 @@ def _integer(arguments: Mapping[str, Any], key: str, default: int, low: int, hig
     return value
 
 
-def _string(arguments: Mapping[str, Any], key: str) -> str | None:
+def string_field(arguments: Mapping[str, Any], key: str) -> str | None:
     if not _given(arguments, key):
         return None
     value = arguments[key]
     if not isinstance(value, str):
-        raise InvalidRequest(f"'{key}' must be a string, got {_json_type(value)}")
+        raise InvalidRequest(f"'{key}' must be a string, got {json_type_name(value)}")
     return value
 
 
@@ -228,11 +228,11 @@ def _filter(raw: Any) -> tuple[str | None, tuple[str, ...]]:
     if raw is None:
         return None, ()
     if not isinstance(raw, Mapping):
-        raise InvalidRequest(f"'filter' must be an object with 'prefix' and/or 'tags', got {_json_type(raw)}")
+        raise InvalidRequest(f"'filter' must be an object with 'prefix' and/or 'tags', got {json_type_name(raw)}")
     unknown = [key for key in raw if key not in ("prefix", "tags")]
     if unknown:
         raise InvalidRequest(f"unknown filter key {unknown[0]!r}: 'filter' takes 'prefix' and 'tags'")
-    prefix = _string(raw, "prefix")
+    prefix = string_field(raw, "prefix")
     tags = raw.get("tags")
     if tags is None:
         return prefix, ()
@@ -257,7 +257,7 @@ def _parse_batch(arguments: Mapping[str, Any]) -> BatchRequest:
 
 def _parse_batch_item(index: int, raw: Any) -> ProxyOperation | InvalidOperation:
     if not isinstance(raw, Mapping):
-        return InvalidOperation(f"operation {index} must be an object, got {_json_type(raw)}")
+        return InvalidOperation(f"operation {index} must be an object, got {json_type_name(raw)}")
     try:
         _check_known(raw)
         action = _action(raw)
@@ -268,7 +268,7 @@ def _parse_batch_item(index: int, raw: Any) -> ProxyOperation | InvalidOperation
         return InvalidOperation(str(exc), raw)
 
 
-def _json_type(value: Any) -> str:
+def json_type_name(value: Any) -> str:
     names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
     for python_type, name in names.items():
         if isinstance(value, python_type):

@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 
 from mcp_manifold._errors import AccessDenied, InvalidRequest, NotFound
-from mcp_manifold.proxy_format import _json_type
+from mcp_manifold.proxy_format import json_type_name
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def read_arguments(path: Path, field: str = "argumentsFile") -> dict[str, Any]:
         raise AccessDenied(f"'{field}': cannot read {path.name}: {exc.strerror or exc}") from None
     try:
         value = json.loads(text)
-        holds = f"JSON: {_json_type(value)}"
+        holds = f"JSON: {json_type_name(value)}"
     except RecursionError:
         raise InvalidRequest(f"'{field}': {path.name} is nested too deeply to be used as arguments") from None
     except ValueError:

@@ -25,11 +25,11 @@ from mcp_manifold import readresult
 from mcp_manifold._errors import InvalidRequest, ManifoldError, NotFound
 from mcp_manifold.catalog import ToolEntry
 from mcp_manifold.connections import Connection, Connections
-from mcp_manifold.proxy_format import _integer, _json_type, _string, object_argument
+from mcp_manifold.proxy_format import integer_field, json_type_name, object_argument, string_field
 from mcp_manifold.result_text import content_size, render_result, spill_facts, spill_notice
 from mcp_manifold.spill import estimate_tokens, read_arguments
 from mcp_manifold.surfaces._base import CallContext, Surface
-from mcp_manifold.surfaces.retrieve import _parameters, _short, check_arguments
+from mcp_manifold.surfaces.retrieve import check_arguments, parameter_summary, short_description
 
 if TYPE_CHECKING:
     from mcp_manifold.gateway import Gateway
@@ -184,8 +184,8 @@ class DispatchSurface(Surface):
                 "server": entry.server,
                 "tool": entry.original.name,
                 "score": round(match.score, 3),
-                "description": _short(entry.original.description),
-                "args": _parameters(entry.original.input_schema or {}) or "none",
+                "description": short_description(entry.original.description),
+                "args": parameter_summary(entry.original.input_schema or {}) or "none",
             }
             if include_schema:
                 found["inputSchema"] = entry.original.input_schema
@@ -352,17 +352,17 @@ class _Request:
         return self.raw.get(key) is not None  # an explicit null counts as not given
 
     def string(self, key: str) -> str | None:
-        return _string(self.raw, key)
+        return string_field(self.raw, key)
 
     def integer(self, key: str, default: int, low: int, high: int | None) -> int:
-        return _integer(self.raw, key, default, low, high)
+        return integer_field(self.raw, key, default, low, high)
 
     def boolean(self, key: str, default: bool) -> bool:
         if not self.given(key):
             return default
         value = self.raw[key]
         if not isinstance(value, bool):
-            raise InvalidRequest(f"'{key}' must be true or false, got {_json_type(value)}")
+            raise InvalidRequest(f"'{key}' must be true or false, got {json_type_name(value)}")
         return value
 
     def object(self, key: str) -> dict[str, Any] | None:

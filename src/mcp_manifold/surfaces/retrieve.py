@@ -48,12 +48,12 @@ class _Registered:
         return self.score / (1.0 + (now - self.found_at) / _FRESHNESS_SECONDS)
 
 
-def _short(text: str | None) -> str:
+def short_description(text: str | None) -> str:
     first = " ".join((text or "").split())
     return first if len(first) <= _DESCRIPTION_CHARS else first[: _DESCRIPTION_CHARS - 1] + "…"
 
 
-def _parameters(schema: dict[str, Any]) -> str:
+def parameter_summary(schema: dict[str, Any]) -> str:
     """`a: number*, b: string` — names, types, required marked with `*`."""
     required = set(schema.get("required") or [])
     parts = []
@@ -69,7 +69,7 @@ def check_arguments(entry: ToolEntry, arguments: dict[str, Any]) -> None:
     """Refuse unknown or missing parameters with a message that lists the valid ones."""
     schema = entry.exposed.input_schema or {}
     properties = schema.get("properties") or {}
-    valid = _parameters(schema) or "none"
+    valid = parameter_summary(schema) or "none"
     unknown = sorted(set(arguments) - set(properties)) if properties and not schema.get("additionalProperties") else []
     missing = sorted(set(schema.get("required") or []) - set(arguments))
     problems = []
@@ -177,8 +177,8 @@ class RetrieveSurface(Surface):
         lines = []
         for match in matches:
             entry = match.entry
-            line = f"{entry.name} [{entry.server}] {match.score:.2f}: {_short(entry.exposed.description)}"
-            params = _parameters(entry.exposed.input_schema or {})
+            line = f"{entry.name} [{entry.server}] {match.score:.2f}: {short_description(entry.exposed.description)}"
+            params = parameter_summary(entry.exposed.input_schema or {})
             line += f"\n  args: {params or 'none'}"
             if include_schema:
                 line += f"\n  schema: {json.dumps(entry.exposed.input_schema, separators=(',', ':'))}"
