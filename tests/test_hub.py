@@ -248,7 +248,7 @@ async def test_connect_merges_lists_per_session(
 
 
 async def test_instance_killed_mid_session_then_recovers(
-    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str], tmp_path: Path
 ) -> None:
     announce(discovery, "alpha", instances.start("alpha"))
     announce(discovery, "beta", instances.start("beta"))
@@ -274,6 +274,18 @@ async def test_instance_killed_mid_session_then_recovers(
 
         # The other session never noticed.
         assert text_of(await two.call_tool("whoami", {})) == "beta"
+
+        # `manifold servers` shows what happened, live from this gateway.
+        command = [sys.executable, "-m", "mcp_manifold", "servers", "--config", str(tmp_path / "mcp.json"), "--json"]
+        with anyio.fail_after(20):
+            while True:
+                done = await anyio.run_process(command, check=False)
+                (gateway,) = json.loads(done.stdout)["gateways"]
+                rows = {row["id"]: row for row in gateway["instances"]}
+                if rows.get("alpha", {}).get("state") == "dead":
+                    break
+                await anyio.sleep(0.5)
+        assert rows["beta"]["state"] == "active" and rows["alpha"]["last_error"]
 
         instances.start("alpha")  # same port
         await wait_for_state(two, "alpha", {"active"})
