@@ -562,8 +562,8 @@ class Gateway:
         return types.EmptyResult()
 
     async def _set_logging_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
-        """Pass the client's log level on to every running backend that logs."""
-        for backend in self.pool:
+        """Pass the client's log level on to every running backend that logs (hub instances too)."""
+        for backend in self.pool.all_backends():
             if backend.state == "ready":
                 with _quiet():
                     await backend.request("logging/setLevel", lambda session: session.set_logging_level(params.level))
