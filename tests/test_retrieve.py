@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
 
 import anyio
 import mcp_types as types
@@ -90,3 +96,102 @@ async def test_dynamic_mode_registers_notifies_and_evicts(connect: Any, write_co
         assert any(name.startswith("catalog_") for name in names)
         # numbers_multiply was used recently and scored high: it survives eviction.
         assert "numbers_multiply" in names
+
+
+class _GatedEmbeddings(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /embeddings endpoint that holds every answer until the test opens the gate."""
+
+    arrived: ClassVar[threading.Event] = threading.Event()
+    gate: ClassVar[threading.Event] = threading.Event()
+
+    def do_POST(self) -> None:  # the name http.server calls
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).arrived.set()
+        type(self).gate.wait(30)
+        data = [{"index": i, "embedding": [float(len(text)), 1.0]} for i, text in enumerate(body["input"])]
+        raw = json.dumps({"data": data}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def gated_embeddings() -> Iterator[str]:
+    _GatedEmbeddings.arrived = threading.Event()
+    _GatedEmbeddings.gate = threading.Event()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _GatedEmbeddings)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        _GatedEmbeddings.gate.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+async def test_embedding_the_catalog_never_stalls_other_requests(
+    connect: Any, write_config: Any, gated_embeddings: str
+) -> None:
+    """While retrieve_tools waits on the embedder, the gateway goes on answering everything else."""
+    settings = {"expose": ["retrieve"], "search_embedder": "openai", "openai_base_url": gated_embeddings}
+    async with connect(write_config({"kitchen": server_entry("kitchen.py")}, settings)) as client:
+        found: list[str] = []
+
+        async def search() -> None:
+            found.extend(names_in(text_of(await client.call_tool("retrieve_tools", {"query": "echo the text"}))))
+
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(search)
+                with anyio.fail_after(20):
+                    while not _GatedEmbeddings.arrived.is_set():
+                        await anyio.sleep(0.05)
+                # The embedder holds the catalog's first indexing; a call must still go through.
+                with anyio.fail_after(20):
+                    echoed = await client.call_tool("call_tool", {"name": "kitchen_echo", "args": {"text": "hi"}})
+                assert not echoed.is_error and "hi" in text_of(echoed)
+                assert not found  # the search really was still waiting
+                _GatedEmbeddings.gate.set()
+        finally:
+            _GatedEmbeddings.gate.set()
+        assert "kitchen_echo" in found[:3]
+
+
+async def test_list_changed_exec_runs_when_dynamic_tools_change(write_config: Any, tmp_path: Path) -> None:
+    from tests.conftest import stdio_gateway
+
+    marker = tmp_path / "hook-ran"
+    hook = f"{sys.executable} -c \"import pathlib; pathlib.Path({str(marker)!r}).write_text('ok')\""
+    config = write_config(
+        {"numbers": server_entry("numbers.py")},
+        {"expose": ["retrieve"], "routing": "dynamic", "list_changed_exec": hook},
+    )
+    async with stdio_gateway(config) as client:
+        await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 1})
+        assert marker.read_text() == "ok"  # run before retrieve_tools answered
+
+
+async def test_a_hanging_list_changed_exec_is_cut_off(write_config: Any) -> None:
+    from tests.conftest import stdio_gateway
+
+    config = write_config(
+        {"numbers": server_entry("numbers.py")},
+        {
+            "expose": ["retrieve"],
+            "routing": "dynamic",
+            "list_changed_exec": f'{sys.executable} -c "import time; time.sleep(60)"',
+            "list_changed_exec_timeout": 0.5,
+        },
+    )
+    async with stdio_gateway(config) as client:
+        with anyio.fail_after(30):  # a hook that never ends must not hold the answer for its 60 s
+            result = await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 1})
+        assert not result.is_error and "numbers_multiply" in names_in(text_of(result))
+        assert text_of(await client.call_tool("numbers_multiply", {"a": 3, "b": 4})).startswith("12")

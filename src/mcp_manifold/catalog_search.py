@@ -11,9 +11,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
+
 from mcp_manifold.catalog import Catalog, Kind, ToolEntry
 from mcp_manifold.config import Settings
-from mcp_manifold.search import IndexStore, SearchIndex, ToolDocument, make_embedder
+from mcp_manifold.search import IndexStore, SearchHit, SearchIndex, ToolDocument, make_embedder
 
 
 @dataclass(frozen=True)
@@ -56,22 +58,59 @@ class CatalogSearch:
         embedder = make_embedder(settings.search_embedder, **_embedder_options(settings))
         self.index = SearchIndex(embedder=embedder, store=IndexStore(data_dir / "search.sqlite"))
         self._stale = True
+        self._first_update: anyio.Event | None = None
         catalog.subscribe(self._on_change)
 
     def _on_change(self, kinds: set[Kind]) -> None:
         if "tools" in kinds:
             self._stale = True
 
+    def _pending_documents(self) -> list[ToolDocument] | None:
+        """The catalog's tools as documents if they changed since the last sync, else None."""
+        if not self._stale:
+            return None
+        self._stale = False
+        return [tool_document(entry) for entry in self.catalog.tool_entries()]
+
+    def _matches(self, hits: list[SearchHit]) -> list[Match]:
+        return [Match(self.catalog.tool(hit.key), hit.score) for hit in hits if self.catalog.has_tool(hit.key)]
+
     def sync(self) -> None:
         """Bring the index up to date with the catalog (cheap when nothing changed)."""
-        if self._stale:
-            self.index.update(tool_document(entry) for entry in self.catalog.tool_entries())
-            self._stale = False
+        docs = self._pending_documents()
+        if docs is not None:
+            self.index.update(docs)
 
     def search(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
         self.sync()
-        matches = []
-        for hit in self.index.search(query, limit=limit, server=server):
-            if self.catalog.has_tool(hit.key):
-                matches.append(Match(self.catalog.tool(hit.key), hit.score))
-        return matches
+        return self._matches(self.index.search(query, limit=limit, server=server))
+
+    async def find(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
+        """`search` from async code: indexing and query embedding run in a worker thread.
+
+        With an embedder, the first sync of a large catalog takes seconds to minutes and every query
+        costs an embedding; on the event loop that would stall every other session of the gateway.
+        The catalog is read on the loop; the index is thread-safe and answers from its previous state
+        while an update runs.
+        """
+        docs = self._pending_documents()
+        if docs is None:
+            if self._first_update is not None and len(self.index) == 0:
+                await self._first_update.wait()  # nothing to answer from yet: wait for the first index
+            hits = await anyio.to_thread.run_sync(lambda: self.index.search(query, limit=limit, server=server))
+            return self._matches(hits)
+        updated = anyio.Event()
+        self._first_update = self._first_update or updated
+
+        def work() -> list[SearchHit]:
+            try:
+                self.index.update(docs)
+            except BaseException:
+                self._stale = True  # try again on the next search
+                raise
+            return self.index.search(query, limit=limit, server=server)
+
+        try:
+            return self._matches(await anyio.to_thread.run_sync(work))
+        finally:
+            updated.set()

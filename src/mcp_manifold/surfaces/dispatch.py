@@ -173,7 +173,7 @@ class DispatchSurface(Surface):
         limit = request.integer("limit", self.gateway.settings.search_top_k, 1, MAX_SEARCH_LIMIT)
         include_schema = request.boolean("includeInputSchema", False)
         await self._ensure_listed([only] if only else self._connections())
-        matches = self.gateway.search.search(query, limit=limit, server=only.server if only else None)
+        matches = await self.gateway.search.find(query, limit=limit, server=only.server if only else None)
         results = []
         for match in matches:
             entry = match.entry

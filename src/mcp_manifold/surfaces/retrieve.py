@@ -169,7 +169,7 @@ class RetrieveSurface(Surface):
             raise InvalidRequest(f"'limit' must be an integer from 1 to 50, got {limit!r}")
         include_schema = bool(arguments.get("include_schema", False))
         await self.gateway.ensure_catalog()
-        matches = self.gateway.search.search(query, limit=limit)
+        matches = await self.gateway.search.find(query, limit=limit)
         if self.dynamic:
             await self._register(call, matches)
         if not matches:
@@ -195,7 +195,7 @@ class RetrieveSurface(Surface):
         args = object_argument(args, "args")
         await self.gateway.ensure_catalog()
         if not self.gateway.catalog.has_tool(name):
-            close = [m.entry.name for m in self.gateway.search.search(name.replace("_", " "), limit=3)]
+            close = [m.entry.name for m in await self.gateway.search.find(name.replace("_", " "), limit=3)]
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise NotFound(f"no tool named {name!r}{hint}. Use {RETRIEVE} to find tools.")
         entry = self.gateway.catalog.tool(name)
