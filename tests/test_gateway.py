@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from tests.conftest import server_entry
+from tests.conftest import SERVERS, free_port, server_entry, stop_process, wait_for_port
 
 pytestmark = pytest.mark.anyio
 
@@ -291,3 +293,63 @@ async def test_an_http_server_that_dies_under_load_takes_nothing_else_down(
                     break
                 await anyio.sleep(0.3)
         assert text_of(result) == "alpha"
+
+
+async def test_paginated_lists_are_followed_to_the_end(connect: Any, write_config: Any) -> None:
+    """A server that lists 4 items per page: every page of every kind reaches the merged lists."""
+    config = write_config({"paged": server_entry("paged.py", "--count", "23", "--page-size", "4")})
+    async with connect(config) as client:
+        tools = [tool.name for tool in (await client.list_tools()).tools]
+        assert tools == [f"paged_t{i:02d}" for i in range(1, 24)]
+        resources = [r.uri for r in (await client.list_resources()).resources]
+        assert resources == [f"paged+paged://r{i:02d}" for i in range(1, 24)]
+        templates = (await client.list_resource_templates()).resource_templates
+        assert len(templates) == 23 and templates[-1].uri_template == "paged+paged://tpl23/{x}"
+        prompts = [p.name for p in (await client.list_prompts()).prompts]
+        assert prompts == [f"paged_p{i:02d}" for i in range(1, 24)]
+        # Items from the last page route back like the first.
+        assert text_of(await client.call_tool("paged_t23", {})) == "t23"
+        last = (await client.read_resource("paged+paged://r23")).contents[0]
+        assert last.text == "resource r23"  # type: ignore[union-attr]
+        prompt = await client.get_prompt("paged_p23", {})
+        assert prompt.messages[0].content.text == "prompt p23"  # type: ignore[union-attr]
+
+
+async def test_an_sse_server_sits_behind_the_gateway(connect: Any, write_config: Any) -> None:
+    port = free_port()
+    command = [sys.executable, str(SERVERS / "numbers.py"), "--sse", str(port)]
+    process = subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process)
+        servers = {
+            "old": {"url": f"http://127.0.0.1:{port}/sse", "transport": "sse"},
+            "words": server_entry("words.py"),
+        }
+        async with connect(write_config(servers)) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"old_add", "old_sqrt", "words_upper"} <= names
+            assert text_of(await client.call_tool("old_add", {"a": 40, "b": 2})).startswith("42")
+            constants = (await client.read_resource("old+numbers://constants")).contents[0]
+            assert "pi" in constants.text  # type: ignore[union-attr]
+            failed = await client.call_tool("old_sqrt", {"x": -1})
+            assert failed.is_error
+    finally:
+        stop_process(process)
+
+
+async def test_a_client_that_cancels_cancels_the_backend_call(connect: Any, write_config: Any) -> None:
+    """A cancelled call and a timed-out one both reach the server as notifications/cancelled."""
+    config = write_config({"inst": server_entry("instance.py", "--name", "inst", timeout=1)})
+    async with connect(config) as client:
+        assert text_of(await client.call_tool("inst_whoami", {})) == "inst"
+        with anyio.move_on_after(0.5) as scope:
+            await client.call_tool("inst_slow", {"seconds": 30})
+        assert scope.cancelled_caught
+        with anyio.fail_after(10):
+            while text_of(await client.call_tool("inst_cancellations", {})) != "1":
+                await anyio.sleep(0.05)
+        timed_out = await client.call_tool("inst_slow", {"seconds": 30})
+        assert timed_out.is_error and "timed out" in text_of(timed_out)
+        with anyio.fail_after(10):
+            while text_of(await client.call_tool("inst_cancellations", {})) != "2":
+                await anyio.sleep(0.05)

@@ -1,7 +1,8 @@
 """Shared plumbing for the fixture MCP servers in this folder.
 
-Every fixture is a standalone script: ``python tests/servers/NAME.py`` serves MCP over stdio, and
-``python tests/servers/NAME.py --http PORT`` serves streamable HTTP on ``http://127.0.0.1:PORT/mcp``.
+Every fixture is a standalone script: ``python tests/servers/NAME.py`` serves MCP over stdio,
+``python tests/servers/NAME.py --http PORT`` serves streamable HTTP on ``http://127.0.0.1:PORT/mcp``, and the
+MCPServer fixtures also serve the older HTTP+SSE transport with ``--sse PORT`` (``http://127.0.0.1:PORT/sse``).
 Fixtures import this module before the SDK (see ``_preload_stdlib_numbers``); it imports the SDK lazily
 so that the non-MCP fixtures (``never_ready``, ``exits_early``) start instantly.
 """
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 HOST = "127.0.0.1"
 HTTP_PATH = "/mcp"
+SSE_PATH = "/sse"
 
 
 def _preload_stdlib_numbers() -> None:
@@ -55,6 +57,13 @@ def make_parser(description: str) -> argparse.ArgumentParser:
         default=None,
         help=f"serve streamable HTTP on http://{HOST}:PORT{HTTP_PATH} instead of stdio",
     )
+    parser.add_argument(
+        "--sse",
+        type=int,
+        metavar="PORT",
+        default=None,
+        help=f"serve the older HTTP+SSE transport on http://{HOST}:PORT{SSE_PATH} instead of stdio",
+    )
     return parser
 
 
@@ -81,13 +90,15 @@ def advertise_list_changed(
 
 
 def run(server: MCPServer[Any], args: argparse.Namespace) -> None:
-    """Serve ``server`` over stdio, or over streamable HTTP when ``--http PORT`` was given."""
+    """Serve ``server`` over stdio, or over streamable HTTP (``--http PORT``) or SSE (``--sse PORT``)."""
     from mcp.shared.exceptions import MCPDeprecationWarning
 
     # The fixtures use logging, sampling and roots on purpose; the SDK flags those as deprecated
     # (2026-07-28) with a UserWarning on each use, which would only clutter the server's stderr.
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
-    if args.http is None:
+    if getattr(args, "sse", None) is not None:
+        server.run("sse", host=HOST, port=args.sse, sse_path=SSE_PATH)
+    elif args.http is None:
         server.run()
     else:
         server.run("streamable-http", host=HOST, port=args.http, streamable_http_path=HTTP_PATH)
