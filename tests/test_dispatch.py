@@ -399,6 +399,29 @@ def test_scrub_hides_every_secret_of_a_server() -> None:
     assert connection.describe()["url"] == "https://me:***@h.example/mcp?api_key=***&q=1"
 
 
+def test_secrets_in_command_line_urls_and_assignments_are_hidden() -> None:
+    # Regression: a database URL argument (the postgres server's own example) showed its password
+    # in listings, errors and logs, and so did `NAME=value` arguments given to `env` or `docker -e`.
+    config = stdio(
+        "db",
+        "postgresql://me:pg-pa55@db.example/app",
+        "--mirror=mysql://u:my-pa55@h/d?ssl=1&token=q-t0ken",
+        "https://example.com/a?b=c&d",
+        "-e",
+        "GITHUB_TOKEN=ghp-t0ken",
+        "PATH=/usr/bin",
+    )
+    connection = next(iter(Connections([config], None)))
+    assert connection.describe()["command"] == (
+        "srv postgresql://me:***@db.example/app --mirror=mysql://u:***@h/d?ssl=1&token=*** "
+        "https://example.com/a?b=c&d -e GITHUB_TOKEN=*** PATH=/usr/bin"
+    )
+    stderr = "could not connect to postgresql://me:pg-pa55@db.example/app (password pg-pa55); ghp-t0ken q-t0ken"
+    scrubbed = connection.scrub(stderr)
+    assert all(secret not in scrubbed for secret in ("pg-pa55", "my-pa55", "q-t0ken", "ghp-t0ken")), scrubbed
+    assert "db.example/app" in scrubbed
+
+
 # --- the cache, against a fake clock ----------------------------------------------------------------------
 
 

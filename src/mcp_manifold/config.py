@@ -353,9 +353,23 @@ def redact_args(args: tuple[str, ...] | list[str]) -> list[str]:
         if arg.startswith("-") and _SECRET_NAME.search(name):
             shown.append(f"{name}={_HIDDEN}" if has_value else arg)
             hide_next = not has_value
+        elif "://" in arg:
+            # A URL argument (a database DSN such as postgresql://user:pw@host/db) can carry a secret.
+            shown.append(_URL_IN_ARG.sub(lambda found: _redact_url_if_secret(found.group()), arg))
+        elif has_value and _ENV_NAME.match(name) and _SECRET_NAME.search(name):
+            shown.append(f"{name}={_HIDDEN}")  # `API_KEY=value`, as given to `env` or `docker run -e`
         else:
             shown.append(arg)
     return shown
+
+
+_URL_IN_ARG = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _redact_url_if_secret(url: str) -> str:
+    # Only a URL with something to hide is rebuilt: urlunsplit may respell an ordinary one.
+    return redact_url(url) if _url_secrets(url) else url
 
 
 class _Problems:
@@ -1007,8 +1021,12 @@ def secret_values(config: ServerConfig) -> list[str]:
         values.add(value)
         values.add(value.rpartition(" ")[2])
     for original, shown in zip(config.args, redact_args(config.args), strict=True):
-        if original != shown:
-            values.add(original.partition("=")[2] or original)
+        if original == shown:
+            continue
+        if shown == _HIDDEN or shown.endswith(f"={_HIDDEN}"):
+            values.add(original.partition("=")[2] or original)  # a value hidden whole
+        for url in _URL_IN_ARG.findall(original):
+            values.update(_url_secrets(url))  # and the parts a URL argument hides
     if config.url:
         values.update(_url_secrets(config.url))
     # Longest first, so a token inside a longer secret does not leave the rest showing.
