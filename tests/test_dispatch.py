@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
+from mcp import Client, StdioServerParameters
 
 from mcp_manifold.catalog import BackendListing, Catalog
 from mcp_manifold.config import ServerConfig
 from mcp_manifold.connections import Connections
 from mcp_manifold.result_cache import ResultCache
-from tests.conftest import server_entry, stdio_gateway
+from tests.conftest import manifold_command, server_entry, stdio_gateway
 
 TOOL = "proxy-dispatch"
 SECRET = "sekrit-value-123"
@@ -43,6 +47,15 @@ async def error(client: Any, **arguments: Any) -> str:
     result = await dispatch(client, **arguments)
     assert result.is_error, text_of(result)
     return text_of(result)
+
+
+@asynccontextmanager
+async def logged_gateway(config: Path, log: Path) -> AsyncIterator[Client]:
+    """A stdio gateway whose own stderr (its log) goes to `log`."""
+    command = manifold_command(config)
+    shell = ["-c", 'exec "$@" 2>>"$0"', str(log), *command]  # $0 is the log, "$@" the gateway
+    async with Client(StdioServerParameters(command="/bin/sh", args=shell, env=dict(os.environ)), mode="legacy") as c:
+        yield c
 
 
 # --- list, search, call ------------------------------------------------------------------------------
@@ -286,7 +299,7 @@ async def test_paths_outside_the_spill_directory_are_refused(write_config: Any, 
 
 
 @pytest.mark.anyio
-async def test_secrets_never_appear_in_listings(write_config: Any) -> None:
+async def test_secrets_never_appear_in_listings_errors_or_logs(write_config: Any, tmp_path: Path) -> None:
     servers = {
         "kitchen": KITCHEN,
         "remote": {
@@ -294,12 +307,16 @@ async def test_secrets_never_appear_in_listings(write_config: Any) -> None:
             "headers": {"Authorization": f"Bearer {SECRET}"},
         },
         "cli": server_entry("exits_early.py", "--api-key", SECRET),
+        # Its argument parser quotes the unknown argument, password and all, on stderr.
+        "pg": server_entry("exits_early.py", f"postgresql://me:{SECRET}@db.example/app"),
     }
-    async with stdio_gateway(write_config(servers, {"expose": ["dispatch"]})) as client:
+    log = tmp_path / "gateway.log"
+    async with logged_gateway(write_config(servers, {"expose": ["dispatch"]}), log) as client:
         tools = (await client.list_tools()).tools
         everything = await dispatch(client, action="list", includeInputSchema=True)
         remote_call = await dispatch(client, action="call", tool="x", connection="remote")
         cli_call = await dispatch(client, action="call", tool="x", connection="cli")
+        pg_call = await dispatch(client, action="call", tool="x", connection="pg")
         again = await dispatch(client, action="list")
         texts = [
             tools[0].description or "",
@@ -307,14 +324,18 @@ async def test_secrets_never_appear_in_listings(write_config: Any) -> None:
             text_of(again),
             text_of(remote_call),
             text_of(cli_call),
+            text_of(pg_call),
         ]
         for text in texts:
             assert SECRET not in text
+        assert "postgresql://me:***@db.example/app" in text_of(pg_call)  # the error is still useful
         listed = {c["name"]: c for c in json.loads(text_of(again))["connections"]}
         assert listed["remote"]["url"] == "http://user:***@127.0.0.1:9/mcp?token=***&page=1"
         assert listed["cli"]["command"].endswith("exits_early.py --api-key ***")
         assert listed["remote"]["state"] == "failed" and "lastError" in listed["remote"]
         assert "API_TOKEN" not in text_of(again) and "env" not in listed["kitchen"]
+        assert listed["pg"]["command"].endswith("exits_early.py postgresql://me:***@db.example/app")
+    assert "exits_early.py" in log.read_text() and SECRET not in log.read_text()
 
 
 @pytest.mark.anyio
