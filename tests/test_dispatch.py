@@ -100,6 +100,8 @@ async def test_list_search_and_call_through_one_tool(connect: Any, write_config:
         only_kitchen = await data(client, action="search", query="numbers", connection="c1", includeInputSchema=True)
         assert only_kitchen["results"] and {r["connection"] for r in only_kitchen["results"]} == {"c1"}
         assert all("inputSchema" in r for r in only_kitchen["results"])
+        long_query = await data(client, action="search", query="add numbers " * 10_000, limit=1)
+        assert long_query["results"][0]["tool"] == "add" and len(long_query["query"]) == 203  # not echoed whole
 
         product = await dispatch(client, action="call", tool="multiply", arguments={"a": 6, "b": 7})
         assert text_of(product).startswith("42") and not product.is_error
@@ -116,6 +118,8 @@ async def test_list_search_and_call_through_one_tool(connect: Any, write_config:
         assert text_of(as_json_string) == "hi"
         failing = await dispatch(client, action="call", tool="fail", arguments={"message": "nope"})
         assert failing.is_error and "nope" in text_of(failing)
+        forwarded = await dispatch(client, action="call", tool="request_meta", meta={"trace": "t-1", "n": 2})
+        assert json.loads(text_of(forwarded)) == {"trace": "t-1", "n": 2}  # `meta` reaches the server as `_meta`
 
 
 @pytest.mark.anyio
@@ -582,6 +586,7 @@ async def test_the_documented_requests_work_as_written(write_config: Any) -> Non
         for name, entry in config["mcpServers"].items()
     }
     latest_file = None
+    answers: dict[str, types.CallToolResult] = {}
     async with stdio_gateway(write_config(servers, config["manifold"])) as client:
         for request in requests:
             for key in ("resultFile", "argumentsFile"):
@@ -591,4 +596,22 @@ async def test_the_documented_requests_work_as_written(write_config: Any) -> Non
             result = await dispatch(client, **request)
             assert not result.is_error, (request, text_of(result))
             latest_file = (result.meta or {}).get("resultFile", latest_file)
+            answers[json.dumps(request, sort_keys=True)] = result
         assert latest_file is not None
+
+        # Mini-A's walk-through: list, search for time tools, call get_current_time.
+        def answer(request: str) -> types.CallToolResult:
+            return answers[json.dumps(json.loads(request), sort_keys=True)]
+
+        listed = json.loads(text_of(answer('{"action":"list"}')))["connections"]
+        assert [(c["alias"], c["name"]) for c in listed] == [
+            ("c1", "kitchen"),
+            ("c2", "numbers"),
+            ("c3", "words"),
+            ("c4", "clock"),
+        ]
+        found = json.loads(text_of(answer('{"action":"search","query":"time"}')))["results"]
+        assert found[0]["tool"] == "get_current_time" and found[0]["connection"] == "c4"
+        now = answer('{"action":"call","tool":"get_current_time","arguments":{}}')
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", json.loads(text_of(now))["time"])
+        assert now.meta is not None and now.meta["connection"] == "c4" and now.meta["estimatedTokens"] > 0

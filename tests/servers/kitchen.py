@@ -7,6 +7,7 @@ static resources of each kind plus a template, resource subscriptions, and two p
 Run: ``python tests/servers/kitchen.py`` (stdio) or ``python tests/servers/kitchen.py --http PORT``.
 """
 
+import json
 import os
 import sys
 from typing import Annotated, Any
@@ -328,6 +329,14 @@ if os.environ.get("KITCHEN_EXTRAS"):
         """Like ticket, without annotations: 1, 2, 3, ..."""
         counters["tick"] += 1
         return counters["tick"]
+
+    @server.tool(structured_output=False)
+    def request_meta(ctx: Context) -> str:
+        """Return the `_meta` this call arrived with, as JSON (shows what a gateway forwards)."""
+        meta = ctx.request_context.meta
+        if meta is not None and not isinstance(meta, dict):
+            meta = meta.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return json.dumps({key: value for key, value in (meta or {}).items() if key != "progressToken"})
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ OP_PARAMETERS: dict[str, tuple[str, ...]] = {
     "offset": ("read",),
 }
 MAX_SEARCH_LIMIT = 50
+MAX_ECHOED_QUERY = 200
 MAX_CONTEXT_LINES = 50
 GREP_TIMEOUT = 10.0  # seconds a grep may run before its child process is killed
 _GREP_WORKER = "from mcp_manifold.readresult import grep_worker; grep_worker()"
@@ -190,7 +191,9 @@ class DispatchSurface(Surface):
             if include_schema:
                 found["inputSchema"] = entry.original.input_schema
             results.append(found)
-        answer: dict[str, Any] = {"query": query, "results": results}
+        # The query is echoed so the answer reads on its own, but never a long one back into context.
+        shown = query if len(query) <= MAX_ECHOED_QUERY else query[:MAX_ECHOED_QUERY] + "..."
+        answer: dict[str, Any] = {"query": shown, "results": results}
         if results:
             answer["note"] = "args: * = required. Call one with action 'call', 'tool' and 'arguments'."
         return _answer(_json(answer), {"action": "search"})
