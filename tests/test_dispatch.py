@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -615,3 +616,64 @@ async def test_the_documented_requests_work_as_written(write_config: Any) -> Non
         now = answer('{"action":"call","tool":"get_current_time","arguments":{}}')
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", json.loads(text_of(now))["time"])
         assert now.meta is not None and now.meta["connection"] == "c4" and now.meta["estimatedTokens"] > 0
+
+
+# --- restarts, concurrency, files that go away ----------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_aliases_survive_a_gateway_restart_with_a_reordered_config(write_config: Any) -> None:
+    async def connections(config: Path) -> dict[str, tuple[str, str]]:
+        async with stdio_gateway(config) as client:
+            listed = await data(client, action="list", includeTools=False)  # starts no server
+            described = (await client.list_tools()).tools[0].description or ""
+        found = {c["name"]: (c["alias"], c["id"]) for c in listed["connections"]}
+        assert all(f"{alias} {name}" in described for name, (alias, _) in found.items())  # the tool's description
+        return found
+
+    before = await connections(write_config(SERVERS, {"expose": ["dispatch"]}))
+    assert {name: alias for name, (alias, _) in before.items()} == {"kitchen": "c1", "numbers": "c2"}
+    reordered = {"words": server_entry("words.py"), "numbers": SERVERS["numbers"], "kitchen": KITCHEN}
+    after = await connections(write_config(reordered, {"expose": ["dispatch"]}, name="reordered.json"))
+    assert after["kitchen"] == before["kitchen"] and after["numbers"] == before["numbers"]
+    assert after["words"][0] == "c3"
+
+
+@pytest.mark.anyio
+async def test_concurrent_calls_spills_and_reads_do_not_mix(write_config: Any) -> None:
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"], "spill_threshold": 5000})) as client:
+
+        async def spill_and_read(n: int) -> None:
+            size = 20_000 + n
+            spilled = await dispatch(client, action="call", tool="huge", arguments={"size": size})
+            assert spilled.meta is not None and spilled.meta["byteSize"] == size, text_of(spilled)
+            path = spilled.meta["resultFile"]
+            end = await dispatch(client, action="readresult", resultFile=path, op="read", offset=size - 12)
+            assert end.content[0].text == (alphabet * 600)[size - 12 : size]  # type: ignore[union-attr]
+            grep = await dispatch(client, action="readresult", resultFile=path, op="grep", pattern="xyz01")
+            assert "of 1" in text_of(grep) and not grep.is_error
+
+        async def add(n: int) -> None:
+            summed = await dispatch(client, action="call", tool="add", connection="c2", arguments={"a": n, "b": 1})
+            assert text_of(summed).startswith(str(float(n + 1))), text_of(summed)
+
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as group:
+                for n in range(12):
+                    group.start_soon(spill_and_read, n)
+                    group.start_soon(add, n)
+
+        # A result file deleted between calls (by hand, or by the TTL) is a clear error, nothing more.
+        spilled = await dispatch(client, action="call", tool="document", arguments={"size": 100}, resultToFile=True)
+        assert spilled.meta is not None
+        path = Path(spilled.meta["resultFile"])
+        path.unlink()
+        assert "'resultFile': no such file" in await error(client, action="readresult", resultFile=str(path))
+        gone = await error(client, action="call", tool="measure", argumentsFile=str(path))
+        assert "'argumentsFile': no such file" in gone
+        # Even the whole spill directory going away (a tmp cleaner) only costs the files in it.
+        shutil.rmtree(path.parent)
+        again = await dispatch(client, action="call", tool="document", arguments={"size": 100}, resultToFile=True)
+        assert again.meta is not None and Path(again.meta["resultFile"]).is_file()
+        assert (await data(client, action="readresult", resultFile=again.meta["resultFile"]))["byteSize"] == 116
