@@ -426,6 +426,21 @@ def test_disabled_servers_are_kept_but_not_enabled() -> None:
     assert list(config.enabled_servers) == ["a"]
 
 
+def test_two_enabled_servers_may_not_share_a_prefix() -> None:
+    explicit = {"a": {"command": "x", "prefix": "p"}, "b": {"command": "y", "prefix": "p"}}
+    problem = one_problem({"mcpServers": explicit})
+    assert (problem.server, problem.field) == ("b", "prefix")
+    assert "prefix 'p' is already used by server 'a'" in problem.message
+    # Names are the default prefix and compare as exposed: `my.db` and `my_db` both expose `my_db_...`.
+    problem = one_problem({"mcpServers": {"my.db": {"command": "x"}, "my_db": {"command": "y"}}})
+    assert (problem.server, problem.field) == ("my_db", "prefix")
+    assert "its name gives the prefix 'my_db'" in problem.message and "'my.db'" in problem.message
+    # A prefix matching another server's name clashes too; a disabled server clashes with nothing.
+    assert one_problem({"mcpServers": {"git": {"command": "x"}, "g2": {"command": "y", "prefix": "git"}}})
+    off = {"a": {"command": "x", "prefix": "p"}, "b": {"command": "y", "prefix": "p", "enabled": False}}
+    assert list(parse({"mcpServers": off}).servers) == ["a", "b"]
+
+
 def test_several_problems_are_reported_at_once() -> None:
     data = {
         "mcpServers": {

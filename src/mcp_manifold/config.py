@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import yaml
 
 from mcp_manifold._errors import ConfigError, ConfigProblem
+from mcp_manifold.naming import sanitize_prefix
 
 Transport = Literal["stdio", "http", "sse"]
 
@@ -584,7 +585,27 @@ def _parse_servers(raw: Any, env: Mapping[str, str], problems: _Problems) -> dic
         server = _parse_server(name, entry, env, problems)
         if server is not None:
             servers[name] = server
+    _check_prefixes(servers, problems)
     return servers
+
+
+def _check_prefixes(servers: Mapping[str, ServerConfig], problems: _Problems) -> None:
+    """Two enabled servers may not share a prefix: their resource URIs could not be told apart, and a
+    tool name both have would be listed once. Prefixes compare as exposed (`a.b` and `a_b` are equal)."""
+    owners: dict[str, ServerConfig] = {}
+    for server in servers.values():
+        if not server.enabled:
+            continue
+        exposed = sanitize_prefix(server.exposed_prefix)
+        first = owners.setdefault(exposed, server)
+        if first is server:
+            continue
+        source = f"prefix {exposed!r}" if server.prefix is not None else f"its name gives the prefix {exposed!r}, which"
+        problems.add(
+            server.name,
+            "prefix",
+            f"{source} is already used by server {first.name!r}; give one of them a different 'prefix'",
+        )
 
 
 # --- settings ----------------------------------------------------------------------------------
