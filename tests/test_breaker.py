@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,7 +14,7 @@ import mcp_types as types
 import pytest
 
 from mcp_manifold.breaker import CircuitBreaker
-from tests.conftest import server_entry, stdio_gateway
+from tests.conftest import SERVERS, server_entry, stdio_gateway
 
 
 class Clock:
@@ -152,3 +153,49 @@ def test_servers_command_shows_the_breaker(write_config: Any) -> None:
     assert row["breaker"] == "closed" and row["breaker_retry_in"] is None
     table = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
     assert "breaker" in table.stdout and "closed" in table.stdout
+
+
+@pytest.mark.anyio
+async def test_a_server_that_recovers_closes_the_breaker_and_servers_shows_it_live(
+    write_config: Any, tmp_path: Path
+) -> None:
+    # A server that fails to start until a flag file exists, then is the numbers server.
+    flag = tmp_path / "fixed"
+    script = f'test -f "$0" && exec "{sys.executable}" "{SERVERS / "numbers.py"}"; echo "not fixed yet" >&2; exit 2'
+    servers = {"flaky": {"command": "/bin/sh", "args": ["-c", script, str(flag)]}}
+    config = write_config(servers, {"expose": ["dispatch"], "breaker_threshold": 2, "breaker_cooldown": 1.0})
+    call = {"action": "call", "connection": "flaky", "tool": "add", "arguments": {"a": 1, "b": 2}}
+
+    def live_breaker() -> str:
+        command = [sys.executable, "-m", "mcp_manifold", "servers", "--config", str(config), "--json"]
+        shown = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        (gateway,) = json.loads(shown.stdout)["gateways"]
+        return next(s for s in gateway["servers"] if s["name"] == "flaky")["breaker"]
+
+    async with stdio_gateway(config) as client:
+        for _ in range(2):
+            failed = await client.call_tool("proxy-dispatch", call)
+            assert failed.is_error and "circuit breaker" not in text_of(failed)
+        assert "circuit breaker open" in text_of(await client.call_tool("proxy-dispatch", call))
+        with anyio.fail_after(10):
+            # The live snapshot is refreshed every 2 s, the cooldown is 1 s: either not-closed state shows it.
+            while (shown := live_breaker()) == "closed":
+                await anyio.sleep(0.2)
+        assert shown in ("open", "half-open")
+
+        await anyio.sleep(1.1)  # half-open: the trial starts the server again, which fails again
+        trial = await client.call_tool("proxy-dispatch", call)
+        assert trial.is_error and "not fixed yet" in text_of(trial)
+        assert "circuit breaker open" in text_of(await client.call_tool("proxy-dispatch", call))
+
+        flag.touch()  # the server is fixed: the next trial must really try it, and close the breaker
+        await anyio.sleep(1.1)
+        fixed = await client.call_tool("proxy-dispatch", call)
+        assert not fixed.is_error and text_of(fixed).startswith("3"), text_of(fixed)
+        listing = await client.call_tool("proxy-dispatch", {"action": "list", "includeTools": False})
+        (flaky,) = json.loads(text_of(listing))["connections"]
+        assert flaky["state"] == "ready" and "breaker" not in flaky
+        with anyio.fail_after(10):
+            while live_breaker() != "closed":
+                await anyio.sleep(0.5)

@@ -317,6 +317,9 @@ class Backend:
         admission = self.breaker.admit()
         if not admission.allowed:
             raise BackendUnavailable(self.name, self._breaker_message(admission.retry_in))
+        if admission.trial and self.state == "failed":
+            # The breaker's trial is the retry: it must reach the server, not fail on the restart backoff.
+            self._next_retry = 0.0
         try:
             result = await self._request(action, call)
         except (BackendStartError, BackendUnavailable, BackendTimeout, BackendClosed) as exc:
