@@ -568,6 +568,18 @@ async def test_global_spill_applies_to_other_surfaces_and_files_go_at_shutdown(
     assert list((tmp_path / "data" / "spill").iterdir()) == []
 
 
+@pytest.mark.anyio
+async def test_spilled_files_expire_after_the_ttl_while_the_gateway_runs(write_config: Any) -> None:
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"], "spill_ttl": 1})) as client:
+        spilled = await dispatch(client, action="call", tool="echo", arguments={"text": "x"}, resultToFile=True)
+        assert spilled.meta is not None and "deleted at shutdown or after 1s" in text_of(spilled)
+        path = Path(spilled.meta["resultFile"])
+        with anyio.fail_after(10):
+            while path.exists():  # nothing else is spilled: the periodic sweep removes it
+                await anyio.sleep(0.2)
+        assert "no such file" in await error(client, action="readresult", resultFile=str(path))
+
+
 # --- the documentation's examples ---------------------------------------------------------------------------
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "dispatch.md"
