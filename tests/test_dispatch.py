@@ -119,6 +119,13 @@ async def test_list_search_and_call_through_one_tool(connect: Any, write_config:
         assert text_of(as_json_string) == "hi"
         failing = await dispatch(client, action="call", tool="fail", arguments={"message": "nope"})
         assert failing.is_error and "nope" in text_of(failing)
+        # A tool error stays inline even with resultToFile, so the model sees what went wrong.
+        kept = await dispatch(client, action="call", tool="fail", arguments={"message": "nope"}, resultToFile=True)
+        assert kept.is_error and "nope" in text_of(kept) and "resultFile" not in (kept.meta or {})
+        by_id = await dispatch(
+            client, action="call", tool="add", connection=bare["connections"][1]["id"], arguments={"a": 1, "b": 1}
+        )
+        assert text_of(by_id).startswith("2")  # a connection's id works like its alias
         forwarded = await dispatch(client, action="call", tool="request_meta", meta={"trace": "t-1", "n": 2})
         assert json.loads(text_of(forwarded)) == {"trace": "t-1", "n": 2}  # `meta` reaches the server as `_meta`
 
