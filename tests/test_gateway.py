@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -353,3 +355,70 @@ async def test_a_client_that_cancels_cancels_the_backend_call(connect: Any, writ
         with anyio.fail_after(10):
             while text_of(await client.call_tool("inst_cancellations", {})) != "2":
                 await anyio.sleep(0.05)
+
+
+def _processes_with(marker: str) -> dict[int, int]:
+    """pid -> parent pid of every process whose command line contains `marker`."""
+    found = {}
+    for pid in _fixture_processes(marker):
+        try:
+            stat = (Path("/proc") / str(pid) / "stat").read_text()
+        except OSError:
+            continue
+        found[pid] = int(stat.rpartition(")")[2].split()[1])
+    return found
+
+
+async def test_grandchildren_die_with_their_server(connect: Any, write_config: Any, tmp_path: Path) -> None:
+    """A server that starts a helper (which keeps its stderr open): killing the server or stopping the
+    gateway stops the helper too, and the death is noticed although stderr never reaches EOF."""
+    marker = f"3000.{abs(hash(tmp_path.name)) % 10**8:08d}"  # a unique `sleep` duration to find the helper by
+    script = f"sleep {marker} </dev/null >/dev/null & exec {sys.executable} {SERVERS / 'numbers.py'}"
+    servers = {"numbers": {"command": "sh", "args": ["-c", script]}, "words": server_entry("words.py")}
+    async with connect(write_config(servers)) as client:
+        assert text_of(await client.call_tool("numbers_add", {"a": 1, "b": 2})).startswith("3")
+        [(helper, server_pid)] = _processes_with(marker).items()
+        os.kill(server_pid, signal.SIGKILL)
+        with anyio.fail_after(10):
+            while helper in _processes_with(marker):
+                await anyio.sleep(0.1)
+        assert text_of(await client.call_tool("words_upper", {"text": "abc"})) == "ABC"
+        assert text_of(await client.call_tool("numbers_add", {"a": 2, "b": 2})).startswith("4")
+        assert len(_processes_with(marker)) == 1  # the restarted server's own helper
+    if connect.transport == "stdio":  # the client's exit ends the gateway (an HTTP one keeps serving)
+        with anyio.fail_after(10):
+            while _processes_with(marker):
+                await anyio.sleep(0.1)
+
+
+async def test_bad_input_to_every_request_gets_a_clear_error(connect: Any, write_config: Any) -> None:
+    """Unknown names are invalid params; what a server refuses keeps the server's code and message."""
+    from mcp.shared.exceptions import MCPError
+
+    async def error_of(request: Any) -> types.ErrorData:
+        with pytest.raises(MCPError) as caught:
+            await request
+        assert "Traceback" not in caught.value.error.message
+        return caught.value.error
+
+    async with connect(write_config(THREE_SERVERS)) as client:
+        unknown = await error_of(client.call_tool("numbers_nope", {}))
+        assert unknown.code == types.INVALID_PARAMS and "unknown tool 'numbers_nope'" in unknown.message
+        wrong_args = await client.call_tool("numbers_add", {"a": "one"})
+        assert wrong_args.is_error and "validation error" in text_of(wrong_args)
+        assert "Traceback" not in text_of(wrong_args)
+
+        unknown_uri = await error_of(client.read_resource("nobody+x://y"))
+        assert unknown_uri.code == types.INVALID_PARAMS and "'<prefix>+<original uri>'" in unknown_uri.message
+        refused = await error_of(client.read_resource("kitchen+kitchen://nothing"))
+        assert refused.code == types.INVALID_PARAMS  # kitchen's own answer, not an internal error
+        assert "server 'kitchen'" in refused.message and "Unknown resource: kitchen://nothing" in refused.message
+
+        assert (await error_of(client.get_prompt("nope", {}))).code == types.INVALID_PARAMS
+        missing = await error_of(client.get_prompt("kitchen_greet", {}))
+        assert "server 'kitchen'" in missing.message and "Missing required arguments" in missing.message
+        with pytest.warns(Warning):  # resources/subscribe is deprecated in 2026-07-28
+            not_there = await error_of(client.subscribe_resource("nobody+x://y"))
+        assert not_there.code == types.INVALID_PARAMS
+
+        assert text_of(await client.call_tool("words_upper", {"text": "still fine"})) == "STILL FINE"

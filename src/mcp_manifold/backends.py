@@ -5,21 +5,27 @@ pool's exit cancels and reaps every one). Starting is lazy by default and happen
 a time; a failed start is remembered and retried with exponential backoff on the next need. A
 connection that dies (process exit, closed stream) marks the backend `failed` with the reason and
 the next request starts it again. Stdio servers run in their own process group (the SDK's
-`stdio_client` does that), so stopping one kills its grandchildren too.
+`stdio_client` does that); when a connection ends, whatever is left of that group is killed too, so
+grandchildren die with the server even when the server itself exits politely or is killed.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.abc
+import mcp.client.stdio as sdk_stdio
 import mcp_types as types
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.sse import sse_client
@@ -40,11 +46,38 @@ from mcp_manifold._errors import (
 from mcp_manifold.breaker import BreakerState, CircuitBreaker
 from mcp_manifold.config import ServerConfig, Settings
 
+logger = logging.getLogger(__name__)
 State = Literal["stopped", "starting", "ready", "failed", "disabled"]
 
 _BACKOFF_START = 1.0
 _BACKOFF_MAX = 30.0
 _CLIENT_INFO = types.Implementation(name="mcp-manifold", version=__version__)
+_EXIT_POLL = 0.5  # seconds between checks that a stdio server's process is still alive
+_GROUP_KILL_TIMEOUT = 2.0  # SIGTERM to SIGKILL for what is left of a server's process group
+
+# The SDK's `stdio_client` keeps its process to itself; the gateway needs it for the pid, the exit
+# status and the process group. Spawns made while this holds a list (one backend's start, in its own
+# task) are appended to it.
+_spawned: ContextVar[list[Any] | None] = ContextVar("manifold_spawned", default=None)
+
+
+def _hook_sdk_spawn() -> None:
+    original = getattr(sdk_stdio, "_create_platform_compatible_process", None)
+    if original is None or getattr(original, "manifold_hook", False):
+        return  # another SDK layout: no pid or group sweep, everything else works
+
+    async def spawn(*args: Any, **kwargs: Any) -> Any:
+        process = await original(*args, **kwargs)
+        sink = _spawned.get()
+        if sink is not None:
+            sink.append(process)
+        return process
+
+    spawn.manifold_hook = True  # type: ignore[attr-defined]
+    sdk_stdio._create_platform_compatible_process = spawn  # type: ignore[attr-defined]
+
+
+_hook_sdk_spawn()
 
 
 class BackendHooks(Protocol):
@@ -157,6 +190,9 @@ class Backend:
         self._failures = 0
         self.state = "ready"
         self.last_error = None
+        info = self.initialize_result.server_info if self.initialize_result else None
+        pid = f", pid {self.pid}" if self.pid is not None and self.config.transport == "stdio" else ""
+        logger.info("server %r ready (%s%s)", self.name, f"{info.name} {info.version}" if info else "?", pid)
 
     def _record_failure(self, reason: str) -> None:
         self.state = "failed"
@@ -233,14 +269,24 @@ class Backend:
             params = StdioServerParameters(
                 command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
             )
+            spawned: list[Any] = []
+            # Pushed before the transport so it runs after the SDK has stopped the server: the SDK only
+            # signals the group when the server outlives its closed stdin, so grandchildren would stay.
+            stack.push_async_callback(_kill_group_leftovers, spawned)
+            token = _spawned.set(spawned)
             try:
                 streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
             except BaseException:
                 os.close(read_fd)
                 raise
             finally:
+                _spawned.reset(token)
                 errlog.close()  # the child holds its own copy; ours would keep EOF from ever arriving
-            watchers.start_soon(self._watch_stderr, read_fd)
+            process = spawned[-1] if spawned else None
+            self.pid = process.pid if process is not None else None
+            watchers.start_soon(self._watch_stderr, read_fd, process)
+            if process is not None:
+                watchers.start_soon(self._watch_exit, process)
             return streams
         assert config.url is not None
         headers = dict(config.headers)
@@ -249,7 +295,7 @@ class Backend:
         http_client = await stack.enter_async_context(create_mcp_http_client(headers=headers or None))
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
 
-    async def _watch_stderr(self, fd: int) -> None:
+    async def _watch_stderr(self, fd: int, process: Any | None) -> None:
         """Keep the last lines of the server's stderr; EOF means the process is gone."""
         os.set_blocking(fd, False)
         pending = b""
@@ -273,11 +319,25 @@ class Backend:
             if pending:
                 self.stderr.append(self.config.scrub(pending.decode(errors="replace").rstrip()))
             os.close(fd)
+        if process is not None:
+            with anyio.move_on_after(_EXIT_POLL):  # the exit status usually follows EOF closely
+                while process.returncode is None:
+                    await anyio.sleep(0.01)
+        self._process_gone(process)
+
+    async def _watch_exit(self, process: Any) -> None:
+        """Notice the server's exit even when a grandchild keeps its pipes (and so EOF) from coming."""
+        while process.returncode is None:
+            await anyio.sleep(_EXIT_POLL)
+        self._process_gone(process)
+
+    def _process_gone(self, process: Any | None) -> None:
         if self.state == "ready" and self._stop is not None and not self._stop.is_set():
-            self._mark_dead("process exited")
+            self._mark_dead(_exit_reason(process.returncode if process is not None else None))
 
     def _mark_dead(self, reason: str) -> None:
         self._record_failure(self._with_stderr(reason))
+        logger.warning("server %r stopped: %s; it restarts on next need", self.name, self.last_error)
         self._next_retry = time.monotonic()  # a crash restarts on next need; backoff is for failed starts
         if self._stop is not None:
             self._stop.set()
@@ -440,6 +500,30 @@ class Backend:
             return await self.hooks.on_server_request(self, method, params)
         except Exception as exc:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"mcp-manifold could not forward {method}: {exc}")
+
+
+def _exit_reason(returncode: int | None) -> str:
+    """`process exited with code 3`, `process killed by SIGKILL`, or `process exited` when unknown."""
+    if returncode is None:
+        return "process exited"
+    if returncode < 0:
+        try:
+            return f"process killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"process killed by signal {-returncode}"
+    return f"process exited with code {returncode}"
+
+
+async def _kill_group_leftovers(spawned: list[Any]) -> None:
+    """Stop whatever is left of each spawned server's process group (SIGTERM, then SIGKILL)."""
+    if sys.platform == "win32":  # pragma: no cover - the SDK's job objects cover Windows
+        return
+    from mcp.os.posix.utilities import terminate_posix_process_tree
+
+    with anyio.CancelScope(shield=True):
+        for process in spawned:
+            # The group id is the server's pid (a new session); a group with no members left is ESRCH.
+            await terminate_posix_process_tree(process, _GROUP_KILL_TIMEOUT)
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

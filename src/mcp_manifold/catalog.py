@@ -218,7 +218,7 @@ class Catalog:
         unprefixed = [server for server, listing in self._listings.items() if not listing.prefix]
         if len(unprefixed) == 1:
             return Route(unprefixed[0], uri)
-        raise NotFound(f"unknown resource {uri!r}: exposed URIs look like '<server>+<original uri>'")
+        raise NotFound(f"unknown resource {uri!r}: exposed URIs look like '<prefix>+<original uri>'")
 
     def exposed_uri(self, server: str, original_uri: str) -> str:
         """The exposed form of a backend's URI (for resources/updated notifications)."""

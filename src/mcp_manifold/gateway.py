@@ -31,7 +31,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
 
 from mcp_manifold import __version__, live_status
-from mcp_manifold._errors import BackendError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._errors import BackendError, BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold.backends import Backend, BackendPool
 from mcp_manifold.catalog import BackendListing, Catalog, Kind
 from mcp_manifold.config import Config
@@ -436,6 +436,11 @@ class Gateway:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except NotFound as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        except BackendRequestError as exc:
+            # The server answered with an MCP error: the client gets its code (not found, invalid
+            # params, ...) as well as its message, as if it had asked the server itself.
+            code = exc.code or types.INTERNAL_ERROR  # some servers answer code 0, which no client expects
+            raise MCPError(code=code, message=f"{action} failed: {exc}") from None
         except ManifoldError as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=f"{action} failed: {exc}") from None
 
@@ -507,7 +512,7 @@ class Gateway:
                 await self._needs_catalog()
                 surface = self._owner(lambda s: s.owns_resource(call, uri))
             if surface is None:
-                raise NotFound(f"unknown resource {uri!r}")
+                raise NotFound(f"unknown resource {uri!r}: exposed URIs look like '<prefix>+<original uri>'")
             return await surface.read_resource(call, uri)
 
         return await self._answer("resources/read", work)
