@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -82,6 +83,86 @@ def test_unknown_setting_flag_is_refused(write_config: Any) -> None:
     config = write_config({})
     result = manifold("tools", "--config", str(config), "--colour", "red")
     assert result.returncode != 0 and "--colour" in result.stderr
+
+
+# A value other than the default for every setting, as a user would type it after `--flag` or in
+# MANIFOLD_<SETTING>, and what it becomes. A new setting must be added here to pass.
+SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
+    "expose": ("proxy,hub", ["proxy", "hub"]),
+    "separator": ("--", "--"),
+    "lazy": ("false", False),
+    "init_timeout": ("7.5", 7.5),
+    "call_timeout": ("9", 9.0),
+    "stderr_lines": ("11", 11),
+    "data_dir": ("/tmp/manifold-data", "/tmp/manifold-data"),
+    "log_level": ("debug", "debug"),
+    "host": ("0.0.0.0", "0.0.0.0"),
+    "port": ("9999", 9999),
+    "http": ("true", True),
+    "proxy_tool_name": ("px", "px"),
+    "spill_threshold": ("1000", 1000),
+    "spill_dir": ("/tmp/spill", "/tmp/spill"),
+    "spill_ttl": ("60", 60.0),
+    "toon": ("true", True),
+    "search_embedder": ("hybrid", "hybrid"),
+    "search_top_k": ("3", 3),
+    "tools_limit": ("4", 4),
+    "routing": ("dynamic", "dynamic"),
+    "list_changed_exec": ("notify-send x", "notify-send x"),
+    "list_changed_exec_timeout": ("2", 2.0),
+    "discovery_dir": ("/tmp/discovery", "/tmp/discovery"),
+    "ping_interval": ("0", 0.0),
+    "ping_timeout": ("1", 1.0),
+    "session_idle_timeout": ("0", 0.0),
+    "breaker_threshold": ("5", 5),
+    "breaker_cooldown": ("1", 1.0),
+    "spill_allowed_dirs": ("/a,/b", ["/a", "/b"]),
+    "openai_base_url": ("http://127.0.0.1:1/v1", "http://127.0.0.1:1/v1"),
+    "openai_model": ("m", "m"),
+}
+
+
+def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
+    from mcp_manifold.cli import _setting_overrides
+    from mcp_manifold.config import env_var, load_config, settings_fields
+
+    assert set(SETTING_SAMPLES) == {f.name for f in settings_fields()}
+    for setting in settings_fields():
+        text, expected = SETTING_SAMPLES[setting.name]
+        assert expected != setting.default, setting.name
+        flag = "--" + setting.name.replace("_", "-")
+        args = ([flag] if expected else [f"--no-{flag[2:]}"]) if setting.type is bool else [flag, text]
+        from_flag = load_config(None, env={}, overrides=_setting_overrides(args))
+        assert getattr(from_flag.settings, setting.name) == expected, args
+        from_env = load_config(None, env={env_var(setting.name): text})
+        assert getattr(from_env.settings, setting.name) == expected, env_var(setting.name)
+
+
+def test_flags_and_environment_reach_a_real_run(write_config: Any) -> None:
+    config = str(write_config({"numbers": server_entry("numbers.py")}))
+    by_flag = manifold("tools", "--config", config, "--separator", "-", "--json")
+    assert "numbers-add" in {row["name"] for row in json.loads(by_flag.stdout)}, by_flag.stderr
+    env = {**os.environ, "MANIFOLD_SEPARATOR": "__"}
+    by_env = subprocess.run(
+        [sys.executable, "-m", "mcp_manifold", "tools", "--config", config, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert "numbers__add" in {row["name"] for row in json.loads(by_env.stdout)}, by_env.stderr
+
+
+def test_log_level_decides_what_reaches_stderr(write_config: Any) -> None:
+    config = str(write_config({"numbers": server_entry("numbers.py"), "broken": server_entry("exits_early.py")}))
+    default = manifold("tools", "--config", config, "--json")
+    assert "server 'broken'" in default.stderr and "fatal: missing API key" in default.stderr
+    assert "ready" not in default.stderr
+    verbose = manifold("tools", "--config", config, "--json", "--log-level", "info")
+    assert "server 'numbers' ready (numbers 1.0.0, pid " in verbose.stderr
+    quiet = manifold("tools", "--config", config, "--json", "--log-level", "error")
+    assert quiet.returncode == 0 and quiet.stderr == ""
 
 
 def test_import_claude_desktop_round_trips(tmp_path: Path) -> None:

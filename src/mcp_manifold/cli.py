@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import signal
 import sys
 import time
@@ -29,7 +30,8 @@ config_app = typer.Typer(help="Work with config files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
 out = Console()
-err = Console(stderr=True)
+# Soft wrap: a problem or error stays on one line however narrow the terminal (or a pipe's 80 columns).
+err = Console(stderr=True, soft_wrap=True)
 
 ConfigOption = Annotated[
     Path | None,
@@ -68,12 +70,24 @@ def _setting_overrides(extra: list[str]) -> dict[str, Any]:
 
 def _load(config_path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
     try:
-        return load_config(config_path, overrides=overrides or {})
+        cfg = load_config(config_path, overrides=overrides or {})
     except ConfigError as exc:
         err.print("[red]config has problems:[/red]")
         for problem in exc.problems:
             err.print(f"  {problem}", markup=False, highlight=False)
         raise typer.Exit(2) from None
+    _configure_logging(cfg.settings.log_level)
+    return cfg
+
+
+def _configure_logging(level: str) -> None:
+    """The gateway's own log records go to stderr (never stdout: it may carry MCP) at `log_level`."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("mcp-manifold %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("mcp_manifold")
+    logger.handlers[:] = [handler]
+    logger.setLevel(level.upper())
+    logger.propagate = False
 
 
 def _settings_help() -> str:

@@ -50,7 +50,9 @@ async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | 
     app = gateway.server.streamable_http_app(
         host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
+    level = gateway.settings.log_level
+    # uvicorn's access log only at debug: one line per MCP message is noise at any other level.
+    config = uvicorn.Config(app, host=host, port=port, log_level=level, lifespan="on", access_log=level == "debug")
     server = _Server(config)
 
     def shut_down() -> None:
