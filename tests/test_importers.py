@@ -112,6 +112,29 @@ def test_non_mapping_entries_are_skipped(tmp_path: Path) -> None:
     assert result.warnings == ["server 'bad': skipped, its entry is not an object"]
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"command": "/home/me/src/mcp-manifold/.venv/bin/manifold", "args": ["serve", "--config", "/x/mcp.json"]},
+        {"command": "python3", "args": ["-m", "mcp_manifold", "serve"]},
+        {"command": "uvx", "args": ["mcp-manifold", "serve", "--http"]},
+        {"command": "C:\\tools\\manifold.exe", "args": ["serve"]},
+    ],
+)
+def test_the_gateway_itself_is_not_imported(tmp_path: Path, entry: dict[str, Any]) -> None:
+    """Once a client goes through manifold, importing its config again must not put manifold behind itself."""
+    source = write_json(tmp_path / "c.json", {"mcpServers": {"gateway": entry, "git": GIT}})
+    result = import_client_config("claude-desktop", source)
+    assert list(result.config["mcpServers"]) == ["git"]
+    assert result.warnings == ["server 'gateway': skipped, it runs mcp-manifold itself (a gateway behind itself)"]
+
+
+def test_other_servers_named_like_manifold_are_kept(tmp_path: Path) -> None:
+    entries = {"a": {"command": "manifold-helper", "args": ["serve"]}, "b": {"command": "manifold", "args": ["tools"]}}
+    source = write_json(tmp_path / "c.json", {"mcpServers": entries})
+    assert import_client_config("claude-desktop", source).config["mcpServers"] == entries
+
+
 def test_no_servers_is_a_warning(tmp_path: Path) -> None:
     source = write_json(tmp_path / "c.json", {"globalShortcut": "x"})
     result = import_client_config("claude-desktop", source)

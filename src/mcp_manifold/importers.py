@@ -169,6 +169,10 @@ def _clean_entry(name: str, entry: Any, rewrite: Rewrite | None, warnings: list[
     if not isinstance(entry, Mapping):
         warnings.append(f"server {name!r}: skipped, its entry is not an object")
         return None
+    if _runs_manifold(entry):
+        # The client already goes through a gateway: behind itself it would start itself, endlessly.
+        warnings.append(f"server {name!r}: skipped, it runs mcp-manifold itself (a gateway behind itself)")
+        return None
     cleaned: dict[str, Any] = {}
     for key, value in entry.items():
         if key == "disabled" and isinstance(value, bool):
@@ -178,6 +182,16 @@ def _clean_entry(name: str, entry: Any, rewrite: Rewrite | None, warnings: list[
         else:
             warnings.append(f"server {name!r}: dropped field {key!r} (manifold does not use it)")
     return cleaned
+
+
+def _runs_manifold(entry: Mapping[str, Any]) -> bool:
+    """`manifold serve ...`, `python -m mcp_manifold serve ...`, `uvx mcp-manifold serve ...` and the like."""
+    command, args = entry.get("command"), entry.get("args")
+    if not isinstance(command, str) or not isinstance(args, list) or "serve" not in args:
+        return False
+    words = [command, *(arg for arg in args if isinstance(arg, str))]
+    names = {re.split(r"[\\/]", word)[-1].removesuffix(".exe") for word in words}  # Windows paths too
+    return bool(names & {"manifold", "mcp_manifold", "mcp-manifold"})
 
 
 # --- merging several sources (Claude Code) -------------------------------------------------------
