@@ -247,6 +247,7 @@ def configurations(quick: bool) -> list[tuple[str, str, RankingConfig]]:
             ("bm25, save-to paths as plain 'file'", "bm25", replace(default, output_paths=False)),
             ("bm25, no server boost", "bm25", replace(default, server_boost=0.0)),
             ("bm25, no server profiles", "bm25", replace(default, server_match=0.0)),
+            ("bm25, no destination slot", "bm25", replace(default, destination_slot=0)),
             ("bm25 as before (no profiles, plain 'file')", "bm25", BEFORE),
         ]
     rows.append(("hybrid", "hybrid", default))
@@ -255,7 +256,7 @@ def configurations(quick: bool) -> list[tuple[str, str, RankingConfig]]:
             (
                 "local model alone (dense)",
                 "hybrid",
-                replace(default, fusion="dense", server_boost=0.0, server_match=0.0),
+                replace(default, fusion="dense", server_boost=0.0, server_match=0.0, destination_slot=0),
             ),
             ("hybrid, plain 0.4/0.6 weighted sum", "hybrid", PLAIN_HYBRID),
             ("hybrid, RRF instead of weighted sum", "hybrid", replace(default, fusion="rrf")),
@@ -263,6 +264,9 @@ def configurations(quick: bool) -> list[tuple[str, str, RankingConfig]]:
             ("hybrid, save-to paths as plain 'file'", "hybrid", replace(default, output_paths=False)),
             ("hybrid, no server boost", "hybrid", replace(default, server_boost=0.0)),
             ("hybrid, no server profiles", "hybrid", replace(default, server_match=0.0)),
+            ("hybrid, no destination slot", "hybrid", replace(default, destination_slot=0)),
+            ("hybrid, destination slot 2nd", "hybrid", replace(default, destination_slot=2)),
+            ("hybrid, destination slot 5th", "hybrid", replace(default, destination_slot=5)),
             ("hybrid as before (no profiles, plain 'file')", "hybrid", BEFORE),
         ]
     if os.environ.get("OPENAI_API_KEY"):
@@ -280,7 +284,8 @@ PLAIN_HYBRID = RankingConfig(
     fusion="weighted",
     dense_weight=0.6,
 )
-# The defaults before server profiles and save-to paths (NDCG@10 39.2 and 44.1), for comparison.
+# The defaults before server profiles and save-to paths (NDCG@10 39.2 and 44.1), for comparison; without
+# save-to paths there is no destination slot either.
 BEFORE = RankingConfig(output_paths=False, server_match=0.0)
 
 

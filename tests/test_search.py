@@ -36,10 +36,10 @@ from mcp_manifold.search import (
 )
 from mcp_manifold.search import index as index_module
 from mcp_manifold.search.embedder import Embedder, normalise
-from mcp_manifold.search.fusion import add_server_match, reciprocal_rank, server_context, weighted_sum
+from mcp_manifold.search.fusion import add_server_match, promote, reciprocal_rank, server_context, weighted_sum
 from mcp_manifold.search.openai_embedder import OpenAIEmbedder
 from mcp_manifold.search.profiles import make_profile
-from mcp_manifold.search.query import clauses, lexical_query
+from mcp_manifold.search.query import clauses, destinations, lexical_query
 
 # --- fixture catalog -------------------------------------------------------------------------
 
@@ -285,6 +285,56 @@ def test_saving_to_a_path_finds_the_tool_that_writes_files(bm25_index: SearchInd
     plain = SearchIndex(ranking=RankingConfig(output_paths=False))
     plain.update(CATALOG)
     assert "filesystem_write_file" not in _ranked(plain, query, limit=5)
+
+
+def test_destinations_are_the_paths_the_request_saves_to() -> None:
+    assert destinations("Summarise https://example.com/a.html and save it to /root/md/a.md.") == ["write file md"]
+    assert destinations("Read /data/a.csv, plot it and save it in /figs/a.png") == ["write file png"]
+    assert destinations("Write the chart to /figs/a.png, then export the table to /data/t.csv") == [
+        "write file png",
+        "write file csv",
+    ]
+    assert destinations("Read /root/a.txt and summarise it") == []
+    assert destinations("Save the notes. Then read /root/a.txt") == []
+
+
+SAVE_REQUEST = (
+    "List the open issues and pull requests of the GitHub repository with their comments, "
+    "and save a summary to /root/md/issues.md"
+)
+
+
+def test_the_tool_that_writes_the_destination_gets_a_place_in_the_top_3(bm25_index: SearchIndex) -> None:
+    # The subject (GitHub) fills the whole ranking; the destination is the request's second need.
+    without = SearchIndex(ranking=RankingConfig(destination_slot=0))
+    without.update(CATALOG)
+    assert "filesystem_write_file" not in _ranked(without, SAVE_REQUEST, limit=5)
+    ranked = _ranked(bm25_index, SAVE_REQUEST, limit=5)
+    assert ranked[2] == "filesystem_write_file"
+    # Everything else keeps its order.
+    assert [k for k in ranked if k != "filesystem_write_file"] == _ranked(without, SAVE_REQUEST, limit=4)
+    # Within one server the order is that of its own tools, with the writer where it ranks.
+    assert _ranked(bm25_index, SAVE_REQUEST, limit=1, server="filesystem") == ["filesystem_write_file"]
+
+
+def test_only_a_tool_that_writes_is_put_in_the_destination_place() -> None:
+    readers = [d for d in CATALOG if d.key not in {"filesystem_write_file"}]
+    index = SearchIndex()
+    index.update(readers)
+    plain = SearchIndex(ranking=RankingConfig(destination_slot=0))
+    plain.update(readers)
+    # No tool says "write": nothing is promoted (read_file matches "file" but must not be pushed up).
+    assert _ranked(index, SAVE_REQUEST, limit=10) == _ranked(plain, SAVE_REQUEST, limit=10)
+
+
+def test_promote_moves_one_document_and_keeps_the_rest() -> None:
+    scores = np.array([0.9, 0.1, 0.8, 0.5, 0.7])
+    order = list(np.argsort(-promote(scores, 1, 2), kind="stable"))
+    assert order == [0, 1, 2, 4, 3]
+    assert int(np.argmax(promote(scores, 1, 1))) == 1
+    assert np.array_equal(promote(scores, 2, 3), scores)  # already 2nd: unchanged
+    tied = promote(np.array([0.5, 0.5, 0.5, 0.0]), 3, 2)
+    assert tied[3] > 0 and list(np.argsort(-tied, kind="stable"))[:2] == [3, 0]
 
 
 def test_clauses_split_steps_and_keep_short_fragments_attached() -> None:

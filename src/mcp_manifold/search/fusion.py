@@ -84,3 +84,19 @@ def add_server_match(scores: np.ndarray, server_ids: np.ndarray, match: np.ndarr
     if best <= 0 or weight == 0 or len(match) == 0:
         return scores
     return scores / best + weight * match[server_ids]
+
+
+def promote(scores: np.ndarray, row: int, rank: int) -> np.ndarray:
+    """`scores` with document `row` raised to place `rank` (1 = first) unless it already ranks there or higher.
+
+    Its new score lies between those of the documents that end up just above and just below it, so every
+    other document keeps its score and its order.
+    """
+    out = np.array(scores, dtype=np.float64)
+    ahead = top_indices(out, rank)  # who holds places 1..rank now, best first
+    if len(ahead) < rank or row in ahead:
+        return out
+    below = float(out[ahead[-1]])
+    above = float(out[ahead[-2]]) if rank > 1 else below + 1.0
+    out[row] = (above + below) / 2 if above > below else np.nextafter(below, np.inf)
+    return out

@@ -42,12 +42,27 @@ def lexical_query(text: str, *, output_paths: bool = True) -> str:
     text = _URL.sub(_describe_url, text)
     out: list[str] = []
     last = 0
+    for match, output in _paths(text):
+        out += [text[last : match.start()], _describe_path(match, output=output_paths and output)]
+        last = match.end()
+    return "".join([*out, text[last:]])
+
+
+def destinations(text: str) -> list[str]:
+    """What the request saves to, each as its `lexical_query` wording ("write file md"), first to last."""
+    return [_describe_path(match, output=True) for match, output in _paths(_URL.sub(_describe_url, text)) if output]
+
+
+def _paths(text: str) -> list[tuple[re.Match[str], bool]]:
+    """Each file path in `text`, and whether an output verb earlier in its sentence points at it."""
+    found: list[tuple[re.Match[str], bool]] = []
+    last = 0
     for match in _PATH.finditer(text):
         governing = text[last : match.start()]
         sentence = governing[max((m.end() for m in _SENTENCE_END.finditer(governing)), default=0) :]
-        out += [governing, _describe_path(match, output=output_paths and _OUTPUT_VERB.search(sentence) is not None)]
+        found.append((match, _OUTPUT_VERB.search(sentence) is not None))
         last = match.end()
-    return "".join([*out, text[last:]])
+    return found
 
 
 def _describe_url(match: re.Match[str]) -> str:
