@@ -36,8 +36,8 @@ class RankingConfig:
     fusion: Literal["weighted", "rrf", "dense"] = "weighted"
     dense_weight: float = 0.6  # share of the dense side in either fusion
     rrf_k: float = 60.0
-    # Also embed each step of a multi-step request (a tool scores its best match). Off: +0.6 NDCG@10
-    # (46.9 against 46.3), within noise, for twice the embedding cost.
+    # Also embed each step of a multi-step request (a tool scores its best match). Off: +0.1 NDCG@10
+    # (49.2 against 49.1), within noise, for twice the embedding cost.
     query_clauses: bool = False
     server_boost: float = 0.5  # weight of the best sibling tools' score (see fusion.server_context)
     server_match: float = 0.3  # weight of the server profile's match (see profiles.py)
