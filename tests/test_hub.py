@@ -244,6 +244,59 @@ async def test_connect_merges_lists_per_session(
         assert text_of(await two.call_tool("whoami", {})) == "alpha"
 
 
+async def test_hostile_input_gives_clear_errors_and_breaks_nothing(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    announce(discovery, "alpha", instances.start("alpha"))
+    announce(discovery, "nothing", f"http://127.0.0.1:{free_port()}/mcp")  # registered, nothing listening
+    (discovery / "half.json").write_text('{"id": "half", "url": "http://127.0')  # caught mid-write
+    (discovery / "list.json").write_text("[1, 2]")
+    (discovery / "folder.json").mkdir()
+    changes: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and message.method.endswith("/list_changed"):
+            changes.append(message.method.split("/")[1])
+
+    async with Client(hub_gateway(), mode="legacy", message_handler=on_message) as client:
+        assert set(await listed(client)) == {"alpha", "nothing"}  # broken files are skipped, the rest listed
+
+        for arguments in ({}, {"instance_id": 5}, {"instance_id": ""}, {"instance_id": ["alpha"]}):
+            wrong = await client.call_tool("instances_connect", arguments)
+            assert wrong.is_error and "needs 'instance_id'" in text_of(wrong), arguments
+        unknown = await client.call_tool("instances_connect", {"instance_id": "../alpha"})
+        assert unknown.is_error and "known instances: alpha, nothing" in text_of(unknown)
+        alone = await client.call_tool("instances_disconnect", {})
+        assert not alone.is_error and "not connected" in text_of(alone)
+        assert changes == []  # nothing changed, nothing announced
+
+        refused = await client.call_tool("instances_connect", {"instance_id": "nothing"})
+        message = text_of(refused)
+        assert refused.is_error and "could not connect to instance 'nothing'" in message, message
+        assert "ConnectError" in message and message.count("server 'nothing'") == 1, message  # said once
+        assert "not connected" in text_of(await client.call_tool("whoami", {}))  # the failed connect bound nothing
+
+        for _ in range(2):  # connecting twice is harmless
+            assert not (await client.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+        rows = await listed(client)
+        assert rows["alpha"]["sessions"] == 1 and rows["alpha"]["connected"]
+        assert rows["nothing"]["state"] in ("retrying", "dead") and "ConnectError" in rows["nothing"]["last_error"]
+        assert (await client.call_tool("instances_connect", {"instance_id": "nothing"})).is_error
+        assert text_of(await client.call_tool("whoami", {})) == "alpha"  # a failed switch keeps the instance
+
+        with anyio.fail_after(5):
+            while sorted(changes) != ["prompts", "prompts", "resources", "resources", "tools", "tools"]:
+                await anyio.sleep(0.02)  # one of each kind per connect
+        changes.clear()
+        await client.call_tool("instances_disconnect", {})
+        with anyio.fail_after(5):
+            while sorted(changes) != ["prompts", "resources", "tools"]:
+                await anyio.sleep(0.02)  # and once more on disconnect
+        assert "whoami" not in await tool_names(client)
+        bad = await client.call_tool("instances_list", {"unexpected": 1})
+        assert not bad.is_error and "alpha" in text_of(bad)
+
+
 # --- health --------------------------------------------------------------------------------------
 
 

@@ -64,6 +64,7 @@ def test_malformed_files_are_reported_and_skipped(tmp_path: Path, content: str, 
     scan = read_records(tmp_path, now=NOW)
     assert list(scan.live) == ["alpha-1"]  # the good one is still read
     assert problem in scan.problems["x.json"]
+    assert scan.problems["x.json"].startswith("x.json")  # the log line names the file
 
 
 def test_stale_when_the_process_is_gone_or_the_pings_stop(tmp_path: Path) -> None:

@@ -222,8 +222,11 @@ def read_records(directory: Path, now: float | None = None, pid_alive: Callable[
             record = parse_record(data, path.name)
         except FileNotFoundError:
             continue  # removed between listing and reading
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecordError) as exc:
+        except (OSError, RecordError) as exc:  # both already name the file
             scan.problems[path.name] = str(exc)
+            continue
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            scan.problems[path.name] = f"{path.name}: {exc}"  # the log line must say which file
             continue
         if path.stem != record.id:
             scan.problems[path.name] = f"{path.name}: file name does not match id {record.id!r}"

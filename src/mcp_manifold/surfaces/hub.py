@@ -442,7 +442,8 @@ class HubSurface(Surface):
             when = f"; next reconnect attempt in {retry:.0f}s" if retry is not None else ""
             raise BackendUnavailable(
                 instance.id,
-                f"{instance.label()} is {health.state} ({health.last_error}){when}. Calls work again once it "
+                f"{instance.label()} is {health.state} ({_reason(instance.id, health.last_error)}){when}. "
+                "Calls work again once it "
                 f"answers; {LIST} shows its state, {CONNECT} switches to another instance.",
             )
         await self._ensure_connected(instance)
@@ -463,7 +464,9 @@ class HubSurface(Surface):
             health = self.gateway.health.health.get(instance.id)
             state = f" (state {health.state})" if health else ""
             raise BackendUnavailable(
-                instance.id, f"could not connect to {instance.label()}{state}: {exc}. {LIST} shows every instance."
+                instance.id,
+                f"could not connect to {instance.label()}{state}: {_reason(instance.id, str(exc))}. "
+                f"{LIST} shows every instance.",
             ) from None
 
     async def _relist(self, instance: Instance) -> Listing:
@@ -500,7 +503,8 @@ class HubSurface(Surface):
         if new in ("retrying", "dead"):
             instance.was_down = True
         if new == "dead" and self._sessions.get(name):
-            message = f"{instance.label()} is dead: {health.last_error}. The hub keeps trying to reconnect."
+            reason = _reason(name, health.last_error)
+            message = f"{instance.label()} is dead: {reason}. The hub keeps trying to reconnect."
             self._tasks.start_soon(self._notify_sessions, name, "error", message)
         elif new == "active" and instance.was_down:
             instance.was_down = False
@@ -634,6 +638,11 @@ def _state(instance: Instance, health: Health | None) -> str:
     if instance.backend.state == "starting":
         return "connecting"
     return "discovered"
+
+
+def _reason(instance_id: str, error: str | None) -> str:
+    """A backend error without its "server 'id': " prefix, for messages that already name the instance."""
+    return (error or "unknown error").removeprefix(f"server {instance_id!r}: ")
 
 
 def _template_regex(template: str) -> re.Pattern[str]:
