@@ -61,6 +61,26 @@ def test_servers_shows_state_reason_and_stderr(write_config: Any) -> None:
     assert status["off"]["state"] == "disabled"
 
 
+def test_a_config_that_lists_the_gateway_itself_stops_after_one_level(write_config: Any, tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    itself = {"command": sys.executable, "args": ["-m", "mcp_manifold", "serve", "--config", str(config)]}
+    write_config({"numbers": server_entry("numbers.py"), "itself": itself})
+    result = manifold("servers", "--config", str(config), "--json")
+    assert result.returncode == 0, result.stderr
+    status = {row["name"]: row for row in json.loads(result.stdout)}
+    assert status["numbers"]["state"] == "ready"
+    assert status["itself"]["state"] == "failed"
+    assert "lists mcp-manifold itself" in status["itself"]["last_error"]
+    # A gateway in front of a gateway with another config is fine.
+    inner = write_config({"numbers": server_entry("numbers.py")}, name="inner.json")
+    outer = {"command": sys.executable, "args": ["-m", "mcp_manifold", "serve", "--config", str(inner)]}
+    write_config({"inner": outer}, name="outer.json")
+    nested = manifold(
+        "call", "inner_numbers_add", "--args", '{"a": 2, "b": 3}', "--config", str(tmp_path / "outer.json")
+    )
+    assert nested.returncode == 0 and nested.stdout.strip().startswith("5"), nested.stderr
+
+
 def test_bad_config_is_reported_whole(tmp_path: Path) -> None:
     config = tmp_path / "bad.json"
     config.write_text(

@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -111,10 +111,17 @@ class BackendStatus:
 class Backend:
     """A downstream MCP server and the one session the gateway keeps with it."""
 
-    def __init__(self, config: ServerConfig, settings: Settings, hooks: BackendHooks) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        settings: Settings,
+        hooks: BackendHooks,
+        child_env: Mapping[str, str] | None = None,
+    ) -> None:
         self.config = config
         self.settings = settings
         self.hooks = hooks
+        self.child_env = dict(child_env or {})  # added under a stdio server's own `env` (see lineage)
         self.name = config.name
         self.state: State = "stopped" if config.enabled else "disabled"
         self.last_error: str | None = None
@@ -267,7 +274,10 @@ class Backend:
             read_fd, write_fd = os.pipe()
             errlog = os.fdopen(write_fd, "w")
             params = StdioServerParameters(
-                command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
+                command=config.command,
+                args=list(config.args),
+                env={**self.child_env, **config.env} or None,
+                cwd=config.cwd,
             )
             spawned: list[Any] = []
             # Pushed before the transport so it runs after the SDK has stopped the server: the SDK only
@@ -542,9 +552,18 @@ def _describe(exc: BaseException) -> str:
 class BackendPool:
     """All backends, with their shared task group; leaving the context stops them all."""
 
-    def __init__(self, configs: list[ServerConfig], settings: Settings, hooks: BackendHooks) -> None:
+    def __init__(
+        self,
+        configs: list[ServerConfig],
+        settings: Settings,
+        hooks: BackendHooks,
+        child_env: Mapping[str, str] | None = None,
+    ) -> None:
         self.settings = settings
-        self.backends: dict[str, Backend] = {config.name: Backend(config, settings, hooks) for config in configs}
+        self.child_env = dict(child_env or {})
+        self.backends: dict[str, Backend] = {
+            config.name: Backend(config, settings, hooks, self.child_env) for config in configs
+        }
         self._exit: AsyncExitStack | None = None
 
     async def __aenter__(self) -> BackendPool:
@@ -591,7 +610,7 @@ class BackendPool:
         if not getattr(self, "_added_cleanup", False):
             self._exit.push_async_callback(self.stop_added)
             self._added_cleanup = True
-        backend = Backend(config, self.settings, hooks)
+        backend = Backend(config, self.settings, hooks, self.child_env)
         backend.attach(task_group)
         self.added[config.name] = backend
         return backend

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from mcp_manifold._errors import ConfigError, ManifoldError
 from mcp_manifold.config import Config, check_config, load_config, settings_fields
+from mcp_manifold.lineage import check_not_nested
 
 app = typer.Typer(
     name="manifold",
@@ -71,6 +72,7 @@ def _setting_overrides(extra: list[str]) -> dict[str, Any]:
 def _load(config_path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
     try:
         cfg = load_config(config_path, overrides=overrides or {})
+        check_not_nested(cfg.path)
     except ConfigError as exc:
         err.print("[red]config has problems:[/red]")
         for problem in exc.problems:

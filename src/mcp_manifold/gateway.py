@@ -36,6 +36,7 @@ from mcp_manifold.backends import Backend, BackendPool
 from mcp_manifold.catalog import BackendListing, Catalog, Kind
 from mcp_manifold.config import Config
 from mcp_manifold.health import HealthMonitor
+from mcp_manifold.lineage import child_environment
 from mcp_manifold.listing_cache import Listing, ListingCache
 from mcp_manifold.result_cache import ResultCache
 from mcp_manifold.result_text import spill_large
@@ -78,7 +79,9 @@ class Gateway:
         self.started_at = time.time()
         self.listing_cache = ListingCache(Path(config.settings.data_dir).expanduser() / "listings")
         self.settings = config.settings
-        self.pool = BackendPool(list(config.servers.values()), self.settings, self)
+        self.pool = BackendPool(
+            list(config.servers.values()), self.settings, self, child_env=child_environment(config.path)
+        )
         self.surfaces: list[Surface] = []
         for name in self.settings.expose:
             self.surfaces.append(load_surface(name, self))
