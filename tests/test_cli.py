@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mcp_manifold.instances import pid_is_alive
-from tests.conftest import free_port, server_entry, stop_process
+from tests.conftest import SERVERS, free_port, server_entry, stop_process
 
 
 def manifold(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -41,6 +41,18 @@ def test_call_prints_the_result_and_fails_on_tool_errors(write_config: Any) -> N
     assert bad.returncode == 1 and "negative" in bad.stdout
     not_json = manifold("call", "numbers_add", "--args", "{oops", "--config", str(config))
     assert not_json.returncode != 0 and "not valid JSON" in not_json.stderr
+
+
+def test_call_starts_only_the_server_the_name_belongs_to(write_config: Any, tmp_path: Path) -> None:
+    started = tmp_path / "words-started"
+    words = {"command": "sh", "args": ["-c", f'touch "{started}"; exec "{sys.executable}" "{SERVERS / "words.py"}"']}
+    config = write_config({"numbers": server_entry("numbers.py"), "words": words})
+    ok = manifold("call", "numbers_add", "--args", '{"a": 1, "b": 2}', "--config", str(config))
+    assert ok.returncode == 0 and ok.stdout.strip().startswith("3"), ok.stderr
+    assert not started.exists()  # words was never needed, so never started
+    unknown = manifold("call", "nothing_here", "--config", str(config))
+    assert unknown.returncode == 1 and "nothing_here" in unknown.stdout
+    assert started.exists()  # a name no prefix claims: every server is listed to look for it
 
 
 def test_servers_shows_state_reason_and_stderr(write_config: Any) -> None:

@@ -275,7 +275,15 @@ def call(
     async def work(gateway: Any) -> Any:
         from mcp_manifold.gateway import tool_error
 
-        await gateway.ensure_catalog()
+        # Start only the servers whose prefix the name carries (a name clash can only involve those,
+        # so they name their tools as the whole catalog would); all of them only if that finds nothing.
+        owners = [
+            backend.name for backend in gateway.pool if _may_own(backend.config, name, gateway.settings.separator)
+        ]
+        if owners:
+            await gateway.refresh(owners)
+        if not gateway.catalog.has_tool(name):
+            await gateway.ensure_catalog()
         try:
             route = gateway.catalog.route_tool(name)
         except ManifoldError as exc:
@@ -297,6 +305,16 @@ def call(
                 print(item.model_dump_json(by_alias=True, exclude_none=True))
     if result.is_error:
         raise typer.Exit(1)
+
+
+def _may_own(server: Any, name: str, separator: str) -> bool:
+    """Whether `server` can expose a tool called `name` (its prefix starts it, or it has none)."""
+    from mcp_manifold.naming import sanitize_prefix
+
+    if not server.enabled:
+        return False
+    prefix = server.exposed_prefix
+    return not prefix or name.startswith(sanitize_prefix(prefix) + separator)
 
 
 @app.command(context_settings=_EXTRA)
