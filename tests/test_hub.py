@@ -346,6 +346,35 @@ async def test_instance_killed_mid_session_then_recovers(
         assert any("back" in line for line in logs)
 
 
+async def test_hung_instance_is_refused_quickly_and_recovers(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    # A server that stops answering without exiting: pings time out; calls must not hang meanwhile.
+    announce(discovery, "alpha", instances.start("alpha"))
+    announce(discovery, "beta", instances.start("beta"))
+    url = hub_gateway()
+    async with Client(url, mode="legacy") as one, Client(url, mode="legacy") as two:
+        await one.call_tool("instances_connect", {"instance_id": "alpha"})
+        await two.call_tool("instances_connect", {"instance_id": "beta"})
+        assert text_of(await one.call_tool("whoami", {})) == "alpha"
+        process = instances.processes["alpha"]
+        os.kill(process.pid, signal.SIGSTOP)
+        try:
+            row = await wait_for_state(two, "alpha", {"retrying", "dead"})
+            assert "no answer to ping within 1s" in row["last_error"]
+            await anyio.sleep(1.5)  # the first reconnect is due 1 s after the failure and hangs for seconds
+            with anyio.fail_after(2):  # refused at once, not after call_timeout
+                refused = await one.call_tool("whoami", {})
+            message = text_of(refused)
+            assert refused.is_error and "instance 'alpha'" in message and "instances_connect" in message, message
+            assert "reconnecting now" in message, message  # not "next reconnect attempt in 0s"
+            assert text_of(await two.call_tool("whoami", {})) == "beta"
+        finally:
+            os.kill(process.pid, signal.SIGCONT)
+        await wait_for_state(two, "alpha", {"active"}, timeout=30)
+        assert text_of(await one.call_tool("whoami", {})) == "alpha"
+
+
 async def test_configured_backend_health_is_watched(
     instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
 ) -> None:

@@ -439,7 +439,10 @@ class HubSurface(Surface):
         health = self.gateway.health.health.get(instance.id)
         if health is not None and health.state in ("retrying", "dead"):
             retry = health.retry_in(self.gateway.health.clock())
-            when = f"; next reconnect attempt in {retry:.0f}s" if retry is not None else ""
+            # A due attempt is running now (a hung server can hold one for init_timeout): say so, not "in 0s".
+            when = ""
+            if retry is not None:
+                when = f"; next reconnect attempt in {retry:.0f}s" if retry >= 0.5 else "; reconnecting now"
             raise BackendUnavailable(
                 instance.id,
                 f"{instance.label()} is {health.state} ({_reason(instance.id, health.last_error)}){when}. "
