@@ -20,6 +20,12 @@ def test_backoff_doubles_with_jitter_between_one_and_thirty_seconds() -> None:
     assert all(1.0 <= Backoff().delay(n) <= BACKOFF_MAX for n in range(40))
 
 
+def test_hub_defaults_match_the_issue() -> None:
+    settings = Settings()
+    assert (settings.ping_interval, settings.ping_timeout, settings.session_idle_timeout) == (10.0, 5.0, 1800.0)
+    assert settings.discovery_dir is None  # $XDG_RUNTIME_DIR/manifold/instances (test_instances)
+
+
 def test_states_from_discovered_to_dead_and_back() -> None:
     health = Health(interval=10, backoff=Backoff(rng=lambda: 1.0))
     assert health.state == "discovered" and health.action(0) is None  # never started: nothing to do
