@@ -977,3 +977,25 @@ def test_model_folder_loads_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert twice is not None and twice.dim == 768
     vectors, single = twice.embed(texts), default.embed(texts)
     assert float(vectors[0] @ vectors[1]) == pytest.approx(float(single[0] @ single[1]), abs=1e-5)
+
+
+def test_a_model_folder_that_cannot_load_leaves_bm25(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class BrokenSentenceTransformers:
+        @staticmethod
+        def SentenceTransformer(path: str, **options: Any) -> Any:
+            assert options["local_files_only"] is True
+            raise OSError(f"{path} has no model.safetensors")
+
+    def fake_import(name: str, package: str | None = None) -> Any:
+        if name == "sentence_transformers":
+            return BrokenSentenceTransformers
+        raise ModuleNotFoundError(name)
+
+    monkeypatch.setattr(local_embedder, "import_module", fake_import)
+    embedder = local_embedder.LocalEmbedder(_model_folder(tmp_path), threads=None)
+    with pytest.raises(EmbedderUnavailable, match="cannot load the model in"):
+        embedder.embed(["x"])
+    index = SearchIndex(embedder=embedder)
+    index.update([_tool("github", "create_issue", "Create an issue")])
+    assert [hit.key for hit in index.search("create issue", limit=1)] == ["github_create_issue"]
+    assert "cannot load the model" in (index.status().last_error or "")

@@ -132,9 +132,14 @@ class LocalEmbedder:
                     raise _missing("sentence-transformers (with torch)", exc) from exc
                 if self._threads is not None:
                     import_module("torch").set_num_threads(self._threads)
-                self._model = sentence_transformers.SentenceTransformer(
-                    str(self._model_path), device=self._device, local_files_only=True
-                )
+                try:
+                    self._model = sentence_transformers.SentenceTransformer(
+                        str(self._model_path), device=self._device, local_files_only=True
+                    )
+                except (OSError, ValueError) as exc:
+                    # An incomplete folder, or one that names files on a hub: as a SearchError, the
+                    # index records it and answers with BM25 alone instead of failing every search.
+                    raise EmbedderUnavailable(f"cannot load the model in {self._model_path}: {exc}") from exc
             return self._model
 
     def __repr__(self) -> str:
