@@ -19,7 +19,7 @@ from mcp import Client
 
 from mcp_manifold.instances import write_record
 from mcp_manifold.register import build_record
-from tests.conftest import Instances, free_port, server_entry, stop_process
+from tests.conftest import Instances, free_port, server_entry, stop_process, wait_for_port
 
 pytestmark = pytest.mark.anyio
 
@@ -468,3 +468,27 @@ async def test_idle_session_expires_and_releases_its_instance(
             headers={"mcp-session-id": session, "accept": "application/json, text/event-stream"},
         )
         assert expired.status_code == 404
+
+
+async def test_sigterm_stops_a_gateway_with_a_connected_instance(
+    instances: Instances, discovery: Path, write_config: Any
+) -> None:
+    """Shutdown cuts the client's open stream and the instance's connection; the gateway still exits."""
+    announce(discovery, "alpha", instances.start("alpha"))
+    settings = {"expose": ["hub"], "discovery_dir": str(discovery), "shutdown_timeout": 2, **FAST}
+    config = write_config({}, settings)
+    port = free_port()
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config), "--http", "--port", str(port)]
+    gateway = subprocess.Popen(command, start_new_session=True, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, gateway)
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            connected = await client.call_tool("instances_connect", {"instance_id": "alpha"})
+            assert not connected.is_error, text_of(connected)
+            assert "alpha" in text_of(await client.call_tool("whoami", {}))
+            gateway.send_signal(signal.SIGTERM)
+            # It used to wait for this client to leave, then spin at 100% CPU, deaf to further signals.
+            returncode = await anyio.to_thread.run_sync(lambda: gateway.wait(timeout=30))
+        assert returncode == 0, gateway.stderr.read().decode() if gateway.stderr else ""
+    finally:
+        stop_process(gateway)

@@ -254,6 +254,7 @@ class Backend:
                 started = True
                 await stop.wait()
         except BaseException as exc:
+            _cut_context_loop(exc)
             # Decided by this run's own facts, never by `self.state`: a restart may already be under
             # way, and an old run that re-raised its transport error would take the whole pool down.
             cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
@@ -547,6 +548,24 @@ def _describe(exc: BaseException) -> str:
     exc = _first_leaf(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _cut_context_loop(exc: BaseException) -> None:
+    """Cut a loop in `exc`'s `__context__` chain, if it has one.
+
+    A cancellation that unwinds an HTTP connection through several exit stacks can come out as a
+    CancelledError that is its own context (the stacks' chain repair links it back to itself).
+    anyio walks that chain when the task ends and would loop forever: the event loop at 100% CPU
+    and the gateway deaf to SIGTERM (seen with hub instances connected at shutdown).
+    """
+    seen = {id(exc)}
+    current: BaseException = exc
+    while current.__context__ is not None:
+        if id(current.__context__) in seen:
+            current.__context__ = None
+            return
+        seen.add(id(current.__context__))
+        current = current.__context__
 
 
 class BackendPool:

@@ -735,6 +735,11 @@ class Settings:
     session_idle_timeout: float = _setting(
         1800.0, "Seconds an idle HTTP client session is kept; 0 keeps it forever.", check=_non_negative
     )
+    shutdown_timeout: float = _setting(
+        10.0,
+        "Seconds HTTP requests in flight get to finish when the gateway stops; open streams are then cut.",
+        check=_positive,
+    )
     breaker_threshold: int = _setting(3, "Failures in a row after which a server is paused.", check=_positive)
     breaker_cooldown: float = _setting(
         10.0, "Seconds a paused server waits before it is tried again.", check=_non_negative

@@ -52,7 +52,17 @@ async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | 
     )
     level = gateway.settings.log_level
     # uvicorn's access log only at debug: one line per MCP message is noise at any other level.
-    config = uvicorn.Config(app, host=host, port=port, log_level=level, lifespan="on", access_log=level == "debug")
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=level,
+        lifespan="on",
+        access_log=level == "debug",
+        # A client's standing SSE stream never finishes on its own: unbounded, a graceful shutdown
+        # would wait for every connected client to leave.
+        timeout_graceful_shutdown=gateway.settings.shutdown_timeout,
+    )
     server = _Server(config)
 
     def shut_down() -> None:
