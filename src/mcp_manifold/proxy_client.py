@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
 
 from mcp_manifold.proxy_format import (
+    ERROR_CODE_KEY,
     MAX_LIMIT,
     Item,
     Kind,
@@ -46,8 +47,11 @@ class ProxyError(MCPError):
     proxy annotations) from one of the proxy itself (bad parameters, unknown name).
     """
 
-    def __init__(self, message: str, result: types.CallToolResult, *, from_capability: bool) -> None:
-        super().__init__(types.INTERNAL_ERROR if from_capability else types.INVALID_PARAMS, message)
+    def __init__(
+        self, message: str, result: types.CallToolResult, *, from_capability: bool, code: int | None = None
+    ) -> None:
+        default = types.INTERNAL_ERROR if from_capability else types.INVALID_PARAMS
+        super().__init__(code or default, message)
         self.result = result
         self.from_capability = from_capability
 
@@ -282,4 +286,10 @@ def _transparent_error(result: types.CallToolResult) -> ProxyError:
     """What a direct request raises (an MCP error) for a failed proxied one."""
     message = proxy_error(result)
     texts = "\n".join(item.text for item in result.content if isinstance(item, types.TextContent))
-    return ProxyError(message or texts or "error", result, from_capability=message is None)
+    code = (result.meta or {}).get(ERROR_CODE_KEY)
+    return ProxyError(
+        message or texts or "error",
+        result,
+        from_capability=message is None,
+        code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+    )

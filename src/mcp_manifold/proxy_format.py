@@ -41,6 +41,9 @@ JSON_MIME = "application/json"
 # `pythonType` of list results (spec 4.1.2); info results name the item's own class.
 PYTHON_TYPES: dict[Kind, str] = {"tool": "Tool", "resource": "Resource|ResourceTemplate", "prompt": "Prompt"}
 WIRE_KEY = "io.github.mcp-manifold/proxy-wire"
+# In a failed read's or prompt's `_meta`: the MCP error code the server answered with. The spec's
+# answer has no place for it, and a transparent client needs it to raise what a direct one would.
+ERROR_CODE_KEY = "io.github.mcp-manifold/error-code"
 ANNOTATION_KEYS = frozenset(
     {"proxyAction", "proxyType", "proxyPath", "pythonType", "many", "totalCount", "offset", "limit", "batchIndex"}
 )
@@ -449,8 +452,13 @@ def prompt_call_result(op: ProxyOperation, result: types.GetPromptResult) -> typ
     return json_answer(f"proxy:call/prompt/{op.path}", text, annotations)
 
 
-def error_result(message: str, op: ProxyOperation | Mapping[str, Any] | None = None) -> types.CallToolResult:
-    """A failed operation (in a batch, or a failed read or prompt): its message, annotated with what is known."""
+def error_result(
+    message: str, op: ProxyOperation | Mapping[str, Any] | None = None, *, code: int | None = None
+) -> types.CallToolResult:
+    """A failed operation (in a batch, or a failed read or prompt): its message, annotated with what is known.
+
+    `code` is the MCP error code a server answered with, if one did; it travels in `_meta`.
+    """
     if isinstance(op, ProxyOperation):
         annotations = {"proxyType": op.type, "proxyAction": op.action} | ({"proxyPath": op.path} if op.path else {})
     else:
@@ -458,7 +466,8 @@ def error_result(message: str, op: ProxyOperation | Mapping[str, Any] | None = N
         names = {"type": "proxyType", "action": "proxyAction", "path": "proxyPath"}
         annotations = {names[key]: raw[key] for key in names if isinstance(raw.get(key), str)}
     item = carry(types.TextContent(type="text", text=message), annotations)
-    return types.CallToolResult(content=[item], is_error=True)
+    meta = {ERROR_CODE_KEY: code} if code else None
+    return types.CallToolResult(content=[item], is_error=True, _meta=meta)
 
 
 def batch_result(results: Sequence[types.CallToolResult]) -> types.CallToolResult:

@@ -22,7 +22,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-from mcp_manifold._errors import InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold.proxy_format import (
     ACTIONS,
     BATCH,
@@ -162,7 +162,12 @@ async def run_operation(target: ProxyTarget, op: ProxyOperation, *, progress: bo
         raise  # the caller's mistake: a plain (unannotated) proxy error
     except ManifoldError as exc:
         # The capability itself failed: annotated like a failed tool's result, so clients can tell.
-        return error_result(str(exc), op)
+        return error_result(str(exc), op, code=_server_code(exc))
+
+
+def _server_code(exc: ManifoldError) -> int | None:
+    """The MCP error code of a server's own answer, when the error is one."""
+    return exc.code if isinstance(exc, BackendRequestError) else None
 
 
 async def listing(target: ProxyTarget, kind: Kind) -> Sequence[Item]:
@@ -184,7 +189,7 @@ async def run_batch(target: ProxyTarget, batch: BatchRequest) -> types.CallToolR
         try:
             results[index] = await run_operation(target, op, progress=False)
         except ManifoldError as exc:
-            results[index] = error_result(str(exc), op)
+            results[index] = error_result(str(exc), op, code=_server_code(exc))
         except Exception:
             # Never let one operation sink the batch, nor leak internals into the message (spec 7.2).
             logger.exception("proxy batch operation %d failed", index)

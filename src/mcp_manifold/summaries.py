@@ -13,7 +13,11 @@ DEFAULT_BUDGET = 480
 
 
 def bounded_list(parts: Sequence[str], budget: int = DEFAULT_BUDGET, separator: str = ", ") -> str:
-    """`parts` joined while they fit in `budget` characters, then "and N more"."""
+    """`parts` joined while they fit in `budget` characters, then "and N more".
+
+    The first part is always shown, so the result can overrun when that part and the count of the
+    rest do not fit together.
+    """
     shown: list[str] = []
     used = 0
     for index, part in enumerate(parts):
