@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,7 +15,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from tests.conftest import server_entry
+from tests.conftest import JsonEndpoint, serve_endpoint, server_entry
 
 pytestmark = pytest.mark.anyio
 
@@ -100,42 +99,30 @@ async def test_dynamic_mode_registers_notifies_and_evicts(connect: Any, write_co
         assert "numbers_multiply" in names
 
 
-class _GatedEmbeddings(BaseHTTPRequestHandler):
+class _GatedEmbeddings(JsonEndpoint):
     """An OpenAI-compatible /embeddings endpoint that holds every answer until the test opens the gate."""
 
     arrived: ClassVar[threading.Event] = threading.Event()
     gate: ClassVar[threading.Event] = threading.Event()
 
     def do_POST(self) -> None:  # the name http.server calls
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         type(self).arrived.set()
         type(self).gate.wait(30)
-        data = [{"index": i, "embedding": [float(len(text)), 1.0]} for i, text in enumerate(body["input"])]
-        raw = json.dumps({"data": data}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply(
+            200, {"data": [{"index": i, "embedding": [float(len(t)), 1.0]} for i, t in enumerate(body["input"])]}
+        )
 
 
 @pytest.fixture
 def gated_embeddings() -> Iterator[str]:
     _GatedEmbeddings.arrived = threading.Event()
     _GatedEmbeddings.gate = threading.Event()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _GatedEmbeddings)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        _GatedEmbeddings.gate.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serve_endpoint(_GatedEmbeddings) as url:
+        try:
+            yield url
+        finally:
+            _GatedEmbeddings.gate.set()  # release a waiting handler before the server closes
 
 
 async def test_embedding_the_catalog_never_stalls_other_requests(

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
 import socket
 import threading
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,6 +41,7 @@ from mcp_manifold.search.fusion import add_server_match, promote, reciprocal_ran
 from mcp_manifold.search.openai_embedder import OpenAIEmbedder
 from mcp_manifold.search.profiles import make_profile
 from mcp_manifold.search.query import clauses, destinations, lexical_query
+from tests.conftest import JsonEndpoint, serve_endpoint
 
 # --- fixture catalog -------------------------------------------------------------------------
 
@@ -711,49 +710,31 @@ def test_fake_embedder_meets_the_protocol() -> None:
     assert isinstance(ConceptEmbedder(), Embedder)
 
 
-class _FakeEmbeddings(BaseHTTPRequestHandler):
+class _FakeEmbeddings(JsonEndpoint):
     """An OpenAI-compatible /v1/embeddings that answers out of order and records what it got."""
 
     requests: ClassVar[list[dict[str, Any]]] = []
     status: ClassVar[int] = 200
 
     def do_POST(self) -> None:  # the name http.server calls
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
         if type(self).status != 200:
-            self._reply(type(self).status, {"error": {"message": "quota exceeded"}})
+            self.reply(type(self).status, {"error": {"message": "quota exceeded"}})
             return
         data = [
             {"object": "embedding", "index": i, "embedding": [float(len(text)), 1.0, 0.0]}
             for i, text in enumerate(body["input"])
         ]
-        self._reply(200, {"object": "list", "data": list(reversed(data)), "model": body["model"]})
-
-    def _reply(self, status: int, payload: dict[str, Any]) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply(200, {"object": "list", "data": list(reversed(data)), "model": body["model"]})
 
 
 @pytest.fixture
 def embeddings_server() -> Iterator[str]:
     _FakeEmbeddings.requests = []
     _FakeEmbeddings.status = 200
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeEmbeddings)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serve_endpoint(_FakeEmbeddings) as url:
+        yield url
 
 
 @pytest.mark.parametrize("transport", ["httpx", "urllib"])

@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import yaml
 
 from mcp_manifold._errors import ConfigError, ConfigProblem
+from mcp_manifold.model_folders import model_folder_problem
 from mcp_manifold.naming import sanitize_prefix
 
 Transport = Literal["stdio", "http", "sse"]
@@ -623,20 +624,11 @@ def _not_blank(value: str) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
-_BUNDLED_MODEL = "minilm"  # the search_models entry for the model of the `semantic` extra
-_MODEL_MARKERS = ("modules.json", "config.json")  # a sentence-transformers or a transformers model folder
-
-
 def _search_models_problem(entries: list[str]) -> str | None:
     # Checked here rather than when the first search loads a model, which may be long after start.
     for entry in entries:
-        if entry.strip().lower() == _BUNDLED_MODEL:
-            continue
-        folder = Path(entry)
-        if not folder.is_dir():
-            return f"{entry!r} is neither {_BUNDLED_MODEL!r} nor an existing directory"
-        if not any((folder / marker).is_file() for marker in _MODEL_MARKERS):
-            return f"{entry!r} is not a model folder: it has no {' or '.join(_MODEL_MARKERS)}"
+        if problem := model_folder_problem(entry):
+            return problem
     return None
 
 

