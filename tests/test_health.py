@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -68,6 +69,7 @@ class StandIn:
         self.requests = 0
         self.stops = 0
         self.breaker = CircuitBreaker(threshold=99, cooldown=5)
+        self.config = SimpleNamespace(transport="http")  # reconnects bounded as for a URL
 
     async def request(self, action: str, call: Any) -> None:
         self.requests += 1

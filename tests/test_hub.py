@@ -375,6 +375,25 @@ async def test_hung_instance_is_refused_quickly_and_recovers(
         assert text_of(await one.call_tool("whoami", {})) == "alpha"
 
 
+async def test_a_hung_instance_is_dead_after_pings_not_after_init_timeouts(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    # init_timeout is for servers that start; a running HTTP instance's reconnects are bounded by
+    # ping_timeout, so with init_timeout at 60 s it is dead long before two 60 s attempts could end.
+    announce(discovery, "alpha", instances.start("alpha"))
+    url = hub_gateway(init_timeout=60)
+    async with Client(url, mode="legacy") as client:
+        await client.call_tool("instances_connect", {"instance_id": "alpha"})
+        process = instances.processes["alpha"]
+        os.kill(process.pid, signal.SIGSTOP)
+        try:
+            row = await wait_for_state(client, "alpha", {"dead"}, timeout=45)
+            assert "alpha" in row["id"]
+        finally:
+            os.kill(process.pid, signal.SIGCONT)
+        await wait_for_state(client, "alpha", {"active"}, timeout=30)
+
+
 async def test_configured_backend_health_is_watched(
     instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
 ) -> None:

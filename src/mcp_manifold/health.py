@@ -16,6 +16,7 @@ backends that are running (a lazy backend nobody used is never started just to b
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -37,6 +38,7 @@ Action = Literal["ping", "reconnect"]
 DEAD_AFTER = 3  # failures in a row
 BACKOFF_START = 1.0
 BACKOFF_MAX = 30.0
+_HTTP_CLOSE_WAIT = 1.0  # seconds a reconnect waits for an HTTP backend's old session to close
 
 
 @dataclass
@@ -188,10 +190,17 @@ class HealthMonitor:
             # healthy running one (e.g. started by the catalog) is only pinged.
             suspect = backend.state == "failed" or (backend.state == "ready" and health.state in ("retrying", "dead"))
             self._change(backend.name, health, health.connecting)
+            running_elsewhere = backend.config.transport != "stdio"
             try:
                 if suspect:
-                    await backend.stop()
-                with anyio.fail_after(self.settings.init_timeout + self.settings.ping_timeout):
+                    # A hung HTTP server can hold its session's close for long; the old run closes on
+                    # in the background. A stdio server is waited for: two copies must not run at once.
+                    with anyio.move_on_after(_HTTP_CLOSE_WAIT if running_elsewhere else math.inf):
+                        await backend.stop()
+                # init_timeout is for a process that starts; a server that is already running (a URL)
+                # answers initialize about as fast as a ping, so a hung one is found out as fast.
+                initialize = self.settings.ping_timeout if running_elsewhere else self.settings.init_timeout
+                with anyio.fail_after(initialize + self.settings.ping_timeout):
                     await backend.request("ping", lambda session: session.send_ping())
             except (ManifoldError, TimeoutError) as exc:
                 reason = str(exc) or "timed out"
