@@ -470,6 +470,40 @@ async def _raw_session(url: str, http: httpx.AsyncClient) -> str:
     return session
 
 
+async def test_a_log_message_never_reaches_another_session(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    # A log message names no request. While two sessions have calls in flight on one instance, the
+    # gateway cannot tell whose it is, and must not hand one session's data to the other.
+    announce(discovery, "alpha", instances.start("alpha"))
+    url = hub_gateway()
+    heard: dict[str, list[str]] = {"one": [], "two": []}
+
+    def collect(who: str) -> Callable[[Any], Any]:
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            heard[who].append(str(params.data))
+
+        return on_log
+
+    async with (
+        Client(url, mode="legacy", logging_callback=collect("one")) as one,
+        Client(url, mode="legacy", logging_callback=collect("two")) as two,
+    ):
+        for client in (one, two):
+            await client.call_tool("instances_connect", {"instance_id": "alpha"})
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(one.call_tool, "shout", {"text": "one's secret", "delay": 1.5})
+            await anyio.sleep(0.5)  # two's call starts while one's is in flight, and outlasts it
+            calls.start_soon(two.call_tool, "slow", {"seconds": 2.5})
+        assert "one's secret" not in heard["two"]
+        # Alone in flight, a session gets its own log messages.
+        assert text_of(await one.call_tool("shout", {"text": "one alone"})) == "shouted"
+        with anyio.fail_after(10):
+            while "one alone" not in heard["one"]:
+                await anyio.sleep(0.05)
+        assert "one alone" not in heard["two"]
+
+
 async def test_idle_session_expires_and_releases_its_instance(
     instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
 ) -> None:

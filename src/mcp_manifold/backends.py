@@ -381,6 +381,11 @@ class Backend:
     def current_caller(self) -> Any | None:
         return self._callers[-1] if self._callers else None
 
+    @property
+    def callers(self) -> tuple[Any, ...]:
+        """Every front request waiting on this backend, oldest first."""
+        return tuple(self._callers)
+
     async def request(self, action: str, call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
         """Run one request on the session with the backend's error translation, limits and breaker."""
         if self.state == "disabled":

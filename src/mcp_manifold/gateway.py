@@ -363,6 +363,11 @@ class Gateway:
     async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
         name = f"{backend.name}.{params.logger}" if params.logger else backend.name
         caller = backend.current_caller
+        if caller is not None and len({id(_connection_of(waiting)) for waiting in backend.callers}) > 1:
+            # Calls of several clients are in flight and a log message names no request: sending it
+            # to one of them would be a guess, and a wrong guess shows one client another's data.
+            logger.debug("%s: log message dropped: calls of several clients are in flight", backend.name)
+            return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             if caller is not None:

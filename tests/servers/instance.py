@@ -62,8 +62,9 @@ def cancellations() -> str:
 
 
 @server.tool(structured_output=False)
-async def shout(ctx: Context, text: str) -> str:
-    """Send `text` to the client as a warning log message, then return "shouted"."""
+async def shout(ctx: Context, text: str, delay: float = 0) -> str:
+    """After `delay` seconds, send `text` to the client as a warning log message; return "shouted"."""
+    await anyio.sleep(delay)
     await ctx.log("warning", text, logger_name=NAME)
     return "shouted"
 
