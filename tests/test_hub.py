@@ -504,6 +504,44 @@ async def test_a_log_message_never_reaches_another_session(
         assert "one alone" not in heard["two"]
 
 
+async def test_a_server_request_never_reaches_another_session(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    # Elicitation (like sampling) asks a client's user or model; while two sessions have calls in
+    # flight on one instance, asking the wrong one would show it the other's question.
+    announce(discovery, "alpha", instances.start("alpha"))
+    url = hub_gateway()
+    asked: dict[str, list[str]] = {"one": [], "two": []}
+
+    def answer(who: str) -> Callable[..., Any]:
+        async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            asked[who].append(params.message)
+            return types.ElicitResult(action="accept", content={"answer": who})
+
+        return on_elicit
+
+    async with (
+        Client(url, mode="legacy", elicitation_callback=answer("one")) as one,
+        Client(url, mode="legacy", elicitation_callback=answer("two")) as two,
+    ):
+        for client in (one, two):
+            await client.call_tool("instances_connect", {"instance_id": "alpha"})
+        results: dict[str, types.CallToolResult] = {}
+
+        async def ask() -> None:
+            results["one"] = await one.call_tool("ask_later", {"question": "one's question", "delay": 1.5})
+
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(ask)
+            await anyio.sleep(0.5)  # two's call starts while one's is in flight, and outlasts it
+            calls.start_soon(two.call_tool, "slow", {"seconds": 2.5})
+        assert asked["two"] == []
+        assert results["one"].is_error and "several clients" in text_of(results["one"]), text_of(results["one"])
+        # Alone in flight, the session that made the call is asked, and its answer comes back.
+        alone = await one.call_tool("ask_later", {"question": "just one"})
+        assert text_of(alone) == "answered: one" and asked["one"] == ["just one"] and asked["two"] == []
+
+
 async def test_idle_session_expires_and_releases_its_instance(
     instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
 ) -> None:

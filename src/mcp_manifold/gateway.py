@@ -67,6 +67,11 @@ def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
     return ctx.session._connection
 
 
+def _several_clients_waiting(backend: Backend) -> bool:
+    """Whether calls of more than one client are in flight on `backend` (its messages are then unattributable)."""
+    return len({id(_connection_of(waiting)) for waiting in backend.callers}) > 1
+
+
 class Gateway:
     """One MCP endpoint in front of the configured backends."""
 
@@ -363,9 +368,9 @@ class Gateway:
     async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
         name = f"{backend.name}.{params.logger}" if params.logger else backend.name
         caller = backend.current_caller
-        if caller is not None and len({id(_connection_of(waiting)) for waiting in backend.callers}) > 1:
-            # Calls of several clients are in flight and a log message names no request: sending it
-            # to one of them would be a guess, and a wrong guess shows one client another's data.
+        if caller is not None and _several_clients_waiting(backend):
+            # A log message names no request: sending it to one of them would be a guess, and a
+            # wrong guess shows one client another's data.
             logger.debug("%s: log message dropped: calls of several clients are in flight", backend.name)
             return
         with warnings.catch_warnings():
@@ -385,6 +390,14 @@ class Gateway:
         request_type, result_type = _SERVER_REQUEST_TYPES[method]
         request = request_type(params=params) if params is not None else request_type()
         caller = backend.current_caller
+        if caller is not None and _several_clients_waiting(backend):
+            # Nothing tells whose call this request belongs to; asking the wrong client would show it
+            # another's data (and let it answer for them), so the server gets a clear refusal.
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"calls of several clients are in flight on server {backend.name!r}: cannot tell "
+                f"which client {method} is for; try again when the other calls are done",
+            )
         if caller is not None:
             return await caller.session.send_request(
                 request, result_type, metadata=ServerMessageMetadata(related_request_id=caller.request_id)

@@ -12,6 +12,7 @@ Run: ``python tests/servers/instance.py --name alpha --http PORT`` (or stdio wit
 import anyio
 from _common import make_parser, run
 from mcp.server.mcpserver import Context, MCPServer, UserMessage
+from pydantic import BaseModel
 
 parser = make_parser(__doc__.splitlines()[0])
 parser.add_argument("--name", default="instance", help="the instance's name (also in its only_<name> tool)")
@@ -59,6 +60,18 @@ async def slow(seconds: float = 30) -> str:
 def cancellations() -> str:
     """How many `slow` calls were cancelled so far."""
     return str(cancelled)
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+@server.tool(structured_output=False)
+async def ask_later(ctx: Context, question: str, delay: float = 0) -> str:
+    """After `delay` seconds, ask the user `question` (elicitation); return what they answered."""
+    await anyio.sleep(delay)
+    reply = await ctx.elicit(question, Answer)
+    return f"answered: {reply.data.answer}" if reply.action == "accept" and reply.data else reply.action
 
 
 @server.tool(structured_output=False)
