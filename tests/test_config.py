@@ -770,3 +770,26 @@ def test_search_models_need_the_hybrid_embedder(tmp_path: Path) -> None:
     assert (problem.file, problem.field) == ("environment", "MANIFOLD_SEARCH_MODELS")
     assert "'openai'" in problem.message
     assert parse({"manifold": {"search_embedder": "bm25"}}, search_embedder="hybrid", search_models=folder)
+
+
+def test_relative_paths_in_a_file_mean_the_files_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A desktop client starts the gateway from any directory: a path written in the file must not
+    # depend on it. Paths from the environment or a flag keep meaning the working directory.
+    folder = tmp_path / "conf"
+    (folder / "models" / "mine").mkdir(parents=True)
+    (folder / "models" / "mine" / "config.json").write_text("{}")
+    manifold = {
+        "data_dir": "state",
+        "spill_allowed_dirs": ["shared", "/abs/dir", "~/home-dir"],
+        "search_embedder": "hybrid",
+        "search_models": ["MiniLM", "models/mine"],
+    }
+    path = folder / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {}, "manifold": manifold}))
+    monkeypatch.chdir(tmp_path)  # elsewhere than the file
+    env = {"HOME": "/home/u", "MANIFOLD_DISCOVERY_DIR": "from-env"}
+    settings = load_config(Path("conf/mcp.json"), env=env, overrides={"spill_dir": "from-flag"}).settings
+    assert settings.data_dir == str(folder / "state")
+    assert settings.spill_allowed_dirs == [str(folder / "shared"), "/abs/dir", "/home/u/home-dir"]
+    assert settings.search_models == ["MiniLM", str(folder / "models" / "mine")]
+    assert settings.discovery_dir == "from-env" and settings.spill_dir == "from-flag"

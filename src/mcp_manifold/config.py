@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import yaml
 
 from mcp_manifold._errors import ConfigError, ConfigProblem
-from mcp_manifold.model_folders import model_folder_problem
+from mcp_manifold.model_folders import BUNDLED, model_folder_problem
 from mcp_manifold.naming import sanitize_prefix
 
 Transport = Literal["stdio", "http", "sse"]
@@ -737,7 +737,9 @@ class Settings:
         10.0, "Seconds a paused server waits before it is tried again.", check=_non_negative
     )
     spill_allowed_dirs: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
-        [], "Directories besides the spill directory whose files argumentsFile and resultFile may name."
+        [],
+        "Directories besides the spill directory whose files argumentsFile and resultFile may name.",
+        path=True,
     )
     openai_base_url: str | None = _setting(
         None, "Base URL of an OpenAI-compatible embeddings API (default: OpenAI's).", check=_http_url_problem
@@ -783,8 +785,12 @@ _SETTING_FIELDS = {f.name: f for f in fields(Settings)}
 _SETTING_TYPES = get_type_hints(Settings)
 
 
-def _convert_setting(name: str, value: Any, env: Mapping[str, str]) -> Any:
-    """Coerce, normalise and check one setting value; raises `_Invalid`."""
+def _convert_setting(name: str, value: Any, env: Mapping[str, str], base: Path | None = None) -> Any:
+    """Coerce, normalise and check one setting value; raises `_Invalid`.
+
+    `base` is the folder of the config file the value comes from: relative paths written there mean
+    that folder (a desktop client starts the gateway from any directory), not the working directory.
+    """
     meta = _SETTING_FIELDS[name].metadata
     value = _converter(_SETTING_TYPES[name])(value)
     choices: tuple[str, ...] = meta["choices"]
@@ -799,7 +805,19 @@ def _convert_setting(name: str, value: Any, env: Mapping[str, str]) -> Any:
         if value not in choices:
             raise _Invalid(f"must be one of {', '.join(repr(c) for c in choices)}, not {value!r}")
     if meta["path"]:  # before the check, which may look at the path
-        value = [_expand_user(item, env) for item in value] if isinstance(value, list) else _expand_user(value, env)
+
+        def place(item: str) -> str:
+            item = _expand_user(item, env)
+            if (
+                base is None
+                or not item
+                or Path(item).is_absolute()
+                or (name == "search_models" and item.strip().lower() == BUNDLED)
+            ):
+                return item
+            return str(base / item)
+
+        value = [place(item) for item in value] if isinstance(value, list) else place(value)
     if meta["check"]:
         problem = meta["check"](value)
         if problem:
@@ -808,7 +826,11 @@ def _convert_setting(name: str, value: Any, env: Mapping[str, str]) -> Any:
 
 
 def _settings_layer(
-    raw: Mapping[str, Any], problems: _Problems, label: Callable[[str], str], env: Mapping[str, str]
+    raw: Mapping[str, Any],
+    problems: _Problems,
+    label: Callable[[str], str],
+    env: Mapping[str, str],
+    base: Path | None = None,
 ) -> dict[str, Any]:
     """Check one source of settings; `label` turns a setting name into the problem's field."""
     values = {}
@@ -817,13 +839,13 @@ def _settings_layer(
             problems.add(None, label(str(name)), f"unknown setting{_did_you_mean(str(name), list(_SETTING_FIELDS))}")
             continue
         try:
-            values[name] = _convert_setting(name, value, env)
+            values[name] = _convert_setting(name, value, env, base)
         except _Invalid as exc:
             problems.add(None, label(name), str(exc))
     return values
 
 
-def _file_settings(raw: Any, env: Mapping[str, str], problems: _Problems) -> dict[str, Any]:
+def _file_settings(raw: Any, env: Mapping[str, str], problems: _Problems, base: Path | None) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
@@ -837,7 +859,7 @@ def _file_settings(raw: Any, env: Mapping[str, str], problems: _Problems) -> dic
             expanded[name] = _expand_tree(value, env, str(name))
         except _Invalid as exc:
             problems.add(None, exc.path or str(name), str(exc))
-    return _settings_layer(expanded, problems, lambda name: name, env)
+    return _settings_layer(expanded, problems, lambda name: name, env, base)
 
 
 def _env_settings(env: Mapping[str, str], problems: list[ConfigProblem]) -> dict[str, Any]:
@@ -957,7 +979,11 @@ class Config:
 
 
 def _build(
-    data: Any, source: str, env: Mapping[str, str] | None, overrides: Mapping[str, Any] | None
+    data: Any,
+    source: str,
+    env: Mapping[str, str] | None,
+    overrides: Mapping[str, Any] | None,
+    base: Path | None = None,
 ) -> tuple[Config, list[ConfigProblem]]:
     """Check everything and build what can be built; the config is only valid when there are no problems."""
     env = os.environ if env is None else env
@@ -973,7 +999,7 @@ def _build(
             in_file.add(None, str(key), f"unknown top-level key{_did_you_mean(str(key), TOP_LEVEL_KEYS)}")
     servers = _parse_servers(data.get("mcpServers"), env, in_file)
     layers = [
-        (in_file, "search_models", _file_settings(data.get("manifold"), env, in_file)),
+        (in_file, "search_models", _file_settings(data.get("manifold"), env, in_file, base)),
         (_Problems(ENVIRONMENT, problems), env_var("search_models"), _env_settings(env, problems)),
         (_Problems(COMMAND_LINE, problems), "search_models", _override_settings(overrides, env, problems)),
     ]
@@ -1011,7 +1037,7 @@ def _load(
     path = Path(path)
     data, file_problems = _read_file(path)
     # Keep going after a broken file so environment and flag problems are reported in the same pass.
-    config, problems = _build(data, str(path), env, overrides)
+    config, problems = _build(data, str(path), env, overrides, base=path.expanduser().absolute().parent)
     config.path = path
     return config, file_problems + problems
 
