@@ -166,7 +166,7 @@ async def test_manifold_servers_shows_instances(
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     rows = {row["name"]: row for row in json.loads(done.stdout)}
-    assert rows["alpha"]["state"] == "ready" and rows["alpha"]["tools"] == 8
+    assert rows["alpha"]["state"] == "ready" and rows["alpha"]["tools"] == 9
     assert rows["beta"]["state"] == "failed" and "ConnectError" in rows["beta"]["last_error"]
 
 

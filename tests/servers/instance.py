@@ -1,7 +1,8 @@
 """instance: a named MCP server for the hub tests, one per "running project instance".
 
 Tools: ``whoami`` (returns the name), ``add``, ``progress``, ``slow`` (counts the calls that were
-cancelled), ``cancellations`` (that count), ``shout`` (logs its text to the client), ``instances_list``
+cancelled), ``cancellations`` (that count), ``shout`` (logs its text to the client, after an optional
+delay), ``ask_later`` (elicits an answer, after an optional delay), ``instances_list``
 (named like the hub's tool, to test that the hub's wins), and one tool named ``only_<name>`` so tests
 can tell two instances' lists apart. Resource ``instance://info``,
 resource template ``instance://notes/{topic}`` and prompt ``review``.
