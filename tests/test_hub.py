@@ -470,6 +470,17 @@ async def _raw_session(url: str, http: httpx.AsyncClient) -> str:
     return session
 
 
+async def overlapping_calls(one: Client, first: Callable[[], Any], two: Client) -> None:
+    """Connect both sessions to alpha, run `first()` (one's call) and, while it is in flight, a longer
+    call of two's: the instance then has calls of two clients in flight at once."""
+    for client in (one, two):
+        await client.call_tool("instances_connect", {"instance_id": "alpha"})
+    async with anyio.create_task_group() as calls:
+        calls.start_soon(first)
+        await anyio.sleep(0.5)  # two's call starts while one's is in flight, and outlasts it
+        calls.start_soon(two.call_tool, "slow", {"seconds": 2.5})
+
+
 async def test_a_log_message_never_reaches_another_session(
     instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
 ) -> None:
@@ -489,12 +500,7 @@ async def test_a_log_message_never_reaches_another_session(
         Client(url, mode="legacy", logging_callback=collect("one")) as one,
         Client(url, mode="legacy", logging_callback=collect("two")) as two,
     ):
-        for client in (one, two):
-            await client.call_tool("instances_connect", {"instance_id": "alpha"})
-        async with anyio.create_task_group() as calls:
-            calls.start_soon(one.call_tool, "shout", {"text": "one's secret", "delay": 1.5})
-            await anyio.sleep(0.5)  # two's call starts while one's is in flight, and outlasts it
-            calls.start_soon(two.call_tool, "slow", {"seconds": 2.5})
+        await overlapping_calls(one, lambda: one.call_tool("shout", {"text": "one's secret", "delay": 1.5}), two)
         assert "one's secret" not in heard["two"]
         # Alone in flight, a session gets its own log messages.
         assert text_of(await one.call_tool("shout", {"text": "one alone"})) == "shouted"
@@ -524,17 +530,12 @@ async def test_a_server_request_never_reaches_another_session(
         Client(url, mode="legacy", elicitation_callback=answer("one")) as one,
         Client(url, mode="legacy", elicitation_callback=answer("two")) as two,
     ):
-        for client in (one, two):
-            await client.call_tool("instances_connect", {"instance_id": "alpha"})
         results: dict[str, types.CallToolResult] = {}
 
         async def ask() -> None:
             results["one"] = await one.call_tool("ask_later", {"question": "one's question", "delay": 1.5})
 
-        async with anyio.create_task_group() as calls:
-            calls.start_soon(ask)
-            await anyio.sleep(0.5)  # two's call starts while one's is in flight, and outlasts it
-            calls.start_soon(two.call_tool, "slow", {"seconds": 2.5})
+        await overlapping_calls(one, ask, two)
         assert asked["two"] == []
         assert results["one"].is_error and "several clients" in text_of(results["one"]), text_of(results["one"])
         # Alone in flight, the session that made the call is asked, and its answer comes back.
