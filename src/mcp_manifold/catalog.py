@@ -218,7 +218,7 @@ class Catalog:
         unprefixed = [server for server, listing in self._listings.items() if not listing.prefix]
         if len(unprefixed) == 1:
             return Route(unprefixed[0], uri)
-        raise NotFound(f"unknown resource {uri!r}: exposed URIs look like '<prefix>+<original uri>'")
+        raise unknown_resource(uri)
 
     def exposed_uri(self, server: str, original_uri: str) -> str:
         """The exposed form of a backend's URI (for resources/updated notifications)."""
@@ -232,3 +232,8 @@ class Catalog:
     def _hint(name: str, known: dict[str, object]) -> str:
         close = [candidate for candidate in known if name.lower() in candidate.lower()][:5]
         return f"; did you mean one of {close}?" if close else ""
+
+
+def unknown_resource(uri: str) -> NotFound:
+    """The error for a URI that no server exposes, with the shape exposed URIs have."""
+    return NotFound(f"unknown resource {uri!r}: exposed URIs look like '<prefix>+<original uri>'")

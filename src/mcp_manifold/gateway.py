@@ -33,7 +33,7 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, R
 from mcp_manifold import __version__, live_status
 from mcp_manifold._errors import BackendError, BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold.backends import Backend, BackendPool
-from mcp_manifold.catalog import BackendListing, Catalog, Kind
+from mcp_manifold.catalog import BackendListing, Catalog, Kind, unknown_resource
 from mcp_manifold.config import Config
 from mcp_manifold.health import HealthMonitor
 from mcp_manifold.lineage import child_environment
@@ -368,7 +368,7 @@ class Gateway:
     async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
         name = f"{backend.name}.{params.logger}" if params.logger else backend.name
         caller = backend.current_caller
-        if caller is not None and _several_clients_waiting(backend):
+        if _several_clients_waiting(backend):
             # A log message names no request: sending it to one of them would be a guess, and a
             # wrong guess shows one client another's data.
             logger.debug("%s: log message dropped: calls of several clients are in flight", backend.name)
@@ -390,7 +390,7 @@ class Gateway:
         request_type, result_type = _SERVER_REQUEST_TYPES[method]
         request = request_type(params=params) if params is not None else request_type()
         caller = backend.current_caller
-        if caller is not None and _several_clients_waiting(backend):
+        if _several_clients_waiting(backend):
             # Nothing tells whose call this request belongs to; asking the wrong client would show it
             # another's data (and let it answer for them), so the server gets a clear refusal.
             return types.ErrorData(
@@ -533,7 +533,7 @@ class Gateway:
                 await self._needs_catalog()
                 surface = self._owner(lambda s: s.owns_resource(call, uri))
             if surface is None:
-                raise NotFound(f"unknown resource {uri!r}: exposed URIs look like '<prefix>+<original uri>'")
+                raise unknown_resource(uri)
             return await surface.read_resource(call, uri)
 
         return await self._answer("resources/read", work)
