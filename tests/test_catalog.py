@@ -6,7 +6,7 @@ import mcp_types as types
 import pytest
 
 from mcp_manifold import NotFound
-from mcp_manifold.catalog import BackendListing, Catalog
+from mcp_manifold.core.catalog import BackendListing, Catalog
 
 
 def tool(name: str, description: str = "") -> types.Tool:

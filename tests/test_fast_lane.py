@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from mcp_manifold.config import load_config
-from mcp_manifold.fast_lane import FastLane
-from mcp_manifold.gateway import Gateway
+from mcp_manifold.front.fast_lane import FastLane
+from mcp_manifold.runtime.gateway import Gateway
 from tests.conftest import server_entry
 
 pytestmark = pytest.mark.anyio

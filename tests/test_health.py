@@ -9,9 +9,10 @@ import anyio
 import pytest
 
 from mcp_manifold._errors import BackendClosed, BackendStartError
-from mcp_manifold.breaker import CircuitBreaker
 from mcp_manifold.config import Settings
-from mcp_manifold.health import BACKOFF_MAX, Backoff, Health, HealthMonitor
+from mcp_manifold.core.breaker import CircuitBreaker
+from mcp_manifold.core.health import BACKOFF_MAX, Backoff, Health
+from mcp_manifold.runtime.health import HealthMonitor
 
 
 def test_backoff_doubles_with_jitter_between_one_and_thirty_seconds() -> None:

@@ -12,8 +12,8 @@ import mcp_types as types
 import pytest
 
 from mcp_manifold.config import load_config
-from mcp_manifold.gateway import Gateway
-from mcp_manifold.listing_cache import Listing, ListingCache
+from mcp_manifold.runtime.gateway import Gateway
+from mcp_manifold.runtime.listing_cache import Listing, ListingCache
 from tests.conftest import server_entry
 
 pytestmark = pytest.mark.anyio

@@ -922,8 +922,8 @@ def test_hybrid_with_search_models(tmp_path: Path) -> None:
 
 
 def test_search_models_reach_the_embedder(tmp_path: Path) -> None:
-    from mcp_manifold.catalog_search import _embedder_options
     from mcp_manifold.config import Settings
+    from mcp_manifold.runtime.search_index import _embedder_options
 
     folder = str(_model_folder(tmp_path))
     assert _embedder_options(Settings(search_embedder="hybrid", search_models=["minilm", folder])) == {

@@ -14,10 +14,10 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
-from mcp_manifold import readresult
 from mcp_manifold._errors import AccessDenied, InvalidRequest, NotFound
-from mcp_manifold.result_text import render_result, spill_large
-from mcp_manifold.spill import SpillStore, estimate_tokens, read_arguments
+from mcp_manifold.core.results import estimate_tokens, render_result, spill_large
+from mcp_manifold.runtime import result_files as readresult
+from mcp_manifold.runtime.spill import SpillStore, read_arguments
 
 
 def text_result(text: str, **extra: object) -> types.CallToolResult:

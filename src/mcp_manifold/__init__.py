@@ -21,11 +21,11 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     # The client side pulls in the SDK client; import it only when asked for.
     if name in ("ProxyClient", "ProxyError"):
-        from mcp_manifold import proxy_client
+        from mcp_manifold.surfaces.proxy import client as proxy_client
 
         return getattr(proxy_client, name)
     if name == "add_proxy_tool":
-        from mcp_manifold.proxy_server import add_proxy_tool
+        from mcp_manifold.surfaces.proxy.tool import add_proxy_tool
 
         return add_proxy_tool
     raise AttributeError(f"module 'mcp_manifold' has no attribute {name!r}")

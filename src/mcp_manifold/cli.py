@@ -18,7 +18,7 @@ from rich.table import Table
 
 from mcp_manifold._errors import ConfigError, ManifoldError
 from mcp_manifold.config import Config, check_config, load_config, settings_fields
-from mcp_manifold.lineage import check_not_nested
+from mcp_manifold.runtime.lineage import check_not_nested
 
 app = typer.Typer(
     name="manifold",
@@ -114,8 +114,10 @@ def serve(
         if value is not None:
             overrides[key] = value
     cfg = _load(config, overrides)
-    from mcp_manifold.front import Stopper, serve_http, serve_stdio
-    from mcp_manifold.gateway import Gateway
+    from mcp_manifold.front.http import serve_http
+    from mcp_manifold.front.signals import Stopper
+    from mcp_manifold.front.stdio import serve_stdio
+    from mcp_manifold.runtime.gateway import Gateway
 
     async def serve(gateway: Gateway, stopper: Stopper) -> None:
         if cfg.settings.http:
@@ -142,7 +144,7 @@ def serve(
 
 
 async def _with_gateway(cfg: Config, work: Any) -> Any:
-    from mcp_manifold.gateway import Gateway
+    from mcp_manifold.runtime.gateway import Gateway
 
     async with Gateway(cfg) as gateway:
         return await work(gateway)
@@ -163,7 +165,7 @@ def servers(
     and hub instances; otherwise (or with --probe) by starting every server here.
     """
     cfg = _load(config, _setting_overrides(ctx.args))
-    from mcp_manifold.live_status import live_dir, read_live
+    from mcp_manifold.runtime.live_status import live_dir, read_live
 
     live = [] if probe else read_live(live_dir(cfg.settings.data_dir))
     if live:
@@ -172,7 +174,7 @@ def servers(
 
     async def work(gateway: Any) -> list[Any]:
         await gateway.refresh([b.name for b in gateway.pool if b.state != "disabled"])
-        from mcp_manifold.surfaces.hub import instance_statuses
+        from mcp_manifold.surfaces.hub.surface import instance_statuses
 
         # Instances registered in the discovery dir are extra rows when the hub is exposed (issue 6).
         return [backend.status() for backend in gateway.pool] + await instance_statuses(gateway)
@@ -273,7 +275,7 @@ def call(
     cfg = _load(config, _setting_overrides(ctx.args))
 
     async def work(gateway: Any) -> Any:
-        from mcp_manifold.gateway import tool_error
+        from mcp_manifold.runtime.gateway import tool_error
 
         # Start only the servers whose prefix the name carries (a name clash can only involve those,
         # so they name their tools as the whole catalog would); all of them only if that finds nothing.
@@ -309,7 +311,7 @@ def call(
 
 def _may_own(server: Any, name: str, separator: str) -> bool:
     """Whether `server` can expose a tool called `name` (its prefix starts it, or it has none)."""
-    from mcp_manifold.naming import sanitize_prefix
+    from mcp_manifold.core.naming import sanitize_prefix
 
     if not server.enabled:
         return False
@@ -341,7 +343,7 @@ def search(
             gateway.search.index.update((tool_document(e) for e in gateway.catalog.tool_entries()), progress=report)
         return gateway.search.search(query, limit=limit), gateway.search.index.status()
 
-    from mcp_manifold.catalog_search import tool_document
+    from mcp_manifold.runtime.search_index import tool_document
 
     matches, status = anyio.run(_with_gateway, cfg, work)
     if as_json:
@@ -389,8 +391,8 @@ def register(
     config: ConfigOption = None,
 ) -> None:
     """Announce a running MCP server to hubs until interrupted (writes it into discovery_dir)."""
-    from mcp_manifold.instances import RecordError, discovery_dir
-    from mcp_manifold.register import build_record, default_pid, register_until_stopped
+    from mcp_manifold.runtime.discovery import RecordError, discovery_dir
+    from mcp_manifold.runtime.registration import build_record, default_pid, register_until_stopped
 
     cfg = _load(config, _setting_overrides(ctx.args))
     folder = discovery_dir(cfg.settings.discovery_dir)

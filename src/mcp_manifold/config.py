@@ -28,8 +28,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import yaml
 
 from mcp_manifold._errors import ConfigError, ConfigProblem
+from mcp_manifold.core.naming import sanitize_prefix
 from mcp_manifold.model_folders import BUNDLED, model_folder_problem
-from mcp_manifold.naming import sanitize_prefix
 
 Transport = Literal["stdio", "http", "sse"]
 

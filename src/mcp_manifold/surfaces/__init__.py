@@ -9,18 +9,18 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from mcp_manifold.surfaces._base import CallContext, Surface
+from mcp_manifold.surfaces.base import CallContext, Surface
 
 if TYPE_CHECKING:
-    from mcp_manifold.gateway import Gateway
+    from mcp_manifold.runtime.gateway import Gateway
 
 # name -> "module:Class", imported only when exposed so unused surfaces cost nothing at start.
 SURFACES: dict[str, str] = {
     "direct": "mcp_manifold.surfaces.direct:DirectSurface",
-    "proxy": "mcp_manifold.surfaces.proxy:ProxySurface",
-    "dispatch": "mcp_manifold.surfaces.dispatch:DispatchSurface",
+    "proxy": "mcp_manifold.surfaces.proxy.surface:ProxySurface",
+    "dispatch": "mcp_manifold.surfaces.dispatch.surface:DispatchSurface",
     "retrieve": "mcp_manifold.surfaces.retrieve:RetrieveSurface",
-    "hub": "mcp_manifold.surfaces.hub:HubSurface",
+    "hub": "mcp_manifold.surfaces.hub.surface:HubSurface",
 }
 
 

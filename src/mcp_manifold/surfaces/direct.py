@@ -7,7 +7,7 @@ from typing import Any
 import mcp_types as types
 
 from mcp_manifold._errors import NotFound
-from mcp_manifold.surfaces._base import CallContext, Surface
+from mcp_manifold.surfaces.base import CallContext, Surface
 
 
 class DirectSurface(Surface):

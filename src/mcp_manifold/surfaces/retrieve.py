@@ -23,10 +23,10 @@ import anyio
 import mcp_types as types
 
 from mcp_manifold._errors import InvalidRequest, NotFound
-from mcp_manifold.catalog import ToolEntry
-from mcp_manifold.proxy_format import object_argument
-from mcp_manifold.summaries import bounded_list
-from mcp_manifold.surfaces._base import CallContext, Surface
+from mcp_manifold.core.arguments import object_argument
+from mcp_manifold.core.catalog import ToolEntry
+from mcp_manifold.core.summaries import bounded_list
+from mcp_manifold.surfaces.base import CallContext, Surface
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from mcp_manifold.instances import pid_is_alive
+from mcp_manifold.runtime.discovery import pid_is_alive
 
 logger = logging.getLogger(__name__)
 

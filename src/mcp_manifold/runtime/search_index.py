@@ -14,8 +14,8 @@ from pathlib import Path
 
 import anyio
 
-from mcp_manifold.catalog import Catalog, Kind, ToolEntry
 from mcp_manifold.config import Settings
+from mcp_manifold.core.catalog import Catalog, Kind, ToolEntry
 from mcp_manifold.search import IndexStore, SearchHit, SearchIndex, ToolDocument, make_embedder
 from mcp_manifold.search.errors import EmbedderUnavailable
 

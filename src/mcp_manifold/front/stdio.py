@@ -26,6 +26,10 @@ from mcp.server.stdio import stdio_server
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
+from mcp_manifold.front.fast_lane import FastLane
+from mcp_manifold.front.signals import Stopper
+from mcp_manifold.runtime.gateway import Gateway
+
 # One JSON-RPC line may carry a large tool result; asyncio's default 64 KiB line limit is too small.
 _LINE_LIMIT = 256 * 1024 * 1024
 
@@ -165,3 +169,14 @@ async def _pump_out(receiver: Any, writer: asyncio.StreamWriter) -> None:
             data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
             writer.write(data.encode() + b"\n")
             await writer.drain()
+
+
+async def serve_stdio(gateway: Gateway, stopper: Stopper | None = None) -> None:
+    """Serve one client over this process's stdin/stdout until it hangs up (or a signal hangs up for it)."""
+
+    def on_hangup(hang_up: Callable[[], None]) -> None:
+        if stopper is not None:
+            stopper.stop = hang_up  # a signal ends the input like EOF: the SDK server then stops in order
+
+    async with stdio_streams(lambda send: FastLane(gateway, send), on_hangup) as (read_stream, write_stream):
+        await gateway.server.run(read_stream, write_stream, gateway.initialization_options())

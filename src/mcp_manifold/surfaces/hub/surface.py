@@ -31,16 +31,16 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from mcp_manifold._errors import BackendUnavailable, InvalidRequest, ManifoldError, NotFound
-from mcp_manifold.catalog import Kind
-from mcp_manifold.instances import InstanceRecord, discovery_dir, read_records, remove_record
-from mcp_manifold.surfaces._base import CallContext, Surface
+from mcp_manifold.core.catalog import Kind
+from mcp_manifold.runtime.discovery import InstanceRecord, discovery_dir, read_records, remove_record
+from mcp_manifold.surfaces.base import CallContext, Surface
 
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
 
-    from mcp_manifold.backends import Backend, BackendStatus
-    from mcp_manifold.gateway import Gateway
-    from mcp_manifold.health import Health, HealthState
+    from mcp_manifold.core.health import Health, HealthState
+    from mcp_manifold.runtime.backends import Backend, BackendStatus
+    from mcp_manifold.runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
 

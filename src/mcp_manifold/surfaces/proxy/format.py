@@ -24,6 +24,7 @@ import mcp_types as types
 from pydantic import ConfigDict
 
 from mcp_manifold._errors import InvalidRequest, NotFound
+from mcp_manifold.core.arguments import given, integer_field, json_type_name, object_argument, string_field
 
 Action = Literal["list", "info", "call"]
 Kind = Literal["tool", "resource", "prompt"]
@@ -121,14 +122,9 @@ def _check_known(arguments: Mapping[str, Any]) -> None:
         raise InvalidRequest(f"unknown parameter {unknown[0]!r}; the proxy tool takes: {', '.join(PARAMETERS)}")
 
 
-def _given(arguments: Mapping[str, Any], key: str) -> bool:
-    # An explicit null counts as not given, as many clients send every parameter.
-    return arguments.get(key) is not None
-
-
 def _action(arguments: Mapping[str, Any]) -> str:
     choices = f"{', '.join(ACTIONS)} (or {BATCH})"
-    if not _given(arguments, "action"):
+    if not given(arguments, "action"):
         raise InvalidRequest(f"missing required parameter 'action': one of {choices}")
     action = arguments["action"]
     if action not in (*ACTIONS, BATCH):
@@ -137,13 +133,13 @@ def _action(arguments: Mapping[str, Any]) -> str:
 
 
 def _parse_operation(arguments: Mapping[str, Any], action: Action) -> ProxyOperation:
-    if _given(arguments, "operations"):
+    if given(arguments, "operations"):
         raise InvalidRequest(f"'operations' is only allowed for action '{BATCH}', not '{action}'")
     kind = _kind(arguments)
     path = _path(arguments, action, kind)
     args = _args(arguments, action)
     for key in LIST_ONLY:
-        if action != "list" and _given(arguments, key):
+        if action != "list" and given(arguments, key):
             raise InvalidRequest(f"'{key}' is only allowed for action 'list', not '{action}'")
     if action != "list":
         return ProxyOperation(action, kind, path, args)
@@ -161,7 +157,7 @@ def _parse_operation(arguments: Mapping[str, Any], action: Action) -> ProxyOpera
 
 def _kind(arguments: Mapping[str, Any]) -> Kind:
     choices = ", ".join(KINDS)
-    if not _given(arguments, "type"):
+    if not given(arguments, "type"):
         raise InvalidRequest(f"missing required parameter 'type': one of {choices}")
     kind = arguments["type"]
     if kind not in KINDS:
@@ -170,13 +166,13 @@ def _kind(arguments: Mapping[str, Any]) -> Kind:
 
 
 def _path(arguments: Mapping[str, Any], action: Action, kind: Kind) -> str | None:
-    given = _given(arguments, "path")
+    has_path = given(arguments, "path")
     if action == "list":
-        if given:
+        if has_path:
             raise InvalidRequest(f"'path' must not be given for action 'list' (it lists every {kind})")
         return None
     what = "URI" if kind == "resource" else "name"
-    if not given:
+    if not has_path:
         raise InvalidRequest(f"'path' is required for action '{action}': the {what} of the {kind}")
     path = arguments["path"]
     if not isinstance(path, str):
@@ -187,44 +183,11 @@ def _path(arguments: Mapping[str, Any], action: Action, kind: Kind) -> str | Non
 
 
 def _args(arguments: Mapping[str, Any], action: Action) -> dict[str, Any] | None:
-    if not _given(arguments, "args"):
+    if not given(arguments, "args"):
         return None
     if action != "call":
         raise InvalidRequest(f"'args' must not be given for action '{action}'; it is only allowed for action 'call'")
     return object_argument(arguments["args"], "args")
-
-
-def object_argument(value: Any, key: str) -> dict[str, Any]:
-    """An argument that must be a JSON object; a string holding one is parsed (LLMs often send those)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise InvalidRequest(f"'{key}' is a string but not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise InvalidRequest(f"'{key}' must be an object (or a JSON string of one), got {json_type_name(value)}")
-    return value
-
-
-def integer_field(arguments: Mapping[str, Any], key: str, default: int, low: int, high: int | None) -> int:
-    if not _given(arguments, key):
-        return default
-    value = arguments[key]
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    bounds = f"from {low} to {high}" if high is not None else f">= {low}"
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        raise InvalidRequest(f"'{key}' must be an integer {bounds}, got {value!r}")
-    return value
-
-
-def string_field(arguments: Mapping[str, Any], key: str) -> str | None:
-    if not _given(arguments, key):
-        return None
-    value = arguments[key]
-    if not isinstance(value, str):
-        raise InvalidRequest(f"'{key}' must be a string, got {json_type_name(value)}")
-    return value
 
 
 def _filter(raw: Any) -> tuple[str | None, tuple[str, ...]]:
@@ -269,14 +232,6 @@ def _parse_batch_item(index: int, raw: Any) -> ProxyOperation | InvalidOperation
         return _parse_operation(raw, cast(Action, action))
     except InvalidRequest as exc:
         return InvalidOperation(str(exc), raw)
-
-
-def json_type_name(value: Any) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    for python_type, name in names.items():
-        if isinstance(value, python_type):
-            return name
-    return "a number" if isinstance(value, int | float) else type(value).__name__
 
 
 def prompt_arguments(args: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -33,7 +33,7 @@ class Answer:
 
 
 def stat(path: Path) -> dict[str, int | str]:
-    from mcp_manifold.spill import estimate_tokens
+    from mcp_manifold.core.results import estimate_tokens
 
     size = 0
     lines = 0

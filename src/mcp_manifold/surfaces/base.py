@@ -11,7 +11,7 @@ from mcp.server.context import ServerRequestContext
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
 
-    from mcp_manifold.gateway import Gateway
+    from mcp_manifold.runtime.gateway import Gateway
 
 
 @dataclass

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
-from mcp_manifold.proxy_server import proxy_tool, run_proxy, wire_middleware
-from mcp_manifold.surfaces._base import CallContext, Surface
+from mcp_manifold.surfaces.base import CallContext, Surface
+from mcp_manifold.surfaces.proxy.tool import proxy_tool, run_proxy, wire_middleware
 
 if TYPE_CHECKING:
-    from mcp_manifold.gateway import Gateway
+    from mcp_manifold.runtime.gateway import Gateway
 
 
 class ProxySurface(Surface):

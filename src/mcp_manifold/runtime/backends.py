@@ -43,8 +43,8 @@ from mcp_manifold._errors import (
     BackendUnavailable,
     translate_backend_errors,
 )
-from mcp_manifold.breaker import BreakerState, CircuitBreaker
 from mcp_manifold.config import ServerConfig, Settings
+from mcp_manifold.core.breaker import BreakerState, CircuitBreaker
 
 logger = logging.getLogger(__name__)
 State = Literal["stopped", "starting", "ready", "failed", "disabled"]

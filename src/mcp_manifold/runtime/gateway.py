@@ -30,21 +30,22 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
 
-from mcp_manifold import __version__, live_status
+from mcp_manifold import __version__
 from mcp_manifold._errors import BackendError, BackendRequestError, InvalidRequest, ManifoldError, NotFound
-from mcp_manifold.backends import Backend, BackendPool
-from mcp_manifold.catalog import BackendListing, Catalog, Kind, unknown_resource
 from mcp_manifold.config import Config
-from mcp_manifold.health import HealthMonitor
-from mcp_manifold.lineage import child_environment
-from mcp_manifold.listing_cache import Listing, ListingCache
-from mcp_manifold.result_cache import ResultCache
-from mcp_manifold.result_text import spill_large
-from mcp_manifold.spill import SpillStore, sweep_periodically
-from mcp_manifold.summaries import bounded_list
+from mcp_manifold.core.catalog import BackendListing, Catalog, Kind, unknown_resource
+from mcp_manifold.core.result_cache import ResultCache
+from mcp_manifold.core.results import spill_large
+from mcp_manifold.core.summaries import bounded_list
+from mcp_manifold.runtime import live_status
+from mcp_manifold.runtime.backends import Backend, BackendPool
+from mcp_manifold.runtime.health import HealthMonitor
+from mcp_manifold.runtime.lineage import child_environment
+from mcp_manifold.runtime.listing_cache import Listing, ListingCache
+from mcp_manifold.runtime.spill import SpillStore, sweep_periodically
 
 if TYPE_CHECKING:
-    from mcp_manifold.catalog_search import CatalogSearch
+    from mcp_manifold.runtime.search_index import CatalogSearch
 from mcp_manifold.surfaces import CallContext, Surface, load_surface
 
 logger = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ class Gateway:
         """The search index over the catalog, built on first use."""
         if self._search is None:
             # Imported here: bm25s and numpy cost start-up time that surfaces without search never need.
-            from mcp_manifold.catalog_search import CatalogSearch
+            from mcp_manifold.runtime.search_index import CatalogSearch
 
             self._search = CatalogSearch(self.catalog, self.settings)
         return self._search

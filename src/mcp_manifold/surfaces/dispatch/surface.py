@@ -21,18 +21,18 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
-from mcp_manifold import readresult
 from mcp_manifold._errors import InvalidRequest, ManifoldError, NotFound
-from mcp_manifold.catalog import ToolEntry
-from mcp_manifold.connections import Connection, Connections
-from mcp_manifold.proxy_format import integer_field, json_type_name, object_argument, string_field
-from mcp_manifold.result_text import content_size, render_result, spill_facts, spill_notice
-from mcp_manifold.spill import estimate_tokens, read_arguments
-from mcp_manifold.surfaces._base import CallContext, Surface
+from mcp_manifold.core.arguments import integer_field, json_type_name, object_argument, string_field
+from mcp_manifold.core.catalog import ToolEntry
+from mcp_manifold.core.results import content_size, estimate_tokens, render_result, spill_facts, spill_notice
+from mcp_manifold.runtime import result_files as readresult
+from mcp_manifold.runtime.spill import read_arguments
+from mcp_manifold.surfaces.base import CallContext, Surface
+from mcp_manifold.surfaces.dispatch.connections import Connection, Connections
 from mcp_manifold.surfaces.retrieve import check_arguments, parameter_summary, short_description
 
 if TYPE_CHECKING:
-    from mcp_manifold.gateway import Gateway
+    from mcp_manifold.runtime.gateway import Gateway
 
 TOOL_NAME = "proxy-dispatch"
 ACTIONS = ("list", "search", "call", "readresult")
@@ -56,7 +56,7 @@ MAX_SEARCH_LIMIT = 50
 MAX_ECHOED_QUERY = 200
 MAX_CONTEXT_LINES = 50
 GREP_TIMEOUT = 10.0  # seconds a grep may run before its child process is killed
-_GREP_WORKER = "from mcp_manifold.readresult import grep_worker; grep_worker()"
+_GREP_WORKER = "from mcp_manifold.runtime.result_files import grep_worker; grep_worker()"
 READ_HINT = (
     "Read it with action 'readresult' (resultFile, op stat/head/tail/slice/grep/read), "
     "or pass it as 'argumentsFile' to another call."

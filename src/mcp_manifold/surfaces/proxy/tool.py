@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
-from mcp_manifold.proxy_format import (
+from mcp_manifold.surfaces.proxy.format import (
     ACTIONS,
     BATCH,
     DEFAULT_LIMIT,

@@ -9,14 +9,35 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import mcp_types as types
 
-from mcp_manifold.spill import SpilledFile, SpillStore
-
 PREVIEW_CHARS = 400
 _MISSING: Any = object()
+
+
+def estimate_tokens(size_in_bytes: int) -> int:
+    """About 4 bytes per token for JSON-heavy text: rough, but cheap and never zero for content."""
+    return (size_in_bytes + 3) // 4
+
+
+@dataclass(frozen=True)
+class SpilledFile:
+    path: Path
+    byte_size: int
+    line_count: int
+
+    @property
+    def estimated_tokens(self) -> int:
+        return estimate_tokens(self.byte_size)
+
+
+class SpillWriter(Protocol):
+    """Where `spill_large` writes a large result (the runtime's spill store)."""
+
+    def write(self, text: str, suffix: str) -> SpilledFile: ...
 
 
 @dataclass(frozen=True)
@@ -112,7 +133,7 @@ def spill_notice(spilled: SpilledFile, rendered: RenderedResult, *, threshold: i
 
 
 def spill_large(
-    result: types.CallToolResult, store: SpillStore, *, threshold: int, toon: bool, ttl: float
+    result: types.CallToolResult, store: SpillWriter, *, threshold: int, toon: bool, ttl: float
 ) -> types.CallToolResult:
     """Any surface's result, replaced by a spill notice when it is larger than `threshold` bytes.
 

@@ -24,10 +24,10 @@ import anyio.abc
 import mcp_types as types
 
 from mcp_manifold._errors import ManifoldError
-from mcp_manifold.gateway import tool_error
+from mcp_manifold.runtime.gateway import tool_error
 
 if TYPE_CHECKING:
-    from mcp_manifold.gateway import Gateway
+    from mcp_manifold.runtime.gateway import Gateway
 
 Send = Callable[[bytes], Awaitable[None]]
 

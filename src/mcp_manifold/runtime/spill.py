@@ -20,35 +20,19 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from mcp_manifold._errors import AccessDenied, InvalidRequest, NotFound
-from mcp_manifold.proxy_format import json_type_name
+from mcp_manifold.core.arguments import json_type_name
+from mcp_manifold.core.results import SpilledFile
 
 logger = logging.getLogger(__name__)
 
 _PREFIX = "gw-"
 MAX_ARGUMENTS_BYTES = 64 * 1024 * 1024  # an arguments file is parsed in memory
-
-
-def estimate_tokens(size_in_bytes: int) -> int:
-    """About 4 bytes per token for JSON-heavy text: rough, but cheap and never zero for content."""
-    return (size_in_bytes + 3) // 4
-
-
-@dataclass(frozen=True)
-class SpilledFile:
-    path: Path
-    byte_size: int
-    line_count: int
-
-    @property
-    def estimated_tokens(self) -> int:
-        return estimate_tokens(self.byte_size)
 
 
 class SpillStore:

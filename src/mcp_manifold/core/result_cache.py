@@ -12,12 +12,11 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 
-from mcp_manifold.catalog import Catalog, Kind
-from mcp_manifold.config import ServerConfig
+from mcp_manifold.core.catalog import Catalog, Kind
 
 MAX_ENTRIES = 512
 MAX_ENTRY_BYTES = 1024 * 1024  # a bigger result is not worth holding in memory
@@ -29,13 +28,20 @@ def cacheable(tool: types.Tool) -> bool:
     return annotations is not None and bool(annotations.read_only_hint or annotations.idempotent_hint)
 
 
+class CachedServer(Protocol):
+    """What the cache needs of a server's config: how long its results may be reused (0: never)."""
+
+    @property
+    def cache_ttl(self) -> float: ...
+
+
 class ResultCache:
     """Results of cacheable tools, each kept for its server's `cache_ttl` seconds."""
 
     def __init__(
         self,
         catalog: Catalog,
-        servers: Mapping[str, ServerConfig],
+        servers: Mapping[str, CachedServer],
         *,
         clock: Callable[[], float] = time.monotonic,
         max_entries: int = MAX_ENTRIES,

@@ -16,7 +16,7 @@ from typing import Literal
 import mcp_types as types
 
 from mcp_manifold._errors import NotFound
-from mcp_manifold.naming import assign_names, namespace_uri, sanitize_prefix, split_uri
+from mcp_manifold.core.naming import assign_names, namespace_uri, sanitize_prefix, split_uri
 
 Kind = Literal["tools", "resources", "prompts"]
 KINDS: tuple[Kind, ...] = ("tools", "resources", "prompts")

@@ -1,0 +1,58 @@
+"""Streamable HTTP at http://host:port/mcp: any number of clients, one session each (session era).
+
+uvicorn serves the SDK's streamable HTTP app; SIGTERM / SIGHUP start uvicorn's graceful shutdown,
+bounded by `shutdown_timeout` (a client's open SSE stream never ends by itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from contextlib import contextmanager
+
+import uvicorn
+
+from mcp_manifold.front.signals import Stopper
+from mcp_manifold.runtime.gateway import Gateway
+
+
+async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | None = None) -> None:
+    """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
+    app = gateway.server.streamable_http_app(
+        host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None
+    )
+    level = gateway.settings.log_level
+    # uvicorn's access log only at debug: one line per MCP message is noise at any other level.
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=level,
+        lifespan="on",
+        access_log=level == "debug",
+        # A client's standing SSE stream never finishes on its own: unbounded, a graceful shutdown
+        # would wait for every connected client to leave.
+        timeout_graceful_shutdown=gateway.settings.shutdown_timeout,
+    )
+    server = _Server(config)
+
+    def shut_down() -> None:
+        # uvicorn's graceful shutdown lets open requests finish; a second signal stops waiting for them.
+        server.force_exit = server.should_exit
+        server.should_exit = True
+
+    if stopper is not None:
+        stopper.stop = shut_down
+    try:
+        await server.serve()
+    finally:
+        if stopper is not None:
+            stopper.restore()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling, which re-raises the signal after shutting down
+    and so would kill the process before the gateway cleans up; `Stopper` handles signals."""
+
+    @contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
