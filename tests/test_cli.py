@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mcp_manifold.runtime.discovery import pid_is_alive
+from mcp_manifold._files import pid_is_alive
 from tests.conftest import SERVERS, free_port, server_entry, stop_process
 
 

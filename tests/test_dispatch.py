@@ -19,9 +19,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from mcp_manifold.config import ServerConfig
-from mcp_manifold.core.catalog import BackendListing, Catalog
+from mcp_manifold.core.catalog import Catalog
+from mcp_manifold.core.listing import Listing
 from mcp_manifold.core.result_cache import ResultCache
-from mcp_manifold.surfaces.dispatch.connections import Connections
+from mcp_manifold.runtime.state_file import JsonStateFile
+from mcp_manifold.surfaces.dispatch.connections import ALIASES_FILE, Connections
 from tests.conftest import manifold_command, server_entry, stdio_gateway
 
 TOOL = "proxy-dispatch"
@@ -394,25 +396,29 @@ def stdio(name: str, *args: str, **env: str) -> ServerConfig:
     return ServerConfig(name=name, transport="stdio", command="srv", args=args, env=env)
 
 
+def aliases_file(directory: Path) -> JsonStateFile:
+    return JsonStateFile(directory / ALIASES_FILE)
+
+
 def aliases(connections: Connections) -> dict[str, str]:
     return {c.server: c.alias for c in connections}
 
 
 def test_aliases_are_stable_across_restarts(tmp_path: Path) -> None:
     a, b = stdio("a", "--one"), stdio("b", "--two")
-    assert aliases(Connections([a, b], tmp_path)) == {"a": "c1", "b": "c2"}
+    assert aliases(Connections([a, b], aliases_file(tmp_path))) == {"a": "c1", "b": "c2"}
     # Restarted with the servers in another order and one more: the old ones keep theirs.
     c = stdio("c", "--three")
-    assert aliases(Connections([c, b, a], tmp_path)) == {"a": "c1", "b": "c2", "c": "c3"}
+    assert aliases(Connections([c, b, a], aliases_file(tmp_path))) == {"a": "c1", "b": "c2", "c": "c3"}
     # A server removed and added back gets its alias back; a changed config is a new connection.
-    assert aliases(Connections([a, c], tmp_path)) == {"a": "c1", "c": "c3"}
-    assert aliases(Connections([stdio("b", "--changed"), a], tmp_path)) == {"b": "c4", "a": "c1"}
+    assert aliases(Connections([a, c], aliases_file(tmp_path))) == {"a": "c1", "c": "c3"}
+    assert aliases(Connections([stdio("b", "--changed"), a], aliases_file(tmp_path))) == {"b": "c4", "a": "c1"}
     assert aliases(Connections([a, b], None)) == {"a": "c1", "b": "c2"}  # no data dir: per run only
 
 
 def test_ids_ignore_secrets_and_tell_twins_apart(tmp_path: Path) -> None:
-    with_token = Connections([stdio("a", API_TOKEN="one-secret")], tmp_path)
-    rotated = Connections([stdio("a", API_TOKEN="another-secret")], tmp_path)
+    with_token = Connections([stdio("a", API_TOKEN="one-secret")], aliases_file(tmp_path))
+    rotated = Connections([stdio("a", API_TOKEN="another-secret")], aliases_file(tmp_path))
     assert [c.id for c in with_token] == [c.id for c in rotated]
     assert aliases(rotated) == {"a": "c1"}
     twins = list(Connections([stdio("x"), stdio("y")], None))
@@ -468,8 +474,8 @@ def test_cache_hits_expiry_and_what_is_never_cached() -> None:
         types.Tool(name="post", input_schema={"type": "object"}),
     ]
     catalog = Catalog()
-    catalog.set_backend("s", BackendListing(prefix="s", tools=tools))
-    catalog.set_backend("t", BackendListing(prefix="t", tools=tools))
+    catalog.set_backend("s", Listing(tools=tools), prefix="s")
+    catalog.set_backend("t", Listing(tools=tools), prefix="t")
     now = [0.0]
     servers = {"s": ServerConfig(name="s", transport="stdio", command="x", cache_ttl=10), "t": stdio("t")}
     cache = ResultCache(catalog, servers, clock=lambda: now[0], max_entries=2)
@@ -496,7 +502,7 @@ def test_cache_hits_expiry_and_what_is_never_cached() -> None:
         cache.store("s", "get", {"n": n}, answer)
     assert [cache.lookup("s", "get", {"n": n}) is not None for n in range(3)] == [False, True, True]
     # A tool that stops being read-only after a refresh stops being cached.
-    catalog.set_backend("s", BackendListing(prefix="s", tools=[tools[2].model_copy(update={"name": "get"})]))
+    catalog.set_backend("s", Listing(tools=[tools[2].model_copy(update={"name": "get"})]), prefix="s")
     assert cache.lookup("s", "get", {"n": 2}) is None
 
 
@@ -528,7 +534,7 @@ async def test_a_runaway_grep_pattern_is_stopped_without_stalling_the_gateway(tm
     # Regression: `(a+)+$` on a long line backtracked for hours inside the gateway's event loop
     # (Python's re never lets go of the interpreter), so every other client's call hung too.
     from mcp_manifold._errors import InvalidRequest
-    from mcp_manifold.surfaces.dispatch.surface import _grep
+    from mcp_manifold.runtime.result_files import _grep
 
     path = tmp_path / "result.txt"
     path.write_text("first line\n" + "a" * 40_000 + "!\nlast line\n")

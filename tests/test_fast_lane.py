@@ -118,4 +118,4 @@ async def test_other_surfaces_and_spilling_turn_the_lane_off(tmp_path: Path) -> 
             assert gateway.fast_route("kitchen_echo") is None
     async with await open_gateway(tmp_path) as gateway:
         route = gateway.fast_route("kitchen_echo")
-        assert route is not None and route[0].name == "kitchen" and route[1] == "echo"
+        assert route is not None and route.server == "kitchen" and route.name == "echo"

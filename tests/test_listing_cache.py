@@ -12,8 +12,9 @@ import mcp_types as types
 import pytest
 
 from mcp_manifold.config import load_config
+from mcp_manifold.core.listing import Listing
 from mcp_manifold.runtime.gateway import Gateway
-from mcp_manifold.runtime.listing_cache import Listing, ListingCache
+from mcp_manifold.runtime.listing_cache import ListingCache
 from tests.conftest import server_entry
 
 pytestmark = pytest.mark.anyio

@@ -15,7 +15,7 @@ import mcp_types as types
 import pytest
 
 from mcp_manifold._errors import AccessDenied, InvalidRequest, NotFound
-from mcp_manifold.core.results import estimate_tokens, render_result, spill_large
+from mcp_manifold.core.results import SpillPolicy, estimate_tokens, render_result, spill_if_due
 from mcp_manifold.runtime import result_files as readresult
 from mcp_manifold.runtime.spill import SpillStore, read_arguments
 
@@ -247,10 +247,12 @@ def test_render_as_toon() -> None:
 
 def test_spill_large_replaces_only_large_results(store: SpillStore) -> None:
     small = text_result("x" * 100)
-    assert spill_large(small, store, threshold=100, toon=False, ttl=60) is small
-    assert spill_large(small, store, threshold=0, toon=False, ttl=60) is small
+    assert spill_if_due(small, SpillPolicy(threshold=100, ttl=60), store.write) is None
+    assert spill_if_due(small, SpillPolicy(threshold=0, ttl=60), store.write) is None
     big = text_result("y" * 101, is_error=True)
-    spilled = spill_large(big, store, threshold=100, toon=False, ttl=60)
+    due = spill_if_due(big, SpillPolicy(threshold=100, ttl=60), store.write)
+    assert due is not None
+    spilled = due.result
     assert spilled.is_error
     notice = spilled.content[0].text  # type: ignore[union-attr]
     assert "auto-spilled (exceeded 100 bytes)" in notice and "Size: 101 bytes" in notice

@@ -174,7 +174,7 @@ def servers(
 
     async def work(gateway: Any) -> list[Any]:
         await gateway.refresh([b.name for b in gateway.pool if b.state != "disabled"])
-        from mcp_manifold.surfaces.hub.surface import instance_statuses
+        from mcp_manifold.runtime.instances import instance_statuses
 
         # Instances registered in the discovery dir are extra rows when the hub is exposed (issue 6).
         return [backend.status() for backend in gateway.pool] + await instance_statuses(gateway)
@@ -275,7 +275,8 @@ def call(
     cfg = _load(config, _setting_overrides(ctx.args))
 
     async def work(gateway: Any) -> Any:
-        from mcp_manifold.runtime.gateway import tool_error
+        from mcp_manifold.core.clients import Caller, Request
+        from mcp_manifold.core.results import tool_error
 
         # Start only the servers whose prefix the name carries (a name clash can only involve those,
         # so they name their tools as the whole catalog would); all of them only if that finds nothing.
@@ -284,15 +285,9 @@ def call(
         ]
         if owners:
             await gateway.refresh(owners)
-        if not gateway.catalog.has_tool(name):
-            await gateway.ensure_catalog()
+        # The same way in as a client's tools/call: the surfaces, then the one call path.
         try:
-            route = gateway.catalog.route_tool(name)
-        except ManifoldError as exc:
-            return tool_error(str(exc))
-        backend = gateway.pool[route.server]
-        try:
-            return await backend.request("tools/call", lambda s: s.call_tool(route.original, arguments))
+            return await gateway.call_tool_by_name(Request(Caller("cli")), name, arguments)
         except ManifoldError as exc:
             return tool_error(str(exc))
 
@@ -340,8 +335,10 @@ def search(
             def report(done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            gateway.search.index.update((tool_document(e) for e in gateway.catalog.tool_entries()), progress=report)
-        return gateway.search.search(query, limit=limit), gateway.search.index.status()
+            gateway.search_index.index.update(
+                (tool_document(e) for e in gateway.catalog.tool_entries()), progress=report
+            )
+        return gateway.search_index.search(query, limit=limit), gateway.search_index.index.status()
 
     from mcp_manifold.runtime.search_index import tool_document
 

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Literal, get_args
 import yaml
 
 from mcp_manifold._errors import ConfigError, ConfigProblem
+from mcp_manifold._files import atomic_write
 from mcp_manifold.config import CONFIG_SUFFIXES, SERVER_FIELDS, escape_vars, read_config_data
 
 Client = Literal["claude-desktop", "cursor", "claude-code"]
@@ -349,7 +349,7 @@ def write_config(data: Mapping[str, Any], path: str | Path, *, force: bool = Fal
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if force:
-            _replace_atomically(path, text)
+            atomic_write(path, text)
         else:
             with path.open("x", encoding="utf-8") as handle:  # "x" fails if the file appeared meanwhile
                 handle.write(text)
@@ -358,18 +358,6 @@ def write_config(data: Mapping[str, Any], path: str | Path, *, force: bool = Fal
     except OSError as exc:
         raise _file_error(path, f"cannot write: {exc.strerror or exc}") from exc
     return path
-
-
-def _replace_atomically(path: Path, text: str) -> None:
-    """Write next to the target and rename, so a crash never leaves half a config behind."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 __all__ = [

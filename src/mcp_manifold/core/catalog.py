@@ -10,13 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import mcp_types as types
 
 from mcp_manifold._errors import NotFound
+from mcp_manifold.core.listing import Listing
 from mcp_manifold.core.naming import assign_names, namespace_uri, sanitize_prefix, split_uri
+from mcp_manifold.core.suggestions import did_you_mean
 
 Kind = Literal["tools", "resources", "prompts"]
 KINDS: tuple[Kind, ...] = ("tools", "resources", "prompts")
@@ -50,16 +52,21 @@ class ToolEntry:
         return self.exposed.name
 
 
-@dataclass
-class BackendListing:
-    """What one backend listed, before naming."""
+@dataclass(frozen=True)
+class Match:
+    """One search result: the catalog entry and its score."""
 
+    entry: ToolEntry
+    score: float
+
+
+@dataclass(frozen=True)
+class _Backend:
+    """One backend's listing with how it is exposed: its prefix and which of its tools are shown."""
+
+    listing: Listing
     prefix: str
-    tools: list[types.Tool] = field(default_factory=list)
-    resources: list[types.Resource] = field(default_factory=list)
-    templates: list[types.ResourceTemplate] = field(default_factory=list)
-    prompts: list[types.Prompt] = field(default_factory=list)
-    tool_filter: Callable[[str], bool] = lambda _name: True
+    tool_filter: Callable[[str], bool]
 
 
 class Catalog:
@@ -68,7 +75,7 @@ class Catalog:
     def __init__(self, separator: str = "_", reserved_names: Iterable[str] = ()) -> None:
         self.separator = separator
         self.reserved_names = frozenset(reserved_names)
-        self._listings: dict[str, BackendListing] = {}
+        self._listings: dict[str, _Backend] = {}
         self._tools: dict[str, ToolEntry] = {}
         self._prompts: dict[str, tuple[types.Prompt, Route]] = {}
         self._resources: dict[str, tuple[types.Resource, Route]] = {}
@@ -83,9 +90,11 @@ class Catalog:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
-    def set_backend(self, server: str, listing: BackendListing) -> set[Kind]:
-        """Replace one backend's listing; returns (and announces) the kinds that changed."""
-        self._listings[server] = listing
+    def set_backend(
+        self, server: str, listing: Listing, *, prefix: str, tool_filter: Callable[[str], bool] = lambda _name: True
+    ) -> set[Kind]:
+        """Replace one backend's listing, exposed under `prefix`; returns (and announces) the kinds that changed."""
+        self._listings[server] = _Backend(listing, prefix, tool_filter)
         return self._rebuild()
 
     def remove_backend(self, server: str) -> set[Kind]:
@@ -110,7 +119,7 @@ class Catalog:
         owners: list[tuple[str, str]] = []
         origin: dict[tuple[str, str], tuple[str, types.Tool]] = {}
         for server, listing in self._listings.items():
-            for tool in listing.tools:
+            for tool in listing.listing.tools:
                 if listing.tool_filter(tool.name):
                     key = (listing.prefix, tool.name)
                     owners.append(key)
@@ -127,7 +136,7 @@ class Catalog:
         owners: list[tuple[str, str]] = []
         origin: dict[tuple[str, str], tuple[str, types.Prompt]] = {}
         for server, listing in self._listings.items():
-            for prompt in listing.prompts:
+            for prompt in listing.listing.prompts:
                 key = (listing.prefix, prompt.name)
                 owners.append(key)
                 origin[key] = (server, prompt)
@@ -142,10 +151,10 @@ class Catalog:
         resources: dict[str, tuple[types.Resource, Route]] = {}
         templates: list[tuple[types.ResourceTemplate, str]] = []
         for server, listing in self._listings.items():
-            for resource in listing.resources:
+            for resource in listing.listing.resources:
                 uri = namespace_uri(listing.prefix, resource.uri)
                 resources[uri] = (resource.model_copy(update={"uri": uri}), Route(server, resource.uri))
-            for template in listing.templates:
+            for template in listing.listing.templates:
                 exposed = namespace_uri(listing.prefix, template.uri_template)
                 templates.append((template.model_copy(update={"uri_template": exposed}), server))
         # Sorted like tools and prompts, so listings do not depend on which backend answered first.
@@ -186,8 +195,12 @@ class Catalog:
     def tool(self, name: str) -> ToolEntry:
         entry = self._tools.get(name)
         if entry is None:
-            raise NotFound(f"unknown tool {name!r}{self._hint(name, self._tools)}")
+            raise NotFound(f"unknown tool {name!r}{did_you_mean(name, self._tools)}")
         return entry
+
+    def entry(self, name: str) -> ToolEntry | None:
+        """The exposed tool `name`, or None (the cheap lookup, for hot paths)."""
+        return self._tools.get(name)
 
     def has_tool(self, name: str) -> bool:
         return name in self._tools
@@ -199,7 +212,7 @@ class Catalog:
     def route_prompt(self, name: str) -> Route:
         found = self._prompts.get(name)
         if found is None:
-            raise NotFound(f"unknown prompt {name!r}{self._hint(name, self._prompts)}")
+            raise NotFound(f"unknown prompt {name!r}{did_you_mean(name, self._prompts)}")
         return found[1]
 
     def prompt(self, name: str) -> types.Prompt:
@@ -227,11 +240,6 @@ class Catalog:
 
     def server_of_prefix(self, prefix: str) -> str | None:
         return self._prefix_owner.get(sanitize_prefix(prefix))
-
-    @staticmethod
-    def _hint(name: str, known: dict[str, object]) -> str:
-        close = [candidate for candidate in known if name.lower() in candidate.lower()][:5]
-        return f"; did you mean one of {close}?" if close else ""
 
 
 def unknown_resource(uri: str) -> NotFound:

@@ -8,13 +8,15 @@ JSON (so line-based reads work) or, with `toon`, as TOON.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import mcp_types as types
 
 PREVIEW_CHARS = 400
+
 _MISSING: Any = object()
 
 
@@ -32,12 +34,6 @@ class SpilledFile:
     @property
     def estimated_tokens(self) -> int:
         return estimate_tokens(self.byte_size)
-
-
-class SpillWriter(Protocol):
-    """Where `spill_large` writes a large result (the runtime's spill store)."""
-
-    def write(self, text: str, suffix: str) -> SpilledFile: ...
 
 
 @dataclass(frozen=True)
@@ -132,25 +128,55 @@ def spill_notice(spilled: SpilledFile, rendered: RenderedResult, *, threshold: i
     return "\n".join(lines)
 
 
-def spill_large(
-    result: types.CallToolResult, store: SpillWriter, *, threshold: int, toon: bool, ttl: float
-) -> types.CallToolResult:
-    """Any surface's result, replaced by a spill notice when it is larger than `threshold` bytes.
+@dataclass(frozen=True)
+class SpillPolicy:
+    """When a tool result goes to a file instead of into the client's context, and how it is announced."""
 
+    threshold: int = 0  # inline bytes above which a result spills; 0: never by size
+    to_file: bool = False  # spill a successful result whatever its size (dispatch's `resultToFile`)
+    toon: bool = False  # write object/array data as TOON
+    ttl: float = 0.0  # seconds the file is kept (said in the notice)
+    hint: str | None = None  # a line added to the notice: how to read the file
+
+    @property
+    def active(self) -> bool:
+        return self.threshold > 0 or self.to_file
+
+
+@dataclass(frozen=True)
+class Spilled:
+    """A result that went to a file: the notice the client gets, and the file."""
+
+    result: types.CallToolResult
+    file: SpilledFile
+    auto: bool  # by size (True) or because the caller asked for a file
+
+
+def spill_if_due(
+    result: types.CallToolResult, policy: SpillPolicy, write: Callable[[str, str], SpilledFile]
+) -> Spilled | None:
+    """The notice standing in for `result` when `policy` says it goes to a file (written with `write`), else None.
+
+    Errors spill only by size: an error asked to go to a file stays inline, where the client sees it.
     The notice keeps `is_error`; `_meta` has the file's facts (`resultFile`, `byteSize`, ...) for programs.
     """
-    if threshold <= 0:
-        return result
-    rendered = render_result(result, toon=toon)
-    if rendered.inline_size <= threshold:
-        return result
-    spilled = store.write(rendered.text, rendered.suffix)
-    notice = spill_notice(spilled, rendered, threshold=threshold, ttl=ttl)
-    return types.CallToolResult(
+    to_file = policy.to_file and not result.is_error
+    if not (to_file or policy.threshold > 0):
+        return None
+    rendered = render_result(result, toon=policy.toon)
+    auto = not to_file and rendered.inline_size > policy.threshold
+    if not (to_file or auto):
+        return None
+    spilled = write(rendered.text, rendered.suffix)
+    notice = spill_notice(spilled, rendered, threshold=policy.threshold if auto else None, ttl=policy.ttl)
+    if policy.hint:
+        notice = f"{notice}\n{policy.hint}"
+    answer = types.CallToolResult(
         content=[types.TextContent(type="text", text=notice)],
         is_error=result.is_error,
-        _meta=spill_facts(spilled, auto=True),
+        _meta=spill_facts(spilled, auto=auto),
     )
+    return Spilled(answer, spilled, auto)
 
 
 def spill_facts(spilled: SpilledFile, *, auto: bool) -> dict[str, Any]:
@@ -161,3 +187,17 @@ def spill_facts(spilled: SpilledFile, *, auto: bool) -> dict[str, Any]:
         "lineCount": spilled.line_count,
         "estimatedTokens": spilled.estimated_tokens,
     }
+
+
+def tool_error(message: str) -> types.CallToolResult:
+    """A tool result the client shows as an error, carrying our message and nothing else."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+def scrubbed(result: types.CallToolResult, scrub: Callable[[str], str]) -> types.CallToolResult:
+    """An error result with `scrub` applied to its text (a server's secrets can appear in what it says)."""
+    content = [
+        block.model_copy(update={"text": scrub(block.text)}) if isinstance(block, types.TextContent) else block
+        for block in result.content
+    ]
+    return result.model_copy(update={"content": content})

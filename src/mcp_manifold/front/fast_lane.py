@@ -1,10 +1,11 @@
-"""The fast lane: a plain `tools/call` of a direct tool answered without the SDK server's machinery.
+"""The fast lane: a faster way into the one call path for a plain `tools/call` of a direct tool.
 
 On the stdio front, most of what the gateway adds to a call is the server side of the SDK: a task
 per request, middleware, request and result models built and dumped again. For the commonest
 message of all, a `tools/call` of a namespaced tool on a running backend with nothing special
-asked for, none of that does anything, so the front hands the raw line here and writes back the
-JSON-RPC response this module builds.
+asked for, none of that does anything, so the front hands the raw line here: the lane parses it,
+makes the call through the same call path as every other call (`Gateway.calls`), and writes back
+the JSON-RPC response itself.
 
 Everything else (other methods, progress tokens, unknown tools, surfaces other than `direct`,
 results that may be spilled or cached, a backend not running yet) goes the normal way, and so does
@@ -24,7 +25,9 @@ import anyio.abc
 import mcp_types as types
 
 from mcp_manifold._errors import ManifoldError
-from mcp_manifold.runtime.gateway import tool_error
+from mcp_manifold.core.clients import Caller, Request
+from mcp_manifold.core.results import tool_error
+from mcp_manifold.core.router import Target
 
 if TYPE_CHECKING:
     from mcp_manifold.runtime.gateway import Gateway
@@ -32,12 +35,24 @@ if TYPE_CHECKING:
 Send = Callable[[bytes], Awaitable[None]]
 
 
+class FastRequest(Request):
+    """A call taken by the lane: no progress token (the lane leaves those to the SDK server), and what
+    the server initiates meanwhile goes to the stdio client through its session."""
+
+    async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
+        await self.caller.log(level, data, logger_name)
+
+    async def ask(self, method: str, params: Any) -> Any:
+        return await self.caller.ask(method, params)
+
+
 class FastLane:
     """Claims qualifying `tools/call` lines and answers them; tracks them for cancellation."""
 
-    def __init__(self, gateway: Gateway, send: Send) -> None:
+    def __init__(self, gateway: Gateway, send: Send, caller: Callable[[], Caller] | None = None) -> None:
         self.gateway = gateway
         self.send = send
+        self._caller = caller or (lambda: Caller("fast-lane"))
         self.open = False  # set once the client has completed a legacy initialize
         self._in_flight: dict[Any, anyio.CancelScope] = {}
 
@@ -88,13 +103,12 @@ class FastLane:
         scope.cancel()
         return True
 
-    async def _answer(self, request_id: Any, scope: anyio.CancelScope, route: Any, arguments: Any) -> None:
-        backend, tool = route
+    async def _answer(self, request_id: Any, scope: anyio.CancelScope, target: Target, arguments: Any) -> None:
         try:
             with scope:
                 response: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
                 try:
-                    result = await backend.request("tools/call", lambda session: session.call_tool(tool, arguments))
+                    result = await self.gateway.calls.call_tool(FastRequest(self._caller()), target, arguments)
                 except ManifoldError as exc:
                     result = tool_error(str(exc))
                 except Exception as exc:  # never leave the client waiting on an answer

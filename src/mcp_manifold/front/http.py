@@ -11,13 +11,15 @@ from contextlib import contextmanager
 
 import uvicorn
 
+from mcp_manifold.front.server import McpFront
 from mcp_manifold.front.signals import Stopper
 from mcp_manifold.runtime.gateway import Gateway
 
 
 async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | None = None) -> None:
     """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
-    app = gateway.server.streamable_http_app(
+    front = McpFront(gateway)
+    app = front.server.streamable_http_app(
         host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None
     )
     level = gateway.settings.log_level

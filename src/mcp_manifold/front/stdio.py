@@ -23,10 +23,11 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp.server.stdio import stdio_server
-from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
+from mcp_manifold._sdk import create_context_streams
 from mcp_manifold.front.fast_lane import FastLane
+from mcp_manifold.front.server import McpFront
 from mcp_manifold.front.signals import Stopper
 from mcp_manifold.runtime.gateway import Gateway
 
@@ -71,8 +72,8 @@ async def stdio_streams(
         reader, writer = await _open_pipes(wire_in, wire_out, stack)
         if on_hangup is not None:
             on_hangup(reader.feed_eof)
-        read_sender, read_stream = create_context_streams[SessionMessage | Exception](0)
-        write_stream, write_receiver = create_context_streams[SessionMessage](0)
+        read_sender, read_stream = create_context_streams(SessionMessage | Exception)
+        write_stream, write_receiver = create_context_streams(SessionMessage)
 
         async def send(frame: bytes) -> None:
             writer.write(frame)  # one write per frame, so frames from several writers never interleave
@@ -173,10 +174,14 @@ async def _pump_out(receiver: Any, writer: asyncio.StreamWriter) -> None:
 
 async def serve_stdio(gateway: Gateway, stopper: Stopper | None = None) -> None:
     """Serve one client over this process's stdin/stdout until it hangs up (or a signal hangs up for it)."""
+    front = McpFront(gateway)
 
     def on_hangup(hang_up: Callable[[], None]) -> None:
         if stopper is not None:
             stopper.stop = hang_up  # a signal ends the input like EOF: the SDK server then stops in order
 
-    async with stdio_streams(lambda send: FastLane(gateway, send), on_hangup) as (read_stream, write_stream):
-        await gateway.server.run(read_stream, write_stream, gateway.initialization_options())
+    def lane(send: Send) -> FastLane:
+        return FastLane(gateway, send, caller=lambda: front.latest_caller)
+
+    async with stdio_streams(lane, on_hangup) as (read_stream, write_stream):
+        await front.server.run(read_stream, write_stream, front.initialization_options())

@@ -12,26 +12,19 @@ grandchildren die with the server even when the server itself exits politely or 
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
-from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack, suppress
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
-import mcp.client.stdio as sdk_stdio
 import mcp_types as types
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mcp_manifold import __version__
 from mcp_manifold._errors import (
@@ -43,41 +36,18 @@ from mcp_manifold._errors import (
     BackendUnavailable,
     translate_backend_errors,
 )
+from mcp_manifold._sdk import create_http_client
 from mcp_manifold.config import ServerConfig, Settings
-from mcp_manifold.core.breaker import BreakerState, CircuitBreaker
+from mcp_manifold.core.breaker import CircuitBreaker
+from mcp_manifold.core.listing import Listing
+from mcp_manifold.core.status import BackendStatus, State
+from mcp_manifold.runtime.processes import open_stdio
 
 logger = logging.getLogger(__name__)
-State = Literal["stopped", "starting", "ready", "failed", "disabled"]
 
 _BACKOFF_START = 1.0
 _BACKOFF_MAX = 30.0
 _CLIENT_INFO = types.Implementation(name="mcp-manifold", version=__version__)
-_EXIT_POLL = 0.5  # seconds between checks that a stdio server's process is still alive
-_GROUP_KILL_TIMEOUT = 2.0  # SIGTERM to SIGKILL for what is left of a server's process group
-
-# The SDK's `stdio_client` keeps its process to itself; the gateway needs it for the pid, the exit
-# status and the process group. Spawns made while this holds a list (one backend's start, in its own
-# task) are appended to it.
-_spawned: ContextVar[list[Any] | None] = ContextVar("manifold_spawned", default=None)
-
-
-def _hook_sdk_spawn() -> None:
-    original = getattr(sdk_stdio, "_create_platform_compatible_process", None)
-    if original is None or getattr(original, "manifold_hook", False):
-        return  # another SDK layout: no pid or group sweep, everything else works
-
-    async def spawn(*args: Any, **kwargs: Any) -> Any:
-        process = await original(*args, **kwargs)
-        sink = _spawned.get()
-        if sink is not None:
-            sink.append(process)
-        return process
-
-    spawn.manifold_hook = True  # type: ignore[attr-defined]
-    sdk_stdio._create_platform_compatible_process = spawn  # type: ignore[attr-defined]
-
-
-_hook_sdk_spawn()
 
 
 class BackendHooks(Protocol):
@@ -88,24 +58,6 @@ class BackendHooks(Protocol):
     async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None: ...
 
     async def on_server_request(self, backend: Backend, method: str, params: Any) -> Any: ...
-
-
-@dataclass
-class BackendStatus:
-    """A snapshot for `manifold servers` and error messages."""
-
-    name: str
-    transport: str
-    state: State
-    last_error: str | None
-    restarts: int
-    pid: int | None
-    tools: int
-    stderr_tail: list[str]
-    server_info: str | None
-    retry_in: float | None
-    breaker: BreakerState = "closed"  # closed, open (calls fail fast) or half-open (one trial call)
-    breaker_retry_in: float | None = None  # while open: seconds until the trial call
 
 
 class Backend:
@@ -272,79 +224,30 @@ class Backend:
         config = self.config
         if config.transport == "stdio":
             assert config.command is not None
-            read_fd, write_fd = os.pipe()
-            errlog = os.fdopen(write_fd, "w")
             params = StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
                 env={**self.child_env, **config.env} or None,
                 cwd=config.cwd,
             )
-            spawned: list[Any] = []
-            # Pushed before the transport so it runs after the SDK has stopped the server: the SDK only
-            # signals the group when the server outlives its closed stdin, so grandchildren would stay.
-            stack.push_async_callback(_kill_group_leftovers, spawned)
-            token = _spawned.set(spawned)
-            try:
-                streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-            except BaseException:
-                os.close(read_fd)
-                raise
-            finally:
-                _spawned.reset(token)
-                errlog.close()  # the child holds its own copy; ours would keep EOF from ever arriving
-            process = spawned[-1] if spawned else None
-            self.pid = process.pid if process is not None else None
-            watchers.start_soon(self._watch_stderr, read_fd, process)
-            if process is not None:
-                watchers.start_soon(self._watch_exit, process)
+            streams, self.pid = await open_stdio(
+                params, stack, watchers, on_stderr_line=self._on_stderr_line, on_exit=self._process_gone
+            )
             return streams
         assert config.url is not None
         headers = dict(config.headers)
         if config.transport == "sse":
             return await stack.enter_async_context(sse_client(config.url, headers=headers or None))
-        http_client = await stack.enter_async_context(create_mcp_http_client(headers=headers or None))
+        http_client = await stack.enter_async_context(create_http_client(headers))
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
 
-    async def _watch_stderr(self, fd: int, process: Any | None) -> None:
-        """Keep the last lines of the server's stderr; EOF means the process is gone."""
-        os.set_blocking(fd, False)
-        pending = b""
-        try:
-            while True:
-                await anyio.wait_readable(fd)
-                try:
-                    chunk = os.read(fd, 65536)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    break
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                # Scrubbed as it arrives: a server may echo its own token, which must never be shown.
-                self.stderr.extend(self.config.scrub(line.decode(errors="replace").rstrip()) for line in lines)
-                if len(pending) > 65536:  # a server that never ends its line still stays bounded
-                    self.stderr.append(self.config.scrub(pending.decode(errors="replace")))
-                    pending = b""
-        finally:
-            if pending:
-                self.stderr.append(self.config.scrub(pending.decode(errors="replace").rstrip()))
-            os.close(fd)
-        if process is not None:
-            with anyio.move_on_after(_EXIT_POLL):  # the exit status usually follows EOF closely
-                while process.returncode is None:
-                    await anyio.sleep(0.01)
-        self._process_gone(process)
+    def _on_stderr_line(self, line: str) -> None:
+        # Scrubbed as it arrives: a server may echo its own token, which must never be shown.
+        self.stderr.append(self.config.scrub(line))
 
-    async def _watch_exit(self, process: Any) -> None:
-        """Notice the server's exit even when a grandchild keeps its pipes (and so EOF) from coming."""
-        while process.returncode is None:
-            await anyio.sleep(_EXIT_POLL)
-        self._process_gone(process)
-
-    def _process_gone(self, process: Any | None) -> None:
+    def _process_gone(self, reason: str) -> None:
         if self.state == "ready" and self._stop is not None and not self._stop.is_set():
-            self._mark_dead(_exit_reason(process.returncode if process is not None else None))
+            self._mark_dead(reason)
 
     def _mark_dead(self, reason: str) -> None:
         self._record_failure(self._with_stderr(reason))
@@ -368,14 +271,10 @@ class Backend:
 
     # --- requests --------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def serving(self, caller: Any) -> AsyncIterator[None]:
-        """Mark `caller` (a front session) as waiting on this backend, for server-initiated requests."""
-        self._callers.append(caller)
-        try:
-            yield
-        finally:
-            self._callers.remove(caller)
+    def serving(self, request: Any) -> _Serving:
+        """`with backend.serving(request):` marks a client request as waiting on this backend, so what
+        the server initiates meanwhile (a log, a request for input) can reach that client."""
+        return _Serving(self._callers, request)
 
     @property
     def current_caller(self) -> Any | None:
@@ -435,9 +334,7 @@ class Backend:
                 self.name, self._with_stderr(f"{action} failed: the server closed the connection")
             ) from exc
 
-    async def list_all(
-        self,
-    ) -> tuple[list[types.Tool], list[types.Resource], list[types.ResourceTemplate], list[types.Prompt]]:
+    async def list_all(self) -> Listing:
         """Everything the server offers, following pagination, skipping what it does not support."""
         session = await self.session()
         caps = session.server_capabilities or types.ServerCapabilities()
@@ -451,7 +348,7 @@ class Backend:
             )
         prompts = await self._paginate("prompts/list", session.list_prompts, "prompts") if caps.prompts else []
         self.tool_count = len(tools)
-        return tools, resources, templates, prompts
+        return Listing(tools, resources, templates, prompts)
 
     async def _paginate(self, action: str, method: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
         items: list[Any] = []
@@ -518,28 +415,20 @@ class Backend:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"mcp-manifold could not forward {method}: {exc}")
 
 
-def _exit_reason(returncode: int | None) -> str:
-    """`process exited with code 3`, `process killed by SIGKILL`, or `process exited` when unknown."""
-    if returncode is None:
-        return "process exited"
-    if returncode < 0:
-        try:
-            return f"process killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"process killed by signal {-returncode}"
-    return f"process exited with code {returncode}"
+class _Serving:
+    """The context manager `Backend.serving` returns: plain and synchronous, it costs next to nothing per call."""
 
+    __slots__ = ("_callers", "_request")
 
-async def _kill_group_leftovers(spawned: list[Any]) -> None:
-    """Stop whatever is left of each spawned server's process group (SIGTERM, then SIGKILL)."""
-    if sys.platform == "win32":  # pragma: no cover - the SDK's job objects cover Windows
-        return
-    from mcp.os.posix.utilities import terminate_posix_process_tree
+    def __init__(self, callers: list[Any], request: Any) -> None:
+        self._callers = callers
+        self._request = request
 
-    with anyio.CancelScope(shield=True):
-        for process in spawned:
-            # The group id is the server's pid (a new session); a group with no members left is ESRCH.
-            await terminate_posix_process_tree(process, _GROUP_KILL_TIMEOUT)
+    def __enter__(self) -> None:
+        self._callers.append(self._request)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._callers.remove(self._request)
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

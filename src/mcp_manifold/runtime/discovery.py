@@ -15,7 +15,6 @@ record is stale when its pid is gone or it missed three refreshes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_manifold._files import atomic_write, pid_is_alive
 from mcp_manifold.config import ServerConfig, Transport
 
 logger = logging.getLogger(__name__)
@@ -177,15 +177,7 @@ def write_record(directory: Path, record: InstanceRecord) -> Path:
     # Private to the user: records name local commands and ports.
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     target = record_path(directory, record.id)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{record.id}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(record.to_json(), handle, indent=2)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    atomic_write(target, json.dumps(record.to_json(), indent=2))
     return target
 
 
@@ -237,16 +229,3 @@ def read_records(directory: Path, now: float | None = None, pid_alive: Callable[
         else:
             scan.stale[record.id] = (record, reason)
     return scan
-
-
-def pid_is_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (on this host)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: alive
-    except OSError:
-        return False
-    return True

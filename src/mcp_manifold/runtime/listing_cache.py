@@ -13,29 +13,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 from pydantic import ValidationError
 
+from mcp_manifold._files import atomic_write
 from mcp_manifold.config import ServerConfig
+from mcp_manifold.core.listing import Listing
 
 logger = logging.getLogger(__name__)
 
 _FORMAT = 1
-
-
-@dataclass(frozen=True)
-class Listing:
-    """What a backend listed, as the wire types."""
-
-    tools: list[types.Tool]
-    resources: list[types.Resource]
-    templates: list[types.ResourceTemplate]
-    prompts: list[types.Prompt]
 
 
 _FIELDS: dict[str, type[types.MCPModel]] = {
@@ -79,9 +69,6 @@ class ListingCache:
         path = self._path(config)
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_text(json.dumps(data))
-            os.chmod(partial, 0o600)
-            os.replace(partial, path)  # readers never see half a file
+            atomic_write(path, json.dumps(data))
         except OSError as exc:
             logger.warning("could not cache the listing of %s: %s", config.name, exc)

@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from mcp_manifold.runtime.discovery import pid_is_alive
+from mcp_manifold._files import atomic_write, pid_is_alive
 
 logger = logging.getLogger(__name__)
 
@@ -32,10 +32,7 @@ def write_snapshot(directory: Path, snapshot: dict[str, Any]) -> Path:
     """Write one snapshot atomically (readers never see half a file), readable by its owner only."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = directory / f"{os.getpid()}.json"
-    partial = path.with_suffix(".tmp")
-    partial.write_text(json.dumps(snapshot, default=str))
-    os.chmod(partial, 0o600)
-    os.replace(partial, path)
+    atomic_write(path, json.dumps(snapshot, default=str))
     return path
 
 

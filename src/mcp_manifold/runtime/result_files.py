@@ -1,4 +1,4 @@
-"""Reading parts of a spilled result file: stat, head, tail, slice, grep, read. Plain file code.
+"""Reading parts of a spilled result file: stat, head, tail, slice, grep, read.
 
 Every answer is inline by design (reading a spilled file must never spill again). Line-based
 answers clip very long lines (a minified JSON document is one line) and say how to get the rest:
@@ -7,29 +7,24 @@ answers clip very long lines (a minified JSON document is one line) and say how 
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 import sys
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Only this light import at module level: `grep_worker` runs in a fresh interpreter for every grep.
 from mcp_manifold._errors import InvalidRequest
+from mcp_manifold.core.reading import DEFAULT_READ_LINES as DEFAULT_LINES
+from mcp_manifold.core.reading import READ_OPS as OPS
+from mcp_manifold.core.reading import ReadAnswer as Answer
 
-OPS = ("stat", "head", "tail", "slice", "grep", "read")
-DEFAULT_LINES = 50
 MAX_LINE_CHARS = 2000
 MAX_GREP_MATCHES = 200
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What an op returns: the file's text (or stat JSON) and one line about what was shown."""
-
-    body: str
-    note: str
 
 
 def stat(path: Path) -> dict[str, int | str]:
@@ -193,3 +188,85 @@ def grep_worker() -> None:
     except OSError as exc:
         reply = {"error": f"cannot read the file: {exc.strerror or exc}"}
     sys.stdout.write(json.dumps(reply))
+
+
+# --- from async code (the gateway) -----------------------------------------------------------------
+
+GREP_TIMEOUT = 10.0  # seconds a grep may run before its child process is killed
+_GREP_WORKER = "from mcp_manifold.runtime.result_files import grep_worker; grep_worker()"
+
+
+async def stat_file(path: Path) -> dict[str, int | str]:
+    """`stat` off the event loop, with file errors made clear."""
+    return await _in_thread(stat, path)
+
+
+async def read_part(
+    path: Path,
+    op: str,
+    *,
+    lines: int = DEFAULT_LINES,
+    first: int = 1,
+    last: int | None = None,
+    pattern: str = "",
+    context: int = 0,
+    offset: int = 0,
+    max_bytes: int = 0,
+) -> Answer:
+    """One of `head`, `tail`, `slice`, `grep` or `read` of a result file, off the event loop."""
+    if op in ("head", "tail"):
+        return await _in_thread(head if op == "head" else tail, path, lines)
+    if op == "slice":
+        return await _in_thread(slice_lines, path, first, last if last is not None else first + DEFAULT_LINES - 1)
+    if op == "grep":
+        return await _grep(path, pattern, context)
+    if op == "read":
+        return await _in_thread(read, path, offset, max_bytes)
+    raise InvalidRequest(f"unknown op {op!r}: expected one of {', '.join(OPS)}")
+
+
+async def _in_thread(op: Any, path: Path, *args: Any) -> Any:
+    """An op off the event loop (a large file takes a while), with file errors made clear."""
+    import anyio
+
+    from mcp_manifold._errors import ManifoldError, NotFound
+
+    try:
+        return await anyio.to_thread.run_sync(functools.partial(op, path, *args))
+    except FileNotFoundError:
+        raise NotFound(f"'resultFile': {path} no longer exists (spilled files are deleted after a while)") from None
+    except OSError as exc:
+        raise ManifoldError(f"'resultFile': cannot read {path}: {exc.strerror or exc}") from None
+
+
+async def _grep(path: Path, pattern: str, context: int, timeout: float = GREP_TIMEOUT) -> Answer:
+    """`grep` in a child process that is killed after `timeout` seconds.
+
+    A pattern with nested repetition (`(a+)+$`) can backtrack for hours on one line, and Python's
+    `re` holds the interpreter meanwhile: run in the gateway, it would stall every client's calls.
+    """
+    import anyio
+
+    from mcp_manifold._errors import ManifoldError
+
+    compile_pattern(pattern)  # a malformed pattern fails here, without a process
+    request = json.dumps({"path": str(path), "pattern": pattern, "context": context}).encode()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(entry for entry in sys.path if entry)}
+    try:
+        with anyio.fail_after(timeout):
+            done = await anyio.run_process([sys.executable, "-c", _GREP_WORKER], input=request, env=env, check=False)
+    except TimeoutError:
+        raise InvalidRequest(
+            f"op 'grep' stopped after {timeout:g}s: the pattern {pattern!r} takes too long (nested repetition such "
+            "as '(a+)+' backtracks without end); use a simpler pattern"
+        ) from None
+    except OSError as exc:
+        raise ManifoldError(f"op 'grep' could not start its worker process: {exc}") from None
+    try:
+        reply = json.loads(done.stdout)
+    except ValueError:
+        detail = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+        raise ManifoldError(f"op 'grep' failed: {detail[-1] if detail else f'exit code {done.returncode}'}") from None
+    if "error" in reply:
+        raise InvalidRequest(reply["error"])
+    return Answer(reply["body"], reply["note"])

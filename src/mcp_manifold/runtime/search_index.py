@@ -9,25 +9,16 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 from mcp_manifold.config import Settings
-from mcp_manifold.core.catalog import Catalog, Kind, ToolEntry
+from mcp_manifold.core.catalog import Catalog, Kind, Match, ToolEntry
 from mcp_manifold.search import IndexStore, SearchHit, SearchIndex, ToolDocument, make_embedder
 from mcp_manifold.search.errors import EmbedderUnavailable
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Match:
-    """One search result: the catalog entry and its score."""
-
-    entry: ToolEntry
-    score: float
 
 
 def tool_document(entry: ToolEntry) -> ToolDocument:

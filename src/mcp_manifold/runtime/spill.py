@@ -26,8 +26,11 @@ from typing import Any
 import anyio
 
 from mcp_manifold._errors import AccessDenied, InvalidRequest, NotFound
+from mcp_manifold._files import pid_is_alive
 from mcp_manifold.core.arguments import json_type_name
+from mcp_manifold.core.reading import ReadAnswer
 from mcp_manifold.core.results import SpilledFile
+from mcp_manifold.runtime import result_files
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +97,7 @@ class SpillStore:
         """Directories of gateways that are no longer running (killed before they could clean up)."""
         for entry in self.base.glob(f"{_PREFIX}*"):
             pid = entry.name[len(_PREFIX) :].partition("-")[0]
-            if entry.is_dir() and not entry.is_symlink() and pid.isdigit() and not _alive(int(pid)):
+            if entry.is_dir() and not entry.is_symlink() and pid.isdigit() and not pid_is_alive(int(pid)):
                 shutil.rmtree(entry, ignore_errors=True)
 
     # --- paths clients send ------------------------------------------------------------------
@@ -129,6 +132,17 @@ class SpillStore:
         if not real.is_file():
             raise InvalidRequest(f"'{field}': {raw!r} is not a regular file")
         return real
+
+    # --- reading result files back (the `ResultFiles` a surface gets from the host) ----------------
+
+    def read_arguments(self, path: Path) -> dict[str, Any]:
+        return read_arguments(path)
+
+    async def stat(self, path: Path) -> dict[str, int | str]:
+        return await result_files.stat_file(path)
+
+    async def read(self, path: Path, op: str, **options: Any) -> ReadAnswer:
+        return await result_files.read_part(path, op, **options)
 
     def _roots(self) -> list[Path]:
         roots = [self.directory.resolve()]
@@ -192,15 +206,3 @@ def _make_private_dir(base: Path) -> str:
         except FileExistsError:
             continue
         return str(path)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: not ours to judge
-    return True

@@ -7,12 +7,8 @@ first surface that owns a tool name or URI answers for it.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING
 
-from mcp_manifold.surfaces.base import CallContext, Surface
-
-if TYPE_CHECKING:
-    from mcp_manifold.runtime.gateway import Gateway
+from mcp_manifold.surfaces.base import Host, Surface
 
 # name -> "module:Class", imported only when exposed so unused surfaces cost nothing at start.
 SURFACES: dict[str, str] = {
@@ -24,8 +20,8 @@ SURFACES: dict[str, str] = {
 }
 
 
-def load_surface(name: str, gateway: Gateway) -> Surface:
-    """Instantiate the surface called `name` for `gateway`."""
+def load_surface(name: str, host: Host) -> Surface:
+    """Instantiate the surface called `name`, reaching the gateway through `host`."""
     target = SURFACES.get(name)
     if target is None:
         raise ValueError(f"unknown surface {name!r}; known: {', '.join(SURFACES)}")
@@ -34,7 +30,7 @@ def load_surface(name: str, gateway: Gateway) -> Surface:
         module = import_module(module_name)
     except ModuleNotFoundError as exc:
         raise ValueError(f"surface {name!r} is not available in this build: {exc}") from exc
-    return getattr(module, class_name)(gateway)
+    return getattr(module, class_name)(host)
 
 
-__all__ = ["SURFACES", "CallContext", "Surface", "load_surface"]
+__all__ = ["SURFACES", "Host", "Surface", "load_surface"]

@@ -1,75 +1,201 @@
-"""The surface interface, with empty defaults so each surface implements only what it shows."""
+"""What a surface is, and the small host interface it reaches the gateway through.
+
+A surface maps client requests onto the catalog, search and the call path. It never sees the
+gateway itself, nor the SDK: it gets a `Host` (what it may ask of the gateway) and, per request, a
+`Request` of a `Caller` (core/clients.py). Anything with I/O (calling a backend, touching a file,
+starting a process) is the host's to do. Every hook a surface may implement is declared here with an
+empty default, so each surface implements only what it shows.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
+
+from mcp_manifold.core.clients import Caller, ListKind, Request
 
 if TYPE_CHECKING:
-    from mcp.server.connection import Connection
+    from mcp_manifold.config import ServerConfig, Settings
+    from mcp_manifold.core.catalog import Catalog, Match
+    from mcp_manifold.core.reading import ReadAnswer
+    from mcp_manifold.core.results import SpillPolicy
+    from mcp_manifold.core.router import Target
+    from mcp_manifold.core.status import BackendStatus
+    from mcp_manifold.surfaces.hub.instances import Instances
 
-    from mcp_manifold.runtime.gateway import Gateway
+# An SDK server middleware, `(ctx, call_next) -> result` (mcp.server.context.ServerMiddleware).
+WireMiddleware = Callable[[Any, Any], Awaitable[Any]]
 
 
-@dataclass
-class CallContext:
-    """One inbound client request: its context (for progress and back-channel) and its connection."""
+class ResultFiles(Protocol):
+    """The gateway's result files (spilled results), for surfaces that hand them to clients."""
 
-    request: ServerRequestContext[Any, Any]
-    connection: Connection
+    def resolve(self, raw: Any, field: str) -> Path:
+        """A path a client sent back, checked to be a result file it may read (else a clear error)."""
+        ...
+
+    def read_arguments(self, path: Path) -> dict[str, Any]:
+        """A result file's content as a call's arguments (an object)."""
+        ...
+
+    async def stat(self, path: Path) -> dict[str, int | str]:
+        """A result file's size, lines and estimated tokens."""
+        ...
+
+    async def read(self, path: Path, op: str, **options: Any) -> ReadAnswer:
+        """Read part of a result file: op `head`, `tail`, `slice`, `grep` or `read` (options by op)."""
+        ...
+
+
+class StateFile(Protocol):
+    """A small JSON document a surface keeps between runs (in the data dir)."""
+
+    def load(self) -> Any:
+        """The saved document, or None when there is none (or it cannot be read)."""
+        ...
+
+    def save(self, data: Any) -> None:
+        """Save the document whole; a failure is logged, never raised (state is a convenience)."""
+        ...
+
+
+class Host(Protocol):
+    """What a surface may ask of the gateway."""
 
     @property
-    def state(self) -> dict[str, Any]:
-        """Per-client-session scratch state that lives as long as the connection."""
-        return self.connection.state
+    def settings(self) -> Settings: ...
+
+    @property
+    def servers(self) -> Mapping[str, ServerConfig]:
+        """The configured servers by name, enabled or not."""
+        ...
+
+    @property
+    def catalog(self) -> Catalog:
+        """The merged, namespaced lists of the configured servers (read it; the gateway keeps it)."""
+        ...
+
+    # --- the catalog ---
+    async def ensure_catalog(self) -> None:
+        """List every configured server not listed yet (starting lazy ones)."""
+        ...
+
+    async def refresh(self, servers: list[str]) -> None:
+        """(Re)list these servers now."""
+        ...
+
+    def backend_status(self, server: str) -> BackendStatus:
+        """A configured server's state, breaker and last error."""
+        ...
+
+    async def search(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
+        """The catalog's tools ranked for `query` (off the event loop)."""
+        ...
+
+    # --- the one call path ---
+    async def call_tool(
+        self,
+        request: Request,
+        target: Target,
+        arguments: dict[str, Any] | None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        spill: SpillPolicy | None = None,
+    ) -> types.CallToolResult: ...
+
+    async def read_resource(self, request: Request, target: Target) -> types.ReadResourceResult: ...
+
+    async def get_prompt(
+        self, request: Request, target: Target, arguments: dict[str, str] | None
+    ) -> types.GetPromptResult: ...
+
+    # --- clients ---
+    async def notify_list_changed(self, kinds: set[ListKind], caller: Caller | None = None) -> None:
+        """Tell one client (or all) that lists changed."""
+        ...
+
+    # --- files and processes ---
+    @property
+    def result_files(self) -> ResultFiles: ...
+
+    def state_file(self, name: str) -> StateFile:
+        """The JSON document `name` in the data dir."""
+        ...
+
+    async def run_command(self, command: str, *, timeout: float) -> None:
+        """Run an operator's command from the config; failures and timeouts are logged, never raised."""
+        ...
+
+    # --- instances found at run time (the hub) ---
+    @property
+    def instances(self) -> Instances: ...
 
 
 class Surface:
     """Base class: a surface that shows nothing. Subclasses override what they expose."""
 
     name = "surface"
+    # Whether lists need the whole catalog first (a surface that shows only its own tools does not).
+    needs_catalog = True
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
+    def __init__(self, host: Host) -> None:
+        self.host = host
 
+    # --- lifecycle ---
     async def start(self) -> None:
         """Called once when the gateway starts (after backends are attached)."""
 
-    # Tools
-    def list_tools(self, call: CallContext) -> list[types.Tool]:
+    async def run(self) -> None:
+        """Background work for as long as the gateway runs (the hub's discovery); returns at once by default."""
+
+    def reserved_tool_names(self) -> list[str]:
+        """The tool names this surface always shows; backend tools never take them."""
         return []
 
-    def owns_tool(self, call: CallContext, name: str) -> bool:
+    def wire_middleware(self) -> WireMiddleware | None:
+        """A middleware for the MCP server's wire (the proxy restores annotation keys the SDK drops)."""
+        return None
+
+    def live_rows(self) -> list[dict[str, Any]]:
+        """Rows for `manifold servers` of a running gateway (the hub's instances)."""
+        return []
+
+    def unknown_tool_hint(self, request: Request, name: str) -> str | None:
+        """When no surface has the tool `name`: this surface's advice to the client, if it has any."""
+        return None
+
+    # --- tools ---
+    def list_tools(self, request: Request) -> list[types.Tool]:
+        return []
+
+    def owns_tool(self, request: Request, name: str) -> bool:
         return False
 
-    async def call_tool(self, call: CallContext, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         raise NotImplementedError
 
-    # Resources
-    def list_resources(self, call: CallContext) -> list[types.Resource]:
+    # --- resources ---
+    def list_resources(self, request: Request) -> list[types.Resource]:
         return []
 
-    def list_resource_templates(self, call: CallContext) -> list[types.ResourceTemplate]:
+    def list_resource_templates(self, request: Request) -> list[types.ResourceTemplate]:
         return []
 
-    def owns_resource(self, call: CallContext, uri: str) -> bool:
+    def owns_resource(self, request: Request, uri: str) -> bool:
         return False
 
-    async def read_resource(self, call: CallContext, uri: str) -> types.ReadResourceResult:
+    async def read_resource(self, request: Request, uri: str) -> types.ReadResourceResult:
         raise NotImplementedError
 
-    # Prompts
-    def list_prompts(self, call: CallContext) -> list[types.Prompt]:
+    # --- prompts ---
+    def list_prompts(self, request: Request) -> list[types.Prompt]:
         return []
 
-    def owns_prompt(self, call: CallContext, name: str) -> bool:
+    def owns_prompt(self, request: Request, name: str) -> bool:
         return False
 
-    async def get_prompt(self, call: CallContext, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+    async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         raise NotImplementedError
-
-    # What this surface needs before answering lists (e.g. a full catalog).
-    needs_catalog = True

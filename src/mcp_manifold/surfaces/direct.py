@@ -7,49 +7,48 @@ from typing import Any
 import mcp_types as types
 
 from mcp_manifold._errors import NotFound
-from mcp_manifold.surfaces.base import CallContext, Surface
+from mcp_manifold.core.clients import Request
+from mcp_manifold.core.router import prompt_target, resource_target, tool_target
+from mcp_manifold.surfaces.base import Surface
 
 
 class DirectSurface(Surface):
     name = "direct"
 
-    def list_tools(self, call: CallContext) -> list[types.Tool]:
-        return self.gateway.catalog.tools()
+    def list_tools(self, request: Request) -> list[types.Tool]:
+        return self.host.catalog.tools()
 
-    def owns_tool(self, call: CallContext, name: str) -> bool:
-        return self.gateway.catalog.has_tool(name)
+    def owns_tool(self, request: Request, name: str) -> bool:
+        return self.host.catalog.has_tool(name)
 
-    async def call_tool(self, call: CallContext, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        route = self.gateway.catalog.route_tool(name)
-        return await self.gateway.call_tool(call, route.server, route.original, arguments)
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        return await self.host.call_tool(request, tool_target(self.host.catalog, name, self.name), arguments)
 
-    def list_resources(self, call: CallContext) -> list[types.Resource]:
-        return self.gateway.catalog.resources()
+    def list_resources(self, request: Request) -> list[types.Resource]:
+        return self.host.catalog.resources()
 
-    def list_resource_templates(self, call: CallContext) -> list[types.ResourceTemplate]:
-        return self.gateway.catalog.templates()
+    def list_resource_templates(self, request: Request) -> list[types.ResourceTemplate]:
+        return self.host.catalog.templates()
 
-    def owns_resource(self, call: CallContext, uri: str) -> bool:
-        try:
-            self.gateway.catalog.route_resource(uri)
-        except NotFound:
-            return False
-        return True
+    def owns_resource(self, request: Request, uri: str) -> bool:
+        return _found(lambda: self.host.catalog.route_resource(uri))
 
-    async def read_resource(self, call: CallContext, uri: str) -> types.ReadResourceResult:
-        route = self.gateway.catalog.route_resource(uri)
-        return await self.gateway.read_resource(call, route.server, route.original)
+    async def read_resource(self, request: Request, uri: str) -> types.ReadResourceResult:
+        return await self.host.read_resource(request, resource_target(self.host.catalog, uri, self.name))
 
-    def list_prompts(self, call: CallContext) -> list[types.Prompt]:
-        return self.gateway.catalog.prompts()
+    def list_prompts(self, request: Request) -> list[types.Prompt]:
+        return self.host.catalog.prompts()
 
-    def owns_prompt(self, call: CallContext, name: str) -> bool:
-        try:
-            self.gateway.catalog.route_prompt(name)
-        except NotFound:
-            return False
-        return True
+    def owns_prompt(self, request: Request, name: str) -> bool:
+        return _found(lambda: self.host.catalog.route_prompt(name))
 
-    async def get_prompt(self, call: CallContext, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
-        route = self.gateway.catalog.route_prompt(name)
-        return await self.gateway.get_prompt(call, route.server, route.original, arguments)
+    async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        return await self.host.get_prompt(request, prompt_target(self.host.catalog, name, self.name), arguments)
+
+
+def _found(route: Any) -> bool:
+    try:
+        route()
+    except NotFound:
+        return False
+    return True

@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
 import time
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import mcp_types as types
 
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold.core.arguments import object_argument
 from mcp_manifold.core.catalog import ToolEntry
+from mcp_manifold.core.clients import Request
+from mcp_manifold.core.router import Target
 from mcp_manifold.core.summaries import bounded_list
-from mcp_manifold.surfaces.base import CallContext, Surface
+from mcp_manifold.surfaces.base import Surface
 
 logger = logging.getLogger(__name__)
 
@@ -88,15 +88,15 @@ class RetrieveSurface(Surface):
 
     @property
     def dynamic(self) -> bool:
-        return self.gateway.settings.routing == "dynamic"
+        return self.host.settings.routing == "dynamic"
 
     # --- what the client sees --------------------------------------------------------------
 
     def reserved_tool_names(self) -> list[str]:
         return [RETRIEVE] if self.dynamic else [RETRIEVE, CALL]
 
-    def reserved_tools(self) -> list[types.Tool]:
-        top_k = self.gateway.settings.search_top_k
+    def _own_tools(self) -> list[types.Tool]:
+        top_k = self.host.settings.search_top_k
         retrieve = types.Tool(
             name=RETRIEVE,
             description=self._retrieve_description(),
@@ -126,11 +126,11 @@ class RetrieveSurface(Surface):
     def _retrieve_description(self) -> str:
         verb = "registers the best matches as tools you can then call" if self.dynamic else f"then use {CALL}"
         counts: dict[str, int] = {}
-        for entry in self.gateway.catalog.tool_entries():
+        for entry in self.host.catalog.tool_entries():
             counts[entry.server] = counts.get(entry.server, 0) + 1
         servers = [
             f"{config.name} ({counts[config.name]})" if config.name in counts else config.name
-            for config in self.gateway.config.servers.values()
+            for config in self.host.servers.values()
             if config.enabled
         ]
         return (
@@ -138,40 +138,40 @@ class RetrieveSurface(Surface):
             f"Servers (tools): {bounded_list(servers)}."
         )
 
-    def list_tools(self, call: CallContext) -> list[types.Tool]:
-        tools = self.reserved_tools()
+    def list_tools(self, request: Request) -> list[types.Tool]:
+        tools = self._own_tools()
         if self.dynamic:
-            tools += [registered.entry.exposed for registered in self._pool(call).values()]
+            tools += [registered.entry.exposed for registered in self._pool(request).values()]
         return tools
 
-    def owns_tool(self, call: CallContext, name: str) -> bool:
+    def owns_tool(self, request: Request, name: str) -> bool:
         if name == RETRIEVE or (name == CALL and not self.dynamic):
             return True
-        return self.dynamic and name in self._pool(call)
+        return self.dynamic and name in self._pool(request)
 
-    async def call_tool(self, call: CallContext, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name == RETRIEVE:
-            return await self._retrieve(call, arguments)
+            return await self._retrieve(request, arguments)
         if name == CALL:
-            return await self._call(call, arguments)
-        registered = self._pool(call)[name]
+            return await self._call(request, arguments)
+        registered = self._pool(request)[name]
         registered.found_at = time.monotonic()
-        return await self.gateway.call_tool(call, registered.entry.server, registered.entry.original.name, arguments)
+        return await self.host.call_tool(request, self._target(registered.entry), arguments)
 
     # --- retrieve_tools ----------------------------------------------------------------------
 
-    async def _retrieve(self, call: CallContext, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _retrieve(self, request: Request, arguments: dict[str, Any]) -> types.CallToolResult:
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             raise InvalidRequest("retrieve_tools needs 'query': a non-empty string saying what you want to do")
-        limit = arguments.get("limit", self.gateway.settings.search_top_k)
+        limit = arguments.get("limit", self.host.settings.search_top_k)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 50:
             raise InvalidRequest(f"'limit' must be an integer from 1 to 50, got {limit!r}")
         include_schema = bool(arguments.get("include_schema", False))
-        await self.gateway.ensure_catalog()
-        matches = await self.gateway.search.find(query, limit=limit)
+        await self.host.ensure_catalog()
+        matches = await self.host.search(query, limit=limit)
         if self.dynamic:
-            await self._register(call, matches)
+            await self._register(request, matches)
         if not matches:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"No tools match {query!r}.")])
         lines = []
@@ -187,28 +187,31 @@ class RetrieveSurface(Surface):
         lines.append(f"({how} * = required)")
         return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(lines))])
 
-    async def _call(self, call: CallContext, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _call(self, request: Request, arguments: dict[str, Any]) -> types.CallToolResult:
         name = arguments.get("name")
         args = arguments.get("args", {})
         if not isinstance(name, str) or not name:
             raise InvalidRequest("call_tool needs 'name': the name of a tool found with retrieve_tools")
         args = object_argument(args, "args")
-        await self.gateway.ensure_catalog()
-        if not self.gateway.catalog.has_tool(name):
-            close = [m.entry.name for m in await self.gateway.search.find(name.replace("_", " "), limit=3)]
+        await self.host.ensure_catalog()
+        if not self.host.catalog.has_tool(name):
+            close = [m.entry.name for m in await self.host.search(name.replace("_", " "), limit=3)]
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise NotFound(f"no tool named {name!r}{hint}. Use {RETRIEVE} to find tools.")
-        entry = self.gateway.catalog.tool(name)
+        entry = self.host.catalog.tool(name)
         check_arguments(entry, args)
-        return await self.gateway.call_tool(call, entry.server, entry.original.name, args)
+        return await self.host.call_tool(request, self._target(entry), args)
+
+    def _target(self, entry: ToolEntry) -> Target:
+        return Target(entry.server, entry.original.name, entry.name, self.name)
 
     # --- dynamic mode ------------------------------------------------------------------------
 
-    def _pool(self, call: CallContext) -> dict[str, _Registered]:
-        return call.state.setdefault(_POOL_KEY, {})
+    def _pool(self, request: Request) -> dict[str, _Registered]:
+        return request.caller.state.setdefault(_POOL_KEY, {})
 
-    async def _register(self, call: CallContext, matches: list[Any]) -> None:
-        pool = self._pool(call)
+    async def _register(self, request: Request, matches: list[Any]) -> None:
+        pool = self._pool(request)
         now = time.monotonic()
         before = set(pool)
         for match in matches:
@@ -217,24 +220,17 @@ class RetrieveSurface(Surface):
                 pool[match.entry.name] = _Registered(match.entry, match.score, now)
             else:
                 current.found_at = now
-        limit = max(1, self.gateway.settings.tools_limit)
+        limit = max(1, self.host.settings.tools_limit)
         while len(pool) > limit:
             weakest = min(pool, key=lambda key: pool[key].priority(now))
             del pool[weakest]
         if set(pool) != before:
-            await self.gateway.notify_list_changed({"tools"}, call.connection)
+            await self.host.notify_list_changed({"tools"}, request.caller)
             await self._run_list_changed_hook()
 
     async def _run_list_changed_hook(self) -> None:
         """For clients that ignore list_changed: run the configured command, bounded by a timeout."""
-        command = self.gateway.settings.list_changed_exec
+        command = self.host.settings.list_changed_exec
         if not command:
             return
-        timeout = self.gateway.settings.list_changed_exec_timeout
-        try:
-            with anyio.fail_after(timeout):
-                await anyio.run_process(shlex.split(command), check=False)
-        except TimeoutError:
-            logger.warning("list_changed_exec %r did not finish within %ss", command, timeout)
-        except OSError as exc:
-            logger.warning("list_changed_exec %r failed: %s", command, exc)
+        await self.host.run_command(command, timeout=self.host.settings.list_changed_exec_timeout)

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_manifold._errors import NotFound
 from mcp_manifold.config import ServerConfig
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from mcp_manifold.surfaces.base import StateFile
 
 ALIASES_FILE = "connections.json"
 _ALIAS = re.compile(r"c([1-9][0-9]*)\Z")
@@ -70,8 +67,8 @@ class Connection:
 class Connections:
     """Every configured server with its id and alias; aliases persist in `directory`."""
 
-    def __init__(self, configs: Iterable[ServerConfig], directory: str | Path | None) -> None:
-        self._path = Path(directory).expanduser() / ALIASES_FILE if directory is not None else None
+    def __init__(self, configs: Iterable[ServerConfig], state: StateFile | None) -> None:
+        self._state = state  # where aliases are remembered; None: for this run only
         self._known = self._load()  # id -> alias, including servers no longer configured
         self._by_server: dict[str, Connection] = {}
         self._dirty = False
@@ -118,13 +115,7 @@ class Connections:
     # --- persistence -------------------------------------------------------------------------
 
     def _load(self) -> dict[str, str]:
-        if self._path is None or not self._path.exists():
-            return {}
-        try:
-            data = json.loads(self._path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            logger.warning("ignoring unreadable %s: %s", self._path, exc)
-            return {}
+        data = self._state.load() if self._state is not None else None
         if not isinstance(data, dict):
             return {}
         known: dict[str, str] = {}
@@ -135,19 +126,10 @@ class Connections:
         return known
 
     def _save_if_changed(self) -> None:
-        if self._path is None or not self._dirty:
+        if self._state is None or not self._dirty:
             return
         self._dirty = False
-        try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            # Written whole, then renamed: a reader never sees half a file.
-            fd, temporary = tempfile.mkstemp(dir=self._path.parent, prefix=".connections-", suffix=".json")
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(self._known, handle, indent=1, sort_keys=True)
-            os.replace(temporary, self._path)
-        except OSError as exc:
-            # Aliases still work for this run; they are just not remembered.
-            logger.warning("could not save connection aliases to %s: %s", self._path, exc)
+        self._state.save(self._known)  # on failure aliases still work for this run, just not remembered
 
 
 def _next_alias(taken: set[str]) -> str:

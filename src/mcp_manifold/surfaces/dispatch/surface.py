@@ -9,30 +9,23 @@ global `spill_threshold`), `readresult` reads them back in parts, and a result f
 
 from __future__ import annotations
 
-import difflib
-import functools
 import json
-import os
-import sys
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
-import anyio
 import mcp_types as types
 
-from mcp_manifold._errors import InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold.core.arguments import integer_field, json_type_name, object_argument, string_field
 from mcp_manifold.core.catalog import ToolEntry
-from mcp_manifold.core.results import content_size, estimate_tokens, render_result, spill_facts, spill_notice
-from mcp_manifold.runtime import result_files as readresult
-from mcp_manifold.runtime.spill import read_arguments
-from mcp_manifold.surfaces.base import CallContext, Surface
-from mcp_manifold.surfaces.dispatch.connections import Connection, Connections
+from mcp_manifold.core.clients import Request
+from mcp_manifold.core.reading import DEFAULT_READ_LINES, READ_OPS
+from mcp_manifold.core.results import SpillPolicy, content_size, estimate_tokens, render_result
+from mcp_manifold.core.router import Target
+from mcp_manifold.core.suggestions import did_you_mean
+from mcp_manifold.surfaces.base import Host, Surface
+from mcp_manifold.surfaces.dispatch.connections import ALIASES_FILE, Connection, Connections
 from mcp_manifold.surfaces.retrieve import check_arguments, parameter_summary, short_description
-
-if TYPE_CHECKING:
-    from mcp_manifold.runtime.gateway import Gateway
 
 TOOL_NAME = "proxy-dispatch"
 ACTIONS = ("list", "search", "call", "readresult")
@@ -55,8 +48,6 @@ OP_PARAMETERS: dict[str, tuple[str, ...]] = {
 MAX_SEARCH_LIMIT = 50
 MAX_ECHOED_QUERY = 200
 MAX_CONTEXT_LINES = 50
-GREP_TIMEOUT = 10.0  # seconds a grep may run before its child process is killed
-_GREP_WORKER = "from mcp_manifold.runtime.result_files import grep_worker; grep_worker()"
 READ_HINT = (
     "Read it with action 'readresult' (resultFile, op stat/head/tail/slice/grep/read), "
     "or pass it as 'argumentsFile' to another call."
@@ -67,78 +58,76 @@ class DispatchSurface(Surface):
     name = "dispatch"
     # Listing tools shows only proxy-dispatch: no backend starts until an action needs it.
     needs_catalog = False
-    # The gateway's global spill leaves this surface alone: it spills calls itself, and readresult never spills.
-    spills_results = True
 
-    def __init__(self, gateway: Gateway) -> None:
-        super().__init__(gateway)
-        self.connections = Connections(gateway.config.servers.values(), gateway.settings.data_dir)
+    def __init__(self, host: Host) -> None:
+        super().__init__(host)
+        self.connections = Connections(host.servers.values(), host.state_file(ALIASES_FILE))
         self.tool = dispatch_tool(self.connections)
 
-    def reserved_tools(self) -> list[types.Tool]:
+    def reserved_tool_names(self) -> list[str]:
+        return [TOOL_NAME]
+
+    def list_tools(self, request: Request) -> list[types.Tool]:
         return [self.tool]
 
-    def list_tools(self, call: CallContext) -> list[types.Tool]:
-        return [self.tool]
-
-    def owns_tool(self, call: CallContext, name: str) -> bool:
+    def owns_tool(self, request: Request, name: str) -> bool:
         return name == TOOL_NAME
 
-    async def call_tool(self, call: CallContext, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        request = _Request.parse(arguments)
-        if request.action == "list":
-            return await self._list(request)
-        if request.action == "search":
-            return await self._search(request)
-        if request.action == "call":
-            return await self._call(call, request)
-        return await self._readresult(request)
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        action = _Action.parse(arguments)
+        if action.action == "list":
+            return await self._list(action)
+        if action.action == "search":
+            return await self._search(action)
+        if action.action == "call":
+            return await self._call(request, action)
+        return await self._readresult(action)
 
     # --- connections -------------------------------------------------------------------------
 
     def _connections(self) -> list[Connection]:
         """Every configured backend's connection. (Backends a hub session adds stay that session's own.)"""
-        connections = [self.connections.get(backend.config) for backend in self.gateway.backends.values()]
+        connections = [self.connections.get(config) for config in self.host.servers.values()]
         return sorted(connections, key=lambda c: int(c.alias[1:]))
 
-    def _resolve(self, request: _Request) -> Connection | None:
-        ref = request.string("connection")
+    def _resolve(self, action: _Action) -> Connection | None:
+        ref = action.string("connection")
         if ref is None:
             return None
         self._connections()  # registers backends added since start
         return self.connections.resolve(ref)
 
     def _alias(self, server: str) -> str:
-        return self.connections.get(self.gateway.backends[server].config).alias
+        return self.connections.get(self.host.servers[server]).alias
 
     async def _ensure_listed(self, connections: list[Connection]) -> None:
         """List the backends not listed yet; lazy ones start here. Those that cannot start are skipped."""
-        listed = set(self.gateway.catalog.servers)
+        listed = set(self.host.catalog.servers)
         missing = []
         for connection in connections:
-            status = self.gateway.backends[connection.server].status()
+            status = self.host.backend_status(connection.server)
             waiting = (status.state == "failed" and (status.retry_in or 0) > 0) or status.breaker == "open"
             if connection.server not in listed and status.state != "disabled" and not waiting:
                 missing.append(connection.server)
         if missing:
-            await self.gateway.refresh(missing)
+            await self.host.refresh(missing)
 
     def _entries(self, server: str | None = None) -> list[ToolEntry]:
-        entries = self.gateway.catalog.tool_entries()
-        configured = self.gateway.backends
+        entries = self.host.catalog.tool_entries()
+        configured = self.host.servers
         return [e for e in entries if (server is None or e.server == server) and e.server in configured]
 
     # --- list --------------------------------------------------------------------------------
 
-    async def _list(self, request: _Request) -> types.CallToolResult:
-        only = self._resolve(request)
-        include_tools = request.boolean("includeTools", True)
-        include_schema = request.boolean("includeInputSchema", False)
-        include_annotations = request.boolean("includeAnnotations", True)
+    async def _list(self, action: _Action) -> types.CallToolResult:
+        only = self._resolve(action)
+        include_tools = action.boolean("includeTools", True)
+        include_schema = action.boolean("includeInputSchema", False)
+        include_annotations = action.boolean("includeAnnotations", True)
         targets = [only] if only else self._connections()
         if include_tools:
             await self._ensure_listed(targets)
-        listed = set(self.gateway.catalog.servers)
+        listed = set(self.host.catalog.servers)
         described = []
         for connection in targets:
             item = self._describe(connection)
@@ -151,7 +140,7 @@ class DispatchSurface(Surface):
         return _answer(_json({"connections": described}), {"action": "list"})
 
     def _describe(self, connection: Connection) -> dict[str, Any]:
-        status = self.gateway.backends[connection.server].status()
+        status = self.host.backend_status(connection.server)
         item = connection.describe()
         item["state"] = status.state
         if status.server_info:
@@ -166,19 +155,19 @@ class DispatchSurface(Surface):
 
     # --- search ------------------------------------------------------------------------------
 
-    async def _search(self, request: _Request) -> types.CallToolResult:
-        query = request.string("query")
+    async def _search(self, action: _Action) -> types.CallToolResult:
+        query = action.string("query")
         if query is None or not query.strip():
             raise InvalidRequest("action 'search' needs 'query': a non-empty string saying what the tool should do")
-        only = self._resolve(request)
-        limit = request.integer("limit", self.gateway.settings.search_top_k, 1, MAX_SEARCH_LIMIT)
-        include_schema = request.boolean("includeInputSchema", False)
+        only = self._resolve(action)
+        limit = action.integer("limit", self.host.settings.search_top_k, 1, MAX_SEARCH_LIMIT)
+        include_schema = action.boolean("includeInputSchema", False)
         await self._ensure_listed([only] if only else self._connections())
-        matches = await self.gateway.search.find(query, limit=limit, server=only.server if only else None)
+        matches = await self.host.search(query, limit=limit, server=only.server if only else None)
         results = []
         for match in matches:
             entry = match.entry
-            if entry.server not in self.gateway.backends:
+            if entry.server not in self.host.servers:
                 continue
             found: dict[str, Any] = {
                 "connection": self._alias(entry.server),
@@ -200,20 +189,27 @@ class DispatchSurface(Surface):
 
     # --- call --------------------------------------------------------------------------------
 
-    async def _call(self, call: CallContext, request: _Request) -> types.CallToolResult:
-        tool = request.string("tool")
+    async def _call(self, request: Request, action: _Action) -> types.CallToolResult:
+        tool = action.string("tool")
         if tool is None or not tool:
             raise InvalidRequest("action 'call' needs 'tool': a tool name from action 'list' or 'search'")
-        only = self._resolve(request)
-        arguments = request.object("arguments") or {}
-        meta = request.object("meta")
+        only = self._resolve(action)
+        arguments = action.object("arguments") or {}
+        meta = action.object("meta")
         arguments_file = None
-        if request.given("argumentsFile"):
-            arguments_file = self.gateway.spill.resolve(request.raw["argumentsFile"], "argumentsFile")
+        files = self.host.result_files
+        if action.given("argumentsFile"):
+            arguments_file = files.resolve(action.raw["argumentsFile"], "argumentsFile")
             # Inline arguments refine the file's (e.g. a small option next to a big payload).
-            arguments = {**read_arguments(arguments_file), **arguments}
-        to_file = request.boolean("resultToFile", False)
-        threshold = request.integer("resultSizeThreshold", self.gateway.settings.spill_threshold, 0, None)
+            arguments = {**files.read_arguments(arguments_file), **arguments}
+        settings = self.host.settings
+        spill = SpillPolicy(
+            threshold=action.integer("resultSizeThreshold", settings.spill_threshold, 0, None),
+            to_file=action.boolean("resultToFile", False),
+            toon=settings.toon,
+            ttl=settings.spill_ttl,
+            hint=READ_HINT,
+        )
 
         server, original, entry = await self._find_tool(tool, only)
         if entry is not None:
@@ -221,16 +217,12 @@ class DispatchSurface(Surface):
         if meta is not None:
             # Progress is wired by the gateway from this request's own token.
             meta = {key: value for key, value in meta.items() if key != "progressToken"}
-        result = await self.gateway.call_tool(call, server, original, arguments, meta=meta)
-        connection = self.connections.get(self.gateway.backends[server].config)
-        if result.is_error:
-            # Errors can quote a server's stderr or URL, where its secrets may appear.
-            result = _scrubbed(result, connection)
-
-        facts: dict[str, Any] = {"action": "call", "tool": original, "connection": connection.alias}
+        target = Target(server, original, entry.name if entry is not None else original, self.name)
+        result = await self.host.call_tool(request, target, arguments, meta=meta, spill=spill)
+        facts: dict[str, Any] = {"action": "call", "tool": original, "connection": self._alias(server)}
         if arguments_file is not None:
             facts["arguments"] = {"_fromFile": str(arguments_file)}
-        return self._shape(result, facts, to_file=to_file and not result.is_error, threshold=threshold)
+        return self._shape(result, facts, spill)
 
     async def _find_tool(self, tool: str, only: Connection | None) -> tuple[str, str, ToolEntry | None]:
         """(server, original name, catalog entry) for `tool`; the entry is None for an unlisted server."""
@@ -241,12 +233,12 @@ class DispatchSurface(Surface):
             found = found or next((e for e in entries if e.name == tool), None)
             if found is not None:
                 return found.server, found.original.name, found
-            if only.server not in self.gateway.catalog.servers:
+            if only.server not in self.host.catalog.servers:
                 # Its tools are unknown (it did not start): call anyway, so the backend's own error shows.
                 return only.server, tool, None
             names = [e.original.name for e in entries]
             raise NotFound(
-                f"connection {only.alias} ({only.server}) has no tool {tool!r}{_close(tool, names)}; "
+                f"connection {only.alias} ({only.server}) has no tool {tool!r}{did_you_mean(tool, names)}; "
                 f"see action 'list' with connection '{only.alias}'"
             )
         await self._ensure_listed(self._connections())
@@ -258,75 +250,63 @@ class DispatchSurface(Surface):
         if candidates:
             offered = ", ".join(f"{self._alias(e.server)} ({e.server})" for e in candidates)
             raise InvalidRequest(f"tool {tool!r} is offered by several connections: {offered}; add 'connection'")
-        unknown = [c for c in self._connections() if c.server not in self.gateway.catalog.servers]
+        unknown = [c for c in self._connections() if c.server not in self.host.catalog.servers]
         missing = f" (tools of {', '.join(f'{c.alias} ({c.server})' for c in unknown)} are unknown: not running)"
         names = sorted({e.original.name for e in entries})
         raise NotFound(
-            f"no connection offers a tool named {tool!r}{_close(tool, names)}{missing if unknown else ''}; "
+            f"no connection offers a tool named {tool!r}{did_you_mean(tool, names)}{missing if unknown else ''}; "
             "use action 'search' or 'list'"
         )
 
-    def _shape(
-        self, result: types.CallToolResult, facts: dict[str, Any], *, to_file: bool, threshold: int
-    ) -> types.CallToolResult:
-        """Inline (with `estimatedTokens`), or written to a file and answered with a short notice."""
-        settings = self.gateway.settings
-        if not (to_file or threshold or settings.toon) and result.content:
+    def _shape(self, result: types.CallToolResult, facts: dict[str, Any], spill: SpillPolicy) -> types.CallToolResult:
+        """A spill notice with the call's facts, or the result inline with `estimatedTokens`."""
+        if result.meta is not None and "resultFile" in result.meta:  # the call path wrote it to a file
+            return result.model_copy(update={"meta": {**facts, **result.meta}})
+        if not (spill.active or spill.toon) and result.content:
             content: list[types.ContentBlock] = list(result.content)
         else:
-            rendered = render_result(result, toon=settings.toon)
-            auto = not to_file and threshold > 0 and rendered.inline_size > threshold
-            if to_file or auto:
-                try:
-                    spilled = self.gateway.spill.write(rendered.text, rendered.suffix)
-                except OSError as exc:
-                    raise ManifoldError(f"could not write the result file: {exc}") from None
-                notice = spill_notice(spilled, rendered, threshold=threshold if auto else None, ttl=settings.spill_ttl)
-                return types.CallToolResult(
-                    content=[types.TextContent(type="text", text=f"{notice}\n{READ_HINT}")],
-                    is_error=result.is_error,
-                    _meta={**facts, **spill_facts(spilled, auto=auto)},
-                )
-            content = rendered.inline
+            content = render_result(result, toon=spill.toon).inline
         facts["estimatedTokens"] = estimate_tokens(content_size(content))
         # The data lives only in `content`: structured content would carry it a second time.
         return types.CallToolResult(content=content, is_error=result.is_error, _meta=facts)
 
     # --- readresult --------------------------------------------------------------------------
 
-    async def _readresult(self, request: _Request) -> types.CallToolResult:
-        if not request.given("resultFile"):
+    async def _readresult(self, action: _Action) -> types.CallToolResult:
+        if not action.given("resultFile"):
             raise InvalidRequest("action 'readresult' needs 'resultFile': the path a spilled call answered with")
-        path = self.gateway.spill.resolve(request.raw["resultFile"], "resultFile")
-        op = request.string("op") or "stat"
-        if op not in readresult.OPS:
-            raise InvalidRequest(f"unknown op {op!r}: expected one of {', '.join(readresult.OPS)}")
+        files = self.host.result_files
+        path = files.resolve(action.raw["resultFile"], "resultFile")
+        op = action.string("op") or "stat"
+        if op not in READ_OPS:
+            raise InvalidRequest(f"unknown op {op!r}: expected one of {', '.join(READ_OPS)}")
         for key, ops in OP_PARAMETERS.items():
-            if request.given(key) and op not in ops:
+            if action.given(key) and op not in ops:
                 raise InvalidRequest(f"'{key}' is only used by op {' and '.join(ops)}, not by op '{op}'")
         facts = {"action": "readresult", "op": op, "resultFile": str(path)}
         if op == "stat":
-            return _answer(_json(await _in_thread(readresult.stat, path)), facts)
+            return _answer(_json(await files.stat(path)), facts)
         if op in ("head", "tail"):
-            count = request.integer("lines", readresult.DEFAULT_LINES, 1, None)
-            answer = await _in_thread(readresult.head if op == "head" else readresult.tail, path, count)
+            answer = await files.read(path, op, lines=action.integer("lines", DEFAULT_READ_LINES, 1, None))
         elif op == "slice":
-            first = request.integer("fromLine", 1, 1, None)
-            last = request.integer("toLine", first + readresult.DEFAULT_LINES - 1, 1, None)
-            answer = await _in_thread(readresult.slice_lines, path, first, last)
+            first = action.integer("fromLine", 1, 1, None)
+            last = action.integer("toLine", first + DEFAULT_READ_LINES - 1, 1, None)
+            answer = await files.read(path, op, first=first, last=last)
         elif op == "grep":
-            pattern = request.string("pattern")
+            pattern = action.string("pattern")
             if not pattern:
                 raise InvalidRequest("op 'grep' needs 'pattern': a regular expression (case-insensitive)")
-            answer = await _grep(path, pattern, request.integer("context", 0, 0, MAX_CONTEXT_LINES))
+            answer = await files.read(
+                path, op, pattern=pattern, context=action.integer("context", 0, 0, MAX_CONTEXT_LINES)
+            )
         else:
-            offset = request.integer("offset", 0, 0, None)
-            answer = await _in_thread(readresult.read, path, offset, request.integer("maxBytes", 0, 0, None))
+            offset = action.integer("offset", 0, 0, None)
+            answer = await files.read(path, op, offset=offset, max_bytes=action.integer("maxBytes", 0, 0, None))
         blocks = [answer.body, f"[{answer.note}]"] if answer.body else [f"[{answer.note}]"]
         return types.CallToolResult(content=[types.TextContent(type="text", text=text) for text in blocks], _meta=facts)
 
 
-class _Request:
+class _Action:
     """The tool's arguments, checked against the action: unknown or misplaced parameters are errors."""
 
     def __init__(self, action: str, raw: Mapping[str, Any]) -> None:
@@ -334,7 +314,7 @@ class _Request:
         self.raw = raw
 
     @classmethod
-    def parse(cls, arguments: Mapping[str, Any]) -> _Request:
+    def parse(cls, arguments: Mapping[str, Any]) -> _Action:
         action = arguments.get("action")
         if action is None:
             raise InvalidRequest(f"missing required parameter 'action': one of {', '.join(ACTIONS)}")
@@ -406,8 +386,8 @@ def dispatch_tool(connections: Connections) -> types.Tool:
             "resultToFile": {**boolean, "default": False, "description": "call: write the result to a file."},
             "resultSizeThreshold": {**integer, "description": "call: spill results over this many bytes; 0 = off."},
             "resultFile": {**string, "description": "readresult: the file to read."},
-            "op": {"type": "string", "enum": list(readresult.OPS), "default": "stat"},
-            "lines": {**integer, "default": readresult.DEFAULT_LINES, "description": "head/tail."},
+            "op": {"type": "string", "enum": list(READ_OPS), "default": "stat"},
+            "lines": {**integer, "default": DEFAULT_READ_LINES, "description": "head/tail."},
             "fromLine": {**integer, "description": "slice: first line (1-based)."},
             "toLine": {**integer, "description": "slice: last line (inclusive)."},
             "pattern": {**string, "description": "grep: case-insensitive regular expression."},
@@ -418,45 +398,6 @@ def dispatch_tool(connections: Connections) -> types.Tool:
         "required": ["action"],
     }
     return types.Tool(name=TOOL_NAME, description=description, input_schema=schema)
-
-
-async def _in_thread(op: Callable[..., Any], path: Path, *args: Any) -> Any:
-    """A readresult op off the event loop (a large file takes a while), with file errors made clear."""
-    try:
-        return await anyio.to_thread.run_sync(functools.partial(op, path, *args))
-    except FileNotFoundError:
-        raise NotFound(f"'resultFile': {path} no longer exists (spilled files are deleted after a while)") from None
-    except OSError as exc:
-        raise ManifoldError(f"'resultFile': cannot read {path}: {exc.strerror or exc}") from None
-
-
-async def _grep(path: Path, pattern: str, context: int, timeout: float = GREP_TIMEOUT) -> readresult.Answer:
-    """`readresult.grep` in a child process that is killed after `timeout` seconds.
-
-    A pattern with nested repetition (`(a+)+$`) can backtrack for hours on one line, and Python's
-    `re` holds the interpreter meanwhile: run in the gateway, it would stall every client's calls.
-    """
-    readresult.compile_pattern(pattern)  # a malformed pattern fails here, without a process
-    request = json.dumps({"path": str(path), "pattern": pattern, "context": context}).encode()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(entry for entry in sys.path if entry)}
-    try:
-        with anyio.fail_after(timeout):
-            done = await anyio.run_process([sys.executable, "-c", _GREP_WORKER], input=request, env=env, check=False)
-    except TimeoutError:
-        raise InvalidRequest(
-            f"op 'grep' stopped after {timeout:g}s: the pattern {pattern!r} takes too long (nested repetition such "
-            "as '(a+)+' backtracks without end); use a simpler pattern"
-        ) from None
-    except OSError as exc:
-        raise ManifoldError(f"op 'grep' could not start its worker process: {exc}") from None
-    try:
-        reply = json.loads(done.stdout)
-    except ValueError:
-        detail = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        raise ManifoldError(f"op 'grep' failed: {detail[-1] if detail else f'exit code {done.returncode}'}") from None
-    if "error" in reply:
-        raise InvalidRequest(reply["error"])
-    return readresult.Answer(reply["body"], reply["note"])
 
 
 def _tool_info(entry: ToolEntry, include_schema: bool, include_annotations: bool) -> dict[str, Any]:
@@ -470,21 +411,6 @@ def _tool_info(entry: ToolEntry, include_schema: bool, include_annotations: bool
     if include_schema:
         info["inputSchema"] = tool.input_schema
     return info
-
-
-def _scrubbed(result: types.CallToolResult, connection: Connection) -> types.CallToolResult:
-    content = [
-        block.model_copy(update={"text": connection.scrub(block.text)})
-        if isinstance(block, types.TextContent)
-        else block
-        for block in result.content
-    ]
-    return result.model_copy(update={"content": content})
-
-
-def _close(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
 def _json(data: Any) -> str:

@@ -25,6 +25,7 @@ from pydantic import ConfigDict
 
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold.core.arguments import given, integer_field, json_type_name, object_argument, string_field
+from mcp_manifold.core.suggestions import did_you_mean
 
 Action = Literal["list", "info", "call"]
 Kind = Literal["tool", "resource", "prompt"]
@@ -299,9 +300,7 @@ def find_item(items: Sequence[Item], kind: Kind, path: str) -> Item:
     for item in items:
         if item_key(item) == path:
             return item
-    close = [item_key(item) for item in items if path.lower() in item_key(item).lower()][:5]
-    hint = f"; did you mean one of {close}?" if close else ""
-    raise NotFound(f"unknown {kind} {path!r}{hint}")
+    raise NotFound(f"unknown {kind} {path!r}{did_you_mean(path, (item_key(item) for item in items))}")
 
 
 # --- building results ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._sdk import lowlevel_server
 from mcp_manifold.surfaces.proxy.format import (
     ACTIONS,
     BATCH,
@@ -269,8 +270,7 @@ def add_proxy_tool(server: MCPServer | Server[Any], name: str = "proxy") -> type
 
 def _lowlevel(server: MCPServer | Server[Any]) -> Server[Any]:
     if isinstance(server, MCPServer):
-        # MCPServer has no public handle on its lowlevel server, whose handler table we wrap.
-        return server._lowlevel_server  # pyright: ignore[reportPrivateUsage]
+        return lowlevel_server(server)  # whose handler table we wrap
     return server
 
 

@@ -1,0 +1,107 @@
+"""Every place the gateway reaches past the MCP SDK's public API, in one module.
+
+Each touch says what it needs, why there is no public way, and the SDK version it was written against
+(`mcp` 2.3.0; pyproject pins `mcp==2.3.*`). An SDK upgrade is checked here and nowhere else: where a
+private name has moved, the function degrades as its docstring says instead of failing at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import mcp.client.stdio as _sdk_stdio
+
+SDK_VERSION_WRITTEN_AGAINST = "2.3.0"
+
+# --- the connection behind a server request context ------------------------------------------------
+
+
+def connection_of(ctx: Any) -> Any:
+    """The per-client `mcp.server.connection.Connection` behind a request context.
+
+    mcp 2.3.0: the runner builds a `ServerSession` per request and keeps the connection in its private
+    `_connection`; `ServerRequestContext` has no public handle on it (the SDK's `Context` has one but
+    the lowlevel runner does not build it yet). The gateway needs it to know the client across
+    requests (per-client state, notifications, session end).
+    """
+    return ctx.session._connection
+
+
+# --- the stdio transport's child process ------------------------------------------------------------
+
+# Spawns made while this holds a list (one backend's start, in its own task) are appended to it.
+_spawned: ContextVar[list[Any] | None] = ContextVar("manifold_spawned", default=None)
+
+
+def _hook_stdio_spawn() -> None:
+    """mcp 2.3.0: `stdio_client` creates its process with the private `_create_platform_compatible_process`
+    and keeps it to itself; the gateway needs it for the pid, the exit status and the process group.
+    If the function is gone, nothing is hooked: the gateway then works without pid or group sweep.
+    """
+    original = getattr(_sdk_stdio, "_create_platform_compatible_process", None)
+    if original is None or getattr(original, "manifold_hook", False):
+        return
+
+    async def spawn(*args: Any, **kwargs: Any) -> Any:
+        process = await original(*args, **kwargs)
+        sink = _spawned.get()
+        if sink is not None:
+            sink.append(process)
+        return process
+
+    spawn.manifold_hook = True  # type: ignore[attr-defined]
+    _sdk_stdio._create_platform_compatible_process = spawn  # type: ignore[attr-defined]
+
+
+_hook_stdio_spawn()
+
+
+@contextmanager
+def capture_spawned(into: list[Any]) -> Iterator[None]:
+    """Collect in `into` the processes `stdio_client` starts in this task while the block runs."""
+    token = _spawned.set(into)
+    try:
+        yield
+    finally:
+        _spawned.reset(token)
+
+
+# --- HTTP clients and in-process streams -------------------------------------------------------------
+
+
+def create_http_client(headers: Mapping[str, str] | None) -> Any:
+    """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects).
+
+    mcp 2.3.0: `mcp.shared._httpx_utils.create_mcp_http_client` is private; the public
+    `streamable_http_client` takes a ready client, and the gateway needs its own for the headers.
+    """
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    return create_mcp_http_client(headers=dict(headers) if headers else None)
+
+
+def create_context_streams(item_type: Any, size: int = 0) -> tuple[Any, Any]:
+    """A (send, receive) memory stream pair that carries each message's context, as the SDK's
+    server loop expects of its read stream.
+
+    mcp 2.3.0: `mcp.shared._context_streams.create_context_streams` is private; the gateway's own
+    stdio front (on the event loop's pipes, see front/stdio.py) must feed the server the same kind of
+    stream the SDK's `stdio_server` does.
+    """
+    from mcp.shared._context_streams import create_context_streams as create
+
+    return create[item_type](size)
+
+
+# --- MCPServer's lowlevel server ---------------------------------------------------------------------
+
+
+def lowlevel_server(server: Any) -> Any:
+    """The lowlevel `Server` inside an `MCPServer` (whose handler table `add_proxy_tool` wraps).
+
+    mcp 2.3.0: kept in the private `_lowlevel_server`; `MCPServer` has no public handle on it.
+    """
+    return server._lowlevel_server

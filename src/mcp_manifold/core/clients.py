@@ -1,0 +1,101 @@
+"""The gateway's clients as the rest of the gateway sees them: a `Caller`, and one `Request` of it.
+
+Surfaces and the call path never touch the SDK's request context or connection: the front adapts
+those (`front/server.py`), the fast lane and the CLI make their own. The base classes here are what
+a caller with no back channel does (the CLI, a detached test): notifications go nowhere, and a
+server's request for input gets a clear refusal.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import mcp_types as types
+
+logger = logging.getLogger(__name__)
+
+Era = Literal["session", "stateless"]  # session era (2025-11-25 and before) or 2026-07-28
+ListKind = Literal["tools", "resources", "prompts"]
+
+_keys = itertools.count(1)
+
+
+def no_client_to_answer(method: str) -> types.ErrorData:
+    """The refusal a server gets when no client can answer its request."""
+    return types.ErrorData(code=types.INVALID_REQUEST, message=f"no client connected to answer {method}")
+
+
+class Caller:
+    """One client: a session-era session (stdio, one HTTP session), or a 2026-era client identity.
+
+    `state` is per-client scratch state that lives as long as the client (what a surface remembers
+    between calls: a search's registered tools, the hub instance it is connected to).
+    """
+
+    era: Era = "session"
+
+    def __init__(self, key: str | None = None) -> None:
+        self.key = key or f"caller-{next(_keys)}"
+        self.state: dict[str, Any] = {}
+        self._on_close: list[Callable[[], object]] = []
+
+    @property
+    def capabilities(self) -> types.ClientCapabilities | None:
+        """What the client declared it can do (sampling, elicitation, roots); None when unknown."""
+        return None
+
+    def on_close(self, callback: Callable[[], object]) -> None:
+        """Run `callback` when the client goes away (hang-up, session end or expiry)."""
+        self._on_close.append(callback)
+
+    def close(self) -> None:
+        """The client went away: run what was registered with `on_close`, newest first."""
+        callbacks, self._on_close = self._on_close, []
+        for callback in reversed(callbacks):
+            try:
+                callback()
+            except Exception:  # one failing cleanup must not skip the others
+                logger.exception("cleanup after client %s failed", self.key)
+
+    async def notify_list_changed(self, kinds: set[ListKind]) -> None:
+        """Tell this client that the lists of `kinds` changed (best effort)."""
+
+    async def send_resource_updated(self, uri: str) -> None:
+        """Tell this client that the resource `uri` changed (best effort)."""
+
+    async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
+        """A log message to this client, outside any request (best effort)."""
+
+    async def ask(self, method: str, params: Any) -> Any:
+        """Put a server's request to this client outside any call of its; an `ErrorData` if it cannot be."""
+        return no_client_to_answer(method)
+
+
+class Request:
+    """One inbound request of a `Caller`: its `_meta`, and the ways back to the client while it runs."""
+
+    def __init__(self, caller: Caller, meta: Mapping[str, Any] | None = None) -> None:
+        self.caller = caller
+        self.meta = meta
+
+    @property
+    def wants_progress(self) -> bool:
+        """Whether the client asked for progress on this request (a progress token in `_meta`)."""
+        return bool(self.meta) and self.meta.get("progress_token", self.meta.get("progressToken")) is not None
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        """Report progress on this request (best effort)."""
+
+    async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
+        """A log message tied to this request (best effort)."""
+
+    async def ask(self, method: str, params: Any) -> Any:
+        """Put a server's request (sampling, elicitation, roots) to the client; an `ErrorData` if it cannot be."""
+        return no_client_to_answer(method)
+
+    def without_progress(self) -> Request:
+        """The same request without its progress token (concurrent parts of one call cannot share one)."""
+        return self

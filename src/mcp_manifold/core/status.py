@@ -1,0 +1,28 @@
+"""A backend's state as the rest of the gateway reads it: for `manifold servers`, errors and surfaces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from mcp_manifold.core.breaker import BreakerState
+
+State = Literal["stopped", "starting", "ready", "failed", "disabled"]
+
+
+@dataclass
+class BackendStatus:
+    """A snapshot for `manifold servers` and error messages."""
+
+    name: str
+    transport: str
+    state: State
+    last_error: str | None
+    restarts: int
+    pid: int | None
+    tools: int
+    stderr_tail: list[str]
+    server_info: str | None
+    retry_in: float | None
+    breaker: BreakerState = "closed"  # closed, open (calls fail fast) or half-open (one trial call)
+    breaker_retry_in: float | None = None  # while open: seconds until the trial call

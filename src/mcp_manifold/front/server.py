@@ -1,0 +1,285 @@
+"""The MCP server clients talk to: the SDK's lowlevel `Server`, its handlers asking the gateway.
+
+Each handler turns the SDK's request context into a `Request` of a `Caller` (core/clients.py), asks the
+gateway (which asks the surfaces), and turns the gateway's errors into MCP errors at this one place: a
+bad request or an unknown name is INVALID_PARAMS with a message naming what was wrong, a server's own
+MCP error keeps its code, anything else of ours is INTERNAL_ERROR with our message. Tool calls answer
+failures as tool errors (the gateway does that), never as protocol errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import mcp_types as types
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import ServerMessageMetadata
+
+from mcp_manifold import __version__
+from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._sdk import connection_of
+from mcp_manifold.core.clients import Caller, ListKind, Request
+from mcp_manifold.runtime.gateway import Gateway
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_CALLER = "manifold.caller"  # where a connection keeps its SessionCaller
+_SERVER_REQUESTS: dict[str, tuple[Any, Any]] = {
+    "sampling/createMessage": (types.CreateMessageRequest, types.CreateMessageResult),
+    "elicitation/create": (types.ElicitRequest, types.ElicitResult),
+    "roots/list": (types.ListRootsRequest, types.ListRootsResult),
+}
+
+
+def _server_request(method: str, params: Any) -> tuple[Any, Any]:
+    request_type, result_type = _SERVER_REQUESTS[method]
+    return (request_type(params=params) if params is not None else request_type()), result_type
+
+
+class SessionCaller(Caller):
+    """A session-era client: one SDK `Connection` (the stdio client, or one HTTP session)."""
+
+    def __init__(self, connection: Connection) -> None:
+        super().__init__()
+        self._connection = weakref.ref(connection)
+        self.state = connection.state  # lives as long as the session
+        connection.exit_stack.callback(self.close)  # hang-up, DELETE or idle expiry
+
+    @property
+    def connection(self) -> Connection | None:
+        return self._connection()
+
+    @property
+    def capabilities(self) -> types.ClientCapabilities | None:
+        connection = self._connection()
+        return connection.client_capabilities if connection is not None else None
+
+    async def notify_list_changed(self, kinds: set[ListKind]) -> None:
+        connection = self._connection()
+        if connection is None:
+            return
+        with _quiet():
+            if "tools" in kinds:
+                await connection.send_tool_list_changed()
+            if "resources" in kinds:
+                await connection.send_resource_list_changed()
+            if "prompts" in kinds:
+                await connection.send_prompt_list_changed()
+
+    async def send_resource_updated(self, uri: str) -> None:
+        connection = self._connection()
+        if connection is not None:
+            with _quiet():
+                await connection.send_resource_updated(uri)
+
+    async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
+        connection = self._connection()
+        if connection is not None:
+            with _quiet(), warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await connection.log(level, data, logger=logger_name)
+
+    async def ask(self, method: str, params: Any) -> Any:
+        connection = self._connection()
+        if connection is None:
+            return await super().ask(method, params)
+        request, _ = _server_request(method, params)
+        return await connection.send_request(request)
+
+
+class SdkRequest(Request):
+    """One request the SDK server received; progress, logs and questions go back on its own stream."""
+
+    def __init__(self, caller: Caller, ctx: ServerRequestContext[Any, Any], meta: Any = None) -> None:
+        super().__init__(caller, ctx.meta if meta is None else meta)
+        self.ctx = ctx
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        with _quiet():
+            await self.ctx.session.report_progress(progress, total, message)
+
+    async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
+        with _quiet(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await self.ctx.session.send_log_message(
+                level, data, logger=logger_name, related_request_id=self.ctx.request_id
+            )
+
+    async def ask(self, method: str, params: Any) -> Any:
+        request, result_type = _server_request(method, params)
+        return await self.ctx.session.send_request(
+            request, result_type, metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id)
+        )
+
+    def without_progress(self) -> Request:
+        meta = self.meta
+        if not meta or ("progress_token" not in meta and "progressToken" not in meta):
+            return self
+        stripped = {key: value for key, value in meta.items() if key not in ("progress_token", "progressToken")}
+        return SdkRequest(self.caller, self.ctx, stripped)
+
+
+class McpFront:
+    """The SDK server in front of a gateway, with what it knows of its clients."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self._latest: weakref.ref[SessionCaller] | None = None
+        self.server = self._build_server()
+
+    def _build_server(self) -> Server[Any]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server: Server[Any] = _GatewayServer(
+                "mcp-manifold",
+                version=__version__,
+                instructions=self.gateway.instructions(),
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_list_resources=self._list_resources,
+                on_list_resource_templates=self._list_resource_templates,
+                on_read_resource=self._read_resource,
+                on_subscribe_resource=self._subscribe,
+                on_unsubscribe_resource=self._unsubscribe,
+                on_list_prompts=self._list_prompts,
+                on_get_prompt=self._get_prompt,
+                on_set_logging_level=self._set_logging_level,
+                on_subscriptions_listen=ListenHandler(self.gateway.back_channel.bus),
+            )
+        server.middleware.append(self._track_client)
+        for surface in self.gateway.surfaces:
+            middleware = surface.wire_middleware()
+            if middleware is not None:
+                server.middleware.append(middleware)
+        return server
+
+    def initialization_options(self) -> Any:
+        return self.server.create_initialization_options()
+
+    @property
+    def latest_caller(self) -> Caller:
+        """The client that made the latest request (over stdio, the only one); a detached one before any."""
+        caller = self._latest() if self._latest is not None else None
+        return caller if caller is not None else Caller("nobody-yet")
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def _caller(self, ctx: ServerRequestContext[Any, Any]) -> SessionCaller:
+        connection = connection_of(ctx)
+        caller = connection.state.get(_CALLER)
+        if caller is None:
+            caller = SessionCaller(connection)
+            connection.state[_CALLER] = caller
+        return caller
+
+    async def _track_client(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        caller = self._caller(ctx)
+        is_request = ctx.request_id is not None
+        self.gateway.back_channel.track(caller, answers_requests=is_request)
+        if is_request:
+            self._latest = weakref.ref(caller)
+        return await call_next(ctx)
+
+    def _request(self, ctx: ServerRequestContext[Any, Any]) -> SdkRequest:
+        return SdkRequest(self._caller(ctx), ctx)
+
+    async def _answer(self, action: str, work: Callable[[], Awaitable[T]]) -> T:
+        """Run a request, turning our errors into MCP errors with a clear message (the one translation)."""
+        try:
+            return await work()
+        except (InvalidRequest, NotFound) as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        except BackendRequestError as exc:
+            # The server answered with an MCP error: the client gets its code (not found, invalid
+            # params, ...) as well as its message, as if it had asked the server itself.
+            code = exc.code or types.INTERNAL_ERROR  # some servers answer code 0, which no client expects
+            raise MCPError(code=code, message=f"{action} failed: {exc}") from None
+        except ManifoldError as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=f"{action} failed: {exc}") from None
+
+    async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
+        tools = await self._answer("tools/list", lambda: self.gateway.list_tools(self._request(ctx)))
+        return types.ListToolsResult(tools=tools)
+
+    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        request = self._request(ctx)
+        return await self._answer(
+            "tools/call", lambda: self.gateway.call_tool_by_name(request, params.name, params.arguments or {})
+        )
+
+    async def _list_resources(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourcesResult:
+        resources = await self._answer("resources/list", lambda: self.gateway.list_resources(self._request(ctx)))
+        return types.ListResourcesResult(resources=resources)
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: Any
+    ) -> types.ListResourceTemplatesResult:
+        templates = await self._answer(
+            "resources/templates/list", lambda: self.gateway.list_resource_templates(self._request(ctx))
+        )
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        request = self._request(ctx)
+        return await self._answer("resources/read", lambda: self.gateway.read_resource_by_uri(request, str(params.uri)))
+
+    async def _list_prompts(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListPromptsResult:
+        prompts = await self._answer("prompts/list", lambda: self.gateway.list_prompts(self._request(ctx)))
+        return types.ListPromptsResult(prompts=prompts)
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        request = self._request(ctx)
+        return await self._answer(
+            "prompts/get", lambda: self.gateway.get_prompt_by_name(request, params.name, params.arguments)
+        )
+
+    async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> Any:
+        request = self._request(ctx)
+        await self._answer("resources/subscribe", lambda: self.gateway.subscribe(request, str(params.uri)))
+        return types.EmptyResult()
+
+    async def _unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams) -> Any:
+        await self.gateway.unsubscribe(self._request(ctx), str(params.uri))
+        return types.EmptyResult()
+
+    async def _set_logging_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
+        await self.gateway.set_logging_level(params.level)
+        return types.EmptyResult()
+
+
+class _GatewayServer(Server[Any]):
+    """The SDK server, advertising `listChanged` on every transport (HTTP builds its own options)."""
+
+    def create_initialization_options(
+        self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        everything = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+        return super().create_initialization_options(notification_options or everything, *args, **kwargs)
+
+
+class _quiet:
+    """Suppress failures of best-effort sends to a client that may have gone away."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if exc_type is None:
+            return False
+        if issubclass(exc_type, Exception):
+            logger.debug("best-effort send failed: %s", exc)
+            return True
+        return False

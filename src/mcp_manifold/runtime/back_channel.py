@@ -1,0 +1,168 @@
+"""What goes back to clients that they did not ask for in a response: changes, logs, requests for input.
+
+The back channel knows the gateway's clients (`Caller`s, tracked as they make requests) and routes
+to them what backends initiate:
+
+- `list_changed` from a backend re-lists it (the catalog then announces what really changed);
+  `resources/updated` goes to the clients that subscribed to that URI;
+- a log message goes to the client whose call is running on that backend, else to every client;
+- a request for input (sampling, elicitation, roots) goes to the client whose call is waiting.
+
+Neither a log message nor such a request names the client's call: while calls of several clients are
+in flight on one backend, logs are dropped and requests refused with a clear error, rather than sent
+to a guessed client (which would show one client another's data).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp.server.subscriptions import InMemorySubscriptionBus
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
+
+from mcp_manifold.core.catalog import Catalog, Kind
+from mcp_manifold.core.clients import Caller, no_client_to_answer
+
+if TYPE_CHECKING:
+    from mcp_manifold.runtime.backends import Backend
+
+logger = logging.getLogger(__name__)
+
+_LIST_CHANGED = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/prompts/list_changed",
+    }
+)
+_BUS_EVENTS = {"tools": ToolsListChanged, "resources": ResourcesListChanged, "prompts": PromptsListChanged}
+
+
+def several_clients_waiting(backend: Backend) -> bool:
+    """Whether calls of more than one client are in flight on `backend` (its messages are then unattributable)."""
+    callers = backend.callers
+    return len(callers) > 1 and len({id(request.caller) for request in callers}) > 1
+
+
+class BackChannel:
+    """The gateway's clients and what backends send them; a `BackendHooks` for configured backends."""
+
+    def __init__(self, catalog: Catalog, relist: Callable[[str], Awaitable[None]]) -> None:
+        self.catalog = catalog
+        self._relist = relist  # re-list one backend (run in the background)
+        self.bus = InMemorySubscriptionBus()  # 2026-era clients' subscriptions/listen streams
+        self._callers: weakref.WeakSet[Caller] = weakref.WeakSet()
+        self._recent: weakref.ref[Caller] | None = None
+        self._subscriptions: dict[str, weakref.WeakSet[Caller]] = {}
+        self._pending: set[Kind] = set()
+        self._changed = anyio.Event()
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    # --- clients --------------------------------------------------------------------------------
+
+    def track(self, caller: Caller, *, answers_requests: bool = True) -> None:
+        """Note a client that made a request; `answers_requests`: it may be asked for input outside a call."""
+        self._callers.add(caller)
+        if answers_requests:
+            self._recent = weakref.ref(caller)
+
+    def subscribe(self, caller: Caller, uri: str) -> bool:
+        """Record `caller`'s subscription to `uri`; True if it is the first one (the backend must be told)."""
+        subscribers = self._subscriptions.setdefault(uri, weakref.WeakSet())
+        first = not subscribers
+        subscribers.add(caller)
+        return first
+
+    def unsubscribe(self, caller: Caller, uri: str) -> bool:
+        """Drop `caller`'s subscription; True if none is left (the backend must be told)."""
+        subscribers = self._subscriptions.get(uri)
+        if subscribers is None:
+            return False
+        subscribers.discard(caller)
+        if subscribers:
+            return False
+        del self._subscriptions[uri]
+        return True
+
+    # --- changes --------------------------------------------------------------------------------
+
+    def catalog_changed(self, kinds: set[Kind]) -> None:
+        """A catalog listener: queue the kinds for `run`, which tells the clients."""
+        self._pending |= kinds
+        self._changed.set()
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Tell every client what changed, as one task so that notifications never block a handler."""
+        async with anyio.create_task_group() as task_group:
+            self._task_group = task_group
+            task_status.started()
+            while True:
+                await self._changed.wait()
+                self._changed = anyio.Event()
+                kinds, self._pending = self._pending, set()
+                await self.notify_list_changed(kinds)
+
+    async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
+        """Send `list_changed` for `kinds` to one client, or to all of them (and their listen streams)."""
+        if caller is not None:
+            await caller.notify_list_changed(set(kinds))
+            return
+        for kind in kinds:
+            await self.bus.publish(_BUS_EVENTS[kind]())
+        for target in list(self._callers):
+            await target.notify_list_changed(set(kinds))
+
+    # --- what backends initiate (BackendHooks) ---------------------------------------------------
+
+    async def on_server_notification(self, backend: Backend, notification: types.ServerNotification) -> None:
+        method = getattr(notification, "method", "")
+        if method in _LIST_CHANGED:
+            # Not inline: this runs on the backend's read loop, which must stay free to deliver the listing.
+            if self._task_group is not None:
+                self._task_group.start_soon(self._relist, backend.name)
+        elif method == "notifications/resources/updated":
+            uri = self.catalog.exposed_uri(backend.name, notification.params.uri)  # type: ignore[union-attr]
+            await self.bus.publish(ResourceUpdated(uri))
+            for subscriber in list(self._subscriptions.get(uri, ())):
+                await subscriber.send_resource_updated(uri)
+
+    async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
+        name = f"{backend.name}.{params.logger}" if params.logger else backend.name
+        if several_clients_waiting(backend):
+            # A log message names no request: sending it to one of them would be a guess, and a
+            # wrong guess shows one client another's data.
+            logger.debug("%s: log message dropped: calls of several clients are in flight", backend.name)
+            return
+        waiting = backend.current_caller
+        if waiting is not None:
+            await waiting.log(params.level, params.data, name)
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            for caller in list(self._callers):
+                await caller.log(params.level, params.data, name)
+
+    async def on_server_request(self, backend: Backend, method: str, params: Any) -> Any:
+        """Put sampling, elicitation and roots to the client whose call is waiting on `backend`."""
+        if several_clients_waiting(backend):
+            # Nothing tells whose call this request belongs to; asking the wrong client would show it
+            # another's data (and let it answer for them), so the server gets a clear refusal.
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"calls of several clients are in flight on server {backend.name!r}: cannot tell "
+                f"which client {method} is for; try again when the other calls are done",
+            )
+        waiting = backend.current_caller
+        if waiting is not None:
+            return await waiting.ask(method, params)
+        recent = self._recent() if self._recent is not None else None
+        if recent is None:
+            return no_client_to_answer(method)
+        return await recent.ask(method, params)

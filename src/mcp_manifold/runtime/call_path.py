@@ -1,0 +1,200 @@
+"""The one call path: every `tools/call`, `resources/read` and `prompts/get` that reaches a backend.
+
+Surfaces, the fast lane and the CLI all end here; nothing else calls a backend's tools, reads its
+resources or gets its prompts. In order, a call:
+
+1. resolves its backend (configured, or added at run time by the hub) from the target's server;
+2. answers from the result cache when the tool may be cached and a fresh result is there;
+3. goes to the backend, which applies its breaker, concurrency limit and timeout, with the request
+   marked as waiting there, so progress, logs and the server's requests for input reach its client;
+4. turns a backend failure into a tool error (tools) or a `BackendError` (reads, prompts), and hides
+   the server's secrets in error results;
+5. spills a large result to a file (the gateway's `spill_threshold`, or the surface's own policy);
+6. tells every observer (`observe`): the place where audit, metrics and traces hook in.
+
+Access control, pinning and rate limits belong here too, so that a rule holds on every path.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import mcp_types as types
+
+from mcp_manifold._errors import BackendError, ManifoldError, NotFound
+from mcp_manifold.core.catalog import Catalog
+from mcp_manifold.core.clients import Request
+from mcp_manifold.core.result_cache import ResultCache
+from mcp_manifold.core.results import SpillPolicy, scrubbed, spill_if_due, tool_error
+from mcp_manifold.core.router import Target
+
+if TYPE_CHECKING:
+    from mcp_manifold.runtime.backends import Backend, BackendPool
+    from mcp_manifold.runtime.spill import SpillStore
+
+logger = logging.getLogger(__name__)
+
+CallKind = Literal["tool", "resource", "prompt"]
+Outcome = Literal["ok", "error", "cached"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One finished call, as observers see it (never the arguments or the result's content)."""
+
+    kind: CallKind
+    target: Target
+    caller: str  # the client's key
+    duration: float  # seconds
+    outcome: Outcome
+    error: str | None = None
+    spilled: bool = False
+
+
+Observer = Callable[[CallRecord], None]
+
+
+class CallPath:
+    """The call path of one gateway; see the module docstring for what a call goes through."""
+
+    def __init__(
+        self,
+        pool: BackendPool,
+        catalog: Catalog,
+        result_cache: ResultCache,
+        spill: SpillStore,
+        default_spill: SpillPolicy,
+    ) -> None:
+        self._pool = pool
+        self._catalog = catalog
+        self._cache = result_cache
+        self._spill = spill
+        self.default_spill = default_spill
+        self._observers: list[Observer] = []
+
+    def observe(self, observer: Observer) -> Callable[[], None]:
+        """Call `observer(record)` after every call; returns a function that stops it."""
+        self._observers.append(observer)
+        return lambda: self._observers.remove(observer)
+
+    def backend(self, server: str) -> Backend:
+        """The backend called `server`: configured, or added at run time (hub instances)."""
+        backend = self._pool.backends.get(server) or self._pool.added.get(server)
+        if backend is None:
+            raise NotFound(f"unknown server {server!r}")
+        return backend
+
+    # --- tools ----------------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        request: Request,
+        target: Target,
+        arguments: dict[str, Any] | None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        spill: SpillPolicy | None = None,
+    ) -> types.CallToolResult:
+        """Call a tool; failures of the server or the connection come back as tool errors.
+
+        `meta` is sent as the request's `_meta`; `spill` replaces the gateway's spill policy (dispatch
+        passes its per-call options).
+        """
+        started = time.perf_counter()
+        backend = self.backend(target.server)
+        outcome: Outcome = "ok"
+        error: str | None = None
+        result = self._cache.lookup(target.server, target.name, arguments)
+        if result is not None:
+            outcome = "cached"
+        else:
+            progress = request.progress if request.wants_progress else None
+            try:
+                with backend.serving(request):
+                    result = await backend.request(
+                        "tools/call",
+                        lambda session: session.call_tool(
+                            target.name,
+                            arguments,
+                            progress_callback=progress,
+                            meta=meta,  # type: ignore[arg-type]
+                        ),
+                    )
+            except BackendError as exc:
+                error = str(exc)
+                result = tool_error(error)
+            else:
+                self._cache.store(target.server, target.name, arguments, result)
+            if result.is_error:
+                outcome = "error"
+                # Errors can quote a server's stderr or URL, where its secrets may appear.
+                result = scrubbed(result, backend.config.scrub)
+        spilled = False
+        policy = spill or self.default_spill
+        if policy.active:
+            result, spilled = self._spilled(result, policy, target)
+        if self._observers:
+            self._tell(
+                CallRecord("tool", target, request.caller.key, time.perf_counter() - started, outcome, error, spilled)
+            )
+        return result
+
+    def _spilled(self, result: types.CallToolResult, policy: SpillPolicy, target: Target) -> tuple[Any, bool]:
+        try:
+            due = spill_if_due(result, policy, self._spill.write)
+        except OSError as exc:
+            if policy.to_file:
+                raise ManifoldError(f"could not write the result file: {exc}") from None
+            logger.warning("could not spill the result of %s, answering inline: %s", target.exposed, exc)
+            return result, False
+        return (due.result, True) if due is not None else (result, False)
+
+    # --- resources and prompts ------------------------------------------------------------------
+
+    async def read_resource(self, request: Request, target: Target) -> types.ReadResourceResult:
+        """Read a resource; the contents name the URIs the client can read again (the exposed ones)."""
+
+        async def read(backend: Backend) -> types.ReadResourceResult:
+            result = await backend.request("resources/read", lambda session: session.read_resource(target.name))
+            contents = [
+                item.model_copy(update={"uri": self._catalog.exposed_uri(target.server, item.uri)})
+                for item in result.contents
+            ]
+            return result.model_copy(update={"contents": contents})
+
+        return await self._run("resource", request, target, read)
+
+    async def get_prompt(
+        self, request: Request, target: Target, arguments: dict[str, str] | None
+    ) -> types.GetPromptResult:
+        async def get(backend: Backend) -> types.GetPromptResult:
+            return await backend.request("prompts/get", lambda session: session.get_prompt(target.name, arguments))
+
+        return await self._run("prompt", request, target, get)
+
+    async def _run(self, kind: CallKind, request: Request, target: Target, work: Callable[[Backend], Any]) -> Any:
+        started = time.perf_counter()
+        try:
+            backend = self.backend(target.server)
+            with backend.serving(request):
+                result = await work(backend)
+        except ManifoldError as exc:
+            if self._observers:
+                self._tell(
+                    CallRecord(kind, target, request.caller.key, time.perf_counter() - started, "error", str(exc))
+                )
+            raise
+        if self._observers:
+            self._tell(CallRecord(kind, target, request.caller.key, time.perf_counter() - started, "ok"))
+        return result
+
+    def _tell(self, record: CallRecord) -> None:
+        for observer in list(self._observers):
+            try:
+                observer(record)
+            except Exception:  # an observer's bug must never fail the call it watched
+                logger.exception("call observer failed")

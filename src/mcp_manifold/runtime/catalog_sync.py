@@ -1,0 +1,89 @@
+"""Keeping the catalog in step with the backends: list them, re-list them, answer early from the cache.
+
+The first need of a lazy start lists every backend not listed yet (`ensure_catalog`). A serving
+gateway first fills the catalog from each backend's last listing on disk (`ListingCache`) and re-lists
+the backend behind it, so a desktop client's first `tools/list` is answered at once; when the real
+listing differs, the catalog's change event tells the clients. One backend's failure leaves the others
+untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import anyio.abc
+
+from mcp_manifold._errors import ManifoldError
+from mcp_manifold.core.catalog import Catalog
+from mcp_manifold.core.listing import Listing
+from mcp_manifold.runtime.backends import Backend, BackendPool
+from mcp_manifold.runtime.listing_cache import ListingCache
+
+logger = logging.getLogger(__name__)
+
+
+class CatalogSync:
+    """Lists backends into the catalog, from the listing cache first when the gateway is serving."""
+
+    def __init__(self, pool: BackendPool, catalog: Catalog, cache: ListingCache, *, serving: bool) -> None:
+        self.pool = pool
+        self.catalog = catalog
+        self.cache = cache
+        self.serving = serving
+        self.listed: set[str] = set()
+        self._lock = anyio.Lock()
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    def attach(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Where background re-listings run (the gateway's task group)."""
+        self._task_group = task_group
+
+    async def ensure_catalog(self) -> None:
+        """Start and list every enabled backend not listed yet (the first need of a lazy start)."""
+        missing = [
+            backend.name
+            for backend in self.pool
+            if backend.name not in self.listed and backend.state != "disabled" and not in_backoff(backend)
+        ]
+        if self.serving:
+            missing = [name for name in missing if not self._list_from_cache(name)]
+        if missing:
+            await self.refresh(missing)
+
+    def _list_from_cache(self, name: str) -> bool:
+        """Fill the catalog from `name`'s cached listing and re-list it in the background."""
+        listing = self.cache.load(self.pool[name].config)
+        if listing is None or self._task_group is None:
+            return False
+        self._set(name, listing)
+        self._task_group.start_soon(self.refresh_one, name)
+        return True
+
+    async def refresh(self, names: list[str]) -> None:
+        """(Re)list the named backends concurrently; a failure leaves the others untouched."""
+        async with anyio.create_task_group() as task_group:
+            for name in names:
+                task_group.start_soon(self.refresh_one, name)
+
+    async def refresh_one(self, name: str) -> None:
+        backend = self.pool[name]
+        try:
+            listing = await backend.list_all()
+        except ManifoldError as exc:
+            logger.warning("%s", exc)
+            return
+        async with self._lock:
+            self._set(name, listing)
+        if self.serving:
+            self.cache.save(backend.config, listing)
+
+    def _set(self, name: str, listing: Listing) -> None:
+        config = self.pool[name].config
+        self.catalog.set_backend(name, listing, prefix=config.exposed_prefix, tool_filter=config.tools.allows)
+        self.listed.add(name)
+
+
+def in_backoff(backend: Backend) -> bool:
+    """Whether a failed backend is still waiting out its restart backoff (starting it now would fail)."""
+    return backend.state == "failed" and (backend.status().retry_in or 0) > 0

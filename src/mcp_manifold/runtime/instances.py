@@ -1,0 +1,440 @@
+"""Instances: MCP servers the gateway connects to at run time, for the hub surface (seed 003).
+
+The registry knows the configured servers plus the servers found in the discovery directory
+(`discovery.py`; `manifold register` writes those records). Each instance has one gateway-side
+connection (a `Backend` added to the pool at run time), watched by the gateway's `HealthMonitor`,
+and its last listing. What happens to an instance (it goes away, dies, comes back, lists something
+else, logs outside any call) is told to the registry's listener, the hub surface, which decides what
+its clients hear of it. The registry knows nothing of clients.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import anyio.abc
+import mcp_types as types
+
+from mcp_manifold._errors import BackendUnavailable, ManifoldError
+from mcp_manifold.core.health import Health, HealthState
+from mcp_manifold.core.listing import Listing
+from mcp_manifold.core.status import BackendStatus
+from mcp_manifold.runtime.discovery import InstanceRecord, discovery_dir, read_records, remove_record
+
+if TYPE_CHECKING:
+    from mcp_manifold.runtime.backends import Backend
+    from mcp_manifold.runtime.gateway import Gateway
+
+logger = logging.getLogger(__name__)
+
+_DEFAULT_SCAN_INTERVAL = 10.0
+
+
+class InstanceListener(Protocol):
+    """What the registry tells (the hub surface); every method is called in the registry's task group."""
+
+    def in_use(self, instance_id: str) -> bool:
+        """Whether any client is connected to the instance (only those instances are worth news)."""
+        ...
+
+    async def instance_gone(self, instance_id: str, label: str, reason: str) -> None: ...
+
+    async def instance_dead(self, instance_id: str, label: str, reason: str) -> None: ...
+
+    async def instance_back(self, instance_id: str, label: str) -> None: ...
+
+    async def listing_changed(self, instance_id: str) -> None: ...
+
+    async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None: ...
+
+
+@dataclass
+class Instance:
+    """One instance the registry knows: a discovered record or a configured server, and its connection."""
+
+    id: str
+    name: str
+    backend: Backend
+    record: InstanceRecord | None = None  # None for configured servers
+    listing: Listing | None = None
+    was_down: bool = False  # failed since it was last active: its recovery is worth telling
+
+    @property
+    def kind(self) -> str:
+        return "configured" if self.record is None else "discovered"
+
+    def label(self) -> str:
+        return f"instance {self.name!r} ({self.id})" if self.name != self.id else f"instance {self.id!r}"
+
+    def endpoint(self) -> str:
+        if self.record is not None:
+            return self.record.endpoint()
+        config = self.backend.config
+        return config.url or " ".join([config.command or "", *config.args]).strip()
+
+
+class InstanceRegistry:
+    """The instances of one gateway: discovery, connections, health and listings."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.directory = discovery_dir(gateway.settings.discovery_dir)
+        self.instances: dict[str, Instance] = {}
+        self.gone: dict[str, str] = {}  # id of a dropped instance -> why, while a client still uses it
+        self._listener: InstanceListener | None = None
+        self._reserved: frozenset[str] = frozenset()  # tool names instances may not use (the hub's own)
+        self._reported: set[tuple[str, str]] = set()  # problems already logged
+        self._scan_lock = anyio.Lock()
+        self._tasks: anyio.abc.TaskGroup | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self, listener: InstanceListener) -> None:
+        """Know the configured servers as instances, and start telling `listener` what happens."""
+        self._listener = listener
+        for backend in self.gateway.pool:
+            if backend.state != "disabled":
+                self.instances[backend.name] = Instance(id=backend.name, name=backend.name, backend=backend)
+        self.gateway.health.subscribe(self._on_health_change)
+        self.gateway.catalog.subscribe(self._on_catalog_change)
+
+    async def run(self) -> None:
+        """Poll the discovery directory until the gateway stops; own the discovered connections.
+
+        Polling, not file-system events: staleness is a matter of time passing (a pid dies, a
+        last_ping ages) that no event announces, so a periodic pass is needed anyway, and it
+        works the same on every file system. Clients' `instances_list` and `instances_connect` also
+        scan on demand, so a client never waits for the next pass.
+        """
+        interval = self.gateway.settings.ping_interval or _DEFAULT_SCAN_INTERVAL
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            try:
+                while True:
+                    try:
+                        await self.scan()
+                    except Exception:
+                        logger.exception("scanning the discovery directory %s failed", self.directory)
+                    await anyio.sleep(interval)
+            finally:
+                self._tasks = None
+                with anyio.CancelScope(shield=True):
+                    for instance in list(self.instances.values()):
+                        if instance.record is not None:
+                            await self.gateway.pool.remove(instance.id)
+
+    # --- discovery -------------------------------------------------------------------------------
+
+    async def scan(self) -> None:
+        """Bring the discovered instances in line with the directory: add, update, drop stale."""
+        if self._tasks is None:
+            return  # not running (yet or any more)
+        async with self._scan_lock:
+            found = await anyio.to_thread.run_sync(read_records, self.directory)
+            for source, problem in found.problems.items():
+                self._report_once(source, f"skipping instance file {problem}")
+            for instance_id, (_record, reason) in found.stale.items():
+                logger.info("instance %s is stale (%s); removing its record", instance_id, reason)
+                await anyio.to_thread.run_sync(remove_record, self.directory, instance_id)
+            now = time.time()
+            for instance in list(self.instances.values()):
+                if instance.record is None or instance.id in found.live:
+                    continue
+                if f"{instance.id}.json" in found.problems and instance.record.stale_reason(now) is None:
+                    # Unreadable just now (a writer that does not replace it atomically is mid-write):
+                    # keep the instance on its last good record until that one goes stale.
+                    continue
+                stale = found.stale.get(instance.id)
+                await self._drop(instance, f"stale: {stale[1]}" if stale else "its registration was removed")
+            for record in found.live.values():
+                await self._add_or_update(record)
+            # Why an instance went away matters only while a client is still connected to it.
+            for instance_id in [gone for gone in self.gone if not self._in_use(gone)]:
+                del self.gone[instance_id]
+
+    async def _add_or_update(self, record: InstanceRecord) -> None:
+        current = self.instances.get(record.id)
+        if current is not None and current.record is None:
+            self._report_once(record.id, f"instance id {record.id!r} is a configured server's name; skipped")
+            return
+        if current is not None:
+            assert current.record is not None
+            if current.record.server_config().identity() == record.server_config().identity():
+                current.record = record  # a fresher last_ping
+                return
+            await self._drop(current, "re-registered with a different address")
+        if self._tasks is None:
+            return  # shutting down
+        try:
+            backend = self.gateway.pool.add(record.server_config(), _InstanceHooks(self), self._tasks)
+        except ValueError as exc:
+            self._report_once(record.id, str(exc))
+            return
+        instance = Instance(id=record.id, name=record.name, backend=backend, record=record)
+        self.instances[record.id] = instance
+        self.gone.pop(record.id, None)
+        self.gateway.health.track(record.id)
+        logger.info("discovered instance %s at %s", record.id, record.endpoint())
+        if self._in_use(record.id):
+            # Clients still connected from before get their instance back.
+            self._tasks.start_soon(self._reattach, instance)
+
+    async def _drop(self, instance: Instance, reason: str) -> None:
+        self.instances.pop(instance.id, None)
+        self.gone[instance.id] = reason
+        self.gateway.health.forget(instance.id)
+        await self.gateway.pool.remove(instance.id)
+        logger.info("dropped instance %s: %s", instance.id, reason)
+        if self._listener is not None and self._in_use(instance.id):
+            await self._listener.instance_gone(instance.id, instance.label(), reason)
+
+    def _report_once(self, key: str, message: str) -> None:
+        if len(self._reported) > 1000:  # bounded: a directory full of junk must not grow memory
+            self._reported.clear()
+        if (key, message) not in self._reported:
+            self._reported.add((key, message))
+            logger.warning("%s", message)
+
+    # --- what the hub asks -----------------------------------------------------------------------
+
+    def get(self, instance_id: str) -> Instance | None:
+        return self.instances.get(instance_id)
+
+    def health(self, instance_id: str) -> Health | None:
+        return self.gateway.health.health.get(instance_id)
+
+    def state(self, instance: Instance) -> str:
+        """`discovered`, `connecting`, `active`, `retrying` or `dead`."""
+        health = self.health(instance.id)
+        if health is not None and health.state != "discovered":
+            return health.state
+        if instance.backend.state == "ready":
+            return "active"
+        if instance.backend.state == "starting":
+            return "connecting"
+        return "discovered"
+
+    def unusable(self, instance: Instance) -> str | None:
+        """Why calls to `instance` are refused right now (it is retrying or dead), or None."""
+        health = self.health(instance.id)
+        if health is None or health.state not in ("retrying", "dead"):
+            return None
+        retry = health.retry_in(self.gateway.health.clock())
+        # A due attempt is running now (a hung server can hold one for init_timeout): say so, not "in 0s".
+        when = ""
+        if retry is not None:
+            when = f"; next reconnect attempt in {retry:.0f}s" if retry >= 0.5 else "; reconnecting now"
+        return f"{instance.label()} is {health.state} ({_reason(instance.id, health.last_error)}){when}"
+
+    async def connect(self, instance: Instance) -> None:
+        """Make sure the instance's connection is up; `BackendUnavailable` says why it is not."""
+        if instance.backend.state == "ready":
+            return
+        try:
+            await self.gateway.health.connect(instance.backend)
+        except TimeoutError:
+            raise BackendUnavailable(instance.id, f"could not connect to {instance.label()}: timed out") from None
+        except ManifoldError as exc:
+            health = self.health(instance.id)
+            state = f" (state {health.state})" if health else ""
+            raise BackendUnavailable(
+                instance.id, f"could not connect to {instance.label()}{state}: {_reason(instance.id, str(exc))}"
+            ) from None
+
+    async def relist(self, instance: Instance) -> Listing:
+        """List the instance again (hub tool names left out); keeps the old listing if this one fails."""
+        listing = await instance.backend.list_all()
+        allowed = instance.backend.config.tools.allows
+        tools = []
+        for tool in listing.tools:
+            if tool.name in self._reserved:
+                self._report_once(instance.id, f"{instance.label()}: tool {tool.name!r} is hidden by the hub's own")
+            elif allowed(tool.name):
+                tools.append(tool)
+        instance.listing = replace(listing, tools=tools)
+        return instance.listing
+
+    def reserve(self, names: list[str]) -> None:
+        """Tool names instances may not use (the hub's own, which win)."""
+        self._reserved = frozenset(names)
+
+    def after_call(self, instance: Instance) -> None:
+        """A call ended: a connection that died during it counts now, not at the next ping."""
+        if instance.backend.state == "failed":
+            self.gateway.health.report_failure(instance.id, instance.backend.last_error or "connection lost")
+
+    def row(self, instance: Instance) -> dict[str, Any]:
+        """The instance as `instances_list` and `manifold servers` show it."""
+        health = self.health(instance.id)
+        now = self.gateway.health.clock()
+        row: dict[str, Any] = {
+            "id": instance.id,
+            "name": instance.name,
+            "kind": instance.kind,
+            "endpoint": instance.endpoint(),
+            "state": self.state(instance),
+        }
+        if instance.listing is not None:
+            row["tools"] = len(instance.listing.tools)
+        last_error = (health.last_error if health else None) or (
+            instance.backend.last_error if instance.backend.state == "failed" else None
+        )
+        if last_error:
+            row["last_error"] = last_error
+        retry_in = health.retry_in(now) if health else None
+        if retry_in is not None:
+            row["retry_in"] = round(retry_in, 1)
+        if instance.record is not None:
+            record = instance.record
+            row.update(
+                {
+                    key: value
+                    for key, value in (
+                        ("directory", record.directory),
+                        ("pid", record.pid),
+                        ("started_at", record.started_at or None),
+                        ("last_ping_age", round(max(0.0, time.time() - record.last_ping), 1)),
+                    )
+                    if value is not None
+                }
+            )
+        return row
+
+    # --- events ----------------------------------------------------------------------------------
+
+    def _in_use(self, instance_id: str) -> bool:
+        return self._listener is not None and self._listener.in_use(instance_id)
+
+    def _on_health_change(self, name: str, old: HealthState, new: HealthState, health: Health) -> None:
+        instance = self.instances.get(name)
+        if instance is None or self._tasks is None or self._listener is None:
+            return
+        if new in ("retrying", "dead"):
+            instance.was_down = True
+        if new == "dead" and self._in_use(name):
+            self._tasks.start_soon(
+                self._listener.instance_dead, name, instance.label(), _reason(name, health.last_error)
+            )
+        elif new == "active" and instance.was_down:
+            instance.was_down = False
+            if self._in_use(name):
+                self._tasks.start_soon(self._recovered, instance)
+
+    async def _reattach(self, instance: Instance) -> None:
+        try:
+            await self.connect(instance)
+        except ManifoldError:
+            return  # the health monitor keeps trying; `_recovered` re-lists when it succeeds
+        await self._recovered(instance)
+
+    async def _recovered(self, instance: Instance) -> None:
+        if self._listener is not None:
+            await self._listener.instance_back(instance.id, instance.label())
+        await self.refresh_listing(instance)
+
+    async def refresh_listing(self, instance: Instance) -> None:
+        """Re-list an instance in use and tell the listener if anything changed."""
+        before = instance.listing
+        try:
+            after = await self.relist(instance)
+        except ManifoldError as exc:
+            logger.warning("could not re-list %s: %s", instance.label(), exc)
+            return
+        if before != after and self._listener is not None:
+            await self._listener.listing_changed(instance.id)
+
+    def _on_catalog_change(self, kinds: set[Any]) -> None:
+        # A configured server's lists changed: re-list it for the clients connected to it.
+        if self._tasks is None:
+            return
+        for instance in list(self.instances.values()):
+            if instance.record is None and instance.backend.state == "ready" and self._in_use(instance.id):
+                self._tasks.start_soon(self.refresh_listing, instance)
+
+
+class _InstanceHooks:
+    """What a discovered instance initiates goes to the clients using it, never to the catalog."""
+
+    def __init__(self, registry: InstanceRegistry) -> None:
+        self.registry = registry
+
+    async def on_server_notification(self, backend: Backend, notification: types.ServerNotification) -> None:
+        method = getattr(notification, "method", "")
+        instance = self.registry.instances.get(backend.name)
+        if instance is None or not method.endswith("/list_changed") or self.registry._tasks is None:
+            return
+        # Not inline: this runs on the backend's read loop, which must stay free to deliver the listing.
+        self.registry._tasks.start_soon(self.registry.refresh_listing, instance)
+
+    async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
+        if backend.current_caller is not None:
+            await self.registry.gateway.back_channel.on_server_log(backend, params)  # to the client of the call
+            return
+        listener = self.registry._listener
+        if listener is not None:
+            name = f"{backend.name}.{params.logger}" if params.logger else backend.name
+            await listener.instance_log(backend.name, params.level, params.data, name)
+
+    async def on_server_request(self, backend: Backend, method: str, params: Any) -> Any:
+        if backend.current_caller is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"no client call is waiting to answer {method}")
+        return await self.registry.gateway.back_channel.on_server_request(backend, method, params)
+
+
+class _QuietHooks:
+    """For short-lived probes: nothing the server initiates goes anywhere."""
+
+    async def on_server_notification(self, backend: Backend, notification: types.ServerNotification) -> None:
+        return None
+
+    async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
+        return None
+
+    async def on_server_request(self, backend: Backend, method: str, params: Any) -> Any:
+        return types.ErrorData(code=types.INVALID_REQUEST, message=f"{method} is not answered by a probe")
+
+
+async def instance_statuses(gateway: Gateway) -> list[BackendStatus]:
+    """Connect once to every live discovered instance and report it like a configured server.
+
+    For `manifold servers`: empty unless the hub is exposed. The probes' connections are closed
+    before this returns.
+    """
+    if "hub" not in gateway.settings.expose:
+        return []
+    found = await anyio.to_thread.run_sync(read_records, discovery_dir(gateway.settings.discovery_dir))
+    records = [record for record in found.live.values() if record.id not in gateway.pool.backends]
+    statuses: list[BackendStatus] = []
+    async with anyio.create_task_group() as owners:
+        # Probes get names of their own: this gateway's hub may be connecting to the same instances.
+        backends = [
+            gateway.pool.add(replace(record.server_config(), name=f"{record.id} (probe)"), _QuietHooks(), owners)
+            for record in records
+        ]
+        try:
+            async with anyio.create_task_group() as probes:
+                for backend in backends:
+                    probes.start_soon(_probe, backend)
+            statuses = [
+                replace(backend.status(), name=record.id) for record, backend in zip(records, backends, strict=True)
+            ]
+        finally:
+            for backend in backends:
+                await gateway.pool.remove(backend.name)
+    return statuses
+
+
+async def _probe(backend: Backend) -> None:
+    try:
+        await backend.list_all()
+    except ManifoldError as exc:
+        logger.debug("probe of %s failed: %s", backend.name, exc)
+
+
+def _reason(instance_id: str, error: str | None) -> str:
+    """A backend error without its "server 'id': " prefix, for messages that already name the instance."""
+    return (error or "unknown error").removeprefix(f"server {instance_id!r}: ")

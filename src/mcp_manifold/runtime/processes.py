@@ -1,0 +1,125 @@
+"""A stdio server's process: start it through the SDK, watch its stderr and its exit, stop its group.
+
+The SDK's `stdio_client` starts the server in its own process group and talks to it over its pipes;
+this module adds what a gateway needs beyond that: the pid, the last lines of stderr (through a pipe
+of our own), notice of an exit even when a grandchild keeps the pipes open, a one-line reason for the
+exit, and, when the connection ends, the end of whatever is left of the group (the SDK only signals the
+group when the server outlives its closed stdin, so grandchildren would stay).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from mcp_manifold._sdk import capture_spawned
+
+EXIT_POLL = 0.5  # seconds between checks that a server's process is still alive
+GROUP_KILL_TIMEOUT = 2.0  # SIGTERM to SIGKILL for what is left of a server's process group
+_MAX_LINE = 65536  # a server that never ends its line still stays bounded
+
+
+async def open_stdio(
+    params: StdioServerParameters,
+    stack: AsyncExitStack,
+    watchers: anyio.abc.TaskGroup,
+    *,
+    on_stderr_line: Callable[[str], None],
+    on_exit: Callable[[str], None],
+) -> tuple[Any, int | None]:
+    """Start the server; returns its (read, write) streams and pid. `stack` owns the process.
+
+    `on_stderr_line(line)` gets each line the server writes to stderr; `on_exit(reason)` is called once
+    the process is gone (`process killed by SIGKILL`, `process exited with code 3`, ...). The watchers
+    run in `watchers`, which must outlive the transport.
+    """
+    read_fd, write_fd = os.pipe()
+    errlog = os.fdopen(write_fd, "w")
+    spawned: list[Any] = []
+    # Pushed before the transport so it runs after the SDK has stopped the server.
+    stack.push_async_callback(kill_group_leftovers, spawned)
+    try:
+        with capture_spawned(spawned):
+            streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        errlog.close()  # the child holds its own copy; ours would keep EOF from ever arriving
+    process = spawned[-1] if spawned else None
+    watchers.start_soon(_watch_stderr, read_fd, process, on_stderr_line, on_exit)
+    if process is not None:
+        watchers.start_soon(_watch_exit, process, on_exit)
+    return streams, process.pid if process is not None else None
+
+
+async def _watch_stderr(
+    fd: int, process: Any | None, on_line: Callable[[str], None], on_exit: Callable[[str], None]
+) -> None:
+    """Pass on each line of the server's stderr; EOF means the process is gone."""
+    os.set_blocking(fd, False)
+    pending = b""
+    try:
+        while True:
+            await anyio.wait_readable(fd)
+            try:
+                chunk = os.read(fd, _MAX_LINE)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                on_line(line.decode(errors="replace").rstrip())
+            if len(pending) > _MAX_LINE:
+                on_line(pending.decode(errors="replace"))
+                pending = b""
+    finally:
+        if pending:
+            on_line(pending.decode(errors="replace").rstrip())
+        os.close(fd)
+    if process is not None:
+        with anyio.move_on_after(EXIT_POLL):  # the exit status usually follows EOF closely
+            while process.returncode is None:
+                await anyio.sleep(0.01)
+    on_exit(exit_reason(process.returncode if process is not None else None))
+
+
+async def _watch_exit(process: Any, on_exit: Callable[[str], None]) -> None:
+    """Notice the server's exit even when a grandchild keeps its pipes (and so EOF) from coming."""
+    while process.returncode is None:
+        await anyio.sleep(EXIT_POLL)
+    on_exit(exit_reason(process.returncode))
+
+
+def exit_reason(returncode: int | None) -> str:
+    """`process exited with code 3`, `process killed by SIGKILL`, or `process exited` when unknown."""
+    if returncode is None:
+        return "process exited"
+    if returncode < 0:
+        try:
+            return f"process killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"process killed by signal {-returncode}"
+    return f"process exited with code {returncode}"
+
+
+async def kill_group_leftovers(spawned: list[Any]) -> None:
+    """Stop whatever is left of each spawned server's process group (SIGTERM, then SIGKILL)."""
+    if sys.platform == "win32":  # pragma: no cover - the SDK's job objects cover Windows
+        return
+    from mcp.os.posix.utilities import terminate_posix_process_tree
+
+    with anyio.CancelScope(shield=True):
+        for process in spawned:
+            # The group id is the server's pid (a new session); a group with no members left is ESRCH.
+            await terminate_posix_process_tree(process, GROUP_KILL_TIMEOUT)
