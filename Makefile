@@ -29,9 +29,11 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports --no-logo
 
 test: setup node
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest -q
 
 bench: setup

@@ -14,8 +14,7 @@ from mcp_manifold._errors import (
     ManifoldError,
     NotFound,
 )
-
-__version__ = "0.1.0"
+from mcp_manifold._version import __version__
 
 
 def __getattr__(name: str) -> object:

@@ -1,14 +1,13 @@
 """One exception tree for the whole gateway, grouped by cause.
 
 Every error a client or CLI user can see is a `ManifoldError`; its message names what was
-wrong and, where it helps, what was expected. `translate_backend_errors` is the single place
-where SDK and transport failures from a downstream server become this tree.
+wrong and, where it helps, what was expected. `runtime.backend_errors.translate_backend_errors` is
+the single place where SDK and transport failures from a downstream server become this tree; the
+front's `McpFront._answer` the single place where this tree becomes MCP errors for clients.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -93,32 +92,3 @@ class BackendRequestError(BackendError):
     def __init__(self, server: str, message: str, code: int) -> None:
         self.code = code
         super().__init__(server, message)
-
-
-@contextmanager
-def translate_backend_errors(server: str, action: str) -> Iterator[None]:
-    """Turn SDK, transport and OS errors raised while talking to `server` into `BackendError`s."""
-    from mcp.shared.exceptions import MCPError
-    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
-    try:
-        yield
-    except ManifoldError:
-        raise
-    except MCPError as exc:
-        code = exc.error.code
-        message = exc.error.message
-        if code == REQUEST_TIMEOUT:
-            raise BackendTimeout(server, f"{action} timed out: {message}") from exc
-        if code == CONNECTION_CLOSED:
-            raise BackendClosed(server, f"{action} failed: connection closed") from exc
-        raise BackendRequestError(server, message, code) from exc
-    except TimeoutError as exc:
-        raise BackendTimeout(server, f"{action} timed out") from exc
-    except (OSError, EOFError) as exc:
-        raise BackendClosed(server, f"{action} failed: {type(exc).__name__}: {exc}") from exc
-    except Exception as exc:  # anyio's closed/broken stream errors and the like
-        name = type(exc).__name__
-        if name in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}:
-            raise BackendClosed(server, f"{action} failed: connection closed") from exc
-        raise

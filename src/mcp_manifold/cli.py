@@ -177,7 +177,7 @@ def servers(
         from mcp_manifold.runtime.instances import instance_statuses
 
         # Instances registered in the discovery dir are extra rows when the hub is exposed (issue 6).
-        return [backend.status() for backend in gateway.pool] + await instance_statuses(gateway)
+        return [backend.status() for backend in gateway.pool] + await instance_statuses(gateway.settings, gateway.pool)
 
     statuses = anyio.run(_with_gateway, cfg, work)
     if as_json:

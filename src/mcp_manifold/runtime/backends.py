@@ -26,7 +26,6 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_manifold import __version__
 from mcp_manifold._errors import (
     BackendClosed,
     BackendError,
@@ -34,13 +33,14 @@ from mcp_manifold._errors import (
     BackendStartError,
     BackendTimeout,
     BackendUnavailable,
-    translate_backend_errors,
 )
 from mcp_manifold._sdk import create_http_client
+from mcp_manifold._version import __version__
 from mcp_manifold.config import ServerConfig, Settings
 from mcp_manifold.core.breaker import CircuitBreaker
 from mcp_manifold.core.listing import Listing
 from mcp_manifold.core.status import BackendStatus, State
+from mcp_manifold.runtime.backend_errors import translate_backend_errors
 from mcp_manifold.runtime.processes import open_stdio
 
 logger = logging.getLogger(__name__)
@@ -477,6 +477,10 @@ class BackendPool:
         self.backends: dict[str, Backend] = {
             config.name: Backend(config, settings, hooks, self.child_env) for config in configs
         }
+        # Backends added at run time (hub instances), kept apart from the configured ones so the catalog,
+        # the direct surface and `manifold servers` never list them by accident.
+        self.added: dict[str, Backend] = {}
+        self._added_cleanup = False
         self._exit: AsyncExitStack | None = None
 
     async def __aenter__(self) -> BackendPool:
@@ -504,15 +508,6 @@ class BackendPool:
     # Kept apart from `backends`: they are not configured servers, so the catalog, the direct
     # surface and `manifold servers` never list them by accident.
 
-    @property
-    def added(self) -> dict[str, Backend]:
-        """Backends added with `add`, by name."""
-        try:
-            return self._added
-        except AttributeError:
-            self._added: dict[str, Backend] = {}
-            return self._added
-
     def add(self, config: ServerConfig, hooks: BackendHooks, task_group: anyio.abc.TaskGroup) -> Backend:
         """Add a backend at run time; its connection runs in `task_group`, whose owner must call
         `remove` or `stop_added` before that group exits (the pool's exit does it as a last resort)."""
@@ -520,7 +515,7 @@ class BackendPool:
             raise RuntimeError("BackendPool.add needs the pool to be entered")
         if config.name in self.backends or config.name in self.added:
             raise ValueError(f"a backend named {config.name!r} already exists")
-        if not getattr(self, "_added_cleanup", False):
+        if not self._added_cleanup:
             self._exit.push_async_callback(self.stop_added)
             self._added_cleanup = True
         backend = Backend(config, self.settings, hooks, self.child_env)

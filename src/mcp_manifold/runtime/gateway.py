@@ -234,7 +234,7 @@ class Gateway:
         if self._instances is None:
             from mcp_manifold.runtime.instances import InstanceRegistry
 
-            self._instances = InstanceRegistry(self)
+            self._instances = InstanceRegistry(self._settings, self.pool, self.health, self._catalog, self.back_channel)
         return self._instances
 
     # --- client requests, routed to the surfaces (the front and the CLI call these) ----------------

@@ -178,6 +178,4 @@ class HealthMonitor:
 
 
 def _breaker_wait(backend: Backend) -> float:
-    breaker = getattr(backend, "breaker", None)
-    wait = breaker.retry_in() if breaker is not None else None
-    return wait or 0.0
+    return backend.breaker.retry_in() or 0.0

@@ -26,8 +26,11 @@ from mcp_manifold.core.status import BackendStatus
 from mcp_manifold.runtime.discovery import InstanceRecord, discovery_dir, read_records, remove_record
 
 if TYPE_CHECKING:
-    from mcp_manifold.runtime.backends import Backend
-    from mcp_manifold.runtime.gateway import Gateway
+    from mcp_manifold.config import Settings
+    from mcp_manifold.core.catalog import Catalog
+    from mcp_manifold.runtime.back_channel import BackChannel
+    from mcp_manifold.runtime.backends import Backend, BackendPool
+    from mcp_manifold.runtime.health import HealthMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -80,9 +83,15 @@ class Instance:
 class InstanceRegistry:
     """The instances of one gateway: discovery, connections, health and listings."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
-        self.directory = discovery_dir(gateway.settings.discovery_dir)
+    def __init__(
+        self, settings: Settings, pool: BackendPool, health: HealthMonitor, catalog: Catalog, back_channel: BackChannel
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.health_monitor = health
+        self.catalog = catalog
+        self.back_channel = back_channel
+        self.directory = discovery_dir(settings.discovery_dir)
         self.instances: dict[str, Instance] = {}
         self.gone: dict[str, str] = {}  # id of a dropped instance -> why, while a client still uses it
         self._listener: InstanceListener | None = None
@@ -96,11 +105,11 @@ class InstanceRegistry:
     def start(self, listener: InstanceListener) -> None:
         """Know the configured servers as instances, and start telling `listener` what happens."""
         self._listener = listener
-        for backend in self.gateway.pool:
+        for backend in self.pool:
             if backend.state != "disabled":
                 self.instances[backend.name] = Instance(id=backend.name, name=backend.name, backend=backend)
-        self.gateway.health.subscribe(self._on_health_change)
-        self.gateway.catalog.subscribe(self._on_catalog_change)
+        self.health_monitor.subscribe(self._on_health_change)
+        self.catalog.subscribe(self._on_catalog_change)
 
     async def run(self) -> None:
         """Poll the discovery directory until the gateway stops; own the discovered connections.
@@ -110,7 +119,7 @@ class InstanceRegistry:
         works the same on every file system. Clients' `instances_list` and `instances_connect` also
         scan on demand, so a client never waits for the next pass.
         """
-        interval = self.gateway.settings.ping_interval or _DEFAULT_SCAN_INTERVAL
+        interval = self.settings.ping_interval or _DEFAULT_SCAN_INTERVAL
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
             try:
@@ -125,7 +134,7 @@ class InstanceRegistry:
                 with anyio.CancelScope(shield=True):
                     for instance in list(self.instances.values()):
                         if instance.record is not None:
-                            await self.gateway.pool.remove(instance.id)
+                            await self.pool.remove(instance.id)
 
     # --- discovery -------------------------------------------------------------------------------
 
@@ -170,14 +179,14 @@ class InstanceRegistry:
         if self._tasks is None:
             return  # shutting down
         try:
-            backend = self.gateway.pool.add(record.server_config(), _InstanceHooks(self), self._tasks)
+            backend = self.pool.add(record.server_config(), _InstanceHooks(self), self._tasks)
         except ValueError as exc:
             self._report_once(record.id, str(exc))
             return
         instance = Instance(id=record.id, name=record.name, backend=backend, record=record)
         self.instances[record.id] = instance
         self.gone.pop(record.id, None)
-        self.gateway.health.track(record.id)
+        self.health_monitor.track(record.id)
         logger.info("discovered instance %s at %s", record.id, record.endpoint())
         if self._in_use(record.id):
             # Clients still connected from before get their instance back.
@@ -186,8 +195,8 @@ class InstanceRegistry:
     async def _drop(self, instance: Instance, reason: str) -> None:
         self.instances.pop(instance.id, None)
         self.gone[instance.id] = reason
-        self.gateway.health.forget(instance.id)
-        await self.gateway.pool.remove(instance.id)
+        self.health_monitor.forget(instance.id)
+        await self.pool.remove(instance.id)
         logger.info("dropped instance %s: %s", instance.id, reason)
         if self._listener is not None and self._in_use(instance.id):
             await self._listener.instance_gone(instance.id, instance.label(), reason)
@@ -205,7 +214,7 @@ class InstanceRegistry:
         return self.instances.get(instance_id)
 
     def health(self, instance_id: str) -> Health | None:
-        return self.gateway.health.health.get(instance_id)
+        return self.health_monitor.health.get(instance_id)
 
     def state(self, instance: Instance) -> str:
         """`discovered`, `connecting`, `active`, `retrying` or `dead`."""
@@ -223,7 +232,7 @@ class InstanceRegistry:
         health = self.health(instance.id)
         if health is None or health.state not in ("retrying", "dead"):
             return None
-        retry = health.retry_in(self.gateway.health.clock())
+        retry = health.retry_in(self.health_monitor.clock())
         # A due attempt is running now (a hung server can hold one for init_timeout): say so, not "in 0s".
         when = ""
         if retry is not None:
@@ -235,7 +244,7 @@ class InstanceRegistry:
         if instance.backend.state == "ready":
             return
         try:
-            await self.gateway.health.connect(instance.backend)
+            await self.health_monitor.connect(instance.backend)
         except TimeoutError:
             raise BackendUnavailable(instance.id, f"could not connect to {instance.label()}: timed out") from None
         except ManifoldError as exc:
@@ -265,12 +274,12 @@ class InstanceRegistry:
     def after_call(self, instance: Instance) -> None:
         """A call ended: a connection that died during it counts now, not at the next ping."""
         if instance.backend.state == "failed":
-            self.gateway.health.report_failure(instance.id, instance.backend.last_error or "connection lost")
+            self.health_monitor.report_failure(instance.id, instance.backend.last_error or "connection lost")
 
     def row(self, instance: Instance) -> dict[str, Any]:
         """The instance as `instances_list` and `manifold servers` show it."""
         health = self.health(instance.id)
-        now = self.gateway.health.clock()
+        now = self.health_monitor.clock()
         row: dict[str, Any] = {
             "id": instance.id,
             "name": instance.name,
@@ -372,7 +381,7 @@ class _InstanceHooks:
 
     async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
         if backend.current_caller is not None:
-            await self.registry.gateway.back_channel.on_server_log(backend, params)  # to the client of the call
+            await self.registry.back_channel.on_server_log(backend, params)  # to the client of the call
             return
         listener = self.registry._listener
         if listener is not None:
@@ -382,7 +391,7 @@ class _InstanceHooks:
     async def on_server_request(self, backend: Backend, method: str, params: Any) -> Any:
         if backend.current_caller is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message=f"no client call is waiting to answer {method}")
-        return await self.registry.gateway.back_channel.on_server_request(backend, method, params)
+        return await self.registry.back_channel.on_server_request(backend, method, params)
 
 
 class _QuietHooks:
@@ -398,21 +407,21 @@ class _QuietHooks:
         return types.ErrorData(code=types.INVALID_REQUEST, message=f"{method} is not answered by a probe")
 
 
-async def instance_statuses(gateway: Gateway) -> list[BackendStatus]:
+async def instance_statuses(settings: Settings, pool: BackendPool) -> list[BackendStatus]:
     """Connect once to every live discovered instance and report it like a configured server.
 
     For `manifold servers`: empty unless the hub is exposed. The probes' connections are closed
     before this returns.
     """
-    if "hub" not in gateway.settings.expose:
+    if "hub" not in settings.expose:
         return []
-    found = await anyio.to_thread.run_sync(read_records, discovery_dir(gateway.settings.discovery_dir))
-    records = [record for record in found.live.values() if record.id not in gateway.pool.backends]
+    found = await anyio.to_thread.run_sync(read_records, discovery_dir(settings.discovery_dir))
+    records = [record for record in found.live.values() if record.id not in pool.backends]
     statuses: list[BackendStatus] = []
     async with anyio.create_task_group() as owners:
         # Probes get names of their own: this gateway's hub may be connecting to the same instances.
         backends = [
-            gateway.pool.add(replace(record.server_config(), name=f"{record.id} (probe)"), _QuietHooks(), owners)
+            pool.add(replace(record.server_config(), name=f"{record.id} (probe)"), _QuietHooks(), owners)
             for record in records
         ]
         try:
@@ -424,7 +433,7 @@ async def instance_statuses(gateway: Gateway) -> list[BackendStatus]:
             ]
         finally:
             for backend in backends:
-                await gateway.pool.remove(backend.name)
+                await pool.remove(backend.name)
     return statuses
 
 

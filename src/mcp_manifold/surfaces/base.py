@@ -20,11 +20,11 @@ from mcp_manifold.core.clients import Caller, ListKind, Request
 if TYPE_CHECKING:
     from mcp_manifold.config import ServerConfig, Settings
     from mcp_manifold.core.catalog import Catalog, Match
+    from mcp_manifold.core.listing import Listing
     from mcp_manifold.core.reading import ReadAnswer
     from mcp_manifold.core.results import SpillPolicy
     from mcp_manifold.core.router import Target
     from mcp_manifold.core.status import BackendStatus
-    from mcp_manifold.surfaces.hub.instances import Instances
 
 # An SDK server middleware, `(ctx, call_next) -> result` (mcp.server.context.ServerMiddleware).
 WireMiddleware = Callable[[Any, Any], Awaitable[Any]]
@@ -48,6 +48,51 @@ class ResultFiles(Protocol):
     async def read(self, path: Path, op: str, **options: Any) -> ReadAnswer:
         """Read part of a result file: op `head`, `tail`, `slice`, `grep` or `read` (options by op)."""
         ...
+
+
+# --- instances found at run time (the hub), as the gateway's registry offers them -----------------
+
+
+class InstanceView(Protocol):
+    """One instance, as the surface reads it."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def listing(self) -> Listing | None: ...
+
+    def label(self) -> str: ...
+
+
+class Instances(Protocol):
+    """The gateway's instance registry (runtime/instances.py); `start`/`run` follow the hub surface's lifecycle."""
+
+    instances: dict[str, Any]  # id -> InstanceView
+    gone: dict[str, str]  # id of a dropped instance -> why
+
+    def start(self, listener: Any) -> None: ...
+
+    async def run(self) -> None: ...
+
+    async def scan(self) -> None: ...
+
+    def get(self, instance_id: str) -> Any: ...
+
+    def reserve(self, names: list[str]) -> None: ...
+
+    def unusable(self, instance: Any) -> str | None: ...
+
+    async def connect(self, instance: Any) -> None: ...
+
+    async def relist(self, instance: Any) -> Listing: ...
+
+    def after_call(self, instance: Any) -> None: ...
+
+    def row(self, instance: Any) -> dict[str, Any]: ...
 
 
 class StateFile(Protocol):

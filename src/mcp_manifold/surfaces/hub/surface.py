@@ -28,8 +28,7 @@ from mcp_manifold.core.catalog import Kind
 from mcp_manifold.core.clients import Caller, Request
 from mcp_manifold.core.listing import Listing
 from mcp_manifold.core.router import Target
-from mcp_manifold.surfaces.base import Host, Surface
-from mcp_manifold.surfaces.hub.instances import InstanceView
+from mcp_manifold.surfaces.base import Host, InstanceView, Surface
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,41 @@
+"""Where SDK, transport and OS failures from a downstream server become the gateway's error tree.
+
+The httpx way: one context manager at the one boundary (a backend's request), so nothing above the
+runtime ever sees an SDK or anyio exception from a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from mcp_manifold._errors import BackendClosed, BackendRequestError, BackendTimeout, ManifoldError
+
+
+@contextmanager
+def translate_backend_errors(server: str, action: str) -> Iterator[None]:
+    """Turn SDK, transport and OS errors raised while talking to `server` into `BackendError`s."""
+    try:
+        yield
+    except ManifoldError:
+        raise
+    except MCPError as exc:
+        code = exc.error.code
+        message = exc.error.message
+        if code == REQUEST_TIMEOUT:
+            raise BackendTimeout(server, f"{action} timed out: {message}") from exc
+        if code == CONNECTION_CLOSED:
+            raise BackendClosed(server, f"{action} failed: connection closed") from exc
+        raise BackendRequestError(server, message, code) from exc
+    except TimeoutError as exc:
+        raise BackendTimeout(server, f"{action} timed out") from exc
+    except (OSError, EOFError) as exc:
+        raise BackendClosed(server, f"{action} failed: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # anyio's closed/broken stream errors and the like
+        name = type(exc).__name__
+        if name in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}:
+            raise BackendClosed(server, f"{action} failed: connection closed") from exc
+        raise
