@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, Union, get_args, get_origin, get_type_hints
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import yaml
-
 from mcp_manifold._errors import ConfigError, ConfigProblem
+from mcp_manifold.config.files import CONFIG_SUFFIXES, read_config_data, read_file
 from mcp_manifold.model_folders import BUNDLED, model_folder_problem
 from mcp_manifold.naming import sanitize_prefix
 
@@ -36,7 +35,6 @@ Transport = Literal["stdio", "http", "sse"]
 ENV_PREFIX = "MANIFOLD_"
 ENVIRONMENT = "environment"  # the `file` of problems found in MANIFOLD_* variables
 COMMAND_LINE = "command line"  # the `file` of problems found in CLI overrides
-CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 SURFACE_NAMES = ("direct", "proxy", "dispatch", "retrieve", "hub")
 SEPARATORS = ("_", "-", "__", "--", "_-", "-_")
 
@@ -875,93 +873,6 @@ def _override_settings(
     return _settings_layer(raw, _Problems(COMMAND_LINE, problems), lambda name: name, env)
 
 
-# --- files -------------------------------------------------------------------------------------
-
-
-class _DuplicateCheckingLoader(yaml.SafeLoader):
-    """A safe YAML loader that records duplicate mapping keys instead of silently keeping the last."""
-
-    duplicates: list[str]
-
-
-def _construct_mapping(loader: _DuplicateCheckingLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[str] = set()
-    for key_node, _ in node.value:
-        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-            if key_node.value in seen:
-                line = key_node.start_mark.line + 1
-                loader.duplicates.append(f"duplicate key {key_node.value!r} at line {line}")
-            seen.add(key_node.value)
-    return loader.construct_mapping(node, deep=True)
-
-
-_DuplicateCheckingLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _parse_yaml(text: str) -> tuple[Any, list[str]]:
-    loader = _DuplicateCheckingLoader(text)
-    loader.duplicates = []
-    try:
-        data = loader.get_single_data()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        return None, [f"invalid YAML{where}: {exc.problem or exc.context}"]
-    except yaml.YAMLError as exc:
-        return None, [f"invalid YAML: {exc}"]
-    finally:
-        loader.dispose()
-    return data, loader.duplicates
-
-
-def _parse_json(text: str) -> tuple[Any, list[str]]:
-    duplicates: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, value in items:
-            if key in result:
-                duplicates.append(f"duplicate key {key!r}")
-            result[key] = value
-        return result
-
-    try:
-        data = json.loads(text, object_pairs_hook=pairs)
-    except json.JSONDecodeError as exc:
-        return None, [f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]
-    return data, duplicates
-
-
-def _read_file(path: Path) -> tuple[Any, list[ConfigProblem]]:
-    """Read and parse a config file; problems instead of exceptions, with line/column when parsing fails."""
-    source = str(path)
-    suffix = path.suffix.lower()
-    if suffix not in CONFIG_SUFFIXES:
-        return None, [
-            ConfigProblem(source, None, None, f"unsupported file type {path.suffix!r}: use .json, .yaml or .yml")
-        ]
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # tolerate the BOM some Windows editors write
-    except FileNotFoundError:
-        return None, [ConfigProblem(source, None, None, "file not found")]
-    except IsADirectoryError:
-        return None, [ConfigProblem(source, None, None, "is a directory, not a config file")]
-    except UnicodeDecodeError as exc:
-        return None, [ConfigProblem(source, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
-    except OSError as exc:
-        return None, [ConfigProblem(source, None, None, f"cannot read: {exc.strerror or exc}")]
-    data, messages = _parse_json(text) if suffix == ".json" else _parse_yaml(text)
-    return data, [ConfigProblem(source, None, None, message) for message in messages]
-
-
-def read_config_data(path: str | Path) -> Any:
-    """The parsed content of a JSON or YAML file; `ConfigError` if it is missing or does not parse."""
-    data, problems = _read_file(Path(path))
-    if problems:
-        raise ConfigError(problems)
-    return data
-
-
 # --- the whole config --------------------------------------------------------------------------
 
 
@@ -1035,7 +946,7 @@ def _load(
     if path is None:
         return _build({}, "<no config file>", env, overrides)
     path = Path(path)
-    data, file_problems = _read_file(path)
+    data, file_problems = read_file(path)
     # Keep going after a broken file so environment and flag problems are reported in the same pass.
     config, problems = _build(data, str(path), env, overrides, base=path.expanduser().absolute().parent)
     config.path = path
