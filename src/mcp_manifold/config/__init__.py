@@ -11,7 +11,6 @@ file > default. String values in the file may use `${VAR}` and `${VAR:-default}`
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
@@ -27,6 +26,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from mcp_manifold._errors import ConfigError, ConfigProblem
 from mcp_manifold.config.files import CONFIG_SUFFIXES, read_config_data, read_file
+from mcp_manifold.config.problems import Invalid, Problems, kind, unknown
 from mcp_manifold.model_folders import BUNDLED, model_folder_problem
 from mcp_manifold.naming import sanitize_prefix
 
@@ -70,14 +70,6 @@ _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 _FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
 
-class _Invalid(ValueError):
-    """A value failed a check; `path` names a nested location (``env.X``) when there is one."""
-
-    def __init__(self, message: str, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-
-
 # --- ${VAR} expansion -------------------------------------------------------------------------
 
 
@@ -92,7 +84,7 @@ def expand_vars(text: str, env: Mapping[str, str]) -> str:
         if match.group(1):
             return "$"
         if match.group(3) is None:
-            raise _Invalid(f"unterminated reference {match.group(0)!r}: missing '}}'")
+            raise Invalid(f"unterminated reference {match.group(0)!r}: missing '}}'")
         return _resolve_reference(match.group(2), env)
 
     return _REFERENCE.sub(replace, text)
@@ -106,12 +98,12 @@ def escape_vars(text: str) -> str:
 def _resolve_reference(body: str, env: Mapping[str, str]) -> str:
     name, has_default, default = body.partition(":-")
     if not _VAR_NAME.match(name):
-        raise _Invalid(f"malformed reference '${{{body}}}': expected ${{NAME}} or ${{NAME:-default}}")
+        raise Invalid(f"malformed reference '${{{body}}}': expected ${{NAME}} or ${{NAME:-default}}")
     value = env.get(name)
     if has_default:
         return value if value else default
     if value is None:
-        raise _Invalid(f"environment variable {name!r} is not set (write ${{{name}:-default}} to give a default)")
+        raise Invalid(f"environment variable {name!r} is not set (write ${{{name}:-default}} to give a default)")
     return value
 
 
@@ -120,8 +112,8 @@ def _expand_tree(value: Any, env: Mapping[str, str], path: str) -> Any:
     if isinstance(value, str):
         try:
             return expand_vars(value, env)
-        except _Invalid as exc:
-            raise _Invalid(str(exc), path) from None
+        except Invalid as exc:
+            raise Invalid(str(exc), path) from None
     if isinstance(value, Mapping):
         return {key: _expand_tree(item, env, f"{path}.{key}") for key, item in value.items()}
     if isinstance(value, list):
@@ -130,23 +122,6 @@ def _expand_tree(value: Any, env: Mapping[str, str], path: str) -> Any:
 
 
 # --- value checks shared by servers and settings -----------------------------------------------
-
-
-def _kind(value: Any) -> str:
-    """How a YAML/JSON value reads in a message."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    return type(value).__name__
 
 
 def _as_bool(value: Any) -> bool:
@@ -158,8 +133,8 @@ def _as_bool(value: Any) -> bool:
             return True
         if word in _FALSE_WORDS:
             return False
-        raise _Invalid(f"must be true or false (or 1/0, yes/no, on/off), not {value!r}")
-    raise _Invalid(f"must be true or false, not {_kind(value)}")
+        raise Invalid(f"must be true or false (or 1/0, yes/no, on/off), not {value!r}")
+    raise Invalid(f"must be true or false, not {kind(value)}")
 
 
 def _as_int(value: Any) -> int:
@@ -170,8 +145,8 @@ def _as_int(value: Any) -> int:
             return int(value.strip())
         except ValueError:
             pass
-    shown = repr(value) if isinstance(value, str | float) else _kind(value)
-    raise _Invalid(f"must be a whole number, not {shown}")
+    shown = repr(value) if isinstance(value, str | float) else kind(value)
+    raise Invalid(f"must be a whole number, not {shown}")
 
 
 def _as_float(value: Any) -> float:
@@ -184,17 +159,17 @@ def _as_float(value: Any) -> float:
         except ValueError:
             number = None
     if number is None:
-        shown = repr(value) if isinstance(value, str) else _kind(value)
-        raise _Invalid(f"must be a number, not {shown}")
+        shown = repr(value) if isinstance(value, str) else kind(value)
+        raise Invalid(f"must be a number, not {shown}")
     if not math.isfinite(number):
-        raise _Invalid(f"must be a finite number, not {value!r}")
+        raise Invalid(f"must be a finite number, not {value!r}")
     return number
 
 
 def _as_str(value: Any) -> str:
     if isinstance(value, str):
         return value
-    raise _Invalid(f"must be a string, not {_kind(value)}")
+    raise Invalid(f"must be a string, not {kind(value)}")
 
 
 def _as_str_list(value: Any) -> list[str]:
@@ -202,7 +177,7 @@ def _as_str_list(value: Any) -> list[str]:
         return [item.strip() for item in value.split(",") if item.strip()]
     if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
         return list(value)
-    raise _Invalid(f"must be a list of strings, not {_kind(value)}")
+    raise Invalid(f"must be a list of strings, not {kind(value)}")
 
 
 def _as_text(value: Any) -> str:
@@ -212,7 +187,7 @@ def _as_text(value: Any) -> str:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     hint = " (quote it in YAML)" if isinstance(value, bool) else ""
-    raise _Invalid(f"must be a string, not {_kind(value)}{hint}")
+    raise Invalid(f"must be a string, not {kind(value)}{hint}")
 
 
 def _http_url_problem(url: str) -> str | None:
@@ -220,11 +195,6 @@ def _http_url_problem(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"must be an http:// or https:// URL with a host, not {url!r}"
     return None
-
-
-def _did_you_mean(name: str, known: tuple[str, ...] | list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _expand_user(path: str, env: Mapping[str, str]) -> str:
@@ -372,30 +342,19 @@ def _redact_url_if_secret(url: str) -> str:
     return redact_url(url) if _url_secrets(url) else url
 
 
-class _Problems:
-    """Collects problems from one source into a shared list."""
-
-    def __init__(self, source: str, items: list[ConfigProblem]) -> None:
-        self.source = source
-        self.items = items
-
-    def add(self, server: str | None, field_name: str | None, message: str) -> None:
-        self.items.append(ConfigProblem(self.source, server, field_name, message))
-
-
 def _normalise_transport(value: Any) -> Transport:
     """Map the spellings clients use (streamable-http, streamableHttp, ...) onto the three transports."""
     word = _as_str(value).strip().lower().replace("-", "").replace("_", "")
     known: dict[str, Transport] = {"stdio": "stdio", "http": "http", "streamablehttp": "http", "sse": "sse"}
     if word not in known:
-        raise _Invalid(f"unknown transport {value!r}: expected stdio, http, streamable-http or sse")
+        raise Invalid(f"unknown transport {value!r}: expected stdio, http, streamable-http or sse")
     return known[word]
 
 
 class _ServerReader:
     """Checks one server entry field by field, reporting every problem under the server's name."""
 
-    def __init__(self, name: str, values: dict[str, Any], broken: set[str], problems: _Problems) -> None:
+    def __init__(self, name: str, values: dict[str, Any], broken: set[str], problems: Problems) -> None:
         self.name = name
         self.values = values
         self.broken = broken  # fields whose ${VAR}s failed: present, but already reported
@@ -409,7 +368,7 @@ class _ServerReader:
             return default
         try:
             return convert(self.values[key])
-        except _Invalid as exc:
+        except Invalid as exc:
             self.report(exc.path or key, str(exc))
             return default
 
@@ -441,7 +400,7 @@ class _ServerReader:
 def _non_empty(value: Any) -> str:
     text = _as_str(value)
     if not text.strip():
-        raise _Invalid("must not be empty")
+        raise Invalid("must not be empty")
     return text
 
 
@@ -449,55 +408,55 @@ def _url(value: Any) -> str:
     text = _as_str(value).strip()
     problem = _http_url_problem(text)
     if problem:
-        raise _Invalid(problem)
+        raise Invalid(problem)
     return text
 
 
 def _text_list(value: Any, key: str) -> tuple[str, ...]:
     if not isinstance(value, list | tuple):
-        raise _Invalid(f"must be a list of strings, not {_kind(value)}")
+        raise Invalid(f"must be a list of strings, not {kind(value)}")
     items = []
     for index, item in enumerate(value):
         try:
             items.append(_as_text(item))
-        except _Invalid as exc:
-            raise _Invalid(str(exc), f"{key}[{index}]") from None
+        except Invalid as exc:
+            raise Invalid(str(exc), f"{key}[{index}]") from None
     return tuple(items)
 
 
 def _text_map(value: Any, key: str) -> dict[str, str]:
     if not isinstance(value, Mapping):
-        raise _Invalid(f"must be a mapping of names to strings, not {_kind(value)}")
+        raise Invalid(f"must be a mapping of names to strings, not {kind(value)}")
     result = {}
     for name, item in value.items():
         if not isinstance(name, str) or not name:
-            raise _Invalid(f"names must be non-empty strings, not {name!r}")
+            raise Invalid(f"names must be non-empty strings, not {name!r}")
         try:
             result[name] = _as_text(item)
-        except _Invalid as exc:
-            raise _Invalid(str(exc), f"{key}.{name}") from None
+        except Invalid as exc:
+            raise Invalid(str(exc), f"{key}.{name}") from None
     return result
 
 
 def _prefix(value: Any) -> str:
     text = _as_str(value)
     if not _TOOL_NAME.match(text):
-        raise _Invalid(f"must be 1-64 letters, digits, '_' or '-', not {text!r}")
+        raise Invalid(f"must be 1-64 letters, digits, '_' or '-', not {text!r}")
     return text
 
 
 def _tool_filter(value: Any) -> ToolFilter:
     if not isinstance(value, Mapping):
-        raise _Invalid(f"must be a mapping with 'include' and/or 'exclude' lists, not {_kind(value)}")
+        raise Invalid(f"must be a mapping with 'include' and/or 'exclude' lists, not {kind(value)}")
     for key in value:
         if key not in ("include", "exclude"):
-            raise _Invalid(f"unknown key {key!r}: expected 'include' and/or 'exclude'", f"tools.{key}")
+            raise Invalid(f"unknown key {key!r}: expected 'include' and/or 'exclude'", f"tools.{key}")
     globs = {}
     for key in ("include", "exclude"):
         raw = value.get(key) or []
         raw = [raw] if isinstance(raw, str) else raw  # a single glob is a list of one
         if not isinstance(raw, list) or not all(isinstance(glob, str) for glob in raw):
-            raise _Invalid(f"must be a list of glob strings, not {_kind(raw)}", f"tools.{key}")
+            raise Invalid(f"must be a list of glob strings, not {kind(raw)}", f"tools.{key}")
         globs[key] = tuple(raw)
     return ToolFilter(**globs)
 
@@ -507,7 +466,7 @@ def _checked(convert: Callable[[Any], Any], check: Callable[[Any], str | None]) 
         converted = convert(value)
         problem = check(converted)
         if problem:
-            raise _Invalid(problem)
+            raise Invalid(problem)
         return converted
 
     return run
@@ -522,7 +481,7 @@ def _non_negative(value: float) -> str | None:
 
 
 def _expand_entry(
-    name: str, entry: Mapping[str, Any], env: Mapping[str, str], problems: _Problems
+    name: str, entry: Mapping[str, Any], env: Mapping[str, str], problems: Problems
 ) -> tuple[dict[str, Any], set[str]]:
     """Expand ${VAR}s field by field; a field that fails is reported once and left out of the values."""
     values: dict[str, Any] = {}
@@ -532,22 +491,22 @@ def _expand_entry(
             continue
         try:
             values[key] = _expand_tree(raw, env, str(key))
-        except _Invalid as exc:
+        except Invalid as exc:
             problems.add(name, exc.path or str(key), str(exc))
             broken.add(key)
     return values, broken
 
 
-def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: _Problems) -> ServerConfig | None:
+def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Problems) -> ServerConfig | None:
     """Check one `mcpServers` entry; None when it has any problem (all of them reported)."""
     if not isinstance(entry, Mapping):
-        problems.add(name, None, f"must be a mapping of fields, not {_kind(entry)}")
+        problems.add(name, None, f"must be a mapping of fields, not {kind(entry)}")
         return None
     before = len(problems.items)
     values, broken = _expand_entry(name, entry, env, problems)
     for key in values:
         if key not in SERVER_FIELDS:
-            problems.add(name, str(key), f"unknown field{_did_you_mean(str(key), SERVER_FIELDS)}")
+            problems.add(name, str(key), unknown("field", str(key), SERVER_FIELDS))
     read = _ServerReader(name, values, broken, problems)
     transport = read.transport()
     config = {
@@ -570,11 +529,11 @@ def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: _Prob
     return ServerConfig(name=name, transport=transport, **config)
 
 
-def _parse_servers(raw: Any, env: Mapping[str, str], problems: _Problems) -> dict[str, ServerConfig]:
+def _parse_servers(raw: Any, env: Mapping[str, str], problems: Problems) -> dict[str, ServerConfig]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
-        problems.add(None, "mcpServers", f"must be a mapping of server names to servers, not {_kind(raw)}")
+        problems.add(None, "mcpServers", f"must be a mapping of server names to servers, not {kind(raw)}")
         return {}
     servers = {}
     for name, entry in raw.items():
@@ -588,7 +547,7 @@ def _parse_servers(raw: Any, env: Mapping[str, str], problems: _Problems) -> dic
     return servers
 
 
-def _check_prefixes(servers: Mapping[str, ServerConfig], problems: _Problems) -> None:
+def _check_prefixes(servers: Mapping[str, ServerConfig], problems: Problems) -> None:
     """Two enabled servers may not share a prefix: their resource URIs could not be told apart, and a
     tool name both have would be listed once. Prefixes compare as exposed (`a.b` and `a_b` are equal)."""
     owners: dict[str, ServerConfig] = {}
@@ -784,7 +743,7 @@ _SETTING_TYPES = get_type_hints(Settings)
 
 
 def _convert_setting(name: str, value: Any, env: Mapping[str, str], base: Path | None = None) -> Any:
-    """Coerce, normalise and check one setting value; raises `_Invalid`.
+    """Coerce, normalise and check one setting value; raises `Invalid`.
 
     `base` is the folder of the config file the value comes from: relative paths written there mean
     that folder (a desktop client starts the gateway from any directory), not the working directory.
@@ -797,11 +756,11 @@ def _convert_setting(name: str, value: Any, env: Mapping[str, str], base: Path |
         bad = [item for item in value if item not in choices]
         if bad or not value:
             shown = ", ".join(map(repr, bad)) if bad else "an empty list"
-            raise _Invalid(f"got {shown}; pick one or more of {', '.join(choices)}")
+            raise Invalid(f"got {shown}; pick one or more of {', '.join(choices)}")
     elif choices:
         value = value.strip().lower()
         if value not in choices:
-            raise _Invalid(f"must be one of {', '.join(repr(c) for c in choices)}, not {value!r}")
+            raise Invalid(f"must be one of {', '.join(repr(c) for c in choices)}, not {value!r}")
     if meta["path"]:  # before the check, which may look at the path
 
         def place(item: str) -> str:
@@ -819,13 +778,13 @@ def _convert_setting(name: str, value: Any, env: Mapping[str, str], base: Path |
     if meta["check"]:
         problem = meta["check"](value)
         if problem:
-            raise _Invalid(problem)
+            raise Invalid(problem)
     return value
 
 
 def _settings_layer(
     raw: Mapping[str, Any],
-    problems: _Problems,
+    problems: Problems,
     label: Callable[[str], str],
     env: Mapping[str, str],
     base: Path | None = None,
@@ -834,20 +793,20 @@ def _settings_layer(
     values = {}
     for name, value in raw.items():
         if name not in _SETTING_FIELDS:
-            problems.add(None, label(str(name)), f"unknown setting{_did_you_mean(str(name), list(_SETTING_FIELDS))}")
+            problems.add(None, label(str(name)), unknown("setting", str(name), _SETTING_FIELDS))
             continue
         try:
             values[name] = _convert_setting(name, value, env, base)
-        except _Invalid as exc:
+        except Invalid as exc:
             problems.add(None, label(name), str(exc))
     return values
 
 
-def _file_settings(raw: Any, env: Mapping[str, str], problems: _Problems, base: Path | None) -> dict[str, Any]:
+def _file_settings(raw: Any, env: Mapping[str, str], problems: Problems, base: Path | None) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
-        problems.add(None, "manifold", f"must be a mapping of settings, not {_kind(raw)}")
+        problems.add(None, "manifold", f"must be a mapping of settings, not {kind(raw)}")
         return {}
     expanded = {}
     for name, value in raw.items():
@@ -855,7 +814,7 @@ def _file_settings(raw: Any, env: Mapping[str, str], problems: _Problems, base: 
             continue
         try:
             expanded[name] = _expand_tree(value, env, str(name))
-        except _Invalid as exc:
+        except Invalid as exc:
             problems.add(None, exc.path or str(name), str(exc))
     return _settings_layer(expanded, problems, lambda name: name, env, base)
 
@@ -863,14 +822,14 @@ def _file_settings(raw: Any, env: Mapping[str, str], problems: _Problems, base: 
 def _env_settings(env: Mapping[str, str], problems: list[ConfigProblem]) -> dict[str, Any]:
     # An empty variable counts as unset, as `MANIFOLD_PORT=` in a compose file usually means.
     raw = {name: env[env_var(name)] for name in _SETTING_FIELDS if env.get(env_var(name), "").strip()}
-    return _settings_layer(raw, _Problems(ENVIRONMENT, problems), env_var, env)
+    return _settings_layer(raw, Problems(ENVIRONMENT, problems), env_var, env)
 
 
 def _override_settings(
     overrides: Mapping[str, Any] | None, env: Mapping[str, str], problems: list[ConfigProblem]
 ) -> dict[str, Any]:
     raw = {name: value for name, value in (overrides or {}).items() if value is not None}
-    return _settings_layer(raw, _Problems(COMMAND_LINE, problems), lambda name: name, env)
+    return _settings_layer(raw, Problems(COMMAND_LINE, problems), lambda name: name, env)
 
 
 # --- the whole config --------------------------------------------------------------------------
@@ -899,20 +858,20 @@ def _build(
     """Check everything and build what can be built; the config is only valid when there are no problems."""
     env = os.environ if env is None else env
     problems: list[ConfigProblem] = []
-    in_file = _Problems(source, problems)
+    in_file = Problems(source, problems)
     if data is None:  # an empty YAML file
         data = {}
     if not isinstance(data, Mapping):
-        in_file.add(None, None, f"the top level must be a mapping with 'mcpServers', not {_kind(data)}")
+        in_file.add(None, None, f"the top level must be a mapping with 'mcpServers', not {kind(data)}")
         data = {}
     for key in data:
         if key not in TOP_LEVEL_KEYS:
-            in_file.add(None, str(key), f"unknown top-level key{_did_you_mean(str(key), TOP_LEVEL_KEYS)}")
+            in_file.add(None, str(key), unknown("top-level key", str(key), TOP_LEVEL_KEYS))
     servers = _parse_servers(data.get("mcpServers"), env, in_file)
     layers = [
         (in_file, "search_models", _file_settings(data.get("manifold"), env, in_file, base)),
-        (_Problems(ENVIRONMENT, problems), env_var("search_models"), _env_settings(env, problems)),
-        (_Problems(COMMAND_LINE, problems), "search_models", _override_settings(overrides, env, problems)),
+        (Problems(ENVIRONMENT, problems), env_var("search_models"), _env_settings(env, problems)),
+        (Problems(COMMAND_LINE, problems), "search_models", _override_settings(overrides, env, problems)),
     ]
     values = {"data_dir": default_data_dir(env)}
     for _, _, layer in layers:
