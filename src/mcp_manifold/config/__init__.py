@@ -27,6 +27,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from mcp_manifold._errors import ConfigError, ConfigProblem
 from mcp_manifold.config.files import CONFIG_SUFFIXES, read_config_data, read_file
 from mcp_manifold.config.problems import Invalid, Problems, kind, unknown
+from mcp_manifold.config.variables import ENV_VAR_NAME, escape_vars, expand_fields, expand_vars
 from mcp_manifold.model_folders import BUNDLED, model_folder_problem
 from mcp_manifold.naming import sanitize_prefix
 
@@ -60,65 +61,11 @@ TOP_LEVEL_KEYS = ("mcpServers", "manifold")
 
 # Names as clients and LLM APIs accept them; an explicit prefix is used verbatim, so it must be one.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
-_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# `$$`, or `${...}` (group 3 is missing when the brace is never closed).
-_REFERENCE = re.compile(r"\$(?:(\$)|\{([^}]*)(\})?)")
 # Query parameters, header-like flags and CLI options whose value is probably a credential.
 _SECRET_NAME = re.compile(r"token|key|secret|passw|auth|credential|signature", re.IGNORECASE)
 _HIDDEN = "***"
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 _FALSE_WORDS = frozenset({"0", "false", "no", "off"})
-
-
-# --- ${VAR} expansion -------------------------------------------------------------------------
-
-
-def expand_vars(text: str, env: Mapping[str, str]) -> str:
-    """Expand `${VAR}` and `${VAR:-default}` from `env`; `$$` is a literal `$`, a lone `$` stays as is.
-
-    `${VAR:-default}` uses the default when VAR is unset or empty (as in the shell); the default is
-    taken literally. Raises `ValueError` naming the variable when VAR is unset and has no default.
-    """
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(1):
-            return "$"
-        if match.group(3) is None:
-            raise Invalid(f"unterminated reference {match.group(0)!r}: missing '}}'")
-        return _resolve_reference(match.group(2), env)
-
-    return _REFERENCE.sub(replace, text)
-
-
-def escape_vars(text: str) -> str:
-    """The inverse of `expand_vars` for literal text: every `$` becomes `$$`."""
-    return text.replace("$", "$$")
-
-
-def _resolve_reference(body: str, env: Mapping[str, str]) -> str:
-    name, has_default, default = body.partition(":-")
-    if not _VAR_NAME.match(name):
-        raise Invalid(f"malformed reference '${{{body}}}': expected ${{NAME}} or ${{NAME:-default}}")
-    value = env.get(name)
-    if has_default:
-        return value if value else default
-    if value is None:
-        raise Invalid(f"environment variable {name!r} is not set (write ${{{name}:-default}} to give a default)")
-    return value
-
-
-def _expand_tree(value: Any, env: Mapping[str, str], path: str) -> Any:
-    """Expand every string inside `value` (keys excluded); errors carry the nested path."""
-    if isinstance(value, str):
-        try:
-            return expand_vars(value, env)
-        except Invalid as exc:
-            raise Invalid(str(exc), path) from None
-    if isinstance(value, Mapping):
-        return {key: _expand_tree(item, env, f"{path}.{key}") for key, item in value.items()}
-    if isinstance(value, list):
-        return [_expand_tree(item, env, f"{path}[{index}]") for index, item in enumerate(value)]
-    return value
 
 
 # --- value checks shared by servers and settings -----------------------------------------------
@@ -326,7 +273,7 @@ def redact_args(args: tuple[str, ...] | list[str]) -> list[str]:
         elif "://" in arg:
             # A URL argument (a database DSN such as postgresql://user:pw@host/db) can carry a secret.
             shown.append(_URL_IN_ARG.sub(lambda found: _redact_url_if_secret(found.group()), arg))
-        elif has_value and _ENV_NAME.match(name) and _SECRET_NAME.search(name):
+        elif has_value and ENV_VAR_NAME.match(name) and _SECRET_NAME.search(name):
             shown.append(f"{name}={_HIDDEN}")  # `API_KEY=value`, as given to `env` or `docker run -e`
         else:
             shown.append(arg)
@@ -334,7 +281,6 @@ def redact_args(args: tuple[str, ...] | list[str]) -> list[str]:
 
 
 _URL_IN_ARG = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _redact_url_if_secret(url: str) -> str:
@@ -480,30 +426,13 @@ def _non_negative(value: float) -> str | None:
     return None if value >= 0 else f"must be 0 or more, not {value:g}"
 
 
-def _expand_entry(
-    name: str, entry: Mapping[str, Any], env: Mapping[str, str], problems: Problems
-) -> tuple[dict[str, Any], set[str]]:
-    """Expand ${VAR}s field by field; a field that fails is reported once and left out of the values."""
-    values: dict[str, Any] = {}
-    broken: set[str] = set()
-    for key, raw in entry.items():
-        if raw is None:  # null means "not set", as if the key were absent
-            continue
-        try:
-            values[key] = _expand_tree(raw, env, str(key))
-        except Invalid as exc:
-            problems.add(name, exc.path or str(key), str(exc))
-            broken.add(key)
-    return values, broken
-
-
 def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Problems) -> ServerConfig | None:
     """Check one `mcpServers` entry; None when it has any problem (all of them reported)."""
     if not isinstance(entry, Mapping):
         problems.add(name, None, f"must be a mapping of fields, not {kind(entry)}")
         return None
     before = len(problems.items)
-    values, broken = _expand_entry(name, entry, env, problems)
+    values, broken = expand_fields(entry, env, problems, name)
     for key in values:
         if key not in SERVER_FIELDS:
             problems.add(name, str(key), unknown("field", str(key), SERVER_FIELDS))
@@ -808,14 +737,7 @@ def _file_settings(raw: Any, env: Mapping[str, str], problems: Problems, base: P
     if not isinstance(raw, Mapping):
         problems.add(None, "manifold", f"must be a mapping of settings, not {kind(raw)}")
         return {}
-    expanded = {}
-    for name, value in raw.items():
-        if value is None:  # null means "not set"
-            continue
-        try:
-            expanded[name] = _expand_tree(value, env, str(name))
-        except Invalid as exc:
-            problems.add(None, exc.path or str(name), str(exc))
+    expanded, _ = expand_fields(raw, env, problems)
     return _settings_layer(expanded, problems, lambda name: name, env, base)
 
 
