@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import types
@@ -27,6 +26,21 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from mcp_manifold._errors import ConfigError, ConfigProblem
 from mcp_manifold.config.files import CONFIG_SUFFIXES, read_config_data, read_file
 from mcp_manifold.config.problems import Invalid, Problems, kind, unknown
+from mcp_manifold.config.values import (
+    as_bool,
+    as_float,
+    as_int,
+    as_str,
+    as_str_list,
+    as_text,
+    checked,
+    expand_user,
+    http_url_problem,
+    non_negative,
+    not_blank,
+    positive,
+    tool_name_problem,
+)
 from mcp_manifold.config.variables import ENV_VAR_NAME, escape_vars, expand_fields, expand_vars
 from mcp_manifold.model_folders import BUNDLED, model_folder_problem
 from mcp_manifold.naming import sanitize_prefix
@@ -59,97 +73,9 @@ SERVER_FIELDS = (
 )
 TOP_LEVEL_KEYS = ("mcpServers", "manifold")
 
-# Names as clients and LLM APIs accept them; an explicit prefix is used verbatim, so it must be one.
-_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 # Query parameters, header-like flags and CLI options whose value is probably a credential.
 _SECRET_NAME = re.compile(r"token|key|secret|passw|auth|credential|signature", re.IGNORECASE)
 _HIDDEN = "***"
-_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
-_FALSE_WORDS = frozenset({"0", "false", "no", "off"})
-
-
-# --- value checks shared by servers and settings -----------------------------------------------
-
-
-def _as_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):  # from the environment, a CLI flag or a ${VAR}
-        word = value.strip().lower()
-        if word in _TRUE_WORDS:
-            return True
-        if word in _FALSE_WORDS:
-            return False
-        raise Invalid(f"must be true or false (or 1/0, yes/no, on/off), not {value!r}")
-    raise Invalid(f"must be true or false, not {kind(value)}")
-
-
-def _as_int(value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    shown = repr(value) if isinstance(value, str | float) else kind(value)
-    raise Invalid(f"must be a whole number, not {shown}")
-
-
-def _as_float(value: Any) -> float:
-    number: float | None = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            number = None
-    if number is None:
-        shown = repr(value) if isinstance(value, str) else kind(value)
-        raise Invalid(f"must be a number, not {shown}")
-    if not math.isfinite(number):
-        raise Invalid(f"must be a finite number, not {value!r}")
-    return number
-
-
-def _as_str(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    raise Invalid(f"must be a string, not {kind(value)}")
-
-
-def _as_str_list(value: Any) -> list[str]:
-    if isinstance(value, str):  # comma-separated, as environment variables and flags give lists
-        return [item.strip() for item in value.split(",") if item.strip()]
-    if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
-        return list(value)
-    raise Invalid(f"must be a list of strings, not {kind(value)}")
-
-
-def _as_text(value: Any) -> str:
-    """A scalar that ends up as text (an argument, an env value): YAML may give `8080` unquoted."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    hint = " (quote it in YAML)" if isinstance(value, bool) else ""
-    raise Invalid(f"must be a string, not {kind(value)}{hint}")
-
-
-def _http_url_problem(url: str) -> str | None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"must be an http:// or https:// URL with a host, not {url!r}"
-    return None
-
-
-def _expand_user(path: str, env: Mapping[str, str]) -> str:
-    """`~` and `~/...` become the home directory; HOME comes from `env` so tests stay hermetic."""
-    if path != "~" and not path.startswith(("~/", "~\\")):
-        return path
-    home = env.get("HOME") or env.get("USERPROFILE") or str(Path.home())
-    return home + path[1:]
 
 
 # --- servers -----------------------------------------------------------------------------------
@@ -290,7 +216,7 @@ def _redact_url_if_secret(url: str) -> str:
 
 def _normalise_transport(value: Any) -> Transport:
     """Map the spellings clients use (streamable-http, streamableHttp, ...) onto the three transports."""
-    word = _as_str(value).strip().lower().replace("-", "").replace("_", "")
+    word = as_str(value).strip().lower().replace("-", "").replace("_", "")
     known: dict[str, Transport] = {"stdio": "stdio", "http": "http", "streamablehttp": "http", "sse": "sse"}
     if word not in known:
         raise Invalid(f"unknown transport {value!r}: expected stdio, http, streamable-http or sse")
@@ -343,19 +269,10 @@ class _ServerReader:
         return "sse" if wanted == "sse" else "http"
 
 
-def _non_empty(value: Any) -> str:
-    text = _as_str(value)
-    if not text.strip():
-        raise Invalid("must not be empty")
-    return text
-
-
-def _url(value: Any) -> str:
-    text = _as_str(value).strip()
-    problem = _http_url_problem(text)
-    if problem:
-        raise Invalid(problem)
-    return text
+# Converters of server fields that are a shared coercion plus a shared check.
+_non_empty = checked(as_str, not_blank)
+_http_url = checked(lambda value: as_str(value).strip(), http_url_problem)
+_prefix = checked(as_str, tool_name_problem)
 
 
 def _text_list(value: Any, key: str) -> tuple[str, ...]:
@@ -364,7 +281,7 @@ def _text_list(value: Any, key: str) -> tuple[str, ...]:
     items = []
     for index, item in enumerate(value):
         try:
-            items.append(_as_text(item))
+            items.append(as_text(item))
         except Invalid as exc:
             raise Invalid(str(exc), f"{key}[{index}]") from None
     return tuple(items)
@@ -378,17 +295,10 @@ def _text_map(value: Any, key: str) -> dict[str, str]:
         if not isinstance(name, str) or not name:
             raise Invalid(f"names must be non-empty strings, not {name!r}")
         try:
-            result[name] = _as_text(item)
+            result[name] = as_text(item)
         except Invalid as exc:
             raise Invalid(str(exc), f"{key}.{name}") from None
     return result
-
-
-def _prefix(value: Any) -> str:
-    text = _as_str(value)
-    if not _TOOL_NAME.match(text):
-        raise Invalid(f"must be 1-64 letters, digits, '_' or '-', not {text!r}")
-    return text
 
 
 def _tool_filter(value: Any) -> ToolFilter:
@@ -407,25 +317,6 @@ def _tool_filter(value: Any) -> ToolFilter:
     return ToolFilter(**globs)
 
 
-def _checked(convert: Callable[[Any], Any], check: Callable[[Any], str | None]) -> Callable[[Any], Any]:
-    def run(value: Any) -> Any:
-        converted = convert(value)
-        problem = check(converted)
-        if problem:
-            raise Invalid(problem)
-        return converted
-
-    return run
-
-
-def _positive(value: float) -> str | None:
-    return None if value > 0 else f"must be greater than 0, not {value:g}"
-
-
-def _non_negative(value: float) -> str | None:
-    return None if value >= 0 else f"must be 0 or more, not {value:g}"
-
-
 def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Problems) -> ServerConfig | None:
     """Check one `mcpServers` entry; None when it has any problem (all of them reported)."""
     if not isinstance(entry, Mapping):
@@ -442,16 +333,16 @@ def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Probl
         "command": read.get("command", _non_empty),
         "args": read.get("args", lambda value: _text_list(value, "args"), ()),
         "env": read.get("env", lambda value: _text_map(value, "env"), {}),
-        "cwd": read.get("cwd", lambda value: _expand_user(_non_empty(value), env)),
-        "url": read.get("url", _url),
+        "cwd": read.get("cwd", lambda value: expand_user(_non_empty(value), env)),
+        "url": read.get("url", _http_url),
         "headers": read.get("headers", lambda value: _text_map(value, "headers"), {}),
-        "enabled": read.get("enabled", _as_bool, True),
+        "enabled": read.get("enabled", as_bool, True),
         "prefix": read.get("prefix", _prefix),
         "tools": read.get("tools", _tool_filter, ToolFilter()),
-        "lazy": read.get("lazy", _as_bool),
-        "timeout": read.get("timeout", _checked(_as_float, _positive)),
-        "max_concurrency": read.get("max_concurrency", _checked(_as_int, _positive)),
-        "cache_ttl": read.get("cache_ttl", _checked(_as_float, _non_negative)),
+        "lazy": read.get("lazy", as_bool),
+        "timeout": read.get("timeout", checked(as_float, positive)),
+        "max_concurrency": read.get("max_concurrency", checked(as_int, positive)),
+        "cache_ttl": read.get("cache_ttl", checked(as_float, non_negative)),
     }
     if transport is None or len(problems.items) > before:
         return None
@@ -498,16 +389,8 @@ def _check_prefixes(servers: Mapping[str, ServerConfig], problems: Problems) -> 
 # --- settings ----------------------------------------------------------------------------------
 
 
-def _tool_name_problem(value: str) -> str | None:
-    return None if _TOOL_NAME.match(value) else f"must be 1-64 letters, digits, '_' or '-', not {value!r}"
-
-
 def _port_problem(value: int) -> str | None:
     return None if 0 <= value <= 65535 else f"must be a port number from 0 to 65535, not {value}"
-
-
-def _not_blank(value: str) -> str | None:
-    return None if value.strip() else "must not be empty"
 
 
 def _search_models_problem(entries: list[str]) -> str | None:
@@ -538,7 +421,7 @@ def _setting(
 def default_data_dir(env: Mapping[str, str] | None = None) -> str:
     """`$XDG_DATA_HOME/mcp-manifold`, else `~/.local/share/mcp-manifold`."""
     env = os.environ if env is None else env
-    base = env.get("XDG_DATA_HOME") or _expand_user("~/.local/share", env)
+    base = env.get("XDG_DATA_HOME") or expand_user("~/.local/share", env)
     return str(Path(base) / "mcp-manifold")
 
 
@@ -556,31 +439,31 @@ class Settings:
     )
     lazy: bool = _setting(True, "Start or connect a server only when it is first needed.")
     init_timeout: float = _setting(
-        30.0, "Seconds a server gets to start and finish the MCP initialize handshake.", check=_positive
+        30.0, "Seconds a server gets to start and finish the MCP initialize handshake.", check=positive
     )
     call_timeout: float = _setting(
-        120.0, "Seconds a tool call may take unless the server sets its own timeout.", check=_positive
+        120.0, "Seconds a tool call may take unless the server sets its own timeout.", check=positive
     )
     stderr_lines: int = _setting(
-        200, "Lines of each stdio server's stderr kept for error messages.", check=_non_negative
+        200, "Lines of each stdio server's stderr kept for error messages.", check=non_negative
     )
     data_dir: str = _setting(
-        default_data_dir, "Where the gateway keeps its state (indexes, spilled results).", check=_not_blank, path=True
+        default_data_dir, "Where the gateway keeps its state (indexes, spilled results).", check=not_blank, path=True
     )
     log_level: str = _setting(
         "warning",
         "Log level: debug, info, warning, error or critical.",
         choices=("debug", "info", "warning", "error", "critical"),
     )
-    host: str = _setting("127.0.0.1", "Address the HTTP endpoint listens on.", check=_not_blank)
+    host: str = _setting("127.0.0.1", "Address the HTTP endpoint listens on.", check=not_blank)
     port: int = _setting(8765, "Port the HTTP endpoint listens on (0 picks a free one).", check=_port_problem)
     http: bool = _setting(False, "Serve streamable HTTP on host:port instead of stdio.")
-    proxy_tool_name: str = _setting("proxy", "Name of the proxy surface's tool.", check=_tool_name_problem)
+    proxy_tool_name: str = _setting("proxy", "Name of the proxy surface's tool.", check=tool_name_problem)
     spill_threshold: int = _setting(
-        0, "Tool results larger than this many bytes go to a file instead; 0 turns this off.", check=_non_negative
+        0, "Tool results larger than this many bytes go to a file instead; 0 turns this off.", check=non_negative
     )
     spill_dir: str | None = _setting(None, "Where spilled results are written (default: under data_dir).", path=True)
-    spill_ttl: float = _setting(3600.0, "Seconds a spilled result is kept.", check=_positive)
+    spill_ttl: float = _setting(3600.0, "Seconds a spilled result is kept.", check=positive)
     toon: bool = _setting(False, "Render JSON tool results as TOON, a compact notation that saves tokens.")
     search_embedder: str = _setting(
         "bm25", "How tool search ranks tools: bm25, hybrid or openai.", choices=("bm25", "hybrid", "openai")
@@ -592,35 +475,35 @@ class Settings:
         check=_search_models_problem,
         path=True,
     )
-    search_top_k: int = _setting(5, "How many tools a search returns.", check=_positive)
-    tools_limit: int = _setting(15, "Most tools listed at once by dynamic routing.", check=_positive)
+    search_top_k: int = _setting(5, "How many tools a search returns.", check=positive)
+    tools_limit: int = _setting(15, "Most tools listed at once by dynamic routing.", check=positive)
     routing: str = _setting(
         "call_tool",
         "How found tools are called: call_tool (through a gateway tool) or dynamic (added to the tool list).",
         choices=("call_tool", "dynamic"),
     )
     list_changed_exec: str | None = _setting(None, "Command run when the tool list changes.")
-    list_changed_exec_timeout: float = _setting(5.0, "Seconds list_changed_exec may run.", check=_positive)
+    list_changed_exec_timeout: float = _setting(5.0, "Seconds list_changed_exec may run.", check=positive)
     discovery_dir: str | None = _setting(
         None,
         "Where running MCP servers register for the hub (default: $XDG_RUNTIME_DIR/manifold/instances).",
         path=True,
     )
     ping_interval: float = _setting(
-        10.0, "Seconds between health pings to servers; 0 turns pings off.", check=_non_negative
+        10.0, "Seconds between health pings to servers; 0 turns pings off.", check=non_negative
     )
-    ping_timeout: float = _setting(5.0, "Seconds a ping may take before the server counts as down.", check=_positive)
+    ping_timeout: float = _setting(5.0, "Seconds a ping may take before the server counts as down.", check=positive)
     session_idle_timeout: float = _setting(
-        1800.0, "Seconds an idle HTTP client session is kept; 0 keeps it forever.", check=_non_negative
+        1800.0, "Seconds an idle HTTP client session is kept; 0 keeps it forever.", check=non_negative
     )
     shutdown_timeout: float = _setting(
         10.0,
         "Seconds HTTP requests in flight get to finish when the gateway stops; open streams are then cut.",
-        check=_positive,
+        check=positive,
     )
-    breaker_threshold: int = _setting(3, "Failures in a row after which a server is paused.", check=_positive)
+    breaker_threshold: int = _setting(3, "Failures in a row after which a server is paused.", check=positive)
     breaker_cooldown: float = _setting(
-        10.0, "Seconds a paused server waits before it is tried again.", check=_non_negative
+        10.0, "Seconds a paused server waits before it is tried again.", check=non_negative
     )
     spill_allowed_dirs: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
         [],
@@ -628,10 +511,10 @@ class Settings:
         path=True,
     )
     openai_base_url: str | None = _setting(
-        None, "Base URL of an OpenAI-compatible embeddings API (default: OpenAI's).", check=_http_url_problem
+        None, "Base URL of an OpenAI-compatible embeddings API (default: OpenAI's).", check=http_url_problem
     )
     openai_model: str = _setting(
-        "text-embedding-3-small", "Embedding model for search_embedder openai.", check=_not_blank
+        "text-embedding-3-small", "Embedding model for search_embedder openai.", check=not_blank
     )
 
 
@@ -663,8 +546,8 @@ def _converter(annotation: Any) -> Callable[[Any], Any]:
     if get_origin(annotation) in (Union, types.UnionType):
         annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
     if get_origin(annotation) is list:
-        return _as_str_list
-    return {bool: _as_bool, int: _as_int, float: _as_float, str: _as_str}[annotation]
+        return as_str_list
+    return {bool: as_bool, int: as_int, float: as_float, str: as_str}[annotation]
 
 
 _SETTING_FIELDS = {f.name: f for f in fields(Settings)}
@@ -693,7 +576,7 @@ def _convert_setting(name: str, value: Any, env: Mapping[str, str], base: Path |
     if meta["path"]:  # before the check, which may look at the path
 
         def place(item: str) -> str:
-            item = _expand_user(item, env)
+            item = expand_user(item, env)
             if (
                 base is None
                 or not item
