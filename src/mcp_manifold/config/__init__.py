@@ -14,18 +14,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Union, get_args, get_origin, get_type_hints
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 from mcp_manifold._errors import ConfigError, ConfigProblem
+from mcp_manifold.config import redaction
 from mcp_manifold.config.files import CONFIG_SUFFIXES, read_config_data, read_file
 from mcp_manifold.config.problems import Invalid, Problems, kind, unknown
+from mcp_manifold.config.redaction import redact_args, redact_url
 from mcp_manifold.config.values import (
     as_bool,
     as_float,
@@ -41,7 +41,7 @@ from mcp_manifold.config.values import (
     positive,
     tool_name_problem,
 )
-from mcp_manifold.config.variables import ENV_VAR_NAME, escape_vars, expand_fields, expand_vars
+from mcp_manifold.config.variables import escape_vars, expand_fields, expand_vars
 from mcp_manifold.model_folders import BUNDLED, model_folder_problem
 from mcp_manifold.naming import sanitize_prefix
 
@@ -72,10 +72,6 @@ SERVER_FIELDS = (
     "cache_ttl",
 )
 TOP_LEVEL_KEYS = ("mcpServers", "manifold")
-
-# Query parameters, header-like flags and CLI options whose value is probably a credential.
-_SECRET_NAME = re.compile(r"token|key|secret|passw|auth|credential|signature", re.IGNORECASE)
-_HIDDEN = "***"
 
 
 # --- servers -----------------------------------------------------------------------------------
@@ -146,72 +142,12 @@ class ServerConfig:
 
     def scrub(self, text: str) -> str:
         """`text` (an error message, a stderr line) with this server's secret values replaced by ***."""
-        for secret in secret_values(self):
-            text = text.replace(secret, _HIDDEN)
-        if self.url:
-            text = text.replace(self.url, redact_url(self.url))
-        return text
+        return redaction.scrub(self, text)
 
     def redacted(self) -> dict[str, Any]:
         """`identity()` safe to show or log: env and header values, URL credentials and secret-looking
         query parameters and command-line options are replaced by `***`."""
-        shown = self.identity()
-        shown["env"] = dict.fromkeys(self.env, _HIDDEN)
-        shown["headers"] = dict.fromkeys(self.headers, _HIDDEN)
-        shown["args"] = redact_args(self.args)
-        shown["url"] = redact_url(self.url) if self.url else self.url
-        return shown
-
-
-def redact_url(url: str) -> str:
-    """Hide the userinfo password (or a bare user, often a token) and secret-named query values."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        user, has_password, _ = userinfo.partition(":")
-        netloc = f"{user}:{_HIDDEN}@{host}" if has_password else f"{_HIDDEN}@{host}"
-    query = "&".join(_redact_query_pair(pair) for pair in parts.query.split("&")) if parts.query else ""
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
-
-
-def _redact_query_pair(pair: str) -> str:
-    name, has_value, _ = pair.partition("=")
-    if has_value and _SECRET_NAME.search(unquote(name)):
-        return f"{name}={_HIDDEN}"
-    return pair
-
-
-def redact_args(args: tuple[str, ...] | list[str]) -> list[str]:
-    """Hide the values of secret-looking options: `--api-key=X` and `--api-key X` both lose X."""
-    shown: list[str] = []
-    hide_next = False
-    for arg in args:
-        if hide_next and not arg.startswith("-"):
-            shown.append(_HIDDEN)
-            hide_next = False
-            continue
-        hide_next = False
-        name, has_value, _ = arg.partition("=")
-        if arg.startswith("-") and _SECRET_NAME.search(name):
-            shown.append(f"{name}={_HIDDEN}" if has_value else arg)
-            hide_next = not has_value
-        elif "://" in arg:
-            # A URL argument (a database DSN such as postgresql://user:pw@host/db) can carry a secret.
-            shown.append(_URL_IN_ARG.sub(lambda found: _redact_url_if_secret(found.group()), arg))
-        elif has_value and ENV_VAR_NAME.match(name) and _SECRET_NAME.search(name):
-            shown.append(f"{name}={_HIDDEN}")  # `API_KEY=value`, as given to `env` or `docker run -e`
-        else:
-            shown.append(arg)
-    return shown
-
-
-_URL_IN_ARG = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
-
-
-def _redact_url_if_secret(url: str) -> str:
-    # Only a URL with something to hide is rebuilt: urlunsplit may respell an ordinary one.
-    return redact_url(url) if _url_secrets(url) else url
+        return redaction.redacted(self)
 
 
 def _normalise_transport(value: Any) -> Transport:
@@ -761,42 +697,3 @@ __all__ = [
     "redact_url",
     "settings_fields",
 ]
-
-
-_MIN_SECRET = 4  # shorter values are too likely to be ordinary words inside an error message
-
-
-def secret_values(config: ServerConfig) -> list[str]:
-    """Values that must never be shown: env and header values (and the token of `Bearer <token>`),
-    and whatever `redacted()` hides in the arguments and the URL."""
-    values: set[str] = set(config.env.values())
-    for value in config.headers.values():
-        values.add(value)
-        values.add(value.rpartition(" ")[2])
-    for original, shown in zip(config.args, redact_args(config.args), strict=True):
-        if original == shown:
-            continue
-        if shown == _HIDDEN or shown.endswith(f"={_HIDDEN}"):
-            values.add(original.partition("=")[2] or original)  # a value hidden whole
-        for url in _URL_IN_ARG.findall(original):
-            values.update(_url_secrets(url))  # and the parts a URL argument hides
-    if config.url:
-        values.update(_url_secrets(config.url))
-    # Longest first, so a token inside a longer secret does not leave the rest showing.
-    return sorted((value for value in values if len(value) >= _MIN_SECRET), key=len, reverse=True)
-
-
-def _url_secrets(url: str) -> set[str]:
-    """The parts of `url` that `redact_url` hides: the userinfo secret and secret-named query values."""
-    original, shown = urlsplit(url), urlsplit(redact_url(url))
-    secrets = set()
-    if original.netloc != shown.netloc:
-        userinfo = original.netloc.rpartition("@")[0]
-        user, _, password = userinfo.partition(":")
-        secrets.add(unquote(password or user))
-        secrets.add(password or user)
-    for pair, hidden in zip(original.query.split("&"), shown.query.split("&"), strict=False):
-        if pair != hidden:
-            value = pair.partition("=")[2]
-            secrets.update({value, unquote(value)})
-    return secrets
