@@ -11,18 +11,14 @@ file > default. String values in the file may use `${VAR}` and `${VAR:-default}`
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from mcp_manifold._errors import ConfigError, ConfigProblem
-from mcp_manifold.config import redaction
 from mcp_manifold.config.files import CONFIG_SUFFIXES, read_config_data, read_file
+from mcp_manifold.config.model import Config, ServerConfig, ToolFilter, Transport
 from mcp_manifold.config.problems import Invalid, Problems, kind, unknown
 from mcp_manifold.config.redaction import redact_args, redact_url
 from mcp_manifold.config.settings import (
@@ -51,9 +47,6 @@ from mcp_manifold.config.values import (
 from mcp_manifold.config.variables import escape_vars, expand_fields, expand_vars
 from mcp_manifold.naming import sanitize_prefix
 
-Transport = Literal["stdio", "http", "sse"]
-
-
 # Every key a server entry may have; `type` is the Claude Code / VS Code spelling of `transport`.
 SERVER_FIELDS = (
     "command",
@@ -76,79 +69,6 @@ TOP_LEVEL_KEYS = ("mcpServers", "manifold")
 
 
 # --- servers -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ToolFilter:
-    """Which of a server's tools are exposed, by fnmatch globs on the server's own tool names."""
-
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "include", tuple(self.include))
-        object.__setattr__(self, "exclude", tuple(self.exclude))
-
-    def allows(self, tool_name: str) -> bool:
-        """True if the name matches an include glob (or there are none) and no exclude glob."""
-        if self.include and not any(fnmatchcase(tool_name, glob) for glob in self.include):
-            return False
-        return not any(fnmatchcase(tool_name, glob) for glob in self.exclude)
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """One downstream MCP server as configured."""
-
-    name: str
-    transport: Transport
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict, hash=False)
-    cwd: str | None = None
-    url: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict, hash=False)
-    enabled: bool = True
-    prefix: str | None = None
-    tools: ToolFilter = ToolFilter()
-    lazy: bool | None = None
-    timeout: float | None = None
-    max_concurrency: int | None = None
-    cache_ttl: float | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "args", tuple(self.args))
-
-    @property
-    def exposed_prefix(self) -> str:
-        """The prefix of this server's tool names: `prefix` if set, else the server key."""
-        return self.prefix if self.prefix is not None else self.name
-
-    def identity(self) -> dict[str, Any]:
-        """What defines the connection; two configs with equal identities reach the same server."""
-        return {
-            "transport": self.transport,
-            "command": self.command,
-            "args": list(self.args),
-            "env": dict(self.env),
-            "cwd": self.cwd,
-            "url": self.url,
-            "headers": dict(self.headers),
-        }
-
-    def fingerprint(self) -> str:
-        """A short stable hash of `identity()`, to tell whether a server must be restarted."""
-        text = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-
-    def scrub(self, text: str) -> str:
-        """`text` (an error message, a stderr line) with this server's secret values replaced by ***."""
-        return redaction.scrub(self, text)
-
-    def redacted(self) -> dict[str, Any]:
-        """`identity()` safe to show or log: env and header values, URL credentials and secret-looking
-        query parameters and command-line options are replaced by `***`."""
-        return redaction.redacted(self)
 
 
 def _normalise_transport(value: Any) -> Transport:
@@ -324,19 +244,6 @@ def _check_prefixes(servers: Mapping[str, ServerConfig], problems: Problems) -> 
 
 
 # --- the whole config --------------------------------------------------------------------------
-
-
-@dataclass
-class Config:
-    """A checked configuration: the servers in file order (disabled ones included) and the settings."""
-
-    servers: dict[str, ServerConfig]
-    settings: Settings
-    path: Path | None = None
-
-    @property
-    def enabled_servers(self) -> dict[str, ServerConfig]:
-        return {name: server for name, server in self.servers.items() if server.enabled}
 
 
 def _section(raw: Any, problems: Problems, key: str, contents: str) -> Mapping[Any, Any]:

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from mcp_manifold.config.variables import ENV_VAR_NAME
 
 if TYPE_CHECKING:
-    from mcp_manifold.config import ServerConfig
+    from mcp_manifold.config.model import ServerConfig
 
 HIDDEN = "***"
 # Query parameters, header-like flags and CLI options whose value is probably a credential.
