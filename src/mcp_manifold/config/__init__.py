@@ -7,122 +7,34 @@ user can fix everything in one pass.
 
 Settings resolve in this order: command-line flag > `MANIFOLD_<NAME>` environment variable >
 file > default. String values in the file may use `${VAR}` and `${VAR:-default}`.
+
+The names below (`__all__`) are the package's interface; each module holds one concern:
+
+- `loading`: `load_config`, `check_config` and `parse_config_data`, the whole config assembled
+- `files`: JSON/YAML read with duplicate keys found, the only file I/O
+- `servers`: the `mcpServers` entries read and checked, and the prefix check across them
+- `settings`: `Settings`, its fields and environment names, and the layering of its sources
+- `model`: the checked data the gateway reads (`Config`, `ServerConfig`, `ToolFilter`)
+- `variables`: `${VAR}` expansion and escaping
+- `values`: coercion of raw values, and the checks servers and settings share
+- `redaction`: what in a server's config is secret, and how it is hidden
+- `problems`: how problems are worded and collected
 """
 
-from __future__ import annotations
-
-import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
-from mcp_manifold._errors import ConfigError, ConfigProblem
-from mcp_manifold.config.files import CONFIG_SUFFIXES, read_config_data, read_file
+from mcp_manifold.config.files import CONFIG_SUFFIXES, read_config_data
+from mcp_manifold.config.loading import check_config, load_config, parse_config_data
 from mcp_manifold.config.model import Config, ServerConfig, ToolFilter, Transport
-from mcp_manifold.config.problems import Problems, kind, unknown
 from mcp_manifold.config.redaction import redact_args, redact_url
-from mcp_manifold.config.servers import SERVER_FIELDS, parse_servers
+from mcp_manifold.config.servers import SERVER_FIELDS
 from mcp_manifold.config.settings import (
     SURFACE_NAMES,
     SettingField,
     Settings,
     default_data_dir,
     env_var,
-    resolve_settings,
     settings_fields,
 )
 from mcp_manifold.config.variables import escape_vars, expand_vars
-
-TOP_LEVEL_KEYS = ("mcpServers", "manifold")
-
-
-# --- the whole config --------------------------------------------------------------------------
-
-
-def _section(raw: Any, problems: Problems, key: str, contents: str) -> Mapping[Any, Any]:
-    """A top-level section as a mapping: empty when it is absent or null, and reported when it is not a mapping."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        problems.add(None, key, f"must be a mapping of {contents}, not {kind(raw)}")
-        return {}
-    return raw
-
-
-def _build(
-    data: Any,
-    source: str,
-    env: Mapping[str, str] | None,
-    overrides: Mapping[str, Any] | None,
-    base: Path | None = None,
-) -> tuple[Config, list[ConfigProblem]]:
-    """Check everything and build what can be built; the config is only valid when there are no problems."""
-    env = os.environ if env is None else env
-    problems: list[ConfigProblem] = []
-    in_file = Problems(source, problems)
-    if data is None:  # an empty YAML file
-        data = {}
-    if not isinstance(data, Mapping):
-        in_file.add(None, None, f"the top level must be a mapping with 'mcpServers', not {kind(data)}")
-        data = {}
-    for key in data:
-        if key not in TOP_LEVEL_KEYS:
-            in_file.add(None, str(key), unknown("top-level key", str(key), TOP_LEVEL_KEYS))
-    entries = _section(data.get("mcpServers"), in_file, "mcpServers", "server names to servers")
-    servers = parse_servers(entries, env, in_file)
-    section = _section(data.get("manifold"), in_file, "manifold", "settings")
-    settings = resolve_settings(section, overrides, env, in_file, base)
-    return Config(servers=servers, settings=settings), problems
-
-
-def parse_config_data(
-    data: Mapping[str, Any],
-    *,
-    source: str,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> Config:
-    """Like `load_config` for already-parsed data; `source` names it in problems."""
-    config, problems = _build(data, source, env, overrides)
-    if problems:
-        raise ConfigError(problems)
-    return config
-
-
-def _load(
-    path: str | Path | None, env: Mapping[str, str] | None, overrides: Mapping[str, Any] | None
-) -> tuple[Config, list[ConfigProblem]]:
-    if path is None:
-        return _build({}, "<no config file>", env, overrides)
-    path = Path(path)
-    data, file_problems = read_file(path)
-    # Keep going after a broken file so environment and flag problems are reported in the same pass.
-    config, problems = _build(data, str(path), env, overrides, base=path.expanduser().absolute().parent)
-    config.path = path
-    return config, file_problems + problems
-
-
-def load_config(
-    path: str | Path | None,
-    *,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> Config:
-    """Load, expand and check a config file; `ConfigError` lists every problem.
-
-    `path` None gives no servers and settings from `env` (default `os.environ`) and `overrides`
-    (CLI flags by setting name; None values are ignored).
-    """
-    config, problems = _load(path, env, overrides)
-    if problems:
-        raise ConfigError(problems)
-    return config
-
-
-def check_config(path: str | Path | None, *, env: Mapping[str, str] | None = None) -> list[ConfigProblem]:
-    """Every problem `load_config` would raise, as a list; empty when the config is fine."""
-    return _load(path, env, None)[1]
-
 
 __all__ = [
     "CONFIG_SUFFIXES",
