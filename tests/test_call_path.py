@@ -88,7 +88,7 @@ async def test_failures_are_observed_with_their_outcome(gateway: Gateway) -> Non
     stop = gateway.calls.observe(seen.append)
     async with Client(McpFront(gateway).server, mode="legacy") as client:
         assert (await client.call_tool("kitchen_fail", {"message": "nope"})).is_error
-        with pytest.raises(Exception, match="(?i)unknown resource"):
+        with pytest.raises(Exception, match=r"(?i)unknown resource"):
             await client.read_resource("kitchen+kitchen://nothing-here")
         stop()
         await client.call_tool("kitchen_echo", {"text": "after"})

@@ -438,7 +438,7 @@ def import_config(
     force: Annotated[bool, typer.Option(help="Overwrite --output if it exists.")] = False,
 ) -> None:
     """Write a manifold config from Claude Desktop's, Cursor's or Claude Code's MCP settings."""
-    from mcp_manifold.importers import import_client_config, write_config
+    from mcp_manifold.config.importers import import_client_config, write_config
 
     if client not in ("claude-desktop", "cursor", "claude-code"):
         raise typer.BadParameter("client must be claude-desktop, cursor or claude-code")

@@ -16,7 +16,7 @@ def close_names(name: str, known: Iterable[str], *, limit: int = 3) -> list[str]
     candidates = list(dict.fromkeys(known))
     lowered = name.lower()
     containing = [candidate for candidate in candidates if lowered and lowered in candidate.lower()]
-    similar = difflib.get_close_matches(name, candidates, n=limit, cutoff=0.5)
+    similar = difflib.get_close_matches(name, candidates, n=limit)
     return list(dict.fromkeys([*containing, *similar]))[:limit]
 
 

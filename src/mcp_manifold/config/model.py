@@ -1,0 +1,108 @@
+"""The configuration as data: what the rest of the gateway reads.
+
+These classes hold values and answer questions about them; reading and checking raw data is the
+other modules' job, and by the time `load_config` returns every value here is valid (the hub also
+builds `ServerConfig`s for the instances it discovers). `identity()` and `fingerprint()` say
+whether a changed entry reaches a different server, which must then be restarted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp_manifold.config import redaction
+from mcp_manifold.config.settings import Settings
+
+Transport = Literal["stdio", "http", "sse"]
+
+
+@dataclass(frozen=True)
+class ToolFilter:
+    """Which of a server's tools are exposed, by fnmatch globs on the server's own tool names."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "include", tuple(self.include))
+        object.__setattr__(self, "exclude", tuple(self.exclude))
+
+    def allows(self, tool_name: str) -> bool:
+        """True if the name matches an include glob (or there are none) and no exclude glob."""
+        if self.include and not any(fnmatchcase(tool_name, glob) for glob in self.include):
+            return False
+        return not any(fnmatchcase(tool_name, glob) for glob in self.exclude)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One downstream MCP server as configured."""
+
+    name: str
+    transport: Transport
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, hash=False)
+    enabled: bool = True
+    prefix: str | None = None
+    tools: ToolFilter = ToolFilter()
+    lazy: bool | None = None
+    timeout: float | None = None
+    max_concurrency: int | None = None
+    cache_ttl: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+
+    @property
+    def exposed_prefix(self) -> str:
+        """The prefix of this server's tool names: `prefix` if set, else the server key."""
+        return self.prefix if self.prefix is not None else self.name
+
+    def identity(self) -> dict[str, Any]:
+        """What defines the connection; two configs with equal identities reach the same server."""
+        return {
+            "transport": self.transport,
+            "command": self.command,
+            "args": list(self.args),
+            "env": dict(self.env),
+            "cwd": self.cwd,
+            "url": self.url,
+            "headers": dict(self.headers),
+        }
+
+    def fingerprint(self) -> str:
+        """A short stable hash of `identity()`, to tell whether a server must be restarted."""
+        text = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+    def scrub(self, text: str) -> str:
+        """`text` (an error message, a stderr line) with this server's secret values replaced by ***."""
+        return redaction.scrub(self, text)
+
+    def redacted(self) -> dict[str, Any]:
+        """`identity()` safe to show or log: env and header values, URL credentials and secret-looking
+        query parameters and command-line options are replaced by `***`."""
+        return redaction.redacted(self)
+
+
+@dataclass
+class Config:
+    """A checked configuration: the servers in file order (disabled ones included) and the settings."""
+
+    servers: dict[str, ServerConfig]
+    settings: Settings
+    path: Path | None = None
+
+    @property
+    def enabled_servers(self) -> dict[str, ServerConfig]:
+        return {name: server for name, server in self.servers.items() if server.enabled}

@@ -1,0 +1,218 @@
+"""The `mcpServers` map: each entry read and checked field by field, then the entries together.
+
+Entries come in the spellings of the clients the map is shared with: `type` for `transport`,
+`streamable-http` for `http`, an unquoted YAML number where text is meant. An entry with any
+problem is left out with all its problems reported under the server's name, so one pass shows
+everything to fix; across entries, two enabled servers may not expose the same prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mcp_manifold.config.model import ServerConfig, ToolFilter, Transport
+from mcp_manifold.config.problems import Invalid, Problems, kind, unknown
+from mcp_manifold.config.values import (
+    as_bool,
+    as_float,
+    as_int,
+    as_str,
+    as_text,
+    checked,
+    expand_user,
+    http_url_problem,
+    non_negative,
+    not_blank,
+    positive,
+    tool_name_problem,
+)
+from mcp_manifold.config.variables import expand_fields
+from mcp_manifold.core.naming import sanitize_prefix
+
+# Every key a server entry may have; `type` is the Claude Code / VS Code spelling of `transport`.
+SERVER_FIELDS = (
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "transport",
+    "type",
+    "enabled",
+    "prefix",
+    "tools",
+    "lazy",
+    "timeout",
+    "max_concurrency",
+    "cache_ttl",
+)
+
+
+def _normalise_transport(value: Any) -> Transport:
+    """Map the spellings clients use (streamable-http, streamableHttp, ...) onto the three transports."""
+    word = as_str(value).strip().lower().replace("-", "").replace("_", "")
+    known: dict[str, Transport] = {"stdio": "stdio", "http": "http", "streamablehttp": "http", "sse": "sse"}
+    if word not in known:
+        raise Invalid(f"unknown transport {value!r}: expected stdio, http, streamable-http or sse")
+    return known[word]
+
+
+class _ServerReader:
+    """Checks one server entry field by field, reporting every problem under the server's name."""
+
+    def __init__(self, name: str, values: dict[str, Any], broken: set[str], problems: Problems) -> None:
+        self.name = name
+        self.values = values
+        self.broken = broken  # fields whose ${VAR}s failed: present, but already reported
+        self.problems = problems
+
+    def report(self, field_name: str, message: str) -> None:
+        self.problems.add(self.name, field_name, message)
+
+    def get(self, key: str, convert: Callable[[Any], Any], default: Any = None) -> Any:
+        if key not in self.values:
+            return default
+        try:
+            return convert(self.values[key])
+        except Invalid as exc:
+            self.report(exc.path or key, str(exc))
+            return default
+
+    def present(self, key: str) -> bool:
+        return key in self.values or key in self.broken
+
+    def transport(self) -> Transport | None:
+        declared = [(key, self.get(key, _normalise_transport)) for key in ("transport", "type")]
+        named = {value for _, value in declared if value is not None}
+        if len(named) > 1:
+            self.report("type", "'transport' and 'type' disagree; give only one of them")
+        has_command, has_url = self.present("command"), self.present("url")
+        if has_command and has_url:
+            self.report("url", "has both 'command' and 'url': a server is a local command or a remote url")
+            return None
+        if not has_command and not has_url:
+            self.report("command", "needs 'command' (a local stdio server) or 'url' (a remote server)")
+            return None
+        wanted = next(iter(named)) if len(named) == 1 else None
+        if wanted == "stdio" and not has_command:
+            self.report("transport", "transport 'stdio' needs a 'command', not a 'url'")
+        if wanted in ("http", "sse") and not has_url:
+            self.report("transport", f"transport {wanted!r} needs a 'url', not a 'command'")
+        if has_command:
+            return "stdio"
+        return "sse" if wanted == "sse" else "http"
+
+
+# Converters of server fields that are a shared coercion plus a shared check.
+_non_empty = checked(as_str, not_blank)
+_http_url = checked(lambda value: as_str(value).strip(), http_url_problem)
+_prefix = checked(as_str, tool_name_problem)
+
+
+def _text_list(value: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple):
+        raise Invalid(f"must be a list of strings, not {kind(value)}")
+    items = []
+    for index, item in enumerate(value):
+        try:
+            items.append(as_text(item))
+        except Invalid as exc:
+            raise Invalid(str(exc), f"{key}[{index}]") from None
+    return tuple(items)
+
+
+def _text_map(value: Any, key: str) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise Invalid(f"must be a mapping of names to strings, not {kind(value)}")
+    result = {}
+    for name, item in value.items():
+        if not isinstance(name, str) or not name:
+            raise Invalid(f"names must be non-empty strings, not {name!r}")
+        try:
+            result[name] = as_text(item)
+        except Invalid as exc:
+            raise Invalid(str(exc), f"{key}.{name}") from None
+    return result
+
+
+def _tool_filter(value: Any) -> ToolFilter:
+    if not isinstance(value, Mapping):
+        raise Invalid(f"must be a mapping with 'include' and/or 'exclude' lists, not {kind(value)}")
+    for key in value:
+        if key not in ("include", "exclude"):
+            raise Invalid(f"unknown key {key!r}: expected 'include' and/or 'exclude'", f"tools.{key}")
+    globs = {}
+    for key in ("include", "exclude"):
+        raw = value.get(key) or []
+        raw = [raw] if isinstance(raw, str) else raw  # a single glob is a list of one
+        if not isinstance(raw, list) or not all(isinstance(glob, str) for glob in raw):
+            raise Invalid(f"must be a list of glob strings, not {kind(raw)}", f"tools.{key}")
+        globs[key] = tuple(raw)
+    return ToolFilter(**globs)
+
+
+def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Problems) -> ServerConfig | None:
+    """Check one `mcpServers` entry; None when it has any problem (all of them reported)."""
+    if not isinstance(entry, Mapping):
+        problems.add(name, None, f"must be a mapping of fields, not {kind(entry)}")
+        return None
+    before = len(problems.items)
+    values, broken = expand_fields(entry, env, problems, name)
+    for key in values:
+        if key not in SERVER_FIELDS:
+            problems.add(name, str(key), unknown("field", str(key), SERVER_FIELDS))
+    read = _ServerReader(name, values, broken, problems)
+    transport = read.transport()
+    config = {
+        "command": read.get("command", _non_empty),
+        "args": read.get("args", lambda value: _text_list(value, "args"), ()),
+        "env": read.get("env", lambda value: _text_map(value, "env"), {}),
+        "cwd": read.get("cwd", lambda value: expand_user(_non_empty(value), env)),
+        "url": read.get("url", _http_url),
+        "headers": read.get("headers", lambda value: _text_map(value, "headers"), {}),
+        "enabled": read.get("enabled", as_bool, True),
+        "prefix": read.get("prefix", _prefix),
+        "tools": read.get("tools", _tool_filter, ToolFilter()),
+        "lazy": read.get("lazy", as_bool),
+        "timeout": read.get("timeout", checked(as_float, positive)),
+        "max_concurrency": read.get("max_concurrency", checked(as_int, positive)),
+        "cache_ttl": read.get("cache_ttl", checked(as_float, non_negative)),
+    }
+    if transport is None or len(problems.items) > before:
+        return None
+    return ServerConfig(name=name, transport=transport, **config)
+
+
+def parse_servers(entries: Mapping[Any, Any], env: Mapping[str, str], problems: Problems) -> dict[str, ServerConfig]:
+    """The servers of the `mcpServers` map that have no problem, in file order; every problem is reported."""
+    servers = {}
+    for name, entry in entries.items():
+        if not isinstance(name, str) or not name.strip():
+            problems.add(None, "mcpServers", f"server names must be non-empty strings, not {name!r}")
+            continue
+        server = _parse_server(name, entry, env, problems)
+        if server is not None:
+            servers[name] = server
+    _check_prefixes(servers, problems)
+    return servers
+
+
+def _check_prefixes(servers: Mapping[str, ServerConfig], problems: Problems) -> None:
+    """Two enabled servers may not share a prefix: their resource URIs could not be told apart, and a
+    tool name both have would be listed once. Prefixes compare as exposed (`a.b` and `a_b` are equal)."""
+    owners: dict[str, ServerConfig] = {}
+    for server in servers.values():
+        if not server.enabled:
+            continue
+        exposed = sanitize_prefix(server.exposed_prefix)
+        first = owners.setdefault(exposed, server)
+        if first is server:
+            continue
+        source = f"prefix {exposed!r}" if server.prefix is not None else f"its name gives the prefix {exposed!r}, which"
+        problems.add(
+            server.name,
+            "prefix",
+            f"{source} is already used by server {first.name!r}; give one of them a different 'prefix'",
+        )

@@ -1,0 +1,309 @@
+"""The gateway's own settings: what they are, how each is given, and which source wins.
+
+`Settings` declares every setting once, with its default, help and check in the field's metadata;
+the checks, the CLI flags and the docs all follow from that declaration. A setting may come from
+the config file's `manifold` section, a `MANIFOLD_<NAME>` environment variable or a command-line
+flag. Each source is checked on its own, so a problem names the place to fix it, and they layer
+flag > environment > file > default.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
+
+from mcp_manifold.config.problems import Invalid, Problems, unknown
+from mcp_manifold.config.values import (
+    as_bool,
+    as_float,
+    as_int,
+    as_str,
+    as_str_list,
+    expand_user,
+    http_url_problem,
+    non_negative,
+    not_blank,
+    positive,
+    tool_name_problem,
+)
+from mcp_manifold.config.variables import expand_fields
+from mcp_manifold.model_folders import BUNDLED, model_folder_problem
+
+ENV_PREFIX = "MANIFOLD_"
+ENVIRONMENT = "environment"  # the `file` of problems found in MANIFOLD_* variables
+COMMAND_LINE = "command line"  # the `file` of problems found in CLI overrides
+SURFACE_NAMES = ("direct", "proxy", "dispatch", "retrieve", "hub")
+SEPARATORS = ("_", "-", "__", "--", "_-", "-_")
+
+
+def _port_problem(value: int) -> str | None:
+    return None if 0 <= value <= 65535 else f"must be a port number from 0 to 65535, not {value}"
+
+
+def _search_models_problem(entries: list[str]) -> str | None:
+    # Checked here rather than when the first search loads a model, which may be long after start.
+    for entry in entries:
+        if problem := model_folder_problem(entry):
+            return problem
+    return None
+
+
+def _setting(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple[str, ...] = (),
+    check: Callable[[Any], str | None] | None = None,
+    path: bool = False,
+) -> Any:
+    """A Settings field; its metadata drives checks, the CLI flags and the docs."""
+    metadata = {"help": help, "choices": choices, "check": check, "path": path}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    if callable(default):
+        return field(default_factory=default, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def default_data_dir(env: Mapping[str, str] | None = None) -> str:
+    """`$XDG_DATA_HOME/mcp-manifold`, else `~/.local/share/mcp-manifold`."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME") or expand_user("~/.local/share", env)
+    return str(Path(base) / "mcp-manifold")
+
+
+@dataclass
+class Settings:
+    """The gateway's own settings (the `manifold` section)."""
+
+    expose: list[str] = _setting(  # noqa: RUF009 - _setting returns a dataclasses.field with a factory
+        ["direct"],
+        "Surfaces offered to clients, in order: direct, proxy, dispatch, retrieve, hub.",
+        choices=SURFACE_NAMES,
+    )
+    separator: str = _setting(
+        "_", "Joins a server's prefix and a tool name (git + _ + status = git_status).", choices=SEPARATORS
+    )
+    lazy: bool = _setting(True, "Start or connect a server only when it is first needed.")
+    init_timeout: float = _setting(
+        30.0, "Seconds a server gets to start and finish the MCP initialize handshake.", check=positive
+    )
+    call_timeout: float = _setting(
+        120.0, "Seconds a tool call may take unless the server sets its own timeout.", check=positive
+    )
+    stderr_lines: int = _setting(
+        200, "Lines of each stdio server's stderr kept for error messages.", check=non_negative
+    )
+    data_dir: str = _setting(
+        default_data_dir, "Where the gateway keeps its state (indexes, spilled results).", check=not_blank, path=True
+    )
+    log_level: str = _setting(
+        "warning",
+        "Log level: debug, info, warning, error or critical.",
+        choices=("debug", "info", "warning", "error", "critical"),
+    )
+    host: str = _setting("127.0.0.1", "Address the HTTP endpoint listens on.", check=not_blank)
+    port: int = _setting(8765, "Port the HTTP endpoint listens on (0 picks a free one).", check=_port_problem)
+    http: bool = _setting(False, "Serve streamable HTTP on host:port instead of stdio.")
+    proxy_tool_name: str = _setting("proxy", "Name of the proxy surface's tool.", check=tool_name_problem)
+    spill_threshold: int = _setting(
+        0, "Tool results larger than this many bytes go to a file instead; 0 turns this off.", check=non_negative
+    )
+    spill_dir: str | None = _setting(None, "Where spilled results are written (default: under data_dir).", path=True)
+    spill_ttl: float = _setting(3600.0, "Seconds a spilled result is kept.", check=positive)
+    toon: bool = _setting(False, "Render JSON tool results as TOON, a compact notation that saves tokens.")
+    search_embedder: str = _setting(
+        "bm25", "How tool search ranks tools: bm25, hybrid or openai.", choices=("bm25", "hybrid", "openai")
+    )
+    search_models: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
+        [],
+        "Models for search_embedder hybrid: minilm (the bundled one) or sentence-transformers model folders;"
+        " with two or more their cosines are averaged.",
+        check=_search_models_problem,
+        path=True,
+    )
+    search_top_k: int = _setting(5, "How many tools a search returns.", check=positive)
+    tools_limit: int = _setting(15, "Most tools listed at once by dynamic routing.", check=positive)
+    routing: str = _setting(
+        "call_tool",
+        "How found tools are called: call_tool (through a gateway tool) or dynamic (added to the tool list).",
+        choices=("call_tool", "dynamic"),
+    )
+    list_changed_exec: str | None = _setting(None, "Command run when the tool list changes.")
+    list_changed_exec_timeout: float = _setting(5.0, "Seconds list_changed_exec may run.", check=positive)
+    discovery_dir: str | None = _setting(
+        None,
+        "Where running MCP servers register for the hub (default: $XDG_RUNTIME_DIR/manifold/instances).",
+        path=True,
+    )
+    ping_interval: float = _setting(
+        10.0, "Seconds between health pings to servers; 0 turns pings off.", check=non_negative
+    )
+    ping_timeout: float = _setting(5.0, "Seconds a ping may take before the server counts as down.", check=positive)
+    session_idle_timeout: float = _setting(
+        1800.0, "Seconds an idle HTTP client session is kept; 0 keeps it forever.", check=non_negative
+    )
+    shutdown_timeout: float = _setting(
+        10.0,
+        "Seconds HTTP requests in flight get to finish when the gateway stops; open streams are then cut.",
+        check=positive,
+    )
+    breaker_threshold: int = _setting(3, "Failures in a row after which a server is paused.", check=positive)
+    breaker_cooldown: float = _setting(
+        10.0, "Seconds a paused server waits before it is tried again.", check=non_negative
+    )
+    spill_allowed_dirs: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
+        [],
+        "Directories besides the spill directory whose files argumentsFile and resultFile may name.",
+        path=True,
+    )
+    openai_base_url: str | None = _setting(
+        None, "Base URL of an OpenAI-compatible embeddings API (default: OpenAI's).", check=http_url_problem
+    )
+    openai_model: str = _setting(
+        "text-embedding-3-small", "Embedding model for search_embedder openai.", check=not_blank
+    )
+
+
+_SETTING_FIELDS = {f.name: f for f in fields(Settings)}
+_SETTING_TYPES = get_type_hints(Settings)
+
+
+class SettingField(NamedTuple):
+    """One setting as the CLI and docs see it."""
+
+    name: str
+    type: Any  # bool, int, float, str, str | None or list[str]
+    default: Any
+    help: str
+
+
+def settings_fields() -> list[SettingField]:
+    """Every setting with its type, default and help, in declaration order."""
+    defaults = Settings()
+    return [
+        SettingField(name, _SETTING_TYPES[name], getattr(defaults, name), f.metadata["help"])
+        for name, f in _SETTING_FIELDS.items()
+    ]
+
+
+def env_var(setting: str) -> str:
+    """The environment variable that sets `setting`: MANIFOLD_CALL_TIMEOUT for call_timeout."""
+    return ENV_PREFIX + setting.upper()
+
+
+def _converter(annotation: Any) -> Callable[[Any], Any]:
+    """The coercion for a Settings field type; `X | None` coerces like X (None never reaches it)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
+    if get_origin(annotation) is list:
+        return as_str_list
+    return {bool: as_bool, int: as_int, float: as_float, str: as_str}[annotation]
+
+
+def _convert_setting(name: str, value: Any, env: Mapping[str, str], base: Path | None = None) -> Any:
+    """Coerce, normalise and check one setting value; raises `Invalid`.
+
+    `base` is the folder of the config file the value comes from: relative paths written there mean
+    that folder (a desktop client starts the gateway from any directory), not the working directory.
+    """
+    meta = _SETTING_FIELDS[name].metadata
+    value = _converter(_SETTING_TYPES[name])(value)
+    choices: tuple[str, ...] = meta["choices"]
+    if choices and isinstance(value, list):
+        value = list(dict.fromkeys(item.strip().lower() for item in value))  # drop repeats, keep order
+        bad = [item for item in value if item not in choices]
+        if bad or not value:
+            shown = ", ".join(map(repr, bad)) if bad else "an empty list"
+            raise Invalid(f"got {shown}; pick one or more of {', '.join(choices)}")
+    elif choices:
+        value = value.strip().lower()
+        if value not in choices:
+            raise Invalid(f"must be one of {', '.join(repr(c) for c in choices)}, not {value!r}")
+    if meta["path"]:  # before the check, which may look at the path
+
+        def place(item: str) -> str:
+            item = expand_user(item, env)
+            if (
+                base is None
+                or not item
+                or Path(item).is_absolute()
+                or (name == "search_models" and item.strip().lower() == BUNDLED)
+            ):
+                return item
+            return str(base / item)
+
+        value = [place(item) for item in value] if isinstance(value, list) else place(value)
+    if meta["check"]:
+        problem = meta["check"](value)
+        if problem:
+            raise Invalid(problem)
+    return value
+
+
+class _Layer(NamedTuple):
+    """The checked settings of one source, with where its problems go and how they name a setting."""
+
+    problems: Problems
+    label: Callable[[str], str]
+    values: dict[str, Any]
+
+
+def _by_name(name: str) -> str:
+    """How the file and the flags name a setting in a problem: by its own name."""
+    return name
+
+
+def _layer(
+    raw: Mapping[Any, Any],
+    problems: Problems,
+    label: Callable[[str], str],
+    env: Mapping[str, str],
+    base: Path | None = None,
+) -> _Layer:
+    """Check one source of settings; `label` turns a setting name into the problem's field."""
+    values = {}
+    for name, value in raw.items():
+        if name not in _SETTING_FIELDS:
+            problems.add(None, label(str(name)), unknown("setting", str(name), _SETTING_FIELDS))
+            continue
+        try:
+            values[name] = _convert_setting(name, value, env, base)
+        except Invalid as exc:
+            problems.add(None, label(name), str(exc))
+    return _Layer(problems, label, values)
+
+
+def resolve_settings(
+    section: Mapping[Any, Any],
+    overrides: Mapping[str, Any] | None,
+    env: Mapping[str, str],
+    in_file: Problems,
+    base: Path | None = None,
+) -> Settings:
+    """The settings from the file's `manifold` section, the environment and the flags (None values
+    ignored), layered flag > environment > file > default; each source's problems go under its name."""
+    from_file, _ = expand_fields(section, env, in_file)
+    # An empty variable counts as unset, as `MANIFOLD_PORT=` in a compose file usually means.
+    from_env = {name: env[env_var(name)] for name in _SETTING_FIELDS if env.get(env_var(name), "").strip()}
+    from_flags = {name: value for name, value in (overrides or {}).items() if value is not None}
+    layers = [  # lowest precedence first
+        _layer(from_file, in_file, _by_name, env, base),
+        _layer(from_env, Problems(ENVIRONMENT, in_file.items), env_var, env),
+        _layer(from_flags, Problems(COMMAND_LINE, in_file.items), _by_name, env),
+    ]
+    values = {"data_dir": default_data_dir(env)}
+    for layer in layers:
+        values.update(layer.values)
+    settings = Settings(**values)
+    if settings.search_models and settings.search_embedder != "hybrid":
+        # Reported where search_models was set last, the value that wins.
+        last = next(layer for layer in reversed(layers) if "search_models" in layer.values)
+        embedder = settings.search_embedder
+        message = f"is only used with search_embedder 'hybrid', but search_embedder is {embedder!r}"
+        last.problems.add(None, last.label("search_models"), message)
+    return settings
