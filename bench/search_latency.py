@@ -1,4 +1,4 @@
-"""Query latency and build time of `mcp_manifold.search` on a synthetic 10,000-tool catalog.
+"""Query latency and build time of `mcp_manifold._search` on a synthetic 10,000-tool catalog.
 
 The catalog is generated deterministically (fixed seed, fixed vocabulary): 250 servers × 40 tools,
 names like ``acme_crm_create_invoice_batch``, two-sentence descriptions and 1–4 parameters each.
@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mcp_manifold.search import IndexStore, SearchIndex, ToolDocument, make_embedder
-from mcp_manifold.search.errors import EmbedderUnavailable
-from mcp_manifold.search.ranking import RankingConfig, query_texts
+from mcp_manifold._search import IndexStore, SearchIndex, ToolDocument, make_embedder
+from mcp_manifold._search.errors import EmbedderUnavailable
+from mcp_manifold._search.ranking import RankingConfig, query_texts
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SEED = 20240611
