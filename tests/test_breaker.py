@@ -13,7 +13,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from mcp_manifold.core.breaker import CircuitBreaker
+from mcp_manifold._core.breaker import CircuitBreaker
 from tests.conftest import SERVERS, server_entry, stdio_gateway
 
 

@@ -17,12 +17,12 @@ import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
-from mcp_manifold import cli
-from mcp_manifold.config import load_config
-from mcp_manifold.front.fast_lane import FastLane
-from mcp_manifold.front.server import McpFront
-from mcp_manifold.runtime.call_path import CallPath, CallRecord
-from mcp_manifold.runtime.gateway import Gateway
+from mcp_manifold import _cli as cli
+from mcp_manifold._config import load_config
+from mcp_manifold._front.fast_lane import FastLane
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._runtime.call_path import CallPath, CallRecord
+from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry
 
 SURFACES = ["direct", "proxy", "dispatch", "retrieve", "hub"]

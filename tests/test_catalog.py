@@ -6,8 +6,8 @@ import mcp_types as types
 import pytest
 
 from mcp_manifold import NotFound
-from mcp_manifold.core.catalog import Catalog
-from mcp_manifold.core.listing import Listing
+from mcp_manifold._core.catalog import Catalog
+from mcp_manifold._core.listing import Listing
 
 
 def tool(name: str, description: str = "") -> types.Tool:

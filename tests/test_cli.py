@@ -159,8 +159,8 @@ SETTING_NEEDS: dict[str, tuple[str, str]] = {"search_models": ("search_embedder"
 
 
 def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
-    from mcp_manifold.cli import _setting_overrides
-    from mcp_manifold.config import env_var, load_config, settings_fields
+    from mcp_manifold._cli import _setting_overrides
+    from mcp_manifold._config import env_var, load_config, settings_fields
 
     assert set(SETTING_SAMPLES) == {f.name for f in settings_fields()}
     for setting in settings_fields():

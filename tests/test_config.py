@@ -13,8 +13,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_manifold._errors import ConfigError, ConfigProblem
-from mcp_manifold.config import (
+from mcp_manifold._config import (
     Config,
     ServerConfig,
     Settings,
@@ -27,6 +26,7 @@ from mcp_manifold.config import (
     parse_config_data,
     settings_fields,
 )
+from mcp_manifold._errors import ConfigError, ConfigProblem
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "config.md"
 EXAMPLE: dict[str, Any] = {

@@ -18,12 +18,12 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from mcp_manifold.config import ServerConfig
-from mcp_manifold.core.catalog import Catalog
-from mcp_manifold.core.listing import Listing
-from mcp_manifold.core.result_cache import ResultCache
-from mcp_manifold.runtime.state_file import JsonStateFile
-from mcp_manifold.surfaces.dispatch.connections import ALIASES_FILE, Connections
+from mcp_manifold._config import ServerConfig
+from mcp_manifold._core.catalog import Catalog
+from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.result_cache import ResultCache
+from mcp_manifold._runtime.state_file import JsonStateFile
+from mcp_manifold._surfaces.dispatch.connections import ALIASES_FILE, Connections
 from tests.conftest import manifold_command, server_entry, stdio_gateway
 
 TOOL = "proxy-dispatch"
@@ -534,7 +534,7 @@ async def test_a_runaway_grep_pattern_is_stopped_without_stalling_the_gateway(tm
     # Regression: `(a+)+$` on a long line backtracked for hours inside the gateway's event loop
     # (Python's re never lets go of the interpreter), so every other client's call hung too.
     from mcp_manifold._errors import InvalidRequest
-    from mcp_manifold.runtime.result_files import _grep
+    from mcp_manifold._runtime.result_files import _grep
 
     path = tmp_path / "result.txt"
     path.write_text("first line\n" + "a" * 40_000 + "!\nlast line\n")

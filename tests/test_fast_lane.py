@@ -14,9 +14,9 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_manifold.config import load_config
-from mcp_manifold.front.fast_lane import FastLane
-from mcp_manifold.runtime.gateway import Gateway
+from mcp_manifold._config import load_config
+from mcp_manifold._front.fast_lane import FastLane
+from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry
 
 pytestmark = pytest.mark.anyio

@@ -8,11 +8,11 @@ from typing import Any
 import anyio
 import pytest
 
+from mcp_manifold._config import Settings
+from mcp_manifold._core.breaker import CircuitBreaker
+from mcp_manifold._core.health import BACKOFF_MAX, Backoff, Health
 from mcp_manifold._errors import BackendClosed, BackendStartError
-from mcp_manifold.config import Settings
-from mcp_manifold.core.breaker import CircuitBreaker
-from mcp_manifold.core.health import BACKOFF_MAX, Backoff, Health
-from mcp_manifold.runtime.health import HealthMonitor
+from mcp_manifold._runtime.health import HealthMonitor
 
 
 def test_backoff_doubles_with_jitter_between_one_and_thirty_seconds() -> None:

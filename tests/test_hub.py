@@ -17,8 +17,8 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from mcp_manifold.runtime.discovery import write_record
-from mcp_manifold.runtime.registration import build_record
+from mcp_manifold._runtime.discovery import write_record
+from mcp_manifold._runtime.registration import build_record
 from tests.conftest import Instances, free_port, server_entry, stop_process, wait_for_port
 
 pytestmark = pytest.mark.anyio

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from mcp_manifold._config import load_config, parse_config_data
+from mcp_manifold._config.importers import default_path, format_config, import_client_config, write_config
 from mcp_manifold._errors import ConfigError
-from mcp_manifold.config import load_config, parse_config_data
-from mcp_manifold.config.importers import default_path, format_config, import_client_config, write_config
 
 GIT = {"command": "uvx", "args": ["mcp-server-git"], "env": {"GIT_AUTHOR": "me"}}
 DOCS = {"url": "https://docs.example/mcp", "headers": {"Authorization": "Bearer abc"}}

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_manifold.runtime.discovery import (
+from mcp_manifold._runtime.discovery import (
     InstanceRecord,
     RecordError,
     default_discovery_dir,
@@ -21,7 +21,7 @@ from mcp_manifold.runtime.discovery import (
     remove_record,
     write_record,
 )
-from mcp_manifold.runtime.registration import build_record, keep_registered
+from mcp_manifold._runtime.registration import build_record, keep_registered
 
 NOW = 1_700_000_000.0
 

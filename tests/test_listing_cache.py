@@ -11,10 +11,10 @@ import anyio
 import mcp_types as types
 import pytest
 
-from mcp_manifold.config import load_config
-from mcp_manifold.core.listing import Listing
-from mcp_manifold.runtime.gateway import Gateway
-from mcp_manifold.runtime.listing_cache import ListingCache
+from mcp_manifold._config import load_config
+from mcp_manifold._core.listing import Listing
+from mcp_manifold._runtime.gateway import Gateway
+from mcp_manifold._runtime.listing_cache import ListingCache
 from tests.conftest import server_entry
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_manifold.core.naming import NAME_PATTERN, assign_names, join_name, namespace_uri, split_uri
+from mcp_manifold._core.naming import NAME_PATTERN, assign_names, join_name, namespace_uri, split_uri
 
 
 def test_plain_names_are_prefix_separator_name() -> None:

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client
 from pydantic import TypeAdapter
 
-from mcp_manifold.surfaces.proxy.format import has_tag, parse_request, wire_dump
+from mcp_manifold._surfaces.proxy.format import has_tag, parse_request, wire_dump
 from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
 
 pytestmark = pytest.mark.anyio
@@ -533,7 +533,7 @@ def test_ext_filter_tags_match_meta_tags() -> None:
 
 def test_wire_format_of_a_built_answer_is_the_spec_example() -> None:
     """The builder plus the wire lift give the spec's 10.2 example exactly (no middleware needed here)."""
-    from mcp_manifold.surfaces.proxy.format import tool_call_result
+    from mcp_manifold._surfaces.proxy.format import tool_call_result
 
     op = parse_request({"action": "call", "type": "tool", "path": "calculator_add", "args": {"a": 5, "b": 3}})
     result = types.CallToolResult(content=[types.TextContent(type="text", text="8")])

@@ -21,9 +21,9 @@ from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._errors import InvalidRequest
-from mcp_manifold.surfaces.proxy.client import ProxyClient, ProxyError
-from mcp_manifold.surfaces.proxy.format import ProxyAnnotations, ProxyOperation
-from mcp_manifold.surfaces.proxy.tool import add_proxy_tool
+from mcp_manifold._surfaces.proxy.client import ProxyClient, ProxyError
+from mcp_manifold._surfaces.proxy.format import ProxyAnnotations, ProxyOperation
+from mcp_manifold._surfaces.proxy.tool import add_proxy_tool
 from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
 
 pytestmark = pytest.mark.anyio

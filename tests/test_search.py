@@ -1,4 +1,4 @@
-"""Unit tests of mcp_manifold.search: tokenising, ranking, updates, persistence, fusion and embedders.
+"""Unit tests of mcp_manifold._search: tokenising, ranking, updates, persistence, fusion and embedders.
 
 No processes are started; the OpenAI-compatible embedder talks to a tiny HTTP server on 127.0.0.1
 run in a thread of this process, and the local-model test only runs where the `semantic` extra is
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from mcp_manifold import InvalidRequest
-from mcp_manifold.search import (
+from mcp_manifold._search import (
     EmbedderError,
     EmbedderUnavailable,
     IndexStore,
@@ -34,13 +34,13 @@ from mcp_manifold.search import (
     split_identifier,
     tokenize,
 )
-from mcp_manifold.search import index as index_module
-from mcp_manifold.search.embedder import Embedder, normalise
-from mcp_manifold.search.ensemble import EnsembleEmbedder
-from mcp_manifold.search.fusion import add_server_match, promote, reciprocal_rank, server_context, weighted_sum
-from mcp_manifold.search.openai_embedder import OpenAIEmbedder
-from mcp_manifold.search.profiles import make_profile
-from mcp_manifold.search.query import clauses, destinations, lexical_query
+from mcp_manifold._search import index as index_module
+from mcp_manifold._search.embedder import Embedder, normalise
+from mcp_manifold._search.ensemble import EnsembleEmbedder
+from mcp_manifold._search.fusion import add_server_match, promote, reciprocal_rank, server_context, weighted_sum
+from mcp_manifold._search.openai_embedder import OpenAIEmbedder
+from mcp_manifold._search.profiles import make_profile
+from mcp_manifold._search.query import clauses, destinations, lexical_query
 from tests.conftest import JsonEndpoint, serve_endpoint
 
 # --- fixture catalog -------------------------------------------------------------------------
@@ -922,8 +922,8 @@ def test_hybrid_with_search_models(tmp_path: Path) -> None:
 
 
 def test_search_models_reach_the_embedder(tmp_path: Path) -> None:
-    from mcp_manifold.config import Settings
-    from mcp_manifold.runtime.search_index import _embedder_options
+    from mcp_manifold._config import Settings
+    from mcp_manifold._runtime.search_index import _embedder_options
 
     folder = str(_model_folder(tmp_path))
     assert _embedder_options(Settings(search_embedder="hybrid", search_models=["minilm", folder])) == {

@@ -14,10 +14,10 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
+from mcp_manifold._core.results import SpillPolicy, estimate_tokens, render_result, spill_if_due
 from mcp_manifold._errors import AccessDenied, InvalidRequest, NotFound
-from mcp_manifold.core.results import SpillPolicy, estimate_tokens, render_result, spill_if_due
-from mcp_manifold.runtime import result_files as readresult
-from mcp_manifold.runtime.spill import SpillStore, read_arguments
+from mcp_manifold._runtime import result_files as readresult
+from mcp_manifold._runtime.spill import SpillStore, read_arguments
 
 
 def text_result(text: str, **extra: object) -> types.CallToolResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from mcp_manifold.core.summaries import bounded_list
+from mcp_manifold._core.summaries import bounded_list
 
 
 def test_short_lists_are_shown_whole() -> None:

@@ -1,4 +1,15 @@
-"""mcp-manifold: one MCP endpoint in front of any number of MCP servers."""
+"""mcp-manifold: one MCP endpoint in front of any number of MCP servers.
+
+The public API is what this module exports (`__all__`): the gateway, its configuration, Magg's
+`ProxyClient` and `add_proxy_tool`, and the error tree. Everything else lives in modules whose names
+start with `_`; their contents may change between releases. `docs/architecture.md` says where each
+behaviour lives.
+
+    from mcp_manifold import Gateway, load_config
+
+    async with Gateway(load_config("mcp.json")) as gateway:
+        ...
+"""
 
 from mcp_manifold._errors import (
     AccessDenied,
@@ -16,18 +27,31 @@ from mcp_manifold._errors import (
 )
 from mcp_manifold._version import __version__
 
+# Imported on first use: `import mcp_manifold` stays cheap for the CLI's start-up and the grep worker,
+# and the gateway and the client pull in the SDK's sessions and transports.
+_LAZY = {
+    "Gateway": ("mcp_manifold._runtime.gateway", "Gateway"),
+    "Config": ("mcp_manifold._config", "Config"),
+    "load_config": ("mcp_manifold._config", "load_config"),
+    "ProxyClient": ("mcp_manifold._surfaces.proxy.client", "ProxyClient"),
+    "ProxyError": ("mcp_manifold._surfaces.proxy.client", "ProxyError"),
+    "add_proxy_tool": ("mcp_manifold._surfaces.proxy.tool", "add_proxy_tool"),
+}
+
 
 def __getattr__(name: str) -> object:
-    # The client side pulls in the SDK client; import it only when asked for.
-    if name in ("ProxyClient", "ProxyError"):
-        from mcp_manifold.surfaces.proxy import client as proxy_client
+    if name in _LAZY:
+        from importlib import import_module
 
-        return getattr(proxy_client, name)
-    if name == "add_proxy_tool":
-        from mcp_manifold.surfaces.proxy.tool import add_proxy_tool
-
-        return add_proxy_tool
+        module, attribute = _LAZY[name]
+        value = getattr(import_module(module), attribute)
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(f"module 'mcp_manifold' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 __all__ = [
@@ -38,8 +62,10 @@ __all__ = [
     "BackendStartError",
     "BackendTimeout",
     "BackendUnavailable",
+    "Config",
     "ConfigError",
     "ConfigProblem",
+    "Gateway",
     "InvalidRequest",
     "ManifoldError",
     "NotFound",
@@ -47,4 +73,5 @@ __all__ = [
     "ProxyError",
     "__version__",
     "add_proxy_tool",
+    "load_config",
 ]

@@ -1,5 +1,5 @@
 """`python -m mcp_manifold` is the `manifold` command."""
 
-from mcp_manifold.cli import main
+from mcp_manifold._cli import main
 
 main()

@@ -16,9 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from mcp_manifold._config import Config, check_config, load_config, settings_fields
 from mcp_manifold._errors import ConfigError, ManifoldError
-from mcp_manifold.config import Config, check_config, load_config, settings_fields
-from mcp_manifold.runtime.lineage import check_not_nested
+from mcp_manifold._runtime.lineage import check_not_nested
 
 app = typer.Typer(
     name="manifold",
@@ -114,10 +114,10 @@ def serve(
         if value is not None:
             overrides[key] = value
     cfg = _load(config, overrides)
-    from mcp_manifold.front.http import serve_http
-    from mcp_manifold.front.signals import Stopper
-    from mcp_manifold.front.stdio import serve_stdio
-    from mcp_manifold.runtime.gateway import Gateway
+    from mcp_manifold._front.http import serve_http
+    from mcp_manifold._front.signals import Stopper
+    from mcp_manifold._front.stdio import serve_stdio
+    from mcp_manifold._runtime.gateway import Gateway
 
     async def serve(gateway: Gateway, stopper: Stopper) -> None:
         if cfg.settings.http:
@@ -144,7 +144,7 @@ def serve(
 
 
 async def _with_gateway(cfg: Config, work: Any) -> Any:
-    from mcp_manifold.runtime.gateway import Gateway
+    from mcp_manifold._runtime.gateway import Gateway
 
     async with Gateway(cfg) as gateway:
         return await work(gateway)
@@ -165,7 +165,7 @@ def servers(
     and hub instances; otherwise (or with --probe) by starting every server here.
     """
     cfg = _load(config, _setting_overrides(ctx.args))
-    from mcp_manifold.runtime.live_status import live_dir, read_live
+    from mcp_manifold._runtime.live_status import live_dir, read_live
 
     live = [] if probe else read_live(live_dir(cfg.settings.data_dir))
     if live:
@@ -174,7 +174,7 @@ def servers(
 
     async def work(gateway: Any) -> list[Any]:
         await gateway.refresh([b.name for b in gateway.pool if b.state != "disabled"])
-        from mcp_manifold.runtime.instances import instance_statuses
+        from mcp_manifold._runtime.instances import instance_statuses
 
         # Instances registered in the discovery dir are extra rows when the hub is exposed (issue 6).
         return [backend.status() for backend in gateway.pool] + await instance_statuses(gateway.settings, gateway.pool)
@@ -275,8 +275,8 @@ def call(
     cfg = _load(config, _setting_overrides(ctx.args))
 
     async def work(gateway: Any) -> Any:
-        from mcp_manifold.core.clients import Caller, Request
-        from mcp_manifold.core.results import tool_error
+        from mcp_manifold._core.clients import Caller, Request
+        from mcp_manifold._core.results import tool_error
 
         # Start only the servers whose prefix the name carries (a name clash can only involve those,
         # so they name their tools as the whole catalog would); all of them only if that finds nothing.
@@ -306,7 +306,7 @@ def call(
 
 def _may_own(server: Any, name: str, separator: str) -> bool:
     """Whether `server` can expose a tool called `name` (its prefix starts it, or it has none)."""
-    from mcp_manifold.core.naming import sanitize_prefix
+    from mcp_manifold._core.naming import sanitize_prefix
 
     if not server.enabled:
         return False
@@ -340,7 +340,7 @@ def search(
             )
         return gateway.search_index.search(query, limit=limit), gateway.search_index.index.status()
 
-    from mcp_manifold.runtime.search_index import tool_document
+    from mcp_manifold._runtime.search_index import tool_document
 
     matches, status = anyio.run(_with_gateway, cfg, work)
     if as_json:
@@ -388,8 +388,8 @@ def register(
     config: ConfigOption = None,
 ) -> None:
     """Announce a running MCP server to hubs until interrupted (writes it into discovery_dir)."""
-    from mcp_manifold.runtime.discovery import RecordError, discovery_dir
-    from mcp_manifold.runtime.registration import build_record, default_pid, register_until_stopped
+    from mcp_manifold._runtime.discovery import RecordError, discovery_dir
+    from mcp_manifold._runtime.registration import build_record, default_pid, register_until_stopped
 
     cfg = _load(config, _setting_overrides(ctx.args))
     folder = discovery_dir(cfg.settings.discovery_dir)
@@ -438,7 +438,7 @@ def import_config(
     force: Annotated[bool, typer.Option(help="Overwrite --output if it exists.")] = False,
 ) -> None:
     """Write a manifold config from Claude Desktop's, Cursor's or Claude Code's MCP settings."""
-    from mcp_manifold.config.importers import import_client_config, write_config
+    from mcp_manifold._config.importers import import_client_config, write_config
 
     if client not in ("claude-desktop", "cursor", "claude-code"):
         raise typer.BadParameter("client must be claude-desktop, cursor or claude-code")

@@ -21,12 +21,12 @@ The names below (`__all__`) are the package's interface; each module holds one c
 - `problems`: how problems are worded and collected
 """
 
-from mcp_manifold.config.files import CONFIG_SUFFIXES, read_config_data
-from mcp_manifold.config.loading import check_config, load_config, parse_config_data
-from mcp_manifold.config.model import Config, ServerConfig, ToolFilter, Transport
-from mcp_manifold.config.redaction import redact_args, redact_url
-from mcp_manifold.config.servers import SERVER_FIELDS
-from mcp_manifold.config.settings import (
+from mcp_manifold._config.files import CONFIG_SUFFIXES, read_config_data
+from mcp_manifold._config.loading import check_config, load_config, parse_config_data
+from mcp_manifold._config.model import Config, ServerConfig, ToolFilter, Transport
+from mcp_manifold._config.redaction import redact_args, redact_url
+from mcp_manifold._config.servers import SERVER_FIELDS
+from mcp_manifold._config.settings import (
     SURFACE_NAMES,
     SettingField,
     Settings,
@@ -34,7 +34,7 @@ from mcp_manifold.config.settings import (
     env_var,
     settings_fields,
 )
-from mcp_manifold.config.variables import escape_vars, expand_vars
+from mcp_manifold._config.variables import escape_vars, expand_vars
 
 __all__ = [
     "CONFIG_SUFFIXES",

@@ -20,9 +20,9 @@ from typing import Any, Literal, get_args
 
 import yaml
 
+from mcp_manifold._config import CONFIG_SUFFIXES, SERVER_FIELDS, escape_vars, read_config_data
 from mcp_manifold._errors import ConfigError, ConfigProblem
 from mcp_manifold._files import atomic_write
-from mcp_manifold.config import CONFIG_SUFFIXES, SERVER_FIELDS, escape_vars, read_config_data
 
 Client = Literal["claude-desktop", "cursor", "claude-code"]
 CLIENTS: tuple[str, ...] = get_args(Client)

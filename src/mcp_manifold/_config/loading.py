@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mcp_manifold._config.files import read_file
+from mcp_manifold._config.model import Config
+from mcp_manifold._config.problems import Problems, kind, unknown
+from mcp_manifold._config.servers import parse_servers
+from mcp_manifold._config.settings import resolve_settings
 from mcp_manifold._errors import ConfigError, ConfigProblem
-from mcp_manifold.config.files import read_file
-from mcp_manifold.config.model import Config
-from mcp_manifold.config.problems import Problems, kind, unknown
-from mcp_manifold.config.servers import parse_servers
-from mcp_manifold.config.settings import resolve_settings
 
 TOP_LEVEL_KEYS = ("mcpServers", "manifold")
 

@@ -16,8 +16,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
-from mcp_manifold.config import redaction
-from mcp_manifold.config.settings import Settings
+from mcp_manifold._config import redaction
+from mcp_manifold._config.settings import Settings
 
 Transport = Literal["stdio", "http", "sse"]
 

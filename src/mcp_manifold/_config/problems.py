@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mcp_manifold._core.suggestions import did_you_mean
 from mcp_manifold._errors import ConfigProblem
-from mcp_manifold.core.suggestions import did_you_mean
 
 
 class Invalid(ValueError):

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from mcp_manifold.config.variables import ENV_VAR_NAME
+from mcp_manifold._config.variables import ENV_VAR_NAME
 
 
 class Redactable(Protocol):
@@ -33,6 +33,7 @@ class Redactable(Protocol):
     def url(self) -> str | None: ...
 
     def identity(self) -> dict[str, Any]: ...
+
 
 HIDDEN = "***"
 # Query parameters, header-like flags and CLI options whose value is probably a credential.

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mcp_manifold.config.model import ServerConfig, ToolFilter, Transport
-from mcp_manifold.config.problems import Invalid, Problems, kind, unknown
-from mcp_manifold.config.values import (
+from mcp_manifold._config.model import ServerConfig, ToolFilter, Transport
+from mcp_manifold._config.problems import Invalid, Problems, kind, unknown
+from mcp_manifold._config.values import (
     as_bool,
     as_float,
     as_int,
@@ -27,8 +27,8 @@ from mcp_manifold.config.values import (
     positive,
     tool_name_problem,
 )
-from mcp_manifold.config.variables import expand_fields
-from mcp_manifold.core.naming import sanitize_prefix
+from mcp_manifold._config.variables import expand_fields
+from mcp_manifold._core.naming import sanitize_prefix
 
 # Every key a server entry may have; `type` is the Claude Code / VS Code spelling of `transport`.
 SERVER_FIELDS = (

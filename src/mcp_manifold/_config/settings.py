@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 
-from mcp_manifold.config.problems import Invalid, Problems, unknown
-from mcp_manifold.config.values import (
+from mcp_manifold._config.problems import Invalid, Problems, unknown
+from mcp_manifold._config.values import (
     as_bool,
     as_float,
     as_int,
@@ -30,8 +30,8 @@ from mcp_manifold.config.values import (
     positive,
     tool_name_problem,
 )
-from mcp_manifold.config.variables import expand_fields
-from mcp_manifold.model_folders import BUNDLED, model_folder_problem
+from mcp_manifold._config.variables import expand_fields
+from mcp_manifold._model_folders import BUNDLED, model_folder_problem
 
 ENV_PREFIX = "MANIFOLD_"
 ENVIRONMENT = "environment"  # the `file` of problems found in MANIFOLD_* variables

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from mcp_manifold.config.problems import Invalid, kind
+from mcp_manifold._config.problems import Invalid, kind
 
 T = TypeVar("T")
 

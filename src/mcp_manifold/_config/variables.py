@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_manifold.config.problems import Invalid, Problems
+from mcp_manifold._config.problems import Invalid, Problems
 
 # The name of an environment variable, as `${NAME}` and `NAME=value` give it.
 ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

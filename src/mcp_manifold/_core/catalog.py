@@ -15,10 +15,10 @@ from typing import Literal
 
 import mcp_types as types
 
+from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.naming import assign_names, namespace_uri, sanitize_prefix, split_uri
+from mcp_manifold._core.suggestions import did_you_mean
 from mcp_manifold._errors import NotFound
-from mcp_manifold.core.listing import Listing
-from mcp_manifold.core.naming import assign_names, namespace_uri, sanitize_prefix, split_uri
-from mcp_manifold.core.suggestions import did_you_mean
 
 Kind = Literal["tools", "resources", "prompts"]
 KINDS: tuple[Kind, ...] = ("tools", "resources", "prompts")

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
-from mcp_manifold.core.catalog import Catalog, Kind
+from mcp_manifold._core.catalog import Catalog, Kind
 
 MAX_ENTRIES = 512
 MAX_ENTRY_BYTES = 1024 * 1024  # a bigger result is not worth holding in memory

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mcp_manifold.core.catalog import Catalog
+from mcp_manifold._core.catalog import Catalog
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from mcp_manifold.core.breaker import BreakerState
+from mcp_manifold._core.breaker import BreakerState
 
 State = Literal["stopped", "starting", "ready", "failed", "disabled"]
 

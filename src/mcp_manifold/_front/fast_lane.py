@@ -24,13 +24,13 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.results import tool_error
+from mcp_manifold._core.router import Target
 from mcp_manifold._errors import ManifoldError
-from mcp_manifold.core.clients import Caller, Request
-from mcp_manifold.core.results import tool_error
-from mcp_manifold.core.router import Target
 
 if TYPE_CHECKING:
-    from mcp_manifold.runtime.gateway import Gateway
+    from mcp_manifold._runtime.gateway import Gateway
 
 Send = Callable[[bytes], Awaitable[None]]
 

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from mcp_manifold.front.server import McpFront
-from mcp_manifold.front.signals import Stopper
-from mcp_manifold.runtime.gateway import Gateway
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._front.signals import Stopper
+from mcp_manifold._runtime.gateway import Gateway
 
 
 async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | None = None) -> None:

@@ -23,11 +23,11 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 
+from mcp_manifold._core.clients import Caller, ListKind, Request
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._sdk import connection_of
 from mcp_manifold._version import __version__
-from mcp_manifold.core.clients import Caller, ListKind, Request
-from mcp_manifold.runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

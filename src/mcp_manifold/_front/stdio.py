@@ -25,11 +25,11 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from mcp_manifold._front.fast_lane import FastLane
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._front.signals import Stopper
+from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._sdk import create_context_streams
-from mcp_manifold.front.fast_lane import FastLane
-from mcp_manifold.front.server import McpFront
-from mcp_manifold.front.signals import Stopper
-from mcp_manifold.runtime.gateway import Gateway
 
 # One JSON-RPC line may carry a large tool result; asyncio's default 64 KiB line limit is too small.
 _LINE_LIMIT = 256 * 1024 * 1024

@@ -27,11 +27,11 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
 
-from mcp_manifold.core.catalog import Catalog, Kind
-from mcp_manifold.core.clients import Caller, no_client_to_answer
+from mcp_manifold._core.catalog import Catalog, Kind
+from mcp_manifold._core.clients import Caller, no_client_to_answer
 
 if TYPE_CHECKING:
-    from mcp_manifold.runtime.backends import Backend
+    from mcp_manifold._runtime.backends import Backend
 
 logger = logging.getLogger(__name__)
 

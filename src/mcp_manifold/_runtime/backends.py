@@ -26,6 +26,10 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_manifold._config import ServerConfig, Settings
+from mcp_manifold._core.breaker import CircuitBreaker
+from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.status import BackendStatus, State
 from mcp_manifold._errors import (
     BackendClosed,
     BackendError,
@@ -34,14 +38,10 @@ from mcp_manifold._errors import (
     BackendTimeout,
     BackendUnavailable,
 )
+from mcp_manifold._runtime.backend_errors import translate_backend_errors
+from mcp_manifold._runtime.processes import open_stdio
 from mcp_manifold._sdk import create_http_client
 from mcp_manifold._version import __version__
-from mcp_manifold.config import ServerConfig, Settings
-from mcp_manifold.core.breaker import CircuitBreaker
-from mcp_manifold.core.listing import Listing
-from mcp_manifold.core.status import BackendStatus, State
-from mcp_manifold.runtime.backend_errors import translate_backend_errors
-from mcp_manifold.runtime.processes import open_stdio
 
 logger = logging.getLogger(__name__)
 

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
 
+from mcp_manifold._core.catalog import Catalog
+from mcp_manifold._core.clients import Request
+from mcp_manifold._core.result_cache import ResultCache
+from mcp_manifold._core.results import SpillPolicy, scrubbed, spill_if_due, tool_error
+from mcp_manifold._core.router import Target
 from mcp_manifold._errors import BackendError, ManifoldError, NotFound
-from mcp_manifold.core.catalog import Catalog
-from mcp_manifold.core.clients import Request
-from mcp_manifold.core.result_cache import ResultCache
-from mcp_manifold.core.results import SpillPolicy, scrubbed, spill_if_due, tool_error
-from mcp_manifold.core.router import Target
 
 if TYPE_CHECKING:
-    from mcp_manifold.runtime.backends import Backend, BackendPool
-    from mcp_manifold.runtime.spill import SpillStore
+    from mcp_manifold._runtime.backends import Backend, BackendPool
+    from mcp_manifold._runtime.spill import SpillStore
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ import logging
 import anyio
 import anyio.abc
 
+from mcp_manifold._core.catalog import Catalog
+from mcp_manifold._core.listing import Listing
 from mcp_manifold._errors import ManifoldError
-from mcp_manifold.core.catalog import Catalog
-from mcp_manifold.core.listing import Listing
-from mcp_manifold.runtime.backends import Backend, BackendPool
-from mcp_manifold.runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.backends import Backend, BackendPool
+from mcp_manifold._runtime.listing_cache import ListingCache
 
 logger = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_manifold._config import ServerConfig, Transport
 from mcp_manifold._files import atomic_write, pid_is_alive
-from mcp_manifold.config import ServerConfig, Transport
 
 logger = logging.getLogger(__name__)
 

@@ -23,31 +23,31 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from mcp_manifold._config import Config, ServerConfig, Settings
+from mcp_manifold._core.catalog import Catalog, Kind, Match, unknown_resource
+from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.result_cache import ResultCache
+from mcp_manifold._core.results import SpillPolicy, tool_error
+from mcp_manifold._core.router import Target
+from mcp_manifold._core.status import BackendStatus
+from mcp_manifold._core.suggestions import did_you_mean
+from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import ManifoldError, NotFound
-from mcp_manifold.config import Config, ServerConfig, Settings
-from mcp_manifold.core.catalog import Catalog, Kind, Match, unknown_resource
-from mcp_manifold.core.clients import Caller, Request
-from mcp_manifold.core.result_cache import ResultCache
-from mcp_manifold.core.results import SpillPolicy, tool_error
-from mcp_manifold.core.router import Target
-from mcp_manifold.core.status import BackendStatus
-from mcp_manifold.core.suggestions import did_you_mean
-from mcp_manifold.core.summaries import bounded_list
-from mcp_manifold.runtime import live_status
-from mcp_manifold.runtime.back_channel import BackChannel
-from mcp_manifold.runtime.backends import Backend, BackendPool
-from mcp_manifold.runtime.call_path import CallPath
-from mcp_manifold.runtime.catalog_sync import CatalogSync
-from mcp_manifold.runtime.health import HealthMonitor
-from mcp_manifold.runtime.lineage import child_environment
-from mcp_manifold.runtime.listing_cache import ListingCache
-from mcp_manifold.runtime.spill import SpillStore, sweep_periodically
-from mcp_manifold.runtime.state_file import JsonStateFile
-from mcp_manifold.surfaces import Surface, load_surface
+from mcp_manifold._runtime import live_status
+from mcp_manifold._runtime.back_channel import BackChannel
+from mcp_manifold._runtime.backends import Backend, BackendPool
+from mcp_manifold._runtime.call_path import CallPath
+from mcp_manifold._runtime.catalog_sync import CatalogSync
+from mcp_manifold._runtime.health import HealthMonitor
+from mcp_manifold._runtime.lineage import child_environment
+from mcp_manifold._runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
+from mcp_manifold._runtime.state_file import JsonStateFile
+from mcp_manifold._surfaces import Surface, load_surface
 
 if TYPE_CHECKING:
-    from mcp_manifold.runtime.instances import InstanceRegistry
-    from mcp_manifold.runtime.search_index import CatalogSearch
+    from mcp_manifold._runtime.instances import InstanceRegistry
+    from mcp_manifold._runtime.search_index import CatalogSearch
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ class Gateway:
         """The search index over the catalog, built on first use."""
         if self._search is None:
             # Imported here: bm25s and numpy cost start-up time that surfaces without search never need.
-            from mcp_manifold.runtime.search_index import CatalogSearch
+            from mcp_manifold._runtime.search_index import CatalogSearch
 
             self._search = CatalogSearch(self._catalog, self._settings)
         return self._search
@@ -232,7 +232,7 @@ class Gateway:
     @property
     def instances(self) -> InstanceRegistry:
         if self._instances is None:
-            from mcp_manifold.runtime.instances import InstanceRegistry
+            from mcp_manifold._runtime.instances import InstanceRegistry
 
             self._instances = InstanceRegistry(self._settings, self.pool, self.health, self._catalog, self.back_channel)
         return self._instances

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from mcp_manifold._core.health import Action, Backoff, Health, HealthState
 from mcp_manifold._errors import ManifoldError
-from mcp_manifold.core.health import Action, Backoff, Health, HealthState
 
 if TYPE_CHECKING:
-    from mcp_manifold.config import Settings
-    from mcp_manifold.runtime.backends import Backend
+    from mcp_manifold._config import Settings
+    from mcp_manifold._runtime.backends import Backend
 
 logger = logging.getLogger(__name__)
 

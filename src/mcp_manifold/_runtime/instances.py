@@ -19,18 +19,18 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from mcp_manifold._core.health import Health, HealthState
+from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.status import BackendStatus
 from mcp_manifold._errors import BackendUnavailable, ManifoldError
-from mcp_manifold.core.health import Health, HealthState
-from mcp_manifold.core.listing import Listing
-from mcp_manifold.core.status import BackendStatus
-from mcp_manifold.runtime.discovery import InstanceRecord, discovery_dir, read_records, remove_record
+from mcp_manifold._runtime.discovery import InstanceRecord, discovery_dir, read_records, remove_record
 
 if TYPE_CHECKING:
-    from mcp_manifold.config import Settings
-    from mcp_manifold.core.catalog import Catalog
-    from mcp_manifold.runtime.back_channel import BackChannel
-    from mcp_manifold.runtime.backends import Backend, BackendPool
-    from mcp_manifold.runtime.health import HealthMonitor
+    from mcp_manifold._config import Settings
+    from mcp_manifold._core.catalog import Catalog
+    from mcp_manifold._runtime.back_channel import BackChannel
+    from mcp_manifold._runtime.backends import Backend, BackendPool
+    from mcp_manifold._runtime.health import HealthMonitor
 
 logger = logging.getLogger(__name__)
 

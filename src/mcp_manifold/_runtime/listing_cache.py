@@ -19,9 +19,9 @@ from typing import Any
 import mcp_types as types
 from pydantic import ValidationError
 
+from mcp_manifold._config import ServerConfig
+from mcp_manifold._core.listing import Listing
 from mcp_manifold._files import atomic_write
-from mcp_manifold.config import ServerConfig
-from mcp_manifold.core.listing import Listing
 
 logger = logging.getLogger(__name__)
 

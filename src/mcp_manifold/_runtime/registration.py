@@ -18,7 +18,7 @@ from pathlib import Path
 
 import anyio
 
-from mcp_manifold.runtime.discovery import InstanceRecord, new_instance_id, parse_record, remove_record, write_record
+from mcp_manifold._runtime.discovery import InstanceRecord, new_instance_id, parse_record, remove_record, write_record
 
 logger = logging.getLogger(__name__)
 

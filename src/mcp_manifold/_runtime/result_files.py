@@ -17,18 +17,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mcp_manifold._core.reading import DEFAULT_READ_LINES as DEFAULT_LINES
+from mcp_manifold._core.reading import READ_OPS as OPS
+from mcp_manifold._core.reading import ReadAnswer as Answer
+
 # Only this light import at module level: `grep_worker` runs in a fresh interpreter for every grep.
 from mcp_manifold._errors import InvalidRequest
-from mcp_manifold.core.reading import DEFAULT_READ_LINES as DEFAULT_LINES
-from mcp_manifold.core.reading import READ_OPS as OPS
-from mcp_manifold.core.reading import ReadAnswer as Answer
 
 MAX_LINE_CHARS = 2000
 MAX_GREP_MATCHES = 200
 
 
 def stat(path: Path) -> dict[str, int | str]:
-    from mcp_manifold.core.results import estimate_tokens
+    from mcp_manifold._core.results import estimate_tokens
 
     size = 0
     lines = 0
@@ -193,7 +194,7 @@ def grep_worker() -> None:
 # --- from async code (the gateway) -----------------------------------------------------------------
 
 GREP_TIMEOUT = 10.0  # seconds a grep may run before its child process is killed
-_GREP_WORKER = "from mcp_manifold.runtime.result_files import grep_worker; grep_worker()"
+_GREP_WORKER = "from mcp_manifold._runtime.result_files import grep_worker; grep_worker()"
 
 
 async def stat_file(path: Path) -> dict[str, int | str]:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import anyio
 
-from mcp_manifold.config import Settings
-from mcp_manifold.core.catalog import Catalog, Kind, Match, ToolEntry
-from mcp_manifold.search import IndexStore, SearchHit, SearchIndex, ToolDocument, make_embedder
-from mcp_manifold.search.errors import EmbedderUnavailable
+from mcp_manifold._config import Settings
+from mcp_manifold._core.catalog import Catalog, Kind, Match, ToolEntry
+from mcp_manifold._search import IndexStore, SearchHit, SearchIndex, ToolDocument, make_embedder
+from mcp_manifold._search.errors import EmbedderUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -25,12 +25,12 @@ from typing import Any
 
 import anyio
 
+from mcp_manifold._core.arguments import json_type_name
+from mcp_manifold._core.reading import ReadAnswer
+from mcp_manifold._core.results import SpilledFile
 from mcp_manifold._errors import AccessDenied, InvalidRequest, NotFound
 from mcp_manifold._files import pid_is_alive
-from mcp_manifold.core.arguments import json_type_name
-from mcp_manifold.core.reading import ReadAnswer
-from mcp_manifold.core.results import SpilledFile
-from mcp_manifold.runtime import result_files
+from mcp_manifold._runtime import result_files
 
 logger = logging.getLogger(__name__)
 

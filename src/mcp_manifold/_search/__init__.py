@@ -7,13 +7,13 @@
 No I/O happens here except the SQLite store and, for the "openai" embedder, HTTP to its endpoint.
 """
 
-from mcp_manifold.search.documents import SearchHit, ToolDocument
-from mcp_manifold.search.embedder import EMBEDDER_SETTINGS, Embedder, make_embedder
-from mcp_manifold.search.errors import EmbedderError, EmbedderUnavailable, SearchError
-from mcp_manifold.search.index import IndexStatus, SearchIndex, UpdateStats
-from mcp_manifold.search.ranking import RankingConfig
-from mcp_manifold.search.store import IndexStore
-from mcp_manifold.search.terms import split_identifier, tokenize
+from mcp_manifold._search.documents import SearchHit, ToolDocument
+from mcp_manifold._search.embedder import EMBEDDER_SETTINGS, Embedder, make_embedder
+from mcp_manifold._search.errors import EmbedderError, EmbedderUnavailable, SearchError
+from mcp_manifold._search.index import IndexStatus, SearchIndex, UpdateStats
+from mcp_manifold._search.ranking import RankingConfig
+from mcp_manifold._search.store import IndexStore
+from mcp_manifold._search.terms import split_identifier, tokenize
 
 __all__ = [
     "EMBEDDER_SETTINGS",

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_manifold.search.terms import split_identifier
+from mcp_manifold._search.terms import split_identifier
 
 
 @dataclass(frozen=True)

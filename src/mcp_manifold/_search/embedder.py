@@ -46,11 +46,11 @@ def make_embedder(settings_name: str, **kwargs: Any) -> Embedder | None:
             raise ValueError(f"embedder 'bm25' takes no options, got {sorted(kwargs)}")
         return None
     if setting == "hybrid":
-        from mcp_manifold.search.local_embedder import hybrid_embedder
+        from mcp_manifold._search.local_embedder import hybrid_embedder
 
         return hybrid_embedder(**kwargs)
     if setting == "openai":
-        from mcp_manifold.search.openai_embedder import OpenAIEmbedder
+        from mcp_manifold._search.openai_embedder import OpenAIEmbedder
 
         return OpenAIEmbedder(**kwargs)
     raise ValueError(f"unknown embedder {settings_name!r}; expected one of {', '.join(EMBEDDER_SETTINGS)}")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mcp_manifold.search.embedder import Embedder, normalise
+from mcp_manifold._search.embedder import Embedder, normalise
 
 
 class EnsembleEmbedder:

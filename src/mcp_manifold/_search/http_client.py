@@ -13,7 +13,7 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
-from mcp_manifold.search.errors import EmbedderError
+from mcp_manifold._search.errors import EmbedderError
 
 
 def _httpx_module() -> ModuleType | None:

@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 import numpy as np
 
 from mcp_manifold._errors import InvalidRequest
-from mcp_manifold.search.documents import SearchHit, ToolDocument
-from mcp_manifold.search.embedder import Embedder
-from mcp_manifold.search.errors import SearchError
-from mcp_manifold.search.fusion import top_indices
-from mcp_manifold.search.lexical import LexicalIndex
-from mcp_manifold.search.profiles import Profile, ProfileIndex, make_profile, profile_terms
-from mcp_manifold.search.ranking import (
+from mcp_manifold._search.documents import SearchHit, ToolDocument
+from mcp_manifold._search.embedder import Embedder
+from mcp_manifold._search.errors import SearchError
+from mcp_manifold._search.fusion import top_indices
+from mcp_manifold._search.lexical import LexicalIndex
+from mcp_manifold._search.profiles import Profile, ProfileIndex, make_profile, profile_terms
+from mcp_manifold._search.ranking import (
     EMBEDDING_TEXT_VERSION,
     RankingConfig,
     document_terms,
@@ -34,7 +34,7 @@ from mcp_manifold.search.ranking import (
     score_all,
     stack,
 )
-from mcp_manifold.search.store import IndexStore
+from mcp_manifold._search.store import IndexStore
 
 log = logging.getLogger(__name__)
 

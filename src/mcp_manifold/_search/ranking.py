@@ -12,13 +12,13 @@ from typing import Literal
 
 import numpy as np
 
-from mcp_manifold.search.documents import ToolDocument
-from mcp_manifold.search.embedder import Embedder
-from mcp_manifold.search.fusion import add_server_match, promote, reciprocal_rank, server_context, weighted_sum
-from mcp_manifold.search.lexical import LexicalIndex
-from mcp_manifold.search.profiles import ProfileIndex
-from mcp_manifold.search.query import clauses, destinations, lexical_query
-from mcp_manifold.search.terms import tokenize
+from mcp_manifold._search.documents import ToolDocument
+from mcp_manifold._search.embedder import Embedder
+from mcp_manifold._search.fusion import add_server_match, promote, reciprocal_rank, server_context, weighted_sum
+from mcp_manifold._search.lexical import LexicalIndex
+from mcp_manifold._search.profiles import ProfileIndex
+from mcp_manifold._search.query import clauses, destinations, lexical_query
+from mcp_manifold._search.terms import tokenize
 
 # Bump when `embedding_text` changes: stored vectors of the old text must not be reused.
 EMBEDDING_TEXT_VERSION = 1

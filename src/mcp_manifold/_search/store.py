@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mcp_manifold.search.documents import ToolDocument
+from mcp_manifold._search.documents import ToolDocument
 
 SCHEMA_VERSION = "1"
 VECTOR_RETENTION_S = 30 * 24 * 3600.0

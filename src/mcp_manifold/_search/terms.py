@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from mcp_manifold.search.stem import stem
-from mcp_manifold.search.stopwords import STOPWORDS
+from mcp_manifold._search.stem import stem
+from mcp_manifold._search.stopwords import STOPWORDS
 
 # Runs of letters or digits (any script); underscores, dashes, dots and spaces all separate words.
 _WORD = re.compile(r"[^\W_]+")

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from mcp_manifold.surfaces.base import Host, Surface
+from mcp_manifold._surfaces.base import Host, Surface
 
 # name -> "module:Class", imported only when exposed so unused surfaces cost nothing at start.
 SURFACES: dict[str, str] = {
-    "direct": "mcp_manifold.surfaces.direct:DirectSurface",
-    "proxy": "mcp_manifold.surfaces.proxy.surface:ProxySurface",
-    "dispatch": "mcp_manifold.surfaces.dispatch.surface:DispatchSurface",
-    "retrieve": "mcp_manifold.surfaces.retrieve:RetrieveSurface",
-    "hub": "mcp_manifold.surfaces.hub.surface:HubSurface",
+    "direct": "mcp_manifold._surfaces.direct:DirectSurface",
+    "proxy": "mcp_manifold._surfaces.proxy.surface:ProxySurface",
+    "dispatch": "mcp_manifold._surfaces.dispatch.surface:DispatchSurface",
+    "retrieve": "mcp_manifold._surfaces.retrieve:RetrieveSurface",
+    "hub": "mcp_manifold._surfaces.hub.surface:HubSurface",
 }
 
 

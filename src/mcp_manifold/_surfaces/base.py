@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 
-from mcp_manifold.core.clients import Caller, ListKind, Request
+from mcp_manifold._core.clients import Caller, ListKind, Request
 
 if TYPE_CHECKING:
-    from mcp_manifold.config import ServerConfig, Settings
-    from mcp_manifold.core.catalog import Catalog, Match
-    from mcp_manifold.core.listing import Listing
-    from mcp_manifold.core.reading import ReadAnswer
-    from mcp_manifold.core.results import SpillPolicy
-    from mcp_manifold.core.router import Target
-    from mcp_manifold.core.status import BackendStatus
+    from mcp_manifold._config import ServerConfig, Settings
+    from mcp_manifold._core.catalog import Catalog, Match
+    from mcp_manifold._core.listing import Listing
+    from mcp_manifold._core.reading import ReadAnswer
+    from mcp_manifold._core.results import SpillPolicy
+    from mcp_manifold._core.router import Target
+    from mcp_manifold._core.status import BackendStatus
 
 # An SDK server middleware, `(ctx, call_next) -> result` (mcp.server.context.ServerMiddleware).
 WireMiddleware = Callable[[Any, Any], Awaitable[Any]]

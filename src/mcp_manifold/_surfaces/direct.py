@@ -6,10 +6,10 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._core.clients import Request
+from mcp_manifold._core.router import prompt_target, resource_target, tool_target
 from mcp_manifold._errors import NotFound
-from mcp_manifold.core.clients import Request
-from mcp_manifold.core.router import prompt_target, resource_target, tool_target
-from mcp_manifold.surfaces.base import Surface
+from mcp_manifold._surfaces.base import Surface
 
 
 class DirectSurface(Surface):

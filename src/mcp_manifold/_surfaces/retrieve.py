@@ -20,13 +20,13 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._core.arguments import object_argument
+from mcp_manifold._core.catalog import ToolEntry
+from mcp_manifold._core.clients import Request
+from mcp_manifold._core.router import Target
+from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import InvalidRequest, NotFound
-from mcp_manifold.core.arguments import object_argument
-from mcp_manifold.core.catalog import ToolEntry
-from mcp_manifold.core.clients import Request
-from mcp_manifold.core.router import Target
-from mcp_manifold.core.summaries import bounded_list
-from mcp_manifold.surfaces.base import Surface
+from mcp_manifold._surfaces.base import Surface
 
 logger = logging.getLogger(__name__)
 

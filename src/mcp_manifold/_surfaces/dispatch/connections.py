@@ -15,11 +15,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcp_manifold._config import ServerConfig
 from mcp_manifold._errors import NotFound
-from mcp_manifold.config import ServerConfig
 
 if TYPE_CHECKING:
-    from mcp_manifold.surfaces.base import StateFile
+    from mcp_manifold._surfaces.base import StateFile
 
 ALIASES_FILE = "connections.json"
 _ALIAS = re.compile(r"c([1-9][0-9]*)\Z")

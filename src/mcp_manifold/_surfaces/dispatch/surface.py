@@ -15,17 +15,17 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._core.arguments import integer_field, json_type_name, object_argument, string_field
+from mcp_manifold._core.catalog import ToolEntry
+from mcp_manifold._core.clients import Request
+from mcp_manifold._core.reading import DEFAULT_READ_LINES, READ_OPS
+from mcp_manifold._core.results import SpillPolicy, content_size, estimate_tokens, render_result
+from mcp_manifold._core.router import Target
+from mcp_manifold._core.suggestions import did_you_mean
 from mcp_manifold._errors import InvalidRequest, NotFound
-from mcp_manifold.core.arguments import integer_field, json_type_name, object_argument, string_field
-from mcp_manifold.core.catalog import ToolEntry
-from mcp_manifold.core.clients import Request
-from mcp_manifold.core.reading import DEFAULT_READ_LINES, READ_OPS
-from mcp_manifold.core.results import SpillPolicy, content_size, estimate_tokens, render_result
-from mcp_manifold.core.router import Target
-from mcp_manifold.core.suggestions import did_you_mean
-from mcp_manifold.surfaces.base import Host, Surface
-from mcp_manifold.surfaces.dispatch.connections import ALIASES_FILE, Connection, Connections
-from mcp_manifold.surfaces.retrieve import check_arguments, parameter_summary, short_description
+from mcp_manifold._surfaces.base import Host, Surface
+from mcp_manifold._surfaces.dispatch.connections import ALIASES_FILE, Connection, Connections
+from mcp_manifold._surfaces.retrieve import check_arguments, parameter_summary, short_description
 
 TOOL_NAME = "proxy-dispatch"
 ACTIONS = ("list", "search", "call", "readresult")

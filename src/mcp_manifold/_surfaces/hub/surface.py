@@ -23,12 +23,12 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._core.catalog import Kind
+from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.router import Target
 from mcp_manifold._errors import BackendUnavailable, InvalidRequest, NotFound
-from mcp_manifold.core.catalog import Kind
-from mcp_manifold.core.clients import Caller, Request
-from mcp_manifold.core.listing import Listing
-from mcp_manifold.core.router import Target
-from mcp_manifold.surfaces.base import Host, InstanceView, Surface
+from mcp_manifold._surfaces.base import Host, Instances, InstanceView, Surface
 
 logger = logging.getLogger(__name__)
 
@@ -75,9 +75,13 @@ class HubSurface(Surface):
 
     def __init__(self, host: Host) -> None:
         super().__init__(host)
-        self.registry = host.instances
         self._sessions: dict[str, weakref.WeakSet[Caller]] = {}  # instance id -> bound clients
         self._tools = hub_tools()
+
+    @property
+    def registry(self) -> Instances:
+        """The gateway's instance registry (made when first asked for, once the gateway is whole)."""
+        return self.host.instances
 
     # --- lifecycle -----------------------------------------------------------------------------
 

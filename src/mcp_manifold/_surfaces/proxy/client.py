@@ -19,7 +19,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
 
-from mcp_manifold.surfaces.proxy.format import (
+from mcp_manifold._surfaces.proxy.format import (
     ERROR_CODE_KEY,
     MAX_LIMIT,
     Item,

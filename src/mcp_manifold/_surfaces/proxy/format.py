@@ -23,9 +23,9 @@ from typing import Any, Literal, TypeAlias, cast
 import mcp_types as types
 from pydantic import ConfigDict
 
+from mcp_manifold._core.arguments import given, integer_field, json_type_name, object_argument, string_field
+from mcp_manifold._core.suggestions import did_you_mean
 from mcp_manifold._errors import InvalidRequest, NotFound
-from mcp_manifold.core.arguments import given, integer_field, json_type_name, object_argument, string_field
-from mcp_manifold.core.suggestions import did_you_mean
 
 Action = Literal["list", "info", "call"]
 Kind = Literal["tool", "resource", "prompt"]

@@ -14,10 +14,10 @@ from typing import Any
 
 import mcp_types as types
 
-from mcp_manifold.core.clients import Request
-from mcp_manifold.core.router import prompt_target, resource_target, tool_target
-from mcp_manifold.surfaces.base import Host, Surface, WireMiddleware
-from mcp_manifold.surfaces.proxy.tool import proxy_tool, run_proxy, wire_middleware
+from mcp_manifold._core.clients import Request
+from mcp_manifold._core.router import prompt_target, resource_target, tool_target
+from mcp_manifold._surfaces.base import Host, Surface, WireMiddleware
+from mcp_manifold._surfaces.proxy.tool import proxy_tool, run_proxy, wire_middleware
 
 
 class ProxySurface(Surface):

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._sdk import lowlevel_server
-from mcp_manifold.surfaces.proxy.format import (
+from mcp_manifold._surfaces.proxy.format import (
     ACTIONS,
     BATCH,
     DEFAULT_LIMIT,
