@@ -154,8 +154,8 @@ def write_manifold_config(path: Path, kitchen: dict[str, Any], data_dir: Path) -
     return path
 
 
-def manifold_command(config: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config), *extra]
+def manifold_command(config: Path, *extra: str, python: str = sys.executable) -> list[str]:
+    return [python, "-m", "mcp_manifold", "serve", "--config", str(config), *extra]
 
 
 def fastmcp_status(python: Path) -> tuple[str | None, str | None]:
@@ -191,6 +191,16 @@ def build_targets(
             baseline="direct_stdio",
         ),
     ]
+    if args.against is not None:
+        targets.append(
+            Target(
+                "reference_stdio",
+                f"client -> manifold run by {args.against} -> kitchen.py (stdio, stdio)",
+                "kitchen_echo",
+                stdio_target(manifold_command(stdio_config, python=str(args.against)), errlog),
+                baseline="direct_stdio",
+            )
+        )
     if fastmcp_python is not None:
         targets.append(
             Target(
@@ -226,6 +236,23 @@ def build_targets(
             front_pid=manifold_pid,
         )
     )
+    if args.against is not None:
+        reference_port = free_port()
+        reference_pid = processes.start(
+            "reference-http",
+            manifold_command(http_config, "--http", "--port", str(reference_port), python=str(args.against)),
+            reference_port,
+        )
+        targets.append(
+            Target(
+                "reference_http",
+                f"client -> manifold run by {args.against} -> kitchen.py (HTTP, HTTP)",
+                "kitchen_echo",
+                http_target(f"http://127.0.0.1:{reference_port}/mcp"),
+                baseline="direct_http",
+                front_pid=reference_pid,
+            )
+        )
     if fastmcp_python is not None:
         proxy_port = free_port()
         proxy_pid = processes.start(
@@ -465,6 +492,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10, help="rounds the calls are spread over (default 10)")
     parser.add_argument("--no-http", action="store_true", help="skip the streamable-HTTP targets")
     parser.add_argument("--no-fastmcp", action="store_true", help="skip the FastMCP proxy targets")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        help="also measure the gateway run by this Python (another checkout's venv): before/after in one run",
+    )
     parser.add_argument(
         "--fastmcp-venv",
         type=Path,

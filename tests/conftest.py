@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -131,6 +132,22 @@ def connect(request: pytest.FixtureRequest, http_gateway: Callable[..., str]) ->
 
     open_client.transport = transport  # type: ignore[attr-defined]
     return open_client
+
+
+# --- a client that answers what servers ask (sampling, elicitation) -------------------------------------
+
+
+async def answer_sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    """A client's model: answers "answer to <the question>"."""
+    asked = params.messages[0].content.text  # type: ignore[union-attr]
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text=f"answer to {asked}"), model="test"
+    )
+
+
+async def answer_elicitation(context: Any, params: Any) -> types.ElicitResult:
+    """A client's user: accepts with {"answer": "blue"}."""
+    return types.ElicitResult(action="accept", content={"answer": "blue"})
 
 
 class Instances:

@@ -14,7 +14,15 @@ import anyio
 import mcp_types as types
 import pytest
 
-from tests.conftest import SERVERS, free_port, server_entry, stop_process, wait_for_port
+from tests.conftest import (
+    SERVERS,
+    answer_elicitation,
+    answer_sampling,
+    free_port,
+    server_entry,
+    stop_process,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -114,21 +122,12 @@ async def test_progress_and_logging_reach_the_client(connect: Any, write_config:
 
 
 async def test_sampling_elicitation_and_roots_round_trip(connect: Any, write_config: Any) -> None:
-    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        asked = params.messages[0].content.text  # type: ignore[union-attr]
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text=f"answer to {asked}"), model="test"
-        )
-
-    async def elicitation(context: Any, params: Any) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"answer": "blue"})
-
     async def roots(context: Any) -> types.ListRootsResult:
         return types.ListRootsResult(roots=[types.Root(uri="file:///work/project")])
 
     config = write_config({"kitchen": server_entry("kitchen.py")})
     async with connect(
-        config, sampling_callback=sampling, elicitation_callback=elicitation, list_roots_callback=roots
+        config, sampling_callback=answer_sampling, elicitation_callback=answer_elicitation, list_roots_callback=roots
     ) as client:
         assert text_of(await client.call_tool("kitchen_sample", {"prompt": "2+2"})) == "answer to 2+2"
         assert text_of(await client.call_tool("kitchen_elicit", {"question": "colour?"})) == "accepted: blue"

@@ -24,7 +24,15 @@ from mcp_manifold._errors import InvalidRequest
 from mcp_manifold._surfaces.proxy.client import ProxyClient, ProxyError
 from mcp_manifold._surfaces.proxy.format import ProxyAnnotations, ProxyOperation
 from mcp_manifold._surfaces.proxy.tool import add_proxy_tool
-from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
+from tests.conftest import (
+    answer_elicitation,
+    answer_sampling,
+    free_port,
+    manifold_command,
+    server_entry,
+    stop_process,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -67,25 +75,14 @@ TOOL_CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 }
 
 
-async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-    asked = params.messages[0].content.text  # type: ignore[union-attr]
-    return types.CreateMessageResult(
-        role="assistant", content=types.TextContent(type="text", text=f"answer to {asked}"), model="test"
-    )
-
-
-async def elicitation(context: Any, params: Any) -> types.ElicitResult:
-    return types.ElicitResult(action="accept", content={"answer": "blue"})
-
-
 async def roots(context: Any) -> types.ListRootsResult:
     return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
 
 
 CALLBACKS: dict[str, Any] = {
     "mode": "legacy",
-    "sampling_callback": sampling,
-    "elicitation_callback": elicitation,
+    "sampling_callback": answer_sampling,
+    "elicitation_callback": answer_elicitation,
     "list_roots_callback": roots,
 }
 

@@ -102,3 +102,13 @@ def run(server: MCPServer[Any], args: argparse.Namespace) -> None:
         server.run()
     else:
         server.run("streamable-http", host=HOST, port=args.http, streamable_http_path=HTTP_PATH)
+
+
+async def report_steps(ctx: Any, steps: int) -> str:
+    """The `progress` tool of the fixtures: report progress `steps` times (i of `steps`), then "done <steps>"."""
+    import anyio
+
+    for i in range(1, steps + 1):
+        await ctx.report_progress(i, steps, f"step {i} of {steps}")
+        await anyio.sleep(0.01)
+    return f"done {steps}"

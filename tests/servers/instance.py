@@ -11,7 +11,7 @@ Run: ``python tests/servers/instance.py --name alpha --http PORT`` (or stdio wit
 """
 
 import anyio
-from _common import make_parser, run
+from _common import make_parser, report_steps, run
 from mcp.server.mcpserver import Context, MCPServer, UserMessage
 from pydantic import BaseModel
 
@@ -39,10 +39,7 @@ def add(a: int, b: int) -> int:
 @server.tool(structured_output=False)
 async def progress(ctx: Context, steps: int = 3) -> str:
     """Report progress `steps` times, then return "done <steps>"."""
-    for i in range(1, steps + 1):
-        await ctx.report_progress(i, steps, f"step {i} of {steps}")
-        await anyio.sleep(0.01)
-    return f"done {steps}"
+    return await report_steps(ctx, steps)
 
 
 @server.tool(structured_output=False)

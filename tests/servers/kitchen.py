@@ -13,7 +13,7 @@ import sys
 from typing import Annotated, Any
 
 import anyio
-from _common import advertise_list_changed, lowlevel, make_parser, run
+from _common import advertise_list_changed, lowlevel, make_parser, report_steps, run
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import (
     AcceptedElicitation,
@@ -143,10 +143,7 @@ async def slow(seconds: float = 5) -> str:
 @server.tool(structured_output=False)
 async def progress(ctx: Context, steps: int = 3) -> str:
     """Report progress `steps` times (i of `steps`, with a message), then return "done {steps}"."""
-    for i in range(1, steps + 1):
-        await ctx.report_progress(i, steps, f"step {i} of {steps}")
-        await anyio.sleep(0.01)
-    return f"done {steps}"
+    return await report_steps(ctx, steps)
 
 
 @server.tool(structured_output=False)

@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import mcp_types as types
 
@@ -30,8 +30,7 @@ def content_hash(model: types.MCPModel) -> str:
     return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(NamedTuple):
     """Where an exposed item lives: the server key and the item's original name or URI."""
 
     server: str

@@ -6,9 +6,12 @@ target for the call path, for every surface that exposes catalog items (`direct`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from mcp_manifold._core.catalog import Catalog
+from mcp_manifold._core.results import SpillPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +26,20 @@ class Target:
     name: str
     exposed: str
     surface: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call down the call path: where it goes, with what, and how a large result is handled.
+
+    `meta` is sent as the request's `_meta`; `spill` replaces the gateway's spill policy (dispatch
+    passes its per-call options).
+    """
+
+    target: Target
+    arguments: dict[str, Any] | None
+    meta: Mapping[str, Any] | None = None
+    spill: SpillPolicy | None = None
 
 
 def tool_target(catalog: Catalog, name: str, surface: str) -> Target:

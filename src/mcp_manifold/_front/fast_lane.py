@@ -26,7 +26,7 @@ import mcp_types as types
 
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.results import tool_error
-from mcp_manifold._core.router import Target
+from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._errors import ManifoldError
 
 if TYPE_CHECKING:
@@ -108,7 +108,9 @@ class FastLane:
             with scope:
                 response: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
                 try:
-                    result = await self.gateway.calls.call_tool(FastRequest(self._caller()), target, arguments)
+                    result = await self.gateway.calls.call_tool(
+                        FastRequest(self._caller()), ToolCall(target, arguments)
+                    )
                 except ManifoldError as exc:
                     result = tool_error(str(exc))
                 except Exception as exc:  # never leave the client waiting on an answer

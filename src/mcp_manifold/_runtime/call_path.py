@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,7 +29,7 @@ from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import SpillPolicy, scrubbed, spill_if_due, tool_error
-from mcp_manifold._core.router import Target
+from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._errors import BackendError, ManifoldError, NotFound
 
 if TYPE_CHECKING:
@@ -90,21 +90,10 @@ class CallPath:
 
     # --- tools ----------------------------------------------------------------------------------
 
-    async def call_tool(
-        self,
-        request: Request,
-        target: Target,
-        arguments: dict[str, Any] | None,
-        *,
-        meta: Mapping[str, Any] | None = None,
-        spill: SpillPolicy | None = None,
-    ) -> types.CallToolResult:
-        """Call a tool; failures of the server or the connection come back as tool errors.
-
-        `meta` is sent as the request's `_meta`; `spill` replaces the gateway's spill policy (dispatch
-        passes its per-call options).
-        """
+    async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult:
+        """Call a tool; failures of the server or the connection come back as tool errors."""
         started = time.perf_counter()
+        target, arguments = call.target, call.arguments
         backend = self.backend(target.server)
         outcome: Outcome = "ok"
         error: str | None = None
@@ -121,7 +110,7 @@ class CallPath:
                             target.name,
                             arguments,
                             progress_callback=progress,
-                            meta=meta,  # type: ignore[arg-type]
+                            meta=call.meta,  # type: ignore[arg-type]
                         ),
                     )
             except BackendError as exc:
@@ -134,7 +123,7 @@ class CallPath:
                 # Errors can quote a server's stderr or URL, where its secrets may appear.
                 result = scrubbed(result, backend.config.scrub)
         spilled = False
-        policy = spill or self.default_spill
+        policy = call.spill or self.default_spill
         if policy.active:
             result, spilled = self._spilled(result, policy, target)
         if self._observers:

@@ -190,25 +190,6 @@ class Gateway:
     async def search(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
         return await self.search_index.find(query, limit=limit, server=server)
 
-    async def call_tool(
-        self,
-        request: Request,
-        target: Target,
-        arguments: dict[str, Any] | None,
-        *,
-        meta: Mapping[str, Any] | None = None,
-        spill: SpillPolicy | None = None,
-    ) -> types.CallToolResult:
-        return await self.calls.call_tool(request, target, arguments, meta=meta, spill=spill)
-
-    async def read_resource(self, request: Request, target: Target) -> types.ReadResourceResult:
-        return await self.calls.read_resource(request, target)
-
-    async def get_prompt(
-        self, request: Request, target: Target, arguments: dict[str, str] | None
-    ) -> types.GetPromptResult:
-        return await self.calls.get_prompt(request, target, arguments)
-
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
         await self.back_channel.notify_list_changed(kinds, caller)
 

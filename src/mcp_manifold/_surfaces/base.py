@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from mcp_manifold._core.catalog import Catalog, Match
     from mcp_manifold._core.listing import Listing
     from mcp_manifold._core.reading import ReadAnswer
-    from mcp_manifold._core.results import SpillPolicy
-    from mcp_manifold._core.router import Target
+    from mcp_manifold._core.router import Target, ToolCall
     from mcp_manifold._core.status import BackendStatus
 
 # An SDK server middleware, `(ctx, call_next) -> result` (mcp.server.context.ServerMiddleware).
@@ -107,6 +106,18 @@ class StateFile(Protocol):
         ...
 
 
+class Calls(Protocol):
+    """The one call path (runtime/call_path.py): how a surface reaches a backend's tools, resources and prompts."""
+
+    async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult: ...
+
+    async def read_resource(self, request: Request, target: Target) -> types.ReadResourceResult: ...
+
+    async def get_prompt(
+        self, request: Request, target: Target, args: dict[str, str] | None
+    ) -> types.GetPromptResult: ...
+
+
 class Host(Protocol):
     """What a surface may ask of the gateway."""
 
@@ -140,22 +151,10 @@ class Host(Protocol):
         """The catalog's tools ranked for `query` (off the event loop)."""
         ...
 
-    # --- the one call path ---
-    async def call_tool(
-        self,
-        request: Request,
-        target: Target,
-        arguments: dict[str, Any] | None,
-        *,
-        meta: Mapping[str, Any] | None = None,
-        spill: SpillPolicy | None = None,
-    ) -> types.CallToolResult: ...
-
-    async def read_resource(self, request: Request, target: Target) -> types.ReadResourceResult: ...
-
-    async def get_prompt(
-        self, request: Request, target: Target, arguments: dict[str, str] | None
-    ) -> types.GetPromptResult: ...
+    @property
+    def calls(self) -> Calls:
+        """The one call path into backends."""
+        ...
 
     # --- clients ---
     async def notify_list_changed(self, kinds: set[ListKind], caller: Caller | None = None) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import mcp_types as types
 
 from mcp_manifold._core.clients import Request
-from mcp_manifold._core.router import prompt_target, resource_target, tool_target
+from mcp_manifold._core.router import ToolCall, prompt_target, resource_target, tool_target
 from mcp_manifold._errors import NotFound
 from mcp_manifold._surfaces.base import Surface
 
@@ -22,7 +22,8 @@ class DirectSurface(Surface):
         return self.host.catalog.has_tool(name)
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        return await self.host.call_tool(request, tool_target(self.host.catalog, name, self.name), arguments)
+        target = tool_target(self.host.catalog, name, self.name)
+        return await self.host.calls.call_tool(request, ToolCall(target, arguments))
 
     def list_resources(self, request: Request) -> list[types.Resource]:
         return self.host.catalog.resources()
@@ -34,7 +35,7 @@ class DirectSurface(Surface):
         return _found(lambda: self.host.catalog.route_resource(uri))
 
     async def read_resource(self, request: Request, uri: str) -> types.ReadResourceResult:
-        return await self.host.read_resource(request, resource_target(self.host.catalog, uri, self.name))
+        return await self.host.calls.read_resource(request, resource_target(self.host.catalog, uri, self.name))
 
     def list_prompts(self, request: Request) -> list[types.Prompt]:
         return self.host.catalog.prompts()
@@ -43,7 +44,8 @@ class DirectSurface(Surface):
         return _found(lambda: self.host.catalog.route_prompt(name))
 
     async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
-        return await self.host.get_prompt(request, prompt_target(self.host.catalog, name, self.name), arguments)
+        target = prompt_target(self.host.catalog, name, self.name)
+        return await self.host.calls.get_prompt(request, target, arguments)
 
 
 def _found(route: Any) -> bool:

@@ -23,7 +23,7 @@ import mcp_types as types
 from mcp_manifold._core.arguments import object_argument
 from mcp_manifold._core.catalog import ToolEntry
 from mcp_manifold._core.clients import Request
-from mcp_manifold._core.router import Target
+from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold._surfaces.base import Surface
@@ -156,7 +156,7 @@ class RetrieveSurface(Surface):
             return await self._call(request, arguments)
         registered = self._pool(request)[name]
         registered.found_at = time.monotonic()
-        return await self.host.call_tool(request, self._target(registered.entry), arguments)
+        return await self.host.calls.call_tool(request, ToolCall(self._target(registered.entry), arguments))
 
     # --- retrieve_tools ----------------------------------------------------------------------
 
@@ -200,7 +200,7 @@ class RetrieveSurface(Surface):
             raise NotFound(f"no tool named {name!r}{hint}. Use {RETRIEVE} to find tools.")
         entry = self.host.catalog.tool(name)
         check_arguments(entry, args)
-        return await self.host.call_tool(request, self._target(entry), args)
+        return await self.host.calls.call_tool(request, ToolCall(self._target(entry), args))
 
     def _target(self, entry: ToolEntry) -> Target:
         return Target(entry.server, entry.original.name, entry.name, self.name)

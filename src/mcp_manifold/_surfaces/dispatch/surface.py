@@ -20,7 +20,7 @@ from mcp_manifold._core.catalog import ToolEntry
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.reading import DEFAULT_READ_LINES, READ_OPS
 from mcp_manifold._core.results import SpillPolicy, content_size, estimate_tokens, render_result
-from mcp_manifold._core.router import Target
+from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.suggestions import did_you_mean
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold._surfaces.base import Host, Surface
@@ -218,7 +218,7 @@ class DispatchSurface(Surface):
             # Progress is wired by the gateway from this request's own token.
             meta = {key: value for key, value in meta.items() if key != "progressToken"}
         target = Target(server, original, entry.name if entry is not None else original, self.name)
-        result = await self.host.call_tool(request, target, arguments, meta=meta, spill=spill)
+        result = await self.host.calls.call_tool(request, ToolCall(target, arguments, meta, spill))
         facts: dict[str, Any] = {"action": "call", "tool": original, "connection": self._alias(server)}
         if arguments_file is not None:
             facts["arguments"] = {"_fromFile": str(arguments_file)}

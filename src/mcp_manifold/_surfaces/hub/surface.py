@@ -26,7 +26,7 @@ import mcp_types as types
 from mcp_manifold._core.catalog import Kind
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.listing import Listing
-from mcp_manifold._core.router import Target
+from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._errors import BackendUnavailable, InvalidRequest, NotFound
 from mcp_manifold._surfaces.base import Host, Instances, InstanceView, Surface
 
@@ -130,7 +130,8 @@ class HubSurface(Surface):
         if name == DISCONNECT:
             return await self._disconnect(request)
         instance = await self._usable(request)
-        result = await self.host.call_tool(request, Target(instance.id, name, name, self.name), arguments)
+        target = Target(instance.id, name, name, self.name)
+        result = await self.host.calls.call_tool(request, ToolCall(target, arguments))
         self.registry.after_call(instance)
         return result
 
@@ -148,7 +149,7 @@ class HubSurface(Surface):
 
     async def read_resource(self, request: Request, uri: str) -> types.ReadResourceResult:
         instance = await self._usable(request)
-        return await self.host.read_resource(request, Target(instance.id, uri, uri, self.name))
+        return await self.host.calls.read_resource(request, Target(instance.id, uri, uri, self.name))
 
     def list_prompts(self, request: Request) -> list[types.Prompt]:
         listing = self._bound_listing(request)
@@ -160,7 +161,7 @@ class HubSurface(Surface):
 
     async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         instance = await self._usable(request)
-        return await self.host.get_prompt(request, Target(instance.id, name, name, self.name), arguments)
+        return await self.host.calls.get_prompt(request, Target(instance.id, name, name, self.name), arguments)
 
     # --- the hub's tools -----------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any
 import mcp_types as types
 
 from mcp_manifold._core.clients import Request
-from mcp_manifold._core.router import prompt_target, resource_target, tool_target
+from mcp_manifold._core.router import ToolCall, prompt_target, resource_target, tool_target
 from mcp_manifold._surfaces.base import Host, Surface, WireMiddleware
 from mcp_manifold._surfaces.proxy.tool import proxy_tool, run_proxy, wire_middleware
 
@@ -72,13 +72,13 @@ class _CatalogTarget:
         target = tool_target(self.host.catalog, name, self.surface)
         # Concurrent operations of a batch cannot share one progress token.
         request = self.request if progress else self.request.without_progress()
-        return await self.host.call_tool(request, target, arguments)
+        return await self.host.calls.call_tool(request, ToolCall(target, arguments))
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         await self.host.ensure_catalog()
-        return await self.host.read_resource(self.request, resource_target(self.host.catalog, uri, self.surface))
+        return await self.host.calls.read_resource(self.request, resource_target(self.host.catalog, uri, self.surface))
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         await self.host.ensure_catalog()
         target = prompt_target(self.host.catalog, name, self.surface)
-        return await self.host.get_prompt(self.request, target, arguments)
+        return await self.host.calls.get_prompt(self.request, target, arguments)
