@@ -311,6 +311,8 @@ async def test_asks_answers_alike_in_every_pairing(transport: str, era: str, mod
     urls = [p for p in host.elicited if isinstance(p, types.ElicitRequestURLParams)]
     assert len(forms) == 5 and len(urls) == 1 and len(host.sampled) == 2 and host.roots_asked == 2
     assert urls[0].url == CONSENT_URL
+    # elicitationId is a 2025-11-25 field: the 2026-07-28 result surface drops it.
+    assert urls[0].elicitation_id == ("asks-consent" if expected_version == LEGACY else None)
     # notifications/elicitation/complete exists only in the handshake era.
     assert ("notifications/elicitation/complete" in host.methods) == (expected_version == LEGACY)
 
