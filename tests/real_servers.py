@@ -263,10 +263,14 @@ class InspectorRun:
 
 
 def inspector_command(target: Target, method: str, *options: str) -> list[str]:
-    """The Inspector CLI command line: its options before `--`, the server command after it (its own
-    `--config` would otherwise be taken by the Inspector's `--config`). A URL goes before `--`."""
-    command = [str(INSPECTOR), "--cli", "--method", method, *options]
-    return [*command, target] if isinstance(target, str) else [*command, "--", *target]
+    """The Inspector CLI command line that works against `manifold serve` over stdio: `--cli -- COMMAND
+    ARGS --method M OPTIONS`. The server command goes after `--` (before it, the gateway's `--config`
+    would be taken for the Inspector's own `--config`), and the Inspector's options go last, after the
+    command (`--tool-arg` and `--prompt-args` take every following word, so put before the command they
+    would swallow it). A URL needs no `--`. See /work/notes/inspector.md."""
+    if isinstance(target, str):
+        return [str(INSPECTOR), "--cli", target, "--method", method, *options]
+    return [str(INSPECTOR), "--cli", "--", *target, "--method", method, *options]
 
 
 async def inspector_cli(
@@ -285,14 +289,14 @@ async def inspector_cli(
     options: list[str] = []
     if tool_name is not None:
         options += ["--tool-name", tool_name]
-    for key, value in (tool_args or {}).items():
-        options += ["--tool-arg", f"{key}={value}"]
+    if tool_args:
+        options += ["--tool-arg", *(f"{key}={value}" for key, value in tool_args.items())]
     if uri is not None:
         options += ["--uri", uri]
     if prompt_name is not None:
         options += ["--prompt-name", prompt_name]
-    for key, value in (prompt_args or {}).items():
-        options += ["--prompt-args", f"{key}={value}"]
+    if prompt_args:
+        options += ["--prompt-args", *(f"{key}={value}" for key, value in prompt_args.items())]
     with anyio.fail_after(CLIENT_TIMEOUT):
         done = await anyio.run_process(inspector_command(target, method, *options), check=False, cwd=NODE_DIR)
     stdout = done.stdout.decode()
