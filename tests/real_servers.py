@@ -63,6 +63,15 @@ def node_missing() -> str | None:
     return None
 
 
+def inspector_missing() -> str | None:
+    """Why the MCP Inspector CLI cannot run here, or None."""
+    if reason := node_missing():
+        return reason
+    if not INSPECTOR.exists():
+        return "the MCP Inspector is not installed in tests/node (`make node` installs it; needs npm)"
+    return None
+
+
 # --- servers -----------------------------------------------------------------------------------------
 
 
@@ -284,8 +293,8 @@ async def inspector_cli(
     prompt_args: Mapping[str, str] | None = None,
 ) -> InspectorRun:
     """Run `mcp-inspector --cli --method METHOD ...` once against `target` (stdio command or URL)."""
-    if not INSPECTOR.exists():
-        raise RuntimeError("the MCP Inspector is not installed in tests/node (`make node` installs it)")
+    if reason := inspector_missing():
+        raise RuntimeError(reason)
     options: list[str] = []
     if tool_name is not None:
         options += ["--tool-name", tool_name]

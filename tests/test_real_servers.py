@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 import sys
 import warnings
 from collections import Counter
@@ -124,7 +125,7 @@ def _seven(tmp_path: Path) -> dict[str, tuple[real.RealServer, list[dict[str, An
     given = tmp_path / "given"
     given.mkdir(exist_ok=True)
     (given / "note.txt").write_text("a note\n")
-    repository = real.make_repository(tmp_path / "repo") if not (tmp_path / "repo").exists() else tmp_path / "repo"
+    repository = real.make_repository(tmp_path / "repo")
     thought = {"thought": "one step", "nextThoughtNeeded": False, "thoughtNumber": 1, "totalThoughts": 1}
     when = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
     return {
@@ -317,26 +318,29 @@ async def test_filesystem_follows_the_stdio_clients_roots(tmp_path: Path, with_r
         assert text_of(through) == text_of(direct), f"operation {index}: {ops[index]}"
     undeclared = compared.through.undeclared_requests()
     assert undeclared == [], f"the client was sent requests it did not declare: {undeclared}"
-    assert [r["method"] for r in compared.through.requests] == [r["method"] for r in compared.direct.requests]
+    assert {r["method"] for r in compared.through.requests} <= {r["method"] for r in compared.direct.requests}
 
 
 @pytest.mark.node
 async def test_a_client_without_roots_is_not_asked_and_the_server_is_not_told(tmp_path: Path) -> None:
-    """Issue 17.1: over stdio a client without roots; the gateway must not declare roots to
-    server-filesystem for it (the server then complains that nobody answered roots/list, which `manifold
-    servers` shows), nor forward it a roots/list request."""
+    """Issue 17.1: over stdio, for a client without roots the gateway does not declare roots to
+    server-filesystem: the server says on stderr (shown by `manifold servers`) that the client does not
+    support roots, as it does directly, instead of failing to get them."""
     given = tmp_path / "given"
     given.mkdir()
     files = real.filesystem(given)
     needs(files)
     config = config_file(tmp_path, {"filesystem": files.entry()})
+    said: list[str] = []
     async with stdio_gateway(config) as client:
         assert await python_client_allowed(client) == {str(given)}
-        await anyio.sleep(0.3)  # the server asks for roots right after initialization; let that finish
-        live = await manifold("servers", "--config", str(config), "--json")
-    (running,) = live["gateways"] if isinstance(live, dict) else [{"servers": live}]
-    (server,) = running["servers"]
-    assert not any("roots" in line for line in server["stderr_tail"]), server["stderr_tail"]
+        with anyio.move_on_after(ROOTS_SETTLE):  # the server acts on the capabilities after initialization
+            while not any("roots" in line.lower() for line in said):
+                live = await manifold("servers", "--config", str(config), "--json")
+                (running,) = live["gateways"]  # this gateway's live state
+                (server,) = running["servers"]
+                said = server["stderr_tail"]
+    assert any("does not support MCP Roots" in line for line in said), said
 
 
 @pytest.mark.node
@@ -513,6 +517,8 @@ async def test_the_inspector_gets_a_tool_error_for_an_unknown_tool(tmp_path: Pat
     gateway, instead of exiting 1 on a protocol error."""
     everything = real.everything()
     needs(everything)
+    if reason := real.inspector_missing():
+        pytest.skip(reason)
     config = config_file(tmp_path, {"everything": everything.entry()})
     direct = await real.inspector_cli(everything.argv, "tools/call", tool_name="no-such-tool")
     assert direct.returncode == 0 and direct.answer["isError"], direct.stdout + direct.stderr
@@ -593,6 +599,8 @@ async def test_list_changed_notifications_are_coalesced(tmp_path: Path) -> None:
 async def test_a_failed_start_quotes_the_real_error(tmp_path: Path) -> None:
     """Issue 17.6: when a node server dies at start, the failure names the real error (a missing module,
     some lines up its stderr), not only stderr's last line (node's version)."""
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
     config = config_file(
         tmp_path, {"broken": {"command": "node", "args": ["-e", "require('left-pad-that-is-missing')"]}}
     )
