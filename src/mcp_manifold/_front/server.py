@@ -246,6 +246,9 @@ class McpFront:
 
     def _request(self, ctx: ServerRequestContext[Any, Any], params: Any = None) -> SdkRequest:
         request = SdkRequest(self._caller(ctx), ctx)
+        path_params = getattr(ctx.request, "path_params", None)  # HTTP: what the address names
+        if path_params:
+            request.endpoint = dict(path_params)
         if params is not None:  # a retry's answers to input_required, and the (unsealed) state it echoes
             request.input_responses = getattr(params, "input_responses", None)
             request.request_state = getattr(params, "request_state", None)
