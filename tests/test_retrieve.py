@@ -71,6 +71,7 @@ async def test_index_follows_backend_changes(write_config: Any) -> None:
                 await anyio.sleep(0.1)
 
 
+@pytest.mark.session_era("a search registers tools in the client's session; 2026-07-28 has none (see test_eras)")
 async def test_dynamic_mode_registers_notifies_and_evicts(connect: Any, write_config: Any) -> None:
     notices: list[Any] = []
 

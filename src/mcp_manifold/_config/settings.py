@@ -25,6 +25,7 @@ from mcp_manifold._config.values import (
     as_str_list,
     expand_user,
     http_url_problem,
+    long_secrets,
     non_negative,
     not_blank,
     positive,
@@ -167,6 +168,7 @@ class Settings:
         "Secrets (32+ characters) that seal the state 2026-07-28 clients echo back (the first seals, all open); "
         "gateways behind one address need the same. Default: a key made at start (state does not survive a "
         "restart).",
+        check=long_secrets,
     )
     shutdown_timeout: float = _setting(
         10.0,

@@ -224,3 +224,13 @@ def with_exposed_uris(
             changed = list(blocks)
         changed[index] = replaced
     return changed
+
+
+def without_server_stamp(result: Any) -> Any:
+    """`result` without the identity a 2026-07-28 server stamps on it (`_meta` serverInfo): through the
+    gateway, the server a client talks to is the gateway, which stamps its own."""
+    meta = getattr(result, "meta", None)
+    if not meta or types.SERVER_INFO_META_KEY not in meta:
+        return result
+    rest = {key: value for key, value in meta.items() if key != types.SERVER_INFO_META_KEY}
+    return result.model_copy(update={"meta": rest or None})

@@ -32,6 +32,7 @@ class CatalogSync:
         self.cache = cache
         self.serving = serving
         self.listed: set[str] = set()
+        self.live: set[str] = set()  # listed by the server itself, not only from the listing cache
         self._lock = anyio.Lock()
         self._task_group: anyio.abc.TaskGroup | None = None
 
@@ -75,8 +76,18 @@ class CatalogSync:
             return
         async with self._lock:
             self._set(name, listing)
+            self.live.add(name)
         if self.serving:
             self.cache.save(backend.config, listing)
+
+    def settled(self) -> bool:
+        """Whether every enabled server has been listed by itself and none is failing: until then the
+        catalog may change soon (a cached listing being refreshed, a server still to come back)."""
+        return all(
+            backend.name in self.live and backend.state != "failed"
+            for backend in self.pool
+            if backend.state != "disabled"
+        )
 
     def _set(self, name: str, listing: Listing) -> None:
         config = self.pool[name].config

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from mcp_manifold._runtime.search_index import CatalogSearch
 
 logger = logging.getLogger(__name__)
+# How long a 2026-07-28 client may keep a list once the catalog has settled (see Gateway.list_freshness).
+LIST_TTL_MS = 60_000
 
 
 class Gateway:
@@ -187,6 +189,11 @@ class Gateway:
             "expose": list(self._settings.expose),
             "servers": servers,
             "instances": [row for surface in self.surfaces for row in surface.live_rows()],
+            "clients": {
+                "sessions": self.back_channel.session_count(),
+                "stateless_requests": self.stateless_requests,
+                "last_stateless_request": self.last_stateless_request,
+            },
         }
 
     async def _relist(self, backend: Backend) -> None:
@@ -227,6 +234,7 @@ class Gateway:
 
     async def client_arrived(self, caller: Caller) -> None:
         """A client finished its handshake (the front calls this once per client)."""
+        logger.info("client %s connected: session era (the handshake)", caller.key)
         if not self.single_client or self._sole is not None:
             return
         self._sole = caller
@@ -239,6 +247,9 @@ class Gateway:
 
     def stateless_request(self, caller: Caller) -> None:
         """A 2026-07-28 client made a request (counted for `manifold servers`; it has no session to track)."""
+        if not self.stateless_requests:
+            logger.info("first request of a 2026-07-28 client (no session; each request stands alone)")
+        logger.debug("2026-07-28 request from %s", caller.key)
         self.stateless_requests += 1
         self.last_stateless_request = time.time()
         if self.single_client and self._sole is None:
@@ -276,6 +287,9 @@ class Gateway:
 
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
         await self.back_channel.notify_list_changed(kinds, caller)
+
+    async def notify_listeners(self, kinds: set[Kind]) -> None:
+        await self.back_channel.publish(kinds)
 
     @property
     def result_files(self) -> SpillStore:
@@ -333,6 +347,18 @@ class Gateway:
             await self._needs_catalog(request)  # lazy servers may not be listed yet
             surface = self._owner(request, kind, name)
         return surface
+
+    def list_freshness(self, request: Request) -> tuple[int, Literal["public", "private"]]:
+        """How long a 2026-07-28 client may keep a list it got (`ttlMs`) and whether it may share it across
+        authorization contexts (`cacheScope`).
+
+        Fresh for a minute once every server has listed itself and none is failing (changes after that
+        are announced on subscriptions/listen); immediately stale while the catalog is still filling in.
+        Private when a client may see its own list (servers with `session_scope: client`), else public.
+        """
+        ttl_ms = LIST_TTL_MS if self.sync.settled() else 0
+        private = any(server.session_scope == "client" for server in self.config.servers.values())
+        return ttl_ms, "private" if private else "public"
 
     async def list_tools(self, request: Request) -> list[types.Tool]:
         await self._needs_catalog(request)

@@ -166,6 +166,11 @@ class Host(Protocol):
         """Tell one client (or all) that lists changed."""
         ...
 
+    async def notify_listeners(self, kinds: set[ListKind]) -> None:
+        """Tell 2026-07-28 clients' listen streams that lists of `kinds` may have changed (the lists of an
+        address of its own, such as a hub instance's), without telling every session."""
+        ...
+
     # --- files and processes ---
     @property
     def result_files(self) -> ResultFiles: ...

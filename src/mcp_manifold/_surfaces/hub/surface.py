@@ -357,8 +357,7 @@ class HubSurface(Surface):
 
     async def instance_gone(self, instance_id: str, label: str, reason: str) -> None:
         await self._notify_sessions(instance_id, "warning", f"{label} went away: {reason}")
-        for caller in list(self._sessions.get(instance_id, ())):
-            await self.host.notify_list_changed(_ALL_KINDS, caller)
+        await self._lists_changed(instance_id)
 
     async def instance_dead(self, instance_id: str, label: str, reason: str) -> None:
         message = f"{label} is dead: {reason}. The hub keeps trying to reconnect."
@@ -368,8 +367,13 @@ class HubSurface(Surface):
         await self._notify_sessions(instance_id, "notice", f"{label} is back")
 
     async def listing_changed(self, instance_id: str) -> None:
+        await self._lists_changed(instance_id)
+
+    async def _lists_changed(self, instance_id: str) -> None:
+        # The sessions connected to it, and the listen streams (of /mcp/instances/<instance_id>, say).
         for caller in list(self._sessions.get(instance_id, ())):
             await self.host.notify_list_changed(_ALL_KINDS, caller)
+        await self.host.notify_listeners(_ALL_KINDS)
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None:
         await self._notify_sessions(instance_id, level, data, logger_name)
