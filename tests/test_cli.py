@@ -136,6 +136,7 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "spill_dir": ("/tmp/spill", "/tmp/spill"),
     "spill_ttl": ("60", 60.0),
     "toon": ("true", True),
+    "dispatch_response": ("lean", "lean"),
     "search_embedder": ("hybrid", "hybrid"),
     "search_models": ("minilm", ["minilm"]),
     "search_top_k": ("3", 3),

@@ -115,7 +115,16 @@ class Settings:
     )
     spill_dir: str | None = _setting(None, "Where spilled results are written (default: under data_dir).", path=True)
     spill_ttl: float = _setting(3600.0, "Seconds a spilled result is kept.", check=positive)
-    toon: bool = _setting(False, "Render JSON tool results as TOON, a compact notation that saves tokens.")
+    toon: bool = _setting(
+        False,
+        "Render JSON tool results as TOON, a compact notation that saves tokens (with a spill threshold above 0).",
+    )
+    dispatch_response: str = _setting(
+        "object",
+        "What proxy-dispatch's call answers show the model: object (Mini-A's response object: the call's facts"
+        " and the tool's content as JSON text) or lean (the tool's content only, the facts in _meta).",
+        choices=("object", "lean"),
+    )
     search_embedder: str = _setting(
         "bm25", "How tool search ranks tools: bm25, hybrid or openai.", choices=("bm25", "hybrid", "openai")
     )
