@@ -148,6 +148,8 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "ping_interval": ("0", 0.0),
     "ping_timeout": ("1", 1.0),
     "session_idle_timeout": ("0", 0.0),
+    "max_http_sessions": ("2", 2),
+    "hub_max_instances": ("3", 3),
     "shutdown_timeout": ("3", 3.0),
     "breaker_threshold": ("5", 5),
     "breaker_cooldown": ("1", 1.0),

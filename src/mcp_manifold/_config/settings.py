@@ -146,8 +146,12 @@ class Settings:
     list_changed_exec_timeout: float = _setting(5.0, "Seconds list_changed_exec may run.", check=positive)
     discovery_dir: str | None = _setting(
         None,
-        "Where running MCP servers register for the hub (default: $XDG_RUNTIME_DIR/manifold/instances).",
+        "Where running MCP servers register for the hub"
+        " (default: $XDG_RUNTIME_DIR/manifold/instances, else ~/.local/state/mcp-manifold/instances).",
         path=True,
+    )
+    hub_max_instances: int = _setting(
+        100, "Most discovered instances the hub keeps at once; more registrations are skipped.", check=positive
     )
     ping_interval: float = _setting(
         10.0, "Seconds between health pings to servers; 0 turns pings off.", check=non_negative
@@ -155,6 +159,9 @@ class Settings:
     ping_timeout: float = _setting(5.0, "Seconds a ping may take before the server counts as down.", check=positive)
     session_idle_timeout: float = _setting(
         1800.0, "Seconds an idle HTTP client session is kept; 0 keeps it forever.", check=non_negative
+    )
+    max_http_sessions: int = _setting(
+        1000, "Most HTTP client sessions open at once; past it a new client gets HTTP 503.", check=positive
     )
     shutdown_timeout: float = _setting(
         10.0,

@@ -20,7 +20,10 @@ async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | 
     """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
     front = McpFront(gateway)
     app = front.server.streamable_http_app(
-        host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None
+        host=host,
+        session_idle_timeout=gateway.settings.session_idle_timeout or None,
+        # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
+        max_sessions=gateway.settings.max_http_sessions,
     )
     level = gateway.settings.log_level
     # uvicorn's access log only at debug: one line per MCP message is noise at any other level.

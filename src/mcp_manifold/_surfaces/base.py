@@ -62,9 +62,19 @@ class InstanceView(Protocol):
     def name(self) -> str: ...
 
     @property
-    def listing(self) -> Listing | None: ...
+    def listing(self) -> Listing | None:
+        """What the instance lists, under the names its clients see."""
+        ...
 
     def label(self) -> str: ...
+
+    def original_tool(self, exposed: str) -> str:
+        """The instance's own name of the tool its clients know as `exposed`."""
+        ...
+
+    def original_prompt(self, exposed: str) -> str:
+        """The instance's own name of the prompt its clients know as `exposed`."""
+        ...
 
 
 class Instances(Protocol):
@@ -72,6 +82,7 @@ class Instances(Protocol):
 
     instances: dict[str, Any]  # id -> InstanceView
     gone: dict[str, str]  # id of a dropped instance -> why
+    skipped: set[str]  # ids registered but left out: the hub keeps `hub_max_instances` at most
 
     def start(self, listener: Any) -> None: ...
 
