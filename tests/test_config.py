@@ -211,6 +211,13 @@ def test_no_path_gives_no_servers_and_settings_from_env_and_overrides() -> None:
         ({"url": "http://h/sse", "transport": "sse"}, "sse"),
         ({"url": "http://h/sse", "type": "SSE"}, "sse"),
         ({"url": "http://h/sse", "type": "sse", "transport": "sse"}, "sse"),
+        # No transport given: a path segment `sse` means SSE, as FastMCP (and so smart-mcp-proxy) reads it.
+        ({"url": "http://localhost:8000/sse"}, "sse"),
+        ({"url": "http://h/sse/"}, "sse"),
+        ({"url": "https://h/api/sse?token=x"}, "sse"),
+        ({"url": "http://h/sse", "transport": "http"}, "http"),  # said explicitly: that wins
+        ({"url": "http://h/ssefeed"}, "http"),
+        ({"url": "http://h/mcp?mode=sse"}, "http"),
     ],
 )
 def test_transport_follows_command_url_and_transport(entry: dict[str, Any], transport: str) -> None:
