@@ -653,6 +653,31 @@ def test_bad_environment_values_are_problems(variable: str, value: str, text: st
     assert text in problem.message
 
 
+def test_smart_mcp_proxy_environment_is_read_as_aliases() -> None:
+    seed = {
+        "MCPPROXY_ROUTING_TYPE": "DYNAMIC",
+        "MCPPROXY_EMBEDDER": "HF",
+        "MCPPROXY_HF_MODEL": "all-MiniLM-L6-v2",
+        "MCPPROXY_TOP_K": "7",
+        "MCPPROXY_LIST_CHANGED_EXEC": "touch /tmp/refresh && pkill -HUP my-client",
+    }
+    settings = parse({"manifold": {"search_top_k": 4}}, seed).settings
+    assert (settings.routing, settings.search_embedder, settings.search_models) == ("dynamic", "hybrid", ["minilm"])
+    assert settings.search_top_k == 7  # over the file, like any environment variable
+    assert settings.list_changed_exec == "touch /tmp/refresh && pkill -HUP my-client"
+    # The manifold name wins where both are set.
+    both = parse({}, {**seed, "MANIFOLD_SEARCH_TOP_K": "3", "MANIFOLD_ROUTING": "call_tool"}).settings
+    assert (both.search_top_k, both.routing) == (3, "call_tool")
+    # The seed's own example environment: HF_MODEL is set but only read with EMBEDDER=HF.
+    bm25 = parse({}, {"MCPPROXY_EMBEDDER": "BM25", "MCPPROXY_HF_MODEL": "all-MiniLM-L6-v2"}).settings
+    assert (bm25.search_embedder, bm25.search_models) == ("bm25", [])
+    assert (
+        parse({}, {"MCPPROXY_ROUTING_TYPE": "CALL_TOOL", "MCPPROXY_EMBEDDER": "OPENAI"}).settings.routing == "call_tool"
+    )
+    problem = one_problem({}, {"MCPPROXY_TOP_K": "many"})
+    assert (problem.file, problem.field) == ("environment", "MCPPROXY_TOP_K") and "whole number" in problem.message
+
+
 def test_overrides_accept_strings_and_report_problems_as_command_line() -> None:
     assert parse({}, call_timeout="7", expose="proxy,hub").settings.call_timeout == 7.0
     problem = one_problem({}, port="eighty")

@@ -180,8 +180,9 @@ class Host(Protocol):
         """The JSON document `name` in the data dir."""
         ...
 
-    async def run_command(self, command: str, *, timeout: float) -> None:
-        """Run an operator's command from the config; failures and timeouts are logged, never raised."""
+    def start_command(self, command: str, *, timeout: float) -> None:
+        """Start an operator's command from the config through the shell, in the background, killed after
+        `timeout`; returns at once. Failures and timeouts are logged, never raised."""
         ...
 
     # --- instances found at run time (the hub) ---
