@@ -117,8 +117,10 @@ class Gateway:
                 await surface.start()
                 task_group.start_soon(surface.run)  # background work (the hub's discovery), if any
             eager = [backend.name for backend in self.pool if not backend.lazy and backend.state != "disabled"]
-            if eager:
-                await self.sync.refresh(eager)
+            if eager and self.serving:
+                self.sync.start_eager(eager)  # behind the cache, as lazy ones: initialize never waits
+            elif eager:
+                await self.sync.refresh(eager)  # a one-shot command wants them listed before it goes on
             self._exit = stack.pop_all()
         return self
 
