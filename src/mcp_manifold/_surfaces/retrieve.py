@@ -117,7 +117,11 @@ class RetrieveSurface(Surface):
             description=f"Call a tool found with {RETRIEVE} by its name, with its arguments.",
             input_schema={
                 "type": "object",
-                "properties": {"name": {"type": "string"}, "args": {"type": "object", "default": {}}},
+                "properties": {
+                    "name": {"type": "string"},
+                    # Both, as it accepts both: a schema-strict client would refuse a JSON string.
+                    "args": {"anyOf": [{"type": "object"}, {"type": "string"}], "default": {}},
+                },
                 "required": ["name"],
             },
         )
