@@ -150,6 +150,8 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "session_idle_timeout": ("0", 0.0),
     "max_http_sessions": ("2", 2),
     "hub_max_instances": ("3", 3),
+    "client_sessions_max": ("4", 4),
+    "client_session_idle": ("60", 60.0),
     "shutdown_timeout": ("3", 3.0),
     "breaker_threshold": ("5", 5),
     "breaker_cooldown": ("1", 1.0),

@@ -10,6 +10,7 @@ from collections.abc import Generator
 from contextlib import contextmanager
 
 import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.signals import Stopper
@@ -19,11 +20,13 @@ from mcp_manifold._runtime.gateway import Gateway
 async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | None = None) -> None:
     """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
     front = McpFront(gateway)
-    app = front.server.streamable_http_app(
-        host=host,
-        session_idle_timeout=gateway.settings.session_idle_timeout or None,
-        # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
-        max_sessions=gateway.settings.max_http_sessions,
+    app = without_phantom_sessions(
+        front.server.streamable_http_app(
+            host=host,
+            session_idle_timeout=gateway.settings.session_idle_timeout or None,
+            # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
+            max_sessions=gateway.settings.max_http_sessions,
+        )
     )
     level = gateway.settings.log_level
     # uvicorn's access log only at debug: one line per MCP message is noise at any other level.
@@ -61,3 +64,27 @@ class _Server(uvicorn.Server):
     @contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+
+def without_phantom_sessions(app: ASGIApp) -> ASGIApp:
+    """Refusals of requests that named no session carry no `mcp-session-id`.
+
+    mcp 2.3.0 opens a session for every request without one and discards it again when the request is
+    refused (a GET or a POST that is not `initialize`), but the refusal still names the discarded
+    session, which a client may then try to use.
+    """
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or any(name == b"mcp-session-id" for name, _ in scope["headers"]):
+            await app(scope, receive, send)
+            return
+
+        async def send_without_phantom(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                headers = [(name, value) for name, value in message.get("headers", []) if name != b"mcp-session-id"]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_without_phantom)
+
+    return wrapped
