@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
-from mcp_manifold._config.model import ServerConfig, SessionScope, ToolFilter, Transport
+from mcp_manifold._config.model import BackendProtocol, ServerConfig, SessionScope, ToolFilter, Transport
 from mcp_manifold._config.problems import Invalid, Problems, kind, unknown
 from mcp_manifold._config.values import (
     as_bool,
@@ -49,6 +49,7 @@ SERVER_FIELDS = (
     "max_concurrency",
     "cache_ttl",
     "session_scope",
+    "protocol",
 )
 
 
@@ -173,6 +174,15 @@ def _session_scope(value: Any) -> SessionScope:
     return value  # type: ignore[no-any-return]
 
 
+def _protocol(value: Any) -> BackendProtocol:
+    if value not in get_args(BackendProtocol):
+        raise Invalid(
+            "must be 'auto' (2026-07-28 when the server offers it, else the handshake), 'legacy' (the initialize "
+            f"handshake only) or 'modern' (2026-07-28 only), not {value!r}"
+        )
+    return value  # type: ignore[no-any-return]
+
+
 def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Problems) -> ServerConfig | None:
     """Check one `mcpServers` entry; None when it has any problem (all of them reported)."""
     if not isinstance(entry, Mapping):
@@ -200,6 +210,7 @@ def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Probl
         "max_concurrency": read.get("max_concurrency", checked(as_int, positive)),
         "cache_ttl": read.get("cache_ttl", checked(as_float, non_negative)),
         "session_scope": read.get("session_scope", _session_scope, "shared"),
+        "protocol": read.get("protocol", _protocol, "auto"),
     }
     if transport is None or len(problems.items) > before:
         return None

@@ -10,6 +10,8 @@ from collections.abc import Generator
 from contextlib import contextmanager
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.server import McpFront
@@ -20,14 +22,15 @@ from mcp_manifold._runtime.gateway import Gateway
 async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | None = None) -> None:
     """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
     front = McpFront(gateway)
-    app = without_phantom_sessions(
-        front.server.streamable_http_app(
-            host=host,
-            session_idle_timeout=gateway.settings.session_idle_timeout or None,
-            # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
-            max_sessions=gateway.settings.max_http_sessions,
-        )
+    starlette_app = front.server.streamable_http_app(
+        host=host,
+        session_idle_timeout=gateway.settings.session_idle_timeout or None,
+        # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
+        max_sessions=gateway.settings.max_http_sessions,
     )
+    if "hub" in gateway.settings.expose:
+        add_instance_endpoints(starlette_app)
+    app = without_phantom_sessions(starlette_app)
     level = gateway.settings.log_level
     # uvicorn's access log only at debug: one line per MCP message is noise at any other level.
     config = uvicorn.Config(
@@ -88,3 +91,11 @@ def without_phantom_sessions(app: ASGIApp) -> ASGIApp:
         await app(scope, receive, send_without_phantom)
 
     return wrapped
+
+
+def add_instance_endpoints(app: Starlette) -> None:
+    """`/mcp/instances/<instance_id>`: the MCP endpoint again, for clients that want one hub instance's lists
+    at their own address (2026-07-28 clients have no session to connect one in). The same handler as
+    `/mcp`, whatever wraps it (authentication), so both addresses answer alike."""
+    mcp = next(route for route in app.routes if isinstance(route, Route) and route.path == "/mcp")
+    app.router.routes.append(Route("/mcp/instances/{instance_id}", endpoint=mcp.endpoint))
