@@ -362,11 +362,13 @@ async def test_an_sse_server_sits_behind_the_gateway(connect: Any, write_config:
         wait_for_port(port, process)
         servers = {
             "old": {"url": f"http://127.0.0.1:{port}/sse", "transport": "sse"},
+            "seed": {"url": f"http://127.0.0.1:{port}/sse"},  # smart-mcp-proxy's spelling: SSE from the path
             "words": server_entry("words.py"),
         }
         async with connect(write_config(servers)) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-            assert {"old_add", "old_sqrt", "words_upper"} <= names
+            assert {"old_add", "old_sqrt", "words_upper", "seed_add"} <= names
+            assert text_of(await client.call_tool("seed_add", {"a": 1, "b": 2})).startswith("3")
             assert text_of(await client.call_tool("old_add", {"a": 40, "b": 2})).startswith("42")
             constants = (await client.read_resource("old+numbers://constants")).contents[0]
             assert "pi" in constants.text  # type: ignore[union-attr]

@@ -11,7 +11,6 @@ who owns a name. Surfaces see the gateway only as a `Host` (surfaces/base.py).
 from __future__ import annotations
 
 import logging
-import shlex
 import time
 import weakref
 from collections.abc import Mapping
@@ -44,6 +43,7 @@ from mcp_manifold._runtime.health import HealthMonitor
 from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.processes import run_shell
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._sdk import no_deprecation_warnings
@@ -147,8 +147,10 @@ class Gateway:
             if eager and self.single_client:
                 # Started once the client is known, so that they are told what it can be asked for.
                 self._eager = eager
+            elif eager and self.serving:
+                self.sync.start_eager(eager)  # behind the cache, as lazy ones: initialize never waits
             elif eager:
-                await self.sync.refresh(eager)
+                await self.sync.refresh(eager)  # a one-shot command wants them listed before it goes on
             self._exit = stack.pop_all()
         return self
 
@@ -243,7 +245,10 @@ class Gateway:
             await backend.renew_if_declared_differs()  # started before the client came (a CLI probe, say)
         if self._eager and self._task_group is not None:
             eager, self._eager = self._eager, []
-            self._task_group.start_soon(self.sync.refresh, eager)
+            if self.serving:
+                self.sync.start_eager(eager)  # behind their cached listings, as lazy ones
+            else:
+                self._task_group.start_soon(self.sync.refresh, eager)
 
     def stateless_request(self, caller: Caller) -> None:
         """A 2026-07-28 client made a request (counted for `manifold servers`; it has no session to track)."""
@@ -298,15 +303,28 @@ class Gateway:
     def state_file(self, name: str) -> JsonStateFile:
         return JsonStateFile(self.data_dir / name)
 
-    async def run_command(self, command: str, *, timeout: float) -> None:
-        """Run an operator's command from the config (no shell: its words are split like a shell's)."""
+    def start_command(self, command: str, *, timeout: float) -> None:
+        """Start an operator's command from the config through the shell; returns at once.
+
+        It runs in the gateway's task group (stopped with the gateway) and is killed after `timeout`.
+        The shell is deliberate: the command is the operator's own trusted config, and `a && b` or
+        `$VAR` must work as they do in smart-mcp-proxy's `MCPPROXY_LIST_CHANGED_EXEC`.
+        """
+        if self._task_group is None:
+            logger.warning("command %r not run: the gateway is not running", command)
+            return
+        self._task_group.start_soon(self._run_command, command, timeout)
+
+    async def _run_command(self, command: str, timeout: float) -> None:
         try:
-            with anyio.fail_after(timeout):
-                await anyio.run_process(shlex.split(command), check=False)
-        except TimeoutError:
-            logger.warning("command %r did not finish within %ss", command, timeout)
+            code = await run_shell(command, timeout)
         except OSError as exc:
             logger.warning("command %r failed: %s", command, exc)
+            return
+        if code is None:
+            logger.warning("command %r did not finish within %ss and was stopped", command, timeout)
+        elif code:
+            logger.warning("command %r exited with code %d", command, code)
 
     @property
     def instances(self) -> InstanceRegistry:
