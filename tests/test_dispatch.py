@@ -32,6 +32,9 @@ KITCHEN = server_entry("kitchen.py", env={"KITCHEN_EXTRAS": "1", "API_TOKEN": SE
 SERVERS = {"kitchen": KITCHEN, "numbers": server_entry("numbers.py")}
 
 
+MULTIPLIED = {"action": "call", "tool": "multiply", "connection": "c2", "estimatedTokens": 1}  # its `_meta`
+
+
 def own_meta(meta: dict[str, Any] | None) -> dict[str, Any]:
     """`_meta` without the protocol's own keys (at 2026-07-28 every request and result carries some)."""
     return {key: value for key, value in (meta or {}).items() if not key.startswith("io.modelcontextprotocol/")}
@@ -163,7 +166,7 @@ async def test_call_answers_are_mini_a_response_objects_unless_lean(write_config
             "estimatedTokens": 1,
             "content": [{"type": "text", "text": "42.0"}],
         }
-        assert own_meta(product.meta) == {"action": "call", "tool": "multiply", "connection": "c2", "estimatedTokens": 1}
+        assert own_meta(product.meta) == MULTIPLIED
 
         written = await dispatch(client, action="call", tool="document", arguments={"size": 50}, resultToFile=True)
         path = (written.meta or {})["resultFile"]
@@ -185,7 +188,7 @@ async def test_call_answers_are_mini_a_response_objects_unless_lean(write_config
     async with stdio_gateway(lean) as client:
         product = await dispatch(client, action="call", tool="multiply", arguments={"a": 6, "b": 7})
         assert text_of(product) == "42.0"
-        assert own_meta(product.meta) == {"action": "call", "tool": "multiply", "connection": "c2", "estimatedTokens": 1}
+        assert own_meta(product.meta) == MULTIPLIED
 
 
 @pytest.mark.anyio
