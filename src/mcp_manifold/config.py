@@ -697,7 +697,10 @@ class Settings:
     spill_ttl: float = _setting(3600.0, "Seconds a spilled result is kept.", check=_positive)
     toon: bool = _setting(False, "Render JSON tool results as TOON, a compact notation that saves tokens.")
     search_embedder: str = _setting(
-        "bm25", "How tool search ranks tools: bm25, hybrid or openai.", choices=("bm25", "hybrid", "openai")
+        "hybrid",
+        "How tool search ranks tools: hybrid (BM25 + the bundled local model; BM25 alone where it cannot load),"
+        " bm25 or openai.",
+        choices=("bm25", "hybrid", "openai"),
     )
     search_models: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
         [],

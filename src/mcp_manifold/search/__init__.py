@@ -10,6 +10,7 @@ No I/O happens here except the SQLite store and, for the "openai" embedder, HTTP
 from mcp_manifold.search.documents import SearchHit, ToolDocument
 from mcp_manifold.search.embedder import EMBEDDER_SETTINGS, Embedder, make_embedder
 from mcp_manifold.search.errors import EmbedderError, EmbedderUnavailable, SearchError
+from mcp_manifold.search.explain import Explanation
 from mcp_manifold.search.index import IndexStatus, SearchIndex, UpdateStats
 from mcp_manifold.search.ranking import RankingConfig
 from mcp_manifold.search.store import IndexStore
@@ -20,6 +21,7 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "EmbedderUnavailable",
+    "Explanation",
     "IndexStatus",
     "IndexStore",
     "RankingConfig",

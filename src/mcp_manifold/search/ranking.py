@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -101,23 +101,30 @@ def score_all(
     has_vector: np.ndarray | None,
     config: RankingConfig,
     profiles: ProfileIndex | None = None,
+    trace: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """One score per document, in index order; higher is better, 0 means "not a match".
 
     `profiles` (one row per server number in `server_ids`) adds the server-profile match; without an
-    embedder, or when the query is not embedded, profiles are matched by BM25.
+    embedder, or when the query is not embedded, profiles are matched by BM25. `trace`, if given, gets
+    every step's scores (see `explain.py`).
     """
+    trace = {} if trace is None else trace
     terms = query_terms(query, config)
-    scores = lexical_index.scores(terms).astype(np.float64)
+    scores = trace["bm25"] = lexical_index.scores(terms).astype(np.float64)
+    trace["terms"] = terms
     query_vectors = None
     if embedder is not None and matrix is not None and has_vector is not None and has_vector.any():
         query_vectors = embedder.embed(query_texts(query, config))
-        scores = fuse(scores, dense_scores(matrix, has_vector, query_vectors), config)
-    scores = server_context(scores, server_ids, weight=config.server_boost)
+        trace["dense"] = dense_scores(matrix, has_vector, query_vectors)
+        scores = trace["fused"] = fuse(scores, trace["dense"], config)
+    scores = trace["server_context"] = server_context(scores, server_ids, weight=config.server_boost)
     if profiles is not None and config.server_match:
-        scores = add_server_match(scores, server_ids, profiles.match(terms, query_vectors), weight=config.server_match)
+        trace["profile_match"] = profiles.match(terms, query_vectors)
+        scores = add_server_match(scores, server_ids, trace["profile_match"], weight=config.server_match)
+        trace["profiles"] = scores
     if config.destination_slot > 0 and config.rewrite_query and config.output_paths:
-        writer = destination_tool(query, lexical_index, config)
+        writer = trace["writer"] = destination_tool(query, lexical_index, config)
         if writer is not None:
             scores = promote(scores, writer, config.destination_slot)
     return scores
