@@ -206,3 +206,27 @@ async def test_hybrid_whose_model_cannot_load_searches_with_bm25_and_says_so(
     assert answer["matches"][0]["name"] == "numbers_multiply" and answer["ranking"] == "bm25"
     assert "ranked by BM25 alone, not hybrid" in done.stderr and "cannot load the model" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_an_answer_is_enough_to_call_the_tool(connect: Any, write_config: Any) -> None:
+    """Without dynamic registration the answer is all a model sees: each parameter's type, enum and default."""
+    config = write_config({"kitchen": server_entry("kitchen.py")}, {"expose": ["retrieve"], "search_embedder": "bm25"})
+    async with connect(config) as client:
+        answer = text_of(await client.call_tool("retrieve_tools", {"query": "log a message at a level", "limit": 3}))
+        lines = answer.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("kitchen_log "))
+        params = {}
+        for line in lines[start + 1 :]:
+            if not line.startswith("  "):
+                break  # the next match
+            params[line.strip().split(":", 1)[0]] = line.strip()
+        assert params["message"].startswith("message: string*")
+        level = params["level"]
+        assert '"debug"' in level and '"error"' in level and level.endswith('= "info"') and "*" not in level
+        chosen = level.split(": ", 1)[1].split("|")[-1].split(" ")[0].strip('"')  # the last value listed
+        called = await client.call_tool(
+            "call_tool", {"name": "kitchen_log", "args": {"message": "hi", "level": chosen}}
+        )
+        assert not called.is_error, text_of(called)
+        full = text_of(await client.call_tool("retrieve_tools", {"query": "log", "limit": 1, "include_schema": True}))
+        assert '"properties"' in full  # the whole JSON schema, on request

@@ -1025,3 +1025,45 @@ def test_a_model_folder_with_its_own_onnx_export_runs_it(minilm: Embedder, tmp_p
     assert exported is not None
     texts = REFERENCE["texts"][:3]
     np.testing.assert_allclose(exported.embed(texts), minilm.embed(texts), atol=1e-5)
+
+
+# --- compact schemas for search answers ---------------------------------------------------------
+
+
+def test_compact_schema_keeps_what_a_model_needs_to_fill_it() -> None:
+    from mcp_manifold.search.compact_schema import parameter_lines
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "Path to the file. Must be absolute, e.g. /tmp/a."},
+            "mode": {"enum": ["read", "write"], "default": "read", "title": "Mode"},
+            "options": {
+                "type": "object",
+                "properties": {"depth": {"type": "integer", "description": "How deep"}, "hidden": {"type": "boolean"}},
+                "required": ["depth"],
+            },
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/Tag"}},
+            "when": {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "null"}], "default": None},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "size": {"type": ["integer", "string"]},
+        },
+        "required": ["path"],
+        "$defs": {"Tag": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+    }
+    assert parameter_lines(schema) == [
+        "path: string* — Path to the file",
+        'mode: "read"|"write" = "read"',
+        "options: {depth: integer (How deep), hidden?: boolean}",
+        "tags: {name: string}[]",
+        "when: string<date-time>|null",
+        "labels: {[key]: string}",
+        "size: integer|string",
+    ]
+    assert parameter_lines({"type": "object"}) == []
+    many = {"properties": {"c": {"enum": list(range(20))}}}
+    assert parameter_lines(many) == ["c: 0|1|2|3|4|5|6|7|…"]
+    deep: dict[str, Any] = {"type": "string"}
+    for level in range(6):
+        deep = {"type": "object", "properties": {f"l{level}": deep}}
+    assert parameter_lines({"properties": {"x": deep}}) == ["x: {l5?: {l4?: {l3?: {…}}}}"]

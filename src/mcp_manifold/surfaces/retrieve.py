@@ -7,7 +7,8 @@ Two routing modes (`manifold.routing`):
   sends `notifications/tools/list_changed`; the session's pool holds at most `tools_limit` tools and
   evicts the least relevant, least recently found first.
 
-Answers are compact on purpose: one line per match, schemas only on request.
+Answers are compact on purpose: one line per match and one per parameter (`search.compact_schema`),
+enough to call the tool from the answer alone; the full JSON schemas only on request.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import mcp_types as types
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold.catalog import ToolEntry
 from mcp_manifold.proxy_format import object_argument
+from mcp_manifold.search.compact_schema import parameter_lines
 from mcp_manifold.summaries import bounded_list
 from mcp_manifold.surfaces._base import CallContext, Surface
 
@@ -178,13 +180,14 @@ class RetrieveSurface(Surface):
         for match in matches:
             entry = match.entry
             line = f"{entry.name} [{entry.server}] {match.score:.2f}: {short_description(entry.exposed.description)}"
-            params = parameter_summary(entry.exposed.input_schema or {})
-            line += f"\n  args: {params or 'none'}"
+            # Enough of the schema to fill it in: the answer may be all a client ever sees of the tool.
+            params = parameter_lines(entry.exposed.input_schema or {})
+            line += "".join(f"\n  {param}" for param in params) if params else "\n  (no arguments)"
             if include_schema:
                 line += f"\n  schema: {json.dumps(entry.exposed.input_schema, separators=(',', ':'))}"
             lines.append(line)
         how = "They are now registered as tools." if self.dynamic else f"Call one with {CALL}(name, args)."
-        lines.append(f"({how} * = required)")
+        lines.append(f"({how} * = required; in {{…}}, ? = optional)")
         return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(lines))])
 
     async def _call(self, call: CallContext, arguments: dict[str, Any]) -> types.CallToolResult:
