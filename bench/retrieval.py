@@ -26,7 +26,8 @@ are real user questions, each with the candidate functions it was asked against;
 names the function(s) each one calls. The functions of all four categories are pooled into one
 catalog, one tool per function name (the first definition seen; 1,282 definitions carry 528 names), and
 a tool's "server" is the set of candidate functions it first came with (``live_multiple_12-4-0``: set 4
-of live_multiple), since those were offered together. The query is the user's message; the labels are
+of live_multiple), since those were offered together; its name is spelled without letters or digits,
+so that, unlike a real server name, it adds no words to the tools' text. The query is the user's message; the labels are
 the called function names.
 
 Scoring
@@ -200,6 +201,16 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def wordless(name: str) -> str:
+    """`name` spelled without letters or digits, so it adds no words to a tool's text.
+
+    A real server's name says what it is for ("github"); a BFCL function set has none, and its id
+    ("live_multiple-4") would put the same meaningless words into every tool's name, embedding text
+    and server profile.
+    """
+    return "".join("~!@#$%^&*+"[int(ch)] if ch.isdigit() else ch for ch in name if not ch.isalpha())
+
+
 def load_bfcl() -> Dataset:
     """BFCL's live categories as one catalog (one tool per function name) and one task per question."""
     docs: dict[str, ToolDocument] = {}
@@ -212,15 +223,15 @@ def load_bfcl() -> Dataset:
         called = {a["id"]: frozenset(name for call in a["ground_truth"] for name in call) for a in answers}
         for entry in questions:
             # "live_multiple_12-4-0": question 12, function set 4, item 0.
-            function_set = f"{category}-{entry['id'].rsplit('_', 1)[1].split('-')[1]}"
+            function_set = f"{BFCL_CATEGORIES.index(category)}-{entry['id'].rsplit('_', 1)[1].split('-')[1]}"
             for function in entry["function"]:
                 if function["name"] not in docs:
                     schema = dict(function.get("parameters") or {})
                     if schema.get("type") == "dict":  # BFCL's spelling of a JSON Schema object
                         schema["type"] = "object"
                     docs[function["name"]] = ToolDocument(
-                        key=exposed_key(function_set, function["name"]),
-                        server=function_set,
+                        key=f"bfcl_{len(docs)}",
+                        server=wordless(function_set),
                         name=function["name"],
                         description=function.get("description") or "",
                         input_schema=schema,
@@ -258,9 +269,10 @@ def ndcg_at(rels: Sequence[bool], labels: frozenset[str], k: int) -> float:
 METRICS = ("recall@1", "recall@5", "recall@10", "ndcg@10")
 
 
-def evaluate(search: Callable[[str], list[str]], tasks: Sequence[Task]) -> dict[str, dict[str, float]]:
+def evaluate(search: Callable[[str], list[str]], tasks: Sequence[Task]) -> dict[str, Any]:
     """Mean Recall@1/5/10 and NDCG@10 (percent) of a function from query to ranked tool names, over all
-    tasks and over each fixed half ("tuning", "held-out")."""
+    tasks and over each fixed half ("tuning", "held-out"); "held-out ndcg" lists each held-out task's
+    NDCG@10, for comparing two rows task by task (`rule_check`)."""
     per_task: list[tuple[str, dict[str, float]]] = []
     for task in tasks:
         rels = credited(search(task.query), task.labels)
@@ -272,7 +284,20 @@ def evaluate(search: Callable[[str], list[str]], tasks: Sequence[Task]) -> dict[
         chosen = [scores for half, scores in per_task if part in ("all", half)]
         out[part] = {m: 100 * sum(s[m] for s in chosen) / len(chosen) for m in METRICS} if chosen else {}
         out[part]["tasks"] = len(chosen)
+    out["held-out ndcg"] = [100 * scores["ndcg@10"] for half, scores in per_task if half == "held-out"]
     return out
+
+
+def rule_check(row: dict[str, Any], default: dict[str, Any]) -> tuple[float, float]:
+    """Held-out NDCG@10 of `row` minus the default's, and the standard error of that paired difference.
+
+    A row that turns a rule off and scores more than one standard error above the default shows the
+    rule losing on that half.
+    """
+    diffs = [a - b for a, b in zip(row["held-out ndcg"], default["held-out ndcg"], strict=True)]
+    mean = sum(diffs) / len(diffs)
+    spread = math.sqrt(sum((d - mean) ** 2 for d in diffs) / max(1, len(diffs) - 1))
+    return mean, spread / math.sqrt(len(diffs))
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -310,7 +335,7 @@ def run_config(label: str, index: SearchIndex, data: Dataset) -> dict[str, Any]:
     row = {"config": label, **scores, "index_s": stats.seconds, "embedded": stats.embedded, "query_ms": per_query_ms}
     tune, held = scores["tuning"], scores["held-out"]
     print(
-        f"{label:<46} {tune['ndcg@10']:6.1f} | {held['recall@1']:6.1f} {held['recall@5']:6.1f}"
+        f"{label:<52} {tune['ndcg@10']:6.1f} | {held['recall@1']:6.1f} {held['recall@5']:6.1f}"
         f" {held['recall@10']:6.1f} {held['ndcg@10']:7.1f} | {scores['all']['ndcg@10']:6.1f} {per_query_ms:8.1f}",
         flush=True,
     )
@@ -333,6 +358,8 @@ def configurations(quick: bool) -> list[tuple[str, str, RankingConfig]]:
         ("destination slot 2nd", replace(default, destination_slot=2)),
         ("no server boost", replace(default, server_boost=0.0)),
         ("no server profiles", replace(default, server_match=0.0)),
+        ("server profiles weight 0.15", replace(default, server_match=0.15)),
+        ("name words twice", replace(default, name_repeat=2)),
     ]
     rows = [("bm25", "bm25", default)]
     if not quick:
@@ -401,9 +428,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\n{data.name}: {len(data.docs)} tools on {servers} servers, {len(data.tasks)} tasks"
             f" ({halves['tuning']} tuning, {halves['held-out']} held-out; {data.unreachable} labels name no tool)"
         )
-        print(f"{'':<46} {'tuning':>6} | {'held-out':^30} | {'all':>6}")
+        print(f"{'':<52} {'tuning':>6} | {'held-out':^30} | {'all':>6}")
         print(
-            f"{'config':<46} {'NDCG':>6} | {'R@1':>6} {'R@5':>6} {'R@10':>6} {'NDCG@10':>7}"
+            f"{'config':<52} {'NDCG':>6} | {'R@1':>6} {'R@5':>6} {'R@10':>6} {'NDCG@10':>7}"
             f" | {'NDCG':>6} {'ms/query':>8}"
         )
         rows = []
@@ -417,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         made = embedder_for(setting)
                         embedders[setting] = CachedEmbedder(made) if made is not None else None
                     except EmbedderUnavailable as exc:
-                        print(f"{label:<46} skipped: {exc}")
+                        print(f"{label:<52} skipped: {exc}")
                         embedders[setting] = exc
                 embedder = embedders[setting]
                 if isinstance(embedder, Exception):
@@ -426,6 +453,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row = run_config(label, index, data)
                 row.update(embedder=setting, ranking=asdict(ranking))
                 rows.append(row)
+                default = next(r for r in rows if r["embedder"] == setting)  # each embedder's first row
+                if row is not default:
+                    diff, error = rule_check(row, default)
+                    row["held-out vs default"] = {"ndcg@10": round(diff, 2), "standard error": round(error, 2)}
+                    verdict = "  <- better without the rule" if diff > error else ""
+                    print(f"{'':<52} held-out vs {default['config']}: {diff:+.2f} ± {error:.2f}{verdict}")
             store.close()
         report["datasets"][data.name] = {
             "tools": len(data.docs),
