@@ -306,13 +306,13 @@ SAVE_REQUEST = (
 )
 
 
-def test_the_tool_that_writes_the_destination_gets_a_place_in_the_top_3(bm25_index: SearchIndex) -> None:
+def test_the_tool_that_writes_the_destination_gets_the_second_place(bm25_index: SearchIndex) -> None:
     # The subject (GitHub) fills the whole ranking; the destination is the request's second need.
     without = SearchIndex(ranking=RankingConfig(destination_slot=0))
     without.update(CATALOG)
     assert "filesystem_write_file" not in _ranked(without, SAVE_REQUEST, limit=5)
     ranked = _ranked(bm25_index, SAVE_REQUEST, limit=5)
-    assert ranked[2] == "filesystem_write_file"
+    assert ranked[1] == "filesystem_write_file"
     # Everything else keeps its order.
     assert [k for k in ranked if k != "filesystem_write_file"] == _ranked(without, SAVE_REQUEST, limit=4)
     # Within one server the order is that of its own tools, with the writer where it ranks.
@@ -322,11 +322,11 @@ def test_the_tool_that_writes_the_destination_gets_a_place_in_the_top_3(bm25_ind
 def test_explain_names_the_step_that_placed_a_tool(bm25_index: SearchIndex) -> None:
     ranked = _ranked(bm25_index, SAVE_REQUEST, limit=5)
     writer = bm25_index.explain(SAVE_REQUEST, "filesystem_write_file", limit=5)
-    assert writer.rank == 3 and writer.shown and writer.moved_by_destination and writer.ranking == "bm25"
+    assert writer.rank == 2 and writer.shown and writer.moved_by_destination and writer.ranking == "bm25"
     assert writer.steps[0].name == "BM25 (words)"
-    pushed = bm25_index.explain(SAVE_REQUEST, ranked[3], limit=3)
-    assert pushed.rank == 4 and not pushed.shown and pushed.displaced_by_destination == "filesystem_write_file"
-    assert [key for key, _ in pushed.ahead] == ranked[:3]
+    pushed = bm25_index.explain(SAVE_REQUEST, ranked[2], limit=2)
+    assert pushed.rank == 3 and not pushed.shown and pushed.displaced_by_destination == "filesystem_write_file"
+    assert [key for key, _ in pushed.ahead] == ranked[:2]
     # Its rank is the rank `search` gives it, and a tool with no shared word does not match at all.
     for place, key in enumerate(ranked, 1):
         assert bm25_index.explain(SAVE_REQUEST, key).rank == place
@@ -420,8 +420,8 @@ def test_empty_and_unmatched_queries(bm25_index: SearchIndex) -> None:
     assert bm25_index.search("the of and") == []  # only stopwords
 
 
-def test_name_words_weigh_more_than_parameter_text() -> None:
-    index = SearchIndex()
+def test_name_words_can_weigh_more_than_parameter_text() -> None:
+    index = SearchIndex(ranking=RankingConfig(name_repeat=3))
     index.update(
         [
             _tool("a", "delete_branch", "Remove a branch.", name="The issue it fixed"),
