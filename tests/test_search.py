@@ -306,34 +306,42 @@ SAVE_REQUEST = (
 )
 
 
-def test_the_tool_that_writes_the_destination_gets_the_second_place(bm25_index: SearchIndex) -> None:
+@pytest.fixture(scope="module")
+def slot_index() -> SearchIndex:
+    """BM25 with the destination slot at 2nd place (off by default, see RankingConfig)."""
+    index = SearchIndex(ranking=RankingConfig(destination_slot=2))
+    index.update(CATALOG)
+    return index
+
+
+def test_the_tool_that_writes_the_destination_gets_the_slots_place(slot_index: SearchIndex) -> None:
     # The subject (GitHub) fills the whole ranking; the destination is the request's second need.
     without = SearchIndex(ranking=RankingConfig(destination_slot=0))
     without.update(CATALOG)
     assert "filesystem_write_file" not in _ranked(without, SAVE_REQUEST, limit=5)
-    ranked = _ranked(bm25_index, SAVE_REQUEST, limit=5)
+    ranked = _ranked(slot_index, SAVE_REQUEST, limit=5)
     assert ranked[1] == "filesystem_write_file"
     # Everything else keeps its order.
     assert [k for k in ranked if k != "filesystem_write_file"] == _ranked(without, SAVE_REQUEST, limit=4)
     # Within one server the order is that of its own tools, with the writer where it ranks.
-    assert _ranked(bm25_index, SAVE_REQUEST, limit=1, server="filesystem") == ["filesystem_write_file"]
+    assert _ranked(slot_index, SAVE_REQUEST, limit=1, server="filesystem") == ["filesystem_write_file"]
 
 
-def test_explain_names_the_step_that_placed_a_tool(bm25_index: SearchIndex) -> None:
-    ranked = _ranked(bm25_index, SAVE_REQUEST, limit=5)
-    writer = bm25_index.explain(SAVE_REQUEST, "filesystem_write_file", limit=5)
+def test_explain_names_the_step_that_placed_a_tool(slot_index: SearchIndex) -> None:
+    ranked = _ranked(slot_index, SAVE_REQUEST, limit=5)
+    writer = slot_index.explain(SAVE_REQUEST, "filesystem_write_file", limit=5)
     assert writer.rank == 2 and writer.shown and writer.moved_by_destination and writer.ranking == "bm25"
     assert writer.steps[0].name == "BM25 (words)"
-    pushed = bm25_index.explain(SAVE_REQUEST, ranked[2], limit=2)
+    pushed = slot_index.explain(SAVE_REQUEST, ranked[2], limit=2)
     assert pushed.rank == 3 and not pushed.shown and pushed.displaced_by_destination == "filesystem_write_file"
     assert [key for key, _ in pushed.ahead] == ranked[:2]
     # Its rank is the rank `search` gives it, and a tool with no shared word does not match at all.
     for place, key in enumerate(ranked, 1):
-        assert bm25_index.explain(SAVE_REQUEST, key).rank == place
-    unrelated = bm25_index.explain("weather forecast", "slack_add_reaction")
+        assert slot_index.explain(SAVE_REQUEST, key).rank == place
+    unrelated = slot_index.explain("weather forecast", "slack_add_reaction")
     assert unrelated.rank is None and unrelated.matched_terms == () and "weather" in unrelated.query_terms
-    assert not bm25_index.explain("anything", "no_such_tool").in_index
-    assert bm25_index.explain("weather", "weather_get_forecast", server="slack").hidden_by_server_filter
+    assert not slot_index.explain("anything", "no_such_tool").in_index
+    assert slot_index.explain("weather", "weather_get_forecast", server="slack").hidden_by_server_filter
 
 
 def test_explain_shows_the_embedding_steps_of_a_hybrid_search() -> None:

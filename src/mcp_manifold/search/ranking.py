@@ -45,7 +45,9 @@ class RankingConfig:
     server_match: float = 0.3  # weight of the server profile's match (see profiles.py)
     # A request that saves to a path: the tool that best matches "write file <ext>" takes this place
     # in the ranking if it is not higher already (0: off; needs rewrite_query and output_paths).
-    destination_slot: int = 2  # chosen on the tuning halves (2nd over 3rd); neither held-out half lost
+    # Off: with name words counted once its gain on LiveMCPBench was gone (the held-out half scored 0.5
+    # better without it) and BFCL has no destinations; 2 or 3 put the writer in that place.
+    destination_slot: int = 0
 
 
 def document_terms(doc: ToolDocument, config: RankingConfig) -> list[str]:
