@@ -397,6 +397,31 @@ def embedder_for(setting: str) -> Any:
     return make_embedder(name)
 
 
+def markdown(report: dict[str, Any]) -> str:
+    """One table per dataset for docs/search.md: held-out figures, tuning NDCG@10 and the rule check."""
+    out = []
+    for name, data in report["datasets"].items():
+        out += [
+            f"**{name}** ({data['tools']} tools, {data['tasks']} tasks: {data['halves']['tuning']} tuning,"
+            f" {data['halves']['held-out']} held-out)",
+            "",
+            "| configuration | held-out R@1 | R@5 | R@10 | NDCG@10 | vs default (± s.e.) | tuning NDCG@10"
+            " | all NDCG@10 |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for row in data["rows"]:
+            held = row["held-out"]
+            check = row.get("held-out vs default")
+            versus = f"{check['ndcg@10']:+.2f} ± {check['standard error']:.2f}" if check else "default"
+            label = f"**{row['config']}**" if not check else row["config"]
+            out.append(
+                f"| {label} | {held['recall@1']:.1f} | {held['recall@5']:.1f} | {held['recall@10']:.1f}"
+                f" | {held['ndcg@10']:.1f} | {versus} | {row['tuning']['ndcg@10']:.1f} | {row['all']['ndcg@10']:.1f} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path, default=None, help="LiveMCPBench files under this folder")
@@ -410,7 +435,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also measure hybrid with these search_models (minilm or model folders); repeat for more rows",
     )
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--markdown", type=Path, default=None, metavar="RESULTS", help="only print these results' tables"
+    )
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return 0
     chosen = args.dataset or ["livemcpbench", "bfcl"]
     datasets = []
     if "livemcpbench" in chosen:
@@ -473,6 +504,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             times = sorted(embedder.query_seconds)
             print(f"{setting}: one query embedding p50 {1000 * times[len(times) // 2]:.1f} ms over {len(times)}")
 
+    print()
+    print(markdown(report))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.output}")
