@@ -163,7 +163,8 @@ async def test_dynamic_answers_say_what_was_newly_registered_and_what_already_wa
         first = text_of(await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 2}))
         found = names_in(first)
         assert all(f"{name} (newly registered) [" in first for name in found)
-        assert f"(Newly registered as tools: {', '.join(found)}. Call them by name. * = required; in {…}, ? = optional)" in first
+        registered = f"(Newly registered as tools: {', '.join(found)}. Call them by name."
+        assert f"{registered} * = required; in {{…}}, ? = optional)" in first
         again = await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 4})
         answer = text_of(again)
         for name in found:
