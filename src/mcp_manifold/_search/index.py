@@ -146,6 +146,23 @@ class SearchIndex:
             embedder = self._embedder
         if not snapshot.keys:
             return []
+        scores, failure = self._scores(query, snapshot, embedder)
+        if failure is not None:
+            self._note_error(f"query embedding failed, BM25 only: {failure}")
+        if server is not None:
+            rows = snapshot.by_server.get(server)
+            if rows is None:
+                return []
+            picked = rows[top_indices(scores[rows], limit, positive_only=True)]
+        else:
+            picked = top_indices(scores, limit, positive_only=True)
+        return [SearchHit(snapshot.keys[i], float(scores[i])) for i in picked]
+
+    def _scores(
+        self, query: str, snapshot: _Snapshot, embedder: Embedder | None, trace: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, SearchError | None]:
+        """Every tool's score for `query`, and the embedding failure that left BM25 alone to score them:
+        the embedding service failing must not take search down."""
         try:
             scores = score_all(
                 query,
@@ -156,21 +173,16 @@ class SearchIndex:
                 snapshot.has_vector,
                 self._ranking,
                 snapshot.profiles,
+                trace,
             )
+            return scores, None
         except SearchError as exc:
-            # The embedding service failing must not take search down: BM25 alone still answers.
-            self._note_error(f"query embedding failed, BM25 only: {exc}")
-            scores = score_all(
-                query, snapshot.lexical, snapshot.server_ids, None, None, None, self._ranking, snapshot.profiles
+            if trace is not None:
+                trace.clear()
+            lexical_only = score_all(
+                query, snapshot.lexical, snapshot.server_ids, None, None, None, self._ranking, snapshot.profiles, trace
             )
-        if server is not None:
-            rows = snapshot.by_server.get(server)
-            if rows is None:
-                return []
-            picked = rows[top_indices(scores[rows], limit, positive_only=True)]
-        else:
-            picked = top_indices(scores, limit, positive_only=True)
-        return [SearchHit(snapshot.keys[i], float(scores[i])) for i in picked]
+            return lexical_only, exc
 
     def explain(self, query: str, key: str, *, limit: int = 5, server: str | None = None) -> Explanation:
         """Where tool `key` ranks for `query`, and the score of every ranking step that put it there."""
@@ -183,24 +195,9 @@ class SearchIndex:
             return Explanation(query, key, "bm25" if embedder is None else "hybrid", in_index=False, limit=limit)
         trace: dict[str, Any] = {}
         notes = []
-        try:
-            final = score_all(
-                query,
-                snapshot.lexical,
-                snapshot.server_ids,
-                embedder,
-                snapshot.matrix,
-                snapshot.has_vector,
-                self._ranking,
-                snapshot.profiles,
-                trace,
-            )
-        except SearchError as exc:
-            notes.append(f"the query could not be embedded, so BM25 alone answered: {exc}")
-            trace = {}
-            final = score_all(
-                query, snapshot.lexical, snapshot.server_ids, None, None, None, self._ranking, snapshot.profiles, trace
-            )
+        final, failure = self._scores(query, snapshot, embedder, trace)
+        if failure is not None:
+            notes.append(f"the query could not be embedded, so BM25 alone answered: {failure}")
         row = snapshot.keys.index(key)
         if embedder is not None and snapshot.has_vector is not None and not snapshot.has_vector[row]:
             notes.append("this tool has no embedding yet (its embedding failed), so only BM25 scores it")
