@@ -27,6 +27,7 @@ from mcp_manifold._config.model import Config, ServerConfig, ToolFilter, Transpo
 from mcp_manifold._config.redaction import redact_args, redact_url
 from mcp_manifold._config.servers import SERVER_FIELDS
 from mcp_manifold._config.settings import (
+    LIVE_SETTINGS,
     SURFACE_NAMES,
     SettingField,
     Settings,
@@ -38,6 +39,7 @@ from mcp_manifold._config.variables import escape_vars, expand_vars
 
 __all__ = [
     "CONFIG_SUFFIXES",
+    "LIVE_SETTINGS",
     "SERVER_FIELDS",
     "SURFACE_NAMES",
     "Config",

@@ -1,7 +1,8 @@
 """Streamable HTTP at http://host:port/mcp: any number of clients, one session each (session era).
 
-uvicorn serves the SDK's streamable HTTP app; SIGTERM / SIGHUP start uvicorn's graceful shutdown,
-bounded by `shutdown_timeout` (a client's open SSE stream never ends by itself).
+uvicorn serves the SDK's streamable HTTP app; SIGTERM (and Ctrl-C) start uvicorn's graceful shutdown,
+bounded by `shutdown_timeout` (a client's open SSE stream never ends by itself). SIGHUP reloads the
+config (`_front/signals.py`).
 """
 
 from __future__ import annotations

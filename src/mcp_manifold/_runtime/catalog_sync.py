@@ -73,10 +73,17 @@ class CatalogSync:
         except ManifoldError as exc:
             logger.warning("%s", exc)
             return
+        if self.pool.backends.get(name) is not backend:
+            return  # a config reload removed or replaced it meanwhile: this listing is stale
         async with self._lock:
             self._set(name, listing)
         if self.serving:
             self.cache.save(backend.config, listing)
+
+    def forget(self, name: str) -> None:
+        """A config reload removed the server: its items leave the catalog (clients get list_changed)."""
+        self.listed.discard(name)
+        self.catalog.remove_backend(name)
 
     def _set(self, name: str, listing: Listing) -> None:
         config = self.pool[name].config

@@ -41,6 +41,7 @@ from mcp_manifold._runtime.catalog_sync import CatalogSync
 from mcp_manifold._runtime.health import HealthMonitor
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.reload import ConfigReloader
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._surfaces import Surface, load_surface
@@ -91,6 +92,8 @@ class Gateway:
             ),
         )
         self.health = HealthMonitor(self._settings)
+        # A serving gateway applies edits of its config file while it runs (and on request: SIGHUP).
+        self.reloader = ConfigReloader(self, watch=self._settings.reload) if serving and config.path else None
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
 
@@ -113,6 +116,9 @@ class Gateway:
             if self.serving:
                 directory = live_status.live_dir(self._settings.data_dir)
                 task_group.start_soon(live_status.publish, directory, self.live_snapshot)
+            if self.reloader is not None:
+                await task_group.start(self.reloader.run)
+                stack.callback(self.reloader.stop_watching)  # runs before the cancel: see stop_watching
             for surface in self.surfaces:
                 await surface.start()
                 task_group.start_soon(surface.run)  # background work (the hub's discovery), if any
@@ -125,6 +131,13 @@ class Gateway:
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._exit is not None
         await self._exit.__aexit__(*exc_info)
+
+    @property
+    def task_group(self) -> anyio.abc.TaskGroup:
+        """Where the gateway's background work runs (it is cancelled, and waited for, as the gateway stops)."""
+        if self._task_group is None:
+            raise RuntimeError("the gateway is not running (use `async with Gateway(...)`)")
+        return self._task_group
 
     @property
     def backends(self) -> dict[str, Backend]:
