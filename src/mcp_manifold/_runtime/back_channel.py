@@ -69,9 +69,22 @@ class BackChannel:
 
     def track(self, caller: Caller, *, answers_requests: bool = True) -> None:
         """Note a client that made a request; `answers_requests`: it may be asked for input outside a call."""
-        self._callers.add(caller)
+        if caller not in self._callers:
+            self._callers.add(caller)
+            # Forgotten when it goes away, not when it is garbage (a session's caller sits in a cycle).
+            ref = weakref.ref(caller)
+            caller.on_close(lambda: self._forget(ref))
         if answers_requests:
             self._recent = weakref.ref(caller)
+
+    def _forget(self, ref: weakref.ref[Caller]) -> None:
+        caller = ref()
+        if caller is not None:
+            self._callers.discard(caller)
+
+    def clients(self) -> list[Caller]:
+        """The clients that made a request and have not gone away (for the metrics and the dashboard)."""
+        return list(self._callers)
 
     def subscribe(self, caller: Caller, uri: str) -> bool:
         """Record `caller`'s subscription to `uri`; True if it is the first one (the backend must be told)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import asdict
 from pathlib import Path
@@ -92,6 +92,7 @@ class Gateway:
             ),
         )
         self.health = HealthMonitor(self._settings)
+        self.search_observers: list[Callable[[float], None]] = []  # told each search's seconds (metrics)
         # A serving gateway applies edits of its config file while it runs (and on request: SIGHUP).
         self.reloader = ConfigReloader(self, watch=self._settings.reload) if serving and config.path else None
         self._exit: AsyncExitStack | None = None
@@ -201,7 +202,16 @@ class Gateway:
         return self.calls.backend(server).status()
 
     async def search(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
-        return await self.search_index.find(query, limit=limit, server=server)
+        started = time.perf_counter()
+        matches = await self.search_index.find(query, limit=limit, server=server)
+        for observer in self.search_observers:
+            observer(time.perf_counter() - started)
+        return matches
+
+    @property
+    def search_index_if_built(self) -> CatalogSearch | None:
+        """The search index if something has searched (looking must not build it)."""
+        return self._search
 
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
         await self.back_channel.notify_list_changed(kinds, caller)

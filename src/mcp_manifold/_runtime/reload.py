@@ -92,6 +92,8 @@ class ConfigReloader:
         self.path: Path = gateway.config.path
         self.watch = watch
         self.history: deque[ReloadOutcome] = deque(maxlen=20)
+        self.applied = 0  # reloads since start, by result (metrics)
+        self.refused = 0
         self._lock = anyio.Lock()
         self._requested: Trigger | None = None
         self._wake = anyio.Event()
@@ -154,6 +156,7 @@ class ConfigReloader:
                 problems = tuple(str(problem) for problem in exc.problems)
                 logger.error("config reload refused, %s still serves as before: %s", self.path, "; ".join(problems))
                 outcome = ReloadOutcome(time.time(), trigger, applied=False, problems=problems)
+                self.refused += 1
             else:
                 changes = diff_configs(running, loaded)
                 apply_changes(self.gateway, loaded, changes)
@@ -167,6 +170,7 @@ class ConfigReloader:
                     )
                 logger.info("config reloaded from %s: %s", self.path, changes.summary())
                 outcome = ReloadOutcome(time.time(), trigger, applied=True, changes=changes)
+                self.applied += 1
             self.history.append(outcome)
             return outcome
 
