@@ -9,6 +9,7 @@ flag > environment > file > default.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import types
 from collections.abc import Callable, Mapping
@@ -42,6 +43,13 @@ SEPARATORS = ("_", "-", "__", "--", "_-", "-_")
 
 def _port_problem(value: int) -> str | None:
     return None if 0 <= value <= 65535 else f"must be a port number from 0 to 65535, not {value}"
+
+
+def _tracing_problem(enabled: bool) -> str | None:
+    # Checked here, not at the first call: `manifold config check` and start-up say what to install.
+    if enabled and importlib.util.find_spec("opentelemetry.sdk") is None:
+        return "needs the OpenTelemetry SDK: pip install 'mcp-manifold[otel]'"
+    return None
 
 
 def _search_models_problem(entries: list[str]) -> str | None:
@@ -188,7 +196,9 @@ class Settings:
     metrics: bool = _setting(True, "Serve Prometheus metrics at /metrics on the HTTP front.")
     dashboard: bool = _setting(True, "Serve the web dashboard at /ui on the HTTP front.")
     tracing: bool = _setting(
-        False, "Export OpenTelemetry traces of calls (the otel extra; OTLP set by the OTEL_* variables)."
+        False,
+        "Export OpenTelemetry traces of calls (the otel extra; OTLP set by the OTEL_* variables).",
+        check=_tracing_problem,
     )
 
 

@@ -105,6 +105,8 @@ class Gateway:
         # still unwinds what was started: servers stopped, tasks cancelled, files removed.
         async with AsyncExitStack() as stack:
             stack.callback(self.spill.close)  # registered first, so it runs last
+            if self._settings.tracing:
+                await self._start_tracing(stack)
             await stack.enter_async_context(self.pool)
             task_group = await stack.enter_async_context(anyio.create_task_group())
             self._task_group = task_group
@@ -128,6 +130,20 @@ class Gateway:
                 await self.sync.refresh(eager)
             self._exit = stack.pop_all()
         return self
+
+    async def _start_tracing(self, stack: AsyncExitStack) -> None:
+        # Imported here: the OpenTelemetry SDK is an extra, loaded only by a gateway that traces.
+        from mcp_manifold._runtime.tracing import CallTracer, start_tracing
+
+        provider = start_tracing()
+        if provider is not None:
+
+            async def flush() -> None:  # the spans of the last calls still go out, within 5 s
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await anyio.to_thread.run_sync(provider.shutdown, abandon_on_cancel=True)
+
+            stack.push_async_callback(flush)
+        stack.callback(self.calls.around(CallTracer()))
 
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._exit is not None
