@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 NODE_DIR := tests/node
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench setup node clean
+.PHONY: demo test lint bench setup node browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,16 @@ node:
 		fi; \
 	else echo "node/npm not found: the server-everything tests will be skipped"; fi
 
+# Debian's chromium, for the dashboard's browser test (Playwright drives it; it never downloads a browser).
+# Installed as root where apt-get works; elsewhere that test is skipped and says why.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the dashboard's browser test"; \
+		( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ) \
+		|| echo "chromium could not be installed: the dashboard's browser test will be skipped"; \
+	else echo "chromium not found and apt-get needs root: the dashboard's browser test will be skipped"; fi
+
 demo: setup
 	$(BIN)/manifold serve --config examples/demo.json --http --host 127.0.0.1 --port 8765
 
@@ -31,7 +41,7 @@ lint: setup
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/lint-imports --no-logo
 
-test: setup node
+test: setup node browser
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest -q
