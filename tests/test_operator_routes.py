@@ -17,6 +17,7 @@ import httpx2 as httpx
 import pytest
 from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.responses import JSONResponse
 
 from mcp_manifold._config import load_config
 from mcp_manifold._front.http import build_app
@@ -27,6 +28,7 @@ from tests.conftest import server_entry
 
 pytestmark = pytest.mark.anyio
 BASE = "http://127.0.0.1:8765"
+OPERATIONS = Path(__file__).parent.parent / "docs" / "operations.md"
 
 
 def write(tmp_path: Path, **settings: Any) -> Path:
@@ -42,13 +44,16 @@ class Front:
         self.gateway, self.http, self.client = gateway, http, client
 
     async def samples(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-        response = await self.http.get("/metrics")
-        assert response.status_code == 200, response.text
         return {
             (sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(response.text)
+            for family in await self.families()
             for sample in family.samples
         }
+
+    async def families(self) -> list[Any]:
+        response = await self.http.get("/metrics")
+        assert response.status_code == 200, response.text
+        return list(text_string_to_metric_families(response.text))
 
 
 @pytest.fixture
@@ -99,6 +104,11 @@ async def test_metrics_count_calls_and_show_the_state_of_every_server(front: Fro
     assert value(samples, "manifold_backend_tools", server="numbers") == 3
     assert value(samples, "manifold_sessions", era="session") == 1  # the client above
     assert value(samples, "manifold_config_reloads_total", result="applied") == 0
+
+    documented = OPERATIONS.read_text()
+    for family in await front.families():
+        if family.name.startswith("manifold_") and not family.name.endswith("_created"):
+            assert f"`{family.name}" in documented, f"{family.name} is not in docs/operations.md"
 
 
 async def test_a_killed_server_shows_as_failed_with_a_restart_after(front: Front) -> None:
@@ -170,3 +180,26 @@ async def test_metrics_and_dashboard_can_be_turned_off(tmp_path: Path) -> None:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
             assert (await http.get("/metrics")).status_code == 404
             assert (await http.get("/ui/")).status_code == 404
+
+
+async def test_a_guard_wraps_metrics_and_the_dashboard_api(tmp_path: Path) -> None:
+    """The seam for the HTTP front's authentication: every operator route that shows data goes through it."""
+
+    def guard(app: Any) -> Any:
+        async def checked(scope: Any, receive: Any, send: Any) -> None:
+            if (b"authorization", b"Bearer letmein") not in scope["headers"]:
+                await JSONResponse({"error": "invalid_token"}, status_code=401)(scope, receive, send)
+                return
+            await app(scope, receive, send)
+
+        return checked
+
+    gateway = Gateway(load_config(write(tmp_path)))
+    async with AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack, guard=guard)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            token = {"Authorization": "Bearer letmein"}
+            for path in ("/metrics", "/ui/api/tools", "/ui/api/calls"):
+                assert (await http.get(path)).status_code == 401, path
+                assert (await http.get(path, headers=token)).status_code == 200, path
+            assert (await http.get("/ui/")).status_code == 200  # the page holds no data; it asks for a token

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from mcp_manifold._config import load_config, parse_config_data
+from mcp_manifold._config import LIVE_SETTINGS, load_config, parse_config_data
 from mcp_manifold._config.changes import diff_configs
 from mcp_manifold._files import pid_is_alive
 from mcp_manifold._front.server import McpFront
@@ -73,6 +74,15 @@ def test_only_a_change_of_what_a_server_is_restarts_it() -> None:
     assert changes.settings == (("call_timeout", 5.0, 9.0),)
     assert changes.needs_restart == (("port", 1, 2),)
     assert diff_configs(before, before).empty
+
+
+def test_the_docs_name_exactly_the_live_settings() -> None:
+    docs = Path(__file__).parent.parent / "docs"
+    for page, opening in (("config.md", "Settings that a config reload changes"), ("operations.md", "Live settings:")):
+        text = (docs / page).read_text()
+        paragraph = text[text.index(opening) :].split("\n\n")[0]
+        named = set(re.findall(r"`([a-z_]+)`", paragraph))
+        assert named == LIVE_SETTINGS, (page, named ^ LIVE_SETTINGS)
 
 
 # --- the rules, on a real gateway ---------------------------------------------------------------------

@@ -122,12 +122,15 @@ async def test_one_trace_goes_from_the_client_through_the_gateway_to_the_server(
     # -> the gateway's call span, with server, tool, surface and outcome
     call = spans["tools/call kitchen/request_meta"]
     assert call.parent_span_id == inbound.span_id and call.trace_id == inbound.trace_id
-    assert attributes(call).items() >= {
-        "manifold.server": "kitchen",
-        "gen_ai.tool.name": "request_meta",
-        "manifold.surface": "direct",
-        "manifold.outcome": "ok",
-    }.items()
+    assert (
+        attributes(call).items()
+        >= {
+            "manifold.server": "kitchen",
+            "gen_ai.tool.name": "request_meta",
+            "manifold.surface": "direct",
+            "manifold.outcome": "ok",
+        }.items()
+    )
     # -> the request to the server, whose traceparent names the gateway's client span as parent
     outbound = spans["MCP send tools/call request_meta"]
     assert outbound.parent_span_id == call.span_id

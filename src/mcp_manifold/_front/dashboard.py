@@ -10,7 +10,8 @@ The page (`dashboard_static/`) polls the API about once a second and redraws in 
 - `GET /ui/api/calls?after=N`: the calls the call path saw since number N (`RecentCalls`).
 
 It only reads: nothing here changes the gateway, so it needs no CSRF guard. Who may read it is the
-HTTP front's business (`_front/http.py` wraps it like every operator route).
+HTTP front's business: `_front/http.py` wraps the API like every operator route; the page itself holds
+no data, and when the API answers 401 it asks for a token and sends it as a bearer token.
 """
 
 from __future__ import annotations
@@ -129,14 +130,17 @@ class Dashboard:
     def _catalog_changed(self, kinds: set[str]) -> None:
         self.revision += 1
 
-    def app(self) -> Starlette:
+    def page_app(self) -> Starlette:
+        """The page itself (/ui/): HTML, script and style, the same for everyone; it holds no data."""
+        return Starlette(routes=[Route("/", self.page), Route("/{name:str}", self.static)])
+
+    def api_app(self) -> Starlette:
+        """The JSON API (/ui/api/...): everything the page shows comes from here."""
         routes = [
-            Route("/", self.page),
-            Route("/api/overview", self.overview),
-            Route("/api/tools", self.tools),
-            Route("/api/search", self.search),
-            Route("/api/calls", self.recent_calls),
-            Route("/{name:str}", self.static),
+            Route("/overview", self.overview),
+            Route("/tools", self.tools),
+            Route("/search", self.search),
+            Route("/calls", self.recent_calls),
         ]
         return Starlette(routes=routes)
 

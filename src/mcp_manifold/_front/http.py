@@ -50,7 +50,8 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack, guard: Guard =
 
 
 def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack, guard: Guard) -> list[BaseRoute]:
-    """/metrics and /ui, as the settings ask, each checked like /mcp against DNS rebinding, then `guard`."""
+    """/metrics and /ui, as the settings ask, each checked like /mcp against DNS rebinding; `guard` wraps
+    /metrics and the dashboard's API."""
     routes: list[BaseRoute] = []
     if gateway.settings.metrics:
         from prometheus_client import make_asgi_app
@@ -65,7 +66,9 @@ def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack, guard: G
 
         dashboard = Dashboard(gateway)
         stack.callback(dashboard.attach())
-        routes.append(Mount("/ui", app=_SameHost(guard(dashboard.app()), host)))
+        routes.append(Mount("/ui/api", app=_SameHost(guard(dashboard.api_app()), host)))
+        # The page holds no data (it asks the API, and for a token if the API wants one): not guarded.
+        routes.append(Mount("/ui", app=_SameHost(dashboard.page_app(), host)))
     return routes
 
 

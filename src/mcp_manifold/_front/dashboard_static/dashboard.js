@@ -38,11 +38,29 @@ const HEALTH_TONE = { active: "ok", connecting: "warn", retrying: "warn", dead: 
 const BREAKER_TONE = { closed: "ok", "half-open": "warn", open: "bad" };
 const OUTCOME_TONE = { ok: "ok", cached: "ok", error: "bad" };
 
+// Behind the gateway's authentication the API answers 401: the page then asks for a token, keeps it for
+// this tab only (sessionStorage), and sends it as a bearer token.
+let token = sessionStorage.getItem("manifold-token");
+
 async function getJSON(path) {
-  const response = await fetch(path, { cache: "no-store" });
-  const body = await response.json();
-  if (!response.ok) throw new Error(body.error || response.statusText);
+  const headers = token ? { Authorization: "Bearer " + token } : {};
+  const response = await fetch(path, { cache: "no-store", headers });
+  if (response.status === 401) {
+    $("auth").hidden = false;
+    throw new Error(token ? "the token was refused" : "the gateway asks for a token");
+  }
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.error_description || body.error || response.statusText);
   return body;
+}
+
+function useToken(event) {
+  event.preventDefault();
+  token = $("auth-token").value.trim() || null;
+  if (token) sessionStorage.setItem("manifold-token", token);
+  else sessionStorage.removeItem("manifold-token");
+  $("auth").hidden = true;
+  view.revision = null; // fetch the tools again with the token
 }
 
 function clock(seconds) {
@@ -230,5 +248,6 @@ async function search(event) {
 document.addEventListener("DOMContentLoaded", () => {
   $("tool-filter").addEventListener("input", renderTools);
   $("search-form").addEventListener("submit", search);
+  $("auth").addEventListener("submit", useToken);
   refresh();
 });
