@@ -20,6 +20,7 @@ from mcp_manifold._config import redaction
 from mcp_manifold._config.settings import Settings
 
 Transport = Literal["stdio", "http", "sse"]
+SessionScope = Literal["shared", "client"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,9 @@ class ServerConfig:
     timeout: float | None = None
     max_concurrency: int | None = None
     cache_ttl: float | None = None
+    # shared: one session for every client; client: each client (HTTP session, or 2026-era principal) its own,
+    # told that client's capabilities and roots (for servers whose behaviour depends on the client).
+    session_scope: SessionScope = "shared"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))

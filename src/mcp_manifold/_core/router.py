@@ -10,8 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import mcp_types as types
+
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.results import SpillPolicy
+from mcp_manifold._errors import NotFound
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +59,15 @@ def resource_target(catalog: Catalog, uri: str, surface: str) -> Target:
 def prompt_target(catalog: Catalog, name: str, surface: str) -> Target:
     route = catalog.route_prompt(name)
     return Target(route.server, route.original, name, surface)
+
+
+def completion_target(
+    catalog: Catalog, ref: types.PromptReference | types.ResourceTemplateReference, surface: str
+) -> Target | None:
+    """Where completions for a catalog prompt's or resource template's arguments come from, or None."""
+    try:
+        if isinstance(ref, types.PromptReference):
+            return prompt_target(catalog, ref.name, surface)
+        return resource_target(catalog, ref.uri, surface)
+    except NotFound:
+        return None

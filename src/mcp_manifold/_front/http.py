@@ -17,10 +17,9 @@ from typing import Any
 
 import uvicorn
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.signals import Stopper
@@ -36,16 +35,18 @@ def no_guard(app: ASGIApp) -> ASGIApp:
     return app
 
 
-def build_app(gateway: Gateway, host: str, stack: AsyncExitStack, guard: Guard = no_guard) -> Starlette:
-    """The HTTP front's app: MCP at /mcp, and the operator routes the settings turn on, each behind `guard`.
+def build_app(gateway: Gateway, host: str, stack: AsyncExitStack, guard: Guard = no_guard) -> ASGIApp:
+    """The HTTP front's app: MCP at /mcp, and the operator routes the settings turn on (`operator_routes`).
 
     `stack` owns what the operator routes watch (call observers); closing it detaches them.
     """
     front = McpFront(gateway)
-    return front.server.streamable_http_app(
-        host=host,
-        session_idle_timeout=gateway.settings.session_idle_timeout or None,
-        custom_starlette_routes=operator_routes(gateway, host, stack, guard),
+    return without_phantom_sessions(
+        front.server.streamable_http_app(
+            host=host,
+            session_idle_timeout=gateway.settings.session_idle_timeout or None,
+            custom_starlette_routes=operator_routes(gateway, host, stack, guard),
+        )
     )
 
 
@@ -146,3 +147,27 @@ class _Server(uvicorn.Server):
     @contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+
+def without_phantom_sessions(app: ASGIApp) -> ASGIApp:
+    """Refusals of requests that named no session carry no `mcp-session-id`.
+
+    mcp 2.3.0 opens a session for every request without one and discards it again when the request is
+    refused (a GET or a POST that is not `initialize`), but the refusal still names the discarded
+    session, which a client may then try to use.
+    """
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or any(name == b"mcp-session-id" for name, _ in scope["headers"]):
+            await app(scope, receive, send)
+            return
+
+        async def send_without_phantom(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                headers = [(name, value) for name, value in message.get("headers", []) if name != b"mcp-session-id"]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_without_phantom)
+
+    return wrapped

@@ -33,17 +33,18 @@ import mcp_types as types
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.result_cache import ResultCache
-from mcp_manifold._core.results import SpillPolicy, scrubbed, spill_if_due, tool_error
+from mcp_manifold._core.results import SpillPolicy, scrubbed, spill_if_due, tool_error, with_exposed_uris
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._errors import BackendError, ManifoldError, NotFound
 
 if TYPE_CHECKING:
     from mcp_manifold._runtime.backends import Backend, BackendPool
+    from mcp_manifold._runtime.client_sessions import ClientSessions
     from mcp_manifold._runtime.spill import SpillStore
 
 logger = logging.getLogger(__name__)
 
-CallKind = Literal["tool", "resource", "prompt"]
+CallKind = Literal["tool", "resource", "prompt", "completion"]
 Outcome = Literal["ok", "error", "cached"]
 
 
@@ -73,12 +74,14 @@ class CallPath:
     def __init__(
         self,
         pool: BackendPool,
+        client_sessions: ClientSessions,
         catalog: Catalog,
         result_cache: ResultCache,
         spill: SpillStore,
         default_spill: SpillPolicy,
     ) -> None:
         self._pool = pool
+        self._client_sessions = client_sessions
         self._catalog = catalog
         self._cache = result_cache
         self._spill = spill
@@ -103,11 +106,14 @@ class CallPath:
             finishes = tuple(stack.enter_context(hook(kind, request, target)) for hook in list(self._arounds))
             return await run(finishes)
 
-    def backend(self, server: str) -> Backend:
-        """The backend called `server`: configured, or added at run time (hub instances)."""
+    def backend(self, server: str, request: Request | None = None) -> Backend:
+        """The session a request to `server` goes to: the client's own (`session_scope: client`), else the
+        server's shared one (configured, or added at run time: hub instances)."""
         backend = self._pool.backends.get(server) or self._pool.added.get(server)
         if backend is None:
             raise NotFound(f"unknown server {server!r}")
+        if request is not None and self._client_sessions.serves(backend.config, request.caller):
+            return self._client_sessions.session(backend.config, request.caller)
         return backend
 
     # --- tools ----------------------------------------------------------------------------------
@@ -123,7 +129,7 @@ class CallPath:
     async def _call_tool(self, request: Request, call: ToolCall, hooks: tuple[Observer, ...]) -> types.CallToolResult:
         started = time.perf_counter()
         target, arguments = call.target, call.arguments
-        backend = self.backend(target.server)
+        backend = self.backend(target.server, request)
         outcome: Outcome = "ok"
         error: str | None = None
         waited: float | None = None
@@ -131,6 +137,7 @@ class CallPath:
         if result is not None:
             outcome = "cached"
         else:
+            arguments = self._internal_uris(target, arguments)
             progress = request.progress if request.wants_progress else None
             sent = time.perf_counter()
             try:
@@ -149,7 +156,8 @@ class CallPath:
                 error = backend.config.scrub(str(exc))
                 result = tool_error(error)
             else:
-                self._cache.store(target.server, target.name, arguments, result)
+                result = self._exposed_uris(target, result)
+                self._cache.store(target.server, target.name, call.arguments, result)
             waited = time.perf_counter() - sent
             if result.is_error:
                 outcome = "error"
@@ -163,6 +171,25 @@ class CallPath:
             record = CallRecord("tool", target, request.caller.key, duration, outcome, error, spilled, waited)
             self._tell(record, hooks)
         return result
+
+    def _internal_uris(self, target: Target, arguments: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Arguments whose schema marks them as URIs, given in the exposed form, as the server knows them."""
+        entry = self._catalog.entry(target.exposed)
+        if not arguments or entry is None or not entry.uri_arguments or entry.server != target.server:
+            return arguments
+        original = self._catalog.original_uri
+        return {
+            key: original(target.server, value) if key in entry.uri_arguments and isinstance(value, str) else value
+            for key, value in arguments.items()
+        }
+
+    def _exposed_uris(self, target: Target, result: types.CallToolResult) -> types.CallToolResult:
+        """A tool's resource links and embedded resources name URIs the client can read back."""
+        content = with_exposed_uris(list(result.content), self._exposer(target))
+        return result if content is None else result.model_copy(update={"content": content})
+
+    def _exposer(self, target: Target) -> Callable[[str], str]:
+        return lambda uri: self._catalog.exposed_uri(target.server, uri)
 
     def _spilled(self, result: types.CallToolResult, policy: SpillPolicy, target: Target) -> tuple[Any, bool]:
         try:
@@ -193,9 +220,42 @@ class CallPath:
         self, request: Request, target: Target, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
         async def get(backend: Backend) -> types.GetPromptResult:
-            return await backend.request("prompts/get", lambda session: session.get_prompt(target.name, arguments))
+            result = await backend.request("prompts/get", lambda session: session.get_prompt(target.name, arguments))
+            messages = []
+            for message in result.messages:
+                content = with_exposed_uris(
+                    [message.content], lambda uri: self._catalog.exposed_uri(target.server, uri)
+                )
+                messages.append(message if content is None else message.model_copy(update={"content": content[0]}))
+            return result.model_copy(update={"messages": messages})
 
         return await self._run("prompt", request, target, get)
+
+    async def complete(
+        self,
+        request: Request,
+        target: Target,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        *,
+        argument: dict[str, str],
+        context: dict[str, str] | None = None,
+    ) -> types.CompleteResult:
+        """Completions for an argument of a prompt or resource template (`ref` names it as the client knows
+        it; `target.name` as its server does). A server that offers no completions completes nothing."""
+
+        async def complete(backend: Backend) -> types.CompleteResult:
+            if backend.state == "ready" and not backend.offers_completions():
+                return types.CompleteResult(completion=types.Completion(values=[]))
+            original = (
+                types.PromptReference(name=target.name)
+                if isinstance(ref, types.PromptReference)
+                else types.ResourceTemplateReference(uri=target.name)
+            )
+            return await backend.request(
+                "completion/complete", lambda session: session.complete(original, argument, context)
+            )
+
+        return await self._run("completion", request, target, complete)
 
     async def _run(self, kind: CallKind, request: Request, target: Target, work: Callable[[Backend], Any]) -> Any:
         if self._arounds:
@@ -215,7 +275,7 @@ class CallPath:
         started = time.perf_counter()
         backend: Backend | None = None
         try:
-            backend = self.backend(target.server)
+            backend = self.backend(target.server, request)
             with backend.serving(request):
                 result = await work(backend)
         except ManifoldError as exc:

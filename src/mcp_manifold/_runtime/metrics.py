@@ -71,7 +71,7 @@ class GatewayMetrics:
         )
         self.reads = Counter(
             "manifold_reads",
-            "Resource reads and prompt gets through the gateway.",
+            "Resource reads, prompt gets and completions through the gateway.",
             ["server", "kind", "outcome"],
             registry=registry,
         )

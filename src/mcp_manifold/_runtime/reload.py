@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from mcp_manifold._core.result_cache import ResultCache
     from mcp_manifold._runtime.backends import BackendPool
     from mcp_manifold._runtime.catalog_sync import CatalogSync
+    from mcp_manifold._runtime.client_sessions import ClientSessions
     from mcp_manifold._runtime.health import HealthMonitor
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class Reloadable(Protocol):
 
     config: Config
     pool: BackendPool
+    client_sessions: ClientSessions
     sync: CatalogSync
     health: HealthMonitor
     result_cache: ResultCache
@@ -198,6 +200,8 @@ def apply_changes(gateway: Reloadable, loaded: Config, changes: ConfigChanges) -
     gateway.result_cache.configure(loaded.servers, restarted=frozenset(changes.restarted))
     for name in (*changes.removed, *changes.restarted):
         gateway.health.forget(name)
+    for name in (*changes.removed, *changes.restarted, *changes.reconfigured):
+        gateway.client_sessions.close_server(name, "the config changed")
     for name in changes.removed:
         gateway.sync.forget(name)
 

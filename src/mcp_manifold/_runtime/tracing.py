@@ -42,7 +42,12 @@ from mcp_manifold._version import __version__
 logger = logging.getLogger(__name__)
 
 SERVICE_NAME = "mcp-manifold"
-_METHODS: dict[str, str] = {"tool": "tools/call", "resource": "resources/read", "prompt": "prompts/get"}
+_METHODS: dict[str, str] = {
+    "tool": "tools/call",
+    "resource": "resources/read",
+    "prompt": "prompts/get",
+    "completion": "completion/complete",
+}
 
 
 class CallTracer:
@@ -65,7 +70,7 @@ class CallTracer:
             attributes |= {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": target.name}
         elif kind == "prompt":
             attributes["gen_ai.prompt.name"] = target.name
-        else:
+        elif kind == "resource":
             attributes["mcp.resource.uri"] = target.name
         with self._tracer.start_as_current_span(
             f"{method} {target.server}/{target.name}",

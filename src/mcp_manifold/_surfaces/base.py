@@ -134,9 +134,13 @@ class Host(Protocol):
         """The merged, namespaced lists of the configured servers (read it; the gateway keeps it)."""
         ...
 
+    def catalog_for(self, request: Request) -> Catalog:
+        """The catalog as the client of `request` sees it (what its own sessions listed, where it has any)."""
+        ...
+
     # --- the catalog ---
-    async def ensure_catalog(self) -> None:
-        """List every configured server not listed yet (starting lazy ones)."""
+    async def ensure_catalog(self, request: Request | None = None) -> None:
+        """List every configured server not listed yet (starting lazy ones), and the client's own sessions."""
         ...
 
     async def refresh(self, servers: list[str]) -> None:
@@ -243,3 +247,11 @@ class Surface:
 
     async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         raise NotImplementedError
+
+    # --- completions ---
+    def completion_target(
+        self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
+    ) -> Target | None:
+        """Where completions for a prompt's or a resource template's arguments come from, if this surface
+        shows it (the target's `name` is the prompt's name or the template as its server knows them)."""
+        return None

@@ -7,7 +7,14 @@ from typing import Any
 import mcp_types as types
 
 from mcp_manifold._core.clients import Request
-from mcp_manifold._core.router import ToolCall, prompt_target, resource_target, tool_target
+from mcp_manifold._core.router import (
+    Target,
+    ToolCall,
+    completion_target,
+    prompt_target,
+    resource_target,
+    tool_target,
+)
 from mcp_manifold._errors import NotFound
 from mcp_manifold._surfaces.base import Surface
 
@@ -16,36 +23,43 @@ class DirectSurface(Surface):
     name = "direct"
 
     def list_tools(self, request: Request) -> list[types.Tool]:
-        return self.host.catalog.tools()
+        return self.host.catalog_for(request).tools()
 
     def owns_tool(self, request: Request, name: str) -> bool:
-        return self.host.catalog.has_tool(name)
+        return self.host.catalog_for(request).has_tool(name)
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        target = tool_target(self.host.catalog, name, self.name)
+        target = tool_target(self.host.catalog_for(request), name, self.name)
         return await self.host.calls.call_tool(request, ToolCall(target, arguments))
 
     def list_resources(self, request: Request) -> list[types.Resource]:
-        return self.host.catalog.resources()
+        return self.host.catalog_for(request).resources()
 
     def list_resource_templates(self, request: Request) -> list[types.ResourceTemplate]:
-        return self.host.catalog.templates()
+        return self.host.catalog_for(request).templates()
 
     def owns_resource(self, request: Request, uri: str) -> bool:
-        return _found(lambda: self.host.catalog.route_resource(uri))
+        return _found(lambda: self.host.catalog_for(request).route_resource(uri))
 
     async def read_resource(self, request: Request, uri: str) -> types.ReadResourceResult:
-        return await self.host.calls.read_resource(request, resource_target(self.host.catalog, uri, self.name))
+        return await self.host.calls.read_resource(
+            request, resource_target(self.host.catalog_for(request), uri, self.name)
+        )
 
     def list_prompts(self, request: Request) -> list[types.Prompt]:
-        return self.host.catalog.prompts()
+        return self.host.catalog_for(request).prompts()
 
     def owns_prompt(self, request: Request, name: str) -> bool:
-        return _found(lambda: self.host.catalog.route_prompt(name))
+        return _found(lambda: self.host.catalog_for(request).route_prompt(name))
 
     async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
-        target = prompt_target(self.host.catalog, name, self.name)
+        target = prompt_target(self.host.catalog_for(request), name, self.name)
         return await self.host.calls.get_prompt(request, target, arguments)
+
+    def completion_target(
+        self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
+    ) -> Target | None:
+        return completion_target(self.host.catalog_for(request), ref, self.name)
 
 
 def _found(route: Any) -> bool:

@@ -168,7 +168,7 @@ class RetrieveSurface(Surface):
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 50:
             raise InvalidRequest(f"'limit' must be an integer from 1 to 50, got {limit!r}")
         include_schema = bool(arguments.get("include_schema", False))
-        await self.host.ensure_catalog()
+        await self.host.ensure_catalog(request)
         matches = await self.host.search(query, limit=limit)
         if self.dynamic:
             await self._register(request, matches)
@@ -193,12 +193,13 @@ class RetrieveSurface(Surface):
         if not isinstance(name, str) or not name:
             raise InvalidRequest("call_tool needs 'name': the name of a tool found with retrieve_tools")
         args = object_argument(args, "args")
-        await self.host.ensure_catalog()
-        if not self.host.catalog.has_tool(name):
+        await self.host.ensure_catalog(request)
+        catalog = self.host.catalog_for(request)
+        if not catalog.has_tool(name):
             close = [m.entry.name for m in await self.host.search(name.replace("_", " "), limit=3)]
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise NotFound(f"no tool named {name!r}{hint}. Use {RETRIEVE} to find tools.")
-        entry = self.host.catalog.tool(name)
+        entry = catalog.tool(name)
         check_arguments(entry, args)
         return await self.host.calls.call_tool(request, ToolCall(self._target(entry), args))
 

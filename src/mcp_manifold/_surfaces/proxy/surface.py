@@ -15,7 +15,7 @@ from typing import Any
 import mcp_types as types
 
 from mcp_manifold._core.clients import Request
-from mcp_manifold._core.router import ToolCall, prompt_target, resource_target, tool_target
+from mcp_manifold._core.router import Target, ToolCall, completion_target, prompt_target, resource_target, tool_target
 from mcp_manifold._surfaces.base import Host, Surface, WireMiddleware
 from mcp_manifold._surfaces.proxy.tool import proxy_tool, run_proxy, wire_middleware
 
@@ -43,6 +43,12 @@ class ProxySurface(Surface):
     def owns_tool(self, request: Request, name: str) -> bool:
         return name == self.tool_name
 
+    def completion_target(
+        self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
+    ) -> Target | None:
+        # The proxy shows the catalog's prompts and templates through its tool: their arguments complete.
+        return completion_target(self.host.catalog_for(request), ref, self.name)
+
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         return await run_proxy(_CatalogTarget(self.host, request, self.name), arguments)
 
@@ -56,29 +62,31 @@ class _CatalogTarget:
         self.surface = surface
 
     async def list_tools(self) -> Sequence[types.Tool]:
-        await self.host.ensure_catalog()
-        return self.host.catalog.tools()
+        await self.host.ensure_catalog(self.request)
+        return self.host.catalog_for(self.request).tools()
 
     async def list_resources(self) -> Sequence[types.Resource | types.ResourceTemplate]:
-        await self.host.ensure_catalog()
-        return [*self.host.catalog.resources(), *self.host.catalog.templates()]
+        await self.host.ensure_catalog(self.request)
+        return [*self.host.catalog_for(self.request).resources(), *self.host.catalog_for(self.request).templates()]
 
     async def list_prompts(self) -> Sequence[types.Prompt]:
-        await self.host.ensure_catalog()
-        return self.host.catalog.prompts()
+        await self.host.ensure_catalog(self.request)
+        return self.host.catalog_for(self.request).prompts()
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, progress: bool) -> types.CallToolResult:
-        await self.host.ensure_catalog()
-        target = tool_target(self.host.catalog, name, self.surface)
+        await self.host.ensure_catalog(self.request)
+        target = tool_target(self.host.catalog_for(self.request), name, self.surface)
         # Concurrent operations of a batch cannot share one progress token.
         request = self.request if progress else self.request.without_progress()
         return await self.host.calls.call_tool(request, ToolCall(target, arguments))
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        await self.host.ensure_catalog()
-        return await self.host.calls.read_resource(self.request, resource_target(self.host.catalog, uri, self.surface))
+        await self.host.ensure_catalog(self.request)
+        return await self.host.calls.read_resource(
+            self.request, resource_target(self.host.catalog_for(self.request), uri, self.surface)
+        )
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
-        await self.host.ensure_catalog()
-        target = prompt_target(self.host.catalog, name, self.surface)
+        await self.host.ensure_catalog(self.request)
+        target = prompt_target(self.host.catalog_for(self.request), name, self.surface)
         return await self.host.calls.get_prompt(self.request, target, arguments)
