@@ -125,9 +125,18 @@ class ConfigReloader:
                 await self._wake.wait()
                 self._wake = anyio.Event()
                 trigger, self._requested = self._requested or "request", None
-                await self.reload(trigger)
+                try:
+                    await self.reload(trigger)
+                except Exception:  # a bug in applying must not take the serving gateway down with it
+                    logger.exception("config reload from %s failed", self.path)
 
     async def _watch_file(self) -> None:
+        try:
+            await self._watch()
+        except Exception as exc:  # a folder that cannot be watched: serve on, SIGHUP still reloads
+            logger.warning("cannot watch %s for changes (%s); edits apply on SIGHUP only", self.path, exc)
+
+    async def _watch(self) -> None:
         from watchfiles import awatch  # its Rust extension loads only for a gateway that watches
 
         target = self.path.expanduser().absolute()
