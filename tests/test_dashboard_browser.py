@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,10 @@ class Served:
             return {server["name"]: server for server in json.load(response)["servers"]}
 
 
+def _settings(tmp_path: Path) -> dict[str, Any]:
+    return {"manifold": {"data_dir": str(tmp_path / "data"), "lazy": False, "ping_interval": 0}}
+
+
 def config_data(tmp_path: Path, **extra_servers: Any) -> dict[str, Any]:
     servers = {
         "numbers": server_entry("numbers.py"),
@@ -76,7 +81,7 @@ def config_data(tmp_path: Path, **extra_servers: Any) -> dict[str, Any]:
         "broken": server_entry("exits_early.py"),
         **extra_servers,
     }
-    return {"mcpServers": servers, "manifold": {"data_dir": str(tmp_path / "data"), "lazy": False, "ping_interval": 0}}
+    return {"mcpServers": servers, **_settings(tmp_path)}
 
 
 @pytest.fixture(scope="module")
@@ -95,16 +100,25 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 @pytest.fixture(scope="module")
-def page(served: Served) -> Iterator[Any]:
+def browser() -> Iterator[Any]:
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(WAIT_MS)
-            page.goto(f"{served.base}/ui/")
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+def new_page(browser: Any, url: str) -> Any:
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.set_default_timeout(WAIT_MS)
+    page.goto(url)
+    return page
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, served: Served) -> Any:
+    return new_page(browser, f"{served.base}/ui/")
 
 
 def row(page: Any, panel: str, **data: str) -> Any:
@@ -168,6 +182,66 @@ def test_a_killed_server_turns_dead(page: Any, served: Served) -> None:
     dead = row(page, "servers", server="kitchen", state="failed")
     dead.wait_for()
     assert "failed" in dead.locator(".state").inner_text()
+
+
+@pytest.fixture
+def guarded(tmp_path: Path) -> Iterator[str]:
+    """A gateway in this process whose HTTP front guards its operator routes with a bearer token (the seam
+    the front's authentication uses); yields the dashboard's URL."""
+    import uvicorn
+    from starlette.responses import JSONResponse
+
+    from mcp_manifold._config import load_config
+    from mcp_manifold._front.http import build_app
+    from mcp_manifold._runtime.gateway import Gateway
+
+    def guard(app: Any) -> Any:
+        async def checked(scope: Any, receive: Any, send: Any) -> None:
+            if (b"authorization", b"Bearer letmein") not in scope["headers"]:
+                await JSONResponse({"error": "invalid_token"}, status_code=401)(scope, receive, send)
+                return
+            await app(scope, receive, send)
+
+        return checked
+
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"numbers": server_entry("numbers.py")}, **_settings(tmp_path)}))
+    port = free_port()
+    servers: list[Any] = []
+
+    async def serve() -> None:
+        async with Gateway(load_config(config)) as gateway, AsyncExitStack() as stack:
+            app = build_app(gateway, "127.0.0.1", stack, guard=guard)
+            server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+            servers.append(server)
+            await server.serve()
+
+    with ThreadPoolExecutor(1) as thread:
+        running = thread.submit(anyio.run, serve)
+        try:
+            wait_for_port(port)
+            yield f"http://127.0.0.1:{port}/ui/"
+        finally:
+            if servers:
+                servers[0].should_exit = True
+            running.result(timeout=30)
+
+
+def test_behind_a_guard_the_page_asks_for_a_token(browser: Any, guarded: str) -> None:
+    page = new_page(browser, guarded)
+    try:
+        sync_api.expect(page.locator("#auth")).to_be_visible()
+        assert page.locator("#server-rows tr").count() == 0  # nothing shown without the token
+        page.fill("#auth-token", "wrong")
+        page.click("#auth button")
+        sync_api.expect(page.locator("#live")).to_have_attribute("title", "not updating: the token was refused")
+        sync_api.expect(page.locator("#auth")).to_be_visible()
+        page.fill("#auth-token", "letmein")
+        page.click("#auth button")
+        row(page, "servers", server="numbers").wait_for()
+        sync_api.expect(page.locator("#auth")).to_be_hidden()
+    finally:
+        page.close()
 
 
 def test_screenshots_of_each_panel(page: Any, tmp_path: Path) -> None:

@@ -70,6 +70,37 @@ def capture_spawned(into: list[Any]) -> Iterator[None]:
         _spawned.reset(token)
 
 
+# --- connecting to a server of either protocol era -------------------------------------------------
+
+
+async def negotiate(session: Any, protocol: str) -> None:
+    """Open `session` in the era `protocol` asks for: `legacy` (the initialize handshake), `modern`
+    (2026-07-28: `server/discover`, no handshake), or `auto` (discover, falling back to the handshake).
+
+    mcp 2.3.0: `auto` is the policy of the SDK's own `Client(mode="auto")`, `mcp.client._probe.negotiate_auto`
+    (private: it handles the -32022 re-probe and servers that answer discover with no modern version);
+    `ClientSession` alone offers only `discover()` and `initialize()`. Without it, `auto` is discover,
+    then the handshake on any error.
+    """
+    if protocol == "legacy":
+        await session.initialize()
+        return
+    if protocol == "modern":
+        await session.discover()
+        return
+    try:
+        from mcp.client._probe import negotiate_auto
+    except ImportError:  # pragma: no cover - another SDK layout
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            await session.discover()
+        except MCPError:
+            await session.initialize()
+        return
+    await negotiate_auto(session)
+
+
 # --- deprecations ------------------------------------------------------------------------------------
 
 

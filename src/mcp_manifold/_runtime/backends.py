@@ -26,6 +26,7 @@ from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings
 from mcp_manifold._core.breaker import CircuitBreaker
@@ -42,7 +43,7 @@ from mcp_manifold._errors import (
 )
 from mcp_manifold._runtime.backend_errors import translate_backend_errors
 from mcp_manifold._runtime.processes import open_stdio, telling_line
-from mcp_manifold._sdk import create_http_client, no_deprecation_warnings
+from mcp_manifold._sdk import create_http_client, negotiate, no_deprecation_warnings
 from mcp_manifold._version import __version__
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,10 @@ class Backend:
         self.tool_count = 0
         self.stderr: deque[str] = deque(maxlen=max(1, settings.stderr_lines))
         self.initialize_result: types.InitializeResult | None = None
+        self.protocol_version: str | None = None  # negotiated; 2026-07-28 for a modern server
+        self.server_info: types.Implementation | None = None
+        self._listened: tuple[str, ...] = ()  # the resource URIs the open listen stream asked for
+        self._resubscribe = anyio.Event()
         self._session: ClientSession | None = None
         self._start_lock = anyio.Lock()
         self._stop: anyio.Event | None = None
@@ -160,7 +165,7 @@ class Backend:
         self._failures = 0
         self.state = "ready"
         self.last_error = None
-        info = self.initialize_result.server_info if self.initialize_result else None
+        info = self.server_info
         pid = f", pid {self.pid}" if self.pid is not None and self.config.transport == "stdio" else ""
         logger.info("server %r ready (%s%s)", self.name, f"{info.name} {info.version}" if info else "?", pid)
 
@@ -205,7 +210,8 @@ class Backend:
                 )
                 try:
                     with anyio.fail_after(self.settings.init_timeout):
-                        self.initialize_result = await session.initialize()
+                        await negotiate(session, self.config.protocol)
+                        self.initialize_result = session.initialize_result
                 except TimeoutError:
                     raise BackendStartError(
                         self.name,
@@ -217,6 +223,11 @@ class Backend:
                     ) from exc
                 self._session = session
                 self.declared = declared
+                self.protocol_version = session.protocol_version
+                self.server_info = session.server_info
+                if self.modern:
+                    # At 2026-07-28 a server tells of changes only on a subscriptions/listen stream.
+                    watchers.start_soon(self._listen, session)
                 task_status.started()
                 started = True
                 await stop.wait()
@@ -270,6 +281,55 @@ class Backend:
         self._next_retry = time.monotonic()  # a crash restarts on next need; backoff is for failed starts
         if self._stop is not None:
             self._stop.set()
+
+    @property
+    def modern(self) -> bool:
+        """Whether the running session speaks MCP 2026-07-28 (no handshake, no server-initiated requests)."""
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def ping(self) -> None:
+        """Check the server answers: `ping`, or `server/discover` at 2026-07-28 (which has no ping)."""
+
+        async def probe(session: ClientSession) -> Any:
+            if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return await session.send_discover(session.protocol_version)
+            return await session.send_ping()
+
+        await self.request("ping", probe)
+
+    # --- subscriptions/listen (2026-07-28 servers) -------------------------------------------------
+
+    def listen_to(self, uris: set[str]) -> None:
+        """The resources clients subscribed to (on a modern server, the listen stream asks for them)."""
+        if tuple(sorted(uris)) != self._listened:
+            self._listened = tuple(sorted(uris))
+            self._resubscribe.set()
+
+    async def _listen(self, session: ClientSession) -> None:
+        """Keep a subscriptions/listen stream open; its events reach `_on_message` like notifications."""
+        from mcp.client.subscriptions import listen
+
+        while True:
+            self._resubscribe = anyio.Event()
+            try:
+                async with (
+                    listen(
+                        session,
+                        tools_list_changed=True,
+                        prompts_list_changed=True,
+                        resources_list_changed=True,
+                        resource_subscriptions=self._listened,
+                    ) as events,
+                    anyio.create_task_group() as reader,
+                ):
+                    reader.start_soon(_drain, events, reader.cancel_scope)
+                    await self._resubscribe.wait()
+                    reader.cancel_scope.cancel()
+                if not self._resubscribe.is_set():
+                    await anyio.sleep(1.0)  # the server ended the stream: listen again, but not in a tight loop
+            except Exception as exc:  # the server does not serve listen, or the stream was lost
+                logger.debug("server %r: subscriptions/listen ended: %s", self.name, _describe(exc))
+                await self._resubscribe.wait()  # no stream until the subscriptions change again
 
     async def roots_changed(self) -> None:
         """Tell the server its client's roots changed (if it was told the client has roots)."""
@@ -422,7 +482,7 @@ class Backend:
         return capabilities is not None and capabilities.completions is not None
 
     def status(self) -> BackendStatus:
-        info = self.initialize_result.server_info if self.initialize_result else None
+        info = self.server_info
         retry = self._next_retry - time.monotonic() if self.state == "failed" else None
         return BackendStatus(
             name=self.name,
@@ -481,6 +541,12 @@ class _Serving:
 
     def __exit__(self, *exc_info: object) -> None:
         self._callers.remove(self._request)
+
+
+async def _drain(events: Any, done: anyio.CancelScope) -> None:
+    async for _ in events:  # each event also reaches the session's message handler
+        pass
+    done.cancel()
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

@@ -23,21 +23,25 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
+from mcp_types import LOG_LEVEL_META_KEY
 
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import SpillPolicy, scrubbed, spill_if_due, tool_error, with_exposed_uris
 from mcp_manifold._core.router import Target, ToolCall
-from mcp_manifold._errors import BackendError, ManifoldError, NotFound
+from mcp_manifold._errors import BackendError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._runtime.input_bridge import MAX_ROUNDS, HeldCalls, answer_questions, backend_state, read_state
 
 if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
+
     from mcp_manifold._runtime.backends import Backend, BackendPool
     from mcp_manifold._runtime.client_sessions import ClientSessions
     from mcp_manifold._runtime.spill import SpillStore
@@ -45,7 +49,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CallKind = Literal["tool", "resource", "prompt", "completion"]
-Outcome = Literal["ok", "error", "cached"]
+Outcome = Literal["ok", "error", "cached", "input_required"]
+Send = Callable[["ClientSession", Request, dict[str, Any]], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,7 @@ class CallPath:
         result_cache: ResultCache,
         spill: SpillStore,
         default_spill: SpillPolicy,
+        held: HeldCalls,
     ) -> None:
         self._pool = pool
         self._client_sessions = client_sessions
@@ -86,6 +92,8 @@ class CallPath:
         self._cache = result_cache
         self._spill = spill
         self.default_spill = default_spill
+        self._held = held
+        self.log_level: types.LoggingLevel | None = None  # what a session-era client set (logging/setLevel)
         self._observers: list[Observer] = []
         self._arounds: list[Around] = []
 
@@ -118,15 +126,18 @@ class CallPath:
 
     # --- tools ----------------------------------------------------------------------------------
 
-    async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult:
-        """Call a tool; failures of the server or the connection come back as tool errors."""
+    async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult | types.InputRequiredResult:
+        """Call a tool; failures of the server or the connection come back as tool errors. A 2026-07-28
+        client may get `input_required` instead (the server has questions for it)."""
         if self._arounds:
             return await self._wrapped(
                 "tool", request, call.target, lambda hooks: self._call_tool(request, call, hooks)
             )
         return await self._call_tool(request, call, ())
 
-    async def _call_tool(self, request: Request, call: ToolCall, hooks: tuple[Observer, ...]) -> types.CallToolResult:
+    async def _call_tool(
+        self, request: Request, call: ToolCall, hooks: tuple[Observer, ...]
+    ) -> types.CallToolResult | types.InputRequiredResult:
         started = time.perf_counter()
         target, arguments = call.target, call.arguments
         backend = self.backend(target.server, request)
@@ -139,23 +150,34 @@ class CallPath:
         else:
             arguments = self._internal_uris(target, arguments)
             progress = request.progress if request.wants_progress else None
+
+            def send(session: ClientSession, serving: Request, extra: dict[str, Any]) -> Awaitable[Any]:
+                return session.call_tool(
+                    target.name,
+                    arguments,
+                    progress_callback=serving.progress if progress is not None else None,
+                    meta=self._meta(call.meta, request, backend),  # type: ignore[arg-type]
+                    allow_input_required=True,
+                    **extra,
+                )
+
             sent = time.perf_counter()
             try:
-                with backend.serving(request):
-                    result = await backend.request(
-                        "tools/call",
-                        lambda session: session.call_tool(
-                            target.name,
-                            arguments,
-                            progress_callback=progress,
-                            meta=call.meta,  # type: ignore[arg-type]
-                        ),
-                    )
+                result = await self._exchange(request, backend, "tools/call", send)
             except BackendError as exc:
                 # Errors can quote a server's stderr or URL, where its secrets may appear.
                 error = backend.config.scrub(str(exc))
                 result = tool_error(error)
+            except InvalidRequest as exc:  # a retry whose requestState or answers do not fit
+                error = str(exc)
+                result = tool_error(error)
             else:
+                if isinstance(result, types.InputRequiredResult):
+                    if self._observers or hooks:
+                        elapsed, waited = time.perf_counter() - started, time.perf_counter() - sent
+                        caller = request.caller.key
+                        self._tell(CallRecord("tool", target, caller, elapsed, "input_required", backend=waited), hooks)
+                    return result
                 result = self._exposed_uris(target, result)
                 self._cache.store(target.server, target.name, call.arguments, result)
             waited = time.perf_counter() - sent
@@ -171,6 +193,52 @@ class CallPath:
             record = CallRecord("tool", target, request.caller.key, duration, outcome, error, spilled, waited)
             self._tell(record, hooks)
         return result
+
+    # --- questions from servers, across the eras (see input_bridge.py) ---------------------------
+
+    async def _exchange(self, request: Request, backend: Backend, action: str, send: Send) -> Any:
+        """One request to a server, however many rounds of questions it takes, in the client's era."""
+        state = read_state(request.request_state)
+        if state is not None and state.kind == "held":
+            return await self._held.resume(state.held_id, request)
+        extra: dict[str, Any] = {}
+        if state is not None:
+            if state.server != backend.name:
+                raise InvalidRequest("requestState belongs to a call of another server; call the tool again")
+            extra = {"input_responses": request.input_responses, "request_state": state.inner}
+        stateless = request.caller.era == "stateless"
+        if stateless and not extra:
+            await backend.session()  # its era and what it was told decide how its questions are asked
+            if not backend.modern and backend.declared:
+                # A session-era server may ask mid-call, which a 2026-07-28 client can only answer by
+                # calling again: keep the server's call running meanwhile.
+                return await self._held.start(request, lambda held: self._once(held, backend, action, send, {}))
+        result = await self._once(request, backend, action, send, extra)
+        for _round in range(MAX_ROUNDS):
+            if not isinstance(result, types.InputRequiredResult):
+                return result
+            if stateless:  # the server's questions go to the client, with its state sealed in ours
+                inner = backend_state(backend.name, result.request_state)
+                return types.InputRequiredResult(input_requests=result.input_requests, request_state=inner)
+            answers = await answer_questions(request, result.input_requests or {})
+            retry = {"input_responses": answers, "request_state": result.request_state}
+            result = await self._once(request, backend, action, send, retry)
+        raise BackendError(backend.name, f"{action} still had questions after {MAX_ROUNDS} rounds of answers")
+
+    async def _once(self, request: Request, backend: Backend, action: str, send: Send, extra: dict[str, Any]) -> Any:
+        with backend.serving(request):
+            return await backend.request(action, lambda session: send(session, request, extra))
+
+    def _meta(self, meta: Mapping[str, Any] | None, request: Request, backend: Backend) -> Mapping[str, Any] | None:
+        """The `_meta` a server gets with a call: the surface's, plus the log level it should send at
+        (a 2026-07-28 server sends log messages only to a request that asks for them)."""
+        if not backend.modern:
+            return meta
+        # A 2026-07-28 client opts in per request; a session-era one gets every level unless it set one.
+        level = request.log_level if request.caller.era == "stateless" else (self.log_level or "debug")
+        if level is None:
+            return meta
+        return {LOG_LEVEL_META_KEY: level, **(meta or {})}
 
     def _internal_uris(self, target: Target, arguments: dict[str, Any] | None) -> dict[str, Any] | None:
         """Arguments whose schema marks them as URIs, given in the exposed form, as the server knows them."""
@@ -203,32 +271,47 @@ class CallPath:
 
     # --- resources and prompts ------------------------------------------------------------------
 
-    async def read_resource(self, request: Request, target: Target) -> types.ReadResourceResult:
+    async def read_resource(
+        self, request: Request, target: Target
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         """Read a resource; the contents name the URIs the client can read again (the exposed ones)."""
 
-        async def read(backend: Backend) -> types.ReadResourceResult:
-            result = await backend.request("resources/read", lambda session: session.read_resource(target.name))
+        def send(session: ClientSession, serving: Request, extra: dict[str, Any]) -> Awaitable[Any]:
+            meta = self._meta(None, request, backend)
+            return session.read_resource(target.name, allow_input_required=True, meta=meta, **extra)
+
+        async def read(backend_: Backend) -> Any:
+            result = await self._exchange(request, backend_, "resources/read", send)
+            if isinstance(result, types.InputRequiredResult):
+                return result
             contents = [
                 item.model_copy(update={"uri": self._catalog.exposed_uri(target.server, item.uri)})
                 for item in result.contents
             ]
             return result.model_copy(update={"contents": contents})
 
+        backend = self.backend(target.server, request)
         return await self._run("resource", request, target, read)
 
     async def get_prompt(
         self, request: Request, target: Target, arguments: dict[str, str] | None
-    ) -> types.GetPromptResult:
-        async def get(backend: Backend) -> types.GetPromptResult:
-            result = await backend.request("prompts/get", lambda session: session.get_prompt(target.name, arguments))
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        def send(session: ClientSession, serving: Request, extra: dict[str, Any]) -> Awaitable[Any]:
+            meta = self._meta(None, request, backend)
+            return session.get_prompt(target.name, arguments, allow_input_required=True, meta=meta, **extra)
+
+        async def get(backend_: Backend) -> Any:
+            result = await self._exchange(request, backend_, "prompts/get", send)
+            if isinstance(result, types.InputRequiredResult):
+                return result
+            exposed = self._exposer(target)
             messages = []
             for message in result.messages:
-                content = with_exposed_uris(
-                    [message.content], lambda uri: self._catalog.exposed_uri(target.server, uri)
-                )
+                content = with_exposed_uris([message.content], exposed)
                 messages.append(message if content is None else message.model_copy(update={"content": content[0]}))
             return result.model_copy(update={"messages": messages})
 
+        backend = self.backend(target.server, request)
         return await self._run("prompt", request, target, get)
 
     async def complete(
@@ -251,9 +334,10 @@ class CallPath:
                 if isinstance(ref, types.PromptReference)
                 else types.ResourceTemplateReference(uri=target.name)
             )
-            return await backend.request(
-                "completion/complete", lambda session: session.complete(original, argument, context)
-            )
+            with backend.serving(request):
+                return await backend.request(
+                    "completion/complete", lambda session: session.complete(original, argument, context)
+                )
 
         return await self._run("completion", request, target, complete)
 
@@ -276,8 +360,7 @@ class CallPath:
         backend: Backend | None = None
         try:
             backend = self.backend(target.server, request)
-            with backend.serving(request):
-                result = await work(backend)
+            result = await work(backend)
         except ManifoldError as exc:
             if self._observers or hooks:
                 error = backend.config.scrub(str(exc)) if backend is not None else str(exc)
@@ -288,7 +371,8 @@ class CallPath:
             raise
         if self._observers or hooks:
             duration = time.perf_counter() - started
-            self._tell(CallRecord(kind, target, request.caller.key, duration, "ok", backend=duration), hooks)
+            outcome: Outcome = "input_required" if isinstance(result, types.InputRequiredResult) else "ok"
+            self._tell(CallRecord(kind, target, request.caller.key, duration, outcome, backend=duration), hooks)
         return result
 
     def _tell(self, record: CallRecord, hooks: tuple[Observer, ...] = ()) -> None:

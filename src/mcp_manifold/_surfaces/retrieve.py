@@ -23,6 +23,7 @@ import mcp_types as types
 from mcp_manifold._core.arguments import object_argument
 from mcp_manifold._core.catalog import ToolEntry
 from mcp_manifold._core.clients import Request
+from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import InvalidRequest, NotFound
@@ -149,7 +150,7 @@ class RetrieveSurface(Surface):
             return True
         return self.dynamic and name in self._pool(request)
 
-    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         if name == RETRIEVE:
             return await self._retrieve(request, arguments)
         if name == CALL:
@@ -187,7 +188,7 @@ class RetrieveSurface(Surface):
         lines.append(f"({how} * = required)")
         return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(lines))])
 
-    async def _call(self, request: Request, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _call(self, request: Request, arguments: dict[str, Any]) -> ToolAnswer:
         name = arguments.get("name")
         args = arguments.get("args", {})
         if not isinstance(name, str) or not name:

@@ -36,7 +36,7 @@ function badge(text, tone) {
 const STATE_TONE = { ready: "ok", starting: "warn", stopped: "off", failed: "bad", disabled: "off" };
 const HEALTH_TONE = { active: "ok", connecting: "warn", retrying: "warn", dead: "bad", discovered: "off" };
 const BREAKER_TONE = { closed: "ok", "half-open": "warn", open: "bad" };
-const OUTCOME_TONE = { ok: "ok", cached: "ok", error: "bad" };
+const OUTCOME_TONE = { ok: "ok", cached: "ok", error: "bad", input_required: "warn" };
 
 // Behind the gateway's authentication the API answers 401: the page then asks for a token, keeps it for
 // this tab only (sessionStorage), and sends it as a bearer token.

@@ -26,6 +26,7 @@ import mcp_types as types
 from mcp_manifold._core.catalog import Kind
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._errors import BackendUnavailable, InvalidRequest, NotFound
 from mcp_manifold._surfaces.base import Host, Instances, InstanceView, Surface
@@ -122,7 +123,7 @@ class HubSurface(Surface):
         tools = ", ".join(tool.name for tool in instance.listing.tools) if instance.listing else "unknown"
         return f"{instance.label()} has no such tool (its tools: {tools}). {CONNECT} switches to another instance."
 
-    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         if name == LIST:
             return await self._list_instances(request)
         if name == CONNECT:
