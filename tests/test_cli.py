@@ -155,6 +155,8 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "spill_allowed_dirs": ("/a,/b", ["/a", "/b"]),
     "openai_base_url": ("http://127.0.0.1:1/v1", "http://127.0.0.1:1/v1"),
     "openai_model": ("m", "m"),
+    "held_call_timeout": ("60", 60.0),
+    "request_state_keys": ("k" * 32, ["k" * 32]),
     "reload": ("false", False),
     "metrics": ("false", False),
     "dashboard": ("false", False),
