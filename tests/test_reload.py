@@ -153,7 +153,15 @@ async def test_a_reload_starts_stops_and_restarts_only_what_changed(
         call_timeout=42,  # changes live
         port=9,  # cannot change live
     )
-    outcome = await gateway.reloader.reload()
+    # A 2026-07-28 client has no session to be told in: it hears on its listen stream.
+    async with (
+        Client(McpFront(gateway).server, mode="auto") as modern,
+        modern.listen(tools_list_changed=True) as stream,
+    ):
+        outcome = await gateway.reloader.reload()
+        with anyio.fail_after(20):
+            event = await stream.__anext__()
+        assert type(event).__name__ == "ToolsListChanged"
     assert outcome.applied, outcome.problems
     assert outcome.changes.needs_restart == (("port", 8765, 9),)
 
@@ -171,6 +179,20 @@ async def test_a_reload_starts_stops_and_restarts_only_what_changed(
     assert "words" not in gateway.pool.backends
     await until(lambda: _gone(pids["words"], pids["catalog"]))
     assert gateway.settings.call_timeout == 42 and gateway.settings.port == 8765
+
+    # Until a changed server has listed itself again, 2026-07-28 clients are told their lists go stale now.
+    await until(lambda: _settled(gateway))
+    data = json.loads(path.read_text())
+    data["mcpServers"]["kitchen"]["prefix"] = "kk"
+    path.write_text(json.dumps(data))
+    assert (await gateway.reloader.reload()).changes.reconfigured == ("kitchen",)
+    assert not gateway.sync.settled()
+    await until(lambda: _names_once(client, {"kk_echo"}))
+    await until(lambda: _settled(gateway))
+
+
+async def _settled(gateway: Gateway) -> bool:
+    return gateway.sync.settled()
 
 
 async def _names_once(client: Client, expected: set[str]) -> set[str] | None:
@@ -213,7 +235,8 @@ async def test_the_file_watcher_applies_an_edit(tmp_path: Path) -> None:
     path = write(tmp_path / "mcp.json", {"numbers": server_entry("numbers.py")}, lazy=False)
     async with Gateway(load_config(path), serving=True) as gateway:
         assert gateway.reloader is not None and gateway.reloader.watch
-        write(tmp_path / "mcp.json", {"numbers": server_entry("numbers.py"), "words": server_entry("words.py")})
+        edited = {"numbers": server_entry("numbers.py"), "words": server_entry("words.py")}
+        write(tmp_path / "mcp.json", edited, lazy=False)  # eager, as before: words starts at once
         await until(lambda: _listed(gateway, "words_upper"))
         assert gateway.reloader.last is not None and gateway.reloader.last.trigger == "file"
 

@@ -3,16 +3,26 @@
 Tools: ``whoami`` (returns the name), ``add``, ``progress``, ``slow`` (counts the calls that were
 cancelled), ``cancellations`` (that count), ``shout`` (logs its text to the client, after an optional
 delay), ``ask_later`` (elicits an answer, after an optional delay), ``instances_list``
-(named like the hub's tool, to test that the hub's wins), and one tool named ``only_<name>`` so tests
-can tell two instances' lists apart. Resource ``instance://info``,
+(named like the hub's tool, to test that the hub's wins), ``scripts/list`` (a Brummer-style name
+no client accepts as it is), and one tool named ``only_<name>`` so tests can tell two instances' lists apart. Resource ``instance://info``,
 resource template ``instance://notes/{topic}`` and prompt ``review``.
 
 Run: ``python tests/servers/instance.py --name alpha --http PORT`` (or stdio without ``--http``).
 """
 
+from typing import Annotated
+
 import anyio
 from _common import make_parser, report_steps, run
-from mcp.server.mcpserver import Context, MCPServer, UserMessage
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    Resolve,
+    UserMessage,
+)
 from pydantic import BaseModel
 
 parser = make_parser(__doc__.splitlines()[0])
@@ -64,12 +74,18 @@ class Answer(BaseModel):
     answer: str
 
 
-@server.tool(structured_output=False)
-async def ask_later(ctx: Context, question: str, delay: float = 0) -> str:
-    """After `delay` seconds, ask the user `question` (elicitation); return what they answered."""
+async def answer_later(question: str, delay: float = 0) -> Elicit[Answer]:
     await anyio.sleep(delay)
-    reply = await ctx.elicit(question, Answer)
-    return f"answered: {reply.data.answer}" if reply.action == "accept" and reply.data else reply.action
+    return Elicit(question, Answer)
+
+
+# Resolve: asked mid-call in a session, with input_required at 2026-07-28 (the SDK picks by the request).
+@server.tool(structured_output=False)
+def ask_later(
+    question: str, reply: Annotated[ElicitationResult[Answer], Resolve(answer_later)], delay: float = 0
+) -> str:
+    """After `delay` seconds, ask the user `question` (elicitation); return what they answered."""
+    return f"answered: {reply.data.answer}" if isinstance(reply, AcceptedElicitation) else reply.action
 
 
 @server.tool(structured_output=False)
@@ -91,6 +107,14 @@ def only() -> str:
 
 
 server.add_tool(only, name=f"only_{NAME}", description=f"A tool only {NAME} has.", structured_output=False)
+
+
+def scripts() -> str:
+    return f"{NAME} scripts: build, test"
+
+
+# Brummer's instance tools are named like this; several clients and model APIs refuse the `/`.
+server.add_tool(scripts, name="scripts/list", description="List the project's scripts.", structured_output=False)
 
 
 @server.resource("instance://info", name="info", description="Who this instance is.", mime_type="text/plain")

@@ -124,6 +124,8 @@ class Request:
         # gateway's state it echoes (unsealed by the front).
         self.input_responses: dict[str, Any] | None = None
         self.request_state: str | None = None
+        # What the address the client used names (an HTTP endpoint such as /mcp/instances/<instance_id>).
+        self.endpoint: Mapping[str, str] = {}
 
     @property
     def log_level(self) -> types.LoggingLevel | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import uvicorn
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,13 +42,16 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack, guard: Guard =
     `stack` owns what the operator routes watch (call observers); closing it detaches them.
     """
     front = McpFront(gateway)
-    return without_phantom_sessions(
-        front.server.streamable_http_app(
-            host=host,
-            session_idle_timeout=gateway.settings.session_idle_timeout or None,
-            custom_starlette_routes=operator_routes(gateway, host, stack, guard),
-        )
+    starlette_app = front.server.streamable_http_app(
+        host=host,
+        session_idle_timeout=gateway.settings.session_idle_timeout or None,
+        # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
+        max_sessions=gateway.settings.max_http_sessions,
+        custom_starlette_routes=operator_routes(gateway, host, stack, guard),
     )
+    if "hub" in gateway.settings.expose:
+        add_instance_endpoints(starlette_app)
+    return without_phantom_sessions(starlette_app)
 
 
 def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack, guard: Guard) -> list[BaseRoute]:
@@ -171,3 +175,11 @@ def without_phantom_sessions(app: ASGIApp) -> ASGIApp:
         await app(scope, receive, send_without_phantom)
 
     return wrapped
+
+
+def add_instance_endpoints(app: Starlette) -> None:
+    """`/mcp/instances/<instance_id>`: the MCP endpoint again, for clients that want one hub instance's lists
+    at their own address (2026-07-28 clients have no session to connect one in). The same handler as
+    `/mcp`, whatever wraps it (authentication), so both addresses answer alike."""
+    mcp = next(route for route in app.routes if isinstance(route, Route) and route.path == "/mcp")
+    app.router.routes.append(Route("/mcp/instances/{instance_id}", endpoint=mcp.endpoint))

@@ -30,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings
 from mcp_manifold._core.breaker import CircuitBreaker
-from mcp_manifold._core.clients import NO_ASKS, Ask, Caller
+from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.status import BackendStatus, State
 from mcp_manifold._errors import (
@@ -43,7 +43,7 @@ from mcp_manifold._errors import (
 )
 from mcp_manifold._runtime.backend_errors import translate_backend_errors
 from mcp_manifold._runtime.processes import open_stdio, telling_line
-from mcp_manifold._sdk import create_http_client, negotiate, no_deprecation_warnings
+from mcp_manifold._sdk import create_http_client, negotiate, no_deprecation_warnings, stamp_requesting_client
 from mcp_manifold._version import __version__
 
 logger = logging.getLogger(__name__)
@@ -108,6 +108,9 @@ class Backend:
         limit = config.max_concurrency
         self._limiter = anyio.CapacityLimiter(limit) if limit else None
         self._callers: list[Any] = []  # front sessions with a request in flight here, newest last
+        # Learned: under `protocol: auto` the server took 2026-07-28 but asks its client mid-call, which
+        # only a session carries; it is reconnected with the handshake (see `asks_mid_call`).
+        self._needs_session = False
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -210,7 +213,7 @@ class Backend:
                 )
                 try:
                     with anyio.fail_after(self.settings.init_timeout):
-                        await negotiate(session, self.config.protocol)
+                        await negotiate(session, "legacy" if self._needs_session else self.config.protocol)
                         self.initialize_result = session.initialize_result
                 except TimeoutError:
                     raise BackendStartError(
@@ -226,6 +229,7 @@ class Backend:
                 self.protocol_version = session.protocol_version
                 self.server_info = session.server_info
                 if self.modern:
+                    stamp_requesting_client(session)  # each request tells the truth about its own client
                     # At 2026-07-28 a server tells of changes only on a subscriptions/listen stream.
                     watchers.start_soon(self._listen, session)
                 task_status.started()
@@ -286,6 +290,34 @@ class Backend:
     def modern(self) -> bool:
         """Whether the running session speaks MCP 2026-07-28 (no handshake, no server-initiated requests)."""
         return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    def asks_mid_call(self, method: str) -> str:
+        """The running 2026-07-28 server tried to send `method` to its client during a request, which that
+        era cannot carry (the session-era idiom, common in servers that also answer 2026-07-28). Under
+        `protocol: auto`, where a session would tell the server its client can answer, learn it: the next
+        request reconnects with the handshake, and the gateway relays the question. Returns what to tell
+        the client (after the server's name)."""
+        what = f"it asked its client ({method}) in the middle of a request, which MCP 2026-07-28 cannot carry"
+        if self.config.protocol != "auto":
+            return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
+        if ASKS.get(method) not in self.declare():
+            # A session shared by several clients promises nothing (see Gateway._declare_shared).
+            return f"{what}, and its shared session cannot either: give it `session_scope: client` in the config"
+        if not self._needs_session:
+            self._needs_session = True
+            logger.warning(
+                "server %r asks its client mid-call (%s): reconnecting to it in a session "
+                "(`protocol: legacy` for it starts it that way)",
+                self.name,
+                method,
+            )
+        return f"{what}; mcp-manifold now reaches it in a session, where it can ask: call again"
+
+    async def _renew_if_session_needed(self) -> None:
+        # Only between requests: the connection is shared, and another client's request may be running on it.
+        if self._needs_session and self.modern and self.state == "ready" and len(self._callers) <= 1:
+            logger.info("server %r: reconnecting with the handshake", self.name)
+            await self.stop()
 
     async def ping(self) -> None:
         """Check the server answers: `ping`, or `server/discover` at 2026-07-28 (which has no ping)."""
@@ -402,6 +434,7 @@ class Backend:
         if admission.trial and self.state == "failed":
             # The breaker's trial is the retry: it must reach the server, not fail on the restart backoff.
             self._next_retry = 0.0
+        await self._renew_if_session_needed()
         try:
             result = await self._request(action, call)
         except (BackendStartError, BackendUnavailable, BackendTimeout, BackendClosed) as exc:
@@ -497,6 +530,7 @@ class Backend:
             retry_in=max(0.0, retry) if retry is not None else None,
             breaker=self.breaker.state,
             breaker_retry_in=self.breaker.retry_in(),
+            protocol=self.protocol_version if self._session is not None else None,
         )
 
     # --- what the server initiates ------------------------------------------------------------

@@ -34,10 +34,18 @@ from mcp_types import LOG_LEVEL_META_KEY
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.result_cache import ResultCache
-from mcp_manifold._core.results import SpillPolicy, scrubbed, spill_if_due, tool_error, with_exposed_uris
+from mcp_manifold._core.results import (
+    SpillPolicy,
+    scrubbed,
+    spill_if_due,
+    tool_error,
+    with_exposed_uris,
+    without_server_stamp,
+)
 from mcp_manifold._core.router import Target, ToolCall
-from mcp_manifold._errors import BackendError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._errors import BackendError, BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._runtime.input_bridge import MAX_ROUNDS, HeldCalls, answer_questions, backend_state, read_state
+from mcp_manifold._sdk import asked_without_back_channel, requesting_client
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
@@ -227,7 +235,22 @@ class CallPath:
 
     async def _once(self, request: Request, backend: Backend, action: str, send: Send, extra: dict[str, Any]) -> Any:
         with backend.serving(request):
-            return await backend.request(action, lambda session: send(session, request, extra))
+            token = requesting_client.set(_askable(request))
+            try:
+                result = await backend.request(action, lambda session: send(session, request, extra))
+            except BackendRequestError as exc:
+                asked = asked_without_back_channel(str(exc)) if backend.modern else None
+                if asked is None:
+                    raise
+                raise BackendRequestError(backend.name, backend.asks_mid_call(asked), exc.code) from exc
+            finally:
+                requesting_client.reset(token)
+        result = without_server_stamp(result)
+        if backend.modern and isinstance(result, types.CallToolResult) and result.is_error:
+            asked = asked_without_back_channel(" ".join(getattr(block, "text", "") for block in result.content))
+            if asked is not None:
+                return tool_error(f"server {backend.name!r}: {backend.asks_mid_call(asked)}")
+        return result
 
     def _meta(self, meta: Mapping[str, Any] | None, request: Request, backend: Backend) -> Mapping[str, Any] | None:
         """The `_meta` a server gets with a call: the surface's, plus the log level it should send at
@@ -381,3 +404,13 @@ class CallPath:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
                 logger.exception("call observer failed")
+
+
+def _askable(request: Request) -> dict[str, Any]:
+    """What a server may ask `request`'s client for, as 2026-07-28 capabilities: the gateway relays such
+    questions to the client in its own era (input_required, or a request in its session)."""
+    capabilities = request.caller.capabilities
+    if capabilities is None:
+        return {}
+    dumped = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return {ask: dumped[ask] for ask in request.caller.asks if ask in dumped}

@@ -209,6 +209,8 @@ def apply_changes(gateway: Reloadable, loaded: Config, changes: ConfigChanges) -
     gateway.result_cache.configure(loaded.servers, restarted=frozenset(changes.restarted))
     for name in (*changes.removed, *changes.restarted):
         gateway.health.forget(name)
+    for name in (*changes.restarted, *changes.reconfigured):
+        gateway.sync.unsettle(name)  # list results carry a short ttl until the new listing is in
     for name in (*changes.removed, *changes.restarted, *changes.reconfigured):
         gateway.client_sessions.close_server(name, "the config changed")
     for name in changes.removed:

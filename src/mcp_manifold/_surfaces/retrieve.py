@@ -91,16 +91,24 @@ class RetrieveSurface(Surface):
     def dynamic(self) -> bool:
         return self.host.settings.routing == "dynamic"
 
+    def _registers(self, request: Request) -> bool:
+        """Whether a search adds tools to this client's list: dynamic routing, for a session-era client.
+
+        A 2026-07-28 client has no session to hold them, and its lists may not change as a side effect
+        of its calls (SEP-2567): it gets what call_tool routing gives, and the answer says why.
+        """
+        return self.dynamic and request.caller.era == "session"
+
     # --- what the client sees --------------------------------------------------------------
 
     def reserved_tool_names(self) -> list[str]:
-        return [RETRIEVE] if self.dynamic else [RETRIEVE, CALL]
+        return [RETRIEVE, CALL]  # call_tool too in dynamic routing: 2026-07-28 clients call through it
 
-    def _own_tools(self) -> list[types.Tool]:
+    def _own_tools(self, request: Request) -> list[types.Tool]:
         top_k = self.host.settings.search_top_k
         retrieve = types.Tool(
             name=RETRIEVE,
-            description=self._retrieve_description(),
+            description=self._retrieve_description(self._registers(request)),
             input_schema={
                 "type": "object",
                 "properties": {
@@ -111,21 +119,25 @@ class RetrieveSurface(Surface):
                 "required": ["query"],
             },
         )
-        if self.dynamic:
+        if self._registers(request):
             return [retrieve]
         call = types.Tool(
             name=CALL,
             description=f"Call a tool found with {RETRIEVE} by its name, with its arguments.",
             input_schema={
                 "type": "object",
-                "properties": {"name": {"type": "string"}, "args": {"type": "object", "default": {}}},
+                "properties": {
+                    "name": {"type": "string"},
+                    # Both, as it accepts both: a schema-strict client would refuse a JSON string.
+                    "args": {"anyOf": [{"type": "object"}, {"type": "string"}], "default": {}},
+                },
                 "required": ["name"],
             },
         )
         return [retrieve, call]
 
-    def _retrieve_description(self) -> str:
-        verb = "registers the best matches as tools you can then call" if self.dynamic else f"then use {CALL}"
+    def _retrieve_description(self, registers: bool) -> str:
+        verb = "registers the best matches as tools you can then call" if registers else f"then use {CALL}"
         counts: dict[str, int] = {}
         for entry in self.host.catalog.tool_entries():
             counts[entry.server] = counts.get(entry.server, 0) + 1
@@ -140,15 +152,15 @@ class RetrieveSurface(Surface):
         )
 
     def list_tools(self, request: Request) -> list[types.Tool]:
-        tools = self._own_tools()
-        if self.dynamic:
+        tools = self._own_tools(request)
+        if self._registers(request):
             tools += [registered.entry.exposed for registered in self._pool(request).values()]
         return tools
 
     def owns_tool(self, request: Request, name: str) -> bool:
-        if name == RETRIEVE or (name == CALL and not self.dynamic):
+        if name == RETRIEVE or (name == CALL and not self._registers(request)):
             return True
-        return self.dynamic and name in self._pool(request)
+        return self._registers(request) and name in self._pool(request)
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         if name == RETRIEVE:
@@ -168,24 +180,32 @@ class RetrieveSurface(Surface):
         limit = arguments.get("limit", self.host.settings.search_top_k)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 50:
             raise InvalidRequest(f"'limit' must be an integer from 1 to 50, got {limit!r}")
-        include_schema = bool(arguments.get("include_schema", False))
+        registers = self._registers(request)
+        # A 2026-07-28 client of dynamic routing expected tools in its list: it gets their schemas instead.
+        include_schema = bool(arguments.get("include_schema", False)) or (self.dynamic and not registers)
         await self.host.ensure_catalog(request)
         matches = await self.host.search(query, limit=limit)
-        if self.dynamic:
-            await self._register(request, matches)
+        registration = await self._register(request, matches) if registers else {}
         if not matches:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"No tools match {query!r}.")])
         lines = []
         for match in matches:
             entry = match.entry
-            line = f"{entry.name} [{entry.server}] {match.score:.2f}: {short_description(entry.exposed.description)}"
+            status = f" ({registration[entry.name]})" if entry.name in registration else ""
+            line = f"{entry.name}{status} [{entry.server}] {match.score:.2f}: "
+            line += short_description(entry.exposed.description)
             params = parameter_summary(entry.exposed.input_schema or {})
             line += f"\n  args: {params or 'none'}"
             if include_schema:
                 line += f"\n  schema: {json.dumps(entry.exposed.input_schema, separators=(',', ':'))}"
             lines.append(line)
-        how = "They are now registered as tools." if self.dynamic else f"Call one with {CALL}(name, args)."
+        how = _registration_summary(registration) if registers else f"Call one with {CALL}(name, args)."
         lines.append(f"({how} * = required)")
+        if self.dynamic and not registers:
+            lines.append(
+                f"(This client speaks MCP 2026-07-28, where a search cannot add tools to your list: call them "
+                f"with {CALL}.)"
+            )
         return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(lines))])
 
     async def _call(self, request: Request, arguments: dict[str, Any]) -> ToolAnswer:
@@ -212,7 +232,9 @@ class RetrieveSurface(Surface):
     def _pool(self, request: Request) -> dict[str, _Registered]:
         return request.caller.state.setdefault(_POOL_KEY, {})
 
-    async def _register(self, request: Request, matches: list[Any]) -> None:
+    async def _register(self, request: Request, matches: list[Any]) -> dict[str, str]:
+        """Put the matches in the session's pool; each match's status: `newly registered`,
+        `already registered`, or `not registered` (the pool is full of better ones, `tools_limit`)."""
         pool = self._pool(request)
         now = time.monotonic()
         before = set(pool)
@@ -228,11 +250,30 @@ class RetrieveSurface(Surface):
             del pool[weakest]
         if set(pool) != before:
             await self.host.notify_list_changed({"tools"}, request.caller)
-            await self._run_list_changed_hook()
+            # For clients that ignore list_changed: the operator's command, after the notification and
+            # in the background (as smart-mcp-proxy runs it), so the answer never waits for it.
+            command = self.host.settings.list_changed_exec
+            if command:
+                self.host.start_command(command, timeout=self.host.settings.list_changed_exec_timeout)
+        return {
+            match.entry.name: NOT_REGISTERED
+            if match.entry.name not in pool
+            else ALREADY
+            if match.entry.name in before
+            else NEWLY
+            for match in matches
+        }
 
-    async def _run_list_changed_hook(self) -> None:
-        """For clients that ignore list_changed: run the configured command, bounded by a timeout."""
-        command = self.host.settings.list_changed_exec
-        if not command:
-            return
-        await self.host.run_command(command, timeout=self.host.settings.list_changed_exec_timeout)
+
+NEWLY, ALREADY, NOT_REGISTERED = "newly registered", "already registered", "not registered"
+
+
+def _registration_summary(registration: dict[str, str]) -> str:
+    """The last line of a dynamic answer: which matches became tools now and which already were."""
+    parts = []
+    for status, label in ((NEWLY, "Newly registered"), (ALREADY, "Already registered"), (NOT_REGISTERED, "Not")):
+        names = [name for name, said in registration.items() if said == status]
+        if names:
+            what = "registered (tools_limit reached)" if status == NOT_REGISTERED else "as tools"
+            parts.append(f"{label} {what}: {', '.join(names)}.")
+    return " ".join([*parts, "Call them by name."])
