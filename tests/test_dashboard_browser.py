@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -53,11 +54,11 @@ class Served:
         self.config = config
         self.base = f"http://127.0.0.1:{port}"
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+    def call(self, name: str, arguments: dict[str, Any], mode: str = "legacy") -> Any:
         """One MCP client call, on a thread of its own (Playwright's sync API holds this thread's loop)."""
 
         async def call() -> Any:
-            async with Client(f"{self.base}/mcp", mode="legacy") as client:
+            async with Client(f"{self.base}/mcp", mode=mode) as client:
                 return await client.call_tool(name, arguments)
 
         with ThreadPoolExecutor(1) as thread:
@@ -131,6 +132,7 @@ def test_the_servers_panel_shows_each_server_and_why_one_failed(page: Any) -> No
     numbers.wait_for()
     assert numbers.locator(".tools").inner_text() == "3"
     assert numbers.locator(".breaker").inner_text() == "closed"
+    assert numbers.locator(".protocol").inner_text() == "2026-07-28"  # what the server speaks
     broken = row(page, "servers", server="broken", state="failed")
     broken.wait_for()
     assert "fatal: missing API key" in broken.inner_text()
@@ -157,11 +159,14 @@ def test_the_search_playground_ranks_tools_as_retrieve_tools_does(page: Any) -> 
     assert "ranked as retrieve_tools ranks them" in page.inner_text("#search-note")
 
 
-def test_a_call_appears_in_recent_calls_without_a_reload(page: Any, served: Served) -> None:
+def test_calls_of_both_eras_appear_in_recent_calls_without_a_reload(page: Any, served: Served) -> None:
     served.call("numbers_add", {"a": 20, "b": 22})
     served.call("kitchen_fail", {"message": "on purpose"})
+    served.call("numbers_multiply", {"a": 6, "b": 7}, mode="auto")  # a 2026-07-28 client, with no session
     row(page, "calls", tool="numbers_add", outcome="ok").wait_for()
     row(page, "calls", tool="kitchen_fail", outcome="error").wait_for()
+    row(page, "calls", tool="numbers_multiply", outcome="ok").wait_for()
+    sync_api.expect(page.locator("#summary")).to_contain_text(re.compile(r"2026-07-28: [1-9]\d* request"))
 
 
 def test_a_config_edit_shows_up_live_and_the_check_passes(page: Any, served: Served) -> None:

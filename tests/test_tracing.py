@@ -105,14 +105,18 @@ async def test_one_trace_goes_from_the_client_through_the_gateway_to_the_server(
                 answered = await client.call_tool("kitchen_request_meta", {})
             with tracer.start_as_current_span("client makes a call fail"):
                 failed = await client.call_tool("kitchen_fail", {"message": "on purpose"})
-        assert failed.is_error
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="auto") as modern:
+            assert modern.protocol_version == "2026-07-28"
+            with tracer.start_as_current_span("a 2026-07-28 client calls"):
+                echoed = await modern.call_tool("kitchen_echo", {"text": "no session"})
+        assert failed.is_error and not echoed.is_error
         with anyio.fail_after(20):
-            while sum(1 for _service, span in received if span.name.startswith("tools/call kitchen/")) < 2:
+            while sum(1 for _service, span in received if span.name.startswith("tools/call kitchen/")) < 3:
                 await anyio.sleep(0.05)
     finally:
         stop_process(process)
 
-    client_span, failing_span = exporter.get_finished_spans()
+    client_span, failing_span, modern_span = exporter.get_finished_spans()
     trace_id = client_span.context.trace_id
     spans = {span.name: span for service, span in received if service == "gateway-under-test"}
     # client -> the gateway's server span (the SDK continues the client's traceparent)
@@ -143,3 +147,11 @@ async def test_one_trace_goes_from_the_client_through_the_gateway_to_the_server(
     assert int.from_bytes(failure.trace_id, "big") == failing_span.context.trace_id
     assert attributes(failure)["manifold.outcome"] == "error"
     assert failure.status.code == failure.status.STATUS_CODE_ERROR
+
+    # A 2026-07-28 client's request stands alone, and its trace runs through the gateway the same way.
+    inbound = spans["tools/call kitchen_echo"]
+    assert int.from_bytes(inbound.trace_id, "big") == modern_span.context.trace_id
+    assert int.from_bytes(inbound.parent_span_id, "big") == modern_span.context.span_id
+    call = spans["tools/call kitchen/echo"]
+    assert call.parent_span_id == inbound.span_id and attributes(call)["manifold.outcome"] == "ok"
+    assert spans["MCP send tools/call echo"].parent_span_id == call.span_id

@@ -2,9 +2,9 @@
 
 The page (`dashboard_static/`) polls the API about once a second and redraws in place:
 
-- `GET /ui/api/overview`: the gateway, every server (state, health, restarts, breaker, last error,
-  stderr tail, tools), sessions by protocol era, the catalog's revision, the config check and the
-  last reloads;
+- `GET /ui/api/overview`: the gateway, every server (state, health, restarts, breaker, protocol, last
+  error, stderr tail, tools), its clients by protocol era (as `manifold servers` shows them), the
+  catalog's revision, the config check and the last reloads;
 - `GET /ui/api/tools`: every tool as exposed, with its server;
 - `GET /ui/api/search?q=...&limit=N`: tools ranked as `retrieve_tools` ranks them (`Gateway.search`);
 - `GET /ui/api/calls?after=N`: the calls the call path saw since number N (`RecentCalls`).
@@ -160,9 +160,6 @@ class Dashboard:
     async def overview(self, request: Request) -> Response:
         gateway = self.gateway
         snapshot = gateway.live_snapshot()
-        eras: dict[str, int] = {}
-        for client in gateway.back_channel.clients():
-            eras[client.era] = eras.get(client.era, 0) + 1
         reloader = gateway.reloader
         return _json(
             {
@@ -173,7 +170,7 @@ class Dashboard:
                     "expose": snapshot["expose"],
                     "tools": len(gateway.catalog.tool_entries()),
                     "revision": self.revision,
-                    "sessions": eras,
+                    "clients": snapshot["clients"],
                     "last_call": self.calls.last,
                 },
                 "servers": snapshot["servers"],

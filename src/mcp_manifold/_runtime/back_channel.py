@@ -59,6 +59,7 @@ class BackChannel:
         self.catalog = catalog
         self._relist = relist  # re-list one backend (run in the background)
         self.bus = InMemorySubscriptionBus()  # 2026-era clients' subscriptions/listen streams
+        self.listen_streams = 0  # of those, open now (the front's listen handler counts them)
         self._callers: weakref.WeakSet[Caller] = weakref.WeakSet()
         self._sole: weakref.ref[Caller] | None = None  # the one client of a stdio gateway, once known
         self._subscriptions: dict[str, weakref.WeakSet[Caller]] = {}
@@ -94,10 +95,6 @@ class BackChannel:
         caller = ref()
         if caller is not None:
             self._callers.discard(caller)
-
-    def clients(self) -> list[Caller]:
-        """The clients that made a request and have not gone away (for the metrics and the dashboard)."""
-        return list(self._callers)
 
     def subscribe(self, caller: Caller, uri: str) -> bool:
         """Record `caller`'s subscription to `uri`; True if it is the first one (the backend must be told)."""

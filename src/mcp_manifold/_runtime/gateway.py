@@ -225,6 +225,7 @@ class Gateway:
                 "sessions": self.back_channel.session_count(),
                 "stateless_requests": self.stateless_requests,
                 "last_stateless_request": self.last_stateless_request,
+                "listen_streams": self.back_channel.listen_streams,
             },
         }
 

@@ -6,7 +6,7 @@ Two kinds of numbers:
   and outcome, latency histograms (the whole call path, the backend's part, and what the gateway
   added), spilled results, search latency;
 - read when Prometheus scrapes (`_GatewayState`): each backend's state, health, restarts, breaker
-  and tool count, sessions by protocol era, catalog and search index size, spill bytes, reloads.
+  tool count and protocol version, clients by protocol era, catalog and search index size, spill bytes, reloads.
 
 Cardinality is bounded by design: a tool label is the tool's name on its server (never a name a
 client made up: unknown names never reach the call path), and once `TOOL_LABELS` distinct
@@ -188,14 +188,33 @@ class _GatewayState(Collector):
             failures.add_metric([backend.name], backend.breaker.failures)
             tools.add_metric([backend.name], backend.tool_count)
         yield from (restarts, failures, tools)
+        protocol = GaugeMetricFamily(
+            "manifold_backend_protocol",
+            "1 for the protocol version each running server speaks (2026-07-28: no session).",
+            labels=["server", "version"],
+        )
+        for backend in backends:
+            version = backend.status().protocol
+            if version is not None:
+                protocol.add_metric([backend.name, version], 1)
+        yield protocol
 
-        sessions = GaugeMetricFamily("manifold_sessions", "Connected clients by protocol era.", labels=["era"])
-        eras: dict[str, int] = {"session": 0, "stateless": 0}
-        for client in gateway.back_channel.clients():
-            eras[client.era] = eras.get(client.era, 0) + 1
-        for era, count in eras.items():
-            sessions.add_metric([era], count)
+        # A session-era client is connected while its session is open; a 2026-07-28 client has no session,
+        # and holds a connection only while it listens for changes (`subscriptions/listen`).
+        channel = gateway.back_channel
+        sessions = GaugeMetricFamily(
+            "manifold_sessions",
+            "Clients connected now by protocol era: session-era sessions, and 2026-07-28 listen streams.",
+            labels=["era"],
+        )
+        sessions.add_metric(["session"], channel.session_count())
+        sessions.add_metric(["stateless"], channel.listen_streams)
         yield sessions
+        stateless = CounterMetricFamily(
+            "manifold_stateless_requests", "Requests of 2026-07-28 clients (each stands alone, with no session)."
+        )
+        stateless.add_metric([], gateway.stateless_requests)
+        yield stateless
 
         catalog = GaugeMetricFamily("manifold_catalog_tools", "Tools in the merged catalog.")
         catalog.add_metric([], len(gateway.catalog.tool_entries()))

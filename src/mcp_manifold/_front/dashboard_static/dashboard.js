@@ -76,11 +76,22 @@ function duration(seconds) {
 
 // --- panels ---------------------------------------------------------------------------------
 
+// Clients by protocol era: session-era clients hold a session; 2026-07-28 clients send requests that
+// each stand alone, and stay connected only while they listen for changes.
+function clientsText(clients) {
+  let text = `${clients.sessions} in a session`;
+  text += ` · 2026-07-28: ${clients.stateless_requests} request(s)`;
+  if (clients.stateless_requests && clients.last_stateless_request) {
+    text += `, latest ${duration(Math.max(0, Date.now() / 1000 - clients.last_stateless_request))} ago`;
+  }
+  if (clients.listen_streams) text += `, ${clients.listen_streams} listening`;
+  return text;
+}
+
 function renderSummary(gateway) {
-  const sessions = Object.entries(gateway.sessions).map(([era, n]) => `${n} ${era}`).join(", ") || "none";
   $("summary").textContent =
     `v${gateway.version} · up ${duration(gateway.uptime)} · expose ${gateway.expose.join(", ")} · ` +
-    `${gateway.tools} tools · clients: ${sessions}`;
+    `${gateway.tools} tools · clients: ${clientsText(gateway.clients)}`;
 }
 
 function renderServers(servers) {
@@ -101,6 +112,7 @@ function renderServers(servers) {
         td(badge(breaker, BREAKER_TONE[s.breaker]), "breaker"),
         td(s.tools, "num tools"),
         td(s.server_info || "", "mono"),
+        td(s.protocol || "", "mono protocol"),
         detail,
       ],
       { server: s.name, state: s.state },
