@@ -45,6 +45,8 @@ FLAGS = [
     "--disable-sync",
 ]
 WAIT_MS = 20_000
+# expect() has its own timeout (5 s), too short for the first search on a busy machine: the search model loads.
+sync_api.expect.set_options(timeout=WAIT_MS)
 
 
 class Served:
