@@ -160,6 +160,10 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "spill_allowed_dirs": ("/a,/b", ["/a", "/b"]),
     "openai_base_url": ("http://127.0.0.1:1/v1", "http://127.0.0.1:1/v1"),
     "openai_model": ("m", "m"),
+    "reload": ("false", False),
+    "metrics": ("false", False),
+    "dashboard": ("false", False),
+    "tracing": ("true", True),
 }
 # Settings that are only valid together with another one.
 SETTING_NEEDS: dict[str, tuple[str, str]] = {}

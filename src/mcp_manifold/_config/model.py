@@ -105,11 +105,16 @@ class ServerConfig:
 
 @dataclass
 class Config:
-    """A checked configuration: the servers in file order (disabled ones included) and the settings."""
+    """A checked configuration: the servers in file order (disabled ones included) and the settings.
+
+    `path` and `overrides` (the command line's settings) are where it came from: a reload reads the
+    same file with the same flags.
+    """
 
     servers: dict[str, ServerConfig]
     settings: Settings
     path: Path | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def enabled_servers(self) -> dict[str, ServerConfig]:

@@ -36,9 +36,12 @@ class GatewayListenHandler:
         request: Request = self._request_of(ctx)
         uris = list(params.notifications.resource_subscriptions or ())
         subscribed = [uri for uri in uris if await self._subscribe(request, uri)]
+        channel = self._gateway.back_channel
+        channel.listen_streams += 1
         try:
             return await self._streams(ctx, params)
         finally:
+            channel.listen_streams -= 1
             for uri in subscribed:
                 await self._gateway.unsubscribe(request, uri)
 

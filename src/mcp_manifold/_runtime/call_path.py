@@ -10,7 +10,11 @@ resources or gets its prompts. In order, a call:
 4. turns a backend failure into a tool error (tools) or a `BackendError` (reads, prompts), and hides
    the server's secrets in error results;
 5. spills a large result to a file (the gateway's `spill_threshold`, or the surface's own policy);
-6. tells every observer (`observe`): the place where audit, metrics and traces hook in.
+6. tells every observer (`observe`): the place where audit and metrics hook in.
+
+What must be in place *around* a call (a trace span, current while the backend is asked, so the
+request to the server carries it on) registers with `around`. With no around-call hook and no
+observer, a call pays for neither: one truth test each.
 
 Access control, pinning and rate limits belong here too, so that a rule holds on every path.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -63,13 +68,17 @@ class CallRecord:
     kind: CallKind
     target: Target
     caller: str  # the client's key
-    duration: float  # seconds
+    duration: float  # seconds in the call path, backend included
     outcome: Outcome
-    error: str | None = None
+    error: str | None = None  # with the server's secrets hidden
     spilled: bool = False
+    backend: float | None = None  # seconds waiting for the backend (its start and queue included); None: cached
 
 
 Observer = Callable[[CallRecord], None]
+# An around-call hook: `hook(kind, request, target)` is entered before the call goes to its backend and
+# left after it; what it yields is told the call's record just before it is left.
+Around = Callable[[CallKind, Request, Target], AbstractContextManager[Observer]]
 
 
 class CallPath:
@@ -94,11 +103,24 @@ class CallPath:
         self._held = held
         self.log_level: types.LoggingLevel | None = None  # what a session-era client set (logging/setLevel)
         self._observers: list[Observer] = []
+        self._arounds: list[Around] = []
 
     def observe(self, observer: Observer) -> Callable[[], None]:
         """Call `observer(record)` after every call; returns a function that stops it."""
         self._observers.append(observer)
         return lambda: self._observers.remove(observer)
+
+    def around(self, hook: Around) -> Callable[[], None]:
+        """Run every call inside `hook(kind, request, target)` (see `Around`); returns a function that stops it."""
+        self._arounds.append(hook)
+        return lambda: self._arounds.remove(hook)
+
+    async def _wrapped(
+        self, kind: CallKind, request: Request, target: Target, run: Callable[[tuple[Observer, ...]], Awaitable[Any]]
+    ) -> Any:
+        with ExitStack() as stack:
+            finishes = tuple(stack.enter_context(hook(kind, request, target)) for hook in list(self._arounds))
+            return await run(finishes)
 
     def backend(self, server: str, request: Request | None = None) -> Backend:
         """The session a request to `server` goes to: the client's own (`session_scope: client`), else the
@@ -115,11 +137,21 @@ class CallPath:
     async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult | types.InputRequiredResult:
         """Call a tool; failures of the server or the connection come back as tool errors. A 2026-07-28
         client may get `input_required` instead (the server has questions for it)."""
+        if self._arounds:
+            return await self._wrapped(
+                "tool", request, call.target, lambda hooks: self._call_tool(request, call, hooks)
+            )
+        return await self._call_tool(request, call, ())
+
+    async def _call_tool(
+        self, request: Request, call: ToolCall, hooks: tuple[Observer, ...]
+    ) -> types.CallToolResult | types.InputRequiredResult:
         started = time.perf_counter()
         target, arguments = call.target, call.arguments
         backend = self.backend(target.server, request)
         outcome: Outcome = "ok"
         error: str | None = None
+        waited: float | None = None
         result = self._cache.lookup(target.server, target.name, arguments)
         if result is not None:
             outcome = "cached"
@@ -137,34 +169,37 @@ class CallPath:
                     **extra,
                 )
 
+            sent = time.perf_counter()
             try:
                 result = await self._exchange(request, backend, "tools/call", send)
             except BackendError as exc:
-                error = str(exc)
+                # Errors can quote a server's stderr or URL, where its secrets may appear.
+                error = backend.config.scrub(str(exc))
                 result = tool_error(error)
             except InvalidRequest as exc:  # a retry whose requestState or answers do not fit
                 error = str(exc)
                 result = tool_error(error)
             else:
                 if isinstance(result, types.InputRequiredResult):
-                    if self._observers:
-                        elapsed = time.perf_counter() - started
-                        self._tell(CallRecord("tool", target, request.caller.key, elapsed, "input_required"))
+                    if self._observers or hooks:
+                        elapsed, waited = time.perf_counter() - started, time.perf_counter() - sent
+                        caller = request.caller.key
+                        self._tell(CallRecord("tool", target, caller, elapsed, "input_required", backend=waited), hooks)
                     return result
                 result = self._exposed_uris(target, result)
                 self._cache.store(target.server, target.name, call.arguments, result)
+            waited = time.perf_counter() - sent
             if result.is_error:
                 outcome = "error"
-                # Errors can quote a server's stderr or URL, where its secrets may appear.
                 result = scrubbed(result, backend.config.scrub)
         spilled = False
         policy = call.spill or self.default_spill
         if policy.active:
             result, spilled = self._spilled(result, policy, target)
-        if self._observers:
-            self._tell(
-                CallRecord("tool", target, request.caller.key, time.perf_counter() - started, outcome, error, spilled)
-            )
+        if self._observers or hooks:
+            duration = time.perf_counter() - started
+            record = CallRecord("tool", target, request.caller.key, duration, outcome, error, spilled, waited)
+            self._tell(record, hooks)
         return result
 
     # --- questions from servers, across the eras (see input_bridge.py) ---------------------------
@@ -330,21 +365,41 @@ class CallPath:
         return await self._run("completion", request, target, complete)
 
     async def _run(self, kind: CallKind, request: Request, target: Target, work: Callable[[Backend], Any]) -> Any:
+        if self._arounds:
+            return await self._wrapped(
+                kind, request, target, lambda hooks: self._run_once(kind, request, target, work, hooks)
+            )
+        return await self._run_once(kind, request, target, work, ())
+
+    async def _run_once(
+        self,
+        kind: CallKind,
+        request: Request,
+        target: Target,
+        work: Callable[[Backend], Any],
+        hooks: tuple[Observer, ...],
+    ) -> Any:
         started = time.perf_counter()
+        backend: Backend | None = None
         try:
-            result = await work(self.backend(target.server, request))
+            backend = self.backend(target.server, request)
+            result = await work(backend)
         except ManifoldError as exc:
-            if self._observers:
+            if self._observers or hooks:
+                error = backend.config.scrub(str(exc)) if backend is not None else str(exc)
+                duration = time.perf_counter() - started
                 self._tell(
-                    CallRecord(kind, target, request.caller.key, time.perf_counter() - started, "error", str(exc))
+                    CallRecord(kind, target, request.caller.key, duration, "error", error, backend=duration), hooks
                 )
             raise
-        if self._observers:
-            self._tell(CallRecord(kind, target, request.caller.key, time.perf_counter() - started, "ok"))
+        if self._observers or hooks:
+            duration = time.perf_counter() - started
+            outcome: Outcome = "input_required" if isinstance(result, types.InputRequiredResult) else "ok"
+            self._tell(CallRecord(kind, target, request.caller.key, duration, outcome, backend=duration), hooks)
         return result
 
-    def _tell(self, record: CallRecord) -> None:
-        for observer in list(self._observers):
+    def _tell(self, record: CallRecord, hooks: tuple[Observer, ...] = ()) -> None:
+        for observer in (*hooks, *self._observers):
             try:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
