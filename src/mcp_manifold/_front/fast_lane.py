@@ -81,7 +81,7 @@ class FastLane:
             return False
         if meta is not None and (not isinstance(meta, dict) or meta.get("progressToken") is not None):
             return False
-        route = self.gateway.fast_route(params["name"])
+        route = self.gateway.fast_route(params["name"], self._caller())
         if route is None:
             return False
         request_id = message["id"]

@@ -1,6 +1,8 @@
 """Streamable HTTP at http://host:port/mcp: any number of clients, one session each (session era).
 
-uvicorn serves the SDK's streamable HTTP app; SIGTERM / SIGHUP start uvicorn's graceful shutdown,
+uvicorn serves the SDK's streamable HTTP app behind `guard` (front/auth.py): authentication when
+the config has an `auth` section, and profiles (`/mcp/p/<profile>`). Routes added to the app before
+it is guarded sit behind the same checks. SIGTERM / SIGHUP start uvicorn's graceful shutdown,
 bounded by `shutdown_timeout` (a client's open SSE stream never ends by itself).
 """
 
@@ -11,6 +13,8 @@ from contextlib import contextmanager
 
 import uvicorn
 
+from mcp_manifold._front.auth import guard
+from mcp_manifold._front.identity import check_exposure
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.signals import Stopper
 from mcp_manifold._runtime.gateway import Gateway
@@ -18,10 +22,13 @@ from mcp_manifold._runtime.gateway import Gateway
 
 async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | None = None) -> None:
     """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
+    check_exposure(gateway.config)
     front = McpFront(gateway)
-    app = front.server.streamable_http_app(
+    routes = front.server.streamable_http_app(
         host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None
     )
+    # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
+    app = guard(routes, lambda: gateway.config)
     level = gateway.settings.log_level
     # uvicorn's access log only at debug: one line per MCP message is noise at any other level.
     config = uvicorn.Config(

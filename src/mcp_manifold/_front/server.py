@@ -25,6 +25,7 @@ from mcp.shared.message import ServerMessageMetadata
 
 from mcp_manifold._core.clients import Caller, ListKind, Request
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._front.identity import request_identity
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._sdk import connection_of
 from mcp_manifold._version import __version__
@@ -178,11 +179,21 @@ class McpFront:
         caller = connection.state.get(_CALLER)
         if caller is None:
             caller = SessionCaller(connection)
+            identity = request_identity(ctx.request)  # who authenticated over HTTP, and their profile
+            if identity is not None:
+                caller.principal, caller.profile = identity.principal, identity.profile
             connection.state[_CALLER] = caller
         return caller
 
     async def _track_client(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         caller = self._caller(ctx)
+        identity = request_identity(ctx.request)
+        if identity is not None and (identity.principal, identity.profile) != (caller.principal, caller.profile):
+            # The SDK already keeps a session to the credential that opened it; this keeps it to its profile URL.
+            raise MCPError(
+                code=types.INVALID_REQUEST,
+                message=f"this session was opened with profile {caller.profile!r}; open a new session for another",
+            )
         is_request = ctx.request_id is not None
         self.gateway.back_channel.track(caller, answers_requests=is_request)
         if is_request:

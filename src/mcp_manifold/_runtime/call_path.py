@@ -3,34 +3,37 @@
 Surfaces, the fast lane and the CLI all end here; nothing else calls a backend's tools, reads its
 resources or gets its prompts. In order, a call:
 
-1. resolves its backend (configured, or added at run time by the hub) from the target's server;
-2. answers from the result cache when the tool may be cached and a fresh result is there;
-3. goes to the backend, which applies its breaker, concurrency limit and timeout, with the request
+1. passes the policy (`CallPolicy`): the caller's profile allows it, the tool is not quarantined,
+   the caller's principal is within its rate and concurrency limits; a refusal is told to the
+   observers like any other outcome, and names the profile, never what exists;
+2. resolves its backend (configured, or added at run time by the hub) from the target's server;
+3. answers from the result cache when the tool may be cached and a fresh result is there;
+4. goes to the backend, which applies its breaker, concurrency limit and timeout, with the request
    marked as waiting there, so progress, logs and the server's requests for input reach its client;
-4. turns a backend failure into a tool error (tools) or a `BackendError` (reads, prompts), and hides
+5. turns a backend failure into a tool error (tools) or a `BackendError` (reads, prompts), and hides
    the server's secrets in error results;
-5. spills a large result to a file (the gateway's `spill_threshold`, or the surface's own policy);
-6. tells every observer (`observe`): the place where audit, metrics and traces hook in.
-
-Access control, pinning and rate limits belong here too, so that a rule holds on every path.
+6. spills a large result to a file (the gateway's `spill_threshold`, or the surface's own policy);
+7. tells every observer (`observe`): the place where audit, metrics and traces hook in.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import mcp_types as types
+from pydantic import BaseModel
 
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.result_cache import ResultCache
-from mcp_manifold._core.results import SpillPolicy, scrubbed, spill_if_due, tool_error
+from mcp_manifold._core.results import SpillPolicy, content_size, scrubbed, spill_if_due, tool_error
 from mcp_manifold._core.router import Target, ToolCall
-from mcp_manifold._errors import BackendError, ManifoldError, NotFound
+from mcp_manifold._errors import BackendError, ManifoldError, NotFound, Quarantined, RateLimited
 
 if TYPE_CHECKING:
     from mcp_manifold._runtime.backends import Backend, BackendPool
@@ -39,12 +42,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CallKind = Literal["tool", "resource", "prompt"]
-Outcome = Literal["ok", "error", "cached"]
+# denied: the caller's profile does not allow it; quarantined: the tool changed since it was approved;
+# rate_limited: the principal is over its rate or calls in flight.
+Outcome = Literal["ok", "error", "cached", "denied", "quarantined", "rate_limited"]
 
 
 @dataclass(frozen=True, slots=True)
 class CallRecord:
-    """One finished call, as observers see it (never the arguments or the result's content)."""
+    """One finished (or refused) call, as observers see it (never the arguments or the result's content)."""
 
     kind: CallKind
     target: Target
@@ -53,9 +58,36 @@ class CallRecord:
     outcome: Outcome
     error: str | None = None
     spilled: bool = False
+    principal: str | None = None
+    profile: str | None = None
+    arguments_size: int | None = None  # bytes of the arguments as JSON
+    result_size: int | None = None  # bytes of the result's content
 
 
 Observer = Callable[[CallRecord], None]
+
+
+class CallPolicy(Protocol):
+    """What a call must pass before it reaches a backend (runtime/access.py): profile, pins, limits."""
+
+    def admit(self, request: Request, kind: CallKind, target: Target) -> None:
+        """Let the call go ahead (pair with `release`), or raise why not: `NotFound` (not allowed, worded
+        like an unknown name), `Quarantined` or `RateLimited`."""
+        ...
+
+    def release(self, request: Request) -> None: ...
+
+    def profile_name(self, request: Request) -> str | None:
+        """The caller's profile, as records name it."""
+        ...
+
+
+def refusal_outcome(exc: ManifoldError) -> Outcome:
+    if isinstance(exc, RateLimited):
+        return "rate_limited"
+    if isinstance(exc, Quarantined):
+        return "quarantined"
+    return "denied"
 
 
 class CallPath:
@@ -74,6 +106,7 @@ class CallPath:
         self._cache = result_cache
         self._spill = spill
         self.default_spill = default_spill
+        self.policy: CallPolicy | None = None  # set by the gateway; None admits every call
         self._observers: list[Observer] = []
 
     def observe(self, observer: Observer) -> Callable[[], None]:
@@ -91,8 +124,64 @@ class CallPath:
     # --- tools ----------------------------------------------------------------------------------
 
     async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult:
-        """Call a tool; failures of the server or the connection come back as tool errors."""
+        """Call a tool; failures of the server or the connection come back as tool errors.
+
+        A call the policy refuses raises (`NotFound`, `Quarantined`, `RateLimited`), as an unknown
+        name would: the caller gets a clear error, the observers a record of the refusal.
+        """
         started = time.perf_counter()
+        policy = self.policy
+        if policy is None:
+            return await self._call_tool(request, call, started)
+        self._admit(policy, request, "tool", call.target, started, call.arguments)
+        try:
+            return await self._call_tool(request, call, started)
+        finally:
+            policy.release(request)
+
+    def _admit(
+        self, policy: CallPolicy, request: Request, kind: CallKind, target: Target, started: float, arguments: Any
+    ) -> None:
+        try:
+            policy.admit(request, kind, target)
+        except ManifoldError as exc:
+            if self._observers:
+                self._tell(self._record(kind, request, target, started, refusal_outcome(exc), str(exc), arguments))
+            raise
+
+    def refused(self, request: Request, kind: CallKind, target: Target, exc: ManifoldError) -> None:
+        """Tell the observers of a call refused before it reached the call path (a name the caller may not see)."""
+        if self._observers:
+            self._tell(self._record(kind, request, target, time.perf_counter(), refusal_outcome(exc), str(exc)))
+
+    def _record(
+        self,
+        kind: CallKind,
+        request: Request,
+        target: Target,
+        started: float,
+        outcome: Outcome,
+        error: str | None = None,
+        arguments: Any = None,
+        result_size: int | None = None,
+        spilled: bool = False,
+    ) -> CallRecord:
+        caller = request.caller
+        return CallRecord(
+            kind,
+            target,
+            caller.key,
+            time.perf_counter() - started,
+            outcome,
+            error,
+            spilled,
+            principal=caller.principal,
+            profile=self.policy.profile_name(request) if self.policy is not None else caller.profile,
+            arguments_size=_json_size(arguments),
+            result_size=result_size,
+        )
+
+    async def _call_tool(self, request: Request, call: ToolCall, started: float) -> types.CallToolResult:
         target, arguments = call.target, call.arguments
         backend = self.backend(target.server)
         outcome: Outcome = "ok"
@@ -114,8 +203,8 @@ class CallPath:
                         ),
                     )
             except BackendError as exc:
-                error = str(exc)
-                result = tool_error(error)
+                error = backend.config.scrub(str(exc))
+                result = tool_error(str(exc))
             else:
                 self._cache.store(target.server, target.name, arguments, result)
             if result.is_error:
@@ -127,9 +216,8 @@ class CallPath:
         if policy.active:
             result, spilled = self._spilled(result, policy, target)
         if self._observers:
-            self._tell(
-                CallRecord("tool", target, request.caller.key, time.perf_counter() - started, outcome, error, spilled)
-            )
+            size = content_size(result.content)
+            self._tell(self._record("tool", request, target, started, outcome, error, arguments, size, spilled))
         return result
 
     def _spilled(self, result: types.CallToolResult, policy: SpillPolicy, target: Target) -> tuple[Any, bool]:
@@ -163,22 +251,33 @@ class CallPath:
         async def get(backend: Backend) -> types.GetPromptResult:
             return await backend.request("prompts/get", lambda session: session.get_prompt(target.name, arguments))
 
-        return await self._run("prompt", request, target, get)
+        return await self._run("prompt", request, target, get, arguments)
 
-    async def _run(self, kind: CallKind, request: Request, target: Target, work: Callable[[Backend], Any]) -> Any:
+    async def _run(
+        self,
+        kind: CallKind,
+        request: Request,
+        target: Target,
+        work: Callable[[Backend], Any],
+        arguments: Any = None,
+    ) -> Any:
         started = time.perf_counter()
+        policy = self.policy
+        if policy is not None:
+            self._admit(policy, request, kind, target, started, arguments)
         try:
             backend = self.backend(target.server)
             with backend.serving(request):
                 result = await work(backend)
         except ManifoldError as exc:
             if self._observers:
-                self._tell(
-                    CallRecord(kind, target, request.caller.key, time.perf_counter() - started, "error", str(exc))
-                )
+                self._tell(self._record(kind, request, target, started, "error", str(exc), arguments))
             raise
+        finally:
+            if policy is not None:
+                policy.release(request)
         if self._observers:
-            self._tell(CallRecord(kind, target, request.caller.key, time.perf_counter() - started, "ok"))
+            self._tell(self._record(kind, request, target, started, "ok", None, arguments, _json_size(result)))
         return result
 
     def _tell(self, record: CallRecord) -> None:
@@ -187,3 +286,15 @@ class CallPath:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
                 logger.exception("call observer failed")
+
+
+def _json_size(value: Any) -> int | None:
+    """Bytes of `value` as compact JSON (arguments, a read's or a prompt's result); None for none."""
+    if value is None:
+        return None
+    if isinstance(value, BaseModel):
+        return len(value.model_dump_json(by_alias=True, exclude_none=True).encode())
+    try:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+    except (TypeError, ValueError):
+        return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import asdict
 from pathlib import Path
@@ -25,7 +25,10 @@ import mcp_types as types
 
 from mcp_manifold._config import Config, ServerConfig, Settings
 from mcp_manifold._core.catalog import Catalog, Kind, Match, unknown_resource
+from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.limits import PrincipalLimits
+from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import SpillPolicy, tool_error
 from mcp_manifold._core.router import Target
@@ -34,6 +37,8 @@ from mcp_manifold._core.suggestions import did_you_mean
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import ManifoldError, NotFound
 from mcp_manifold._runtime import live_status
+from mcp_manifold._runtime.access import Access
+from mcp_manifold._runtime.audit import AuditLog, audit_dir
 from mcp_manifold._runtime.back_channel import BackChannel
 from mcp_manifold._runtime.backends import Backend, BackendPool
 from mcp_manifold._runtime.call_path import CallPath
@@ -41,6 +46,7 @@ from mcp_manifold._runtime.catalog_sync import CatalogSync
 from mcp_manifold._runtime.health import HealthMonitor
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._surfaces import Surface, load_surface
@@ -75,7 +81,12 @@ class Gateway:
         self.pool = BackendPool(
             list(config.servers.values()), self._settings, self.back_channel, child_env=child_environment(config.path)
         )
-        self.sync = CatalogSync(self.pool, self._catalog, ListingCache(data_dir / "listings"), serving=serving)
+        # Pins judge each listing before the catalog takes it: a changed tool is quarantined before any
+        # client can see the change.
+        self.pins = PinStore(data_dir, self._settings.pinning, self._settings.pin_new_tools)  # type: ignore[arg-type]
+        self.sync = CatalogSync(
+            self.pool, self._catalog, ListingCache(data_dir / "listings"), serving=serving, on_listing=self.pins.observe
+        )
         self.result_cache = ResultCache(self._catalog, config.servers)
         spill_base = self._settings.spill_dir or str(data_dir / "spill")
         self.spill = SpillStore(
@@ -90,6 +101,19 @@ class Gateway:
                 threshold=self._settings.spill_threshold, toon=self._settings.toon, ttl=self._settings.spill_ttl
             ),
         )
+        self.access = Access(
+            lambda: self.config,
+            self._catalog,
+            self.pins,
+            PrincipalLimits(self._settings.rate_limit, self._settings.rate_burst, self._settings.principal_max_calls),
+            self._search_allowed,
+        )
+        self.calls.policy = self.access
+        self.access.refused = self.calls.refused
+        self.audit: AuditLog | None = None
+        if self._settings.audit:
+            self.audit = AuditLog(audit_dir(data_dir), self._settings.audit_max_bytes, self._settings.audit_backups)
+            self.calls.observe(self.audit)
         self.health = HealthMonitor(self._settings)
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -101,6 +125,10 @@ class Gateway:
         # still unwinds what was started: servers stopped, tasks cancelled, files removed.
         async with AsyncExitStack() as stack:
             stack.callback(self.spill.close)  # registered first, so it runs last
+            stack.callback(self.pins.close)
+            if self.audit is not None:
+                stack.callback(self.audit.close)
+            self.pins.load()  # earlier runs' quarantines hold from the first request on
             await stack.enter_async_context(self.pool)
             task_group = await stack.enter_async_context(anyio.create_task_group())
             self._task_group = task_group
@@ -113,6 +141,9 @@ class Gateway:
             if self.serving:
                 directory = live_status.live_dir(self._settings.data_dir)
                 task_group.start_soon(live_status.publish, directory, self.live_snapshot)
+                if self._settings.pinning != "off":
+                    # `manifold pins approve` in another process: clients' lists change when it does.
+                    task_group.start_soon(self.pins.watch, self._pins_changed)
             for surface in self.surfaces:
                 await surface.start()
                 task_group.start_soon(surface.run)  # background work (the hub's discovery), if any
@@ -142,7 +173,12 @@ class Gateway:
         return self._search
 
     def instructions(self) -> str:
-        """One line naming the servers behind the gateway (surfaces that hide tools describe them more)."""
+        """One line naming the servers behind the gateway (surfaces that hide tools describe them more).
+
+        With profiles or authentication every client gets the same instructions, so they name no server.
+        """
+        if self.config.profiles or self.config.auth.enabled:
+            return "mcp-manifold gateway: list the tools to see what you may use."
         names = [config.name for config in self.config.servers.values() if config.enabled]
         return f"mcp-manifold gateway in front of {len(names)} MCP server(s): {bounded_list(names, budget=200)}."
 
@@ -164,6 +200,10 @@ class Gateway:
     async def _relist(self, server: str) -> None:
         await self.sync.refresh_one(server)
 
+    async def _pins_changed(self) -> None:
+        """An operator approved or rejected a tool: what clients may see changed."""
+        await self.back_channel.notify_list_changed({"tools"})
+
     # --- the Host surfaces see ---------------------------------------------------------------------
 
     @property
@@ -176,7 +216,16 @@ class Gateway:
 
     @property
     def catalog(self) -> Catalog:
+        """The whole catalog (the CLI's and library use's); surfaces read it through `view(request)`."""
         return self._catalog
+
+    def view(self, request: Request) -> CatalogView:
+        return self.access.view(request)
+
+    async def _search_allowed(
+        self, query: str, limit: int, server: str | None, allowed: Callable[[str], bool] | None
+    ) -> list[Match]:
+        return await self.search_index.find(query, limit=limit, server=server, allowed=allowed)
 
     async def ensure_catalog(self) -> None:
         await self.sync.ensure_catalog()
@@ -186,9 +235,6 @@ class Gateway:
 
     def backend_status(self, server: str) -> BackendStatus:
         return self.calls.backend(server).status()
-
-    async def search(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
-        return await self.search_index.find(query, limit=limit, server=server)
 
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
         await self.back_channel.notify_list_changed(kinds, caller)
@@ -215,7 +261,9 @@ class Gateway:
         if self._instances is None:
             from mcp_manifold._runtime.instances import InstanceRegistry
 
-            self._instances = InstanceRegistry(self._settings, self.pool, self.health, self._catalog, self.back_channel)
+            self._instances = InstanceRegistry(
+                self._settings, self.pool, self.health, self._catalog, self.back_channel, on_listing=self.pins.observe
+            )
         return self._instances
 
     # --- client requests, routed to the surfaces (the front and the CLI call these) ----------------
@@ -224,8 +272,12 @@ class Gateway:
         if any(surface.needs_catalog for surface in self.surfaces):
             await self.sync.ensure_catalog()
 
+    def _surfaces(self, request: Request) -> list[Surface]:
+        """The surfaces this caller's profile may use (all of them without a profile)."""
+        return [surface for surface in self.surfaces if self.access.allows_surface(request, surface.name)]
+
     def _owner(self, request: Request, kind: str, name: str) -> Surface | None:
-        for surface in self.surfaces:
+        for surface in self._surfaces(request):
             owns = (
                 surface.owns_tool(request, name)
                 if kind == "tool"
@@ -247,7 +299,7 @@ class Gateway:
     async def list_tools(self, request: Request) -> list[types.Tool]:
         await self._needs_catalog()
         tools: dict[str, types.Tool] = {}
-        for surface in self.surfaces:
+        for surface in self._surfaces(request):
             for tool in surface.list_tools(request):
                 tools.setdefault(tool.name, tool)
         return list(tools.values())
@@ -260,11 +312,14 @@ class Gateway:
         """
         surface = await self._find_owner(request, "tool", name)
         if surface is None:
-            hints = [hint for s in self.surfaces if (hint := s.unknown_tool_hint(request, name))]
+            view = self.view(request)
+            view.report_miss(name)  # a tool that exists but is hidden from this caller: the audit says so
+            hints = [hint for s in self._surfaces(request) if (hint := s.unknown_tool_hint(request, name))]
+            unknown = f"unknown tool {name!r}{for_profile(view.profile_name)}"
             if hints:
-                return tool_error(f"unknown tool {name!r}: {hints[0]}")
+                return tool_error(f"{unknown}: {hints[0]}")
             known = [tool.name for tool in await self.list_tools(request)]
-            raise NotFound(f"unknown tool {name!r}{did_you_mean(name, known)}")
+            raise NotFound(f"{unknown}{did_you_mean(name, known)}")
         try:
             return await surface.call_tool(request, name, arguments)
         except ManifoldError as exc:
@@ -272,34 +327,38 @@ class Gateway:
 
     async def list_resources(self, request: Request) -> list[types.Resource]:
         await self._needs_catalog()
-        return [resource for surface in self.surfaces for resource in surface.list_resources(request)]
+        return [resource for surface in self._surfaces(request) for resource in surface.list_resources(request)]
 
     async def list_resource_templates(self, request: Request) -> list[types.ResourceTemplate]:
         await self._needs_catalog()
-        return [template for surface in self.surfaces for template in surface.list_resource_templates(request)]
+        surfaces = self._surfaces(request)
+        return [template for surface in surfaces for template in surface.list_resource_templates(request)]
 
     async def read_resource_by_uri(self, request: Request, uri: str) -> types.ReadResourceResult:
         surface = await self._find_owner(request, "resource", uri)
         if surface is None:
+            view = self.view(request)
+            view.route_resource(uri)  # raises the unknown-resource error this caller may see (and records a refusal)
             raise unknown_resource(uri)
         return await surface.read_resource(request, uri)
 
     async def list_prompts(self, request: Request) -> list[types.Prompt]:
         await self._needs_catalog()
-        return [prompt for surface in self.surfaces for prompt in surface.list_prompts(request)]
+        return [prompt for surface in self._surfaces(request) for prompt in surface.list_prompts(request)]
 
     async def get_prompt_by_name(
         self, request: Request, name: str, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
         surface = await self._find_owner(request, "prompt", name)
         if surface is None:
+            self.view(request).route_prompt(name)  # the unknown-prompt error this caller may see
             raise NotFound(f"unknown prompt {name!r}")
         return await surface.get_prompt(request, name, arguments)
 
     async def subscribe(self, request: Request, uri: str) -> None:
         """Subscribe the client to a catalog resource; the backend is told on the first subscription."""
         await self._needs_catalog()
-        route = self._catalog.route_resource(uri)
+        route = self.view(request).route_resource(uri)
         backend = self.calls.backend(route.server)
         await backend.request("resources/subscribe", lambda session: session.subscribe_resource(route.original))
         self.back_channel.subscribe(request.caller, uri)
@@ -323,15 +382,16 @@ class Gateway:
                 except ManifoldError as exc:
                     logger.debug("%s: logging/setLevel failed: %s", backend.name, exc)
 
-    def fast_route(self, name: str) -> Target | None:
+    def fast_route(self, name: str, caller: Caller | None = None) -> Target | None:
         """Where a plain call of `name` can go by the fast lane, or None when it needs the surfaces first.
 
         Only a gateway that shows nothing but `direct` qualifies (other surfaces may own names per
-        client), and only a running backend, with no spilling or result caching configured.
+        client), and only a running backend, with no spilling or result caching configured. A tool the
+        caller may not see takes the normal path too, which answers it like an unknown name.
         """
         if len(self.surfaces) != 1 or self.surfaces[0].name != "direct" or self._settings.spill_threshold:
             return None
-        entry = self._catalog.entry(name)
+        entry = self.view(Request(caller)).entry(name) if caller is not None else self._catalog.entry(name)
         if entry is None:
             return None
         backend = self.pool.backends.get(entry.server)

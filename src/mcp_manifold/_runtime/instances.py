@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -84,9 +85,16 @@ class InstanceRegistry:
     """The instances of one gateway: discovery, connections, health and listings."""
 
     def __init__(
-        self, settings: Settings, pool: BackendPool, health: HealthMonitor, catalog: Catalog, back_channel: BackChannel
+        self,
+        settings: Settings,
+        pool: BackendPool,
+        health: HealthMonitor,
+        catalog: Catalog,
+        back_channel: BackChannel,
+        on_listing: Callable[[str, Listing], object] | None = None,
     ) -> None:
         self.settings = settings
+        self.on_listing = on_listing  # sees each listing before clients do (the pins)
         self.pool = pool
         self.health_monitor = health
         self.catalog = catalog
@@ -264,7 +272,10 @@ class InstanceRegistry:
                 self._report_once(instance.id, f"{instance.label()}: tool {tool.name!r} is hidden by the hub's own")
             elif allowed(tool.name):
                 tools.append(tool)
-        instance.listing = replace(listing, tools=tools)
+        listing = replace(listing, tools=tools)
+        if self.on_listing is not None:
+            self.on_listing(instance.id, listing)
+        instance.listing = listing
         return instance.listing
 
     def reserve(self, names: list[str]) -> None:

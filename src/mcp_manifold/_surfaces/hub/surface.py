@@ -119,7 +119,8 @@ class HubSurface(Surface):
         instance = self.registry.get(bound)
         if instance is None:
             return self._gone_message(bound)
-        tools = ", ".join(tool.name for tool in instance.listing.tools) if instance.listing else "unknown"
+        listing = self._visible(request, instance)
+        tools = ", ".join(tool.name for tool in listing.tools) if listing else "unknown"
         return f"{instance.label()} has no such tool (its tools: {tools}). {CONNECT} switches to another instance."
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -168,7 +169,12 @@ class HubSurface(Surface):
     async def _list_instances(self, request: Request) -> types.CallToolResult:
         await self.registry.scan()
         bound = request.caller.state.get(_BOUND)
-        rows = [self._describe(instance, bound) for instance in self.registry.instances.values()]
+        view = self.host.view(request)
+        rows = [
+            self._describe(instance, bound)
+            for instance in self.registry.instances.values()
+            if view.may_use_server(instance.id)
+        ]
         if bound is not None and bound not in self.registry.instances:
             rows.append({"id": bound, "state": "gone", "connected": True, "last_error": self.registry.gone.get(bound)})
         text = json.dumps({"instances": rows, "connected": bound}, indent=1)
@@ -188,12 +194,13 @@ class HubSurface(Surface):
             raise InvalidRequest(f"{CONNECT} needs 'instance_id': a string id from {LIST}")
         instance_id = instance_id.strip()
         await self.registry.scan()
-        instance = self.registry.get(instance_id)
+        view = self.host.view(request)
+        instance = self.registry.get(instance_id) if view.may_use_server(instance_id) else None
         if instance is None:
-            known = ", ".join(sorted(self.registry.instances)) or "none"
+            known = ", ".join(sorted(i for i in self.registry.instances if view.may_use_server(i))) or "none"
             raise NotFound(f"unknown instance {instance_id!r}; known instances: {known}. {LIST} shows them all.")
         await self._ensure_connected(instance)
-        listing = await self.registry.relist(instance)
+        listing = view.listing(instance.id, await self.registry.relist(instance))
         self._bind(request.caller, instance.id)
         await self.host.notify_list_changed(_ALL_KINDS, request.caller)
         names = ", ".join(tool.name for tool in listing.tools) or "none"
@@ -217,8 +224,14 @@ class HubSurface(Surface):
     # --- sessions ----------------------------------------------------------------------------
 
     def _bound_listing(self, request: Request) -> Listing | None:
+        """What the client may see of the instance it is connected to (its profile, the pins)."""
         instance = self.registry.get(request.caller.state.get(_BOUND) or "")
-        return instance.listing if instance is not None else None
+        return self._visible(request, instance) if instance is not None else None
+
+    def _visible(self, request: Request, instance: InstanceView) -> Listing | None:
+        if instance.listing is None:
+            return None
+        return self.host.view(request).listing(instance.id, instance.listing)
 
     def _bind(self, caller: Caller, instance_id: str) -> None:
         self._unbind(caller)
