@@ -271,7 +271,8 @@ class CallPath:
                 result = await work(backend)
         except ManifoldError as exc:
             if self._observers:
-                self._tell(self._record(kind, request, target, started, "error", str(exc), arguments))
+                error = self._scrub(target.server, str(exc))
+                self._tell(self._record(kind, request, target, started, "error", error, arguments))
             raise
         finally:
             if policy is not None:
@@ -279,6 +280,11 @@ class CallPath:
         if self._observers:
             self._tell(self._record(kind, request, target, started, "ok", None, arguments, _json_size(result)))
         return result
+
+    def _scrub(self, server: str, text: str) -> str:
+        """`text` with the server's secrets hidden (an error can quote its URL or stderr)."""
+        backend = self._pool.backends.get(server) or self._pool.added.get(server)
+        return backend.config.scrub(text) if backend is not None else text
 
     def _tell(self, record: CallRecord) -> None:
         for observer in list(self._observers):
