@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,48 @@ def test_surfaces_read_the_catalog_only_through_the_callers_view() -> None:
     for path in root.rglob("*.py"):
         text = path.read_text()
         assert "host.catalog" not in text and "host.search(" not in text, path
+
+
+def test_the_audit_log_rotates_by_size_and_reads_back_in_order(tmp_path: Path) -> None:
+    from mcp_manifold._core.router import Target
+    from mcp_manifold._runtime.audit import AuditLog, log_files
+    from mcp_manifold._runtime.call_path import CallRecord
+
+    log = AuditLog(tmp_path, max_bytes=600, backups=10)
+    for number in range(12):
+        target = Target("numbers", "add", f"numbers_add_{number}", "direct")
+        log(CallRecord("tool", target, "c", 0.001, "ok", principal="alice", arguments_size=number))
+    log.close()
+    assert len(log_files(tmp_path)) > 2  # rotated, oldest first
+    assert [line["name"] for line in read_entries(tmp_path)] == [f"numbers_add_{n}" for n in range(12)]
+
+
+async def test_jwt_keys_from_a_file_and_a_new_key_id_reloads_them(tmp_path: Path) -> None:
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from mcp_manifold._config.model import OAuthConfig
+    from mcp_manifold._front.auth import JwtVerifier, TokenRejected
+
+    def jwks(*keys: tuple[str, Any]) -> str:
+        found = [{**json.loads(jwt.algorithms.ECAlgorithm.to_jwk(k.public_key())), "kid": kid} for kid, k in keys]
+        return json.dumps({"keys": found})
+
+    first, second = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    keys = tmp_path / "jwks.json"
+    keys.write_text(jwks(("one", first)))
+    config = OAuthConfig(issuer="https://issuer", audience=("https://gw/mcp",), jwks_file=str(keys))
+    verifier = JwtVerifier(config)
+
+    def token(key: Any, kid: str, **claims: Any) -> str:
+        body = {"iss": "https://issuer", "aud": "https://gw/mcp", "sub": "ana", "exp": int(time.time()) + 60, **claims}
+        return jwt.encode(body, key, algorithm="ES256", headers={"kid": kid})
+
+    assert (await verifier.verify(token(first, "one", scope="a b"))).principal == "ana"
+    keys.write_text(jwks(("one", first), ("two", second)))  # the issuer rotates in a new key
+    verifier.keys._fetched -= 60  # the last fetch is older than the retry interval
+    assert (await verifier.verify(token(second, "two"))).scopes == []
+    with pytest.raises(TokenRejected, match="signing key \\('three'\\) is not among the issuer's keys"):
+        await verifier.verify(token(second, "three"))
+    with pytest.raises(TokenRejected, match="no 'sub' claim"):
+        await verifier.verify(token(first, "one", sub=""))

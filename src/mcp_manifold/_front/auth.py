@@ -27,6 +27,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -141,7 +142,7 @@ class JwksKeys:
 
     async def _read(self) -> dict[str, Any]:
         if self.file is not None:
-            return json.loads(await anyio.Path(self.file).expanduser().read_text())
+            return json.loads(await anyio.Path(Path(self.file).expanduser()).read_text())
         import httpx2  # the MCP SDK's HTTP client
 
         async with httpx2.AsyncClient(timeout=10.0, follow_redirects=True) as client:
