@@ -382,7 +382,7 @@ class Gateway:
                 except ManifoldError as exc:
                     logger.debug("%s: logging/setLevel failed: %s", backend.name, exc)
 
-    def fast_route(self, name: str, caller: Caller | None = None) -> Target | None:
+    def fast_route(self, name: str, caller: Caller) -> Target | None:
         """Where a plain call of `name` can go by the fast lane, or None when it needs the surfaces first.
 
         Only a gateway that shows nothing but `direct` qualifies (other surfaces may own names per
@@ -391,7 +391,8 @@ class Gateway:
         """
         if len(self.surfaces) != 1 or self.surfaces[0].name != "direct" or self._settings.spill_threshold:
             return None
-        entry = self.view(Request(caller)).entry(name) if caller is not None else self._catalog.entry(name)
+        request = Request(caller)
+        entry = self.view(request).entry(name) if self.access.allows_surface(request, "direct") else None
         if entry is None:
             return None
         backend = self.pool.backends.get(entry.server)
