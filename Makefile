@@ -4,8 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 NODE_DIR := tests/node
 STAMP  := $(VENV)/.installed
+SERVERS_VENV := tests/.venv-servers
+SERVERS_REQ  := tests/servers-requirements.txt
 
-.PHONY: demo test lint bench setup node clean
+.PHONY: demo test lint bench setup node servers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,13 +17,28 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# The published reference server, for the integration tests; skipped quietly where node is absent.
+# The published npm servers and clients (server-everything, -filesystem, -memory, -sequential-thinking,
+# the TypeScript SDK, the MCP Inspector CLI), pinned in tests/node/package-lock.json, for the integration
+# tests. Installed again only when the lock file is newer than the install; without npm, or when the
+# registry does not answer, those tests are skipped with the reason.
 node:
 	@if command -v npm >/dev/null 2>&1; then \
-		if [ ! -d $(NODE_DIR)/node_modules/@modelcontextprotocol/server-everything ]; then \
-			cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error; \
+		if [ ! -f $(NODE_DIR)/node_modules/.package-lock.json ] \
+			|| [ $(NODE_DIR)/package-lock.json -nt $(NODE_DIR)/node_modules/.package-lock.json ]; then \
+			( cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error ) \
+			|| echo "node: npm ci failed: the tests that need the npm servers will be skipped"; \
 		fi; \
-	else echo "node/npm not found: the server-everything tests will be skipped"; fi
+	else echo "node/npm not found: the tests that need the npm servers will be skipped"; fi
+
+# The published PyPI servers (mcp-server-time, -git, -fetch), pinned in $(SERVERS_REQ), in their own venv:
+# they need mcp 1.x, the gateway mcp 2.x. Made again only when the requirements change (as bench/.venv-fastmcp).
+servers:
+	@if [ -f $(SERVERS_VENV)/.installed ] && [ $(SERVERS_VENV)/.installed -nt $(SERVERS_REQ) ]; then :; else \
+		echo "servers: creating $(SERVERS_VENV) from $(SERVERS_REQ)"; rm -rf $(SERVERS_VENV); \
+		( $(PYTHON) -m venv $(SERVERS_VENV) \
+		  && $(SERVERS_VENV)/bin/pip install -q --disable-pip-version-check -r $(SERVERS_REQ) \
+		  && touch $(SERVERS_VENV)/.installed ) \
+		|| echo "servers: could not install $(SERVERS_REQ): the tests that need these servers will be skipped"; fi
 
 demo: setup
 	$(BIN)/manifold serve --config examples/demo.json --http --host 127.0.0.1 --port 8765
@@ -31,7 +48,7 @@ lint: setup
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/lint-imports --no-logo
 
-test: setup node
+test: setup node servers
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest -q
@@ -49,4 +66,4 @@ bench: setup
 	$(BIN)/python bench/startup.py
 
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(NODE_DIR)/node_modules $(SERVERS_VENV) .pytest_cache .ruff_cache

@@ -147,6 +147,8 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "ping_interval": ("0", 0.0),
     "ping_timeout": ("1", 1.0),
     "session_idle_timeout": ("0", 0.0),
+    "client_sessions_max": ("4", 4),
+    "client_session_idle": ("60", 60.0),
     "shutdown_timeout": ("3", 3.0),
     "breaker_threshold": ("5", 5),
     "breaker_cooldown": ("1", 1.0),

@@ -374,7 +374,6 @@ def test_server_defaults() -> None:
         ("enabled", "maybe", "true or false"),
         ("enabled", 1, "true or false, not a number"),
         ("lazy", [], "true or false"),
-        ("prefix", "", "1-64 letters"),
         ("prefix", "has space", "1-64 letters"),
         ("timeout", 0, "greater than 0"),
         ("timeout", -1.5, "greater than 0"),

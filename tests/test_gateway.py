@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp import Client
 
 from tests.conftest import (
     SERVERS,
@@ -88,8 +89,8 @@ async def test_errors_are_clear_and_harmless(connect: Any, write_config: Any) ->
     async with connect(write_config(THREE_SERVERS)) as client:
         failed = await client.call_tool("kitchen_fail", {"message": "kaboom"})
         assert failed.is_error and "kaboom" in text_of(failed)
-        with pytest.raises(Exception, match="unknown tool 'nope'"):
-            await client.call_tool("nope", {})
+        unknown = await client.call_tool("nope", {})  # as a server answers for a tool it does not have
+        assert unknown.is_error and "unknown tool 'nope'" in text_of(unknown)
         with pytest.raises(Exception, match="unknown resource"):
             await client.read_resource("nobody+x://y")
         with pytest.raises(Exception, match="unknown prompt"):
@@ -125,13 +126,25 @@ async def test_sampling_elicitation_and_roots_round_trip(connect: Any, write_con
     async def roots(context: Any) -> types.ListRootsResult:
         return types.ListRootsResult(roots=[types.Root(uri="file:///work/project")])
 
-    config = write_config({"kitchen": server_entry("kitchen.py")})
+    # Over stdio the one client's capabilities are the server's to know; over HTTP a client is asked only
+    # through a session of its own (a shared one serves clients that may not declare them).
+    scope = {"session_scope": "client"} if connect.transport == "http" else {}
+    config = write_config({"kitchen": server_entry("kitchen.py", **scope)})
     async with connect(
         config, sampling_callback=answer_sampling, elicitation_callback=answer_elicitation, list_roots_callback=roots
     ) as client:
         assert text_of(await client.call_tool("kitchen_sample", {"prompt": "2+2"})) == "answer to 2+2"
         assert text_of(await client.call_tool("kitchen_elicit", {"question": "colour?"})) == "accepted: blue"
         assert "file:///work/project" in text_of(await client.call_tool("kitchen_roots", {}))
+
+
+async def test_a_shared_session_of_an_http_gateway_promises_no_client_capability(
+    http_gateway: Any, write_config: Any
+) -> None:
+    url = http_gateway(write_config({"kitchen": server_entry("kitchen.py")}))
+    async with Client(url, mode="legacy", sampling_callback=answer_sampling) as client:
+        refused = await client.call_tool("kitchen_sample", {"prompt": "2+2"})
+        assert refused.is_error and "sampling" in text_of(refused).lower(), text_of(refused)
 
 
 async def test_backend_list_change_refreshes_catalog_and_notifies(connect: Any, write_config: Any) -> None:
@@ -401,8 +414,8 @@ async def test_bad_input_to_every_request_gets_a_clear_error(connect: Any, write
         return caught.value.error
 
     async with connect(write_config(THREE_SERVERS)) as client:
-        unknown = await error_of(client.call_tool("numbers_nope", {}))
-        assert unknown.code == types.INVALID_PARAMS and "unknown tool 'numbers_nope'" in unknown.message
+        unknown = await client.call_tool("numbers_nope", {})
+        assert unknown.is_error and "unknown tool 'numbers_nope'" in text_of(unknown)
         wrong_args = await client.call_tool("numbers_add", {"a": "one"})
         assert wrong_args.is_error and "validation error" in text_of(wrong_args)
         assert "Traceback" not in text_of(wrong_args)
@@ -421,3 +434,21 @@ async def test_bad_input_to_every_request_gets_a_clear_error(connect: Any, write
         assert not_there.code == types.INVALID_PARAMS
 
         assert text_of(await client.call_tool("words_upper", {"text": "still fine"})) == "STILL FINE"
+
+
+async def test_resource_links_read_back_and_uri_arguments_reach_the_server_in_its_own_form(
+    connect: Any, write_config: Any
+) -> None:
+    async with connect(write_config({"links": server_entry("links.py")})) as client:
+        pointed = await client.call_tool("links_link", {"item": "7"})
+        link, embedded = pointed.content
+        assert isinstance(link, types.ResourceLink) and isinstance(embedded, types.EmbeddedResource)
+        assert str(link.uri) == str(embedded.resource.uri) == "links+links://item/7"  # readable through the gateway
+        read = await client.read_resource(str(link.uri))
+        assert read.contents[0].text == "the text of item 7"  # type: ignore[union-attr]
+        assert str(read.contents[0].uri) == "links+links://item/7"
+        # The tool's schema says its argument is a URI: the exposed form a client holds reaches the server
+        # as the server knows it; its own form passes unchanged.
+        for given in ("links+links://item/7", "links://item/7"):
+            described = await client.call_tool("links_describe", {"uri": given})
+            assert text_of(described) == "got links://item/7: the text of item 7", given

@@ -50,6 +50,22 @@ def test_empty_prefix_means_no_namespace() -> None:
     assert join_name("", "_", "status") == "status"
 
 
+def test_a_name_that_already_carries_the_prefix_keeps_it_once() -> None:
+    names = assign_names([("git", "git_status"), ("git", "log"), ("github", "git_clone")])
+    assert names == {
+        ("git", "git_status"): "git_status",
+        ("git", "log"): "git_log",
+        ("github", "git_clone"): "github_git_clone",
+    }
+    assert assign_names([("git", "git_status")], separator="-") == {("git", "git_status"): "git-git_status"}
+
+
+def test_a_prefixed_name_and_its_unprefixed_twin_are_both_kept_apart() -> None:
+    # "status" becomes git_status, and "git_status" stays git_status: both are shortened with hashes.
+    names = assign_names([("git", "status"), ("git", "git_status")])
+    assert len(set(names.values())) == 2 and "git_status" not in names.values()
+
+
 def test_uri_namespacing_round_trips() -> None:
     exposed = namespace_uri("git", "file:///repo/README.md")
     assert exposed == "git+file:///repo/README.md"
@@ -75,3 +91,27 @@ def test_names_are_always_valid_unique_and_order_independent(owners: list[tuple[
 @given(st.from_regex(r"[a-zA-Z0-9_-]{1,20}", fullmatch=True), st.text(min_size=1))
 def test_uri_split_inverts_namespace(prefix: str, uri: str) -> None:
     assert split_uri(namespace_uri(prefix, uri)) == (prefix, uri)
+
+
+prefix_text = st.from_regex(r"[a-zA-Z0-9-]{1,12}", fullmatch=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(prefix_text, name_text, st.booleans()), min_size=1, max_size=40))
+def test_names_that_carry_their_prefix_stay_valid_unique_and_never_double(
+    specs: list[tuple[str, str, bool]],
+) -> None:
+    # Half the names already start with their own prefix, as many servers' tools do.
+    owners = [(prefix, f"{prefix}_{name}" if carries else name) for prefix, name, carries in specs]
+    names = assign_names(owners)
+    assert set(names) == set(owners)
+    assert all(NAME_PATTERN.match(name) for name in names.values())
+    assert len(set(names.values())) == len(names)  # collision-free, so the map reverses
+    naturals = [join_name(prefix, "_", original) for prefix, original in set(owners)]
+    for (prefix, original), exposed in names.items():
+        natural = join_name(prefix, "_", original)
+        assert natural.startswith(f"{prefix}_") and not (
+            natural.startswith(f"{prefix}_{prefix}_") and not original.startswith(f"{prefix}_{prefix}_")
+        )  # the prefix is there once (twice only when the server's own name has it twice)
+        keeps_natural = naturals.count(natural) == 1 and len(natural) <= 64
+        assert (exposed == natural) == keeps_natural  # otherwise shortened with a hash

@@ -146,7 +146,7 @@ def serve(
         async with anyio.create_task_group() as task_group:
             stopper = Stopper(task_group.cancel_scope.cancel)
             task_group.start_soon(stopper.watch, *([signal.SIGINT] if cfg.settings.http else []))
-            async with Gateway(cfg, serving=True) as gateway:
+            async with Gateway(cfg, serving=True, single_client=not cfg.settings.http) as gateway:
                 await serve(gateway, stopper)
             task_group.cancel_scope.cancel()
 

@@ -7,6 +7,7 @@ private name has moved, the function degrades as its docstring says instead of f
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -67,6 +68,24 @@ def capture_spawned(into: list[Any]) -> Iterator[None]:
         yield
     finally:
         _spawned.reset(token)
+
+
+# --- deprecations ------------------------------------------------------------------------------------
+
+
+@contextmanager
+def no_deprecation_warnings() -> Iterator[None]:
+    """Silence the SDK's `MCPDeprecationWarning` for a session-era call the gateway must still make.
+
+    mcp 2.3.0 warns (a `UserWarning`, printed on stderr) whenever `resources/subscribe`, `logging/setLevel`,
+    roots or logging are used, because 2026-07-28 deprecates them; a gateway relaying a session-era
+    client's request is doing the right thing, and the warning only alarms whoever reads its stderr.
+    """
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        yield
 
 
 # --- HTTP clients and in-process streams -------------------------------------------------------------

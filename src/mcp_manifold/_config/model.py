@@ -21,6 +21,7 @@ from mcp_manifold._config.settings import Settings
 from mcp_manifold._core.profiles import Profile
 
 Transport = Literal["stdio", "http", "sse"]
+SessionScope = Literal["shared", "client"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class ServerConfig:
     timeout: float | None = None
     max_concurrency: int | None = None
     cache_ttl: float | None = None
+    # shared: one session for every client; client: each client (HTTP session, or 2026-era principal) its own,
+    # told that client's capabilities and roots (for servers whose behaviour depends on the client).
+    session_scope: SessionScope = "shared"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))

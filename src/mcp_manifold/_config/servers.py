@@ -9,9 +9,9 @@ everything to fix; across entries, two enabled servers may not expose the same p
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, get_args
 
-from mcp_manifold._config.model import ServerConfig, ToolFilter, Transport
+from mcp_manifold._config.model import ServerConfig, SessionScope, ToolFilter, Transport
 from mcp_manifold._config.problems import Invalid, Problems, kind, unknown
 from mcp_manifold._config.values import (
     as_bool,
@@ -25,7 +25,7 @@ from mcp_manifold._config.values import (
     non_negative,
     not_blank,
     positive,
-    tool_name_problem,
+    prefix_problem,
 )
 from mcp_manifold._config.variables import expand_fields
 from mcp_manifold._core.naming import sanitize_prefix
@@ -47,6 +47,7 @@ SERVER_FIELDS = (
     "timeout",
     "max_concurrency",
     "cache_ttl",
+    "session_scope",
 )
 
 
@@ -108,7 +109,7 @@ class _ServerReader:
 # Converters of server fields that are a shared coercion plus a shared check.
 _non_empty = checked(as_str, not_blank)
 _http_url = checked(lambda value: as_str(value).strip(), http_url_problem)
-_prefix = checked(as_str, tool_name_problem)
+_prefix = checked(as_str, prefix_problem)
 
 
 def _text_list(value: Any, key: str) -> tuple[str, ...]:
@@ -153,6 +154,12 @@ def _tool_filter(value: Any) -> ToolFilter:
     return ToolFilter(**globs)
 
 
+def _session_scope(value: Any) -> SessionScope:
+    if value not in get_args(SessionScope):
+        raise Invalid(f"must be 'shared' (one session for every client) or 'client' (one per client), not {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
 def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Problems) -> ServerConfig | None:
     """Check one `mcpServers` entry; None when it has any problem (all of them reported)."""
     if not isinstance(entry, Mapping):
@@ -179,6 +186,7 @@ def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Probl
         "timeout": read.get("timeout", checked(as_float, positive)),
         "max_concurrency": read.get("max_concurrency", checked(as_int, positive)),
         "cache_ttl": read.get("cache_ttl", checked(as_float, non_negative)),
+        "session_scope": read.get("session_scope", _session_scope, "shared"),
     }
     if transport is None or len(problems.items) > before:
         return None
@@ -206,7 +214,7 @@ def _check_prefixes(servers: Mapping[str, ServerConfig], problems: Problems) -> 
     for server in servers.values():
         if not server.enabled:
             continue
-        exposed = sanitize_prefix(server.exposed_prefix)
+        exposed = sanitize_prefix(server.exposed_prefix) if server.exposed_prefix else ""
         first = owners.setdefault(exposed, server)
         if first is server:
             continue

@@ -147,6 +147,15 @@ class Settings:
     session_idle_timeout: float = _setting(
         1800.0, "Seconds an idle HTTP client session is kept; 0 keeps it forever.", check=non_negative
     )
+    client_sessions_max: int = _setting(
+        16,
+        "Most sessions one server with session_scope: client keeps at once (one per client); the least "
+        "recently used idle one is closed for a new client.",
+        check=positive,
+    )
+    client_session_idle: float = _setting(
+        300.0, "Seconds a client's own session to a server (session_scope: client) is kept unused.", check=positive
+    )
     shutdown_timeout: float = _setting(
         10.0,
         "Seconds HTTP requests in flight get to finish when the gateway stops; open streams are then cut.",

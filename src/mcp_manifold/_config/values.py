@@ -122,6 +122,11 @@ def tool_name_problem(value: str) -> str | None:
     return None if _TOOL_NAME.match(value) else f"must be 1-64 letters, digits, '_' or '-', not {value!r}"
 
 
+def prefix_problem(value: str) -> str | None:
+    """A server's `prefix`: a valid name part, or empty (its tools and URIs keep their own names)."""
+    return None if value == "" else tool_name_problem(value)
+
+
 def http_url_problem(url: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:

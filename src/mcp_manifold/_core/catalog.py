@@ -45,6 +45,7 @@ class ToolEntry:
     server: str
     original: types.Tool
     hash: str
+    uri_arguments: tuple[str, ...] = ()  # parameters whose schema says they hold a URI (format "uri")
 
     @property
     def name(self) -> str:
@@ -96,6 +97,16 @@ class Catalog:
         self._listings[server] = _Backend(listing, prefix, tool_filter)
         return self._rebuild()
 
+    def with_listings(self, listings: dict[str, Listing]) -> Catalog:
+        """A copy in which these servers list what `listings` says (one client's view; no listeners)."""
+        view = Catalog(self.separator, self.reserved_names)
+        view._listings = {
+            server: _Backend(listings[server], backend.prefix, backend.tool_filter) if server in listings else backend
+            for server, backend in self._listings.items()
+        }
+        view._rebuild()
+        return view
+
     def remove_backend(self, server: str) -> set[Kind]:
         if self._listings.pop(server, None) is None:
             return set()
@@ -128,7 +139,7 @@ class Catalog:
         for key, exposed_name in names.items():
             server, tool = origin[key]
             exposed = tool.model_copy(update={"name": exposed_name})
-            tools[exposed_name] = ToolEntry(exposed, server, tool, content_hash(exposed))
+            tools[exposed_name] = ToolEntry(exposed, server, tool, content_hash(exposed), uri_parameters(tool))
         self._tools = dict(sorted(tools.items()))
 
     def _build_prompts(self) -> None:
@@ -233,12 +244,32 @@ class Catalog:
         raise unknown_resource(uri)
 
     def exposed_uri(self, server: str, original_uri: str) -> str:
-        """The exposed form of a backend's URI (for resources/updated notifications)."""
+        """The exposed form of a backend's URI (in notifications, read results and tool results)."""
         listing = self._listings.get(server)
         return namespace_uri(listing.prefix, original_uri) if listing else original_uri
 
+    def original_uri(self, server: str, uri: str) -> str:
+        """A URI a client sent for `server`, as that server knows it (the exposed prefix taken off)."""
+        listing = self._listings.get(server)
+        split = split_uri(uri) if listing and listing.prefix else None
+        if split is None or self._prefix_owner.get(split[0]) != server:
+            return uri
+        return split[1]
+
     def server_of_prefix(self, prefix: str) -> str | None:
         return self._prefix_owner.get(sanitize_prefix(prefix))
+
+
+def uri_parameters(tool: types.Tool) -> tuple[str, ...]:
+    """The top-level parameters of a tool whose schema marks them as URIs (`"format": "uri"`)."""
+    properties = (tool.input_schema or {}).get("properties")
+    if not isinstance(properties, dict):
+        return ()
+    return tuple(
+        name
+        for name, spec in properties.items()
+        if isinstance(spec, dict) and spec.get("format") in ("uri", "uri-reference", "iri", "iri-reference")
+    )
 
 
 def unknown_resource(uri: str) -> NotFound:

@@ -19,6 +19,38 @@ logger = logging.getLogger(__name__)
 
 Era = Literal["session", "stateless"]  # session era (2025-11-25 and before) or 2026-07-28
 ListKind = Literal["tools", "resources", "prompts"]
+Ask = Literal["sampling", "elicitation", "roots"]  # what a server may ask a client for
+ASKS: dict[str, Ask] = {
+    "sampling/createMessage": "sampling",
+    "elicitation/create": "elicitation",
+    "roots/list": "roots",
+}
+NO_ASKS: frozenset[Ask] = frozenset()
+
+
+def asks_of(capabilities: types.ClientCapabilities | None) -> frozenset[Ask]:
+    """What a client declared it can be asked for: sampling, elicitation, roots."""
+    if capabilities is None:
+        return NO_ASKS
+    declared = {
+        "sampling": capabilities.sampling is not None,
+        "elicitation": capabilities.elicitation is not None,
+        "roots": capabilities.roots is not None,
+    }
+    return frozenset(ask for ask, present in declared.items() if present)  # type: ignore[misc]
+
+
+def undeclared(capabilities: types.ClientCapabilities | None, method: str) -> types.ErrorData | None:
+    """The refusal a server gets for asking a client what it did not declare (`sampling/createMessage`
+    of a client without sampling), or None when the client declared it. A client is never sent a request
+    it did not declare."""
+    ask = ASKS.get(method)
+    if ask is None or ask in asks_of(capabilities):
+        return None
+    return types.ErrorData(
+        code=types.METHOD_NOT_FOUND, message=f"the client did not declare the {ask} capability: {method} is not sent"
+    )
+
 
 _keys = itertools.count(1)
 
@@ -42,6 +74,9 @@ class Caller:
     era: Era = "session"
     principal: str | None = None
     profile: str | None = None
+    # Whether the gateway can tell this client's requests from others' (a session, an authenticated
+    # principal): only then may it have sessions of its own to servers.
+    identified = False
 
     def __init__(self, key: str | None = None, *, principal: str | None = None, profile: str | None = None) -> None:
         self.key = key or f"caller-{next(_keys)}"
@@ -56,6 +91,11 @@ class Caller:
     def capabilities(self) -> types.ClientCapabilities | None:
         """What the client declared it can do (sampling, elicitation, roots); None when unknown."""
         return None
+
+    @property
+    def asks(self) -> frozenset[Ask]:
+        """What a server may ask this client for (from `capabilities`)."""
+        return asks_of(self.capabilities)
 
     def on_close(self, callback: Callable[[], object]) -> None:
         """Run `callback` when the client goes away (hang-up, session end or expiry)."""

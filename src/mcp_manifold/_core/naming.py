@@ -1,6 +1,8 @@
 """Exposed names for tools, prompts and resources: valid, collision-free, deterministic, reversible.
 
-Tool and prompt names become `{prefix}{separator}{name}`. Clients and LLM APIs only accept
+Tool and prompt names become `{prefix}{separator}{name}`, except that a name which already starts
+with `{prefix}{separator}` keeps it once (`git_status` of server `git` stays `git_status`: many servers
+prefix their own tools, and a doubled prefix only wastes the 64 characters). Clients and LLM APIs only accept
 `^[a-zA-Z0-9_-]{1,64}$`, so invalid characters become `_`, and a name that is too long or that
 clashes with another becomes a shortened form ending in `_` + a hash of its owner and original
 name. Every member of a clashing group is shortened, so the result does not depend on the order
@@ -47,10 +49,13 @@ def _shortened(candidate: str, prefix: str, name: str, length: int) -> str:
 
 
 def join_name(prefix: str, separator: str, name: str) -> str:
-    """The natural (unshortened, sanitized) exposed name; empty prefix means no namespace."""
+    """The natural (unshortened, sanitized) exposed name; empty prefix means no namespace, and a name
+    that already starts with the prefix and separator is not prefixed again."""
     if not prefix:
         return sanitize(name)
-    return f"{sanitize_prefix(prefix)}{separator}{sanitize(name)}"
+    namespace = f"{sanitize_prefix(prefix)}{separator}"
+    cleaned = sanitize(name)
+    return cleaned if cleaned.startswith(namespace) else namespace + cleaned
 
 
 def assign_names(

@@ -201,3 +201,23 @@ def scrubbed(result: types.CallToolResult, scrub: Callable[[str], str]) -> types
         for block in result.content
     ]
     return result.model_copy(update={"content": content})
+
+
+def with_exposed_uris(
+    blocks: list[types.ContentBlock], exposed: Callable[[str], str]
+) -> list[types.ContentBlock] | None:
+    """`blocks` with the URIs of resource links and embedded resources in the exposed form (so the client
+    can read them back through the gateway), or None when none needed it."""
+    changed: list[types.ContentBlock] | None = None
+    for index, block in enumerate(blocks):
+        if isinstance(block, types.ResourceLink):
+            replaced: types.ContentBlock = block.model_copy(update={"uri": exposed(str(block.uri))})
+        elif isinstance(block, types.EmbeddedResource):
+            resource = block.resource.model_copy(update={"uri": exposed(str(block.resource.uri))})
+            replaced = block.model_copy(update={"resource": resource})
+        else:
+            continue
+        if changed is None:
+            changed = list(blocks)
+        changed[index] = replaced
+    return changed

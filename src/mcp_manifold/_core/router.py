@@ -11,9 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import mcp_types as types
+
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.results import SpillPolicy
+from mcp_manifold._errors import NotFound
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +61,15 @@ def resource_target(catalog: Catalog | CatalogView, uri: str, surface: str) -> T
 def prompt_target(catalog: Catalog | CatalogView, name: str, surface: str) -> Target:
     route = catalog.route_prompt(name)
     return Target(route.server, route.original, name, surface)
+
+
+def completion_target(
+    catalog: Catalog | CatalogView, ref: types.PromptReference | types.ResourceTemplateReference, surface: str
+) -> Target | None:
+    """Where completions for a catalog prompt's or resource template's arguments come from, or None."""
+    try:
+        if isinstance(ref, types.PromptReference):
+            return prompt_target(catalog, ref.name, surface)
+        return resource_target(catalog, ref.uri, surface)
+    except NotFound:
+        return None

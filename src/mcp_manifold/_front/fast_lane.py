@@ -116,7 +116,11 @@ class FastLane:
                 except Exception as exc:  # never leave the client waiting on an answer
                     response["error"] = {"code": types.INTERNAL_ERROR, "message": f"tools/call failed: {exc}"}
                 if "error" not in response:
-                    response["result"] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+                    # The lane serves session-era clients only: `resultType` is a 2026-07-28 field, which the
+                    # SDK server's per-version sieve would drop (it is the only one a tool result has).
+                    response["result"] = result.model_dump(
+                        by_alias=True, mode="json", exclude_none=True, exclude={"result_type"}
+                    )
                 await self.send(_frame(response))
         finally:
             self._in_flight.pop(request_id, None)

@@ -12,6 +12,7 @@ from collections.abc import Generator
 from contextlib import contextmanager
 
 import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.auth import guard
 from mcp_manifold._front.identity import check_exposure
@@ -24,8 +25,8 @@ async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | 
     """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
     check_exposure(gateway.config)
     front = McpFront(gateway)
-    routes = front.server.streamable_http_app(
-        host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None
+    routes = without_phantom_sessions(
+        front.server.streamable_http_app(host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None)
     )
     # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
     app = guard(routes, lambda: gateway.config)
@@ -65,3 +66,27 @@ class _Server(uvicorn.Server):
     @contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+
+def without_phantom_sessions(app: ASGIApp) -> ASGIApp:
+    """Refusals of requests that named no session carry no `mcp-session-id`.
+
+    mcp 2.3.0 opens a session for every request without one and discards it again when the request is
+    refused (a GET or a POST that is not `initialize`), but the refusal still names the discarded
+    session, which a client may then try to use.
+    """
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or any(name == b"mcp-session-id" for name, _ in scope["headers"]):
+            await app(scope, receive, send)
+            return
+
+        async def send_without_phantom(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                headers = [(name, value) for name, value in message.get("headers", []) if name != b"mcp-session-id"]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_without_phantom)
+
+    return wrapped

@@ -10,7 +10,6 @@ failures as tool errors (the gateway does that), never as protocol errors.
 from __future__ import annotations
 
 import logging
-import warnings
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -20,14 +19,14 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.subscriptions import ListenHandler
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 
-from mcp_manifold._core.clients import Caller, ListKind, Request
+from mcp_manifold._core.clients import Caller, ListKind, Request, undeclared
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._front.identity import request_identity
 from mcp_manifold._runtime.gateway import Gateway
-from mcp_manifold._sdk import connection_of
+from mcp_manifold._sdk import connection_of, no_deprecation_warnings
 from mcp_manifold._version import __version__
 
 logger = logging.getLogger(__name__)
@@ -49,9 +48,12 @@ def _server_request(method: str, params: Any) -> tuple[Any, Any]:
 class SessionCaller(Caller):
     """A session-era client: one SDK `Connection` (the stdio client, or one HTTP session)."""
 
+    identified = True
+
     def __init__(self, connection: Connection) -> None:
         super().__init__()
         self._connection = weakref.ref(connection)
+        self.arrived = False  # the gateway was told about it (once its capabilities are known)
         self.state = connection.state  # lives as long as the session
         connection.exit_stack.callback(self.close)  # hang-up, DELETE or idle expiry
 
@@ -85,14 +87,16 @@ class SessionCaller(Caller):
     async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
         connection = self._connection()
         if connection is not None:
-            with _quiet(), warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
+            with _quiet(), no_deprecation_warnings():
                 await connection.log(level, data, logger=logger_name)
 
     async def ask(self, method: str, params: Any) -> Any:
         connection = self._connection()
         if connection is None:
             return await super().ask(method, params)
+        refusal = undeclared(connection.client_capabilities, method)
+        if refusal is not None:
+            return refusal
         request, _ = _server_request(method, params)
         return await connection.send_request(request)
 
@@ -109,13 +113,15 @@ class SdkRequest(Request):
             await self.ctx.session.report_progress(progress, total, message)
 
     async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
-        with _quiet(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
+        with _quiet(), no_deprecation_warnings():
             await self.ctx.session.send_log_message(
                 level, data, logger=logger_name, related_request_id=self.ctx.request_id
             )
 
     async def ask(self, method: str, params: Any) -> Any:
+        refusal = undeclared(self.caller.capabilities, method)
+        if refusal is not None:
+            return refusal
         request, result_type = _server_request(method, params)
         return await self.ctx.session.send_request(
             request, result_type, metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id)
@@ -138,8 +144,7 @@ class McpFront:
         self.server = self._build_server()
 
     def _build_server(self) -> Server[Any]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
+        with no_deprecation_warnings():
             server: Server[Any] = _GatewayServer(
                 "mcp-manifold",
                 version=__version__,
@@ -154,6 +159,8 @@ class McpFront:
                 on_list_prompts=self._list_prompts,
                 on_get_prompt=self._get_prompt,
                 on_set_logging_level=self._set_logging_level,
+                on_roots_list_changed=self._roots_changed,
+                on_completion=self._complete,
                 on_subscriptions_listen=ListenHandler(self.gateway.back_channel.bus),
             )
         server.middleware.append(self._track_client)
@@ -194,10 +201,12 @@ class McpFront:
                 code=types.INVALID_REQUEST,
                 message=f"this session was opened with profile {caller.profile!r}; open a new session for another",
             )
-        is_request = ctx.request_id is not None
-        self.gateway.back_channel.track(caller, answers_requests=is_request)
-        if is_request:
+        if ctx.request_id is not None:
+            self.gateway.back_channel.track(caller)
             self._latest = weakref.ref(caller)
+            if not caller.arrived and caller.capabilities is not None:  # its initialize is done
+                caller.arrived = True
+                await self.gateway.client_arrived(caller)
         return await call_next(ctx)
 
     def _request(self, ctx: ServerRequestContext[Any, Any]) -> SdkRequest:
@@ -257,6 +266,16 @@ class McpFront:
             "prompts/get", lambda: self.gateway.get_prompt_by_name(request, params.name, params.arguments)
         )
 
+    async def _complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        request = self._request(ctx)
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        context = params.context.arguments if params.context is not None else None
+        return await self._answer(
+            "completion/complete", lambda: self.gateway.complete(request, params.ref, argument, context)
+        )
+
     async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> Any:
         request = self._request(ctx)
         await self._answer("resources/subscribe", lambda: self.gateway.subscribe(request, str(params.uri)))
@@ -265,6 +284,9 @@ class McpFront:
     async def _unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams) -> Any:
         await self.gateway.unsubscribe(self._request(ctx), str(params.uri))
         return types.EmptyResult()
+
+    async def _roots_changed(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
+        await self.gateway.roots_changed(self._caller(ctx))
 
     async def _set_logging_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
         await self.gateway.set_logging_level(params.level)

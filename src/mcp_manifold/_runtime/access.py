@@ -79,7 +79,9 @@ class Access:
 
     # --- what it may see --------------------------------------------------------------------------
 
-    def view(self, request: Request) -> CatalogView:
+    def view(self, request: Request, catalog: Catalog | None = None) -> CatalogView:
+        """What the caller may see of `catalog` (default: the shared one; a client with sessions of its own
+        has its own, `Gateway.catalog_for`)."""
         profile = self.profile(request.caller)
         blocked = self.pins.blocked if self.pins.any_blocked else None
 
@@ -91,7 +93,7 @@ class Access:
                 if self.refused is not None:
                     self.refused(request, kind, target, exc)  # type: ignore[arg-type]
 
-        return CatalogView(self.catalog, profile, self._search, blocked, hidden)
+        return CatalogView(catalog or self.catalog, profile, self._search, blocked, hidden)
 
     # --- what it may call (CallPolicy) ------------------------------------------------------------
 
@@ -118,4 +120,10 @@ class Access:
             return profile.allows_tool(target.server, target.exposed)
         if kind == "resource":
             return profile.allows_resource(target.server, target.exposed)
-        return profile.allows_prompt(target.server, target.exposed)
+        if kind == "prompt":
+            return profile.allows_prompt(target.server, target.exposed)
+        # The call path checks a completion as the prompt or resource template it names; without that
+        # knowledge, only a caller allowed both kinds of names passes.
+        return profile.allows_prompt(target.server, target.exposed) and profile.allows_resource(
+            target.server, target.exposed
+        )

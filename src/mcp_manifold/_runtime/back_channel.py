@@ -3,7 +3,9 @@
 The back channel knows the gateway's clients (`Caller`s, tracked as they make requests) and routes
 to them what backends initiate:
 
-- `list_changed` from a backend re-lists it (the catalog then announces what really changed);
+- `list_changed` from a backend re-lists it (the catalog then announces what really changed); a client
+  hears of a change to a list only if it has that list and was not told yet since it last listed it, so
+  ten backends coming up behind a client's first `tools/list` cost it at most one notification;
   `resources/updated` goes to the clients that subscribed to that URI;
 - a log message goes to the client whose call is running on that backend, else to every client;
 - a request for input (sampling, elicitation, roots) goes to the client whose call is waiting.
@@ -16,7 +18,6 @@ to a guessed client (which would show one client another's data).
 from __future__ import annotations
 
 import logging
-import warnings
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -24,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp.server.subscriptions import InMemorySubscriptionBus
-from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
 
 from mcp_manifold._core.catalog import Catalog, Kind
 from mcp_manifold._core.clients import Caller, no_client_to_answer
+from mcp_manifold._sdk import no_deprecation_warnings
 
 if TYPE_CHECKING:
     from mcp_manifold._runtime.backends import Backend
@@ -54,24 +55,32 @@ def several_clients_waiting(backend: Backend) -> bool:
 class BackChannel:
     """The gateway's clients and what backends send them; a `BackendHooks` for configured backends."""
 
-    def __init__(self, catalog: Catalog, relist: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(self, catalog: Catalog, relist: Callable[[Backend], Awaitable[None]]) -> None:
         self.catalog = catalog
         self._relist = relist  # re-list one backend (run in the background)
         self.bus = InMemorySubscriptionBus()  # 2026-era clients' subscriptions/listen streams
         self._callers: weakref.WeakSet[Caller] = weakref.WeakSet()
-        self._recent: weakref.ref[Caller] | None = None
+        self._sole: weakref.ref[Caller] | None = None  # the one client of a stdio gateway, once known
         self._subscriptions: dict[str, weakref.WeakSet[Caller]] = {}
         self._pending: set[Kind] = set()
         self._changed = anyio.Event()
+        # Per client, the lists it has and has not been told about since it listed them (coalescing).
+        self._unannounced: weakref.WeakKeyDictionary[Caller, set[Kind]] = weakref.WeakKeyDictionary()
         self._task_group: anyio.abc.TaskGroup | None = None
 
     # --- clients --------------------------------------------------------------------------------
 
-    def track(self, caller: Caller, *, answers_requests: bool = True) -> None:
-        """Note a client that made a request; `answers_requests`: it may be asked for input outside a call."""
+    def track(self, caller: Caller) -> None:
+        """Note a client that made a request (it hears about changes from now on)."""
         self._callers.add(caller)
-        if answers_requests:
-            self._recent = weakref.ref(caller)
+
+    def sole_client(self, caller: Caller) -> None:
+        """The gateway has one client (stdio): what servers ask outside any call goes to it."""
+        self._sole = weakref.ref(caller)
+
+    def listed(self, caller: Caller, kind: Kind) -> None:
+        """`caller` got the current list of `kind`: its next change is worth telling it about."""
+        self._unannounced.setdefault(caller, set()).add(kind)
 
     def subscribe(self, caller: Caller, uri: str) -> bool:
         """Record `caller`'s subscription to `uri`; True if it is the first one (the backend must be told)."""
@@ -110,14 +119,24 @@ class BackChannel:
                 await self.notify_list_changed(kinds)
 
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
-        """Send `list_changed` for `kinds` to one client, or to all of them (and their listen streams)."""
+        """Send `list_changed` for `kinds` to one client, or to all of them (and their listen streams).
+
+        A client is told about a list it has, once until it lists it again.
+        """
         if caller is not None:
-            await caller.notify_list_changed(set(kinds))
+            await self._tell(caller, kinds)
             return
         for kind in kinds:
             await self.bus.publish(_BUS_EVENTS[kind]())
         for target in list(self._callers):
-            await target.notify_list_changed(set(kinds))
+            await self._tell(target, kinds)
+
+    async def _tell(self, caller: Caller, kinds: set[Kind]) -> None:
+        unannounced = self._unannounced.get(caller)
+        due = kinds & unannounced if unannounced else set()
+        if due:
+            unannounced -= due
+            await caller.notify_list_changed(due)
 
     # --- what backends initiate (BackendHooks) ---------------------------------------------------
 
@@ -126,7 +145,7 @@ class BackChannel:
         if method in _LIST_CHANGED:
             # Not inline: this runs on the backend's read loop, which must stay free to deliver the listing.
             if self._task_group is not None:
-                self._task_group.start_soon(self._relist, backend.name)
+                self._task_group.start_soon(self._relist, backend)
         elif method == "notifications/resources/updated":
             uri = self.catalog.exposed_uri(backend.name, notification.params.uri)  # type: ignore[union-attr]
             await self.bus.publish(ResourceUpdated(uri))
@@ -144,13 +163,14 @@ class BackChannel:
         if waiting is not None:
             await waiting.log(params.level, params.data, name)
             return
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
+        with no_deprecation_warnings():
             for caller in list(self._callers):
                 await caller.log(params.level, params.data, name)
 
     async def on_server_request(self, backend: Backend, method: str, params: Any) -> Any:
-        """Put sampling, elicitation and roots to the client whose call is waiting on `backend`."""
+        """Put sampling, elicitation and roots to the client the request is for: the one whose call is
+        waiting on `backend`, else the one client the session serves (a per-client session's owner, or
+        a stdio gateway's client). Never a guess, and never a request the client did not declare."""
         if several_clients_waiting(backend):
             # Nothing tells whose call this request belongs to; asking the wrong client would show it
             # another's data (and let it answer for them), so the server gets a clear refusal.
@@ -162,7 +182,9 @@ class BackChannel:
         waiting = backend.current_caller
         if waiting is not None:
             return await waiting.ask(method, params)
-        recent = self._recent() if self._recent is not None else None
-        if recent is None:
+        owner = backend.owner() if backend.owner is not None else None
+        if owner is None and self._sole is not None:
+            owner = self._sole()
+        if owner is None:
             return no_client_to_answer(method)
-        return await recent.ask(method, params)
+        return await owner.ask(method, params)

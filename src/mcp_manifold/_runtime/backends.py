@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, suppress
@@ -28,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_manifold._config import ServerConfig, Settings
 from mcp_manifold._core.breaker import CircuitBreaker
+from mcp_manifold._core.clients import NO_ASKS, Ask, Caller
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.status import BackendStatus, State
 from mcp_manifold._errors import (
@@ -39,8 +41,8 @@ from mcp_manifold._errors import (
     BackendUnavailable,
 )
 from mcp_manifold._runtime.backend_errors import translate_backend_errors
-from mcp_manifold._runtime.processes import open_stdio
-from mcp_manifold._sdk import create_http_client
+from mcp_manifold._runtime.processes import open_stdio, telling_line
+from mcp_manifold._sdk import create_http_client, no_deprecation_warnings
 from mcp_manifold._version import __version__
 
 logger = logging.getLogger(__name__)
@@ -69,10 +71,19 @@ class Backend:
         settings: Settings,
         hooks: BackendHooks,
         child_env: Mapping[str, str] | None = None,
+        declare: Callable[[], frozenset[Ask]] = lambda: NO_ASKS,
     ) -> None:
         self.config = config
         self.settings = settings
         self.hooks = hooks
+        # What the server is told the client can be asked for, read at each start: only what the
+        # client(s) this session serves can answer (nothing, unless the front knows better).
+        self.declare = declare
+        self.declared: frozenset[Ask] = NO_ASKS
+        # The one client this session serves (a per-client session), who answers what the server asks
+        # outside any call; None for a shared session.
+        self.owner: weakref.ref[Caller] | None = None
+        self.last_used = time.monotonic()
         self.child_env = dict(child_env or {})  # added under a stdio server's own `env` (see lineage)
         self.name = config.name
         self.state: State = "stopped" if config.enabled else "disabled"
@@ -162,8 +173,9 @@ class Backend:
         self._next_retry = time.monotonic() + delay
 
     def _with_stderr(self, message: str) -> str:
-        if self.stderr:
-            message = f"{message}; last stderr line: {self.stderr[-1]!r}"
+        line = telling_line(self.stderr)
+        if line is not None:
+            message = f"{message}; stderr: {line!r}"
         return self.config.scrub(message)
 
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
@@ -177,13 +189,15 @@ class Backend:
                 watchers = await stack.enter_async_context(anyio.create_task_group())
                 stack.callback(watchers.cancel_scope.cancel)
                 read, write = await self._open_transport(stack, watchers)
+                declared = self.declare()
+                # The SDK declares a capability for each callback it is given: give only the declared ones.
                 session = await stack.enter_async_context(
                     ClientSession(
                         read,
                         write,
-                        sampling_callback=self._on_sampling,
-                        elicitation_callback=self._on_elicitation,
-                        list_roots_callback=self._on_list_roots,
+                        sampling_callback=self._on_sampling if "sampling" in declared else None,
+                        elicitation_callback=self._on_elicitation if "elicitation" in declared else None,
+                        list_roots_callback=self._on_list_roots if "roots" in declared else None,
                         logging_callback=self._on_log,
                         message_handler=self._on_message,
                         client_info=_CLIENT_INFO,
@@ -202,6 +216,7 @@ class Backend:
                         self.name, self._with_stderr(f"initialization failed: {_describe(exc)}")
                     ) from exc
                 self._session = session
+                self.declared = declared
                 task_status.started()
                 started = True
                 await stop.wait()
@@ -256,6 +271,19 @@ class Backend:
         if self._stop is not None:
             self._stop.set()
 
+    async def roots_changed(self) -> None:
+        """Tell the server its client's roots changed (if it was told the client has roots)."""
+        if self.state == "ready" and "roots" in self.declared and self._session is not None:
+            with no_deprecation_warnings(), suppress(Exception):
+                await self._session.send_roots_list_changed()
+
+    async def renew_if_declared_differs(self) -> None:
+        """Stop a running session that declared other capabilities than it would now; the next need
+        starts it again telling the server the truth (the one client of a stdio gateway became known)."""
+        if self.state == "ready" and self.declared != self.declare():
+            logger.info("server %r: restarting to declare the client's capabilities", self.name)
+            await self.stop()
+
     async def stop(self) -> None:
         """Close the session and stop the server (with its process group)."""
         if self._stop is None or self._stopped is None:
@@ -287,6 +315,7 @@ class Backend:
 
     async def request(self, action: str, call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
         """Run one request on the session with the backend's error translation, limits and breaker."""
+        self.last_used = time.monotonic()
         if self.state == "disabled":
             await self.session()  # raises the clear "disabled" error; not a failure of the server
         admission = self.breaker.admit()
@@ -368,6 +397,11 @@ class Backend:
             if not cursor:
                 break
         return items
+
+    def offers_completions(self) -> bool:
+        """Whether the running server declared the completions capability."""
+        capabilities = self._session.server_capabilities if self._session is not None else None
+        return capabilities is not None and capabilities.completions is not None
 
     def status(self) -> BackendStatus:
         info = self.initialize_result.server_info if self.initialize_result else None
@@ -471,11 +505,12 @@ class BackendPool:
         settings: Settings,
         hooks: BackendHooks,
         child_env: Mapping[str, str] | None = None,
+        declare: Callable[[], frozenset[Ask]] = lambda: NO_ASKS,
     ) -> None:
         self.settings = settings
         self.child_env = dict(child_env or {})
         self.backends: dict[str, Backend] = {
-            config.name: Backend(config, settings, hooks, self.child_env) for config in configs
+            config.name: Backend(config, settings, hooks, self.child_env, declare) for config in configs
         }
         # Backends added at run time (hub instances), kept apart from the configured ones so the catalog,
         # the direct surface and `manifold servers` never list them by accident.

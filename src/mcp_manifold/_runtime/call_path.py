@@ -31,17 +31,25 @@ from pydantic import BaseModel
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.result_cache import ResultCache
-from mcp_manifold._core.results import SpillPolicy, content_size, scrubbed, spill_if_due, tool_error
+from mcp_manifold._core.results import (
+    SpillPolicy,
+    content_size,
+    scrubbed,
+    spill_if_due,
+    tool_error,
+    with_exposed_uris,
+)
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._errors import BackendError, ManifoldError, NotFound, Quarantined, RateLimited
 
 if TYPE_CHECKING:
     from mcp_manifold._runtime.backends import Backend, BackendPool
+    from mcp_manifold._runtime.client_sessions import ClientSessions
     from mcp_manifold._runtime.spill import SpillStore
 
 logger = logging.getLogger(__name__)
 
-CallKind = Literal["tool", "resource", "prompt"]
+CallKind = Literal["tool", "resource", "prompt", "completion"]
 # denied: the caller's profile does not allow it; quarantined: the tool changed since it was approved;
 # rate_limited: the principal is over its rate or calls in flight.
 Outcome = Literal["ok", "error", "cached", "denied", "quarantined", "rate_limited"]
@@ -96,12 +104,14 @@ class CallPath:
     def __init__(
         self,
         pool: BackendPool,
+        client_sessions: ClientSessions,
         catalog: Catalog,
         result_cache: ResultCache,
         spill: SpillStore,
         default_spill: SpillPolicy,
     ) -> None:
         self._pool = pool
+        self._client_sessions = client_sessions
         self._catalog = catalog
         self._cache = result_cache
         self._spill = spill
@@ -114,11 +124,14 @@ class CallPath:
         self._observers.append(observer)
         return lambda: self._observers.remove(observer)
 
-    def backend(self, server: str) -> Backend:
-        """The backend called `server`: configured, or added at run time (hub instances)."""
+    def backend(self, server: str, request: Request | None = None) -> Backend:
+        """The session a request to `server` goes to: the client's own (`session_scope: client`), else the
+        server's shared one (configured, or added at run time: hub instances)."""
         backend = self._pool.backends.get(server) or self._pool.added.get(server)
         if backend is None:
             raise NotFound(f"unknown server {server!r}")
+        if request is not None and self._client_sessions.serves(backend.config, request.caller):
+            return self._client_sessions.session(backend.config, request.caller)
         return backend
 
     # --- tools ----------------------------------------------------------------------------------
@@ -140,10 +153,17 @@ class CallPath:
             policy.release(request)
 
     def _admit(
-        self, policy: CallPolicy, request: Request, kind: CallKind, target: Target, started: float, arguments: Any
+        self,
+        policy: CallPolicy,
+        request: Request,
+        kind: CallKind,
+        target: Target,
+        started: float,
+        arguments: Any,
+        checked_as: CallKind | None = None,
     ) -> None:
         try:
-            policy.admit(request, kind, target)
+            policy.admit(request, checked_as or kind, target)
         except ManifoldError as exc:
             if self._observers:
                 self._tell(self._record(kind, request, target, started, refusal_outcome(exc), str(exc), arguments))
@@ -183,13 +203,14 @@ class CallPath:
 
     async def _call_tool(self, request: Request, call: ToolCall, started: float) -> types.CallToolResult:
         target, arguments = call.target, call.arguments
-        backend = self.backend(target.server)
+        backend = self.backend(target.server, request)
         outcome: Outcome = "ok"
         error: str | None = None
         result = self._cache.lookup(target.server, target.name, arguments)
         if result is not None:
             outcome = "cached"
         else:
+            arguments = self._internal_uris(target, arguments)
             progress = request.progress if request.wants_progress else None
             try:
                 with backend.serving(request):
@@ -206,7 +227,8 @@ class CallPath:
                 error = backend.config.scrub(str(exc))
                 result = tool_error(str(exc))
             else:
-                self._cache.store(target.server, target.name, arguments, result)
+                result = self._exposed_uris(target, result)
+                self._cache.store(target.server, target.name, call.arguments, result)
             if result.is_error:
                 outcome = "error"
                 # Errors can quote a server's stderr or URL, where its secrets may appear.
@@ -219,6 +241,25 @@ class CallPath:
             size = content_size(result.content)
             self._tell(self._record("tool", request, target, started, outcome, error, arguments, size, spilled))
         return result
+
+    def _internal_uris(self, target: Target, arguments: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Arguments whose schema marks them as URIs, given in the exposed form, as the server knows them."""
+        entry = self._catalog.entry(target.exposed)
+        if not arguments or entry is None or not entry.uri_arguments or entry.server != target.server:
+            return arguments
+        original = self._catalog.original_uri
+        return {
+            key: original(target.server, value) if key in entry.uri_arguments and isinstance(value, str) else value
+            for key, value in arguments.items()
+        }
+
+    def _exposed_uris(self, target: Target, result: types.CallToolResult) -> types.CallToolResult:
+        """A tool's resource links and embedded resources name URIs the client can read back."""
+        content = with_exposed_uris(list(result.content), self._exposer(target))
+        return result if content is None else result.model_copy(update={"content": content})
+
+    def _exposer(self, target: Target) -> Callable[[str], str]:
+        return lambda uri: self._catalog.exposed_uri(target.server, uri)
 
     def _spilled(self, result: types.CallToolResult, policy: SpillPolicy, target: Target) -> tuple[Any, bool]:
         try:
@@ -249,9 +290,43 @@ class CallPath:
         self, request: Request, target: Target, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
         async def get(backend: Backend) -> types.GetPromptResult:
-            return await backend.request("prompts/get", lambda session: session.get_prompt(target.name, arguments))
+            result = await backend.request("prompts/get", lambda session: session.get_prompt(target.name, arguments))
+            messages = []
+            for message in result.messages:
+                content = with_exposed_uris(
+                    [message.content], lambda uri: self._catalog.exposed_uri(target.server, uri)
+                )
+                messages.append(message if content is None else message.model_copy(update={"content": content[0]}))
+            return result.model_copy(update={"messages": messages})
 
         return await self._run("prompt", request, target, get, arguments)
+
+    async def complete(
+        self,
+        request: Request,
+        target: Target,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        *,
+        argument: dict[str, str],
+        context: dict[str, str] | None = None,
+    ) -> types.CompleteResult:
+        """Completions for an argument of a prompt or resource template (`ref` names it as the client knows
+        it; `target.name` as its server does). A server that offers no completions completes nothing."""
+
+        async def complete(backend: Backend) -> types.CompleteResult:
+            if backend.state == "ready" and not backend.offers_completions():
+                return types.CompleteResult(completion=types.Completion(values=[]))
+            original = (
+                types.PromptReference(name=target.name)
+                if isinstance(ref, types.PromptReference)
+                else types.ResourceTemplateReference(uri=target.name)
+            )
+            return await backend.request(
+                "completion/complete", lambda session: session.complete(original, argument, context)
+            )
+
+        named: CallKind = "prompt" if isinstance(ref, types.PromptReference) else "resource"
+        return await self._run("completion", request, target, complete, argument, checked_as=named)
 
     async def _run(
         self,
@@ -260,13 +335,16 @@ class CallPath:
         target: Target,
         work: Callable[[Backend], Any],
         arguments: Any = None,
+        *,
+        checked_as: CallKind | None = None,
     ) -> Any:
+        """Run `work` on the target's backend; the policy checks it as `checked_as` (what a completion names)."""
         started = time.perf_counter()
         policy = self.policy
         if policy is not None:
-            self._admit(policy, request, kind, target, started, arguments)
+            self._admit(policy, request, kind, target, started, arguments, checked_as)
         try:
-            backend = self.backend(target.server)
+            backend = self.backend(target.server, request)
             with backend.serving(request):
                 result = await work(backend)
         except ManifoldError as exc:

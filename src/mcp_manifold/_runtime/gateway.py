@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import shlex
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import asdict
@@ -26,7 +27,7 @@ import mcp_types as types
 from mcp_manifold._config import Config, ServerConfig, Settings
 from mcp_manifold._core.catalog import Catalog, Kind, Match, unknown_resource
 from mcp_manifold._core.catalog_view import CatalogView
-from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.clients import NO_ASKS, Ask, Caller, Request
 from mcp_manifold._core.limits import PrincipalLimits
 from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.result_cache import ResultCache
@@ -43,12 +44,14 @@ from mcp_manifold._runtime.back_channel import BackChannel
 from mcp_manifold._runtime.backends import Backend, BackendPool
 from mcp_manifold._runtime.call_path import CallPath
 from mcp_manifold._runtime.catalog_sync import CatalogSync
+from mcp_manifold._runtime.client_sessions import ClientSessions
 from mcp_manifold._runtime.health import HealthMonitor
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
 from mcp_manifold._runtime.state_file import JsonStateFile
+from mcp_manifold._sdk import no_deprecation_warnings
 from mcp_manifold._surfaces import Surface, load_surface
 
 if TYPE_CHECKING:
@@ -61,9 +64,13 @@ logger = logging.getLogger(__name__)
 class Gateway:
     """One MCP endpoint in front of the configured backends."""
 
-    def __init__(self, config: Config, *, serving: bool = False) -> None:
+    def __init__(self, config: Config, *, serving: bool = False, single_client: bool = False) -> None:
         self.config = config
         self._settings = config.settings
+        # One client only (the stdio front): servers are told what it can be asked for, and what they
+        # ask outside any call goes to it. Otherwise shared sessions promise nothing (see `declare`).
+        self.single_client = single_client
+        self._sole: Caller | None = None
         # A long-running `manifold serve` (not a one-shot CLI command): it answers the first listings
         # from the last run's cache while the servers start, and publishes its live state.
         self.serving = serving
@@ -78,15 +85,25 @@ class Gateway:
         self._catalog = Catalog(self._settings.separator, reserved_names=reserved)
         self.back_channel = BackChannel(self._catalog, relist=self._relist)
         self._catalog.subscribe(self.back_channel.catalog_changed)
+        child_env = child_environment(config.path)
         self.pool = BackendPool(
-            list(config.servers.values()), self._settings, self.back_channel, child_env=child_environment(config.path)
+            list(config.servers.values()),
+            self._settings,
+            self.back_channel,
+            child_env=child_env,
+            declare=self._declare_shared,
         )
+        self.client_sessions = ClientSessions(self._settings, self.back_channel, child_env, single_client=single_client)
+        self._views: weakref.WeakKeyDictionary[Caller, tuple[int, int, Catalog]] = weakref.WeakKeyDictionary()
+        self._catalog_version = 0
+        self._catalog.subscribe(self._count_change)
         # Pins judge each listing before the catalog takes it: a changed tool is quarantined before any
         # client can see the change.
         self.pins = PinStore(data_dir, self._settings.pinning, self._settings.pin_new_tools)  # type: ignore[arg-type]
         self.sync = CatalogSync(
             self.pool, self._catalog, ListingCache(data_dir / "listings"), serving=serving, on_listing=self.pins.observe
         )
+        self.client_sessions.on_listing = self.pins.observe
         self.result_cache = ResultCache(self._catalog, config.servers)
         spill_base = self._settings.spill_dir or str(data_dir / "spill")
         self.spill = SpillStore(
@@ -94,6 +111,7 @@ class Gateway:
         )
         self.calls = CallPath(
             self.pool,
+            self.client_sessions,
             self._catalog,
             self.result_cache,
             self.spill,
@@ -117,6 +135,7 @@ class Gateway:
         self.health = HealthMonitor(self._settings)
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._eager: list[str] = []  # eager servers waiting for the client of a stdio gateway
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -135,6 +154,7 @@ class Gateway:
             stack.callback(task_group.cancel_scope.cancel)
             self.sync.attach(task_group)
             await task_group.start(self.back_channel.run)
+            await task_group.start(self.client_sessions.run)
             task_group.start_soon(sweep_periodically, self.spill)
             # Health pings watch running backends, configured and added at run time.
             task_group.start_soon(self.health.run, self.pool.all_backends)
@@ -148,7 +168,10 @@ class Gateway:
                 await surface.start()
                 task_group.start_soon(surface.run)  # background work (the hub's discovery), if any
             eager = [backend.name for backend in self.pool if not backend.lazy and backend.state != "disabled"]
-            if eager:
+            if eager and self.single_client:
+                # Started once the client is known, so that they are told what it can be asked for.
+                self._eager = eager
+            elif eager:
                 await self.sync.refresh(eager)
             self._exit = stack.pop_all()
         return self
@@ -197,8 +220,59 @@ class Gateway:
             "instances": [row for surface in self.surfaces for row in surface.live_rows()],
         }
 
-    async def _relist(self, server: str) -> None:
-        await self.sync.refresh_one(server)
+    async def _relist(self, backend: Backend) -> None:
+        """A server said its lists changed: list it again (a client's own session: for that client)."""
+        if backend.owner is None:
+            await self.sync.refresh_one(backend.name)
+            return
+        owner = await self.client_sessions.relist(backend)
+        if owner is not None:
+            await self.back_channel.notify_list_changed({"tools", "resources", "prompts"}, owner)
+
+    def _count_change(self, kinds: set[Kind]) -> None:
+        self._catalog_version += 1
+
+    def catalog_for(self, request: Request) -> Catalog:
+        """The catalog as this client sees it: the shared one, with what its own sessions listed instead
+        (`session_scope: client`)."""
+        listings = self.client_sessions.listings(request.caller)
+        if not listings:
+            return self._catalog
+        seen = self._views.get(request.caller)
+        if seen is not None and seen[:2] == (self._catalog_version, self.client_sessions.version):
+            return seen[2]
+        view = self._catalog.with_listings(listings)
+        self._views[request.caller] = (self._catalog_version, self.client_sessions.version, view)
+        return view
+
+    # --- clients ---------------------------------------------------------------------------------
+
+    def _declare_shared(self) -> frozenset[Ask]:
+        """What a shared session tells its server the client can be asked for.
+
+        Only what every client whose calls may reach it can answer: with one client (stdio), what that
+        client declared; with several (HTTP) nothing, since a later client may declare less (clients that
+        should be asked get sessions of their own: `session_scope: client`).
+        """
+        return self._sole.asks if self._sole is not None else NO_ASKS
+
+    async def client_arrived(self, caller: Caller) -> None:
+        """A client finished its handshake (the front calls this once per client)."""
+        if not self.single_client or self._sole is not None:
+            return
+        self._sole = caller
+        self.back_channel.sole_client(caller)
+        for backend in self.pool:
+            await backend.renew_if_declared_differs()  # started before the client came (a CLI probe, say)
+        if self._eager and self._task_group is not None:
+            eager, self._eager = self._eager, []
+            self._task_group.start_soon(self.sync.refresh, eager)
+
+    async def roots_changed(self, caller: Caller) -> None:
+        """A client's roots changed: tell the servers whose sessions it is the client of."""
+        mine = self.client_sessions.sessions(caller) + (self.pool.all_backends() if caller is self._sole else [])
+        for backend in mine:
+            await backend.roots_changed()
 
     async def _pins_changed(self) -> None:
         """An operator approved or rejected a tool: what clients may see changed."""
@@ -220,15 +294,12 @@ class Gateway:
         return self._catalog
 
     def view(self, request: Request) -> CatalogView:
-        return self.access.view(request)
+        return self.access.view(request, self.catalog_for(request))
 
     async def _search_allowed(
         self, query: str, limit: int, server: str | None, allowed: Callable[[str], bool] | None
     ) -> list[Match]:
         return await self.search_index.find(query, limit=limit, server=server, allowed=allowed)
-
-    async def ensure_catalog(self) -> None:
-        await self.sync.ensure_catalog()
 
     async def refresh(self, servers: list[str]) -> None:
         await self.sync.refresh(servers)
@@ -268,9 +339,15 @@ class Gateway:
 
     # --- client requests, routed to the surfaces (the front and the CLI call these) ----------------
 
-    async def _needs_catalog(self) -> None:
+    async def _needs_catalog(self, request: Request) -> None:
         if any(surface.needs_catalog for surface in self.surfaces):
-            await self.sync.ensure_catalog()
+            await self.ensure_catalog(request)
+
+    async def ensure_catalog(self, request: Request | None = None) -> None:
+        """List every server not listed yet; for a client, its own sessions' servers too."""
+        await self.sync.ensure_catalog()
+        if request is not None:
+            await self.client_sessions.ensure_listed(list(self.config.servers.values()), request.caller)
 
     def _surfaces(self, request: Request) -> list[Surface]:
         """The surfaces this caller's profile may use (all of them without a profile)."""
@@ -292,12 +369,13 @@ class Gateway:
     async def _find_owner(self, request: Request, kind: str, name: str) -> Surface | None:
         surface = self._owner(request, kind, name)
         if surface is None:
-            await self._needs_catalog()  # lazy servers may not be listed yet
+            await self._needs_catalog(request)  # lazy servers may not be listed yet
             surface = self._owner(request, kind, name)
         return surface
 
     async def list_tools(self, request: Request) -> list[types.Tool]:
-        await self._needs_catalog()
+        await self._needs_catalog(request)
+        self.back_channel.listed(request.caller, "tools")
         tools: dict[str, types.Tool] = {}
         for surface in self._surfaces(request):
             for tool in surface.list_tools(request):
@@ -305,10 +383,11 @@ class Gateway:
         return list(tools.values())
 
     async def call_tool_by_name(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """A client's `tools/call`: the surface that owns `name` answers; its errors become tool errors.
+        """A client's `tools/call`: the surface that owns `name` answers; every failure is a tool error.
 
-        A name no surface owns raises `NotFound`, unless a surface has advice for it (the hub's "connect
-        to an instance first"), which the client then gets as a tool error.
+        A name no surface owns is a tool error too, as a server answers for a tool it does not have (and
+        the 2025-11-25 spec asks for input errors): it names the tool and suggests close ones, or carries a
+        surface's advice (the hub's "connect to an instance first").
         """
         surface = await self._find_owner(request, "tool", name)
         if surface is None:
@@ -319,18 +398,20 @@ class Gateway:
             if hints:
                 return tool_error(f"{unknown}: {hints[0]}")
             known = [tool.name for tool in await self.list_tools(request)]
-            raise NotFound(f"{unknown}{did_you_mean(name, known)}")
+            return tool_error(f"{unknown}{did_you_mean(name, known)}")
         try:
             return await surface.call_tool(request, name, arguments)
         except ManifoldError as exc:
             return tool_error(str(exc))
 
     async def list_resources(self, request: Request) -> list[types.Resource]:
-        await self._needs_catalog()
+        await self._needs_catalog(request)
+        self.back_channel.listed(request.caller, "resources")
         return [resource for surface in self._surfaces(request) for resource in surface.list_resources(request)]
 
     async def list_resource_templates(self, request: Request) -> list[types.ResourceTemplate]:
-        await self._needs_catalog()
+        await self._needs_catalog(request)
+        self.back_channel.listed(request.caller, "resources")
         surfaces = self._surfaces(request)
         return [template for surface in surfaces for template in surface.list_resource_templates(request)]
 
@@ -343,7 +424,8 @@ class Gateway:
         return await surface.read_resource(request, uri)
 
     async def list_prompts(self, request: Request) -> list[types.Prompt]:
-        await self._needs_catalog()
+        await self._needs_catalog(request)
+        self.back_channel.listed(request.caller, "prompts")
         return [prompt for surface in self._surfaces(request) for prompt in surface.list_prompts(request)]
 
     async def get_prompt_by_name(
@@ -355,12 +437,38 @@ class Gateway:
             raise NotFound(f"unknown prompt {name!r}")
         return await surface.get_prompt(request, name, arguments)
 
+    async def complete(
+        self,
+        request: Request,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        """A client's `completion/complete`: the surface that shows the prompt or template says where it lives."""
+        target = self._completion_target(request, ref)
+        if target is None:
+            await self.sync.ensure_catalog()  # lazy servers may not be listed yet, whatever the surfaces show
+            target = self._completion_target(request, ref)
+        if target is None:
+            what = (
+                f"prompt {ref.name!r}" if isinstance(ref, types.PromptReference) else f"resource template {ref.uri!r}"
+            )
+            raise NotFound(f"unknown {what}: nothing to complete")
+        return await self.calls.complete(request, target, ref, argument=argument, context=context)
+
+    def _completion_target(
+        self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
+    ) -> Target | None:
+        surfaces = self._surfaces(request)
+        return next((t for s in surfaces if (t := s.completion_target(request, ref)) is not None), None)
+
     async def subscribe(self, request: Request, uri: str) -> None:
         """Subscribe the client to a catalog resource; the backend is told on the first subscription."""
-        await self._needs_catalog()
+        await self._needs_catalog(request)
         route = self.view(request).route_resource(uri)
         backend = self.calls.backend(route.server)
-        await backend.request("resources/subscribe", lambda session: session.subscribe_resource(route.original))
+        with no_deprecation_warnings():
+            await backend.request("resources/subscribe", lambda session: session.subscribe_resource(route.original))
         self.back_channel.subscribe(request.caller, uri)
 
     async def unsubscribe(self, request: Request, uri: str) -> None:
@@ -369,7 +477,10 @@ class Gateway:
         try:
             route = self._catalog.route_resource(uri)
             backend = self.calls.backend(route.server)
-            await backend.request("resources/unsubscribe", lambda session: session.unsubscribe_resource(route.original))
+            with no_deprecation_warnings():
+                await backend.request(
+                    "resources/unsubscribe", lambda session: session.unsubscribe_resource(route.original)
+                )
         except ManifoldError as exc:
             logger.debug("could not unsubscribe %s: %s", uri, exc)
 
@@ -378,7 +489,8 @@ class Gateway:
         for backend in self.pool.all_backends():
             if backend.state == "ready":
                 try:
-                    await backend.request("logging/setLevel", lambda session: session.set_logging_level(level))
+                    with no_deprecation_warnings():
+                        await backend.request("logging/setLevel", lambda session: session.set_logging_level(level))
                 except ManifoldError as exc:
                     logger.debug("%s: logging/setLevel failed: %s", backend.name, exc)
 

@@ -10,9 +10,10 @@ group when the server outlives its closed stdin, so grandchildren would stay).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -99,6 +100,22 @@ async def _watch_exit(process: Any, on_exit: Callable[[str], None]) -> None:
     while process.returncode is None:
         await anyio.sleep(EXIT_POLL)
     on_exit(exit_reason(process.returncode))
+
+
+# A line that says what went wrong, in the words of the usual runtimes (Python, node, Go, shells).
+_TELLING = re.compile(r"\b\w*(Error|Exception)\b|\berror\b|\bfatal\b|\bpanic\b|cannot|not found|denied", re.IGNORECASE)
+
+
+def telling_line(lines: Sequence[str]) -> str | None:
+    """The stderr line worth quoting when a server failed: the last one that names an error, else the last.
+
+    A dying node server's last line is its version (`Node.js v20.20.2`), a Python one's the exception
+    after its traceback; the line that says what happened is seldom the last one of all.
+    """
+    shown = [line for line in lines if line.strip()]
+    if not shown:
+        return None
+    return next((line for line in reversed(shown) if _TELLING.search(line)), shown[-1])
 
 
 def exit_reason(returncode: int | None) -> str:

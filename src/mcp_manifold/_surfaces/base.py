@@ -133,13 +133,14 @@ class Host(Protocol):
         ...
 
     def view(self, request: Request) -> CatalogView:
-        """The merged, namespaced lists of the configured servers, and search over their tools, as this
-        request's caller may see them (read it; the gateway keeps the catalog)."""
+        """The merged, namespaced lists of the configured servers (what the client's own sessions listed,
+        where it has any), and search over their tools, as this request's caller may see them: only what
+        its profile allows, nothing quarantined. Read it; the gateway keeps the catalog."""
         ...
 
     # --- the catalog ---
-    async def ensure_catalog(self) -> None:
-        """List every configured server not listed yet (starting lazy ones)."""
+    async def ensure_catalog(self, request: Request | None = None) -> None:
+        """List every configured server not listed yet (starting lazy ones), and the client's own sessions."""
         ...
 
     async def refresh(self, servers: list[str]) -> None:
@@ -242,3 +243,11 @@ class Surface:
 
     async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         raise NotImplementedError
+
+    # --- completions ---
+    def completion_target(
+        self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
+    ) -> Target | None:
+        """Where completions for a prompt's or a resource template's arguments come from, if this surface
+        shows it (the target's `name` is the prompt's name or the template as its server knows them)."""
+        return None

@@ -11,7 +11,14 @@ from typing import Any
 import mcp_types as types
 
 from mcp_manifold._core.clients import Request
-from mcp_manifold._core.router import ToolCall, prompt_target, resource_target, tool_target
+from mcp_manifold._core.router import (
+    Target,
+    ToolCall,
+    completion_target,
+    prompt_target,
+    resource_target,
+    tool_target,
+)
 from mcp_manifold._surfaces.base import Surface
 
 
@@ -50,3 +57,8 @@ class DirectSurface(Surface):
     async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         target = prompt_target(self.host.view(request), name, self.name)
         return await self.host.calls.get_prompt(request, target, arguments)
+
+    def completion_target(
+        self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
+    ) -> Target | None:
+        return completion_target(self.host.view(request), ref, self.name)

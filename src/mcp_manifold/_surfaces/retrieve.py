@@ -174,7 +174,7 @@ class RetrieveSurface(Surface):
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 50:
             raise InvalidRequest(f"'limit' must be an integer from 1 to 50, got {limit!r}")
         include_schema = bool(arguments.get("include_schema", False))
-        await self.host.ensure_catalog()
+        await self.host.ensure_catalog(request)
         matches = await self.host.view(request).search(query, limit=limit)
         if self.dynamic:
             await self._register(request, matches)
@@ -199,7 +199,7 @@ class RetrieveSurface(Surface):
         if not isinstance(name, str) or not name:
             raise InvalidRequest("call_tool needs 'name': the name of a tool found with retrieve_tools")
         args = object_argument(args, "args")
-        await self.host.ensure_catalog()
+        await self.host.ensure_catalog(request)
         view = self.host.view(request)
         entry = view.entry(name)
         if entry is None:

@@ -164,6 +164,18 @@ class HubSurface(Surface):
         instance = await self._usable(request)
         return await self.host.calls.get_prompt(request, Target(instance.id, name, name, self.name), arguments)
 
+    def completion_target(
+        self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
+    ) -> Target | None:
+        bound = request.caller.state.get(_BOUND)
+        listing = self._bound_listing(request)
+        if bound is None or listing is None:
+            return None
+        if isinstance(ref, types.PromptReference):
+            return Target(bound, ref.name, ref.name, self.name) if listing.prompt(ref.name) else None
+        templates = {template.uri_template for template in listing.templates}
+        return Target(bound, ref.uri, ref.uri, self.name) if ref.uri in templates else None
+
     # --- the hub's tools -----------------------------------------------------------------------
 
     async def _list_instances(self, request: Request) -> types.CallToolResult:

@@ -244,8 +244,10 @@ class ProxyClient(Client):
         result = await self.call_proxy(
             request, timeout=read_timeout_seconds, progress_callback=progress_callback, meta=meta
         )
-        if proxy_error(result) is not None:
-            raise _transparent_error(result)
+        message = proxy_error(result)
+        if message is not None:
+            # As a direct tools/call answers for an unknown tool or bad arguments: a tool error result.
+            return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
         return tool_result_from_proxy(result)
 
     async def read_resource(

@@ -16,7 +16,7 @@ import mcp_types as types
 
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
-from mcp_manifold._core.router import ToolCall, prompt_target, resource_target, tool_target
+from mcp_manifold._core.router import Target, ToolCall, completion_target, prompt_target, resource_target, tool_target
 from mcp_manifold._surfaces.base import Host, Surface, WireMiddleware
 from mcp_manifold._surfaces.proxy.tool import proxy_tool, run_proxy, wire_middleware
 
@@ -44,6 +44,12 @@ class ProxySurface(Surface):
     def owns_tool(self, request: Request, name: str) -> bool:
         return name == self.tool_name
 
+    def completion_target(
+        self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
+    ) -> Target | None:
+        # The proxy shows the catalog's prompts and templates through its tool: their arguments complete.
+        return completion_target(self.host.view(request), ref, self.name)
+
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         return await run_proxy(_CatalogTarget(self.host, request, self.name), arguments)
 
@@ -57,7 +63,7 @@ class _CatalogTarget:
         self.surface = surface
 
     async def _view(self) -> CatalogView:
-        await self.host.ensure_catalog()
+        await self.host.ensure_catalog(self.request)
         return self.host.view(self.request)
 
     async def list_tools(self) -> Sequence[types.Tool]:
