@@ -80,6 +80,9 @@ class StandIn:
             raise BackendStartError(self.name, "failed to start: connection refused")
         self.state = "ready"
 
+    async def ping(self) -> None:
+        await self.request("ping", None)
+
     async def stop(self) -> None:
         self.stops += 1
         self.state = "stopped"

@@ -7,6 +7,7 @@ private name has moved, the function degrades as its docstring says instead of f
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -68,6 +69,90 @@ def capture_spawned(into: list[Any]) -> Iterator[None]:
         yield
     finally:
         _spawned.reset(token)
+
+
+# --- connecting to a server of either protocol era -------------------------------------------------
+
+
+async def negotiate(session: Any, protocol: str) -> None:
+    """Open `session` in the era `protocol` asks for: `legacy` (the initialize handshake), `modern`
+    (2026-07-28: `server/discover`, no handshake), or `auto` (discover, falling back to the handshake).
+
+    mcp 2.3.0: `auto` is the policy of the SDK's own `Client(mode="auto")`, `mcp.client._probe.negotiate_auto`
+    (private: it handles the -32022 re-probe and servers that answer discover with no modern version);
+    `ClientSession` alone offers only `discover()` and `initialize()`. Without it, `auto` is discover,
+    then the handshake on any error.
+    """
+    if protocol == "legacy":
+        await session.initialize()
+        return
+    if protocol == "modern":
+        await session.discover()
+        return
+    try:
+        from mcp.client._probe import negotiate_auto
+    except ImportError:  # pragma: no cover - another SDK layout
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            await session.discover()
+        except MCPError:
+            await session.initialize()
+        return
+    await negotiate_auto(session)
+
+
+# What the client a 2026-07-28 request is made for can be asked (its `sampling`, `elicitation`, `roots`
+# capabilities), set around one request by the call path; None outside any client's request.
+requesting_client: ContextVar[Mapping[str, Any] | None] = ContextVar("manifold_requesting_client", default=None)
+_ASK_CAPABILITIES = ("sampling", "elicitation", "roots")
+
+
+def stamp_requesting_client(session: Any) -> None:
+    """Make a 2026-07-28 session tell the server, per request, what the client it serves can be asked.
+
+    At 2026-07-28 each request carries the client's capabilities, and a server asks only what they
+    allow (with input_required, which the gateway relays to that client in its own era). One connection
+    serves many clients, so the truth differs per request: the value in `requesting_client` replaces
+    `sampling`, `elicitation` and `roots` in what the session would declare.
+
+    mcp 2.3.0: `ClientSession.adopt` builds a private `_stamp(data, opts)` that writes the capabilities
+    of the session's callbacks into every request's `_meta` after the caller's own `_meta` is merged
+    (so `meta=` cannot override them), and there is no per-request hook. Wrapped here; without it (a
+    future layout) requests declare what the session does, which is never more than the truth.
+    """
+    from mcp_types import CLIENT_CAPABILITIES_META_KEY
+
+    inner = getattr(session, "_stamp", None)
+    if inner is None:  # pragma: no cover - another SDK layout
+        return
+
+    def stamp(data: dict[str, Any], opts: Any) -> None:
+        inner(data, opts)
+        client = requesting_client.get()
+        meta = data.get("params", {}).get("_meta")
+        if client is None or not isinstance(meta, dict) or CLIENT_CAPABILITIES_META_KEY not in meta:
+            return
+        declared = {
+            key: value for key, value in meta[CLIENT_CAPABILITIES_META_KEY].items() if key not in _ASK_CAPABILITIES
+        }
+        meta[CLIENT_CAPABILITIES_META_KEY] = {**declared, **client}
+
+    session._stamp = stamp
+
+
+_NO_BACK_CHANNEL = re.compile(r"Cannot send '([\w/]+)': this transport context has no back-channel")
+
+
+def asked_without_back_channel(text: str) -> str | None:
+    """The method a 2026-07-28 server tried to send its client mid-call, if `text` is the error it got.
+
+    mcp 2.3.0 raises `NoBackChannelError` in a handler that asks the session-era way (`ctx.elicit`,
+    `create_message`, `list_roots`) on a 2026-07-28 request, and its MCPServer reports it as the tool's
+    error text (a prompt's or resource's error message): the wire carries only that sentence.
+    """
+    found = _NO_BACK_CHANNEL.search(text)
+    return found.group(1) if found else None
 
 
 # --- deprecations ------------------------------------------------------------------------------------

@@ -10,9 +10,19 @@ resource template ``instance://notes/{topic}`` and prompt ``review``.
 Run: ``python tests/servers/instance.py --name alpha --http PORT`` (or stdio without ``--http``).
 """
 
+from typing import Annotated
+
 import anyio
 from _common import make_parser, report_steps, run
-from mcp.server.mcpserver import Context, MCPServer, UserMessage
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    Resolve,
+    UserMessage,
+)
 from pydantic import BaseModel
 
 parser = make_parser(__doc__.splitlines()[0])
@@ -64,12 +74,18 @@ class Answer(BaseModel):
     answer: str
 
 
-@server.tool(structured_output=False)
-async def ask_later(ctx: Context, question: str, delay: float = 0) -> str:
-    """After `delay` seconds, ask the user `question` (elicitation); return what they answered."""
+async def answer_later(question: str, delay: float = 0) -> Elicit[Answer]:
     await anyio.sleep(delay)
-    reply = await ctx.elicit(question, Answer)
-    return f"answered: {reply.data.answer}" if reply.action == "accept" and reply.data else reply.action
+    return Elicit(question, Answer)
+
+
+# Resolve: asked mid-call in a session, with input_required at 2026-07-28 (the SDK picks by the request).
+@server.tool(structured_output=False)
+def ask_later(
+    question: str, reply: Annotated[ElicitationResult[Answer], Resolve(answer_later)], delay: float = 0
+) -> str:
+    """After `delay` seconds, ask the user `question` (elicitation); return what they answered."""
+    return f"answered: {reply.data.answer}" if isinstance(reply, AcceptedElicitation) else reply.action
 
 
 @server.tool(structured_output=False)

@@ -22,6 +22,7 @@ from mcp_manifold._core.profiles import Profile
 
 Transport = Literal["stdio", "http", "sse"]
 SessionScope = Literal["shared", "client"]
+BackendProtocol = Literal["auto", "legacy", "modern"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,9 @@ class ServerConfig:
     # shared: one session for every client; client: each client (HTTP session, or 2026-era principal) its own,
     # told that client's capabilities and roots (for servers whose behaviour depends on the client).
     session_scope: SessionScope = "shared"
+    # auto: MCP 2026-07-28 if the server answers server/discover, else the initialize handshake;
+    # legacy: the handshake only; modern: 2026-07-28 only.
+    protocol: BackendProtocol = "auto"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, get_args
 
-from mcp_manifold._config.model import ServerConfig, SessionScope, ToolFilter, Transport
+from mcp_manifold._config.model import BackendProtocol, ServerConfig, SessionScope, ToolFilter, Transport
 from mcp_manifold._config.problems import Invalid, Problems, kind, unknown
 from mcp_manifold._config.values import (
     as_bool,
@@ -48,6 +48,7 @@ SERVER_FIELDS = (
     "max_concurrency",
     "cache_ttl",
     "session_scope",
+    "protocol",
 )
 
 
@@ -160,6 +161,15 @@ def _session_scope(value: Any) -> SessionScope:
     return value  # type: ignore[no-any-return]
 
 
+def _protocol(value: Any) -> BackendProtocol:
+    if value not in get_args(BackendProtocol):
+        raise Invalid(
+            "must be 'auto' (2026-07-28 when the server offers it, else the handshake), 'legacy' (the initialize "
+            f"handshake only) or 'modern' (2026-07-28 only), not {value!r}"
+        )
+    return value  # type: ignore[no-any-return]
+
+
 def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Problems) -> ServerConfig | None:
     """Check one `mcpServers` entry; None when it has any problem (all of them reported)."""
     if not isinstance(entry, Mapping):
@@ -187,6 +197,7 @@ def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Probl
         "max_concurrency": read.get("max_concurrency", checked(as_int, positive)),
         "cache_ttl": read.get("cache_ttl", checked(as_float, non_negative)),
         "session_scope": read.get("session_scope", _session_scope, "shared"),
+        "protocol": read.get("protocol", _protocol, "auto"),
     }
     if transport is None or len(problems.items) > before:
         return None

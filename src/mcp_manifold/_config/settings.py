@@ -156,6 +156,18 @@ class Settings:
     client_session_idle: float = _setting(
         300.0, "Seconds a client's own session to a server (session_scope: client) is kept unused.", check=positive
     )
+    held_call_timeout: float = _setting(
+        300.0,
+        "Seconds a call of a 2026-07-28 client that a server asked a question in is kept waiting for the "
+        "client's answer (its next call); then it is cancelled.",
+        check=positive,
+    )
+    request_state_keys: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
+        [],
+        "Secrets (32+ characters) that seal the state 2026-07-28 clients echo back (the first seals, all open); "
+        "gateways behind one address need the same. Default: a key made at start (state does not survive a "
+        "restart).",
+    )
     shutdown_timeout: float = _setting(
         10.0,
         "Seconds HTTP requests in flight get to finish when the gateway stops; open streams are then cut.",

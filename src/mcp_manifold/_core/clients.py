@@ -130,6 +130,18 @@ class Request:
     def __init__(self, caller: Caller, meta: Mapping[str, Any] | None = None) -> None:
         self.caller = caller
         self.meta = meta
+        # A 2026-07-28 client's retry of a call that answered `input_required`: its answers, and the
+        # gateway's state it echoes (unsealed by the front).
+        self.input_responses: dict[str, Any] | None = None
+        self.request_state: str | None = None
+        # What the address the client used names (an HTTP endpoint such as /mcp/instances/<instance_id>).
+        self.endpoint: Mapping[str, str] = {}
+
+    @property
+    def log_level(self) -> types.LoggingLevel | None:
+        """The log level a 2026-07-28 client asked for on this request (none: no log messages)."""
+        level = (self.meta or {}).get("io.modelcontextprotocol/logLevel")
+        return level if isinstance(level, str) else None  # type: ignore[return-value]
 
     @property
     def wants_progress(self) -> bool:

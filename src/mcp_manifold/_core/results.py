@@ -15,6 +15,9 @@ from typing import Any
 
 import mcp_types as types
 
+# What a tool call answers: its result, or (to a 2026-07-28 client) the server's questions first.
+ToolAnswer = types.CallToolResult | types.InputRequiredResult
+
 PREVIEW_CHARS = 400
 
 _MISSING: Any = object()

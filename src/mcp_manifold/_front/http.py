@@ -12,6 +12,8 @@ from collections.abc import Generator
 from contextlib import contextmanager
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.auth import guard
@@ -25,11 +27,13 @@ async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | 
     """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
     check_exposure(gateway.config)
     front = McpFront(gateway)
-    routes = without_phantom_sessions(
-        front.server.streamable_http_app(host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None)
+    starlette_app = front.server.streamable_http_app(
+        host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None
     )
+    if "hub" in gateway.settings.expose:
+        add_instance_endpoints(starlette_app)
     # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
-    app = guard(routes, lambda: gateway.config)
+    app = guard(without_phantom_sessions(starlette_app), lambda: gateway.config)
     level = gateway.settings.log_level
     # uvicorn's access log only at debug: one line per MCP message is noise at any other level.
     config = uvicorn.Config(
@@ -90,3 +94,11 @@ def without_phantom_sessions(app: ASGIApp) -> ASGIApp:
         await app(scope, receive, send_without_phantom)
 
     return wrapped
+
+
+def add_instance_endpoints(app: Starlette) -> None:
+    """`/mcp/instances/<instance_id>`: the MCP endpoint again, for clients that want one hub instance's lists
+    at their own address (2026-07-28 clients have no session to connect one in). The same handler as
+    `/mcp`, whatever wraps it (authentication), so both addresses answer alike."""
+    mcp = next(route for route in app.routes if isinstance(route, Route) and route.path == "/mcp")
+    app.router.routes.append(Route("/mcp/instances/{instance_id}", endpoint=mcp.endpoint))

@@ -15,12 +15,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import mcp_types as types
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._core.clients import Caller, ListKind, Request, undeclared
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
@@ -101,6 +104,37 @@ class SessionCaller(Caller):
         return await connection.send_request(request)
 
 
+class StatelessCaller(Caller):
+    """A 2026-07-28 client: no session, so one of these per request.
+
+    Only an authenticated principal identifies such a client across requests; an anonymous one is a
+    stranger every time, and nothing it does changes what the next request sees (SEP-2567). Changes
+    reach it on its `subscriptions/listen` stream; questions, as `input_required` results.
+    """
+
+    era = "stateless"
+
+    def __init__(self, connection: Connection, principal: str | None) -> None:
+        super().__init__(f"principal:{principal}" if principal else None)
+        self.identified = principal is not None
+        self._capabilities = connection.client_capabilities
+        self.protocol_version = connection.protocol_version
+
+    @property
+    def capabilities(self) -> types.ClientCapabilities | None:
+        return self._capabilities
+
+    async def ask(self, method: str, params: Any) -> Any:
+        return _no_questions_mid_call(method)
+
+
+def _no_questions_mid_call(method: str) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=f"{method}: a 2026-07-28 client is asked only through input_required, never in the middle of a call",
+    )
+
+
 class SdkRequest(Request):
     """One request the SDK server received; progress, logs and questions go back on its own stream."""
 
@@ -122,6 +156,8 @@ class SdkRequest(Request):
         refusal = undeclared(self.caller.capabilities, method)
         if refusal is not None:
             return refusal
+        if self.caller.era == "stateless":
+            return _no_questions_mid_call(method)
         request, result_type = _server_request(method, params)
         return await self.ctx.session.send_request(
             request, result_type, metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id)
@@ -164,6 +200,10 @@ class McpFront:
                 on_subscriptions_listen=ListenHandler(self.gateway.back_channel.bus),
             )
         server.middleware.append(self._track_client)
+        # The state 2026-07-28 clients echo back is sealed on the way out and checked on the way in.
+        server.middleware.append(
+            RequestStateBoundary(request_state_security(self.gateway.settings), default_audience="mcp-manifold")
+        )
         for surface in self.gateway.surfaces:
             middleware = surface.wire_middleware()
             if middleware is not None:
@@ -181,15 +221,19 @@ class McpFront:
 
     # --- requests ------------------------------------------------------------------------------
 
-    def _caller(self, ctx: ServerRequestContext[Any, Any]) -> SessionCaller:
+    def _caller(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
         connection = connection_of(ctx)
         caller = connection.state.get(_CALLER)
         if caller is None:
-            caller = SessionCaller(connection)
             identity = request_identity(ctx.request)  # who authenticated over HTTP, and their profile
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                principal = identity.principal if identity is not None else principal_of_request()
+                caller = StatelessCaller(connection, principal)
+            else:
+                caller = SessionCaller(connection)
             if identity is not None:
                 caller.principal, caller.profile = identity.principal, identity.profile
-            connection.state[_CALLER] = caller
+            connection.state[_CALLER] = caller  # a 2026-07-28 request's connection lasts as long as it does
         return caller
 
     async def _track_client(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -202,15 +246,25 @@ class McpFront:
                 message=f"this session was opened with profile {caller.profile!r}; open a new session for another",
             )
         if ctx.request_id is not None:
-            self.gateway.back_channel.track(caller)
-            self._latest = weakref.ref(caller)
-            if not caller.arrived and caller.capabilities is not None:  # its initialize is done
-                caller.arrived = True
-                await self.gateway.client_arrived(caller)
+            if isinstance(caller, SessionCaller):
+                self.gateway.back_channel.track(caller)
+                self._latest = weakref.ref(caller)
+                if not caller.arrived and caller.capabilities is not None:  # its initialize is done
+                    caller.arrived = True
+                    await self.gateway.client_arrived(caller)
+            else:
+                self.gateway.stateless_request(caller)
         return await call_next(ctx)
 
-    def _request(self, ctx: ServerRequestContext[Any, Any]) -> SdkRequest:
-        return SdkRequest(self._caller(ctx), ctx)
+    def _request(self, ctx: ServerRequestContext[Any, Any], params: Any = None) -> SdkRequest:
+        request = SdkRequest(self._caller(ctx), ctx)
+        path_params = getattr(ctx.request, "path_params", None)  # HTTP: what the address names
+        if path_params:
+            request.endpoint = dict(path_params)
+        if params is not None:  # a retry's answers to input_required, and the (unsealed) state it echoes
+            request.input_responses = getattr(params, "input_responses", None)
+            request.request_state = getattr(params, "request_state", None)
+        return request
 
     async def _answer(self, action: str, work: Callable[[], Awaitable[T]]) -> T:
         """Run a request, turning our errors into MCP errors with a clear message (the one translation)."""
@@ -231,7 +285,7 @@ class McpFront:
         return types.ListToolsResult(tools=tools)
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
-        request = self._request(ctx)
+        request = self._request(ctx, params)
         return await self._answer(
             "tools/call", lambda: self.gateway.call_tool_by_name(request, params.name, params.arguments or {})
         )
@@ -251,7 +305,7 @@ class McpFront:
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        request = self._request(ctx)
+        request = self._request(ctx, params)
         return await self._answer("resources/read", lambda: self.gateway.read_resource_by_uri(request, str(params.uri)))
 
     async def _list_prompts(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListPromptsResult:
@@ -261,7 +315,7 @@ class McpFront:
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        request = self._request(ctx)
+        request = self._request(ctx, params)
         return await self._answer(
             "prompts/get", lambda: self.gateway.get_prompt_by_name(request, params.name, params.arguments)
         )
@@ -291,6 +345,22 @@ class McpFront:
     async def _set_logging_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
         await self.gateway.set_logging_level(params.level)
         return types.EmptyResult()
+
+
+def request_state_security(settings: Any) -> RequestStateSecurity:
+    """The keys that seal request state: the configured ones (shared by gateways behind one address),
+    else one made now for this process."""
+    if settings.request_state_keys:
+        return RequestStateSecurity(keys=list(settings.request_state_keys))
+    return RequestStateSecurity.ephemeral()
+
+
+def principal_of_request() -> str | None:
+    """Who an authenticated HTTP request comes from (the SDK's auth context), or None."""
+    token = get_access_token()
+    if token is None:
+        return None
+    return f"{token.client_id}:{token.subject}" if token.subject else token.client_id
 
 
 class _GatewayServer(Server[Any]):

@@ -89,6 +89,10 @@ class BackChannel:
         subscribers.add(caller)
         return first
 
+    def subscribed(self) -> list[str]:
+        """Every resource URI (exposed) some client is subscribed to."""
+        return [uri for uri, subscribers in self._subscriptions.items() if subscribers]
+
     def unsubscribe(self, caller: Caller, uri: str) -> bool:
         """Drop `caller`'s subscription; True if none is left (the backend must be told)."""
         subscribers = self._subscriptions.get(uri)

@@ -26,10 +26,11 @@ from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings
 from mcp_manifold._core.breaker import CircuitBreaker
-from mcp_manifold._core.clients import NO_ASKS, Ask, Caller
+from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.status import BackendStatus, State
 from mcp_manifold._errors import (
@@ -42,7 +43,7 @@ from mcp_manifold._errors import (
 )
 from mcp_manifold._runtime.backend_errors import translate_backend_errors
 from mcp_manifold._runtime.processes import open_stdio, telling_line
-from mcp_manifold._sdk import create_http_client, no_deprecation_warnings
+from mcp_manifold._sdk import create_http_client, negotiate, no_deprecation_warnings, stamp_requesting_client
 from mcp_manifold._version import __version__
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,10 @@ class Backend:
         self.tool_count = 0
         self.stderr: deque[str] = deque(maxlen=max(1, settings.stderr_lines))
         self.initialize_result: types.InitializeResult | None = None
+        self.protocol_version: str | None = None  # negotiated; 2026-07-28 for a modern server
+        self.server_info: types.Implementation | None = None
+        self._listened: tuple[str, ...] = ()  # the resource URIs the open listen stream asked for
+        self._resubscribe = anyio.Event()
         self._session: ClientSession | None = None
         self._start_lock = anyio.Lock()
         self._stop: anyio.Event | None = None
@@ -103,6 +108,9 @@ class Backend:
         limit = config.max_concurrency
         self._limiter = anyio.CapacityLimiter(limit) if limit else None
         self._callers: list[Any] = []  # front sessions with a request in flight here, newest last
+        # Learned: under `protocol: auto` the server took 2026-07-28 but asks its client mid-call, which
+        # only a session carries; it is reconnected with the handshake (see `asks_mid_call`).
+        self._needs_session = False
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -160,7 +168,7 @@ class Backend:
         self._failures = 0
         self.state = "ready"
         self.last_error = None
-        info = self.initialize_result.server_info if self.initialize_result else None
+        info = self.server_info
         pid = f", pid {self.pid}" if self.pid is not None and self.config.transport == "stdio" else ""
         logger.info("server %r ready (%s%s)", self.name, f"{info.name} {info.version}" if info else "?", pid)
 
@@ -205,7 +213,8 @@ class Backend:
                 )
                 try:
                     with anyio.fail_after(self.settings.init_timeout):
-                        self.initialize_result = await session.initialize()
+                        await negotiate(session, "legacy" if self._needs_session else self.config.protocol)
+                        self.initialize_result = session.initialize_result
                 except TimeoutError:
                     raise BackendStartError(
                         self.name,
@@ -217,6 +226,12 @@ class Backend:
                     ) from exc
                 self._session = session
                 self.declared = declared
+                self.protocol_version = session.protocol_version
+                self.server_info = session.server_info
+                if self.modern:
+                    stamp_requesting_client(session)  # each request tells the truth about its own client
+                    # At 2026-07-28 a server tells of changes only on a subscriptions/listen stream.
+                    watchers.start_soon(self._listen, session)
                 task_status.started()
                 started = True
                 await stop.wait()
@@ -271,6 +286,83 @@ class Backend:
         if self._stop is not None:
             self._stop.set()
 
+    @property
+    def modern(self) -> bool:
+        """Whether the running session speaks MCP 2026-07-28 (no handshake, no server-initiated requests)."""
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    def asks_mid_call(self, method: str) -> str:
+        """The running 2026-07-28 server tried to send `method` to its client during a request, which that
+        era cannot carry (the session-era idiom, common in servers that also answer 2026-07-28). Under
+        `protocol: auto`, where a session would tell the server its client can answer, learn it: the next
+        request reconnects with the handshake, and the gateway relays the question. Returns what to tell
+        the client (after the server's name)."""
+        what = f"it asked its client ({method}) in the middle of a request, which MCP 2026-07-28 cannot carry"
+        if self.config.protocol != "auto":
+            return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
+        if ASKS.get(method) not in self.declare():
+            # A session shared by several clients promises nothing (see Gateway._declare_shared).
+            return f"{what}, and its shared session cannot either: give it `session_scope: client` in the config"
+        if not self._needs_session:
+            self._needs_session = True
+            logger.warning(
+                "server %r asks its client mid-call (%s): reconnecting to it in a session "
+                "(`protocol: legacy` for it starts it that way)",
+                self.name,
+                method,
+            )
+        return f"{what}; mcp-manifold now reaches it in a session, where it can ask: call again"
+
+    async def _renew_if_session_needed(self) -> None:
+        # Only between requests: the connection is shared, and another client's request may be running on it.
+        if self._needs_session and self.modern and self.state == "ready" and len(self._callers) <= 1:
+            logger.info("server %r: reconnecting with the handshake", self.name)
+            await self.stop()
+
+    async def ping(self) -> None:
+        """Check the server answers: `ping`, or `server/discover` at 2026-07-28 (which has no ping)."""
+
+        async def probe(session: ClientSession) -> Any:
+            if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return await session.send_discover(session.protocol_version)
+            return await session.send_ping()
+
+        await self.request("ping", probe)
+
+    # --- subscriptions/listen (2026-07-28 servers) -------------------------------------------------
+
+    def listen_to(self, uris: set[str]) -> None:
+        """The resources clients subscribed to (on a modern server, the listen stream asks for them)."""
+        if tuple(sorted(uris)) != self._listened:
+            self._listened = tuple(sorted(uris))
+            self._resubscribe.set()
+
+    async def _listen(self, session: ClientSession) -> None:
+        """Keep a subscriptions/listen stream open; its events reach `_on_message` like notifications."""
+        from mcp.client.subscriptions import listen
+
+        while True:
+            self._resubscribe = anyio.Event()
+            try:
+                async with (
+                    listen(
+                        session,
+                        tools_list_changed=True,
+                        prompts_list_changed=True,
+                        resources_list_changed=True,
+                        resource_subscriptions=self._listened,
+                    ) as events,
+                    anyio.create_task_group() as reader,
+                ):
+                    reader.start_soon(_drain, events, reader.cancel_scope)
+                    await self._resubscribe.wait()
+                    reader.cancel_scope.cancel()
+                if not self._resubscribe.is_set():
+                    await anyio.sleep(1.0)  # the server ended the stream: listen again, but not in a tight loop
+            except Exception as exc:  # the server does not serve listen, or the stream was lost
+                logger.debug("server %r: subscriptions/listen ended: %s", self.name, _describe(exc))
+                await self._resubscribe.wait()  # no stream until the subscriptions change again
+
     async def roots_changed(self) -> None:
         """Tell the server its client's roots changed (if it was told the client has roots)."""
         if self.state == "ready" and "roots" in self.declared and self._session is not None:
@@ -324,6 +416,7 @@ class Backend:
         if admission.trial and self.state == "failed":
             # The breaker's trial is the retry: it must reach the server, not fail on the restart backoff.
             self._next_retry = 0.0
+        await self._renew_if_session_needed()
         try:
             result = await self._request(action, call)
         except (BackendStartError, BackendUnavailable, BackendTimeout, BackendClosed) as exc:
@@ -404,7 +497,7 @@ class Backend:
         return capabilities is not None and capabilities.completions is not None
 
     def status(self) -> BackendStatus:
-        info = self.initialize_result.server_info if self.initialize_result else None
+        info = self.server_info
         retry = self._next_retry - time.monotonic() if self.state == "failed" else None
         return BackendStatus(
             name=self.name,
@@ -463,6 +556,12 @@ class _Serving:
 
     def __exit__(self, *exc_info: object) -> None:
         self._callers.remove(self._request)
+
+
+async def _drain(events: Any, done: anyio.CancelScope) -> None:
+    async for _ in events:  # each event also reaches the session's message handler
+        pass
+    done.cancel()
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import mcp_types as types
+from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
 from mcp_manifold._core.catalog import Catalog
@@ -40,9 +41,21 @@ from mcp_manifold._core.results import (
     with_exposed_uris,
 )
 from mcp_manifold._core.router import Target, ToolCall
-from mcp_manifold._errors import BackendError, ManifoldError, NotFound, Quarantined, RateLimited
+from mcp_manifold._errors import (
+    BackendError,
+    BackendRequestError,
+    InvalidRequest,
+    ManifoldError,
+    NotFound,
+    Quarantined,
+    RateLimited,
+)
+from mcp_manifold._runtime.input_bridge import MAX_ROUNDS, HeldCalls, answer_questions, backend_state, read_state
+from mcp_manifold._sdk import asked_without_back_channel, requesting_client
 
 if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
+
     from mcp_manifold._runtime.backends import Backend, BackendPool
     from mcp_manifold._runtime.client_sessions import ClientSessions
     from mcp_manifold._runtime.spill import SpillStore
@@ -51,8 +64,10 @@ logger = logging.getLogger(__name__)
 
 CallKind = Literal["tool", "resource", "prompt", "completion"]
 # denied: the caller's profile does not allow it; quarantined: the tool changed since it was approved;
-# rate_limited: the principal is over its rate or calls in flight.
-Outcome = Literal["ok", "error", "cached", "denied", "quarantined", "rate_limited"]
+# rate_limited: the principal is over its rate or calls in flight; input_required: a 2026-07-28 client
+# was handed the server's questions.
+Outcome = Literal["ok", "error", "cached", "input_required", "denied", "quarantined", "rate_limited"]
+Send = Callable[["ClientSession", Request, dict[str, Any]], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +124,7 @@ class CallPath:
         result_cache: ResultCache,
         spill: SpillStore,
         default_spill: SpillPolicy,
+        held: HeldCalls,
     ) -> None:
         self._pool = pool
         self._client_sessions = client_sessions
@@ -117,6 +133,8 @@ class CallPath:
         self._spill = spill
         self.default_spill = default_spill
         self.policy: CallPolicy | None = None  # set by the gateway; None admits every call
+        self._held = held
+        self.log_level: types.LoggingLevel | None = None  # what a session-era client set (logging/setLevel)
         self._observers: list[Observer] = []
 
     def observe(self, observer: Observer) -> Callable[[], None]:
@@ -136,8 +154,9 @@ class CallPath:
 
     # --- tools ----------------------------------------------------------------------------------
 
-    async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult:
-        """Call a tool; failures of the server or the connection come back as tool errors.
+    async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult | types.InputRequiredResult:
+        """Call a tool; failures of the server or the connection come back as tool errors. A 2026-07-28
+        client may get `input_required` instead (the server has questions for it).
 
         A call the policy refuses raises (`NotFound`, `Quarantined`, `RateLimited`), as an unknown
         name would: the caller gets a clear error, the observers a record of the refusal.
@@ -201,7 +220,9 @@ class CallPath:
             result_size=result_size,
         )
 
-    async def _call_tool(self, request: Request, call: ToolCall, started: float) -> types.CallToolResult:
+    async def _call_tool(
+        self, request: Request, call: ToolCall, started: float
+    ) -> types.CallToolResult | types.InputRequiredResult:
         target, arguments = call.target, call.arguments
         backend = self.backend(target.server, request)
         outcome: Outcome = "ok"
@@ -212,21 +233,30 @@ class CallPath:
         else:
             arguments = self._internal_uris(target, arguments)
             progress = request.progress if request.wants_progress else None
+
+            def send(session: ClientSession, serving: Request, extra: dict[str, Any]) -> Awaitable[Any]:
+                return session.call_tool(
+                    target.name,
+                    arguments,
+                    progress_callback=serving.progress if progress is not None else None,
+                    meta=self._meta(call.meta, request, backend),  # type: ignore[arg-type]
+                    allow_input_required=True,
+                    **extra,
+                )
+
             try:
-                with backend.serving(request):
-                    result = await backend.request(
-                        "tools/call",
-                        lambda session: session.call_tool(
-                            target.name,
-                            arguments,
-                            progress_callback=progress,
-                            meta=call.meta,  # type: ignore[arg-type]
-                        ),
-                    )
+                result = await self._exchange(request, backend, "tools/call", send)
             except BackendError as exc:
                 error = backend.config.scrub(str(exc))
                 result = tool_error(str(exc))
+            except InvalidRequest as exc:  # a retry whose requestState or answers do not fit
+                error = str(exc)
+                result = tool_error(error)
             else:
+                if isinstance(result, types.InputRequiredResult):
+                    if self._observers:
+                        self._tell(self._record("tool", request, target, started, "input_required", None, arguments))
+                    return result
                 result = self._exposed_uris(target, result)
                 self._cache.store(target.server, target.name, call.arguments, result)
             if result.is_error:
@@ -241,6 +271,66 @@ class CallPath:
             size = content_size(result.content)
             self._tell(self._record("tool", request, target, started, outcome, error, arguments, size, spilled))
         return result
+
+    # --- questions from servers, across the eras (see input_bridge.py) ---------------------------
+
+    async def _exchange(self, request: Request, backend: Backend, action: str, send: Send) -> Any:
+        """One request to a server, however many rounds of questions it takes, in the client's era."""
+        state = read_state(request.request_state)
+        if state is not None and state.kind == "held":
+            return await self._held.resume(state.held_id, request)
+        extra: dict[str, Any] = {}
+        if state is not None:
+            if state.server != backend.name:
+                raise InvalidRequest("requestState belongs to a call of another server; call the tool again")
+            extra = {"input_responses": request.input_responses, "request_state": state.inner}
+        stateless = request.caller.era == "stateless"
+        if stateless and not extra:
+            await backend.session()  # its era and what it was told decide how its questions are asked
+            if not backend.modern and backend.declared:
+                # A session-era server may ask mid-call, which a 2026-07-28 client can only answer by
+                # calling again: keep the server's call running meanwhile.
+                return await self._held.start(request, lambda held: self._once(held, backend, action, send, {}))
+        result = await self._once(request, backend, action, send, extra)
+        for _round in range(MAX_ROUNDS):
+            if not isinstance(result, types.InputRequiredResult):
+                return result
+            if stateless:  # the server's questions go to the client, with its state sealed in ours
+                inner = backend_state(backend.name, result.request_state)
+                return types.InputRequiredResult(input_requests=result.input_requests, request_state=inner)
+            answers = await answer_questions(request, result.input_requests or {})
+            retry = {"input_responses": answers, "request_state": result.request_state}
+            result = await self._once(request, backend, action, send, retry)
+        raise BackendError(backend.name, f"{action} still had questions after {MAX_ROUNDS} rounds of answers")
+
+    async def _once(self, request: Request, backend: Backend, action: str, send: Send, extra: dict[str, Any]) -> Any:
+        with backend.serving(request):
+            token = requesting_client.set(_askable(request))
+            try:
+                result = await backend.request(action, lambda session: send(session, request, extra))
+            except BackendRequestError as exc:
+                asked = asked_without_back_channel(str(exc)) if backend.modern else None
+                if asked is None:
+                    raise
+                raise BackendRequestError(backend.name, backend.asks_mid_call(asked), exc.code) from exc
+            finally:
+                requesting_client.reset(token)
+        if backend.modern and isinstance(result, types.CallToolResult) and result.is_error:
+            asked = asked_without_back_channel(" ".join(getattr(block, "text", "") for block in result.content))
+            if asked is not None:
+                return tool_error(f"server {backend.name!r}: {backend.asks_mid_call(asked)}")
+        return result
+
+    def _meta(self, meta: Mapping[str, Any] | None, request: Request, backend: Backend) -> Mapping[str, Any] | None:
+        """The `_meta` a server gets with a call: the surface's, plus the log level it should send at
+        (a 2026-07-28 server sends log messages only to a request that asks for them)."""
+        if not backend.modern:
+            return meta
+        # A 2026-07-28 client opts in per request; a session-era one gets every level unless it set one.
+        level = request.log_level if request.caller.era == "stateless" else (self.log_level or "debug")
+        if level is None:
+            return meta
+        return {LOG_LEVEL_META_KEY: level, **(meta or {})}
 
     def _internal_uris(self, target: Target, arguments: dict[str, Any] | None) -> dict[str, Any] | None:
         """Arguments whose schema marks them as URIs, given in the exposed form, as the server knows them."""
@@ -273,32 +363,47 @@ class CallPath:
 
     # --- resources and prompts ------------------------------------------------------------------
 
-    async def read_resource(self, request: Request, target: Target) -> types.ReadResourceResult:
+    async def read_resource(
+        self, request: Request, target: Target
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         """Read a resource; the contents name the URIs the client can read again (the exposed ones)."""
 
-        async def read(backend: Backend) -> types.ReadResourceResult:
-            result = await backend.request("resources/read", lambda session: session.read_resource(target.name))
+        def send(session: ClientSession, serving: Request, extra: dict[str, Any]) -> Awaitable[Any]:
+            meta = self._meta(None, request, backend)
+            return session.read_resource(target.name, allow_input_required=True, meta=meta, **extra)
+
+        async def read(backend_: Backend) -> Any:
+            result = await self._exchange(request, backend_, "resources/read", send)
+            if isinstance(result, types.InputRequiredResult):
+                return result
             contents = [
                 item.model_copy(update={"uri": self._catalog.exposed_uri(target.server, item.uri)})
                 for item in result.contents
             ]
             return result.model_copy(update={"contents": contents})
 
+        backend = self.backend(target.server, request)
         return await self._run("resource", request, target, read)
 
     async def get_prompt(
         self, request: Request, target: Target, arguments: dict[str, str] | None
-    ) -> types.GetPromptResult:
-        async def get(backend: Backend) -> types.GetPromptResult:
-            result = await backend.request("prompts/get", lambda session: session.get_prompt(target.name, arguments))
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        def send(session: ClientSession, serving: Request, extra: dict[str, Any]) -> Awaitable[Any]:
+            meta = self._meta(None, request, backend)
+            return session.get_prompt(target.name, arguments, allow_input_required=True, meta=meta, **extra)
+
+        async def get(backend_: Backend) -> Any:
+            result = await self._exchange(request, backend_, "prompts/get", send)
+            if isinstance(result, types.InputRequiredResult):
+                return result
+            exposed = self._exposer(target)
             messages = []
             for message in result.messages:
-                content = with_exposed_uris(
-                    [message.content], lambda uri: self._catalog.exposed_uri(target.server, uri)
-                )
+                content = with_exposed_uris([message.content], exposed)
                 messages.append(message if content is None else message.model_copy(update={"content": content[0]}))
             return result.model_copy(update={"messages": messages})
 
+        backend = self.backend(target.server, request)
         return await self._run("prompt", request, target, get, arguments)
 
     async def complete(
@@ -321,9 +426,10 @@ class CallPath:
                 if isinstance(ref, types.PromptReference)
                 else types.ResourceTemplateReference(uri=target.name)
             )
-            return await backend.request(
-                "completion/complete", lambda session: session.complete(original, argument, context)
-            )
+            with backend.serving(request):
+                return await backend.request(
+                    "completion/complete", lambda session: session.complete(original, argument, context)
+                )
 
         named: CallKind = "prompt" if isinstance(ref, types.PromptReference) else "resource"
         return await self._run("completion", request, target, complete, argument, checked_as=named)
@@ -344,9 +450,7 @@ class CallPath:
         if policy is not None:
             self._admit(policy, request, kind, target, started, arguments, checked_as)
         try:
-            backend = self.backend(target.server, request)
-            with backend.serving(request):
-                result = await work(backend)
+            result = await work(self.backend(target.server, request))
         except ManifoldError as exc:
             if self._observers:
                 error = self._scrub(target.server, str(exc))
@@ -370,6 +474,16 @@ class CallPath:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
                 logger.exception("call observer failed")
+
+
+def _askable(request: Request) -> dict[str, Any]:
+    """What a server may ask `request`'s client for, as 2026-07-28 capabilities: the gateway relays such
+    questions to the client in its own era (input_required, or a request in its session)."""
+    capabilities = request.caller.capabilities
+    if capabilities is None:
+        return {}
+    dumped = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return {ask: dumped[ask] for ask in request.caller.asks if ask in dumped}
 
 
 def _json_size(value: Any) -> int | None:

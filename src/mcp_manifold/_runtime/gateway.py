@@ -31,7 +31,7 @@ from mcp_manifold._core.clients import NO_ASKS, Ask, Caller, Request
 from mcp_manifold._core.limits import PrincipalLimits
 from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.result_cache import ResultCache
-from mcp_manifold._core.results import SpillPolicy, tool_error
+from mcp_manifold._core.results import SpillPolicy, ToolAnswer, tool_error
 from mcp_manifold._core.router import Target
 from mcp_manifold._core.status import BackendStatus
 from mcp_manifold._core.suggestions import did_you_mean
@@ -46,6 +46,7 @@ from mcp_manifold._runtime.call_path import CallPath
 from mcp_manifold._runtime.catalog_sync import CatalogSync
 from mcp_manifold._runtime.client_sessions import ClientSessions
 from mcp_manifold._runtime.health import HealthMonitor
+from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.pin_store import PinStore
@@ -109,6 +110,7 @@ class Gateway:
         self.spill = SpillStore(
             spill_base, ttl=self._settings.spill_ttl, allowed_dirs=self._settings.spill_allowed_dirs
         )
+        self.held_calls = HeldCalls(self._settings.held_call_timeout)
         self.calls = CallPath(
             self.pool,
             self.client_sessions,
@@ -118,6 +120,7 @@ class Gateway:
             SpillPolicy(
                 threshold=self._settings.spill_threshold, toon=self._settings.toon, ttl=self._settings.spill_ttl
             ),
+            self.held_calls,
         )
         self.access = Access(
             lambda: self.config,
@@ -136,6 +139,8 @@ class Gateway:
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._eager: list[str] = []  # eager servers waiting for the client of a stdio gateway
+        self.stateless_requests = 0  # requests of 2026-07-28 clients so far
+        self.last_stateless_request: float | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -155,6 +160,7 @@ class Gateway:
             self.sync.attach(task_group)
             await task_group.start(self.back_channel.run)
             await task_group.start(self.client_sessions.run)
+            await task_group.start(self.held_calls.run)
             task_group.start_soon(sweep_periodically, self.spill)
             # Health pings watch running backends, configured and added at run time.
             task_group.start_soon(self.health.run, self.pool.all_backends)
@@ -267,6 +273,14 @@ class Gateway:
         if self._eager and self._task_group is not None:
             eager, self._eager = self._eager, []
             self._task_group.start_soon(self.sync.refresh, eager)
+
+    def stateless_request(self, caller: Caller) -> None:
+        """A 2026-07-28 client made a request (counted for `manifold servers`; it has no session to track)."""
+        self.stateless_requests += 1
+        self.last_stateless_request = time.time()
+        if self.single_client and self._sole is None:
+            self._sole = caller  # over stdio, the one client whatever its era; its capabilities ride each request
+            self.back_channel.sole_client(caller)
 
     async def roots_changed(self, caller: Caller) -> None:
         """A client's roots changed: tell the servers whose sessions it is the client of."""
@@ -382,7 +396,7 @@ class Gateway:
                 tools.setdefault(tool.name, tool)
         return list(tools.values())
 
-    async def call_tool_by_name(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool_by_name(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         """A client's `tools/call`: the surface that owns `name` answers; every failure is a tool error.
 
         A name no surface owns is a tool error too, as a server answers for a tool it does not have (and
@@ -463,10 +477,15 @@ class Gateway:
         return next((t for s in surfaces if (t := s.completion_target(request, ref)) is not None), None)
 
     async def subscribe(self, request: Request, uri: str) -> None:
-        """Subscribe the client to a catalog resource; the backend is told on the first subscription."""
+        """Subscribe the client to a catalog resource; the server is told on the first subscription."""
         await self._needs_catalog(request)
         route = self.view(request).route_resource(uri)
         backend = self.calls.backend(route.server)
+        await backend.session()
+        if backend.modern:
+            self.back_channel.subscribe(request.caller, uri)
+            backend.listen_to(self._subscribed_uris(route.server))  # a 2026-07-28 server is asked on its listen stream
+            return
         with no_deprecation_warnings():
             await backend.request("resources/subscribe", lambda session: session.subscribe_resource(route.original))
         self.back_channel.subscribe(request.caller, uri)
@@ -477,6 +496,9 @@ class Gateway:
         try:
             route = self._catalog.route_resource(uri)
             backend = self.calls.backend(route.server)
+            if backend.modern:
+                backend.listen_to(self._subscribed_uris(route.server))
+                return
             with no_deprecation_warnings():
                 await backend.request(
                     "resources/unsubscribe", lambda session: session.unsubscribe_resource(route.original)
@@ -484,10 +506,23 @@ class Gateway:
         except ManifoldError as exc:
             logger.debug("could not unsubscribe %s: %s", uri, exc)
 
+    def _subscribed_uris(self, server: str) -> set[str]:
+        """The resources of `server` some client is subscribed to, as the server knows them."""
+        subscribed = set()
+        for uri in self.back_channel.subscribed():
+            route = self._catalog.route_resource(uri)
+            if route.server == server:
+                subscribed.add(route.original)
+        return subscribed
+
     async def set_logging_level(self, level: types.LoggingLevel) -> None:
-        """Pass the client's log level on to every running backend that logs (hub instances too)."""
+        """Pass a session-era client's log level on to every running server that logs (hub instances too).
+
+        A 2026-07-28 server has no logging/setLevel: it gets the level with each request instead.
+        """
+        self.calls.log_level = level
         for backend in self.pool.all_backends():
-            if backend.state == "ready":
+            if backend.state == "ready" and not backend.modern:
                 try:
                     with no_deprecation_warnings():
                         await backend.request("logging/setLevel", lambda session: session.set_logging_level(level))

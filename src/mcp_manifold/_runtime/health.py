@@ -106,7 +106,7 @@ class HealthMonitor:
                 # answers initialize about as fast as a ping, so a hung one is found out as fast.
                 initialize = self.settings.ping_timeout if running_elsewhere else self.settings.init_timeout
                 with anyio.fail_after(initialize + self.settings.ping_timeout):
-                    await backend.request("ping", lambda session: session.send_ping())
+                    await backend.ping()
             except (ManifoldError, TimeoutError) as exc:
                 reason = str(exc) or "timed out"
                 self._change(backend.name, health, lambda now: health.failed(now, reason))
@@ -124,7 +124,7 @@ class HealthMonitor:
             return
         try:
             with anyio.fail_after(self.settings.ping_timeout):
-                await backend.request("ping", lambda session: session.send_ping())
+                await backend.ping()
         except TimeoutError:
             reason = f"no answer to ping within {self.settings.ping_timeout:g}s"
             self._change(backend.name, health, lambda now: health.failed(now, reason))

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mcp_manifold._core.catalog_view import CatalogView
     from mcp_manifold._core.listing import Listing
     from mcp_manifold._core.reading import ReadAnswer
+    from mcp_manifold._core.results import ToolAnswer
     from mcp_manifold._core.router import Target, ToolCall
     from mcp_manifold._core.status import BackendStatus
 
@@ -112,7 +113,7 @@ class StateFile(Protocol):
 class Calls(Protocol):
     """The one call path (runtime/call_path.py): how a surface reaches a backend's tools, resources and prompts."""
 
-    async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult: ...
+    async def call_tool(self, request: Request, call: ToolCall) -> ToolAnswer: ...
 
     async def read_resource(self, request: Request, target: Target) -> types.ReadResourceResult: ...
 
@@ -218,7 +219,7 @@ class Surface:
     def owns_tool(self, request: Request, name: str) -> bool:
         return False
 
-    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         raise NotImplementedError
 
     # --- resources ---

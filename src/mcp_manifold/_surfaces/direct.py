@@ -11,6 +11,7 @@ from typing import Any
 import mcp_types as types
 
 from mcp_manifold._core.clients import Request
+from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import (
     Target,
     ToolCall,
@@ -31,7 +32,7 @@ class DirectSurface(Surface):
     def owns_tool(self, request: Request, name: str) -> bool:
         return self.host.view(request).has_tool(name)
 
-    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         target = tool_target(self.host.view(request), name, self.name)
         return await self.host.calls.call_tool(request, ToolCall(target, arguments))
 

@@ -25,6 +25,7 @@ from mcp_manifold._core.catalog import ToolEntry
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.profiles import for_profile
+from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import InvalidRequest, NotFound
@@ -92,16 +93,24 @@ class RetrieveSurface(Surface):
     def dynamic(self) -> bool:
         return self.host.settings.routing == "dynamic"
 
+    def _registers(self, request: Request) -> bool:
+        """Whether a search adds tools to this client's list: dynamic routing, for a session-era client.
+
+        A 2026-07-28 client has no session to hold them, and its lists may not change as a side effect
+        of its calls (SEP-2567): it gets what call_tool routing gives, and the answer says why.
+        """
+        return self.dynamic and request.caller.era == "session"
+
     # --- what the client sees --------------------------------------------------------------
 
     def reserved_tool_names(self) -> list[str]:
-        return [RETRIEVE] if self.dynamic else [RETRIEVE, CALL]
+        return [RETRIEVE, CALL]  # call_tool too in dynamic routing: 2026-07-28 clients call through it
 
-    def _own_tools(self, view: CatalogView) -> list[types.Tool]:
+    def _own_tools(self, request: Request, view: CatalogView) -> list[types.Tool]:
         top_k = self.host.settings.search_top_k
         retrieve = types.Tool(
             name=RETRIEVE,
-            description=self._retrieve_description(view),
+            description=self._retrieve_description(self._registers(request), view),
             input_schema={
                 "type": "object",
                 "properties": {
@@ -112,7 +121,7 @@ class RetrieveSurface(Surface):
                 "required": ["query"],
             },
         )
-        if self.dynamic:
+        if self._registers(request):
             return [retrieve]
         call = types.Tool(
             name=CALL,
@@ -125,8 +134,8 @@ class RetrieveSurface(Surface):
         )
         return [retrieve, call]
 
-    def _retrieve_description(self, view: CatalogView) -> str:
-        verb = "registers the best matches as tools you can then call" if self.dynamic else f"then use {CALL}"
+    def _retrieve_description(self, registers: bool, view: CatalogView) -> str:
+        verb = "registers the best matches as tools you can then call" if registers else f"then use {CALL}"
         counts: dict[str, int] = {}
         for entry in view.tool_entries():
             counts[entry.server] = counts.get(entry.server, 0) + 1
@@ -142,8 +151,8 @@ class RetrieveSurface(Surface):
 
     def list_tools(self, request: Request) -> list[types.Tool]:
         view = self.host.view(request)
-        tools = self._own_tools(view)
-        if self.dynamic:
+        tools = self._own_tools(request, view)
+        if self._registers(request):
             # A registered tool quarantined since (or no longer allowed) leaves the list.
             tools += [
                 registered.entry.exposed for name, registered in self._pool(request).items() if view.has_tool(name)
@@ -151,11 +160,11 @@ class RetrieveSurface(Surface):
         return tools
 
     def owns_tool(self, request: Request, name: str) -> bool:
-        if name == RETRIEVE or (name == CALL and not self.dynamic):
+        if name == RETRIEVE or (name == CALL and not self._registers(request)):
             return True
-        return self.dynamic and name in self._pool(request) and self.host.view(request).has_tool(name)
+        return self._registers(request) and name in self._pool(request) and self.host.view(request).has_tool(name)
 
-    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         if name == RETRIEVE:
             return await self._retrieve(request, arguments)
         if name == CALL:
@@ -173,10 +182,12 @@ class RetrieveSurface(Surface):
         limit = arguments.get("limit", self.host.settings.search_top_k)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 50:
             raise InvalidRequest(f"'limit' must be an integer from 1 to 50, got {limit!r}")
-        include_schema = bool(arguments.get("include_schema", False))
+        registers = self._registers(request)
+        # A 2026-07-28 client of dynamic routing expected tools in its list: it gets their schemas instead.
+        include_schema = bool(arguments.get("include_schema", False)) or (self.dynamic and not registers)
         await self.host.ensure_catalog(request)
         matches = await self.host.view(request).search(query, limit=limit)
-        if self.dynamic:
+        if registers:
             await self._register(request, matches)
         if not matches:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"No tools match {query!r}.")])
@@ -189,11 +200,16 @@ class RetrieveSurface(Surface):
             if include_schema:
                 line += f"\n  schema: {json.dumps(entry.exposed.input_schema, separators=(',', ':'))}"
             lines.append(line)
-        how = "They are now registered as tools." if self.dynamic else f"Call one with {CALL}(name, args)."
+        how = "They are now registered as tools." if registers else f"Call one with {CALL}(name, args)."
         lines.append(f"({how} * = required)")
+        if self.dynamic and not registers:
+            lines.append(
+                f"(This client speaks MCP 2026-07-28, where a search cannot add tools to your list: call them "
+                f"with {CALL}.)"
+            )
         return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(lines))])
 
-    async def _call(self, request: Request, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _call(self, request: Request, arguments: dict[str, Any]) -> ToolAnswer:
         name = arguments.get("name")
         args = arguments.get("args", {})
         if not isinstance(name, str) or not name:

@@ -20,7 +20,7 @@ from mcp_manifold._core.catalog import ToolEntry
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.reading import DEFAULT_READ_LINES, READ_OPS
-from mcp_manifold._core.results import SpillPolicy, content_size, estimate_tokens, render_result
+from mcp_manifold._core.results import SpillPolicy, ToolAnswer, content_size, estimate_tokens, render_result
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.suggestions import did_you_mean
 from mcp_manifold._errors import InvalidRequest, NotFound
@@ -83,7 +83,7 @@ class DispatchSurface(Surface):
     def owns_tool(self, request: Request, name: str) -> bool:
         return name == TOOL_NAME
 
-    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         action = _Action.parse(arguments)
         view = self.host.view(request)
         if action.action == "list":
@@ -203,7 +203,7 @@ class DispatchSurface(Surface):
 
     # --- call --------------------------------------------------------------------------------
 
-    async def _call(self, request: Request, action: _Action, view: CatalogView) -> types.CallToolResult:
+    async def _call(self, request: Request, action: _Action, view: CatalogView) -> ToolAnswer:
         tool = action.string("tool")
         if tool is None or not tool:
             raise InvalidRequest("action 'call' needs 'tool': a tool name from action 'list' or 'search'")
@@ -233,6 +233,8 @@ class DispatchSurface(Surface):
             meta = {key: value for key, value in meta.items() if key != "progressToken"}
         target = Target(server, original, entry.name if entry is not None else original, self.name)
         result = await self.host.calls.call_tool(request, ToolCall(target, arguments, meta, spill))
+        if isinstance(result, types.InputRequiredResult):
+            return result  # the client answers the server's questions and calls proxy-dispatch again
         facts: dict[str, Any] = {"action": "call", "tool": original, "connection": self._alias(server)}
         if arguments_file is not None:
             facts["arguments"] = {"_fromFile": str(arguments_file)}

@@ -9,6 +9,11 @@ so) and its calls go there, with progress, logs and cancellation passed through.
 released when the client goes away (hang-up or `session_idle_timeout`), so two HTTP clients never see
 each other's instance.
 
+A 2026-07-28 client has no session to bind: `instances_connect` tells it so and shows the instance's
+tools, which it calls with `instances_call(instance_id, tool, arguments)`; or it uses the instance's
+own endpoint, `/mcp/instances/<instance_id>`, whose lists are that instance's (lists may vary by
+address, never by what a client did before). Session-era clients can use both too.
+
 Each instance has one gateway-side connection, shared by the sessions bound to it and watched by the
 gateway's health monitor: a dead instance gives its sessions a clear error and a log message, and
 they pick up where they were when it comes back.
@@ -23,10 +28,14 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._core.arguments import object_argument
 from mcp_manifold._core.catalog import Kind
+from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
+from mcp_manifold._core.suggestions import did_you_mean
 from mcp_manifold._errors import BackendUnavailable, InvalidRequest, NotFound
 from mcp_manifold._surfaces.base import Host, Instances, InstanceView, Surface
 
@@ -35,7 +44,8 @@ logger = logging.getLogger(__name__)
 LIST = "instances_list"
 CONNECT = "instances_connect"
 DISCONNECT = "instances_disconnect"
-HUB_TOOL_NAMES = (LIST, CONNECT, DISCONNECT)
+CALL = "instances_call"
+HUB_TOOL_NAMES = (LIST, CONNECT, DISCONNECT, CALL)
 _BOUND = "hub.instance"  # client state: the id of the instance this client is connected to
 _RELEASE = "hub.release_registered"
 _ALL_KINDS: set[Kind] = {"tools", "resources", "prompts"}
@@ -65,6 +75,19 @@ def hub_tools() -> list[types.Tool]:
             name=DISCONNECT,
             description="Disconnect this session from its instance; its tools leave your list.",
             input_schema=no_arguments,
+        ),
+        types.Tool(
+            name=CALL,
+            description=f"Call one tool of an instance without connecting to it ({CONNECT} shows its tools).",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "instance_id": {"type": "string", "description": f"An id from {LIST}."},
+                    "tool": {"type": "string", "description": "The instance's tool."},
+                    "arguments": {"type": "object", "default": {}, "description": "The tool's arguments."},
+                },
+                "required": ["instance_id", "tool"],
+            },
         ),
     ]
 
@@ -113,7 +136,7 @@ class HubSurface(Surface):
 
     def unknown_tool_hint(self, request: Request, name: str) -> str | None:
         # A name nobody knows: answer it with how to connect rather than a bare "unknown tool".
-        bound = request.caller.state.get(_BOUND)
+        bound = _bound(request)
         if bound is None:
             return f"this session is not connected to an instance. {_HOW_TO}"
         instance = self.registry.get(bound)
@@ -123,13 +146,15 @@ class HubSurface(Surface):
         tools = ", ".join(tool.name for tool in listing.tools) if listing else "unknown"
         return f"{instance.label()} has no such tool (its tools: {tools}). {CONNECT} switches to another instance."
 
-    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         if name == LIST:
             return await self._list_instances(request)
         if name == CONNECT:
             return await self._connect(request, arguments)
         if name == DISCONNECT:
             return await self._disconnect(request)
+        if name == CALL:
+            return await self._call_on(request, arguments)
         instance = await self._usable(request)
         target = Target(instance.id, name, name, self.name)
         result = await self.host.calls.call_tool(request, ToolCall(target, arguments))
@@ -167,7 +192,7 @@ class HubSurface(Surface):
     def completion_target(
         self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
     ) -> Target | None:
-        bound = request.caller.state.get(_BOUND)
+        bound = _bound(request)
         listing = self._bound_listing(request)
         if bound is None or listing is None:
             return None
@@ -180,7 +205,7 @@ class HubSurface(Surface):
 
     async def _list_instances(self, request: Request) -> types.CallToolResult:
         await self.registry.scan()
-        bound = request.caller.state.get(_BOUND)
+        bound = _bound(request)
         view = self.host.view(request)
         rows = [
             self._describe(instance, bound)
@@ -204,28 +229,47 @@ class HubSurface(Surface):
         instance_id = arguments.get("instance_id")
         if not isinstance(instance_id, str) or not instance_id.strip():
             raise InvalidRequest(f"{CONNECT} needs 'instance_id': a string id from {LIST}")
-        instance_id = instance_id.strip()
-        await self.registry.scan()
+        pinned = request.endpoint.get("instance_id")
+        if pinned is not None:
+            raise InvalidRequest(f"this address serves instance {pinned!r} only; connect through the hub's own address")
         view = self.host.view(request)
+        instance = await self._known(instance_id.strip(), view)
+        await self._ensure_connected(instance)
+        listing = view.listing(instance.id, await self.registry.relist(instance))
+        summary = (
+            f"{len(listing.tools)} tool(s) ({', '.join(tool.name for tool in listing.tools) or 'none'}), "
+            f"{len(listing.resources) + len(listing.templates)} resource(s), {len(listing.prompts)} prompt(s)"
+        )
+        if request.caller.era == "stateless":
+            # No session to bind: the tools, and how to reach them, are the answer.
+            text = (
+                f"{instance.label()} has {summary}. This client speaks MCP 2026-07-28, which keeps no session, so "
+                f"connecting cannot add them to your list: call them with {CALL}(instance_id={instance.id!r}, tool, "
+                f"arguments), or use the address /mcp/instances/{instance.id}, whose lists are this instance's.\n"
+                + _tools_with_schemas(listing)
+            )
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        if request.caller.state.get(_BOUND) != instance.id:  # connecting again changes no list
+            self._bind(request.caller, instance.id)
+            await self.host.notify_list_changed(_ALL_KINDS, request.caller)
+        text = f"Connected to {instance.label()}: {summary}. They are in your lists now; {DISCONNECT} removes them."
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+    async def _known(self, instance_id: str, view: CatalogView) -> Any:
+        """The instance by its id, among those the caller's profile may use (the others are unknown to it)."""
+        await self.registry.scan()
         instance = self.registry.get(instance_id) if view.may_use_server(instance_id) else None
         if instance is None:
             known = ", ".join(sorted(i for i in self.registry.instances if view.may_use_server(i))) or "none"
             raise NotFound(f"unknown instance {instance_id!r}; known instances: {known}. {LIST} shows them all.")
-        await self._ensure_connected(instance)
-        listing = view.listing(instance.id, await self.registry.relist(instance))
-        self._bind(request.caller, instance.id)
-        await self.host.notify_list_changed(_ALL_KINDS, request.caller)
-        names = ", ".join(tool.name for tool in listing.tools) or "none"
-        text = (
-            f"Connected to {instance.label()}: {len(listing.tools)} tool(s) ({names}), "
-            f"{len(listing.resources) + len(listing.templates)} resource(s), {len(listing.prompts)} prompt(s). "
-            f"They are in your lists now; {DISCONNECT} removes them."
-        )
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        return instance
 
     async def _disconnect(self, request: Request) -> types.CallToolResult:
+        pinned = request.endpoint.get("instance_id")
         bound = request.caller.state.get(_BOUND)
-        if bound is None:
+        if pinned is not None:
+            text = f"This address serves instance {pinned!r} only; use the hub's own address to leave it."
+        elif bound is None:
             text = "This session is not connected to an instance."
         else:
             self._unbind(request.caller)
@@ -233,11 +277,31 @@ class HubSurface(Surface):
             text = f"Disconnected from instance {bound!r}; its tools are no longer in your list."
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
+    async def _call_on(self, request: Request, arguments: dict[str, Any]) -> ToolAnswer:
+        instance_id, tool = arguments.get("instance_id"), arguments.get("tool")
+        if not isinstance(instance_id, str) or not instance_id.strip():
+            raise InvalidRequest(f"{CALL} needs 'instance_id': a string id from {LIST}")
+        if not isinstance(tool, str) or not tool:
+            raise InvalidRequest(f"{CALL} needs 'tool': one of the instance's tools ({CONNECT} shows them)")
+        args = object_argument(arguments.get("arguments") or {}, "arguments")
+        view = self.host.view(request)
+        instance = await self._ready(await self._known(instance_id.strip(), view))
+        listing = view.listing(instance.id, instance.listing or await self.registry.relist(instance))
+        if listing.tool(tool) is None:
+            names = [t.name for t in listing.tools]
+            raise NotFound(
+                f"{instance.label()} has no tool {tool!r}{did_you_mean(tool, names)} (its tools: {', '.join(names)})"
+            )
+        target = Target(instance.id, tool, tool, self.name)
+        result = await self.host.calls.call_tool(request, ToolCall(target, args))
+        self.registry.after_call(instance)
+        return result
+
     # --- sessions ----------------------------------------------------------------------------
 
     def _bound_listing(self, request: Request) -> Listing | None:
         """What the client may see of the instance it is connected to (its profile, the pins)."""
-        instance = self.registry.get(request.caller.state.get(_BOUND) or "")
+        instance = self.registry.get(_bound(request) or "")
         return self._visible(request, instance) if instance is not None else None
 
     def _visible(self, request: Request, instance: InstanceView) -> Listing | None:
@@ -262,12 +326,16 @@ class HubSurface(Surface):
 
     async def _usable(self, request: Request) -> Any:
         """The client's instance, ready for a request, or a ManifoldError saying why not."""
-        bound = request.caller.state.get(_BOUND)
+        bound = _bound(request)
         if bound is None:
             raise NotFound(f"this session is not connected to an instance. {_HOW_TO}")
         instance = self.registry.get(bound)
         if instance is None:
             raise BackendUnavailable(bound, self._gone_message(bound))
+        return await self._ready(instance)
+
+    async def _ready(self, instance: Any) -> Any:
+        """`instance`, connected, or a ManifoldError saying why it cannot take a request now."""
         problem = self.registry.unusable(instance)
         if problem is not None:
             raise BackendUnavailable(
@@ -321,3 +389,18 @@ class HubSurface(Surface):
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None:
         await self._notify_sessions(instance_id, level, data, logger_name)
+
+
+def _bound(request: Request) -> str | None:
+    """The instance a request is for: the one its address names, else the one its session connected to."""
+    return request.endpoint.get("instance_id") or request.caller.state.get(_BOUND)
+
+
+def _tools_with_schemas(listing: Listing) -> str:
+    """One line per tool: name, what it does, and its input schema (all a model needs to call it)."""
+    lines = []
+    for tool in listing.tools:
+        description = " ".join((tool.description or "").split())[:160]
+        schema = json.dumps(tool.input_schema, separators=(",", ":"))
+        lines.append(f"- {tool.name}: {description}\n  input: {schema}")
+    return "\n".join(lines) or "(no tools)"

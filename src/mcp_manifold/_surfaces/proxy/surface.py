@@ -16,6 +16,7 @@ import mcp_types as types
 
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
+from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall, completion_target, prompt_target, resource_target, tool_target
 from mcp_manifold._surfaces.base import Host, Surface, WireMiddleware
 from mcp_manifold._surfaces.proxy.tool import proxy_tool, run_proxy, wire_middleware
@@ -50,7 +51,7 @@ class ProxySurface(Surface):
         # The proxy shows the catalog's prompts and templates through its tool: their arguments complete.
         return completion_target(self.host.view(request), ref, self.name)
 
-    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         return await run_proxy(_CatalogTarget(self.host, request, self.name), arguments)
 
 

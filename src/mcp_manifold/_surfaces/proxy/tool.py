@@ -136,15 +136,20 @@ class ProxyTarget(Protocol):
     async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult: ...
 
 
-async def run_proxy(target: ProxyTarget, arguments: Mapping[str, Any]) -> types.CallToolResult:
-    """Validate and run one proxy tool call."""
+async def run_proxy(
+    target: ProxyTarget, arguments: Mapping[str, Any]
+) -> types.CallToolResult | types.InputRequiredResult:
+    """Validate and run one proxy tool call. A call whose server has questions for a 2026-07-28 client
+    answers `input_required` as the proxy's own result (the client calls the proxy again with answers)."""
     request = parse_request(arguments)
     if isinstance(request, BatchRequest):
         return await run_batch(target, request)
     return await run_operation(target, request)
 
 
-async def run_operation(target: ProxyTarget, op: ProxyOperation, *, progress: bool = True) -> types.CallToolResult:
+async def run_operation(
+    target: ProxyTarget, op: ProxyOperation, *, progress: bool = True
+) -> types.CallToolResult | types.InputRequiredResult:
     if op.action == "list":
         page, total = select(await listing(target, op.type), op)
         return query_result(op, page, total=total)
@@ -152,13 +157,16 @@ async def run_operation(target: ProxyTarget, op: ProxyOperation, *, progress: bo
     if op.action == "info":
         return query_result(op, find_item(await listing(target, op.type), op.type, op.path))
     if op.type == "tool":
-        return tool_call_result(op, await target.call_tool(op.path, op.args or {}, progress=progress))
+        called = await target.call_tool(op.path, op.args or {}, progress=progress)
+        return called if isinstance(called, types.InputRequiredResult) else tool_call_result(op, called)
     if op.type == "resource" and op.args:
         raise InvalidRequest("'args' is not used to read a resource: put everything in the URI ('path')")
     try:
         if op.type == "resource":
-            return resource_call_result(op, await target.read_resource(op.path))
-        return prompt_call_result(op, await target.get_prompt(op.path, prompt_arguments(op.args)))
+            read = await target.read_resource(op.path)
+            return read if isinstance(read, types.InputRequiredResult) else resource_call_result(op, read)
+        got = await target.get_prompt(op.path, prompt_arguments(op.args))
+        return got if isinstance(got, types.InputRequiredResult) else prompt_call_result(op, got)
     except (InvalidRequest, NotFound):
         raise  # the caller's mistake: a plain (unannotated) proxy error
     except ManifoldError as exc:
@@ -188,7 +196,10 @@ async def run_batch(target: ProxyTarget, batch: BatchRequest) -> types.CallToolR
             results[index] = error_result(op.message, op.raw)
             return
         try:
-            results[index] = await run_operation(target, op, progress=False)
+            done = await run_operation(target, op, progress=False)
+            if isinstance(done, types.InputRequiredResult):  # a batch has no way to call again with answers
+                done = error_result("the server has questions for the client, which a batch cannot answer", op)
+            results[index] = done
         except ManifoldError as exc:
             results[index] = error_result(str(exc), op, code=_server_code(exc))
         except Exception:

@@ -1,0 +1,249 @@
+"""Servers asking clients for input, across the two protocol eras.
+
+A session-era server asks in the middle of a call (`elicitation/create`, `sampling/createMessage`,
+`roots/list` sent to the client); a 2026-07-28 server cannot send requests, so it answers the call with
+`input_required` (the questions, and a `requestState`) and the client calls again with the answers.
+The gateway bridges the four pairings:
+
+- session-era client, session-era server: the question goes to the client (the back channel);
+- session-era client, 2026-07-28 server: the gateway asks the client, then calls the server again;
+- 2026-07-28 client, session-era server: the gateway holds the server's call and answers the client
+  `input_required`; the answers of the client's next call resume the held call;
+- 2026-07-28 client, 2026-07-28 server: the server's questions go to the client, the server's state
+  sealed inside the gateway's.
+
+The gateway's own `requestState` is plain JSON here; the front seals it (the SDK's
+`RequestStateBoundary`: encrypted, bound to the method, tool and arguments, expiring), so a client can
+neither read the server's state inside it nor forge one. A held call waits `held_call_timeout` seconds
+for its retry, then is cancelled on the server; a retry for a call the gateway does not hold (expired, or
+another gateway, or a restart) gets a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from pydantic import TypeAdapter, ValidationError
+
+from mcp_manifold._core.clients import Request, undeclared
+from mcp_manifold._errors import InvalidRequest, ManifoldError
+
+logger = logging.getLogger(__name__)
+
+MAX_ROUNDS = 10  # rounds of questions one call may need (the SDK's client gives up after as many)
+_STATE_VERSION = 1
+_REQUEST_TYPES = {"elicitation/create": types.ElicitRequest, "sampling/createMessage": types.CreateMessageRequest}
+_RESPONSE = TypeAdapter(types.InputResponse)
+
+
+# --- the gateway's request state ----------------------------------------------------------------------
+
+
+def backend_state(server: str, inner: str | None) -> str:
+    """The state of a call whose server answered input_required: its own state, kept for the retry."""
+    return json.dumps({"v": _STATE_VERSION, "kind": "backend", "server": server, "inner": inner})
+
+
+def held_state(held_id: str) -> str:
+    return json.dumps({"v": _STATE_VERSION, "kind": "held", "id": held_id})
+
+
+@dataclass(frozen=True)
+class State:
+    kind: str  # "backend" or "held"
+    server: str | None = None
+    inner: str | None = None
+    held_id: str | None = None
+
+
+def read_state(text: str | None) -> State | None:
+    """The gateway's state from a client's retry (already unsealed by the front), or None without one."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+        if data.get("v") != _STATE_VERSION or data.get("kind") not in ("backend", "held"):
+            raise ValueError("not the gateway's state")
+    except (ValueError, AttributeError, TypeError):
+        raise InvalidRequest("requestState is not one this gateway issued; call the tool again") from None
+    return State(data["kind"], data.get("server"), data.get("inner"), data.get("id"))
+
+
+def as_input_request(method: str, params: Any) -> types.InputRequest:
+    """A server's mid-call request as an `input_required` question."""
+    if method == "roots/list":
+        return types.ListRootsRequest()
+    return _REQUEST_TYPES[method](params=params)
+
+
+def as_response(method: str, raw: Any) -> Any:
+    """A client's answer (from a retry's `inputResponses`) as the result the server's request expects."""
+    try:
+        if method == "roots/list":
+            return types.ListRootsResult.model_validate(raw) if isinstance(raw, dict) else raw
+        return _RESPONSE.validate_python(raw) if isinstance(raw, dict) else raw
+    except ValidationError as exc:
+        raise InvalidRequest(f"the answer to {method} is not a valid result: {exc.errors()[0]['msg']}") from None
+
+
+# --- asking a session-era client for a 2026-07-28 server ----------------------------------------------
+
+
+async def answer_questions(request: Request, questions: dict[str, types.InputRequest]) -> dict[str, Any]:
+    """Put a 2026-07-28 server's questions to a session-era client, one by one; its answers, by key.
+
+    A question the client cannot answer (not declared, refused) ends the call with a clear error.
+    """
+    answers: dict[str, Any] = {}
+    for key, question in questions.items():
+        answer = await request.ask(question.method, getattr(question, "params", None))
+        if isinstance(answer, types.ErrorData):
+            raise ManifoldError(f"the server asked the client ({question.method}) and got no answer: {answer.message}")
+        answers[key] = answer
+    return answers
+
+
+# --- holding a session-era server's call for a 2026-07-28 client ----------------------------------------
+
+
+@dataclass
+class HeldCall:
+    """A server's call kept running while its client answers `input_required` and calls again."""
+
+    id: str
+    request: Request  # the latest client request of the call: where progress and logs go
+    done: anyio.Event = field(default_factory=anyio.Event)
+    asked: anyio.Event = field(default_factory=anyio.Event)
+    result: Any = None
+    failure: BaseException | None = None
+    questions: dict[str, tuple[str, Any]] = field(default_factory=dict)  # key -> (method, params), unanswered
+    answers: dict[str, anyio.Event] = field(default_factory=dict)
+    replies: dict[str, Any] = field(default_factory=dict)
+    touched: float = field(default_factory=time.monotonic)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    _keys: int = 0
+
+    async def ask(self, method: str, params: Any) -> Any:
+        """The server's question: park it until the client's next call answers it."""
+        refusal = undeclared(self.request.caller.capabilities, method)
+        if refusal is not None:
+            return refusal
+        self._keys += 1
+        key = f"q{self._keys}"
+        self.questions[key] = (method, params)
+        answered = self.answers[key] = anyio.Event()
+        self.asked.set()
+        await answered.wait()
+        return self.replies.pop(key)
+
+
+class HeldRequest(Request):
+    """The request a held call serves the server with: questions are parked; progress and logs go to
+    the client's latest request of the call."""
+
+    def __init__(self, held: HeldCall) -> None:
+        super().__init__(held.request.caller, held.request.meta)
+        self.held = held
+
+    @property
+    def wants_progress(self) -> bool:
+        return self.held.request.wants_progress
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        await self.held.request.progress(progress, total, message)
+
+    async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
+        await self.held.request.log(level, data, logger_name)
+
+    async def ask(self, method: str, params: Any) -> Any:
+        return await self.held.ask(method, params)
+
+
+class HeldCalls:
+    """The calls this gateway holds for 2026-07-28 clients, each waiting for the client's next call."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._held: dict[str, HeldCall] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the held calls until the gateway stops; give up on those whose client never called again."""
+        async with anyio.create_task_group() as task_group:
+            self._task_group = task_group
+            task_status.started()
+            while True:
+                await anyio.sleep(max(0.5, min(30.0, self.timeout / 4)))
+                deadline = time.monotonic() - self.timeout
+                for held in [
+                    held for held in self._held.values() if held.touched < deadline and not held.done.is_set()
+                ]:
+                    logger.info("gave up on held call %s: its client did not answer within %gs", held.id, self.timeout)
+                    self._held.pop(held.id, None)
+                    held.scope.cancel()
+
+    async def start(self, request: Request, work: Callable[[Request], Awaitable[Any]]) -> Any:
+        """Run `work` (the server's call) held: its result, or `input_required` with its first questions."""
+        if self._task_group is None:
+            raise ManifoldError("the gateway is not running")
+        held = HeldCall(secrets.token_urlsafe(12), request)
+        self._held[held.id] = held
+
+        async def run() -> None:
+            with held.scope:
+                try:
+                    held.result = await work(HeldRequest(held))
+                except BaseException as exc:
+                    held.failure = exc
+                    if not isinstance(exc, Exception):
+                        raise
+                finally:
+                    held.done.set()
+                    held.asked.set()
+
+        self._task_group.start_soon(run)
+        return await self._next(held)
+
+    async def resume(self, held_id: str | None, request: Request) -> Any:
+        """A client's retry: its answers to the held call's questions; the call's result, or more questions."""
+        held = self._held.get(held_id or "")
+        if held is None:
+            raise ManifoldError(
+                "the call these answers are for is no longer held by this gateway (the client took longer than "
+                f"{self.timeout:g}s, or the gateway restarted); call it again"
+            )
+        held.request = request
+        held.touched = time.monotonic()
+        responses = request.input_responses or {}
+        missing = [key for key in held.questions if key not in responses]
+        if missing:
+            raise InvalidRequest(
+                f"inputResponses has no answer for {', '.join(missing)}: answer every inputRequests key"
+            )
+        for key, (method, _params) in list(held.questions.items()):
+            held.replies[key] = as_response(method, responses[key])
+            del held.questions[key]
+            held.answers.pop(key).set()
+        return await self._next(held)
+
+    async def _next(self, held: HeldCall) -> Any:
+        """Wait for the held call to finish or to ask; answer with its result or its questions."""
+        held.asked = anyio.Event()
+        if not held.done.is_set() and not held.questions:
+            await held.asked.wait()
+        if held.questions and not held.done.is_set():
+            questions = {key: as_input_request(method, params) for key, (method, params) in held.questions.items()}
+            return types.InputRequiredResult(input_requests=questions, request_state=held_state(held.id))
+        self._held.pop(held.id, None)
+        if held.failure is not None:
+            raise held.failure
+        return held.result
