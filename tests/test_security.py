@@ -161,11 +161,11 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
 
 
 @asynccontextmanager
-async def connect(url: str, token: str | None) -> AsyncIterator[Client]:
+async def connect(url: str, token: str | None, mode: str = "legacy") -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else None
     async with (
         create_mcp_http_client(headers=headers) as http,
-        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
     ):
         yield client
 
@@ -324,6 +324,15 @@ async def test_three_clients_three_tool_sets_on_every_surface(shared: Shared) ->
     lines = audit(shared)
     assert {(line["principal"], line["profile"]) for line in lines} >= {("alice", "dev"), ("carol", "writer")}
     assert ("carol", "words_upper") not in {(line["principal"], line["name"]) for line in lines}
+
+
+async def test_a_2026_client_without_a_session_gets_its_profile_too(shared: Shared) -> None:
+    async with connect(shared.url, BOB_KEY, mode="2026-07-28") as bob:
+        assert await names(bob) & BACKEND_TOOLS == {"numbers_add", "numbers_multiply"}
+        assert "3" in text_of(await bob.call_tool("numbers_add", {"a": 1, "b": 2}))
+        assert (await refusal(bob, "kitchen_echo")).startswith("unknown tool 'kitchen_echo' for profile 'maths'")
+    calls = [line for line in audit(shared) if line["principal"] == "bob" and line["name"] == "numbers_add"]
+    assert calls and all(line["profile"] == "maths" for line in calls)
 
 
 async def test_a_changed_tool_is_quarantined_everywhere_until_approved(shared: Shared) -> None:
