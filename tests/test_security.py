@@ -306,7 +306,7 @@ async def test_three_clients_three_tool_sets_on_every_surface(shared: Shared) ->
 
         # hub: only the profile's instances, and their tools filtered
         instances = json.loads(text_of(await writer.call_tool("instances_list", {})))
-        assert [row["id"] for row in instances["instances"]] == ["words"]
+        assert [row["id"] for row in instances] == ["words"]
         refused_hub = await writer.call_tool("instances_connect", {"instance_id": "kitchen"})
         assert refused_hub.is_error and "unknown instance 'kitchen'" in text_of(refused_hub)
         assert "numbers" not in text_of(refused_hub)

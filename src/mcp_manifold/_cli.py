@@ -205,6 +205,9 @@ def _print_live(snapshots: list[dict[str, Any]], as_json: bool) -> None:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.get("started_at", 0)))
         title = f"gateway pid {snapshot['pid']}, serving since {since} (expose: {','.join(snapshot['expose'])})"
         out.print(_servers_table(title, snapshot["servers"], health=True))
+        clients = snapshot.get("clients")
+        if clients:
+            out.print(_clients_line(clients))
         if snapshot.get("instances"):
             table = Table(title="hub instances")
             for column in ("id", "name", "state", "sessions", "tools", "endpoint", "last error"):
@@ -217,9 +220,19 @@ def _print_live(snapshots: list[dict[str, Any]], as_json: bool) -> None:
             out.print(table)
 
 
+def _clients_line(clients: dict[str, Any]) -> str:
+    """The gateway's clients by protocol era: sessions now, and 2026-07-28 requests (which have none)."""
+    line = f"clients: {clients.get('sessions', 0)} in a session (2025-11-25 and before)"
+    count, last = clients.get("stateless_requests", 0), clients.get("last_stateless_request")
+    line += f"; {count} request(s) of 2026-07-28 clients"
+    if count and last:
+        line += f", the latest {max(0.0, time.time() - last):.0f}s ago"
+    return line
+
+
 def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = False) -> Table:
     table = Table(title=title)
-    columns = ["name", "transport", "state", *(["health"] if health else []), "breaker", "tools", "server"]
+    columns = ["name", "transport", "state", *(["health"] if health else []), "breaker", "tools", "server", "protocol"]
     for column in [*columns, "last error / stderr"]:
         table.add_column(column)
     for row in rows:
@@ -231,7 +244,13 @@ def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = Fal
         cells = [row["name"], row["transport"], f"[{color}]{state}[/{color}]"]
         if health:
             cells.append(row.get("health") or "")
-        cells += [_breaker_cell(row), str(row["tools"]), row.get("server_info") or "", detail]
+        cells += [
+            _breaker_cell(row),
+            str(row["tools"]),
+            row.get("server_info") or "",
+            row.get("protocol") or "",
+            detail,
+        ]
         table.add_row(*cells)
     return table
 

@@ -208,15 +208,16 @@ class CatalogView:
 
     # --- a hub instance's lists ----------------------------------------------------------------------
 
-    def listing(self, server: str, listing: Listing) -> Listing:
-        """What the caller may see of a backend listed outside the catalog (a hub instance), by the names shown."""
+    def listing(self, server: str, listing: Listing, original: Callable[[str], str] = str) -> Listing:
+        """What the caller may see of a backend listed outside the catalog (a hub instance): the profile judges
+        the names shown, the pins the backend's own (`original` maps one to the other)."""
         if self.unrestricted:
             return listing
         if not self.may_use_server(server):
             return Listing()
         return replace(
             listing,
-            tools=[tool for tool in listing.tools if self.may_use_tool(server, tool.name, tool.name)],
+            tools=[tool for tool in listing.tools if self.may_use_tool(server, tool.name, original(tool.name))],
             resources=[r for r in listing.resources if self._resource_visible(server, r.uri)],
             templates=[t for t in listing.templates if self._resource_visible(server, t.uri_template)],
             prompts=[p for p in listing.prompts if self._prompt_visible(server, p.name)],

@@ -512,6 +512,7 @@ class Backend:
             retry_in=max(0.0, retry) if retry is not None else None,
             breaker=self.breaker.state,
             breaker_retry_in=self.breaker.retry_in(),
+            protocol=self.protocol_version if self._session is not None else None,
         )
 
     # --- what the server initiates ------------------------------------------------------------

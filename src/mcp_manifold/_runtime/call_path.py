@@ -39,6 +39,7 @@ from mcp_manifold._core.results import (
     spill_if_due,
     tool_error,
     with_exposed_uris,
+    without_server_stamp,
 )
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._errors import (
@@ -315,6 +316,7 @@ class CallPath:
                 raise BackendRequestError(backend.name, backend.asks_mid_call(asked), exc.code) from exc
             finally:
                 requesting_client.reset(token)
+        result = without_server_stamp(result)
         if backend.modern and isinstance(result, types.CallToolResult) and result.is_error:
             asked = asked_without_back_channel(" ".join(getattr(block, "text", "") for block in result.content))
             if asked is not None:

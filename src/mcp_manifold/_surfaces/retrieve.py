@@ -128,7 +128,11 @@ class RetrieveSurface(Surface):
             description=f"Call a tool found with {RETRIEVE} by its name, with its arguments.",
             input_schema={
                 "type": "object",
-                "properties": {"name": {"type": "string"}, "args": {"type": "object", "default": {}}},
+                "properties": {
+                    "name": {"type": "string"},
+                    # Both, as it accepts both: a schema-strict client would refuse a JSON string.
+                    "args": {"anyOf": [{"type": "object"}, {"type": "string"}], "default": {}},
+                },
                 "required": ["name"],
             },
         )
@@ -187,20 +191,21 @@ class RetrieveSurface(Surface):
         include_schema = bool(arguments.get("include_schema", False)) or (self.dynamic and not registers)
         await self.host.ensure_catalog(request)
         matches = await self.host.view(request).search(query, limit=limit)
-        if registers:
-            await self._register(request, matches)
+        registration = await self._register(request, matches) if registers else {}
         if not matches:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"No tools match {query!r}.")])
         lines = []
         for match in matches:
             entry = match.entry
-            line = f"{entry.name} [{entry.server}] {match.score:.2f}: {short_description(entry.exposed.description)}"
+            status = f" ({registration[entry.name]})" if entry.name in registration else ""
+            line = f"{entry.name}{status} [{entry.server}] {match.score:.2f}: "
+            line += short_description(entry.exposed.description)
             params = parameter_summary(entry.exposed.input_schema or {})
             line += f"\n  args: {params or 'none'}"
             if include_schema:
                 line += f"\n  schema: {json.dumps(entry.exposed.input_schema, separators=(',', ':'))}"
             lines.append(line)
-        how = "They are now registered as tools." if registers else f"Call one with {CALL}(name, args)."
+        how = _registration_summary(registration) if registers else f"Call one with {CALL}(name, args)."
         lines.append(f"({how} * = required)")
         if self.dynamic and not registers:
             lines.append(
@@ -236,7 +241,9 @@ class RetrieveSurface(Surface):
     def _pool(self, request: Request) -> dict[str, _Registered]:
         return request.caller.state.setdefault(_POOL_KEY, {})
 
-    async def _register(self, request: Request, matches: list[Any]) -> None:
+    async def _register(self, request: Request, matches: list[Any]) -> dict[str, str]:
+        """Put the matches in the session's pool; each match's status: `newly registered`,
+        `already registered`, or `not registered` (the pool is full of better ones, `tools_limit`)."""
         pool = self._pool(request)
         now = time.monotonic()
         before = set(pool)
@@ -252,11 +259,30 @@ class RetrieveSurface(Surface):
             del pool[weakest]
         if set(pool) != before:
             await self.host.notify_list_changed({"tools"}, request.caller)
-            await self._run_list_changed_hook()
+            # For clients that ignore list_changed: the operator's command, after the notification and
+            # in the background (as smart-mcp-proxy runs it), so the answer never waits for it.
+            command = self.host.settings.list_changed_exec
+            if command:
+                self.host.start_command(command, timeout=self.host.settings.list_changed_exec_timeout)
+        return {
+            match.entry.name: NOT_REGISTERED
+            if match.entry.name not in pool
+            else ALREADY
+            if match.entry.name in before
+            else NEWLY
+            for match in matches
+        }
 
-    async def _run_list_changed_hook(self) -> None:
-        """For clients that ignore list_changed: run the configured command, bounded by a timeout."""
-        command = self.host.settings.list_changed_exec
-        if not command:
-            return
-        await self.host.run_command(command, timeout=self.host.settings.list_changed_exec_timeout)
+
+NEWLY, ALREADY, NOT_REGISTERED = "newly registered", "already registered", "not registered"
+
+
+def _registration_summary(registration: dict[str, str]) -> str:
+    """The last line of a dynamic answer: which matches became tools now and which already were."""
+    parts = []
+    for status, label in ((NEWLY, "Newly registered"), (ALREADY, "Already registered"), (NOT_REGISTERED, "Not")):
+        names = [name for name, said in registration.items() if said == status]
+        if names:
+            what = "registered (tools_limit reached)" if status == NOT_REGISTERED else "as tools"
+            parts.append(f"{label} {what}: {', '.join(names)}.")
+    return " ".join([*parts, "Call them by name."])

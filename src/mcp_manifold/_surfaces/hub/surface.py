@@ -156,7 +156,7 @@ class HubSurface(Surface):
         if name == CALL:
             return await self._call_on(request, arguments)
         instance = await self._usable(request)
-        target = Target(instance.id, name, name, self.name)
+        target = Target(instance.id, instance.original_tool(name), name, self.name)
         result = await self.host.calls.call_tool(request, ToolCall(target, arguments))
         self.registry.after_call(instance)
         return result
@@ -187,7 +187,8 @@ class HubSurface(Surface):
 
     async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         instance = await self._usable(request)
-        return await self.host.calls.get_prompt(request, Target(instance.id, name, name, self.name), arguments)
+        target = Target(instance.id, instance.original_prompt(name), name, self.name)
+        return await self.host.calls.get_prompt(request, target, arguments)
 
     def completion_target(
         self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
@@ -214,7 +215,8 @@ class HubSurface(Surface):
         ]
         if bound is not None and bound not in self.registry.instances:
             rows.append({"id": bound, "state": "gone", "connected": True, "last_error": self.registry.gone.get(bound)})
-        text = json.dumps({"instances": rows, "connected": bound}, indent=1)
+        # A bare array, as Brummer's `instances/list` (scripts read `.[0].id`); `connected` marks this session's.
+        text = json.dumps(rows, indent=1)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     def _describe(self, instance: InstanceView, bound: str | None) -> dict[str, Any]:
@@ -235,7 +237,7 @@ class HubSurface(Surface):
         view = self.host.view(request)
         instance = await self._known(instance_id.strip(), view)
         await self._ensure_connected(instance)
-        listing = view.listing(instance.id, await self.registry.relist(instance))
+        listing = view.listing(instance.id, await self.registry.relist(instance), instance.original_tool)
         summary = (
             f"{len(listing.tools)} tool(s) ({', '.join(tool.name for tool in listing.tools) or 'none'}), "
             f"{len(listing.resources) + len(listing.templates)} resource(s), {len(listing.prompts)} prompt(s)"
@@ -258,7 +260,14 @@ class HubSurface(Surface):
     async def _known(self, instance_id: str, view: CatalogView) -> Any:
         """The instance by its id, among those the caller's profile may use (the others are unknown to it)."""
         await self.registry.scan()
-        instance = self.registry.get(instance_id) if view.may_use_server(instance_id) else None
+        visible = view.may_use_server(instance_id)
+        instance = self.registry.get(instance_id) if visible else None
+        if instance is None and visible and instance_id in self.registry.skipped:
+            limit = self.host.settings.hub_max_instances
+            raise InvalidRequest(
+                f"instance {instance_id!r} is registered, but the hub already keeps its limit of {limit} "
+                f"discovered instances (hub_max_instances); it is not connected to. {LIST} shows those it keeps."
+            )
         if instance is None:
             known = ", ".join(sorted(i for i in self.registry.instances if view.may_use_server(i))) or "none"
             raise NotFound(f"unknown instance {instance_id!r}; known instances: {known}. {LIST} shows them all.")
@@ -286,13 +295,15 @@ class HubSurface(Surface):
         args = object_argument(arguments.get("arguments") or {}, "arguments")
         view = self.host.view(request)
         instance = await self._ready(await self._known(instance_id.strip(), view))
-        listing = view.listing(instance.id, instance.listing or await self.registry.relist(instance))
+        listing = view.listing(
+            instance.id, instance.listing or await self.registry.relist(instance), instance.original_tool
+        )
         if listing.tool(tool) is None:
             names = [t.name for t in listing.tools]
             raise NotFound(
                 f"{instance.label()} has no tool {tool!r}{did_you_mean(tool, names)} (its tools: {', '.join(names)})"
             )
-        target = Target(instance.id, tool, tool, self.name)
+        target = Target(instance.id, instance.original_tool(tool), tool, self.name)
         result = await self.host.calls.call_tool(request, ToolCall(target, args))
         self.registry.after_call(instance)
         return result
@@ -307,7 +318,7 @@ class HubSurface(Surface):
     def _visible(self, request: Request, instance: InstanceView) -> Listing | None:
         if instance.listing is None:
             return None
-        return self.host.view(request).listing(instance.id, instance.listing)
+        return self.host.view(request).listing(instance.id, instance.listing, instance.original_tool)
 
     def _bind(self, caller: Caller, instance_id: str) -> None:
         self._unbind(caller)
@@ -373,8 +384,7 @@ class HubSurface(Surface):
 
     async def instance_gone(self, instance_id: str, label: str, reason: str) -> None:
         await self._notify_sessions(instance_id, "warning", f"{label} went away: {reason}")
-        for caller in list(self._sessions.get(instance_id, ())):
-            await self.host.notify_list_changed(_ALL_KINDS, caller)
+        await self._lists_changed(instance_id)
 
     async def instance_dead(self, instance_id: str, label: str, reason: str) -> None:
         message = f"{label} is dead: {reason}. The hub keeps trying to reconnect."
@@ -384,8 +394,13 @@ class HubSurface(Surface):
         await self._notify_sessions(instance_id, "notice", f"{label} is back")
 
     async def listing_changed(self, instance_id: str) -> None:
+        await self._lists_changed(instance_id)
+
+    async def _lists_changed(self, instance_id: str) -> None:
+        # The sessions connected to it, and the listen streams (of /mcp/instances/<instance_id>, say).
         for caller in list(self._sessions.get(instance_id, ())):
             await self.host.notify_list_changed(_ALL_KINDS, caller)
+        await self.host.notify_listeners(_ALL_KINDS)
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None:
         await self._notify_sessions(instance_id, level, data, logger_name)
