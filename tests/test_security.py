@@ -434,3 +434,10 @@ async def _lacks(client: Client, name: str) -> bool:
 
 async def _has(client: Client, name: str) -> bool:
     return name in await names(client)
+
+
+async def test_a_2026_client_gets_private_lists(shared: Shared) -> None:
+    async with connect(shared.url, BOB_KEY, mode="2026-07-28") as bob:
+        # Lists vary by caller here, so no cache may hand bob's list to another access token.
+        assert (await bob.list_tools()).cache_scope == "private"
+        assert (await bob.list_resources()).cache_scope == "private"

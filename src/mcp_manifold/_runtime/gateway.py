@@ -205,12 +205,17 @@ class Gateway:
             self._search = CatalogSearch(self._catalog, self._settings)
         return self._search
 
+    @property
+    def secured(self) -> bool:
+        """Whether callers are told apart (authentication or profiles): then what one sees is not another's."""
+        return bool(self.config.profiles) or self.config.auth.enabled
+
     def instructions(self) -> str:
         """One line naming the servers behind the gateway (surfaces that hide tools describe them more).
 
         With profiles or authentication every client gets the same instructions, so they name no server.
         """
-        if self.config.profiles or self.config.auth.enabled:
+        if self.secured:
             return "mcp-manifold gateway: list the tools to see what you may use."
         names = [config.name for config in self.config.servers.values() if config.enabled]
         return f"mcp-manifold gateway in front of {len(names)} MCP server(s): {bounded_list(names, budget=200)}."
@@ -425,10 +430,11 @@ class Gateway:
 
         Fresh for a minute once every server has listed itself and none is failing (changes after that
         are announced on subscriptions/listen); immediately stale while the catalog is still filling in.
-        Private when a client may see its own list (servers with `session_scope: client`), else public.
+        Private when lists vary by caller: authentication or profiles (each caller sees its profile's, and a
+        list must not be served to another access token), or servers with `session_scope: client`; else public.
         """
         ttl_ms = LIST_TTL_MS if self.sync.settled() else 0
-        private = any(server.session_scope == "client" for server in self.config.servers.values())
+        private = self.secured or any(server.session_scope == "client" for server in self.config.servers.values())
         return ttl_ms, "private" if private else "public"
 
     async def list_tools(self, request: Request) -> list[types.Tool]:
