@@ -436,8 +436,25 @@ async def _has(client: Client, name: str) -> bool:
     return name in await names(client)
 
 
-async def test_a_2026_client_gets_private_lists(shared: Shared) -> None:
-    async with connect(shared.url, BOB_KEY, mode="2026-07-28") as bob:
+async def test_a_2026_client_gets_private_lists_and_listens_only_to_what_it_may_read(shared: Shared) -> None:
+    hidden, own = "kitchen+kitchen://text", "numbers+numbers://constants"
+    async with (
+        connect(shared.url, BOB_KEY, mode="2026-07-28") as bob,
+        connect(shared.url, ALICE_KEY, mode="2026-07-28") as alice,
+    ):
         # Lists vary by caller here, so no cache may hand bob's list to another access token.
         assert (await bob.list_tools()).cache_scope == "private"
         assert (await bob.list_resources()).cache_scope == "private"
+        async with (
+            bob.listen(tools_list_changed=True, resource_subscriptions=[hidden, own]) as bobs,
+            alice.listen(resource_subscriptions=[hidden]) as alices,
+        ):
+            assert bobs.honored.resource_subscriptions == [own]  # a hidden URI is left out like an unknown one
+            assert alices.honored.resource_subscriptions == [hidden]
+            await alice.call_tool("kitchen_touch", {"uri": "kitchen://text"})
+            with anyio.fail_after(15):
+                assert (await alices.__anext__()).uri == hidden  # type: ignore[attr-defined]
+            await alice.call_tool("kitchen_add_tool", {"name": "fresh"})  # a change every stream hears of
+            with anyio.fail_after(15):
+                event = await bobs.__anext__()
+        assert type(event).__name__ == "ToolsListChanged", event  # not the update of alice's resource
