@@ -335,6 +335,19 @@ async def test_a_2026_client_without_a_session_gets_its_profile_too(shared: Shar
     assert calls and all(line["profile"] == "maths" for line in calls)
 
 
+async def test_the_address_of_a_hidden_hub_instance_reads_like_a_missing_one(shared: Shared) -> None:
+    carol = shared.token(groups=["writers"])
+    seen = []
+    for instance in ("kitchen", "no_such_instance"):  # the writer profile may not use kitchen
+        async with connect(f"{shared.url}/instances/{instance}", carol, mode="2026-07-28") as writer:
+            listed = json.loads(text_of(await writer.call_tool("instances_list", {})))
+            rows = [(row["id"], row["connected"] and row["state"], row.get("last_error")) for row in listed]
+            answers = (await names(writer), await refusal(writer, "echo"), rows)
+            seen.append(json.loads(json.dumps(answers, default=sorted).replace(instance, "ID")))
+    assert seen[0] == seen[1]
+    assert "echo" not in seen[0][0] and "is gone" in seen[0][1]
+
+
 async def test_a_changed_tool_is_quarantined_everywhere_until_approved(shared: Shared) -> None:
     async with connect(shared.url, ALICE_KEY) as alice:
         assert text_of(await alice.call_tool("shifty_send", {"to": "bob", "body": "hi"})) == "sent to bob"

@@ -139,9 +139,9 @@ class HubSurface(Surface):
         bound = _bound(request)
         if bound is None:
             return f"this session is not connected to an instance. {_HOW_TO}"
-        instance = self.registry.get(bound)
+        instance = self._instance(request, bound)
         if instance is None:
-            return self._gone_message(bound)
+            return self._gone_message(request, bound)
         listing = self._visible(request, instance)
         tools = ", ".join(tool.name for tool in listing.tools) if listing else "unknown"
         return f"{instance.label()} has no such tool (its tools: {tools}). {CONNECT} switches to another instance."
@@ -213,8 +213,9 @@ class HubSurface(Surface):
             for instance in self.registry.instances.values()
             if view.may_use_server(instance.id)
         ]
-        if bound is not None and bound not in self.registry.instances:
-            rows.append({"id": bound, "state": "gone", "connected": True, "last_error": self.registry.gone.get(bound)})
+        if bound is not None and self._instance(request, bound) is None:
+            gone = self._gone_reason(request, bound)
+            rows.append({"id": bound, "state": "gone", "connected": True, "last_error": gone})
         # A bare array, as Brummer's `instances/list` (scripts read `.[0].id`); `connected` marks this session's.
         text = json.dumps(rows, indent=1)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
@@ -312,8 +313,19 @@ class HubSurface(Surface):
 
     def _bound_listing(self, request: Request) -> Listing | None:
         """What the client may see of the instance it is connected to (its profile, the pins)."""
-        instance = self.registry.get(_bound(request) or "")
+        instance = self._instance(request, _bound(request) or "")
         return self._visible(request, instance) if instance is not None else None
+
+    def _gone_reason(self, request: Request, instance_id: str) -> str | None:
+        """Why the instance went away, told only to a caller whose profile may use it."""
+        return self.registry.gone.get(instance_id) if self.host.view(request).may_use_server(instance_id) else None
+
+    def _instance(self, request: Request, instance_id: str) -> InstanceView | None:
+        """The instance, if the caller's profile may use it: one it may not is unknown to it, as a gone one is
+        (an address such as /mcp/instances/<id> can name any)."""
+        if not self.host.view(request).may_use_server(instance_id):
+            return None
+        return self.registry.get(instance_id)
 
     def _visible(self, request: Request, instance: InstanceView) -> Listing | None:
         if instance.listing is None:
@@ -340,9 +352,9 @@ class HubSurface(Surface):
         bound = _bound(request)
         if bound is None:
             raise NotFound(f"this session is not connected to an instance. {_HOW_TO}")
-        instance = self.registry.get(bound)
+        instance = self._instance(request, bound)
         if instance is None:
-            raise BackendUnavailable(bound, self._gone_message(bound))
+            raise BackendUnavailable(bound, self._gone_message(request, bound))
         return await self._ready(instance)
 
     async def _ready(self, instance: Any) -> Any:
@@ -366,8 +378,8 @@ class HubSurface(Surface):
                 raise
             raise BackendUnavailable(instance.id, f"{message}. {LIST} shows every instance.") from None
 
-    def _gone_message(self, instance_id: str) -> str:
-        reason = self.registry.gone.get(instance_id, "it is no longer registered")
+    def _gone_message(self, request: Request, instance_id: str) -> str:
+        reason = self._gone_reason(request, instance_id) or "it is no longer registered"
         return f"instance {instance_id!r} is gone ({reason}). {_HOW_TO}"
 
     async def _notify_sessions(
