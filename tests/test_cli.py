@@ -137,7 +137,7 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "spill_ttl": ("60", 60.0),
     "toon": ("true", True),
     "dispatch_response": ("lean", "lean"),
-    "search_embedder": ("hybrid", "hybrid"),
+    "search_embedder": ("bm25", "bm25"),
     "search_models": ("minilm", ["minilm"]),
     "search_top_k": ("3", 3),
     "tools_limit": ("4", 4),
@@ -172,7 +172,7 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "insecure_open_to_network": ("true", True),
 }
 # Settings that are only valid together with another one.
-SETTING_NEEDS: dict[str, tuple[str, str]] = {"search_models": ("search_embedder", "hybrid")}
+SETTING_NEEDS: dict[str, tuple[str, str]] = {}
 # Settings that are only valid with a section of the file (`profile` names one of `profiles`).
 SETTING_SECTIONS: dict[str, dict[str, Any]] = {"profile": {"profiles": {"readonly": {}}}}
 
@@ -244,7 +244,40 @@ def test_search_ranks_and_reports_the_index(write_config: Any) -> None:
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert answer["matches"][0]["name"] == "numbers_sqrt"
-    assert answer["index"]["tools"] == 53 and answer["index"]["embedder"] == "bm25"
+    # Hybrid is the default, answered by the bundled model without torch.
+    assert answer["index"]["tools"] == 53 and answer["index"]["embedder"] == "local:all-MiniLM-L6-v2@0.1.0"
+    assert answer["ranking"] == "hybrid" and "BM25 alone" not in result.stderr
+
+    bm25 = manifold("search", "square root", "--config", str(config), "--search-embedder", "bm25", "--json")
+    assert json.loads(bm25.stdout)["ranking"] == "bm25" and "BM25 alone" not in bm25.stderr
+
+
+def test_search_explains_where_a_tool_ranks_and_what_hid_it(write_config: Any) -> None:
+    config = write_config(
+        {
+            "numbers": server_entry("numbers.py"),
+            "words": server_entry("words.py", tools={"exclude": ["reverse*"]}),
+            "off": server_entry("numbers.py", enabled=False),
+        },
+        {"search_embedder": "bm25"},
+    )
+    shown = manifold("search", "add two numbers", "-n", "1", "--config", str(config), "--explain", "numbers_sqrt")
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "numbers_sqrt ranks " in text and "not shown (limit 1)" in text and "ranking: bm25" in text
+    assert "BM25 (words)" in text and "shown instead: numbers_add" in text
+    assert "request terms: add, two, number" in text
+
+    as_json = manifold("search", "add", "--config", str(config), "--explain", "numbers_add", "--json")
+    explained = json.loads(as_json.stdout)["explain"]
+    assert explained["rank"] == 1 and explained["shown"] and explained["steps"][0]["name"] == "BM25 (words)"
+    assert explained["matched_terms"] == ["add"]
+
+    disabled = manifold("search", "add", "--config", str(config), "--explain", "off_add")
+    assert "off_add is not in the search index" in disabled.stdout and "'off' is disabled" in disabled.stdout
+    filtered = manifold("search", "reverse", "--config", str(config), "--explain", "words_reverse", "--json")
+    notes = json.loads(filtered.stdout)["explain"]["notes"]
+    assert any("tools filter that leaves out 'reverse'" in note for note in notes), notes
 
 
 @pytest.mark.anyio

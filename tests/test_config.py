@@ -792,7 +792,8 @@ def test_search_models_problems_name_the_field(tmp_path: Path) -> None:
 
 def test_search_models_need_the_hybrid_embedder(tmp_path: Path) -> None:
     folder = _model_folder(tmp_path, "config.json")
-    problem = one_problem({"manifold": {"search_models": [folder]}})
+    assert parse({"manifold": {"search_models": [folder]}}).settings.search_models == [folder]  # hybrid: the default
+    problem = one_problem({"manifold": {"search_embedder": "bm25", "search_models": [folder]}})
     assert (problem.file, problem.field) == ("test.json", "search_models")
     assert "only used with search_embedder 'hybrid'" in problem.message and "'bm25'" in problem.message
     problem = one_problem(

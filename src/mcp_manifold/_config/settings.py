@@ -127,7 +127,10 @@ class Settings:
         choices=("object", "lean"),
     )
     search_embedder: str = _setting(
-        "bm25", "How tool search ranks tools: bm25, hybrid or openai.", choices=("bm25", "hybrid", "openai")
+        "hybrid",
+        "How tool search ranks tools: hybrid (BM25 + the bundled local model; BM25 alone where it cannot load),"
+        " bm25 or openai.",
+        choices=("bm25", "hybrid", "openai"),
     )
     search_models: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
         [],

@@ -302,6 +302,12 @@ class Backend:
             return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
         if ASKS.get(method) not in self.declare():
             # A session shared by several clients promises nothing (see Gateway._declare_shared).
+            if self.config.session_scope == "client":
+                # Only a client the gateway can tell apart gets a session of its own.
+                return (
+                    f"{what}, and the session it shares between clients cannot either: a 2026-07-28 client gets "
+                    "a session of its own (`session_scope: client`) once it authenticates to the gateway"
+                )
             return f"{what}, and its shared session cannot either: give it `session_scope: client` in the config"
         if not self._needs_session:
             self._needs_session = True

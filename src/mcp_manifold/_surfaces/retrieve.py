@@ -7,7 +7,8 @@ Two routing modes (`manifold.routing`):
   sends `notifications/tools/list_changed`; the session's pool holds at most `tools_limit` tools and
   evicts the least relevant, least recently found first.
 
-Answers are compact on purpose: one line per match, schemas only on request.
+Answers are compact on purpose: one line per match and one per parameter (`search.compact_schema`),
+enough to call the tool from the answer alone; the full JSON schemas only on request.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import InvalidRequest, NotFound
+from mcp_manifold._search.compact_schema import parameter_lines
 from mcp_manifold._surfaces.base import Surface
 
 logger = logging.getLogger(__name__)
@@ -200,13 +202,14 @@ class RetrieveSurface(Surface):
             status = f" ({registration[entry.name]})" if entry.name in registration else ""
             line = f"{entry.name}{status} [{entry.server}] {match.score:.2f}: "
             line += short_description(entry.exposed.description)
-            params = parameter_summary(entry.exposed.input_schema or {})
-            line += f"\n  args: {params or 'none'}"
+            # Enough of the schema to fill it in: the answer may be all a client ever sees of the tool.
+            params = parameter_lines(entry.exposed.input_schema or {})
+            line += "".join(f"\n  {param}" for param in params) if params else "\n  (no arguments)"
             if include_schema:
                 line += f"\n  schema: {json.dumps(entry.exposed.input_schema, separators=(',', ':'))}"
             lines.append(line)
         how = _registration_summary(registration) if registers else f"Call one with {CALL}(name, args)."
-        lines.append(f"({how} * = required)")
+        lines.append(f"({how} * = required; in {{…}}, ? = optional)")
         if self.dynamic and not registers:
             lines.append(
                 f"(This client speaks MCP 2026-07-28, where a search cannot add tools to your list: call them "
