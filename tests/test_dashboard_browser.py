@@ -193,32 +193,24 @@ def test_a_killed_server_turns_dead(page: Any, served: Served) -> None:
 
 @pytest.fixture
 def guarded(tmp_path: Path) -> Iterator[str]:
-    """A gateway in this process whose HTTP front guards its operator routes with a bearer token (the seam
-    the front's authentication uses); yields the dashboard's URL."""
+    """A gateway in this process whose HTTP front wants an API key (the config's `auth` section, as a
+    team gateway has it); yields the dashboard's URL."""
     import uvicorn
-    from starlette.responses import JSONResponse
 
     from mcp_manifold._config import load_config
     from mcp_manifold._front.http import build_app
     from mcp_manifold._runtime.gateway import Gateway
 
-    def guard(app: Any) -> Any:
-        async def checked(scope: Any, receive: Any, send: Any) -> None:
-            if (b"authorization", b"Bearer letmein") not in scope["headers"]:
-                await JSONResponse({"error": "invalid_token"}, status_code=401)(scope, receive, send)
-                return
-            await app(scope, receive, send)
-
-        return checked
-
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"numbers": server_entry("numbers.py")}, **_settings(tmp_path)}))
+    data = {"mcpServers": {"numbers": server_entry("numbers.py")}, **_settings(tmp_path)}
+    data["auth"] = {"api_keys": {"operator": "let-me-in-operator-key"}}  # hashed when read; the page sends it as a bearer token
+    config.write_text(json.dumps(data))
     port = free_port()
     servers: list[Any] = []
 
     async def serve() -> None:
         async with Gateway(load_config(config)) as gateway, AsyncExitStack() as stack:
-            app = build_app(gateway, "127.0.0.1", stack, guard=guard)
+            app = build_app(gateway, "127.0.0.1", stack)
             server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
             servers.append(server)
             await server.serve()
@@ -243,7 +235,7 @@ def test_behind_a_guard_the_page_asks_for_a_token(browser: Any, guarded: str) ->
         page.click("#auth button")
         sync_api.expect(page.locator("#live")).to_have_attribute("title", "not updating: the token was refused")
         sync_api.expect(page.locator("#auth")).to_be_visible()
-        page.fill("#auth-token", "letmein")
+        page.fill("#auth-token", "let-me-in-operator-key")
         page.click("#auth button")
         row(page, "servers", server="numbers").wait_for()
         sync_api.expect(page.locator("#auth")).to_be_hidden()

@@ -15,6 +15,8 @@ import anyio
 import pytest
 
 from mcp_manifold._config import load_config
+from mcp_manifold._core.clients import Caller
+from mcp_manifold._core.profiles import Profile
 from mcp_manifold._front.fast_lane import FastLane
 from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry
@@ -118,7 +120,11 @@ async def test_a_cancelled_call_gets_no_answer_and_the_lane_keeps_serving(lane: 
 async def test_other_surfaces_and_spilling_turn_the_lane_off(tmp_path: Path) -> None:
     for settings in ({"expose": ["direct", "proxy"]}, {"spill_threshold": 1000}):
         async with await open_gateway(tmp_path, **settings) as gateway:
-            assert gateway.fast_route("kitchen_echo") is None
+            assert gateway.fast_route("kitchen_echo", Caller("t")) is None
     async with await open_gateway(tmp_path) as gateway:
-        route = gateway.fast_route("kitchen_echo")
+        route = gateway.fast_route("kitchen_echo", Caller("t"))
         assert route is not None and route.server == "kitchen" and route.name == "echo"
+        # A tool the caller's profile hides goes the normal way, which answers it like an unknown name.
+        gateway.config.profiles["echo-less"] = Profile("echo-less", tools=("!kitchen_echo",))
+        assert gateway.fast_route("kitchen_echo", Caller("t", profile="echo-less")) is None
+        assert gateway.fast_route("kitchen_add", Caller("t", profile="echo-less")) is not None

@@ -16,11 +16,12 @@ from typing import Any
 from mcp_manifold._config.files import read_file
 from mcp_manifold._config.model import Config
 from mcp_manifold._config.problems import Problems, kind, unknown
+from mcp_manifold._config.security import check_against_settings, parse_auth, parse_profiles
 from mcp_manifold._config.servers import parse_servers
 from mcp_manifold._config.settings import resolve_settings
 from mcp_manifold._errors import ConfigError, ConfigProblem
 
-TOP_LEVEL_KEYS = ("mcpServers", "manifold")
+TOP_LEVEL_KEYS = ("mcpServers", "manifold", "auth", "profiles")
 
 
 def _section(raw: Any, problems: Problems, key: str, contents: str) -> Mapping[Any, Any]:
@@ -56,7 +57,12 @@ def _build(
     servers = parse_servers(entries, env, in_file)
     section = _section(data.get("manifold"), in_file, "manifold", "settings")
     settings = resolve_settings(section, overrides, env, in_file, base)
-    return Config(servers=servers, settings=settings), problems
+    auth = parse_auth(_section(data.get("auth"), in_file, "auth", "api_keys and oauth"), env, in_file)
+    profiles = parse_profiles(
+        _section(data.get("profiles"), in_file, "profiles", "profile names to profiles"), env, in_file
+    )
+    check_against_settings(profiles, settings, in_file)
+    return Config(servers=servers, settings=settings, auth=auth, profiles=profiles), problems
 
 
 def parse_config_data(

@@ -242,6 +242,39 @@ class Settings:
         "Export OpenTelemetry traces of calls (the otel extra; OTLP set by the OTEL_* variables).",
         check=_tracing_problem,
     )
+    profile: str | None = _setting(
+        None,
+        "Profile of clients that do not authenticate (stdio, HTTP on loopback without a /mcp/p/<profile> URL);"
+        " none: they see everything.",
+    )
+    pinning: str = _setting(
+        "warn",
+        "Tool pinning: off, warn (record each tool's definition and log changes) or enforce (also quarantine a"
+        " changed tool until `manifold pins approve`).",
+        choices=("off", "warn", "enforce"),
+    )
+    pin_new_tools: str = _setting(
+        "allow",
+        "A tool that appears on a server whose tools are already pinned: allow, or quarantine it until approved.",
+        choices=("allow", "quarantine"),
+    )
+    audit: bool = _setting(True, "Write one JSON line per call, read and prompt to audit/audit.jsonl in data_dir.")
+    audit_max_bytes: int = _setting(
+        10_000_000, "Size at which the audit log rotates (audit.jsonl.1, .2, ...).", check=positive
+    )
+    audit_backups: int = _setting(5, "Rotated audit logs kept.", check=non_negative)
+    rate_limit: float = _setting(
+        0.0, "Calls, reads and prompts per second each principal may make; 0 turns this off.", check=non_negative
+    )
+    rate_burst: int = _setting(20, "Calls a principal may make at once above rate_limit.", check=positive)
+    principal_max_calls: int = _setting(
+        0, "Calls each principal may have in flight at once; 0 turns this off.", check=non_negative
+    )
+    insecure_open_to_network: bool = _setting(
+        False,
+        "Serve HTTP on a non-loopback address without authentication: anyone who can reach the port can call"
+        " every tool of every server.",
+    )
 
 
 _SETTING_FIELDS = {f.name: f for f in fields(Settings)}

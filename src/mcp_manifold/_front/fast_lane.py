@@ -84,7 +84,7 @@ class FastLane:
             not isinstance(meta, dict) or meta.get("progressToken") is not None or "traceparent" in meta
         ):
             return False  # progress, and a trace to continue, are the SDK server's to carry on
-        route = self.gateway.fast_route(params["name"])
+        route = self.gateway.fast_route(params["name"], self._caller())
         if route is None:
             return False
         request_id = message["id"]

@@ -1,17 +1,19 @@
 """Streamable HTTP at http://host:port/mcp: any number of clients, one session each (session era).
 
-uvicorn serves the SDK's streamable HTTP app; SIGTERM (and Ctrl-C) start uvicorn's graceful shutdown,
-bounded by `shutdown_timeout` (a client's open SSE stream never ends by itself). SIGHUP reloads the
-config (`_front/signals.py`).
+uvicorn serves the SDK's streamable HTTP app behind `guard` (`_front/auth.py`): authentication when
+the config has an `auth` section, and profiles (`/mcp/p/<profile>`). SIGTERM (and Ctrl-C) start
+uvicorn's graceful shutdown, bounded by `shutdown_timeout` (a client's open SSE stream never ends by
+itself). SIGHUP reloads the config (`_front/signals.py`).
 
 Beside /mcp, on the same host and port, the operator routes: `/metrics` (Prometheus) and `/ui` (the
-dashboard). `build_app` is the one place where routes are assembled: every operator route goes through
-`guard`, so authentication of the HTTP front wraps them there (`Guard`).
+dashboard). `build_app` is the one place where routes are assembled and wrapped: every route sits
+behind the same authentication as /mcp, except the dashboard's page itself, which holds no data (it
+asks the guarded API, and for a key when the API wants one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from contextlib import AsyncExitStack, contextmanager
 from typing import Any
 
@@ -22,41 +24,44 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_manifold._front.auth import guard
+from mcp_manifold._front.identity import check_exposure
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.signals import Stopper
 from mcp_manifold._runtime.gateway import Gateway
 
-# Wraps an operator route's ASGI app: where authentication goes (e.g. the SDK's `RequireAuthMiddleware`
-# with the scopes an operator needs, once the front has an `AuthenticationMiddleware`).
-Guard = Callable[[ASGIApp], ASGIApp]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def no_guard(app: ASGIApp) -> ASGIApp:
-    return app
-
-
-def build_app(gateway: Gateway, host: str, stack: AsyncExitStack, guard: Guard = no_guard) -> ASGIApp:
-    """The HTTP front's app: MCP at /mcp, and the operator routes the settings turn on (`operator_routes`).
+def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
+    """The HTTP front's app: MCP at /mcp, and the operator routes the settings turn on (`operator_routes`),
+    all behind `guard`.
 
     `stack` owns what the operator routes watch (call observers); closing it detaches them.
     """
+    check_exposure(gateway.config)
     front = McpFront(gateway)
     starlette_app = front.server.streamable_http_app(
         host=host,
         session_idle_timeout=gateway.settings.session_idle_timeout or None,
         # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
         max_sessions=gateway.settings.max_http_sessions,
-        custom_starlette_routes=operator_routes(gateway, host, stack, guard),
+        custom_starlette_routes=operator_routes(gateway, host, stack),
     )
     if "hub" in gateway.settings.expose:
         add_instance_endpoints(starlette_app)
-    return without_phantom_sessions(starlette_app)
+    # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
+    open_paths = dashboard_page if gateway.settings.dashboard else None
+    return guard(without_phantom_sessions(starlette_app), lambda: gateway.config, open_paths)
 
 
-def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack, guard: Guard) -> list[BaseRoute]:
-    """/metrics and /ui, as the settings ask, each checked like /mcp against DNS rebinding; `guard` wraps
-    /metrics and the dashboard's API."""
+def dashboard_page(path: str) -> bool:
+    """The dashboard's page and its static files, which hold no data (its API, /ui/api, is guarded)."""
+    return path == "/ui" or (path.startswith("/ui/") and not path.startswith("/ui/api"))
+
+
+def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack) -> list[BaseRoute]:
+    """/metrics and /ui, as the settings ask, each checked like /mcp against DNS rebinding."""
     routes: list[BaseRoute] = []
     if gateway.settings.metrics:
         from prometheus_client import make_asgi_app
@@ -65,14 +70,13 @@ def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack, guard: G
 
         metrics = GatewayMetrics(gateway)
         stack.callback(metrics.attach())
-        routes.append(Route("/metrics", endpoint=_SameHost(guard(make_asgi_app(metrics.registry)), host)))
+        routes.append(Route("/metrics", endpoint=_SameHost(make_asgi_app(metrics.registry), host)))
     if gateway.settings.dashboard:
         from mcp_manifold._front.dashboard import Dashboard
 
         dashboard = Dashboard(gateway)
         stack.callback(dashboard.attach())
-        routes.append(Mount("/ui/api", app=_SameHost(guard(dashboard.api_app()), host)))
-        # The page holds no data (it asks the API, and for a token if the API wants one): not guarded.
+        routes.append(Mount("/ui/api", app=_SameHost(dashboard.api_app(), host)))
         routes.append(Mount("/ui", app=_SameHost(dashboard.page_app(), host)))
     return routes
 

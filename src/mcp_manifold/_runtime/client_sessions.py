@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -48,6 +48,7 @@ class ClientSessions:
         self._closing: set[str] = set()
         self._task_group: anyio.abc.TaskGroup | None = None
         self.version = 0  # changes whenever a client's listing does (views of the catalog follow it)
+        self.on_listing: Callable[[str, Listing], object] | None = None  # sees each listing first (the pins)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -160,6 +161,8 @@ class ClientSessions:
             # The client sees the shared listing of this server meanwhile; its calls say what failed.
             logger.warning("%s (the session of client %s)", exc, caller.key)
             return
+        if self.on_listing is not None:
+            self.on_listing(config.name, listing)
         self._listings.setdefault(caller.key, {})[config.name] = listing
         self.version += 1
 

@@ -135,8 +135,11 @@ class SearchIndex:
         wanted = list(dict.fromkeys(keys))
         return self._change([], lambda: [k for k in wanted if k in self._docs], None, False)
 
-    def search(self, query: str, *, limit: int = 5, server: str | None = None) -> list[SearchHit]:
-        """The `limit` best tools for `query`, best first, optionally only those of one server."""
+    def search(
+        self, query: str, *, limit: int = 5, server: str | None = None, allowed: Callable[[str], bool] | None = None
+    ) -> list[SearchHit]:
+        """The `limit` best tools for `query`, best first, optionally only those of one server, and only
+        the keys `allowed` passes (a caller's profile: what it may not call is never ranked)."""
         if limit < 1:
             raise InvalidRequest(f"limit must be at least 1, got {limit}")
         if not query.strip():
@@ -149,11 +152,16 @@ class SearchIndex:
         scores, failure = self._scores(query, snapshot, embedder)
         if failure is not None:
             self._note_error(f"query embedding failed, BM25 only: {failure}")
+        rows = None
         if server is not None:
             rows = snapshot.by_server.get(server)
             if rows is None:
                 return []
-            picked = rows[top_indices(scores[rows], limit, positive_only=True)]
+        if allowed is not None:
+            candidates = rows if rows is not None else range(len(snapshot.keys))
+            rows = np.array([row for row in candidates if allowed(snapshot.keys[row])], dtype=np.int64)
+        if rows is not None:
+            picked = rows[top_indices(scores[rows], limit, positive_only=True)] if len(rows) else rows
         else:
             picked = top_indices(scores, limit, positive_only=True)
         return [SearchHit(snapshot.keys[i], float(scores[i])) for i in picked]
