@@ -203,7 +203,7 @@ def guarded(tmp_path: Path) -> Iterator[str]:
 
     config = tmp_path / "mcp.json"
     data = {"mcpServers": {"numbers": server_entry("numbers.py")}, **_settings(tmp_path)}
-    data["auth"] = {"api_keys": {"operator": "let-me-in-operator-key"}}  # hashed when read; the page sends it as a bearer token
+    data["auth"] = {"api_keys": {"operator": "let-me-in-operator-key"}}  # the page sends it as a bearer token
     config.write_text(json.dumps(data))
     port = free_port()
     servers: list[Any] = []
