@@ -302,6 +302,11 @@ class Backend:
             return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
         if ASKS.get(method) not in self.declare():
             # A session shared by several clients promises nothing (see Gateway._declare_shared).
+            if self.config.session_scope == "client":  # the session of the clients without one of their own
+                return (
+                    f"{what}, and the session it shares among clients without one of their own cannot either: "
+                    "a 2026-07-28 client gets a session of its own (`session_scope: client`) only if it authenticates"
+                )
             return f"{what}, and its shared session cannot either: give it `session_scope: client` in the config"
         if not self._needs_session:
             self._needs_session = True
@@ -313,7 +318,9 @@ class Backend:
             )
         return f"{what}; mcp-manifold now reaches it in a session, where it can ask: call again"
 
-    async def _renew_if_session_needed(self) -> None:
+    async def renew_if_session_needed(self) -> None:
+        """Reconnect with the handshake if `asks_mid_call` learned the server needs a session. Call it with
+        the request that wants it counted (`serving`): it renews only while that is the only one in flight."""
         # Only between requests: the connection is shared, and another client's request may be running on it.
         if self._needs_session and self.modern and self.state == "ready" and len(self._callers) <= 1:
             logger.info("server %r: reconnecting with the handshake", self.name)
@@ -416,7 +423,7 @@ class Backend:
         if admission.trial and self.state == "failed":
             # The breaker's trial is the retry: it must reach the server, not fail on the restart backoff.
             self._next_retry = 0.0
-        await self._renew_if_session_needed()
+        await self.renew_if_session_needed()
         try:
             result = await self._request(action, call)
         except (BackendStartError, BackendUnavailable, BackendTimeout, BackendClosed) as exc:
@@ -451,7 +458,9 @@ class Backend:
                     async with self._limiter:
                         return await call(session)
         except BackendClosed as exc:
-            self._mark_dead(str(exc))
+            # A session replaced meanwhile (stopped on purpose to renew it, say) must not take its successor down.
+            if self._session is session:
+                self._mark_dead(str(exc))
             raise BackendClosed(
                 self.name, self._with_stderr(f"{action} failed: the server closed the connection")
             ) from exc
