@@ -48,10 +48,14 @@ lint: setup
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/lint-imports --no-logo
 
+# Two workers: most of a test's time is spent waiting on the servers it starts, so two files at a time
+# fit a 2-core machine. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+
 test: setup node servers
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports --no-logo
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	$(BIN)/pip install -q -e ".[bench]"

@@ -1,6 +1,7 @@
 """Per-call latency that mcp-manifold adds to `tools/call`, next to FastMCP's proxy doing the same job.
 
-One run, one client (the SDK's ``mcp.Client``, ``mode="legacy"``, response cache off), one backend tool
+One run, one client (the SDK's ``mcp.Client``, ``mode="legacy"`` or with ``--mode auto`` the SDK's default,
+which speaks MCP 2026-07-28 where the server does; response cache off), one backend tool
 (``echo`` of ``tests/servers/kitchen.py``), several ways of reaching it:
 
 stdio (the client launches the first process of the chain and talks to it over stdin/stdout)
@@ -131,20 +132,20 @@ class Processes:
                 process.wait(timeout=5)
 
 
-def stdio_target(command: list[str], errlog: TextIO) -> Callable[[AsyncExitStack], Awaitable[Client]]:
+def stdio_target(command: list[str], errlog: TextIO, mode: str) -> Callable[[AsyncExitStack], Awaitable[Client]]:
     """Launch `command` and connect to it over stdio; its stderr goes to `errlog`, not the console."""
 
     async def connect(stack: AsyncExitStack) -> Client:
         params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
-        client = Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None)
+        client = Client(stdio_client(params, errlog=errlog), mode=mode, cache=None)
         return await stack.enter_async_context(client)
 
     return connect
 
 
-def http_target(url: str) -> Callable[[AsyncExitStack], Awaitable[Client]]:
+def http_target(url: str, mode: str) -> Callable[[AsyncExitStack], Awaitable[Client]]:
     async def connect(stack: AsyncExitStack) -> Client:
-        return await stack.enter_async_context(Client(url, mode="legacy", cache=None))
+        return await stack.enter_async_context(Client(url, mode=mode, cache=None))
 
     return connect
 
@@ -182,12 +183,12 @@ def build_targets(
         work / "stdio.json", {"command": kitchen_cmd[0], "args": kitchen_cmd[1:]}, work / "data-stdio"
     )
     targets = [
-        Target("direct_stdio", "client -> kitchen.py (stdio)", "echo", stdio_target(kitchen_cmd, errlog)),
+        Target("direct_stdio", "client -> kitchen.py (stdio)", "echo", stdio_target(kitchen_cmd, errlog, args.mode)),
         Target(
             "manifold_stdio",
             "client -> manifold -> kitchen.py (stdio, stdio)",
             "kitchen_echo",
-            stdio_target(manifold_command(stdio_config), errlog),
+            stdio_target(manifold_command(stdio_config), errlog, args.mode),
             baseline="direct_stdio",
         ),
     ]
@@ -197,7 +198,7 @@ def build_targets(
                 "reference_stdio",
                 f"client -> manifold run by {args.against} -> kitchen.py (stdio, stdio)",
                 "kitchen_echo",
-                stdio_target(manifold_command(stdio_config, python=str(args.against)), errlog),
+                stdio_target(manifold_command(stdio_config, python=str(args.against)), errlog, args.mode),
                 baseline="direct_stdio",
             )
         )
@@ -207,7 +208,7 @@ def build_targets(
                 "fastmcp_stdio",
                 "client -> FastMCP proxy -> kitchen.py (stdio, stdio)",
                 "echo",
-                stdio_target([str(fastmcp_python), str(PROXY_SCRIPT), "--", *kitchen_cmd], errlog),
+                stdio_target([str(fastmcp_python), str(PROXY_SCRIPT), "--", *kitchen_cmd], errlog, args.mode),
                 baseline="direct_stdio",
             )
         )
@@ -217,7 +218,7 @@ def build_targets(
     kitchen_port = free_port()
     kitchen_pid = processes.start("kitchen-http", [*kitchen_cmd, "--http", str(kitchen_port)], kitchen_port)
     kitchen_url = f"http://127.0.0.1:{kitchen_port}/mcp"
-    direct = Target("direct_http", "client -> kitchen.py (HTTP)", "echo", http_target(kitchen_url))
+    direct = Target("direct_http", "client -> kitchen.py (HTTP)", "echo", http_target(kitchen_url, args.mode))
     direct.front_pid = kitchen_pid
     targets.append(direct)
 
@@ -231,7 +232,7 @@ def build_targets(
             "manifold_http",
             "client -> manifold -> kitchen.py (HTTP, HTTP)",
             "kitchen_echo",
-            http_target(f"http://127.0.0.1:{manifold_port}/mcp"),
+            http_target(f"http://127.0.0.1:{manifold_port}/mcp", args.mode),
             baseline="direct_http",
             front_pid=manifold_pid,
         )
@@ -248,7 +249,7 @@ def build_targets(
                 "reference_http",
                 f"client -> manifold run by {args.against} -> kitchen.py (HTTP, HTTP)",
                 "kitchen_echo",
-                http_target(f"http://127.0.0.1:{reference_port}/mcp"),
+                http_target(f"http://127.0.0.1:{reference_port}/mcp", args.mode),
                 baseline="direct_http",
                 front_pid=reference_pid,
             )
@@ -265,7 +266,7 @@ def build_targets(
                 "fastmcp_http",
                 "client -> FastMCP proxy -> kitchen.py (HTTP, HTTP)",
                 "echo",
-                http_target(f"http://127.0.0.1:{proxy_port}/mcp"),
+                http_target(f"http://127.0.0.1:{proxy_port}/mcp", args.mode),
                 baseline="direct_http",
                 front_pid=proxy_pid,
             )
@@ -469,7 +470,7 @@ def report(targets: list[Target], args: argparse.Namespace, meta: dict[str, Any]
             "calls_per_target": args.calls,
             "warmup_calls_per_target": args.warmup,
             "rounds": args.rounds,
-            "client": "mcp.Client(mode='legacy', cache=None), one call in flight",
+            "client": f"mcp.Client(mode={args.mode!r}, cache=None), one call in flight",
             "added": "p50/p99/mean of the chain minus that of the direct target of the same transport",
             "front_cpu_ms_per_call": "user+system CPU of the process the client talks to, per measured call "
             "(/proc, clock-tick resolution)",
@@ -490,6 +491,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500, help="measured calls per target (default 500)")
     parser.add_argument("--warmup", type=int, default=50, help="unmeasured calls per target first (default 50)")
     parser.add_argument("--rounds", type=int, default=10, help="rounds the calls are spread over (default 10)")
+    parser.add_argument(
+        "--mode",
+        choices=("legacy", "auto"),
+        default="legacy",
+        help="the client's mode: legacy (a session, MCP 2025-11-25) or auto (the SDK's default, 2026-07-28)",
+    )
     parser.add_argument("--no-http", action="store_true", help="skip the streamable-HTTP targets")
     parser.add_argument("--no-fastmcp", action="store_true", help="skip the FastMCP proxy targets")
     parser.add_argument(

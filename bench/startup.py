@@ -8,8 +8,9 @@ Configurations (each one the gateway run as a desktop client runs it: a subproce
                         ``tools/list`` waits for all ten servers to start and list
     lazy_10_servers     the same, launched again with the data dir of the previous launch: ``serve``
                         answers from the listings cached by the last run and starts the servers behind it
-    eager_10_servers    the same 10 with ``"manifold": {"lazy": false}``: all started before the gateway
-                        answers ``initialize``
+    eager_10_servers    the same 10 with ``"manifold": {"lazy": false}``: started when the gateway starts,
+                        behind the cached listings (``initialize`` never waits for them)
+    eager_3_servers     3 copies, eager, launched again with the data dir of the previous launch
     numbers_direct      for reference, one ``numbers.py`` on its own (no gateway)
 
 For every run the clock starts just before the SDK client (``mcp.Client``, ``mode="legacy"``, response cache
@@ -98,6 +99,12 @@ def setups(work: Path) -> list[Setup]:
             gateway(write_config(work / "eager.json", SERVERS, work / "d2", lazy=False)),
             SERVERS * TOOLS_PER_SERVER,
         ),
+        Setup(
+            "eager_3_servers",
+            "gateway, 3 stdio servers, eager (lazy: false), later runs (listings cached by the last run)",
+            gateway(write_config(work / "eager3.json", 3, work / "d4", lazy=False)),
+            3 * TOOLS_PER_SERVER,
+        ),
         Setup("numbers_direct", "numbers.py alone, no gateway", [sys.executable, str(NUMBERS)], TOOLS_PER_SERVER),
     ]
 
@@ -143,6 +150,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="measured launches per configuration (default 5)")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="where the JSON goes")
+    parser.add_argument("--only", action="append", default=[], help="measure only this configuration (repeatable)")
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -154,7 +162,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="manifold-startup-") as tmp,
         (args.output.parent / "logs" / "startup-stderr.log").open("w") as errlog,
     ):
-        all_setups = setups(Path(tmp))
+        all_setups = [setup for setup in setups(Path(tmp)) if not args.only or setup.key in args.only]
         anyio.run(run_all, all_setups, args.runs, errlog)
 
     header = f"{'configuration':<20} {'initialize (median)':>20} {'first tools/list (median)':>26} {'min-max':>17}"

@@ -287,7 +287,14 @@ async def measure(
                         if answer.is_error:
                             raise RuntimeError(f"retrieve_tools({query!r}) failed: {dumped}")
                         text = "\n".join(c.get("text", "") for c in dumped.get("content", []))
-                        result.answers.append({"query": query, "tokens": count(dumped), "text": text})
+                        # The same answer with the full JSON schemas (include_schema), for comparison.
+                        full = await client.call_tool(
+                            "retrieve_tools", {"query": query, "limit": ANSWER_LIMIT, "include_schema": True}
+                        )
+                        full_tokens = count(full.model_dump(mode="json", by_alias=True, exclude_none=True))
+                        result.answers.append(
+                            {"query": query, "tokens": count(dumped), "tokens_full_schemas": full_tokens, "text": text}
+                        )
                 if surface == "retrieve-dynamic":
                     pool = await _all_tools(client)
                     result.after_queries = {"tools": len(pool), "tokens": count(_view(client, pool))}
@@ -456,6 +463,16 @@ async def run(catalog_names: list[str], surfaces: list[str], queries: list[str],
     print()
     for line in verdicts(catalogs):
         print(line)
+    for catalog, results in catalogs.items():
+        answers = results["retrieve"].answers if "retrieve" in results else []
+        if answers:
+            compact = [a["tokens"] for a in answers]
+            full = [a["tokens_full_schemas"] for a in answers]
+            print(
+                f"{catalog}: a {ANSWER_LIMIT}-result answer with each parameter's type and description: median"
+                f" {statistics.median(compact):,.0f}, max {max(compact):,}; with the full JSON schemas"
+                f" (include_schema): median {statistics.median(full):,.0f}, max {max(full):,}"
+            )
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
     empty = sorted({name for r in catalogs.values() for name, s in r["direct"].per_server.items() if not s["tools"]})

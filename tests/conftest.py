@@ -115,14 +115,28 @@ def http_gateway() -> Iterator[Callable[..., str]]:
         stop_process(process)
 
 
-@pytest.fixture(params=["stdio", "http"])
+CLIENT_MODES = ("auto", "legacy")  # the SDK's default (2026-07-28 with the gateway) and the session era
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests using `connect` run over stdio and HTTP, in both client modes; a test marked `session_era`
+    (a behaviour 2026-07-28 removed, named in the mark's reason) only in the legacy mode."""
+    if "connect" not in metafunc.fixturenames:
+        return
+    modes = ("legacy",) if metafunc.definition.get_closest_marker("session_era") else CLIENT_MODES
+    pairs = [(transport, mode) for transport in ("stdio", "http") for mode in modes]
+    metafunc.parametrize("connect", pairs, ids=[f"{t}-{m}" for t, m in pairs], indirect=True)
+
+
+@pytest.fixture
 def connect(request: pytest.FixtureRequest, http_gateway: Callable[..., str]) -> Callable[..., Any]:
-    """`connect(config, **client_kwargs)`: an SDK client to a real gateway, over each transport in turn."""
-    transport = request.param
+    """`connect(config, **client_kwargs)`: an SDK client to a real gateway, over each transport and in
+    each client mode in turn (`connect.transport`, `connect.mode`)."""
+    transport, mode = request.param
 
     @asynccontextmanager
     async def open_client(config: Path, *extra: str, **client_kwargs: Any) -> AsyncIterator[Client]:
-        client_kwargs.setdefault("mode", "legacy")
+        client_kwargs.setdefault("mode", mode)
         if transport == "stdio":
             async with stdio_gateway(config, *extra, **client_kwargs) as client:
                 yield client
@@ -131,6 +145,7 @@ def connect(request: pytest.FixtureRequest, http_gateway: Callable[..., str]) ->
                 yield client
 
     open_client.transport = transport  # type: ignore[attr-defined]
+    open_client.mode = mode  # type: ignore[attr-defined]
     return open_client
 
 

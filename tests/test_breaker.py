@@ -141,7 +141,7 @@ async def test_a_backend_that_keeps_failing_fails_fast_then_is_tried_again(write
 
         # Other connections never noticed.
         ok = await client.call_tool("proxy-dispatch", {"action": "call", "tool": "add", "arguments": {"a": 1, "b": 2}})
-        assert not ok.is_error and text_of(ok).startswith("3")
+        assert not ok.is_error and json.loads(text_of(ok))["content"][0]["text"].startswith("3")
 
 
 def test_servers_command_shows_the_breaker(write_config: Any) -> None:
@@ -192,7 +192,7 @@ async def test_a_server_that_recovers_closes_the_breaker_and_servers_shows_it_li
         flag.touch()  # the server is fixed: the next trial must really try it, and close the breaker
         await anyio.sleep(1.1)
         fixed = await client.call_tool("proxy-dispatch", call)
-        assert not fixed.is_error and text_of(fixed).startswith("3"), text_of(fixed)
+        assert not fixed.is_error and json.loads(text_of(fixed))["content"][0]["text"].startswith("3"), text_of(fixed)
         listing = await client.call_tool("proxy-dispatch", {"action": "list", "includeTools": False})
         (flaky,) = json.loads(text_of(listing))["connections"]
         assert flaky["state"] == "ready" and "breaker" not in flaky

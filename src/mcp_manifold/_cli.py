@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import signal
@@ -194,6 +195,9 @@ def _print_live(snapshots: list[dict[str, Any]], as_json: bool) -> None:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.get("started_at", 0)))
         title = f"gateway pid {snapshot['pid']}, serving since {since} (expose: {','.join(snapshot['expose'])})"
         out.print(_servers_table(title, snapshot["servers"], health=True))
+        clients = snapshot.get("clients")
+        if clients:
+            out.print(_clients_line(clients))
         if snapshot.get("instances"):
             table = Table(title="hub instances")
             for column in ("id", "name", "state", "sessions", "tools", "endpoint", "last error"):
@@ -206,9 +210,19 @@ def _print_live(snapshots: list[dict[str, Any]], as_json: bool) -> None:
             out.print(table)
 
 
+def _clients_line(clients: dict[str, Any]) -> str:
+    """The gateway's clients by protocol era: sessions now, and 2026-07-28 requests (which have none)."""
+    line = f"clients: {clients.get('sessions', 0)} in a session (2025-11-25 and before)"
+    count, last = clients.get("stateless_requests", 0), clients.get("last_stateless_request")
+    line += f"; {count} request(s) of 2026-07-28 clients"
+    if count and last:
+        line += f", the latest {max(0.0, time.time() - last):.0f}s ago"
+    return line
+
+
 def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = False) -> Table:
     table = Table(title=title)
-    columns = ["name", "transport", "state", *(["health"] if health else []), "breaker", "tools", "server"]
+    columns = ["name", "transport", "state", *(["health"] if health else []), "breaker", "tools", "server", "protocol"]
     for column in [*columns, "last error / stderr"]:
         table.add_column(column)
     for row in rows:
@@ -220,7 +234,13 @@ def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = Fal
         cells = [row["name"], row["transport"], f"[{color}]{state}[/{color}]"]
         if health:
             cells.append(row.get("health") or "")
-        cells += [_breaker_cell(row), str(row["tools"]), row.get("server_info") or "", detail]
+        cells += [
+            _breaker_cell(row),
+            str(row["tools"]),
+            row.get("server_info") or "",
+            row.get("protocol") or "",
+            detail,
+        ]
         table.add_row(*cells)
     return table
 
@@ -319,13 +339,22 @@ def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What you want to do, in plain words.")],
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100, help="How many matches.")] = 5,
+    explain: Annotated[
+        str | None, typer.Option("--explain", metavar="NAME", help="Show where this tool ranks and why.")
+    ] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Search every server's tools with the gateway's index (and show the index status)."""
+    """Search every server's tools with the gateway's index (and show the index status).
+
+    The title says which ranking answered: hybrid (BM25 + the local model) or bm25, and why not
+    hybrid when it was configured. --explain NAME shows that tool's score and place after every
+    ranking step, or why it is not in the index at all (a disabled server, a tools filter, a server
+    that did not start).
+    """
     cfg = _load(config, _setting_overrides(ctx.args))
 
-    async def work(gateway: Any) -> tuple[list[Any], Any]:
+    async def work(gateway: Any) -> tuple[list[Any], Any, Any, list[str], str | None]:
         from rich.progress import Progress
 
         await gateway.ensure_catalog()
@@ -338,11 +367,22 @@ def search(
             gateway.search_index.index.update(
                 (tool_document(e) for e in gateway.catalog.tool_entries()), progress=report
             )
-        return gateway.search_index.search(query, limit=limit), gateway.search_index.index.status()
+        matches = gateway.search_index.search(query, limit=limit)
+        target = explain or (matches[0].entry.name if matches else None)
+        how = gateway.search_index.index.explain(query, target, limit=limit) if target else None
+        missing = _why_not_indexed(gateway, explain) if how is not None and explain and not how.in_index else []
+        return matches, gateway.search_index.index.status(), how, missing, gateway.search_index.embedder_unavailable
 
     from mcp_manifold._runtime.search_index import tool_document
+    from mcp_manifold._search.explain import render
 
-    matches, status = anyio.run(_with_gateway, cfg, work)
+    matches, status, how, missing, unavailable = anyio.run(_with_gateway, cfg, work)
+    ranking = how.ranking if how is not None and how.in_index else ("bm25" if status.embedder == "bm25" else "hybrid")
+    why_not_hybrid = None
+    if cfg.settings.search_embedder != "bm25" and ranking == "bm25":
+        why_not_hybrid = unavailable or status.last_error or "the embedder could not be loaded"
+    if why_not_hybrid:
+        err.print(f"ranked by BM25 alone, not {cfg.settings.search_embedder}: {why_not_hybrid}")
     if as_json:
         rows = [
             {
@@ -353,27 +393,57 @@ def search(
             }
             for m in matches
         ]
-        out.print_json(
-            json.dumps(
-                {
-                    "matches": rows,
-                    "index": {
-                        "tools": status.tools,
-                        "embedder": status.embedder,
-                        "last_update": str(status.last_update),
-                        "stale": status.stale,
-                    },
-                }
-            )
-        )
+        answer: dict[str, Any] = {
+            "matches": rows,
+            "ranking": ranking,
+            "index": {
+                "tools": status.tools,
+                "embedder": status.embedder,
+                "last_update": str(status.last_update),
+                "stale": status.stale,
+                "last_error": status.last_error,
+            },
+        }
+        if explain and how is not None:
+            answer["explain"] = {**dataclasses.asdict(how), "shown": how.shown, "notes": [*how.notes, *missing]}
+        out.print_json(json.dumps(answer))
         return
-    table = Table(title=f"{query!r}: {len(matches)} of {status.tools} tools (embedder {status.embedder})")
+    answered = f"hybrid, {status.embedder}" if ranking == "hybrid" else "bm25"
+    table = Table(title=f"{query!r}: {len(matches)} of {status.tools} tools (ranked by {answered})")
     for column in ("score", "name", "server", "description"):
         table.add_column(column)
     for match in matches:
         description = (match.entry.exposed.description or "").split("\n")[0][:90]
         table.add_row(f"{match.score:.2f}", match.entry.name, match.entry.server, description)
     out.print(table)
+    if explain and how is not None:
+        for line in [*render(how), *(f"  {note}" for note in missing)]:
+            out.print(line, markup=False, highlight=False)
+
+
+def _why_not_indexed(gateway: Any, name: str) -> list[str]:
+    """Why no tool called `name` is in the catalog: the servers that could expose it, and what hid it there."""
+    from mcp_manifold._core.naming import sanitize_prefix
+
+    separator = gateway.settings.separator
+    reasons = []
+    for server in gateway.config.servers.values():
+        prefix = sanitize_prefix(server.exposed_prefix) + separator if server.exposed_prefix else ""
+        if prefix and not name.startswith(prefix):
+            continue
+        original = name[len(prefix) :]
+        if not server.enabled:
+            reasons.append(f"server {server.name!r} is disabled in the config")
+        elif not server.tools.allows(original):
+            reasons.append(f"server {server.name!r} has a tools filter that leaves out {original!r}")
+        else:
+            backend = gateway.backends.get(server.name)
+            if backend is not None and backend.last_error:
+                reasons.append(f"server {server.name!r} is not running: {backend.last_error}")
+    if not reasons:
+        close = [m.entry.name for m in gateway.search_index.search(name.replace("_", " "), limit=3)]
+        reasons.append("no server exposes a tool by that name" + (f"; closest: {', '.join(close)}" if close else ""))
+    return reasons
 
 
 @app.command(context_settings=_EXTRA)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-BUNDLED = "minilm"  # the entry that means the model of the `semantic` extra
+BUNDLED = "minilm"  # the entry that means the bundled all-MiniLM-L6-v2 (search/model/, see hatch_build.py)
 # A folder is a model when it has one of these: modules.json (sentence-transformers) or config.json
 # (a plain transformers model, which sentence-transformers mean-pools).
 MODEL_MARKERS = ("modules.json", "config.json")

@@ -3,8 +3,8 @@
 Tools: ``whoami`` (returns the name), ``add``, ``progress``, ``slow`` (counts the calls that were
 cancelled), ``cancellations`` (that count), ``shout`` (logs its text to the client, after an optional
 delay), ``ask_later`` (elicits an answer, after an optional delay), ``instances_list``
-(named like the hub's tool, to test that the hub's wins), and one tool named ``only_<name>`` so tests
-can tell two instances' lists apart. Resource ``instance://info``,
+(named like the hub's tool, to test that the hub's wins), ``scripts/list`` (a Brummer-style name
+no client accepts as it is), and one tool named ``only_<name>`` so tests can tell two instances' lists apart. Resource ``instance://info``,
 resource template ``instance://notes/{topic}`` and prompt ``review``.
 
 Run: ``python tests/servers/instance.py --name alpha --http PORT`` (or stdio without ``--http``).
@@ -107,6 +107,14 @@ def only() -> str:
 
 
 server.add_tool(only, name=f"only_{NAME}", description=f"A tool only {NAME} has.", structured_output=False)
+
+
+def scripts() -> str:
+    return f"{NAME} scripts: build, test"
+
+
+# Brummer's instance tools are named like this; several clients and model APIs refuse the `/`.
+server.add_tool(scripts, name="scripts/list", description="List the project's scripts.", structured_output=False)
 
 
 @server.resource("instance://info", name="info", description="Who this instance is.", mime_type="text/plain")

@@ -1,7 +1,8 @@
 """midcall: a server that asks its client the session-era way, in the middle of a call.
 
-``confirm`` elicits with ``ctx.elicit`` (the SDK's long-documented idiom) and ``pick`` samples with
-``ctx.session.create_message``. Built on mcp 2.3, it answers both protocol eras, but at 2026-07-28 a
+``confirm`` elicits with ``ctx.elicit`` (the SDK's long-documented idiom), ``sign_in`` with
+``ctx.elicit_url`` (URL mode) and ``pick`` samples with ``ctx.session.create_message``. Built on
+mcp 2.3, it answers both protocol eras, but at 2026-07-28 a
 handler has no channel to its client, so both fail there (NoBackChannelError); in a session they work.
 Many published Python servers look like this.
 
@@ -35,6 +36,13 @@ async def pick(ctx: Context, options: str) -> str:
     message = SamplingMessage(role="user", content=TextContent(type="text", text=f"Pick one: {options}"))
     result = await ctx.session.create_message([message], max_tokens=20)
     return f"picked: {getattr(result.content, 'text', '?')}"
+
+
+@server.tool(structured_output=False)
+async def sign_in(ctx: Context, service: str) -> str:
+    """Send the user to `service`'s sign-in page (URL-mode elicitation); return what they chose."""
+    reply = await ctx.elicit_url(f"Sign in to {service}", f"https://{service}.example/login", "sign-in-1")
+    return f"sign-in: {reply.action}"
 
 
 run(server, args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any, get_args
+from urllib.parse import urlsplit
 
 from mcp_manifold._config.model import BackendProtocol, ServerConfig, SessionScope, ToolFilter, Transport
 from mcp_manifold._config.problems import Invalid, Problems, kind, unknown
@@ -61,6 +62,16 @@ def _normalise_transport(value: Any) -> Transport:
     return known[word]
 
 
+def url_transport(url: Any) -> Transport:
+    """The transport a `url` without `transport` means: SSE when a path segment is `sse`, else streamable HTTP.
+
+    The rule FastMCP applies to `mcpServers` files (`http://localhost:8000/sse`, `.../sse/`), so configs
+    written for smart-mcp-proxy and other FastMCP-based tools open the same way here.
+    """
+    path = urlsplit(url).path if isinstance(url, str) else ""
+    return "sse" if "sse" in path.split("/") else "http"
+
+
 class _ServerReader:
     """Checks one server entry field by field, reporting every problem under the server's name."""
 
@@ -104,6 +115,8 @@ class _ServerReader:
             self.report("transport", f"transport {wanted!r} needs a 'url', not a 'command'")
         if has_command:
             return "stdio"
+        if wanted is None:
+            return url_transport(self.values.get("url"))
         return "sse" if wanted == "sse" else "http"
 
 

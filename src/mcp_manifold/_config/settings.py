@@ -25,6 +25,7 @@ from mcp_manifold._config.values import (
     as_str_list,
     expand_user,
     http_url_problem,
+    long_secrets,
     non_negative,
     not_blank,
     positive,
@@ -115,9 +116,21 @@ class Settings:
     )
     spill_dir: str | None = _setting(None, "Where spilled results are written (default: under data_dir).", path=True)
     spill_ttl: float = _setting(3600.0, "Seconds a spilled result is kept.", check=positive)
-    toon: bool = _setting(False, "Render JSON tool results as TOON, a compact notation that saves tokens.")
+    toon: bool = _setting(
+        False,
+        "Render JSON tool results as TOON, a compact notation that saves tokens (with a spill threshold above 0).",
+    )
+    dispatch_response: str = _setting(
+        "object",
+        "What proxy-dispatch's call answers show the model: object (Mini-A's response object: the call's facts"
+        " and the tool's content as JSON text) or lean (the tool's content only, the facts in _meta).",
+        choices=("object", "lean"),
+    )
     search_embedder: str = _setting(
-        "bm25", "How tool search ranks tools: bm25, hybrid or openai.", choices=("bm25", "hybrid", "openai")
+        "hybrid",
+        "How tool search ranks tools: hybrid (BM25 + the bundled local model; BM25 alone where it cannot load),"
+        " bm25 or openai.",
+        choices=("bm25", "hybrid", "openai"),
     )
     search_models: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
         [],
@@ -137,8 +150,12 @@ class Settings:
     list_changed_exec_timeout: float = _setting(5.0, "Seconds list_changed_exec may run.", check=positive)
     discovery_dir: str | None = _setting(
         None,
-        "Where running MCP servers register for the hub (default: $XDG_RUNTIME_DIR/manifold/instances).",
+        "Where running MCP servers register for the hub"
+        " (default: $XDG_RUNTIME_DIR/manifold/instances, else ~/.local/state/mcp-manifold/instances).",
         path=True,
+    )
+    hub_max_instances: int = _setting(
+        100, "Most discovered instances the hub keeps at once; more registrations are skipped.", check=positive
     )
     ping_interval: float = _setting(
         10.0, "Seconds between health pings to servers; 0 turns pings off.", check=non_negative
@@ -146,6 +163,9 @@ class Settings:
     ping_timeout: float = _setting(5.0, "Seconds a ping may take before the server counts as down.", check=positive)
     session_idle_timeout: float = _setting(
         1800.0, "Seconds an idle HTTP client session is kept; 0 keeps it forever.", check=non_negative
+    )
+    max_http_sessions: int = _setting(
+        1000, "Most HTTP client sessions open at once; past it a new client gets HTTP 503.", check=positive
     )
     client_sessions_max: int = _setting(
         16,
@@ -167,6 +187,7 @@ class Settings:
         "Secrets (32+ characters) that seal the state 2026-07-28 clients echo back (the first seals, all open); "
         "gateways behind one address need the same. Default: a key made at start (state does not survive a "
         "restart).",
+        check=long_secrets,
     )
     shutdown_timeout: float = _setting(
         10.0,
@@ -266,6 +287,41 @@ def _convert_setting(name: str, value: Any, env: Mapping[str, str], base: Path |
     return value
 
 
+# smart-mcp-proxy's environment variables, read as aliases of settings (its users keep their env).
+_HF_EMBEDDER = "hf"
+_BUNDLED_MODEL_NAMES = ("all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")
+ENV_ALIASES: dict[str, str] = {
+    "MCPPROXY_ROUTING_TYPE": "routing",  # CALL_TOOL or DYNAMIC: our choices, in any case
+    "MCPPROXY_EMBEDDER": "search_embedder",  # BM25, HF (a local model: hybrid here) or OPENAI
+    "MCPPROXY_HF_MODEL": "search_models",  # read only with MCPPROXY_EMBEDDER=HF, as smart-mcp-proxy does
+    "MCPPROXY_TOP_K": "search_top_k",
+    "MCPPROXY_LIST_CHANGED_EXEC": "list_changed_exec",
+}
+
+
+def environment_settings(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Settings given by environment variables, and the variable each came from.
+
+    `MANIFOLD_<SETTING>` first; a smart-mcp-proxy alias (`ENV_ALIASES`) fills a setting only when its
+    `MANIFOLD_` variable is not set. An empty variable counts as unset, as `MANIFOLD_PORT=` in a
+    compose file usually means.
+    """
+    values = {name: env[env_var(name)] for name in _SETTING_FIELDS if env.get(env_var(name), "").strip()}
+    variables = {name: env_var(name) for name in values}
+    hf = env.get("MCPPROXY_EMBEDDER", "").strip().lower() == _HF_EMBEDDER
+    for variable, name in ENV_ALIASES.items():
+        raw = env.get(variable, "").strip()
+        if not raw or name in values or (variable == "MCPPROXY_HF_MODEL" and not hf):
+            continue
+        if variable == "MCPPROXY_EMBEDDER" and raw.lower() == _HF_EMBEDDER:
+            raw = "hybrid"  # BM25 plus the local model; smart-mcp-proxy's HF ranks by the model alone
+        elif variable == "MCPPROXY_HF_MODEL" and raw.lower() in _BUNDLED_MODEL_NAMES:
+            raw = BUNDLED  # its default model is the one the `semantic` extra ships
+        values[name] = raw
+        variables[name] = variable
+    return values, variables
+
+
 class _Layer(NamedTuple):
     """The checked settings of one source, with where its problems go and how they name a setting."""
 
@@ -309,12 +365,11 @@ def resolve_settings(
     """The settings from the file's `manifold` section, the environment and the flags (None values
     ignored), layered flag > environment > file > default; each source's problems go under its name."""
     from_file, _ = expand_fields(section, env, in_file)
-    # An empty variable counts as unset, as `MANIFOLD_PORT=` in a compose file usually means.
-    from_env = {name: env[env_var(name)] for name in _SETTING_FIELDS if env.get(env_var(name), "").strip()}
+    from_env, variables = environment_settings(env)
     from_flags = {name: value for name, value in (overrides or {}).items() if value is not None}
     layers = [  # lowest precedence first
         _layer(from_file, in_file, _by_name, env, base),
-        _layer(from_env, Problems(ENVIRONMENT, in_file.items), env_var, env),
+        _layer(from_env, Problems(ENVIRONMENT, in_file.items), lambda name: variables[name], env),
         _layer(from_flags, Problems(COMMAND_LINE, in_file.items), _by_name, env),
     ]
     values = {"data_dir": default_data_dir(env)}

@@ -110,6 +110,12 @@ def positive(value: float) -> str | None:
     return None if value > 0 else f"must be greater than 0, not {value:g}"
 
 
+def long_secrets(values: list[str]) -> str | None:
+    """Every secret is at least 32 characters (a sealing key; shown by position, never by value)."""
+    short = [str(position) for position, value in enumerate(values, 1) if len(value) < 32]
+    return f"needs secrets of 32 characters or more; too short: number {', '.join(short)}" if short else None
+
+
 def non_negative(value: float) -> str | None:
     return None if value >= 0 else f"must be 0 or more, not {value:g}"
 

@@ -137,13 +137,18 @@ class SpillPolicy:
 
     threshold: int = 0  # inline bytes above which a result spills; 0: never by size
     to_file: bool = False  # spill a successful result whatever its size (dispatch's `resultToFile`)
-    toon: bool = False  # write object/array data as TOON
+    toon: bool = False  # write object/array data as TOON (when there is a threshold: `renders_toon`)
     ttl: float = 0.0  # seconds the file is kept (said in the notice)
     hint: str | None = None  # a line added to the notice: how to read the file
 
     @property
     def active(self) -> bool:
         return self.threshold > 0 or self.to_file
+
+    @property
+    def renders_toon(self) -> bool:
+        """TOON only with a size threshold, as Mini-A's `mcpproxytoon` (it sizes and previews the TOON text)."""
+        return self.toon and self.threshold > 0
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,7 @@ def spill_if_due(
     to_file = policy.to_file and not result.is_error
     if not (to_file or policy.threshold > 0):
         return None
-    rendered = render_result(result, toon=policy.toon)
+    rendered = render_result(result, toon=policy.renders_toon)
     auto = not to_file and rendered.inline_size > policy.threshold
     if not (to_file or auto):
         return None
@@ -224,3 +229,13 @@ def with_exposed_uris(
             changed = list(blocks)
         changed[index] = replaced
     return changed
+
+
+def without_server_stamp(result: Any) -> Any:
+    """`result` without the identity a 2026-07-28 server stamps on it (`_meta` serverInfo): through the
+    gateway, the server a client talks to is the gateway, which stamps its own."""
+    meta = getattr(result, "meta", None)
+    if not meta or types.SERVER_INFO_META_KEY not in meta:
+        return result
+    rest = {key: value for key, value in meta.items() if key != types.SERVER_INFO_META_KEY}
+    return result.model_copy(update={"meta": rest or None})

@@ -26,3 +26,4 @@ class BackendStatus:
     retry_in: float | None
     breaker: BreakerState = "closed"  # closed, open (calls fail fast) or half-open (one trial call)
     breaker_retry_in: float | None = None  # while open: seconds until the trial call
+    protocol: str | None = None  # the protocol version the running session speaks (2026-07-28: no session)

@@ -23,7 +23,10 @@ async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | 
     """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
     front = McpFront(gateway)
     starlette_app = front.server.streamable_http_app(
-        host=host, session_idle_timeout=gateway.settings.session_idle_timeout or None
+        host=host,
+        session_idle_timeout=gateway.settings.session_idle_timeout or None,
+        # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
+        max_sessions=gateway.settings.max_http_sessions,
     )
     if "hub" in gateway.settings.expose:
         add_instance_endpoints(starlette_app)

@@ -20,13 +20,13 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._core.clients import Caller, ListKind, Request, undeclared
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._front.listen import GatewayListenHandler
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._sdk import connection_of, no_deprecation_warnings
 from mcp_manifold._version import __version__
@@ -35,6 +35,13 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _CALLER = "manifold.caller"  # where a connection keeps its SessionCaller
+TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel", "tasks/list", "tasks/result")
+
+
+class _TaskParams(types.RequestParams):
+    task_id: str | None = None
+
+
 _SERVER_REQUESTS: dict[str, tuple[Any, Any]] = {
     "sampling/createMessage": (types.CreateMessageRequest, types.CreateMessageResult),
     "elicitation/create": (types.ElicitRequest, types.ElicitResult),
@@ -196,8 +203,10 @@ class McpFront:
                 on_set_logging_level=self._set_logging_level,
                 on_roots_list_changed=self._roots_changed,
                 on_completion=self._complete,
-                on_subscriptions_listen=ListenHandler(self.gateway.back_channel.bus),
+                on_subscriptions_listen=GatewayListenHandler(self.gateway, self._request),
             )
+        for method in TASK_METHODS:
+            server.add_request_handler(method, _TaskParams, self._no_tasks)
         server.middleware.append(self._track_client)
         # The state 2026-07-28 clients echo back is sealed on the way out and checked on the way in.
         server.middleware.append(
@@ -254,6 +263,22 @@ class McpFront:
             request.request_state = getattr(params, "request_state", None)
         return request
 
+    async def _no_tasks(self, ctx: ServerRequestContext[Any, Any], params: _TaskParams) -> Any:
+        # Tasks (the io.modelcontextprotocol/tasks extension) are not offered, so no task id came from here.
+        task = f" {params.task_id!r}" if params.task_id else ""
+        raise MCPError(
+            code=types.METHOD_NOT_FOUND,
+            message=(
+                f"{ctx.method}: mcp-manifold does not offer tasks (the io.modelcontextprotocol/tasks extension), "
+                f"so task{task} is not one of its own; its tool calls answer directly"
+            ),
+        )
+
+    def _freshness(self, request: SdkRequest) -> dict[str, Any]:
+        # ttlMs / cacheScope: 2026-07-28 only (the SDK leaves them off a session-era answer).
+        ttl_ms, scope = self.gateway.list_freshness(request)
+        return {"ttl_ms": ttl_ms, "cache_scope": scope}
+
     async def _answer(self, action: str, work: Callable[[], Awaitable[T]]) -> T:
         """Run a request, turning our errors into MCP errors with a clear message (the one translation)."""
         try:
@@ -269,8 +294,9 @@ class McpFront:
             raise MCPError(code=types.INTERNAL_ERROR, message=f"{action} failed: {exc}") from None
 
     async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
-        tools = await self._answer("tools/list", lambda: self.gateway.list_tools(self._request(ctx)))
-        return types.ListToolsResult(tools=tools)
+        request = self._request(ctx)
+        tools = await self._answer("tools/list", lambda: self.gateway.list_tools(request))
+        return types.ListToolsResult(tools=tools, **self._freshness(request))
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         request = self._request(ctx, params)
@@ -279,16 +305,18 @@ class McpFront:
         )
 
     async def _list_resources(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourcesResult:
-        resources = await self._answer("resources/list", lambda: self.gateway.list_resources(self._request(ctx)))
-        return types.ListResourcesResult(resources=resources)
+        request = self._request(ctx)
+        resources = await self._answer("resources/list", lambda: self.gateway.list_resources(request))
+        return types.ListResourcesResult(resources=resources, **self._freshness(request))
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any, Any], params: Any
     ) -> types.ListResourceTemplatesResult:
+        request = self._request(ctx)
         templates = await self._answer(
-            "resources/templates/list", lambda: self.gateway.list_resource_templates(self._request(ctx))
+            "resources/templates/list", lambda: self.gateway.list_resource_templates(request)
         )
-        return types.ListResourceTemplatesResult(resource_templates=templates)
+        return types.ListResourceTemplatesResult(resource_templates=templates, **self._freshness(request))
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -297,8 +325,9 @@ class McpFront:
         return await self._answer("resources/read", lambda: self.gateway.read_resource_by_uri(request, str(params.uri)))
 
     async def _list_prompts(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListPromptsResult:
-        prompts = await self._answer("prompts/list", lambda: self.gateway.list_prompts(self._request(ctx)))
-        return types.ListPromptsResult(prompts=prompts)
+        request = self._request(ctx)
+        prompts = await self._answer("prompts/list", lambda: self.gateway.list_prompts(request))
+        return types.ListPromptsResult(prompts=prompts, **self._freshness(request))
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams

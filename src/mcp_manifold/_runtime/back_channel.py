@@ -74,6 +74,10 @@ class BackChannel:
         """Note a client that made a request (it hears about changes from now on)."""
         self._callers.add(caller)
 
+    def session_count(self) -> int:
+        """How many session-era clients are connected now."""
+        return len(self._callers)
+
     def sole_client(self, caller: Caller) -> None:
         """The gateway has one client (stdio): what servers ask outside any call goes to it."""
         self._sole = weakref.ref(caller)
@@ -130,10 +134,14 @@ class BackChannel:
         if caller is not None:
             await self._tell(caller, kinds)
             return
-        for kind in kinds:
-            await self.bus.publish(_BUS_EVENTS[kind]())
+        await self.publish(kinds)
         for target in list(self._callers):
             await self._tell(target, kinds)
+
+    async def publish(self, kinds: set[Kind]) -> None:
+        """Tell the listen streams of 2026-07-28 clients that the lists of `kinds` changed."""
+        for kind in sorted(kinds):
+            await self.bus.publish(_BUS_EVENTS[kind]())
 
     async def _tell(self, caller: Caller, kinds: set[Kind]) -> None:
         unannounced = self._unannounced.get(caller)

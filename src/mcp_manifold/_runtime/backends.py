@@ -302,10 +302,11 @@ class Backend:
             return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
         if ASKS.get(method) not in self.declare():
             # A session shared by several clients promises nothing (see Gateway._declare_shared).
-            if self.config.session_scope == "client":  # the session of the clients without one of their own
+            if self.config.session_scope == "client":
+                # Only a client the gateway can tell apart gets a session of its own.
                 return (
-                    f"{what}, and the session it shares among clients without one of their own cannot either: "
-                    "a 2026-07-28 client gets a session of its own (`session_scope: client`) only if it authenticates"
+                    f"{what}, and the session it shares between clients cannot either: a 2026-07-28 client gets "
+                    "a session of its own (`session_scope: client`) once it authenticates to the gateway"
                 )
             return f"{what}, and its shared session cannot either: give it `session_scope: client` in the config"
         if not self._needs_session:
@@ -521,6 +522,7 @@ class Backend:
             retry_in=max(0.0, retry) if retry is not None else None,
             breaker=self.breaker.state,
             breaker_retry_in=self.breaker.retry_in(),
+            protocol=self.protocol_version if self._session is not None else None,
         )
 
     # --- what the server initiates ------------------------------------------------------------

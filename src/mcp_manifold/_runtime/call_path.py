@@ -29,7 +29,14 @@ from mcp_types import LOG_LEVEL_META_KEY
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.result_cache import ResultCache
-from mcp_manifold._core.results import SpillPolicy, scrubbed, spill_if_due, tool_error, with_exposed_uris
+from mcp_manifold._core.results import (
+    SpillPolicy,
+    scrubbed,
+    spill_if_due,
+    tool_error,
+    with_exposed_uris,
+    without_server_stamp,
+)
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._errors import BackendError, BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._runtime.input_bridge import MAX_ROUNDS, HeldCalls, answer_questions, backend_state, read_state
@@ -208,6 +215,7 @@ class CallPath:
                 raise BackendRequestError(backend.name, backend.asks_mid_call(asked), exc.code) from exc
             finally:
                 requesting_client.reset(token)
+        result = without_server_stamp(result)
         if backend.modern and isinstance(result, types.CallToolResult) and result.is_error:
             asked = asked_without_back_channel(" ".join(getattr(block, "text", "") for block in result.content))
             if asked is not None:

@@ -2,7 +2,8 @@
 
 The first need of a lazy start lists every backend not listed yet (`ensure_catalog`). A serving
 gateway first fills the catalog from each backend's last listing on disk (`ListingCache`) and re-lists
-the backend behind it, so a desktop client's first `tools/list` is answered at once; when the real
+the backend behind it, so a desktop client's first `tools/list` is answered at once; eager backends
+are started the same way when it starts (`start_eager`), never holding back its `initialize`; when the real
 listing differs, the catalog's change event tells the clients. One backend's failure leaves the others
 untouched.
 """
@@ -32,6 +33,8 @@ class CatalogSync:
         self.cache = cache
         self.serving = serving
         self.listed: set[str] = set()
+        self.live: set[str] = set()  # listed by the server itself, not only from the listing cache
+        self._starting: dict[str, anyio.Event] = {}  # eager backends being started in the background
         self._lock = anyio.Lock()
         self._task_group: anyio.abc.TaskGroup | None = None
 
@@ -48,8 +51,31 @@ class CatalogSync:
         ]
         if self.serving:
             missing = [name for name in missing if not self._list_from_cache(name)]
+        # An eager backend already starting in the background: wait for that start, not a second listing.
+        starting = [self._starting[name] for name in missing if name in self._starting]
+        missing = [name for name in missing if name not in self._starting]
         if missing:
             await self.refresh(missing)
+        for started in starting:
+            await started.wait()
+
+    def start_eager(self, names: list[str]) -> None:
+        """Start eager (`lazy: false`) backends behind a serving gateway, as lazy ones are started.
+
+        Those with a cached listing are in the catalog at once; the others are listed when they are up.
+        Nothing waits here, so one slow or hung server never holds back the gateway's `initialize`.
+        """
+        assert self._task_group is not None, "attach() first"
+        for name in names:
+            if not self._list_from_cache(name):
+                self._starting[name] = anyio.Event()
+                self._task_group.start_soon(self._start_one, name)
+
+    async def _start_one(self, name: str) -> None:
+        try:
+            await self.refresh_one(name)
+        finally:
+            self._starting.pop(name).set()
 
     def _list_from_cache(self, name: str) -> bool:
         """Fill the catalog from `name`'s cached listing and re-list it in the background."""
@@ -75,8 +101,18 @@ class CatalogSync:
             return
         async with self._lock:
             self._set(name, listing)
+            self.live.add(name)
         if self.serving:
             self.cache.save(backend.config, listing)
+
+    def settled(self) -> bool:
+        """Whether every enabled server has been listed by itself and none is failing: until then the
+        catalog may change soon (a cached listing being refreshed, a server still to come back)."""
+        return all(
+            backend.name in self.live and backend.state != "failed"
+            for backend in self.pool
+            if backend.state != "disabled"
+        )
 
     def _set(self, name: str, listing: Listing) -> None:
         config = self.pool[name].config

@@ -15,12 +15,13 @@ record is stale when its pid is gone or it missed three refreshes.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import re
 import secrets
-import tempfile
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -154,13 +155,34 @@ def new_instance_id(name: str) -> str:
 
 
 def default_discovery_dir(env: dict[str, str] | None = None) -> Path:
-    """`$XDG_RUNTIME_DIR/manifold/instances`, else a per-user folder under the temp dir."""
+    """`$XDG_RUNTIME_DIR/manifold/instances`, else `$XDG_STATE_HOME/mcp-manifold/instances`, else
+    `~/.local/state/mcp-manifold/instances`.
+
+    Never a fixed name under the shared temp dir: another local user could create it first and plant
+    records (a record names a command the hub starts). Both fallbacks are in the user's own home.
+    """
     env = dict(os.environ) if env is None else env
     runtime = env.get("XDG_RUNTIME_DIR")
     if runtime:
         return Path(runtime) / "manifold" / "instances"
-    user = os.getuid() if hasattr(os, "getuid") else (env.get("USERNAME") or "user")
-    return Path(tempfile.gettempdir()) / f"manifold-{user}" / "instances"
+    state = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
+    return Path(state) / "mcp-manifold" / "instances"
+
+
+def untrusted(path: Path | int, what: str) -> str | None:
+    """Why `path` (or an open file descriptor) may hold records someone else wrote, or None.
+
+    Trusted means: owned by the user the gateway runs as, and writable by nobody else (no group or
+    other write bit). Where the system has no uids (Windows), everything is trusted.
+    """
+    if not hasattr(os, "getuid"):
+        return None
+    info = os.fstat(path) if isinstance(path, int) else os.stat(path)
+    if info.st_uid != os.getuid():
+        return f"the {what} is owned by uid {info.st_uid}, not by this user (uid {os.getuid()})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"the {what} is writable by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
 
 
 def discovery_dir(setting: str | None) -> Path:
@@ -197,6 +219,7 @@ class Scan:
     live: dict[str, InstanceRecord] = field(default_factory=dict)
     stale: dict[str, tuple[InstanceRecord, str]] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)  # file name -> what is wrong
+    refused: str | None = None  # why the whole directory is not trusted (then nothing else is read)
 
 
 def read_records(directory: Path, now: float | None = None, pid_alive: Callable[[int], bool] | None = None) -> Scan:
@@ -204,13 +227,21 @@ def read_records(directory: Path, now: float | None = None, pid_alive: Callable[
     now = time.time() if now is None else now
     scan = Scan()
     try:
+        scan.refused = untrusted(directory, "directory")
+    except FileNotFoundError:
+        return scan  # nobody has registered yet
+    except OSError as exc:
+        scan.refused = f"cannot inspect it: {exc}"
+    if scan.refused is not None:
+        return scan
+    try:
         paths = sorted(directory.glob("*.json"))
     except OSError as exc:
         scan.problems[str(directory)] = f"cannot list the discovery directory: {exc}"
         return scan
     for path in paths:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(_read_trusted(path))
             record = parse_record(data, path.name)
         except FileNotFoundError:
             continue  # removed between listing and reading
@@ -229,3 +260,20 @@ def read_records(directory: Path, now: float | None = None, pid_alive: Callable[
         else:
             scan.stale[record.id] = (record, reason)
     return scan
+
+
+def _read_trusted(path: Path) -> str:
+    """The text of a record file, if it is a regular file (not a symlink) that only this user can write."""
+    try:
+        handle = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RecordError(f"{path.name}: refused: a symbolic link") from None
+        raise
+    with os.fdopen(handle, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise RecordError(f"{path.name}: refused: not a regular file")
+        problem = untrusted(handle, "file")
+        if problem is not None:
+            raise RecordError(f"{path.name}: refused: {problem}")
+        return stream.read().decode("utf-8")

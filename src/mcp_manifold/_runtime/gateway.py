@@ -11,14 +11,13 @@ who owns a name. Surfaces see the gateway only as a `Host` (surfaces/base.py).
 from __future__ import annotations
 
 import logging
-import shlex
 import time
 import weakref
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -44,6 +43,7 @@ from mcp_manifold._runtime.health import HealthMonitor
 from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.processes import run_shell
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._sdk import no_deprecation_warnings
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from mcp_manifold._runtime.search_index import CatalogSearch
 
 logger = logging.getLogger(__name__)
+# How long a 2026-07-28 client may keep a list once the catalog has settled (see Gateway.list_freshness).
+LIST_TTL_MS = 60_000
 
 
 class Gateway:
@@ -145,8 +147,10 @@ class Gateway:
             if eager and self.single_client:
                 # Started once the client is known, so that they are told what it can be asked for.
                 self._eager = eager
+            elif eager and self.serving:
+                self.sync.start_eager(eager)  # behind the cache, as lazy ones: initialize never waits
             elif eager:
-                await self.sync.refresh(eager)
+                await self.sync.refresh(eager)  # a one-shot command wants them listed before it goes on
             self._exit = stack.pop_all()
         return self
 
@@ -187,6 +191,11 @@ class Gateway:
             "expose": list(self._settings.expose),
             "servers": servers,
             "instances": [row for surface in self.surfaces for row in surface.live_rows()],
+            "clients": {
+                "sessions": self.back_channel.session_count(),
+                "stateless_requests": self.stateless_requests,
+                "last_stateless_request": self.last_stateless_request,
+            },
         }
 
     async def _relist(self, backend: Backend) -> None:
@@ -227,6 +236,7 @@ class Gateway:
 
     async def client_arrived(self, caller: Caller) -> None:
         """A client finished its handshake (the front calls this once per client)."""
+        logger.info("client %s connected: session era (the handshake)", caller.key)
         if not self.single_client or self._sole is not None:
             return
         self._sole = caller
@@ -235,10 +245,16 @@ class Gateway:
             await backend.renew_if_declared_differs()  # started before the client came (a CLI probe, say)
         if self._eager and self._task_group is not None:
             eager, self._eager = self._eager, []
-            self._task_group.start_soon(self.sync.refresh, eager)
+            if self.serving:
+                self.sync.start_eager(eager)  # behind their cached listings, as lazy ones
+            else:
+                self._task_group.start_soon(self.sync.refresh, eager)
 
     def stateless_request(self, caller: Caller) -> None:
         """A 2026-07-28 client made a request (counted for `manifold servers`; it has no session to track)."""
+        if not self.stateless_requests:
+            logger.info("first request of a 2026-07-28 client (no session; each request stands alone)")
+        logger.debug("2026-07-28 request from %s", caller.key)
         self.stateless_requests += 1
         self.last_stateless_request = time.time()
         if self.single_client and self._sole is None:
@@ -277,6 +293,9 @@ class Gateway:
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
         await self.back_channel.notify_list_changed(kinds, caller)
 
+    async def notify_listeners(self, kinds: set[Kind]) -> None:
+        await self.back_channel.publish(kinds)
+
     @property
     def result_files(self) -> SpillStore:
         return self.spill
@@ -284,15 +303,28 @@ class Gateway:
     def state_file(self, name: str) -> JsonStateFile:
         return JsonStateFile(self.data_dir / name)
 
-    async def run_command(self, command: str, *, timeout: float) -> None:
-        """Run an operator's command from the config (no shell: its words are split like a shell's)."""
+    def start_command(self, command: str, *, timeout: float) -> None:
+        """Start an operator's command from the config through the shell; returns at once.
+
+        It runs in the gateway's task group (stopped with the gateway) and is killed after `timeout`.
+        The shell is deliberate: the command is the operator's own trusted config, and `a && b` or
+        `$VAR` must work as they do in smart-mcp-proxy's `MCPPROXY_LIST_CHANGED_EXEC`.
+        """
+        if self._task_group is None:
+            logger.warning("command %r not run: the gateway is not running", command)
+            return
+        self._task_group.start_soon(self._run_command, command, timeout)
+
+    async def _run_command(self, command: str, timeout: float) -> None:
         try:
-            with anyio.fail_after(timeout):
-                await anyio.run_process(shlex.split(command), check=False)
-        except TimeoutError:
-            logger.warning("command %r did not finish within %ss", command, timeout)
+            code = await run_shell(command, timeout)
         except OSError as exc:
             logger.warning("command %r failed: %s", command, exc)
+            return
+        if code is None:
+            logger.warning("command %r did not finish within %ss and was stopped", command, timeout)
+        elif code:
+            logger.warning("command %r exited with code %d", command, code)
 
     @property
     def instances(self) -> InstanceRegistry:
@@ -335,6 +367,18 @@ class Gateway:
             await self._needs_catalog(request)  # lazy servers may not be listed yet
             surface = self._owner(request, kind, name)
         return surface
+
+    def list_freshness(self, request: Request) -> tuple[int, Literal["public", "private"]]:
+        """How long a 2026-07-28 client may keep a list it got (`ttlMs`) and whether it may share it across
+        authorization contexts (`cacheScope`).
+
+        Fresh for a minute once every server has listed itself and none is failing (changes after that
+        are announced on subscriptions/listen); immediately stale while the catalog is still filling in.
+        Private when a client may see its own list (servers with `session_scope: client`), else public.
+        """
+        ttl_ms = LIST_TTL_MS if self.sync.settled() else 0
+        private = any(server.session_scope == "client" for server in self.config.servers.values())
+        return ttl_ms, "private" if private else "public"
 
     async def list_tools(self, request: Request) -> list[types.Tool]:
         await self._needs_catalog(request)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -21,6 +22,7 @@ import mcp_types as types
 
 from mcp_manifold._core.health import Health, HealthState
 from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.naming import assign_names
 from mcp_manifold._core.status import BackendStatus
 from mcp_manifold._errors import BackendUnavailable, ManifoldError
 from mcp_manifold._runtime.discovery import InstanceRecord, discovery_dir, read_records, remove_record
@@ -63,8 +65,17 @@ class Instance:
     name: str
     backend: Backend
     record: InstanceRecord | None = None  # None for configured servers
-    listing: Listing | None = None
+    listing: Listing | None = None  # with the names clients see (valid names, as `direct` makes them)
     was_down: bool = False  # failed since it was last active: its recovery is worth telling
+    connected_at: float | None = None  # Unix time the gateway's connection to it last came up
+    tool_names: dict[str, str] = field(default_factory=dict)  # exposed -> the instance's own name
+    prompt_names: dict[str, str] = field(default_factory=dict)
+
+    def original_tool(self, exposed: str) -> str:
+        return self.tool_names.get(exposed, exposed)
+
+    def original_prompt(self, exposed: str) -> str:
+        return self.prompt_names.get(exposed, exposed)
 
     @property
     def kind(self) -> str:
@@ -94,6 +105,7 @@ class InstanceRegistry:
         self.directory = discovery_dir(settings.discovery_dir)
         self.instances: dict[str, Instance] = {}
         self.gone: dict[str, str] = {}  # id of a dropped instance -> why, while a client still uses it
+        self.skipped: set[str] = set()  # live records left out at the last scan: hub_max_instances reached
         self._listener: InstanceListener | None = None
         self._reserved: frozenset[str] = frozenset()  # tool names instances may not use (the hub's own)
         self._reported: set[tuple[str, str]] = set()  # problems already logged
@@ -144,6 +156,12 @@ class InstanceRegistry:
             return  # not running (yet or any more)
         async with self._scan_lock:
             found = await anyio.to_thread.run_sync(read_records, self.directory)
+            if found.refused is not None:
+                # Anyone who can write there could make the hub start their command: read nothing.
+                self._report_once(str(self.directory), refusal(self.directory, found.refused))
+                for instance in [i for i in self.instances.values() if i.record is not None]:
+                    await self._drop(instance, "the discovery directory is not trusted any more")
+                return
             for source, problem in found.problems.items():
                 self._report_once(source, f"skipping instance file {problem}")
             for instance_id, (_record, reason) in found.stale.items():
@@ -159,6 +177,7 @@ class InstanceRegistry:
                     continue
                 stale = found.stale.get(instance.id)
                 await self._drop(instance, f"stale: {stale[1]}" if stale else "its registration was removed")
+            self.skipped = set()
             for record in found.live.values():
                 await self._add_or_update(record)
             # Why an instance went away matters only while a client is still connected to it.
@@ -178,6 +197,15 @@ class InstanceRegistry:
             await self._drop(current, "re-registered with a different address")
         if self._tasks is None:
             return  # shutting down
+        limit = self.settings.hub_max_instances
+        if sum(1 for known in self.instances.values() if known.record is not None) >= limit:
+            self.skipped.add(record.id)
+            self._report_once(
+                "hub_max_instances",
+                f"the hub keeps at most {limit} discovered instances "
+                f"(hub_max_instances); skipping {record.id} and any further ones",
+            )
+            return
         try:
             backend = self.pool.add(record.server_config(), _InstanceHooks(self), self._tasks)
         except ValueError as exc:
@@ -242,9 +270,12 @@ class InstanceRegistry:
     async def connect(self, instance: Instance) -> None:
         """Make sure the instance's connection is up; `BackendUnavailable` says why it is not."""
         if instance.backend.state == "ready":
+            if instance.connected_at is None:  # started by someone else (a configured server's catalog)
+                instance.connected_at = time.time()
             return
         try:
             await self.health_monitor.connect(instance.backend)
+            instance.connected_at = time.time()
         except TimeoutError:
             raise BackendUnavailable(instance.id, f"could not connect to {instance.label()}: timed out") from None
         except ManifoldError as exc:
@@ -264,7 +295,18 @@ class InstanceRegistry:
                 self._report_once(instance.id, f"{instance.label()}: tool {tool.name!r} is hidden by the hub's own")
             elif allowed(tool.name):
                 tools.append(tool)
-        instance.listing = replace(listing, tools=tools)
+        # Valid, reversible names by `direct`'s rule, unprefixed (a session talks to one instance):
+        # `scripts/list` is shown as `scripts_list` and called back under its own name.
+        separator = self.settings.separator
+        tool_names = assign_names((("", tool.name) for tool in tools), separator, self._reserved)
+        prompt_names = assign_names((("", prompt.name) for prompt in listing.prompts), separator)
+        instance.tool_names = {exposed: original for (_, original), exposed in tool_names.items()}
+        instance.prompt_names = {exposed: original for (_, original), exposed in prompt_names.items()}
+        instance.listing = replace(
+            listing,
+            tools=[tool.model_copy(update={"name": tool_names[("", tool.name)]}) for tool in tools],
+            prompts=[prompt.model_copy(update={"name": prompt_names[("", prompt.name)]}) for prompt in listing.prompts],
+        )
         return instance.listing
 
     def reserve(self, names: list[str]) -> None:
@@ -287,6 +329,7 @@ class InstanceRegistry:
             "endpoint": instance.endpoint(),
             "state": self.state(instance),
         }
+        row["connected_at"] = instance.connected_at  # null until the gateway has connected to it
         if instance.listing is not None:
             row["tools"] = len(instance.listing.tools)
         last_error = (health.last_error if health else None) or (
@@ -324,6 +367,9 @@ class InstanceRegistry:
             return
         if new in ("retrying", "dead"):
             instance.was_down = True
+            instance.connected_at = None
+        elif new == "active" and instance.connected_at is None:
+            instance.connected_at = time.time()
         if new == "dead" and self._in_use(name):
             self._tasks.start_soon(
                 self._listener.instance_dead, name, instance.label(), _reason(name, health.last_error)
@@ -415,7 +461,10 @@ async def instance_statuses(settings: Settings, pool: BackendPool) -> list[Backe
     """
     if "hub" not in settings.expose:
         return []
-    found = await anyio.to_thread.run_sync(read_records, discovery_dir(settings.discovery_dir))
+    directory = discovery_dir(settings.discovery_dir)
+    found = await anyio.to_thread.run_sync(read_records, directory)
+    if found.refused is not None:
+        logger.warning("%s", refusal(directory, found.refused))
     records = [record for record in found.live.values() if record.id not in pool.backends]
     statuses: list[BackendStatus] = []
     async with anyio.create_task_group() as owners:
@@ -442,6 +491,14 @@ async def _probe(backend: Backend) -> None:
         await backend.list_all()
     except ManifoldError as exc:
         logger.debug("probe of %s failed: %s", backend.name, exc)
+
+
+def refusal(directory: Path, reason: str) -> str:
+    """The log line for a discovery directory the hub will not read."""
+    return (
+        f"refusing the discovery directory {directory}: {reason}; no instance is read from it. "
+        f"Use a directory only this user can write (chmod 700, owned by this user) or set discovery_dir."
+    )
 
 
 def _reason(instance_id: str, error: str | None) -> str:

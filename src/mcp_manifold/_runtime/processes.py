@@ -9,9 +9,11 @@ group when the server outlives its closed stdin, so grandchildren would stay).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
@@ -140,3 +142,21 @@ async def kill_group_leftovers(spawned: list[Any]) -> None:
         for process in spawned:
             # The group id is the server's pid (a new session); a group with no members left is ESRCH.
             await terminate_posix_process_tree(process, GROUP_KILL_TIMEOUT)
+
+
+async def run_shell(command: str, timeout: float) -> int | None:
+    """Run `command` through the shell in a process group of its own: its exit code, or None when it ran
+    past `timeout`. Then, or when cancelled, the whole group is killed (the shell and what it started)."""
+    process = await anyio.open_process(
+        command, start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        with anyio.move_on_after(timeout):
+            return await process.wait()
+        return None
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with anyio.CancelScope(shield=True):
+                await process.wait()

@@ -8,8 +8,10 @@ No I/O happens here except the SQLite store and, for the "openai" embedder, HTTP
 """
 
 from mcp_manifold._search.documents import SearchHit, ToolDocument
-from mcp_manifold._search.embedder import EMBEDDER_SETTINGS, Embedder, make_embedder
+from mcp_manifold._search.embedder import EMBEDDER_SETTINGS, Embedder
+from mcp_manifold._search.embedders import make_embedder
 from mcp_manifold._search.errors import EmbedderError, EmbedderUnavailable, SearchError
+from mcp_manifold._search.explain import Explanation
 from mcp_manifold._search.index import IndexStatus, SearchIndex, UpdateStats
 from mcp_manifold._search.ranking import RankingConfig
 from mcp_manifold._search.store import IndexStore
@@ -20,6 +22,7 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "EmbedderUnavailable",
+    "Explanation",
     "IndexStatus",
     "IndexStore",
     "RankingConfig",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -32,25 +32,3 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
         raise ValueError(f"expected a 2-d array of vectors, got shape {vectors.shape}")
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms > 0, norms, 1.0)
-
-
-def make_embedder(settings_name: str, **kwargs: Any) -> Embedder | None:
-    """The embedder for a setting: "bm25" → None, "hybrid" → local models, "openai" → HTTP API.
-
-    `kwargs` go to the embedder's constructor (e.g. base_url, model, api_key for "openai"); "hybrid"
-    takes `models`, the `search_models` list ("minilm" or model folders; empty: the bundled model).
-    """
-    setting = settings_name.strip().lower()
-    if setting == "bm25":
-        if kwargs:
-            raise ValueError(f"embedder 'bm25' takes no options, got {sorted(kwargs)}")
-        return None
-    if setting == "hybrid":
-        from mcp_manifold._search.local_embedder import hybrid_embedder
-
-        return hybrid_embedder(**kwargs)
-    if setting == "openai":
-        from mcp_manifold._search.openai_embedder import OpenAIEmbedder
-
-        return OpenAIEmbedder(**kwargs)
-    raise ValueError(f"unknown embedder {settings_name!r}; expected one of {', '.join(EMBEDDER_SETTINGS)}")

@@ -14,8 +14,9 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from mcp_manifold._errors import InvalidRequest
 from mcp_manifold._search.documents import SearchHit, ToolDocument
 from mcp_manifold._search.embedder import Embedder
 from mcp_manifold._search.errors import SearchError
+from mcp_manifold._search.explain import Explanation, explain_row
 from mcp_manifold._search.fusion import top_indices
 from mcp_manifold._search.lexical import LexicalIndex
 from mcp_manifold._search.profiles import Profile, ProfileIndex, make_profile, profile_terms
@@ -169,6 +171,42 @@ class SearchIndex:
         else:
             picked = top_indices(scores, limit, positive_only=True)
         return [SearchHit(snapshot.keys[i], float(scores[i])) for i in picked]
+
+    def explain(self, query: str, key: str, *, limit: int = 5, server: str | None = None) -> Explanation:
+        """Where tool `key` ranks for `query`, and the score of every ranking step that put it there."""
+        with self._lock:
+            snapshot = self._current()
+            embedder = self._embedder
+            content_hash = self._hashes.get(key)
+            terms = self._terms.get(content_hash, []) if content_hash else []
+        if key not in snapshot.keys:
+            return Explanation(query, key, "bm25" if embedder is None else "hybrid", in_index=False, limit=limit)
+        trace: dict[str, Any] = {}
+        notes = []
+        try:
+            final = score_all(
+                query,
+                snapshot.lexical,
+                snapshot.server_ids,
+                embedder,
+                snapshot.matrix,
+                snapshot.has_vector,
+                self._ranking,
+                snapshot.profiles,
+                trace,
+            )
+        except SearchError as exc:
+            notes.append(f"the query could not be embedded, so BM25 alone answered: {exc}")
+            trace = {}
+            final = score_all(
+                query, snapshot.lexical, snapshot.server_ids, None, None, None, self._ranking, snapshot.profiles, trace
+            )
+        row = snapshot.keys.index(key)
+        if embedder is not None and snapshot.has_vector is not None and not snapshot.has_vector[row]:
+            notes.append("this tool has no embedding yet (its embedding failed), so only BM25 scores it")
+        explanation = explain_row(query, snapshot.keys, row, final, trace, terms, int(snapshot.server_ids[row]), limit)
+        hidden = server is not None and self._docs[key].server != server
+        return replace(explanation, hidden_by_server_filter=hidden, notes=tuple(notes))
 
     def status(self) -> IndexStatus:
         with self._lock:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -26,7 +26,9 @@ EMBEDDING_TEXT_VERSION = 1
 
 @dataclass(frozen=True)
 class RankingConfig:
-    name_repeat: int = 3  # the server and tool name words count this many times in BM25 (field weight)
+    # The server and tool name words count this many times in BM25 (a field weight). 3 gained 3 points of
+    # NDCG@10 on LiveMCPBench but lost on BFCL's held-out half, so it is off (docs/search.md, "Rule check").
+    name_repeat: int = 1
     include_parameters: bool = True  # parameter names and descriptions are BM25 text too
     stemming: bool = True
     k1: float = 1.2
@@ -43,7 +45,9 @@ class RankingConfig:
     server_match: float = 0.3  # weight of the server profile's match (see profiles.py)
     # A request that saves to a path: the tool that best matches "write file <ext>" takes this place
     # in the ranking if it is not higher already (0: off; needs rewrite_query and output_paths).
-    destination_slot: int = 3
+    # Off: with name words counted once its gain on LiveMCPBench was gone (the held-out half scored 0.5
+    # better without it) and BFCL has no destinations; 2 or 3 put the writer in that place.
+    destination_slot: int = 0
 
 
 def document_terms(doc: ToolDocument, config: RankingConfig) -> list[str]:
@@ -101,23 +105,30 @@ def score_all(
     has_vector: np.ndarray | None,
     config: RankingConfig,
     profiles: ProfileIndex | None = None,
+    trace: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """One score per document, in index order; higher is better, 0 means "not a match".
 
     `profiles` (one row per server number in `server_ids`) adds the server-profile match; without an
-    embedder, or when the query is not embedded, profiles are matched by BM25.
+    embedder, or when the query is not embedded, profiles are matched by BM25. `trace`, if given, gets
+    every step's scores (see `explain.py`).
     """
+    trace = {} if trace is None else trace
     terms = query_terms(query, config)
-    scores = lexical_index.scores(terms).astype(np.float64)
+    scores = trace["bm25"] = lexical_index.scores(terms).astype(np.float64)
+    trace["terms"] = terms
     query_vectors = None
     if embedder is not None and matrix is not None and has_vector is not None and has_vector.any():
         query_vectors = embedder.embed(query_texts(query, config))
-        scores = fuse(scores, dense_scores(matrix, has_vector, query_vectors), config)
-    scores = server_context(scores, server_ids, weight=config.server_boost)
+        trace["dense"] = dense_scores(matrix, has_vector, query_vectors)
+        scores = trace["fused"] = fuse(scores, trace["dense"], config)
+    scores = trace["server_context"] = server_context(scores, server_ids, weight=config.server_boost)
     if profiles is not None and config.server_match:
-        scores = add_server_match(scores, server_ids, profiles.match(terms, query_vectors), weight=config.server_match)
+        trace["profile_match"] = profiles.match(terms, query_vectors)
+        scores = add_server_match(scores, server_ids, trace["profile_match"], weight=config.server_match)
+        trace["profiles"] = scores
     if config.destination_slot > 0 and config.rewrite_query and config.output_paths:
-        writer = destination_tool(query, lexical_index, config)
+        writer = trace["writer"] = destination_tool(query, lexical_index, config)
         if writer is not None:
             scores = promote(scores, writer, config.destination_slot)
     return scores

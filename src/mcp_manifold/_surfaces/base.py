@@ -63,9 +63,19 @@ class InstanceView(Protocol):
     def name(self) -> str: ...
 
     @property
-    def listing(self) -> Listing | None: ...
+    def listing(self) -> Listing | None:
+        """What the instance lists, under the names its clients see."""
+        ...
 
     def label(self) -> str: ...
+
+    def original_tool(self, exposed: str) -> str:
+        """The instance's own name of the tool its clients know as `exposed`."""
+        ...
+
+    def original_prompt(self, exposed: str) -> str:
+        """The instance's own name of the prompt its clients know as `exposed`."""
+        ...
 
 
 class Instances(Protocol):
@@ -73,6 +83,7 @@ class Instances(Protocol):
 
     instances: dict[str, Any]  # id -> InstanceView
     gone: dict[str, str]  # id of a dropped instance -> why
+    skipped: set[str]  # ids registered but left out: the hub keeps `hub_max_instances` at most
 
     def start(self, listener: Any) -> None: ...
 
@@ -166,6 +177,11 @@ class Host(Protocol):
         """Tell one client (or all) that lists changed."""
         ...
 
+    async def notify_listeners(self, kinds: set[ListKind]) -> None:
+        """Tell 2026-07-28 clients' listen streams that lists of `kinds` may have changed (the lists of an
+        address of its own, such as a hub instance's), without telling every session."""
+        ...
+
     # --- files and processes ---
     @property
     def result_files(self) -> ResultFiles: ...
@@ -174,8 +190,9 @@ class Host(Protocol):
         """The JSON document `name` in the data dir."""
         ...
 
-    async def run_command(self, command: str, *, timeout: float) -> None:
-        """Run an operator's command from the config; failures and timeouts are logged, never raised."""
+    def start_command(self, command: str, *, timeout: float) -> None:
+        """Start an operator's command from the config through the shell, in the background, killed after
+        `timeout`; returns at once. Failures and timeouts are logged, never raised."""
         ...
 
     # --- instances found at run time (the hub) ---

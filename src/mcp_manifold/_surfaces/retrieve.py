@@ -7,7 +7,8 @@ Two routing modes (`manifold.routing`):
   sends `notifications/tools/list_changed`; the session's pool holds at most `tools_limit` tools and
   evicts the least relevant, least recently found first.
 
-Answers are compact on purpose: one line per match, schemas only on request.
+Answers are compact on purpose: one line per match and one per parameter (`search.compact_schema`),
+enough to call the tool from the answer alone; the full JSON schemas only on request.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import InvalidRequest, NotFound
+from mcp_manifold._search.compact_schema import parameter_lines
 from mcp_manifold._surfaces.base import Surface
 
 logger = logging.getLogger(__name__)
@@ -126,7 +128,11 @@ class RetrieveSurface(Surface):
             description=f"Call a tool found with {RETRIEVE} by its name, with its arguments.",
             input_schema={
                 "type": "object",
-                "properties": {"name": {"type": "string"}, "args": {"type": "object", "default": {}}},
+                "properties": {
+                    "name": {"type": "string"},
+                    # Both, as it accepts both: a schema-strict client would refuse a JSON string.
+                    "args": {"anyOf": [{"type": "object"}, {"type": "string"}], "default": {}},
+                },
                 "required": ["name"],
             },
         )
@@ -181,21 +187,23 @@ class RetrieveSurface(Surface):
         include_schema = bool(arguments.get("include_schema", False)) or (self.dynamic and not registers)
         await self.host.ensure_catalog(request)
         matches = await self.host.search(query, limit=limit)
-        if registers:
-            await self._register(request, matches)
+        registration = await self._register(request, matches) if registers else {}
         if not matches:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"No tools match {query!r}.")])
         lines = []
         for match in matches:
             entry = match.entry
-            line = f"{entry.name} [{entry.server}] {match.score:.2f}: {short_description(entry.exposed.description)}"
-            params = parameter_summary(entry.exposed.input_schema or {})
-            line += f"\n  args: {params or 'none'}"
+            status = f" ({registration[entry.name]})" if entry.name in registration else ""
+            line = f"{entry.name}{status} [{entry.server}] {match.score:.2f}: "
+            line += short_description(entry.exposed.description)
+            # Enough of the schema to fill it in: the answer may be all a client ever sees of the tool.
+            params = parameter_lines(entry.exposed.input_schema or {})
+            line += "".join(f"\n  {param}" for param in params) if params else "\n  (no arguments)"
             if include_schema:
                 line += f"\n  schema: {json.dumps(entry.exposed.input_schema, separators=(',', ':'))}"
             lines.append(line)
-        how = "They are now registered as tools." if registers else f"Call one with {CALL}(name, args)."
-        lines.append(f"({how} * = required)")
+        how = _registration_summary(registration) if registers else f"Call one with {CALL}(name, args)."
+        lines.append(f"({how} * = required; in {{…}}, ? = optional)")
         if self.dynamic and not registers:
             lines.append(
                 f"(This client speaks MCP 2026-07-28, where a search cannot add tools to your list: call them "
@@ -227,7 +235,9 @@ class RetrieveSurface(Surface):
     def _pool(self, request: Request) -> dict[str, _Registered]:
         return request.caller.state.setdefault(_POOL_KEY, {})
 
-    async def _register(self, request: Request, matches: list[Any]) -> None:
+    async def _register(self, request: Request, matches: list[Any]) -> dict[str, str]:
+        """Put the matches in the session's pool; each match's status: `newly registered`,
+        `already registered`, or `not registered` (the pool is full of better ones, `tools_limit`)."""
         pool = self._pool(request)
         now = time.monotonic()
         before = set(pool)
@@ -243,11 +253,30 @@ class RetrieveSurface(Surface):
             del pool[weakest]
         if set(pool) != before:
             await self.host.notify_list_changed({"tools"}, request.caller)
-            await self._run_list_changed_hook()
+            # For clients that ignore list_changed: the operator's command, after the notification and
+            # in the background (as smart-mcp-proxy runs it), so the answer never waits for it.
+            command = self.host.settings.list_changed_exec
+            if command:
+                self.host.start_command(command, timeout=self.host.settings.list_changed_exec_timeout)
+        return {
+            match.entry.name: NOT_REGISTERED
+            if match.entry.name not in pool
+            else ALREADY
+            if match.entry.name in before
+            else NEWLY
+            for match in matches
+        }
 
-    async def _run_list_changed_hook(self) -> None:
-        """For clients that ignore list_changed: run the configured command, bounded by a timeout."""
-        command = self.host.settings.list_changed_exec
-        if not command:
-            return
-        await self.host.run_command(command, timeout=self.host.settings.list_changed_exec_timeout)
+
+NEWLY, ALREADY, NOT_REGISTERED = "newly registered", "already registered", "not registered"
+
+
+def _registration_summary(registration: dict[str, str]) -> str:
+    """The last line of a dynamic answer: which matches became tools now and which already were."""
+    parts = []
+    for status, label in ((NEWLY, "Newly registered"), (ALREADY, "Already registered"), (NOT_REGISTERED, "Not")):
+        names = [name for name, said in registration.items() if said == status]
+        if names:
+            what = "registered (tools_limit reached)" if status == NOT_REGISTERED else "as tools"
+            parts.append(f"{label} {what}: {', '.join(names)}.")
+    return " ".join([*parts, "Call them by name."])

@@ -48,6 +48,7 @@ OP_PARAMETERS: dict[str, tuple[str, ...]] = {
 MAX_SEARCH_LIMIT = 50
 MAX_ECHOED_QUERY = 200
 MAX_CONTEXT_LINES = 50
+_SAID_IN_NOTICE = ("byteSize", "lineCount", "estimatedTokens")
 READ_HINT = (
     "Read it with action 'readresult' (resultFile, op stat/head/tail/slice/grep/read), "
     "or pass it as 'argumentsFile' to another call."
@@ -261,15 +262,27 @@ class DispatchSurface(Surface):
         )
 
     def _shape(self, result: types.CallToolResult, facts: dict[str, Any], spill: SpillPolicy) -> types.CallToolResult:
-        """A spill notice with the call's facts, or the result inline with `estimatedTokens`."""
+        """A spill notice with the call's facts, or the result inline with `estimatedTokens`.
+
+        By default (`dispatch_response: object`) the model is shown Mini-A's response object: the facts
+        and the content together as JSON text, since clients do not show `_meta` to models. The facts
+        are in `_meta` as well, for programs. The data lives only in `content`: structured content would
+        carry it a second time.
+        """
+        shown = facts
         if result.meta is not None and "resultFile" in result.meta:  # the call path wrote it to a file
-            return result.model_copy(update={"meta": {**facts, **result.meta}})
-        if not (spill.active or spill.toon) and result.content:
             content: list[types.ContentBlock] = list(result.content)
+            facts = {**facts, **result.meta}
+            # The notice already says the size; the object keeps what Mini-A's file-mode answer has.
+            shown = {key: value for key, value in facts.items() if key not in _SAID_IN_NOTICE}
         else:
-            content = render_result(result, toon=spill.toon).inline
-        facts["estimatedTokens"] = estimate_tokens(content_size(content))
-        # The data lives only in `content`: structured content would carry it a second time.
+            if not spill.renders_toon and result.content:
+                content = list(result.content)
+            else:
+                content = render_result(result, toon=spill.renders_toon).inline
+            facts["estimatedTokens"] = estimate_tokens(content_size(content))
+        if self.host.settings.dispatch_response == "object":
+            content = response_object(shown, content, is_error=bool(result.is_error))
         return types.CallToolResult(content=content, is_error=result.is_error, _meta=facts)
 
     # --- readresult --------------------------------------------------------------------------
@@ -371,6 +384,8 @@ def dispatch_tool(connections: Connections) -> types.Tool:
     string = {"type": "string"}
     integer = {"type": "integer", "minimum": 0}
     boolean = {"type": "boolean"}
+    # Both, as the tool accepts both: a schema-strict client would otherwise refuse a JSON string.
+    object_or_json = {"anyOf": [{"type": "object"}, {"type": "string"}]}
     schema = {
         "type": "object",
         "properties": {
@@ -382,8 +397,11 @@ def dispatch_tool(connections: Connections) -> types.Tool:
             "query": {**string, "description": "search: what the tool should do."},
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "description": "search."},
             "tool": {**string, "description": "call: the tool's name."},
-            "arguments": {"type": "object", "description": "call: the tool's arguments."},
-            "meta": {"type": "object", "description": "call: _meta sent with the call."},
+            "arguments": {
+                **object_or_json,
+                "description": "call: the tool's arguments (an object, or a JSON string of one).",
+            },
+            "meta": {**object_or_json, "description": "call: _meta sent with the call (object or JSON string)."},
             "argumentsFile": {**string, "description": "call: a JSON file of arguments, e.g. a resultFile."},
             "resultToFile": {**boolean, "default": False, "description": "call: write the result to a file."},
             "resultSizeThreshold": {**integer, "description": "call: spill results over this many bytes; 0 = off."},
@@ -413,6 +431,32 @@ def _tool_info(entry: ToolEntry, include_schema: bool, include_annotations: bool
     if include_schema:
         info["inputSchema"] = tool.input_schema
     return info
+
+
+def response_object(
+    facts: dict[str, Any], content: list[types.ContentBlock], *, is_error: bool
+) -> list[types.ContentBlock]:
+    """Mini-A's response object as the text the model reads: the call's facts, then `content`.
+
+    Text and embedded text stay inside the object. Binary blocks (images, audio, blobs) follow it as
+    blocks of their own, so clients still render them; inside, each is named without its data.
+    """
+    inside: list[dict[str, Any]] = []
+    attached: list[types.ContentBlock] = []
+    for block in content:
+        dumped = block.model_dump(mode="json", by_alias=True, exclude_none=True)
+        binary = isinstance(block, types.ImageContent | types.AudioContent) or (
+            isinstance(block, types.EmbeddedResource) and isinstance(block.resource, types.BlobResourceContents)
+        )
+        if binary:
+            attached.append(block)
+            dumped.pop("data", None)
+            if isinstance(dumped.get("resource"), dict):
+                dumped["resource"] = {key: value for key, value in dumped["resource"].items() if key != "blob"}
+            dumped["attached"] = len(attached)  # its position among the blocks after this text
+        inside.append(dumped)
+    answer = {**facts, **({"isError": True} if is_error else {}), "content": inside}
+    return [types.TextContent(type="text", text=_json(answer)), *attached]
 
 
 def _json(data: Any) -> str:

@@ -171,7 +171,7 @@ class HubSurface(Surface):
         if name == CALL:
             return await self._call_on(request, arguments)
         instance = await self._usable(request)
-        target = Target(instance.id, name, name, self.name)
+        target = Target(instance.id, instance.original_tool(name), name, self.name)
         result = await self.host.calls.call_tool(request, ToolCall(target, arguments))
         self.registry.after_call(instance)
         return result
@@ -202,7 +202,8 @@ class HubSurface(Surface):
 
     async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         instance = await self._usable(request)
-        return await self.host.calls.get_prompt(request, Target(instance.id, name, name, self.name), arguments)
+        target = Target(instance.id, instance.original_prompt(name), name, self.name)
+        return await self.host.calls.get_prompt(request, target, arguments)
 
     def completion_target(
         self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
@@ -224,7 +225,8 @@ class HubSurface(Surface):
         rows = [self._describe(instance, bound) for instance in self.registry.instances.values()]
         if bound is not None and bound not in self.registry.instances:
             rows.append({"id": bound, "state": "gone", "connected": True, "last_error": self.registry.gone.get(bound)})
-        text = json.dumps({"instances": rows, "connected": bound}, indent=1)
+        # A bare array, as Brummer's `instances/list` (scripts read `.[0].id`); `connected` marks this session's.
+        text = json.dumps(rows, indent=1)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     def _describe(self, instance: InstanceView, bound: str | None) -> dict[str, Any]:
@@ -267,6 +269,12 @@ class HubSurface(Surface):
     async def _known(self, instance_id: str) -> Any:
         await self.registry.scan()
         instance = self.registry.get(instance_id)
+        if instance is None and instance_id in self.registry.skipped:
+            limit = self.host.settings.hub_max_instances
+            raise InvalidRequest(
+                f"instance {instance_id!r} is registered, but the hub already keeps its limit of {limit} "
+                f"discovered instances (hub_max_instances); it is not connected to. {LIST} shows those it keeps."
+            )
         if instance is None:
             known = ", ".join(sorted(self.registry.instances)) or "none"
             raise NotFound(f"unknown instance {instance_id!r}; known instances: {known}. {LIST} shows them all.")
@@ -374,8 +382,7 @@ class HubSurface(Surface):
 
     async def instance_gone(self, instance_id: str, label: str, reason: str) -> None:
         await self._notify_sessions(instance_id, "warning", f"{label} went away: {reason}")
-        for caller in list(self._sessions.get(instance_id, ())):
-            await self.host.notify_list_changed(_ALL_KINDS, caller)
+        await self._lists_changed(instance_id)
 
     async def instance_dead(self, instance_id: str, label: str, reason: str) -> None:
         message = f"{label} is dead: {reason}. The hub keeps trying to reconnect."
@@ -385,8 +392,13 @@ class HubSurface(Surface):
         await self._notify_sessions(instance_id, "notice", f"{label} is back")
 
     async def listing_changed(self, instance_id: str) -> None:
+        await self._lists_changed(instance_id)
+
+    async def _lists_changed(self, instance_id: str) -> None:
+        # The sessions connected to it, and the listen streams (of /mcp/instances/<instance_id>, say).
         for caller in list(self._sessions.get(instance_id, ())):
             await self.host.notify_list_changed(_ALL_KINDS, caller)
+        await self.host.notify_listeners(_ALL_KINDS)
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None:
         await self._notify_sessions(instance_id, level, data, logger_name)

@@ -25,6 +25,7 @@ from mcp_manifold._surfaces.proxy.format import (
     Item,
     Kind,
     ProxyOperation,
+    check_python_type,
     decode_items,
     find_proxy_tool,
     parse_request,
@@ -178,7 +179,12 @@ class ProxyClient(Client):
         offset = 0
         while True:
             request = {"action": "list", "type": kind, "limit": MAX_LIMIT, "offset": offset}
-            data, annotations = query_payload(await self._query(request, meta))
+            result = await self._query(request, meta)
+            data, annotations = query_payload(result)
+            try:
+                check_python_type(kind, annotations.python_type if annotations is not None else None)
+            except ValueError as exc:
+                raise ProxyError(str(exc), result, from_capability=False) from None
             page = decode_items(kind, data)
             items.extend(page)
             offset += len(page)

@@ -40,8 +40,19 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_BATCH = 100
 JSON_MIME = "application/json"
-# `pythonType` of list results (spec 4.1.2); info results name the item's own class.
-PYTHON_TYPES: dict[Kind, str] = {"tool": "Tool", "resource": "Resource|ResourceTemplate", "prompt": "Prompt"}
+# `pythonType` of list results; info results name the item's own class. A resource list holds both
+# kinds, and Magg's client decodes it only under the exact name its server emits: Python's `str()` of
+# the union `mcp.types.Resource | mcp.types.ResourceTemplate` (a union has no `__name__`). So that
+# string, not the spec's `Resource|ResourceTemplate` (docs/proxy.md, "Type identifiers").
+MAGG_RESOURCE_LIST_TYPE = "mcp.types.Resource | mcp.types.ResourceTemplate"
+PYTHON_TYPES: dict[Kind, str] = {"tool": "Tool", "resource": MAGG_RESOURCE_LIST_TYPE, "prompt": "Prompt"}
+# The class names a `pythonType` may join with `|` for each kind, in any spelling a server uses:
+# simple (`Resource`), qualified (`mcp.types.Resource`), spaced or not around `|`.
+_TYPE_NAMES: dict[Kind, frozenset[str]] = {
+    "tool": frozenset({"Tool"}),
+    "resource": frozenset({"Resource", "ResourceTemplate"}),
+    "prompt": frozenset({"Prompt"}),
+}
 WIRE_KEY = "io.github.mcp-manifold/proxy-wire"
 # In a failed read's or prompt's `_meta`: the MCP error code the server answered with. The spec's
 # answer has no place for it, and a transparent client needs it to raise what a direct one would.
@@ -540,6 +551,20 @@ def query_payload(result: types.CallToolResult) -> tuple[Any, ProxyAnnotations |
         if isinstance(item, types.EmbeddedResource) and isinstance(item.resource, types.TextResourceContents):
             return json.loads(item.resource.text), proxy_annotations(item)
     raise ValueError("the proxy answer holds no embedded JSON resource")
+
+
+def check_python_type(kind: Kind, python_type: str | None) -> None:
+    """Refuse a list or info answer whose `pythonType` names another kind's class (None: not given, fine).
+
+    Any spelling of the right classes is accepted: `Resource|ResourceTemplate`, `Resource | ResourceTemplate`,
+    `mcp.types.Resource | mcp.types.ResourceTemplate`, or one of them alone.
+    """
+    if python_type is None:
+        return
+    names = {part.strip().removeprefix("mcp.types.") for part in python_type.split("|")}
+    if not names <= _TYPE_NAMES[kind]:
+        expected = " | ".join(sorted(_TYPE_NAMES[kind]))
+        raise ValueError(f"the proxy answered a {kind} query with pythonType {python_type!r}; expected {expected}")
 
 
 def decode_items(kind: Kind, data: Any) -> list[Item]:

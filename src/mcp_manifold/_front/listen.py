@@ -1,0 +1,51 @@
+"""`subscriptions/listen` (2026-07-28): the SDK's stream, plus the servers behind the resources it names.
+
+The SDK's `ListenHandler` streams what the gateway publishes on its bus. A resource update is published
+only if the server that owns the resource was asked for it, so a stream that names resources
+subscribes this client to them for as long as it is open, as `resources/subscribe` does for a
+session-era client.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.subscriptions import ListenHandler
+from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
+
+from mcp_manifold._core.clients import Request
+from mcp_manifold._errors import ManifoldError
+from mcp_manifold._runtime.gateway import Gateway
+
+logger = logging.getLogger(__name__)
+
+
+class GatewayListenHandler:
+    """Serves `subscriptions/listen`, subscribing the stream's resources at their servers meanwhile."""
+
+    def __init__(self, gateway: Gateway, request_of: Any) -> None:
+        self._gateway = gateway
+        self._request_of = request_of  # ctx -> Request (the front's)
+        self._streams = ListenHandler(gateway.back_channel.bus)
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        request: Request = self._request_of(ctx)
+        uris = list(params.notifications.resource_subscriptions or ())
+        subscribed = [uri for uri in uris if await self._subscribe(request, uri)]
+        try:
+            return await self._streams(ctx, params)
+        finally:
+            for uri in subscribed:
+                await self._gateway.unsubscribe(request, uri)
+
+    async def _subscribe(self, request: Request, uri: str) -> bool:
+        try:
+            await self._gateway.subscribe(request, uri)
+        except ManifoldError as exc:  # a stream is not refused for one resource; it just never updates
+            logger.info("listen stream: resource %s not subscribed: %s", uri, exc)
+            return False
+        return True
