@@ -14,6 +14,11 @@ streamable HTTP (``--no-http`` skips it; one kitchen.py serves HTTP on a local p
     manifold_http   client -> manifold --http -> kitchen.py over HTTP
     fastmcp_http    client -> FastMCP proxy over HTTP -> kitchen.py over HTTP
 
+a shared gateway (``--secured``): the manifold_http chain with authentication, a profile, ``pinning:
+enforce`` and the audit log on, the way a team runs it
+    manifold_http_apikey  the client sends an API key; its principal holds a profile (tool globs)
+    manifold_http_oauth   the client sends a JWT access token (RS256, keys from a JWKS file made here)
+
 Each leg of a chain uses the same transport, so "added" (a chain's figure minus the direct one of its
 transport) is what putting the gateway in the path costs. Every backend runs on the project's Python;
 only the FastMCP proxy runs on ``bench/.venv-fastmcp`` (FastMCP must not go into the project's venv).
@@ -143,11 +148,48 @@ def stdio_target(command: list[str], errlog: TextIO, mode: str) -> Callable[[Asy
     return connect
 
 
-def http_target(url: str, mode: str) -> Callable[[AsyncExitStack], Awaitable[Client]]:
+def http_target(url: str, mode: str, token: str | None = None) -> Callable[[AsyncExitStack], Awaitable[Client]]:
     async def connect(stack: AsyncExitStack) -> Client:
-        return await stack.enter_async_context(Client(url, mode=mode, cache=None))
+        if token is None:
+            return await stack.enter_async_context(Client(url, mode=mode, cache=None))
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = await stack.enter_async_context(create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}))
+        transport = streamable_http_client(url, http_client=http)
+        return await stack.enter_async_context(Client(transport, mode=mode, cache=None))
 
     return connect
+
+
+def write_secured_config(path: Path, kitchen: dict[str, Any], work: Path, url: str) -> tuple[Path, str, str]:
+    """A shared gateway's config (an API key, an OAuth issuer, a profile, pinning: enforce, the audit log);
+    returns it with the API key and an access token for the client."""
+    import hashlib
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    jwks = work / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{**jwk, "kid": "bench", "alg": "RS256", "use": "sig"}]}))
+    issuer = "http://127.0.0.1/bench-issuer"
+    now = int(time.time())
+    claims = {"iss": issuer, "aud": url, "sub": "bench-oauth", "iat": now, "exp": now + 24 * 3600}
+    token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "bench"})
+    api_key = "bench-api-key-0123456789abcdef"
+    config = {
+        "mcpServers": {"kitchen": kitchen},
+        "manifold": {"data_dir": str(work / "data-secured"), "pinning": "enforce", "audit": True},
+        "auth": {
+            "api_keys": {"bench-key": {"sha256": hashlib.sha256(api_key.encode()).hexdigest()}},
+            "oauth": {"issuer": issuer, "jwks_file": str(jwks), "resource_url": url},
+        },
+        "profiles": {"bench": {"principals": ["bench-*"], "servers": ["kitchen"], "tools": ["kitchen_*", "!*crash"]}},
+    }
+    path.write_text(json.dumps(config))
+    return path, api_key, token
 
 
 def write_manifold_config(path: Path, kitchen: dict[str, Any], data_dir: Path) -> Path:
@@ -237,6 +279,26 @@ def build_targets(
             front_pid=manifold_pid,
         )
     )
+    if args.secured:
+        secured_port = free_port()
+        secured_url = f"http://127.0.0.1:{secured_port}/mcp"
+        secured_config, api_key, token = write_secured_config(
+            work / "secured.json", {"url": kitchen_url}, work, secured_url
+        )
+        secured_pid = processes.start(
+            "manifold-secured", manifold_command(secured_config, "--http", "--port", str(secured_port)), secured_port
+        )
+        for key, credential, what in (("apikey", api_key, "an API key"), ("oauth", token, "a JWT")):
+            targets.append(
+                Target(
+                    f"manifold_http_{key}",
+                    f"client with {what} -> manifold (auth, profile, pinning, audit) -> kitchen.py (HTTP, HTTP)",
+                    "kitchen_echo",
+                    http_target(secured_url, args.mode, credential),
+                    baseline="direct_http",
+                    front_pid=secured_pid,
+                )
+            )
     if args.against is not None:
         reference_port = free_port()
         reference_pid = processes.start(
@@ -499,6 +561,11 @@ def main() -> None:
     )
     parser.add_argument("--no-http", action="store_true", help="skip the streamable-HTTP targets")
     parser.add_argument("--no-fastmcp", action="store_true", help="skip the FastMCP proxy targets")
+    parser.add_argument(
+        "--secured",
+        action="store_true",
+        help="also measure a shared gateway over HTTP: API key / OAuth token, a profile, pinning and audit on",
+    )
     parser.add_argument(
         "--against",
         type=Path,

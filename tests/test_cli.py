@@ -160,14 +160,30 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "spill_allowed_dirs": ("/a,/b", ["/a", "/b"]),
     "openai_base_url": ("http://127.0.0.1:1/v1", "http://127.0.0.1:1/v1"),
     "openai_model": ("m", "m"),
+    "reload": ("false", False),
+    "metrics": ("false", False),
+    "dashboard": ("false", False),
+    "tracing": ("true", True),
+    "profile": ("readonly", "readonly"),
+    "pinning": ("enforce", "enforce"),
+    "pin_new_tools": ("quarantine", "quarantine"),
+    "audit": ("false", False),
+    "audit_max_bytes": ("1000", 1000),
+    "audit_backups": ("0", 0),
+    "rate_limit": ("2.5", 2.5),
+    "rate_burst": ("3", 3),
+    "principal_max_calls": ("4", 4),
+    "insecure_open_to_network": ("true", True),
 }
 # Settings that are only valid together with another one.
 SETTING_NEEDS: dict[str, tuple[str, str]] = {}
+# Settings that are only valid with a section of the file (`profile` names one of `profiles`).
+SETTING_SECTIONS: dict[str, dict[str, Any]] = {"profile": {"profiles": {"readonly": {}}}}
 
 
 def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
     from mcp_manifold._cli import _setting_overrides
-    from mcp_manifold._config import env_var, load_config, settings_fields
+    from mcp_manifold._config import env_var, parse_config_data, settings_fields
 
     assert set(SETTING_SAMPLES) == {f.name for f in settings_fields()}
     for setting in settings_fields():
@@ -177,10 +193,11 @@ def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
         args = ([flag] if expected else [f"--no-{flag[2:]}"]) if setting.type is bool else [flag, text]
         needed = SETTING_NEEDS.get(setting.name)
         needed_args = ["--" + needed[0].replace("_", "-"), needed[1]] if needed else []
-        from_flag = load_config(None, env={}, overrides=_setting_overrides(args + needed_args))
+        data = {"mcpServers": {}, **SETTING_SECTIONS.get(setting.name, {})}
+        from_flag = parse_config_data(data, source="t", env={}, overrides=_setting_overrides(args + needed_args))
         assert getattr(from_flag.settings, setting.name) == expected, args
         needed_env = {env_var(needed[0]): needed[1]} if needed else {}
-        from_env = load_config(None, env={env_var(setting.name): text, **needed_env})
+        from_env = parse_config_data(data, source="t", env={env_var(setting.name): text, **needed_env})
         assert getattr(from_env.settings, setting.name) == expected, env_var(setting.name)
 
 

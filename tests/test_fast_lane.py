@@ -15,6 +15,8 @@ import anyio
 import pytest
 
 from mcp_manifold._config import load_config
+from mcp_manifold._core.clients import Caller
+from mcp_manifold._core.profiles import Profile
 from mcp_manifold._front.fast_lane import FastLane
 from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry
@@ -84,6 +86,9 @@ async def test_what_needs_the_full_path_is_left_to_it(lane: Lane) -> None:
     assert not lane.take(b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":')  # not JSON: the SDK answers
     assert not lane.take(b'{"jsonrpc":"2.0","id":4,"method":"tools/list"}')
     assert not lane.take(b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":7}}')
+    # A trace to continue: the SDK server carries the client's traceparent on to the backend.
+    traced = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    assert not lane.take(call_line(6, "kitchen_echo", {"text": "t"}, _meta=traced))
     assert lane.frames == []
 
 
@@ -115,7 +120,11 @@ async def test_a_cancelled_call_gets_no_answer_and_the_lane_keeps_serving(lane: 
 async def test_other_surfaces_and_spilling_turn_the_lane_off(tmp_path: Path) -> None:
     for settings in ({"expose": ["direct", "proxy"]}, {"spill_threshold": 1000}):
         async with await open_gateway(tmp_path, **settings) as gateway:
-            assert gateway.fast_route("kitchen_echo") is None
+            assert gateway.fast_route("kitchen_echo", Caller("t")) is None
     async with await open_gateway(tmp_path) as gateway:
-        route = gateway.fast_route("kitchen_echo")
+        route = gateway.fast_route("kitchen_echo", Caller("t"))
         assert route is not None and route.server == "kitchen" and route.name == "echo"
+        # A tool the caller's profile hides goes the normal way, which answers it like an unknown name.
+        gateway.config.profiles["echo-less"] = Profile("echo-less", tools=("!kitchen_echo",))
+        assert gateway.fast_route("kitchen_echo", Caller("t", profile="echo-less")) is None
+        assert gateway.fast_route("kitchen_add", Caller("t", profile="echo-less")) is not None

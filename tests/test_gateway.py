@@ -320,7 +320,9 @@ async def test_clients_on_the_2026_protocol_are_served_too(connect: Any, write_c
 
     async with connect(write_config(THREE_SERVERS), mode="auto") as client:
         assert client.session.protocol_version >= "2026"
-        names = {tool.name for tool in (await client.list_tools()).tools}
+        listed = await client.list_tools()
+        assert listed.cache_scope == "public"  # every client sees the same list (no auth, profiles or own sessions)
+        names = {tool.name for tool in listed.tools}
         assert {"kitchen_echo", "numbers_add", "words_upper"} <= names
         assert text_of(await client.call_tool("kitchen_echo", {"text": "modern"})) == "modern"
         assert text_of(await client.call_tool("words_upper", {"text": "abc"})) == "ABC"

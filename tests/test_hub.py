@@ -222,6 +222,8 @@ async def test_brummer_shapes_and_instance_tool_names_clients_accept(
         names = await tool_names(client)
         assert "scripts_list" in names and all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names)
         assert text_of(await client.call_tool("scripts_list", {})) == "alpha scripts: build, test"
+        called = await client.call_tool("instances_call", {"instance_id": "alpha", "tool": "scripts_list"})
+        assert text_of(called) == "alpha scripts: build, test"
 
 
 async def test_connect_merges_lists_per_session(

@@ -24,6 +24,8 @@ from mcp_manifold._errors import (
     InvalidRequest,
     ManifoldError,
     NotFound,
+    Quarantined,
+    RateLimited,
 )
 from mcp_manifold._version import __version__
 
@@ -71,6 +73,8 @@ __all__ = [
     "NotFound",
     "ProxyClient",
     "ProxyError",
+    "Quarantined",
+    "RateLimited",
     "__version__",
     "add_proxy_tool",
     "load_config",

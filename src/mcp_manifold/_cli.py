@@ -1,4 +1,4 @@
-"""The `manifold` command line: serve, servers, tools, call, search, config check, import."""
+"""The `manifold` command line: serve, servers, tools, call, search, config check, import, pins, audit, auth."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,6 +31,13 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Work with config files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+pins_app = typer.Typer(
+    help="Pinned tool definitions: list them (no subcommand), see what changed, approve or reject a change.",
+    invoke_without_command=True,
+)
+app.add_typer(pins_app, name="pins")
+auth_app = typer.Typer(help="Credentials for a shared gateway.", no_args_is_help=True)
+app.add_typer(auth_app, name="auth")
 
 out = Console()
 # Soft wrap: a problem or error stays on one line however narrow the terminal (or a pipe's 80 columns).
@@ -115,6 +123,10 @@ def serve(
         if value is not None:
             overrides[key] = value
     cfg = _load(config, overrides)
+    if cfg.settings.http:
+        from mcp_manifold._front.identity import check_exposure
+
+        check_exposure(cfg)  # before any server starts: an open gateway on a network interface is refused
     from mcp_manifold._front.http import serve_http
     from mcp_manifold._front.signals import Stopper
     from mcp_manifold._front.stdio import serve_stdio
@@ -137,6 +149,9 @@ def serve(
             stopper = Stopper(task_group.cancel_scope.cancel)
             task_group.start_soon(stopper.watch, *([signal.SIGINT] if cfg.settings.http else []))
             async with Gateway(cfg, serving=True, single_client=not cfg.settings.http) as gateway:
+                if cfg.settings.http and gateway.reloader is not None:
+                    # A daemon's SIGHUP: read the config again (over stdio a hang-up still stops it).
+                    stopper.on_hangup = partial(gateway.reloader.request, "signal")
                 await serve(gateway, stopper)
             task_group.cancel_scope.cancel()
 
@@ -258,8 +273,11 @@ def tools(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption =
     cfg = _load(config, _setting_overrides(ctx.args))
 
     async def work(gateway: Any) -> list[Any]:
+        from mcp_manifold._core.clients import Caller, Request
+
         await gateway.ensure_catalog()
-        return gateway.catalog.tool_entries()
+        # What a client of the `profile` setting sees (`--profile NAME`): everything without one.
+        return gateway.view(Request(Caller("cli"))).tool_entries()
 
     entries = anyio.run(_with_gateway, cfg, work)
     if as_json:
@@ -528,6 +546,221 @@ def import_config(
     except ManifoldError as exc:
         err.print(str(exc), markup=False)
         raise typer.Exit(2) from None
+
+
+# --- pins ----------------------------------------------------------------------------------------
+
+
+def _pin_store(config: Path | None) -> Any:
+    from mcp_manifold._runtime.pin_store import PinStore
+
+    cfg = _load(config)
+    mode = cfg.settings.pinning
+    if mode == "off":
+        err.print("note: pinning is off in this config; showing the pins recorded before", markup=False)
+    return cfg, PinStore(cfg.settings.data_dir, "warn" if mode == "off" else mode)  # type: ignore[arg-type]
+
+
+def _find_pin(cfg: Config, store: Any, name: str) -> Any:
+    """A pin by `server/tool`, by the tool's exposed name (`git_status`), or by its own name if one server has it."""
+    pins = store.pins()
+    server, slash, tool = name.partition("/")
+    if slash:
+        found = [pin for pin in pins if (pin.server, pin.tool) == (server, tool)]
+    else:
+        separator = cfg.settings.separator
+        prefixes = {n: c.exposed_prefix for n, c in cfg.servers.items()}
+        found = [p for p in pins if f"{prefixes.get(p.server, p.server)}{separator}{p.tool}" == name]
+        found = found or [pin for pin in pins if pin.tool == name]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        options = ", ".join(f"{pin.server}/{pin.tool}" for pin in found)
+        raise ManifoldError(f"{name!r} is pinned on several servers: {options}; name it as SERVER/TOOL")
+    from mcp_manifold._core.suggestions import did_you_mean
+
+    raise ManifoldError(
+        f"no pinned tool {name!r}{did_you_mean(name, [f'{p.server}/{p.tool}' for p in pins])} (see `manifold pins`)"
+    )
+
+
+@pins_app.callback()
+def pins(
+    ctx: typer.Context,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    changed: Annotated[bool, typer.Option("--changed", help="Only tools that are not approved as served.")] = False,
+) -> None:
+    """Every pinned tool and its state: pinned, changed, new or rejected (quarantined under pinning: enforce)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    cfg, store = _pin_store(config)
+    rows = [pin for pin in store.pins() if not changed or pin.state != "pinned"]
+    quarantined = cfg.settings.pinning == "enforce"
+    if as_json:
+        out.print_json(
+            json.dumps(
+                [
+                    {
+                        "server": pin.server,
+                        "tool": pin.tool,
+                        "state": pin.state,
+                        "quarantined": quarantined and pin.state != "pinned",
+                        "changed_at": pin.changed_at,
+                    }
+                    for pin in rows
+                ]
+            )
+        )
+        return
+    table = Table(title=f"{len(rows)} pinned tools (pinning: {cfg.settings.pinning})")
+    for column in ("server", "tool", "state", "since"):
+        table.add_column(column)
+    for pin in rows:
+        state = (
+            pin.state if pin.state == "pinned" else f"[red]{pin.state}{' (quarantined)' if quarantined else ''}[/red]"
+        )
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(pin.changed_at)) if pin.changed_at else ""
+        table.add_row(pin.server, pin.tool, state, since)
+    out.print(table)
+
+
+@pins_app.command("diff")
+def pins_diff(
+    name: Annotated[str, typer.Argument(help="SERVER/TOOL, or the tool's exposed name.")], config: ConfigOption = None
+) -> None:
+    """What changed in a tool since it was approved: description and schemas as a diff."""
+    from mcp_manifold._core.pins import describe_change
+
+    cfg, store = _pin_store(config)
+    print(describe_change(_find_pin(cfg, store, name)))
+
+
+@pins_app.command("approve")
+def pins_approve(
+    names: Annotated[list[str], typer.Argument(help="SERVER/TOOL or exposed names.")], config: ConfigOption = None
+) -> None:
+    """Approve the definition a tool is served with now; a running gateway lifts its quarantine within a second."""
+    _decide(names, config, "approve")
+
+
+@pins_app.command("reject")
+def pins_reject(
+    names: Annotated[list[str], typer.Argument(help="SERVER/TOOL or exposed names.")], config: ConfigOption = None
+) -> None:
+    """Refuse the definition a tool is served with now: quarantined until the server serves the approved one."""
+    _decide(names, config, "reject")
+
+
+def _decide(names: list[str], config: Path | None, decision: str) -> None:
+    cfg, store = _pin_store(config)
+    try:
+        for name in names:
+            pin = _find_pin(cfg, store, name)
+            if pin.candidate is None:
+                out.print(f"{pin.server}/{pin.tool}: nothing to {decision} (it is served as approved)")
+                continue
+            after = getattr(store, decision)(pin.server, pin.tool)
+            out.print(f"{after.server}/{after.tool}: {after.state}")
+    finally:
+        store.close()
+
+
+# --- audit ----------------------------------------------------------------------------------------
+
+
+@app.command()
+def audit(
+    config: ConfigOption = None,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="Show the last N matching lines.")] = 20,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines as they come.")] = False,
+    principal: Annotated[str | None, typer.Option(help="Only this principal.")] = None,
+    profile: Annotated[str | None, typer.Option(help="Only this profile.")] = None,
+    outcome: Annotated[
+        str | None, typer.Option(help="Only this outcome: ok, error, cached, denied, quarantined, rate_limited.")
+    ] = None,
+    server: Annotated[str | None, typer.Option(help="Only this server.")] = None,
+    name: Annotated[str | None, typer.Option(help="Only this exposed name (a trailing * matches a prefix).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the JSON lines as written.")] = False,
+) -> None:
+    """Tail and filter the audit log: one line per call, read and prompt (who, what, outcome, sizes)."""
+    from collections import deque
+
+    from mcp_manifold._runtime.audit import audit_dir, matches, read_entries
+
+    cfg = _load(config)
+    directory = audit_dir(cfg.settings.data_dir)
+    filters = {"principal": principal, "profile": profile, "outcome": outcome, "server": server, "name": name}
+    shown = 0
+
+    def show(line: dict[str, Any]) -> None:
+        if as_json:
+            print(json.dumps(line, ensure_ascii=False, separators=(",", ":")), flush=True)
+            return
+        who = line.get("principal") or "-"
+        if line.get("profile"):
+            who += f" ({line['profile']})"
+        where = f"{line.get('server') or '?'}/{line.get('original') or '?'}"
+        text = (
+            f"{line.get('time')} {who} {line.get('outcome')} {line.get('surface') or '-'} {line.get('name')} "
+            f"[{where}] {line.get('duration_ms')} ms"
+        )
+        if line.get("error"):
+            text += f": {line['error']}"
+        out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    for line in deque((e for e in read_entries(directory) if matches(e, filters)), maxlen=max(0, lines)):
+        show(line)
+        shown += 1
+    if not follow:
+        if not shown and not as_json:
+            err.print(f"no matching audit lines in {directory}", markup=False)
+        return
+    _follow(directory, filters, show)
+
+
+def _follow(directory: Path, filters: dict[str, str | None], show: Any) -> None:
+    """Print lines appended from now on (through rotations) until Ctrl-C."""
+    from mcp_manifold._runtime.audit import FILE_NAME, matches
+
+    path = directory / FILE_NAME
+    position = path.stat().st_size if path.exists() else 0
+    with contextlib.suppress(KeyboardInterrupt):
+        while True:
+            size = path.stat().st_size if path.exists() else 0
+            if size < position:  # rotated: start the new file from its beginning
+                position = 0
+            if size > position:
+                with path.open(encoding="utf-8") as file:
+                    file.seek(position)
+                    chunk = file.read()
+                    complete = chunk[: chunk.rfind("\n") + 1]
+                    position += len(complete.encode("utf-8"))
+                for raw in complete.splitlines():
+                    try:
+                        entry = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if matches(entry, filters):
+                        show(entry)
+            time.sleep(0.5)
+
+
+# --- auth -----------------------------------------------------------------------------------------
+
+
+@auth_app.command("new-key")
+def auth_new_key(principal: Annotated[str, typer.Argument(help="Who the key is for (its principal).")]) -> None:
+    """Make a random API key: give the key to its holder, put the SHA-256 in the config's auth.api_keys."""
+    import secrets
+
+    from mcp_manifold._config.security import hash_key
+
+    key = f"mfk_{secrets.token_urlsafe(32)}"
+    err.print("Give this key to its holder (it is not shown again):", markup=False)
+    print(key)
+    err.print("Add this to the config (only the hash is stored):", markup=False)
+    err.print(json.dumps({"auth": {"api_keys": {principal: {"sha256": hash_key(key)}}}}, indent=2), markup=False)
 
 
 def main() -> None:

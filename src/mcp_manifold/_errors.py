@@ -59,6 +59,18 @@ class AccessDenied(ManifoldError):
     """The client asked for something outside what the gateway allows (a path, a secret)."""
 
 
+class Quarantined(ManifoldError):
+    """The tool's definition changed since it was approved (or it is new): refused until an operator approves it."""
+
+
+class RateLimited(ManifoldError):
+    """The caller is over its request rate or its calls in flight; `retry_after` says when to try again."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
 # --- backends -------------------------------------------------------------------------------
 
 

@@ -16,11 +16,12 @@ from typing import Any
 from mcp_manifold._config.files import read_file
 from mcp_manifold._config.model import Config
 from mcp_manifold._config.problems import Problems, kind, unknown
+from mcp_manifold._config.security import check_against_settings, parse_auth, parse_profiles
 from mcp_manifold._config.servers import parse_servers
 from mcp_manifold._config.settings import resolve_settings
 from mcp_manifold._errors import ConfigError, ConfigProblem
 
-TOP_LEVEL_KEYS = ("mcpServers", "manifold")
+TOP_LEVEL_KEYS = ("mcpServers", "manifold", "auth", "profiles")
 
 
 def _section(raw: Any, problems: Problems, key: str, contents: str) -> Mapping[Any, Any]:
@@ -56,7 +57,12 @@ def _build(
     servers = parse_servers(entries, env, in_file)
     section = _section(data.get("manifold"), in_file, "manifold", "settings")
     settings = resolve_settings(section, overrides, env, in_file, base)
-    return Config(servers=servers, settings=settings), problems
+    auth = parse_auth(_section(data.get("auth"), in_file, "auth", "api_keys and oauth"), env, in_file)
+    profiles = parse_profiles(
+        _section(data.get("profiles"), in_file, "profiles", "profile names to profiles"), env, in_file
+    )
+    check_against_settings(profiles, settings, in_file)
+    return Config(servers=servers, settings=settings, auth=auth, profiles=profiles), problems
 
 
 def parse_config_data(
@@ -83,6 +89,7 @@ def _load(
     # Keep going after a broken file so environment and flag problems are reported in the same pass.
     config, problems = _build(data, str(path), env, overrides, base=path.expanduser().absolute().parent)
     config.path = path
+    config.overrides = dict(overrides or {})
     return config, file_problems + problems
 
 
@@ -103,6 +110,14 @@ def load_config(
     return config
 
 
-def check_config(path: str | Path | None, *, env: Mapping[str, str] | None = None) -> list[ConfigProblem]:
-    """Every problem `load_config` would raise, as a list; empty when the config is fine."""
-    return _load(path, env, None)[1]
+def check_config(
+    path: str | Path | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> list[ConfigProblem]:
+    """Every problem `load_config` would raise, as a list; empty when the config is fine.
+
+    `manifold config check`, a running gateway's reload and its dashboard all check this way.
+    """
+    return _load(path, env, overrides)[1]

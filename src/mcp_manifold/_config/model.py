@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from mcp_manifold._config import redaction
 from mcp_manifold._config.settings import Settings
+from mcp_manifold._core.profiles import Profile
 
 Transport = Literal["stdio", "http", "sse"]
 SessionScope = Literal["shared", "client"]
@@ -103,13 +104,56 @@ class ServerConfig:
         return redaction.redacted(self)
 
 
+@dataclass(frozen=True)
+class ApiKey:
+    """A static API key, kept only as its SHA-256 (hex), and the principal it names."""
+
+    principal: str
+    sha256: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class OAuthConfig:
+    """OAuth 2.1 resource-server mode: JWT access tokens of one issuer, checked against its keys."""
+
+    issuer: str
+    audience: tuple[str, ...]  # what `aud` must contain (RFC 8707's resource): this gateway's URL
+    resource_url: str | None = None  # this gateway's public /mcp URL, for RFC 9728 metadata
+    jwks_url: str | None = None
+    jwks_file: str | None = None
+    principal_claim: str = "sub"
+    algorithms: tuple[str, ...] = ("RS256", "ES256")
+    required_scopes: tuple[str, ...] = ()
+    leeway: float = 30.0  # seconds of clock skew allowed on exp / nbf / iat
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """How HTTP clients authenticate (the `auth` section); nothing configured means no authentication."""
+
+    api_keys: tuple[ApiKey, ...] = ()
+    oauth: OAuthConfig | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.api_keys) or self.oauth is not None
+
+
 @dataclass
 class Config:
-    """A checked configuration: the servers in file order (disabled ones included) and the settings."""
+    """A checked configuration: the servers in file order (disabled ones included), the settings, how
+    HTTP clients authenticate, and the profiles (what each client may see and use).
+
+    `path` and `overrides` (the command line's settings) are where it came from: a reload reads the
+    same file with the same flags.
+    """
 
     servers: dict[str, ServerConfig]
     settings: Settings
     path: Path | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    profiles: dict[str, Profile] = field(default_factory=dict)
 
     @property
     def enabled_servers(self) -> dict[str, ServerConfig]:

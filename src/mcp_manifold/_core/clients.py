@@ -65,17 +65,27 @@ class Caller:
 
     `state` is per-client scratch state that lives as long as the client (what a surface remembers
     between calls: a search's registered tools, the hub instance it is connected to).
+
+    `principal` is who authenticated (an API key's principal, a token's subject), None for a client
+    that did not (stdio, loopback HTTP); `profile` the name of the profile that says what it may see
+    and use, None for the gateway's `profile` setting (or everything). The front sets both.
     """
 
     era: Era = "session"
+    principal: str | None = None
+    profile: str | None = None
     # Whether the gateway can tell this client's requests from others' (a session, an authenticated
     # principal): only then may it have sessions of its own to servers.
     identified = False
 
-    def __init__(self, key: str | None = None) -> None:
+    def __init__(self, key: str | None = None, *, principal: str | None = None, profile: str | None = None) -> None:
         self.key = key or f"caller-{next(_keys)}"
         self.state: dict[str, Any] = {}
         self._on_close: list[Callable[[], object]] = []
+        if principal is not None:
+            self.principal = principal
+        if profile is not None:
+            self.profile = profile
 
     @property
     def capabilities(self) -> types.ClientCapabilities | None:

@@ -1,7 +1,8 @@
 """Where a call goes: from the name or URI a client used to a `Target` (server and original name).
 
 The catalog holds the maps; these functions are the one place that turns a client's name into a
-target for the call path, for every surface that exposes catalog items (`direct`, `proxy`).
+target for the call path, for every surface that exposes catalog items (`direct`, `proxy`). Surfaces
+pass their caller's `CatalogView`, so a name the caller may not see is unknown here too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import mcp_types as types
 
 from mcp_manifold._core.catalog import Catalog
+from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.results import SpillPolicy
 from mcp_manifold._errors import NotFound
 
@@ -45,24 +47,24 @@ class ToolCall:
     spill: SpillPolicy | None = None
 
 
-def tool_target(catalog: Catalog, name: str, surface: str) -> Target:
+def tool_target(catalog: Catalog | CatalogView, name: str, surface: str) -> Target:
     """The target of the exposed tool `name`; `NotFound` (with suggestions) when there is none."""
     entry = catalog.tool(name)
     return Target(entry.server, entry.original.name, name, surface)
 
 
-def resource_target(catalog: Catalog, uri: str, surface: str) -> Target:
+def resource_target(catalog: Catalog | CatalogView, uri: str, surface: str) -> Target:
     route = catalog.route_resource(uri)
     return Target(route.server, route.original, uri, surface)
 
 
-def prompt_target(catalog: Catalog, name: str, surface: str) -> Target:
+def prompt_target(catalog: Catalog | CatalogView, name: str, surface: str) -> Target:
     route = catalog.route_prompt(name)
     return Target(route.server, route.original, name, surface)
 
 
 def completion_target(
-    catalog: Catalog, ref: types.PromptReference | types.ResourceTemplateReference, surface: str
+    catalog: Catalog | CatalogView, ref: types.PromptReference | types.ResourceTemplateReference, surface: str
 ) -> Target | None:
     """Where completions for a catalog prompt's or resource template's arguments come from, or None."""
     try:

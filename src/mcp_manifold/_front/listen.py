@@ -3,7 +3,9 @@
 The SDK's `ListenHandler` streams what the gateway publishes on its bus. A resource update is published
 only if the server that owns the resource was asked for it, so a stream that names resources
 subscribes this client to them for as long as it is open, as `resources/subscribe` does for a
-session-era client.
+session-era client. A caller with a profile gets only the resources its profile lets it read: the others
+are left out of the stream (and of its acknowledgement) exactly as unknown URIs are, so updates of a
+resource it may not see never reach it, even while another client subscribes to that resource.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from mcp.server.subscriptions import ListenHandler
 from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
 
 from mcp_manifold._core.clients import Request
-from mcp_manifold._errors import ManifoldError
+from mcp_manifold._errors import ManifoldError, NotFound
 from mcp_manifold._runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
@@ -35,17 +37,27 @@ class GatewayListenHandler:
     ) -> SubscriptionsListenResult:
         request: Request = self._request_of(ctx)
         uris = list(params.notifications.resource_subscriptions or ())
-        subscribed = [uri for uri in uris if await self._subscribe(request, uri)]
+        restricted = self._gateway.access.profile(request.caller) is not None
+        subscribed, unknown = [], []
+        for uri in uris:
+            try:
+                await self._gateway.subscribe(request, uri)
+                subscribed.append(uri)
+            except NotFound as exc:  # unknown, or hidden by the caller's profile (the same words)
+                logger.info("listen stream: resource %s not subscribed: %s", uri, exc)
+                unknown.append(uri)
+            except ManifoldError as exc:  # a stream is not refused for one resource; it just never updates
+                logger.info("listen stream: resource %s not subscribed: %s", uri, exc)
+        if restricted and unknown:
+            # The SDK delivers every update of a URI the stream names, whoever subscribed at the server.
+            kept = [uri for uri in uris if uri not in unknown] or None
+            notifications = params.notifications.model_copy(update={"resource_subscriptions": kept})
+            params = params.model_copy(update={"notifications": notifications})
+        channel = self._gateway.back_channel
+        channel.listen_streams += 1
         try:
             return await self._streams(ctx, params)
         finally:
+            channel.listen_streams -= 1
             for uri in subscribed:
                 await self._gateway.unsubscribe(request, uri)
-
-    async def _subscribe(self, request: Request, uri: str) -> bool:
-        try:
-            await self._gateway.subscribe(request, uri)
-        except ManifoldError as exc:  # a stream is not refused for one resource; it just never updates
-            logger.info("listen stream: resource %s not subscribed: %s", uri, exc)
-            return False
-        return True

@@ -26,6 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._core.clients import Caller, ListKind, Request, undeclared
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._front.identity import request_identity
 from mcp_manifold._front.listen import GatewayListenHandler
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._sdk import connection_of, no_deprecation_warnings
@@ -233,15 +234,26 @@ class McpFront:
         connection = connection_of(ctx)
         caller = connection.state.get(_CALLER)
         if caller is None:
+            identity = request_identity(ctx.request)  # who authenticated over HTTP, and their profile
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                caller = StatelessCaller(connection, principal_of_request())
+                principal = identity.principal if identity is not None else principal_of_request()
+                caller = StatelessCaller(connection, principal)
             else:
                 caller = SessionCaller(connection)
+            if identity is not None:
+                caller.principal, caller.profile = identity.principal, identity.profile
             connection.state[_CALLER] = caller  # a 2026-07-28 request's connection lasts as long as it does
         return caller
 
     async def _track_client(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         caller = self._caller(ctx)
+        identity = request_identity(ctx.request)
+        if identity is not None and (identity.principal, identity.profile) != (caller.principal, caller.profile):
+            # The SDK already keeps a session to the credential that opened it; this keeps it to its profile URL.
+            raise MCPError(
+                code=types.INVALID_REQUEST,
+                message=f"this session was opened with profile {caller.profile!r}; open a new session for another",
+            )
         if ctx.request_id is not None:
             if isinstance(caller, SessionCaller):
                 self.gateway.back_channel.track(caller)

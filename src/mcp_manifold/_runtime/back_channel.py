@@ -60,6 +60,7 @@ class BackChannel:
         self.catalog = catalog
         self._relist = relist  # re-list one backend (run in the background)
         self.bus = InMemorySubscriptionBus()  # 2026-era clients' subscriptions/listen streams
+        self.listen_streams = 0  # of those, open now (the front's listen handler counts them)
         self._callers: weakref.WeakSet[Caller] = weakref.WeakSet()
         self._sole: weakref.ref[Caller] | None = None  # the one client of a stdio gateway, once known
         self._subscriptions: dict[str, weakref.WeakSet[Caller]] = {}
@@ -78,7 +79,11 @@ class BackChannel:
 
     def track(self, caller: Caller) -> None:
         """Note a client that made a request (it hears about changes from now on)."""
-        self._callers.add(caller)
+        if caller not in self._callers:
+            self._callers.add(caller)
+            # Forgotten when it goes away, not when it is garbage (a session's caller sits in a cycle).
+            ref = weakref.ref(caller)
+            caller.on_close(lambda: self._forget(ref))
 
     def session_count(self) -> int:
         """How many session-era clients are connected now."""
@@ -91,6 +96,11 @@ class BackChannel:
     def listed(self, caller: Caller, kind: Kind) -> None:
         """`caller` got the current list of `kind`: its next change is worth telling it about."""
         self._unannounced.setdefault(caller, {})[kind] = self._changes
+
+    def _forget(self, ref: weakref.ref[Caller]) -> None:
+        caller = ref()
+        if caller is not None:
+            self._callers.discard(caller)
 
     def subscribe(self, caller: Caller, uri: str) -> bool:
         """Record `caller`'s subscription to `uri`; True if it is the first one (the backend must be told)."""

@@ -3,34 +3,43 @@
 Surfaces, the fast lane and the CLI all end here; nothing else calls a backend's tools, reads its
 resources or gets its prompts. In order, a call:
 
-1. resolves its backend (configured, or added at run time by the hub) from the target's server;
-2. answers from the result cache when the tool may be cached and a fresh result is there;
-3. goes to the backend, which applies its breaker, concurrency limit and timeout, with the request
+1. passes the policy (`CallPolicy`): the caller's profile allows it, the tool is not quarantined,
+   the caller's principal is within its rate and concurrency limits; a refusal is told to the
+   observers like any other outcome, and names the profile, never what exists;
+2. resolves its backend (configured, or added at run time by the hub) from the target's server;
+3. answers from the result cache when the tool may be cached and a fresh result is there;
+4. goes to the backend, which applies its breaker, concurrency limit and timeout, with the request
    marked as waiting there, so progress, logs and the server's requests for input reach its client;
-4. turns a backend failure into a tool error (tools) or a `BackendError` (reads, prompts), and hides
+5. turns a backend failure into a tool error (tools) or a `BackendError` (reads, prompts), and hides
    the server's secrets in error results;
-5. spills a large result to a file (the gateway's `spill_threshold`, or the surface's own policy);
-6. tells every observer (`observe`): the place where audit, metrics and traces hook in.
+6. spills a large result to a file (the gateway's `spill_threshold`, or the surface's own policy);
+7. tells every observer (`observe`): the place where audit and metrics hook in.
 
-Access control, pinning and rate limits belong here too, so that a rule holds on every path.
+What must be in place *around* a call (a trace span, current while the backend is asked, so the
+request to the server carries it on) registers with `around`. With no around-call hook, no observer
+and no policy, a call pays for none of them: one truth test each.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import mcp_types as types
 from mcp_types import LOG_LEVEL_META_KEY
+from pydantic import BaseModel
 
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import (
     SpillPolicy,
+    content_size,
     scrubbed,
     spill_if_due,
     tool_error,
@@ -38,7 +47,15 @@ from mcp_manifold._core.results import (
     without_server_stamp,
 )
 from mcp_manifold._core.router import Target, ToolCall
-from mcp_manifold._errors import BackendError, BackendRequestError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._errors import (
+    BackendError,
+    BackendRequestError,
+    InvalidRequest,
+    ManifoldError,
+    NotFound,
+    Quarantined,
+    RateLimited,
+)
 from mcp_manifold._runtime.input_bridge import MAX_ROUNDS, HeldCalls, answer_questions, backend_state, read_state
 from mcp_manifold._sdk import asked_without_back_channel, requesting_client
 
@@ -52,24 +69,58 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CallKind = Literal["tool", "resource", "prompt", "completion"]
-Outcome = Literal["ok", "error", "cached", "input_required"]
+# denied: the caller's profile does not allow it; quarantined: the tool changed since it was approved;
+# rate_limited: the principal is over its rate or calls in flight; input_required: a 2026-07-28 client
+# was handed the server's questions.
+Outcome = Literal["ok", "error", "cached", "input_required", "denied", "quarantined", "rate_limited"]
 Send = Callable[["ClientSession", Request, dict[str, Any]], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
 class CallRecord:
-    """One finished call, as observers see it (never the arguments or the result's content)."""
+    """One finished (or refused) call, as observers see it (never the arguments or the result's content)."""
 
     kind: CallKind
     target: Target
     caller: str  # the client's key
-    duration: float  # seconds
+    duration: float  # seconds in the call path, backend included
     outcome: Outcome
-    error: str | None = None
+    error: str | None = None  # with the server's secrets hidden
     spilled: bool = False
+    backend: float | None = None  # seconds waiting for the backend (its start and queue included); None: cached
+    principal: str | None = None
+    profile: str | None = None
+    arguments_size: int | None = None  # bytes of the arguments as JSON
+    result_size: int | None = None  # bytes of the result's content
 
 
 Observer = Callable[[CallRecord], None]
+# An around-call hook: `hook(kind, request, target)` is entered before the call goes to its backend and
+# left after it; what it yields is told the call's record just before it is left.
+Around = Callable[[CallKind, Request, Target], AbstractContextManager[Observer]]
+
+
+class CallPolicy(Protocol):
+    """What a call must pass before it reaches a backend (runtime/access.py): profile, pins, limits."""
+
+    def admit(self, request: Request, kind: CallKind, target: Target) -> None:
+        """Let the call go ahead (pair with `release`), or raise why not: `NotFound` (not allowed, worded
+        like an unknown name), `Quarantined` or `RateLimited`."""
+        ...
+
+    def release(self, request: Request) -> None: ...
+
+    def profile_name(self, request: Request) -> str | None:
+        """The caller's profile, as records name it."""
+        ...
+
+
+def refusal_outcome(exc: ManifoldError) -> Outcome:
+    if isinstance(exc, RateLimited):
+        return "rate_limited"
+    if isinstance(exc, Quarantined):
+        return "quarantined"
+    return "denied"
 
 
 class CallPath:
@@ -91,14 +142,28 @@ class CallPath:
         self._cache = result_cache
         self._spill = spill
         self.default_spill = default_spill
+        self.policy: CallPolicy | None = None  # set by the gateway; None admits every call
         self._held = held
         self.log_level: types.LoggingLevel | None = None  # what a session-era client set (logging/setLevel)
         self._observers: list[Observer] = []
+        self._arounds: list[Around] = []
 
     def observe(self, observer: Observer) -> Callable[[], None]:
         """Call `observer(record)` after every call; returns a function that stops it."""
         self._observers.append(observer)
         return lambda: self._observers.remove(observer)
+
+    def around(self, hook: Around) -> Callable[[], None]:
+        """Run every call inside `hook(kind, request, target)` (see `Around`); returns a function that stops it."""
+        self._arounds.append(hook)
+        return lambda: self._arounds.remove(hook)
+
+    async def _wrapped(
+        self, kind: CallKind, request: Request, target: Target, run: Callable[[tuple[Observer, ...]], Awaitable[Any]]
+    ) -> Any:
+        with ExitStack() as stack:
+            finishes = tuple(stack.enter_context(hook(kind, request, target)) for hook in list(self._arounds))
+            return await run(finishes)
 
     def backend(self, server: str, request: Request | None = None) -> Backend:
         """The session a request to `server` goes to: the client's own (`session_scope: client`), else the
@@ -114,12 +179,89 @@ class CallPath:
 
     async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult | types.InputRequiredResult:
         """Call a tool; failures of the server or the connection come back as tool errors. A 2026-07-28
-        client may get `input_required` instead (the server has questions for it)."""
+        client may get `input_required` instead (the server has questions for it).
+
+        A call the policy refuses raises (`NotFound`, `Quarantined`, `RateLimited`), as an unknown
+        name would: the caller gets a clear error, the observers a record of the refusal.
+        """
+        if self._arounds:
+            return await self._wrapped(
+                "tool", request, call.target, lambda hooks: self._admitted_call(request, call, hooks)
+            )
+        return await self._admitted_call(request, call, ())
+
+    async def _admitted_call(
+        self, request: Request, call: ToolCall, hooks: tuple[Observer, ...]
+    ) -> types.CallToolResult | types.InputRequiredResult:
         started = time.perf_counter()
+        policy = self.policy
+        if policy is None:
+            return await self._call_tool(request, call, started, hooks)
+        self._admit(policy, request, "tool", call.target, started, call.arguments, None, hooks)
+        try:
+            return await self._call_tool(request, call, started, hooks)
+        finally:
+            policy.release(request)
+
+    def _admit(
+        self,
+        policy: CallPolicy,
+        request: Request,
+        kind: CallKind,
+        target: Target,
+        started: float,
+        arguments: Any,
+        checked_as: CallKind | None = None,
+        hooks: tuple[Observer, ...] = (),
+    ) -> None:
+        try:
+            policy.admit(request, checked_as or kind, target)
+        except ManifoldError as exc:
+            if self._observers or hooks:
+                outcome = refusal_outcome(exc)
+                self._tell(self._record(kind, request, target, started, outcome, str(exc), arguments), hooks)
+            raise
+
+    def refused(self, request: Request, kind: CallKind, target: Target, exc: ManifoldError) -> None:
+        """Tell the observers of a call refused before it reached the call path (a name the caller may not see)."""
+        if self._observers:
+            self._tell(self._record(kind, request, target, time.perf_counter(), refusal_outcome(exc), str(exc)))
+
+    def _record(
+        self,
+        kind: CallKind,
+        request: Request,
+        target: Target,
+        started: float,
+        outcome: Outcome,
+        error: str | None = None,
+        arguments: Any = None,
+        result_size: int | None = None,
+        spilled: bool = False,
+    ) -> CallRecord:
+        caller = request.caller
+        return CallRecord(
+            kind,
+            target,
+            caller.key,
+            time.perf_counter() - started,
+            outcome,
+            error,
+            spilled,
+            principal=caller.principal,
+            profile=self.policy.profile_name(request) if self.policy is not None else caller.profile,
+            arguments_size=_json_size(arguments),
+            result_size=result_size,
+        )
+
+    async def _call_tool(
+        self, request: Request, call: ToolCall, started: float, hooks: tuple[Observer, ...]
+    ) -> types.CallToolResult | types.InputRequiredResult:
         target, arguments = call.target, call.arguments
         backend = self.backend(target.server, request)
         outcome: Outcome = "ok"
         error: str | None = None
+        waited: float | None = None
         result = self._cache.lookup(target.server, target.name, arguments)
         if result is not None:
             outcome = "cached"
@@ -137,34 +279,37 @@ class CallPath:
                     **extra,
                 )
 
+            sent = time.perf_counter()
             try:
                 result = await self._exchange(request, backend, "tools/call", send)
             except BackendError as exc:
-                error = str(exc)
+                # Errors can quote a server's stderr or URL, where its secrets may appear.
+                error = backend.config.scrub(str(exc))
                 result = tool_error(error)
             except InvalidRequest as exc:  # a retry whose requestState or answers do not fit
                 error = str(exc)
                 result = tool_error(error)
             else:
                 if isinstance(result, types.InputRequiredResult):
-                    if self._observers:
-                        elapsed = time.perf_counter() - started
-                        self._tell(CallRecord("tool", target, request.caller.key, elapsed, "input_required"))
+                    if self._observers or hooks:
+                        waited = time.perf_counter() - sent
+                        record = self._record("tool", request, target, started, "input_required", None, arguments)
+                        self._tell(replace(record, backend=waited), hooks)
                     return result
                 result = self._exposed_uris(target, result)
                 self._cache.store(target.server, target.name, call.arguments, result)
+            waited = time.perf_counter() - sent
             if result.is_error:
                 outcome = "error"
-                # Errors can quote a server's stderr or URL, where its secrets may appear.
                 result = scrubbed(result, backend.config.scrub)
         spilled = False
         policy = call.spill or self.default_spill
         if policy.active:
             result, spilled = self._spilled(result, policy, target)
-        if self._observers:
-            self._tell(
-                CallRecord("tool", target, request.caller.key, time.perf_counter() - started, outcome, error, spilled)
-            )
+        if self._observers or hooks:
+            size = content_size(result.content)
+            record = self._record("tool", request, target, started, outcome, error, arguments, size, spilled)
+            self._tell(replace(record, backend=waited), hooks)
         return result
 
     # --- questions from servers, across the eras (see input_bridge.py) ---------------------------
@@ -305,7 +450,7 @@ class CallPath:
             return result.model_copy(update={"messages": messages})
 
         backend = self.backend(target.server, request)
-        return await self._run("prompt", request, target, get)
+        return await self._run("prompt", request, target, get, arguments)
 
     async def complete(
         self,
@@ -332,24 +477,68 @@ class CallPath:
                     "completion/complete", lambda session: session.complete(original, argument, context)
                 )
 
-        return await self._run("completion", request, target, complete)
+        named: CallKind = "prompt" if isinstance(ref, types.PromptReference) else "resource"
+        return await self._run("completion", request, target, complete, argument, checked_as=named)
 
-    async def _run(self, kind: CallKind, request: Request, target: Target, work: Callable[[Backend], Any]) -> Any:
+    async def _run(
+        self,
+        kind: CallKind,
+        request: Request,
+        target: Target,
+        work: Callable[[Backend], Any],
+        arguments: Any = None,
+        *,
+        checked_as: CallKind | None = None,
+    ) -> Any:
+        """Run `work` on the target's backend; the policy checks it as `checked_as` (what a completion names)."""
+        if self._arounds:
+            return await self._wrapped(
+                kind,
+                request,
+                target,
+                lambda hooks: self._run_once(kind, request, target, work, arguments, checked_as, hooks),
+            )
+        return await self._run_once(kind, request, target, work, arguments, checked_as, ())
+
+    async def _run_once(
+        self,
+        kind: CallKind,
+        request: Request,
+        target: Target,
+        work: Callable[[Backend], Any],
+        arguments: Any,
+        checked_as: CallKind | None,
+        hooks: tuple[Observer, ...],
+    ) -> Any:
         started = time.perf_counter()
+        policy = self.policy
+        if policy is not None:
+            self._admit(policy, request, kind, target, started, arguments, checked_as, hooks)
         try:
-            result = await work(self.backend(target.server, request))
+            backend = self.backend(target.server, request)
+            result = await work(backend)
         except ManifoldError as exc:
-            if self._observers:
-                self._tell(
-                    CallRecord(kind, target, request.caller.key, time.perf_counter() - started, "error", str(exc))
-                )
+            if self._observers or hooks:
+                error = self._scrub(target.server, str(exc))
+                record = self._record(kind, request, target, started, "error", error, arguments)
+                self._tell(replace(record, backend=record.duration), hooks)
             raise
-        if self._observers:
-            self._tell(CallRecord(kind, target, request.caller.key, time.perf_counter() - started, "ok"))
+        finally:
+            if policy is not None:
+                policy.release(request)
+        if self._observers or hooks:
+            outcome: Outcome = "input_required" if isinstance(result, types.InputRequiredResult) else "ok"
+            record = self._record(kind, request, target, started, outcome, None, arguments, _json_size(result))
+            self._tell(replace(record, backend=record.duration), hooks)
         return result
 
-    def _tell(self, record: CallRecord) -> None:
-        for observer in list(self._observers):
+    def _scrub(self, server: str, text: str) -> str:
+        """`text` with the server's secrets hidden (an error can quote its URL or stderr)."""
+        backend = self._pool.backends.get(server) or self._pool.added.get(server)
+        return backend.config.scrub(text) if backend is not None else text
+
+    def _tell(self, record: CallRecord, hooks: tuple[Observer, ...] = ()) -> None:
+        for observer in (*hooks, *self._observers):
             try:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
@@ -364,3 +553,15 @@ def _askable(request: Request) -> dict[str, Any]:
         return {}
     dumped = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
     return {ask: dumped[ask] for ask in request.caller.asks if ask in dumped}
+
+
+def _json_size(value: Any) -> int | None:
+    """Bytes of `value` as compact JSON (arguments, a read's or a prompt's result); None for none."""
+    if value is None:
+        return None
+    if isinstance(value, BaseModel):
+        return len(value.model_dump_json(by_alias=True, exclude_none=True).encode())
+    try:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+    except (TypeError, ValueError):
+        return None

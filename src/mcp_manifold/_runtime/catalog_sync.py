@@ -11,6 +11,7 @@ untouched.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 import anyio.abc
@@ -27,8 +28,17 @@ logger = logging.getLogger(__name__)
 class CatalogSync:
     """Lists backends into the catalog, from the listing cache first when the gateway is serving."""
 
-    def __init__(self, pool: BackendPool, catalog: Catalog, cache: ListingCache, *, serving: bool) -> None:
+    def __init__(
+        self,
+        pool: BackendPool,
+        catalog: Catalog,
+        cache: ListingCache,
+        *,
+        serving: bool,
+        on_listing: Callable[[str, Listing], object] | None = None,
+    ) -> None:
         self.pool = pool
+        self.on_listing = on_listing  # sees each listing before the catalog does (the pins)
         self.catalog = catalog
         self.cache = cache
         self.serving = serving
@@ -99,11 +109,23 @@ class CatalogSync:
         except ManifoldError as exc:
             logger.warning("%s", exc)
             return
+        if self.pool.backends.get(name) is not backend:
+            return  # a config reload removed or replaced it meanwhile: this listing is stale
         async with self._lock:
             self._set(name, listing)
             self.live.add(name)
         if self.serving:
             self.cache.save(backend.config, listing)
+
+    def forget(self, name: str) -> None:
+        """A config reload removed the server: its items leave the catalog (clients get list_changed)."""
+        self.listed.discard(name)
+        self.live.discard(name)
+        self.catalog.remove_backend(name)
+
+    def unsettle(self, name: str) -> None:
+        """A config reload restarted or reconfigured the server: its listing shown now is about to change."""
+        self.live.discard(name)
 
     def settled(self) -> bool:
         """Whether every enabled server has been listed by itself and none is failing: until then the
@@ -116,6 +138,8 @@ class CatalogSync:
 
     def _set(self, name: str, listing: Listing) -> None:
         config = self.pool[name].config
+        if self.on_listing is not None:
+            self.on_listing(name, listing)
         self.catalog.set_backend(name, listing, prefix=config.exposed_prefix, tool_filter=config.tools.allows)
         self.listed.add(name)
 

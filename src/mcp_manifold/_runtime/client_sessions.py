@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -48,6 +48,7 @@ class ClientSessions:
         self._closing: set[str] = set()
         self._task_group: anyio.abc.TaskGroup | None = None
         self.version = 0  # changes whenever a client's listing does (views of the catalog follow it)
+        self.on_listing: Callable[[str, Listing], object] | None = None  # sees each listing first (the pins)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -111,6 +112,12 @@ class ClientSessions:
             logger.info("server %r: closing the session of client %s (%s)", key[0], key[1], why)
             self._task_group.start_soon(backend.stop)
 
+    def close_server(self, server: str, why: str) -> None:
+        """Close every client's session to `server` (a config reload changed or removed it); the next
+        request of a client opens one with the new config."""
+        for key in [key for key in self._sessions if key[0] == server]:
+            self._close(key, why)
+
     def _client_gone(self, client: str) -> None:
         for key in [key for key in self._sessions if key[1] == client]:
             self._close(key, "its client went away")
@@ -154,6 +161,8 @@ class ClientSessions:
             # The client sees the shared listing of this server meanwhile; its calls say what failed.
             logger.warning("%s (the session of client %s)", exc, caller.key)
             return
+        if self.on_listing is not None:
+            self.on_listing(config.name, listing)
         self._listings.setdefault(caller.key, {})[config.name] = listing
         self.version += 1
 

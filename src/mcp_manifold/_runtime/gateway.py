@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import asdict
 from pathlib import Path
@@ -25,7 +25,10 @@ import mcp_types as types
 
 from mcp_manifold._config import Config, ServerConfig, Settings
 from mcp_manifold._core.catalog import Catalog, Kind, Match, unknown_resource
+from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import NO_ASKS, Ask, Caller, Request
+from mcp_manifold._core.limits import PrincipalLimits
+from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import SpillPolicy, ToolAnswer, tool_error
 from mcp_manifold._core.router import Target
@@ -34,6 +37,8 @@ from mcp_manifold._core.suggestions import did_you_mean
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import ManifoldError, NotFound
 from mcp_manifold._runtime import live_status
+from mcp_manifold._runtime.access import Access
+from mcp_manifold._runtime.audit import AuditLog, audit_dir
 from mcp_manifold._runtime.back_channel import BackChannel
 from mcp_manifold._runtime.backends import Backend, BackendPool
 from mcp_manifold._runtime.call_path import CallPath
@@ -43,7 +48,9 @@ from mcp_manifold._runtime.health import HealthMonitor
 from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.processes import run_shell
+from mcp_manifold._runtime.reload import ConfigReloader
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._sdk import no_deprecation_warnings
@@ -94,7 +101,13 @@ class Gateway:
         self._views: weakref.WeakKeyDictionary[Caller, tuple[int, int, Catalog]] = weakref.WeakKeyDictionary()
         self._catalog_version = 0
         self._catalog.subscribe(self._count_change)
-        self.sync = CatalogSync(self.pool, self._catalog, ListingCache(data_dir / "listings"), serving=serving)
+        # Pins judge each listing before the catalog takes it: a changed tool is quarantined before any
+        # client can see the change.
+        self.pins = PinStore(data_dir, self._settings.pinning, self._settings.pin_new_tools)  # type: ignore[arg-type]
+        self.sync = CatalogSync(
+            self.pool, self._catalog, ListingCache(data_dir / "listings"), serving=serving, on_listing=self.pins.observe
+        )
+        self.client_sessions.on_listing = self.pins.observe
         self.result_cache = ResultCache(self._catalog, config.servers)
         spill_base = self._settings.spill_dir or str(data_dir / "spill")
         self.spill = SpillStore(
@@ -112,7 +125,23 @@ class Gateway:
             ),
             self.held_calls,
         )
+        self.access = Access(
+            lambda: self.config,
+            self._catalog,
+            self.pins,
+            PrincipalLimits(self._settings.rate_limit, self._settings.rate_burst, self._settings.principal_max_calls),
+            self._search_allowed,
+        )
+        self.calls.policy = self.access
+        self.access.refused = self.calls.refused
+        self.audit: AuditLog | None = None
+        if self._settings.audit:
+            self.audit = AuditLog(audit_dir(data_dir), self._settings.audit_max_bytes, self._settings.audit_backups)
+            self.calls.observe(self.audit)
         self.health = HealthMonitor(self._settings)
+        self.search_observers: list[Callable[[float], None]] = []  # told each search's seconds (metrics)
+        # A serving gateway applies edits of its config file while it runs (and on request: SIGHUP).
+        self.reloader = ConfigReloader(self, watch=self._settings.reload) if serving and config.path else None
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._eager: list[str] = []  # eager servers waiting for the client of a stdio gateway
@@ -126,6 +155,12 @@ class Gateway:
         # still unwinds what was started: servers stopped, tasks cancelled, files removed.
         async with AsyncExitStack() as stack:
             stack.callback(self.spill.close)  # registered first, so it runs last
+            if self._settings.tracing:
+                await self._start_tracing(stack)
+            stack.callback(self.pins.close)
+            if self.audit is not None:
+                stack.callback(self.audit.close)
+            self.pins.load()  # earlier runs' quarantines hold from the first request on
             await stack.enter_async_context(self.pool)
             task_group = await stack.enter_async_context(anyio.create_task_group())
             self._task_group = task_group
@@ -140,6 +175,12 @@ class Gateway:
             if self.serving:
                 directory = live_status.live_dir(self._settings.data_dir)
                 task_group.start_soon(live_status.publish, directory, self.live_snapshot)
+            if self.reloader is not None:
+                await task_group.start(self.reloader.run)
+                stack.callback(self.reloader.stop_watching)  # runs before the cancel: see stop_watching
+            if self.serving and self._settings.pinning != "off":
+                # `manifold pins approve` in another process: clients' lists change when it does.
+                task_group.start_soon(self.pins.watch, self._pins_changed)
             for surface in self.surfaces:
                 await surface.start()
                 task_group.start_soon(surface.run)  # background work (the hub's discovery), if any
@@ -154,9 +195,30 @@ class Gateway:
             self._exit = stack.pop_all()
         return self
 
+    async def _start_tracing(self, stack: AsyncExitStack) -> None:
+        # Imported here: the OpenTelemetry SDK is an extra, loaded only by a gateway that traces.
+        from mcp_manifold._runtime.tracing import CallTracer, start_tracing
+
+        provider = start_tracing()
+        if provider is not None:
+
+            async def flush() -> None:  # the spans of the last calls still go out, within 5 s
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await anyio.to_thread.run_sync(provider.shutdown, abandon_on_cancel=True)
+
+            stack.push_async_callback(flush)
+        stack.callback(self.calls.around(CallTracer()))
+
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._exit is not None
         await self._exit.__aexit__(*exc_info)
+
+    @property
+    def task_group(self) -> anyio.abc.TaskGroup:
+        """Where the gateway's background work runs (it is cancelled, and waited for, as the gateway stops)."""
+        if self._task_group is None:
+            raise RuntimeError("the gateway is not running (use `async with Gateway(...)`)")
+        return self._task_group
 
     @property
     def backends(self) -> dict[str, Backend]:
@@ -173,8 +235,18 @@ class Gateway:
             self._search = CatalogSearch(self._catalog, self._settings)
         return self._search
 
+    @property
+    def secured(self) -> bool:
+        """Whether callers are told apart (authentication or profiles): then what one sees is not another's."""
+        return bool(self.config.profiles) or self.config.auth.enabled
+
     def instructions(self) -> str:
-        """One line naming the servers behind the gateway (surfaces that hide tools describe them more)."""
+        """One line naming the servers behind the gateway (surfaces that hide tools describe them more).
+
+        With profiles or authentication every client gets the same instructions, so they name no server.
+        """
+        if self.secured:
+            return "mcp-manifold gateway: list the tools to see what you may use."
         names = [config.name for config in self.config.servers.values() if config.enabled]
         return f"mcp-manifold gateway in front of {len(names)} MCP server(s): {bounded_list(names, budget=200)}."
 
@@ -195,6 +267,7 @@ class Gateway:
                 "sessions": self.back_channel.session_count(),
                 "stateless_requests": self.stateless_requests,
                 "last_stateless_request": self.last_stateless_request,
+                "listen_streams": self.back_channel.listen_streams,
             },
         }
 
@@ -267,6 +340,10 @@ class Gateway:
         for backend in mine:
             await backend.roots_changed()
 
+    async def _pins_changed(self) -> None:
+        """An operator approved or rejected a tool: what clients may see changed."""
+        await self.back_channel.notify_list_changed({"tools"})
+
     # --- the Host surfaces see ---------------------------------------------------------------------
 
     @property
@@ -279,7 +356,20 @@ class Gateway:
 
     @property
     def catalog(self) -> Catalog:
+        """The whole catalog (the CLI's and library use's); surfaces read it through `view(request)`."""
         return self._catalog
+
+    def view(self, request: Request) -> CatalogView:
+        return self.access.view(request, self.catalog_for(request))
+
+    async def _search_allowed(
+        self, query: str, limit: int, server: str | None, allowed: Callable[[str], bool] | None
+    ) -> list[Match]:
+        started = time.perf_counter()
+        matches = await self.search_index.find(query, limit=limit, server=server, allowed=allowed)
+        for observer in self.search_observers:
+            observer(time.perf_counter() - started)
+        return matches
 
     async def refresh(self, servers: list[str]) -> None:
         await self.sync.refresh(servers)
@@ -288,7 +378,13 @@ class Gateway:
         return self.calls.backend(server).status()
 
     async def search(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
-        return await self.search_index.find(query, limit=limit, server=server)
+        """Search the whole catalog (the operator's dashboard); clients search through `view(request)`."""
+        return await self._search_allowed(query, limit, server, None)
+
+    @property
+    def search_index_if_built(self) -> CatalogSearch | None:
+        """The search index if something has searched (looking must not build it)."""
+        return self._search
 
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
         await self.back_channel.notify_list_changed(kinds, caller)
@@ -331,7 +427,9 @@ class Gateway:
         if self._instances is None:
             from mcp_manifold._runtime.instances import InstanceRegistry
 
-            self._instances = InstanceRegistry(self._settings, self.pool, self.health, self._catalog, self.back_channel)
+            self._instances = InstanceRegistry(
+                self._settings, self.pool, self.health, self._catalog, self.back_channel, on_listing=self.pins.observe
+            )
         return self._instances
 
     # --- client requests, routed to the surfaces (the front and the CLI call these) ----------------
@@ -348,8 +446,12 @@ class Gateway:
         if request is not None:
             await self.client_sessions.ensure_listed(list(self.config.servers.values()), request.caller)
 
+    def _surfaces(self, request: Request) -> list[Surface]:
+        """The surfaces this caller's profile may use (all of them without a profile)."""
+        return [surface for surface in self.surfaces if self.access.allows_surface(request, surface.name)]
+
     def _owner(self, request: Request, kind: str, name: str) -> Surface | None:
-        for surface in self.surfaces:
+        for surface in self._surfaces(request):
             owns = (
                 surface.owns_tool(request, name)
                 if kind == "tool"
@@ -374,17 +476,18 @@ class Gateway:
 
         Fresh for a minute once every server has listed itself and none is failing (changes after that
         are announced on subscriptions/listen); immediately stale while the catalog is still filling in.
-        Private when a client may see its own list (servers with `session_scope: client`), else public.
+        Private when lists vary by caller: authentication or profiles (each caller sees its profile's, and a
+        list must not be served to another access token), or servers with `session_scope: client`; else public.
         """
         ttl_ms = LIST_TTL_MS if self.sync.settled() else 0
-        private = any(server.session_scope == "client" for server in self.config.servers.values())
+        private = self.secured or any(server.session_scope == "client" for server in self.config.servers.values())
         return ttl_ms, "private" if private else "public"
 
     async def list_tools(self, request: Request) -> list[types.Tool]:
         await self._needs_catalog(request)
         self.back_channel.listed(request.caller, "tools")
         tools: dict[str, types.Tool] = {}
-        for surface in self.surfaces:
+        for surface in self._surfaces(request):
             for tool in surface.list_tools(request):
                 tools.setdefault(tool.name, tool)
         return list(tools.values())
@@ -398,11 +501,14 @@ class Gateway:
         """
         surface = await self._find_owner(request, "tool", name)
         if surface is None:
-            hints = [hint for s in self.surfaces if (hint := s.unknown_tool_hint(request, name))]
+            view = self.view(request)
+            view.report_miss(name)  # a tool that exists but is hidden from this caller: the audit says so
+            hints = [hint for s in self._surfaces(request) if (hint := s.unknown_tool_hint(request, name))]
+            unknown = f"unknown tool {name!r}{for_profile(view.profile_name)}"
             if hints:
-                return tool_error(f"unknown tool {name!r}: {hints[0]}")
+                return tool_error(f"{unknown}: {hints[0]}")
             known = [tool.name for tool in await self.list_tools(request)]
-            return tool_error(f"unknown tool {name!r}{did_you_mean(name, known)}")
+            return tool_error(f"{unknown}{did_you_mean(name, known)}")
         try:
             return await surface.call_tool(request, name, arguments)
         except ManifoldError as exc:
@@ -411,29 +517,33 @@ class Gateway:
     async def list_resources(self, request: Request) -> list[types.Resource]:
         await self._needs_catalog(request)
         self.back_channel.listed(request.caller, "resources")
-        return [resource for surface in self.surfaces for resource in surface.list_resources(request)]
+        return [resource for surface in self._surfaces(request) for resource in surface.list_resources(request)]
 
     async def list_resource_templates(self, request: Request) -> list[types.ResourceTemplate]:
         await self._needs_catalog(request)
         self.back_channel.listed(request.caller, "resources")
-        return [template for surface in self.surfaces for template in surface.list_resource_templates(request)]
+        surfaces = self._surfaces(request)
+        return [template for surface in surfaces for template in surface.list_resource_templates(request)]
 
     async def read_resource_by_uri(self, request: Request, uri: str) -> types.ReadResourceResult:
         surface = await self._find_owner(request, "resource", uri)
         if surface is None:
+            view = self.view(request)
+            view.route_resource(uri)  # raises the unknown-resource error this caller may see (and records a refusal)
             raise unknown_resource(uri)
         return await surface.read_resource(request, uri)
 
     async def list_prompts(self, request: Request) -> list[types.Prompt]:
         await self._needs_catalog(request)
         self.back_channel.listed(request.caller, "prompts")
-        return [prompt for surface in self.surfaces for prompt in surface.list_prompts(request)]
+        return [prompt for surface in self._surfaces(request) for prompt in surface.list_prompts(request)]
 
     async def get_prompt_by_name(
         self, request: Request, name: str, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
         surface = await self._find_owner(request, "prompt", name)
         if surface is None:
+            self.view(request).route_prompt(name)  # the unknown-prompt error this caller may see
             raise NotFound(f"unknown prompt {name!r}")
         return await surface.get_prompt(request, name, arguments)
 
@@ -459,12 +569,13 @@ class Gateway:
     def _completion_target(
         self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
     ) -> Target | None:
-        return next((t for s in self.surfaces if (t := s.completion_target(request, ref)) is not None), None)
+        surfaces = self._surfaces(request)
+        return next((t for s in surfaces if (t := s.completion_target(request, ref)) is not None), None)
 
     async def subscribe(self, request: Request, uri: str) -> None:
         """Subscribe the client to a catalog resource; the server is told on the first subscription."""
         await self._needs_catalog(request)
-        route = self._catalog.route_resource(uri)
+        route = self.view(request).route_resource(uri)
         backend = self.calls.backend(route.server)
         await backend.session()
         if backend.modern:
@@ -514,15 +625,17 @@ class Gateway:
                 except ManifoldError as exc:
                     logger.debug("%s: logging/setLevel failed: %s", backend.name, exc)
 
-    def fast_route(self, name: str) -> Target | None:
+    def fast_route(self, name: str, caller: Caller) -> Target | None:
         """Where a plain call of `name` can go by the fast lane, or None when it needs the surfaces first.
 
         Only a gateway that shows nothing but `direct` qualifies (other surfaces may own names per
-        client), and only a running backend, with no spilling or result caching configured.
+        client), and only a running backend, with no spilling or result caching configured. A tool the
+        caller may not see takes the normal path too, which answers it like an unknown name.
         """
         if len(self.surfaces) != 1 or self.surfaces[0].name != "direct" or self._settings.spill_threshold:
             return None
-        entry = self._catalog.entry(name)
+        request = Request(caller)
+        entry = self.view(request).entry(name) if self.access.allows_surface(request, "direct") else None
         if entry is None:
             return None
         backend = self.pool.backends.get(entry.server)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -95,9 +96,16 @@ class InstanceRegistry:
     """The instances of one gateway: discovery, connections, health and listings."""
 
     def __init__(
-        self, settings: Settings, pool: BackendPool, health: HealthMonitor, catalog: Catalog, back_channel: BackChannel
+        self,
+        settings: Settings,
+        pool: BackendPool,
+        health: HealthMonitor,
+        catalog: Catalog,
+        back_channel: BackChannel,
+        on_listing: Callable[[str, Listing], object] | None = None,
     ) -> None:
         self.settings = settings
+        self.on_listing = on_listing  # sees each listing before clients do (the pins)
         self.pool = pool
         self.health_monitor = health
         self.catalog = catalog
@@ -295,6 +303,8 @@ class InstanceRegistry:
                 self._report_once(instance.id, f"{instance.label()}: tool {tool.name!r} is hidden by the hub's own")
             elif allowed(tool.name):
                 tools.append(tool)
+        if self.on_listing is not None:  # the pins judge the instance's own names
+            self.on_listing(instance.id, replace(listing, tools=tools))
         # Valid, reversible names by `direct`'s rule, unprefixed (a session talks to one instance):
         # `scripts/list` is shown as `scripts_list` and called back under its own name.
         separator = self.settings.separator

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -90,19 +91,23 @@ class CatalogSearch:
         self.sync()
         return self._matches(self.index.search(query, limit=limit, server=server))
 
-    async def find(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
+    async def find(
+        self, query: str, *, limit: int, server: str | None = None, allowed: Callable[[str], bool] | None = None
+    ) -> list[Match]:
         """`search` from async code: indexing and query embedding run in a worker thread.
 
         With an embedder, the first sync of a large catalog takes seconds to minutes and every query
         costs an embedding; on the event loop that would stall every other session of the gateway.
         The catalog is read on the loop; the index is thread-safe and answers from its previous state
-        while an update runs.
+        while an update runs. `allowed` (a caller's profile) keeps what it may not call out of the ranking.
         """
         docs = self._pending_documents()
         if docs is None:
             if self._first_update is not None and len(self.index) == 0:
                 await self._first_update.wait()  # nothing to answer from yet: wait for the first index
-            hits = await anyio.to_thread.run_sync(lambda: self.index.search(query, limit=limit, server=server))
+            hits = await anyio.to_thread.run_sync(
+                lambda: self.index.search(query, limit=limit, server=server, allowed=allowed)
+            )
             return self._matches(hits)
         updated = anyio.Event()
         self._first_update = self._first_update or updated
@@ -113,7 +118,7 @@ class CatalogSearch:
             except BaseException:
                 self._stale = True  # try again on the next search
                 raise
-            return self.index.search(query, limit=limit, server=server)
+            return self.index.search(query, limit=limit, server=server, allowed=allowed)
 
         try:
             return self._matches(await anyio.to_thread.run_sync(work))

@@ -135,8 +135,11 @@ class SearchIndex:
         wanted = list(dict.fromkeys(keys))
         return self._change([], lambda: [k for k in wanted if k in self._docs], None, False)
 
-    def search(self, query: str, *, limit: int = 5, server: str | None = None) -> list[SearchHit]:
-        """The `limit` best tools for `query`, best first, optionally only those of one server."""
+    def search(
+        self, query: str, *, limit: int = 5, server: str | None = None, allowed: Callable[[str], bool] | None = None
+    ) -> list[SearchHit]:
+        """The `limit` best tools for `query`, best first, optionally only those of one server, and only
+        the keys `allowed` passes (a caller's profile: what it may not call is never ranked)."""
         if limit < 1:
             raise InvalidRequest(f"limit must be at least 1, got {limit}")
         if not query.strip():
@@ -146,6 +149,28 @@ class SearchIndex:
             embedder = self._embedder
         if not snapshot.keys:
             return []
+        scores, failure = self._scores(query, snapshot, embedder)
+        if failure is not None:
+            self._note_error(f"query embedding failed, BM25 only: {failure}")
+        rows = None
+        if server is not None:
+            rows = snapshot.by_server.get(server)
+            if rows is None:
+                return []
+        if allowed is not None:
+            candidates = rows if rows is not None else range(len(snapshot.keys))
+            rows = np.array([row for row in candidates if allowed(snapshot.keys[row])], dtype=np.int64)
+        if rows is not None:
+            picked = rows[top_indices(scores[rows], limit, positive_only=True)] if len(rows) else rows
+        else:
+            picked = top_indices(scores, limit, positive_only=True)
+        return [SearchHit(snapshot.keys[i], float(scores[i])) for i in picked]
+
+    def _scores(
+        self, query: str, snapshot: _Snapshot, embedder: Embedder | None, trace: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, SearchError | None]:
+        """Every tool's score for `query`, and the embedding failure that left BM25 alone to score them:
+        the embedding service failing must not take search down."""
         try:
             scores = score_all(
                 query,
@@ -156,21 +181,16 @@ class SearchIndex:
                 snapshot.has_vector,
                 self._ranking,
                 snapshot.profiles,
+                trace,
             )
+            return scores, None
         except SearchError as exc:
-            # The embedding service failing must not take search down: BM25 alone still answers.
-            self._note_error(f"query embedding failed, BM25 only: {exc}")
-            scores = score_all(
-                query, snapshot.lexical, snapshot.server_ids, None, None, None, self._ranking, snapshot.profiles
+            if trace is not None:
+                trace.clear()
+            lexical_only = score_all(
+                query, snapshot.lexical, snapshot.server_ids, None, None, None, self._ranking, snapshot.profiles, trace
             )
-        if server is not None:
-            rows = snapshot.by_server.get(server)
-            if rows is None:
-                return []
-            picked = rows[top_indices(scores[rows], limit, positive_only=True)]
-        else:
-            picked = top_indices(scores, limit, positive_only=True)
-        return [SearchHit(snapshot.keys[i], float(scores[i])) for i in picked]
+            return lexical_only, exc
 
     def explain(self, query: str, key: str, *, limit: int = 5, server: str | None = None) -> Explanation:
         """Where tool `key` ranks for `query`, and the score of every ranking step that put it there."""
@@ -183,24 +203,9 @@ class SearchIndex:
             return Explanation(query, key, "bm25" if embedder is None else "hybrid", in_index=False, limit=limit)
         trace: dict[str, Any] = {}
         notes = []
-        try:
-            final = score_all(
-                query,
-                snapshot.lexical,
-                snapshot.server_ids,
-                embedder,
-                snapshot.matrix,
-                snapshot.has_vector,
-                self._ranking,
-                snapshot.profiles,
-                trace,
-            )
-        except SearchError as exc:
-            notes.append(f"the query could not be embedded, so BM25 alone answered: {exc}")
-            trace = {}
-            final = score_all(
-                query, snapshot.lexical, snapshot.server_ids, None, None, None, self._ranking, snapshot.profiles, trace
-            )
+        final, failure = self._scores(query, snapshot, embedder, trace)
+        if failure is not None:
+            notes.append(f"the query could not be embedded, so BM25 alone answered: {failure}")
         row = snapshot.keys.index(key)
         if embedder is not None and snapshot.has_vector is not None and not snapshot.has_vector[row]:
             notes.append("this tool has no embedding yet (its embedding failed), so only BM25 scores it")

@@ -2,9 +2,12 @@
 
 A surface maps client requests onto the catalog, search and the call path. It never sees the
 gateway itself, nor the SDK: it gets a `Host` (what it may ask of the gateway) and, per request, a
-`Request` of a `Caller` (core/clients.py). Anything with I/O (calling a backend, touching a file,
-starting a process) is the host's to do. Every hook a surface may implement is declared here with an
-empty default, so each surface implements only what it shows.
+`Request` of a `Caller` (core/clients.py). It reads the catalog and searches only through
+`host.view(request)`: that caller's view, which leaves out what its profile does not allow and
+every quarantined tool, so no surface can show or rank what the caller may not use. Anything with
+I/O (calling a backend, touching a file, starting a process) is the host's to do. Every hook a
+surface may implement is declared here with an empty default, so each surface implements only what
+it shows.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from mcp_manifold._core.clients import Caller, ListKind, Request
 
 if TYPE_CHECKING:
     from mcp_manifold._config import ServerConfig, Settings
-    from mcp_manifold._core.catalog import Catalog, Match
+    from mcp_manifold._core.catalog_view import CatalogView
     from mcp_manifold._core.listing import Listing
     from mcp_manifold._core.reading import ReadAnswer
     from mcp_manifold._core.results import ToolAnswer
@@ -141,13 +144,10 @@ class Host(Protocol):
         """The configured servers by name, enabled or not."""
         ...
 
-    @property
-    def catalog(self) -> Catalog:
-        """The merged, namespaced lists of the configured servers (read it; the gateway keeps it)."""
-        ...
-
-    def catalog_for(self, request: Request) -> Catalog:
-        """The catalog as the client of `request` sees it (what its own sessions listed, where it has any)."""
+    def view(self, request: Request) -> CatalogView:
+        """The merged, namespaced lists of the configured servers (what the client's own sessions listed,
+        where it has any), and search over their tools, as this request's caller may see them: only what
+        its profile allows, nothing quarantined. Read it; the gateway keeps the catalog."""
         ...
 
     # --- the catalog ---
@@ -161,10 +161,6 @@ class Host(Protocol):
 
     def backend_status(self, server: str) -> BackendStatus:
         """A configured server's state, breaker and last error."""
-        ...
-
-    async def search(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
-        """The catalog's tools ranked for `query` (off the event loop)."""
         ...
 
     @property

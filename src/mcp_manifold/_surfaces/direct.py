@@ -1,4 +1,8 @@
-"""The `direct` surface: the merged, namespaced lists, each call routed to its owning backend."""
+"""The `direct` surface: the merged, namespaced lists, each call routed to its owning backend.
+
+Everything goes through the caller's view of the catalog (`host.view`), so a client sees, and can
+route to, only what its profile allows and nothing quarantined.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,6 @@ from mcp_manifold._core.router import (
     resource_target,
     tool_target,
 )
-from mcp_manifold._errors import NotFound
 from mcp_manifold._surfaces.base import Surface
 
 
@@ -24,48 +27,39 @@ class DirectSurface(Surface):
     name = "direct"
 
     def list_tools(self, request: Request) -> list[types.Tool]:
-        return self.host.catalog_for(request).tools()
+        return self.host.view(request).tools()
 
     def owns_tool(self, request: Request, name: str) -> bool:
-        return self.host.catalog_for(request).has_tool(name)
+        return self.host.view(request).has_tool(name)
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
-        target = tool_target(self.host.catalog_for(request), name, self.name)
+        target = tool_target(self.host.view(request), name, self.name)
         return await self.host.calls.call_tool(request, ToolCall(target, arguments))
 
     def list_resources(self, request: Request) -> list[types.Resource]:
-        return self.host.catalog_for(request).resources()
+        return self.host.view(request).resources()
 
     def list_resource_templates(self, request: Request) -> list[types.ResourceTemplate]:
-        return self.host.catalog_for(request).templates()
+        return self.host.view(request).templates()
 
     def owns_resource(self, request: Request, uri: str) -> bool:
-        return _found(lambda: self.host.catalog_for(request).route_resource(uri))
+        return self.host.view(request).has_resource(uri)
 
     async def read_resource(self, request: Request, uri: str) -> types.ReadResourceResult:
-        return await self.host.calls.read_resource(
-            request, resource_target(self.host.catalog_for(request), uri, self.name)
-        )
+        target = resource_target(self.host.view(request), uri, self.name)
+        return await self.host.calls.read_resource(request, target)
 
     def list_prompts(self, request: Request) -> list[types.Prompt]:
-        return self.host.catalog_for(request).prompts()
+        return self.host.view(request).prompts()
 
     def owns_prompt(self, request: Request, name: str) -> bool:
-        return _found(lambda: self.host.catalog_for(request).route_prompt(name))
+        return self.host.view(request).has_prompt(name)
 
     async def get_prompt(self, request: Request, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
-        target = prompt_target(self.host.catalog_for(request), name, self.name)
+        target = prompt_target(self.host.view(request), name, self.name)
         return await self.host.calls.get_prompt(request, target, arguments)
 
     def completion_target(
         self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
     ) -> Target | None:
-        return completion_target(self.host.catalog_for(request), ref, self.name)
-
-
-def _found(route: Any) -> bool:
-    try:
-        route()
-    except NotFound:
-        return False
-    return True
+        return completion_target(self.host.view(request), ref, self.name)

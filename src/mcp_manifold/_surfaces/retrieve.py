@@ -23,7 +23,9 @@ import mcp_types as types
 
 from mcp_manifold._core.arguments import object_argument
 from mcp_manifold._core.catalog import ToolEntry
+from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
+from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.summaries import bounded_list
@@ -106,11 +108,11 @@ class RetrieveSurface(Surface):
     def reserved_tool_names(self) -> list[str]:
         return [RETRIEVE, CALL]  # call_tool too in dynamic routing: 2026-07-28 clients call through it
 
-    def _own_tools(self, request: Request) -> list[types.Tool]:
+    def _own_tools(self, request: Request, view: CatalogView) -> list[types.Tool]:
         top_k = self.host.settings.search_top_k
         retrieve = types.Tool(
             name=RETRIEVE,
-            description=self._retrieve_description(self._registers(request)),
+            description=self._retrieve_description(self._registers(request), view),
             input_schema={
                 "type": "object",
                 "properties": {
@@ -138,15 +140,15 @@ class RetrieveSurface(Surface):
         )
         return [retrieve, call]
 
-    def _retrieve_description(self, registers: bool) -> str:
+    def _retrieve_description(self, registers: bool, view: CatalogView) -> str:
         verb = "registers the best matches as tools you can then call" if registers else f"then use {CALL}"
         counts: dict[str, int] = {}
-        for entry in self.host.catalog.tool_entries():
+        for entry in view.tool_entries():
             counts[entry.server] = counts.get(entry.server, 0) + 1
         servers = [
             f"{config.name} ({counts[config.name]})" if config.name in counts else config.name
             for config in self.host.servers.values()
-            if config.enabled
+            if config.enabled and view.may_use_server(config.name)
         ]
         return (
             f"Search the tools behind this gateway by what you want to do; {verb}. "
@@ -154,15 +156,19 @@ class RetrieveSurface(Surface):
         )
 
     def list_tools(self, request: Request) -> list[types.Tool]:
-        tools = self._own_tools(request)
+        view = self.host.view(request)
+        tools = self._own_tools(request, view)
         if self._registers(request):
-            tools += [registered.entry.exposed for registered in self._pool(request).values()]
+            # A registered tool quarantined since (or no longer allowed) leaves the list.
+            tools += [
+                registered.entry.exposed for name, registered in self._pool(request).items() if view.has_tool(name)
+            ]
         return tools
 
     def owns_tool(self, request: Request, name: str) -> bool:
         if name == RETRIEVE or (name == CALL and not self._registers(request)):
             return True
-        return self._registers(request) and name in self._pool(request)
+        return self._registers(request) and name in self._pool(request) and self.host.view(request).has_tool(name)
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         if name == RETRIEVE:
@@ -186,7 +192,7 @@ class RetrieveSurface(Surface):
         # A 2026-07-28 client of dynamic routing expected tools in its list: it gets their schemas instead.
         include_schema = bool(arguments.get("include_schema", False)) or (self.dynamic and not registers)
         await self.host.ensure_catalog(request)
-        matches = await self.host.search(query, limit=limit)
+        matches = await self.host.view(request).search(query, limit=limit)
         registration = await self._register(request, matches) if registers else {}
         if not matches:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"No tools match {query!r}.")])
@@ -218,12 +224,15 @@ class RetrieveSurface(Surface):
             raise InvalidRequest("call_tool needs 'name': the name of a tool found with retrieve_tools")
         args = object_argument(args, "args")
         await self.host.ensure_catalog(request)
-        catalog = self.host.catalog_for(request)
-        if not catalog.has_tool(name):
-            close = [m.entry.name for m in await self.host.search(name.replace("_", " "), limit=3)]
+        view = self.host.view(request)
+        entry = view.entry(name)
+        if entry is None:
+            view.report_miss(name)
+            close = [m.entry.name for m in await view.search(name.replace("_", " "), limit=3)]
             hint = f"; closest: {', '.join(close)}" if close else ""
-            raise NotFound(f"no tool named {name!r}{hint}. Use {RETRIEVE} to find tools.")
-        entry = catalog.tool(name)
+            raise NotFound(
+                f"no tool named {name!r}{for_profile(view.profile_name)}{hint}. Use {RETRIEVE} to find tools."
+            )
         check_arguments(entry, args)
         return await self.host.calls.call_tool(request, ToolCall(self._target(entry), args))
 

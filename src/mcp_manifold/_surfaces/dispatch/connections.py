@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -104,12 +104,14 @@ class Connections:
     def __len__(self) -> int:
         return len(self._by_server)
 
-    def resolve(self, ref: str) -> Connection:
-        """The connection named by its alias (`c1`), its id or its server name."""
-        for connection in self._by_server.values():
+    def resolve(self, ref: str, visible: Callable[[str], bool] | None = None) -> Connection:
+        """The connection named by its alias (`c1`), its id or its server name, among those whose server
+        is `visible` (the caller's profile): one it may not use is unknown, and never listed."""
+        shown = [c for c in self if visible is None or visible(c.server)]
+        for connection in shown:
             if ref in (connection.alias, connection.id, connection.server):
                 return connection
-        known = ", ".join(f"{c.alias} ({c.server})" for c in self)
+        known = ", ".join(f"{c.alias} ({c.server})" for c in shown)
         raise NotFound(f"unknown connection {ref!r}; known connections: {known or 'none'}")
 
     # --- persistence -------------------------------------------------------------------------

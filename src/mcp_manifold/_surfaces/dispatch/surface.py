@@ -10,13 +10,14 @@ global `spill_threshold`), `readresult` reads them back in parts, and a result f
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import mcp_types as types
 
 from mcp_manifold._core.arguments import integer_field, json_type_name, object_argument, string_field
 from mcp_manifold._core.catalog import ToolEntry
+from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.reading import DEFAULT_READ_LINES, READ_OPS
 from mcp_manifold._core.results import SpillPolicy, ToolAnswer, content_size, estimate_tokens, render_result
@@ -63,47 +64,60 @@ class DispatchSurface(Surface):
     def __init__(self, host: Host) -> None:
         super().__init__(host)
         self.connections = Connections(host.servers.values(), host.state_file(ALIASES_FILE))
-        self.tool = dispatch_tool(self.connections)
+        # The tool's description names the connections a caller may use: one tool per such set.
+        self._tools: dict[tuple[str, ...], types.Tool] = {}
 
     def reserved_tool_names(self) -> list[str]:
         return [TOOL_NAME]
 
     def list_tools(self, request: Request) -> list[types.Tool]:
-        return [self.tool]
+        return [self._tool(self.host.view(request))]
+
+    def _tool(self, view: CatalogView) -> types.Tool:
+        shown = [c for c in self.connections if view.may_use_server(c.server)]
+        key = tuple(c.alias for c in shown)
+        tool = self._tools.get(key)
+        if tool is None:
+            tool = self._tools[key] = dispatch_tool(shown)
+        return tool
 
     def owns_tool(self, request: Request, name: str) -> bool:
         return name == TOOL_NAME
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         action = _Action.parse(arguments)
+        view = self.host.view(request)
         if action.action == "list":
-            return await self._list(action)
+            return await self._list(action, view)
         if action.action == "search":
-            return await self._search(action)
+            return await self._search(action, view)
         if action.action == "call":
-            return await self._call(request, action)
+            return await self._call(request, action, view)
         return await self._readresult(action)
 
     # --- connections -------------------------------------------------------------------------
 
-    def _connections(self) -> list[Connection]:
-        """Every configured backend's connection. (Backends a hub session adds stay that session's own.)"""
-        connections = [self.connections.get(config) for config in self.host.servers.values()]
+    def _connections(self, view: CatalogView) -> list[Connection]:
+        """The configured backends' connections this caller may use. (Backends a hub session adds stay
+        that session's own.)"""
+        connections = [
+            self.connections.get(config) for config in self.host.servers.values() if view.may_use_server(config.name)
+        ]
         return sorted(connections, key=lambda c: int(c.alias[1:]))
 
-    def _resolve(self, action: _Action) -> Connection | None:
+    def _resolve(self, action: _Action, view: CatalogView) -> Connection | None:
         ref = action.string("connection")
         if ref is None:
             return None
-        self._connections()  # registers backends added since start
-        return self.connections.resolve(ref)
+        self._connections(view)  # registers backends added since start
+        return self.connections.resolve(ref, view.may_use_server)
 
     def _alias(self, server: str) -> str:
         return self.connections.get(self.host.servers[server]).alias
 
-    async def _ensure_listed(self, connections: list[Connection]) -> None:
+    async def _ensure_listed(self, connections: list[Connection], view: CatalogView) -> None:
         """List the backends not listed yet; lazy ones start here. Those that cannot start are skipped."""
-        listed = set(self.host.catalog.servers)
+        listed = set(view.servers)
         missing = []
         for connection in connections:
             status = self.host.backend_status(connection.server)
@@ -113,27 +127,27 @@ class DispatchSurface(Surface):
         if missing:
             await self.host.refresh(missing)
 
-    def _entries(self, server: str | None = None) -> list[ToolEntry]:
-        entries = self.host.catalog.tool_entries()
+    def _entries(self, view: CatalogView, server: str | None = None) -> list[ToolEntry]:
+        entries = view.tool_entries()
         configured = self.host.servers
         return [e for e in entries if (server is None or e.server == server) and e.server in configured]
 
     # --- list --------------------------------------------------------------------------------
 
-    async def _list(self, action: _Action) -> types.CallToolResult:
-        only = self._resolve(action)
+    async def _list(self, action: _Action, view: CatalogView) -> types.CallToolResult:
+        only = self._resolve(action, view)
         include_tools = action.boolean("includeTools", True)
         include_schema = action.boolean("includeInputSchema", False)
         include_annotations = action.boolean("includeAnnotations", True)
-        targets = [only] if only else self._connections()
+        targets = [only] if only else self._connections(view)
         if include_tools:
-            await self._ensure_listed(targets)
-        listed = set(self.host.catalog.servers)
+            await self._ensure_listed(targets, view)
+        listed = set(view.servers)
         described = []
         for connection in targets:
             item = self._describe(connection)
             if connection.server in listed:
-                entries = self._entries(connection.server)
+                entries = self._entries(view, connection.server)
                 item["toolCount"] = len(entries)
                 if include_tools:
                     item["tools"] = [_tool_info(entry, include_schema, include_annotations) for entry in entries]
@@ -156,15 +170,15 @@ class DispatchSurface(Surface):
 
     # --- search ------------------------------------------------------------------------------
 
-    async def _search(self, action: _Action) -> types.CallToolResult:
+    async def _search(self, action: _Action, view: CatalogView) -> types.CallToolResult:
         query = action.string("query")
         if query is None or not query.strip():
             raise InvalidRequest("action 'search' needs 'query': a non-empty string saying what the tool should do")
-        only = self._resolve(action)
+        only = self._resolve(action, view)
         limit = action.integer("limit", self.host.settings.search_top_k, 1, MAX_SEARCH_LIMIT)
         include_schema = action.boolean("includeInputSchema", False)
-        await self._ensure_listed([only] if only else self._connections())
-        matches = await self.host.search(query, limit=limit, server=only.server if only else None)
+        await self._ensure_listed([only] if only else self._connections(view), view)
+        matches = await view.search(query, limit=limit, server=only.server if only else None)
         results = []
         for match in matches:
             entry = match.entry
@@ -190,11 +204,11 @@ class DispatchSurface(Surface):
 
     # --- call --------------------------------------------------------------------------------
 
-    async def _call(self, request: Request, action: _Action) -> ToolAnswer:
+    async def _call(self, request: Request, action: _Action, view: CatalogView) -> ToolAnswer:
         tool = action.string("tool")
         if tool is None or not tool:
             raise InvalidRequest("action 'call' needs 'tool': a tool name from action 'list' or 'search'")
-        only = self._resolve(action)
+        only = self._resolve(action, view)
         arguments = action.object("arguments") or {}
         meta = action.object("meta")
         arguments_file = None
@@ -212,7 +226,7 @@ class DispatchSurface(Surface):
             hint=READ_HINT,
         )
 
-        server, original, entry = await self._find_tool(tool, only)
+        server, original, entry = await self._find_tool(tool, only, view)
         if entry is not None:
             check_arguments(entry, arguments)
         if meta is not None:
@@ -227,25 +241,28 @@ class DispatchSurface(Surface):
             facts["arguments"] = {"_fromFile": str(arguments_file)}
         return self._shape(result, facts, spill)
 
-    async def _find_tool(self, tool: str, only: Connection | None) -> tuple[str, str, ToolEntry | None]:
+    async def _find_tool(
+        self, tool: str, only: Connection | None, view: CatalogView
+    ) -> tuple[str, str, ToolEntry | None]:
         """(server, original name, catalog entry) for `tool`; the entry is None for an unlisted server."""
         if only is not None:
-            await self._ensure_listed([only])
-            entries = self._entries(only.server)
+            await self._ensure_listed([only], view)
+            entries = self._entries(view, only.server)
             found = next((e for e in entries if e.original.name == tool), None)
             found = found or next((e for e in entries if e.name == tool), None)
             if found is not None:
                 return found.server, found.original.name, found
-            if only.server not in self.host.catalog.servers:
+            if only.server not in view.catalog.servers:
                 # Its tools are unknown (it did not start): call anyway, so the backend's own error shows.
                 return only.server, tool, None
+            view.report_miss(tool)
             names = [e.original.name for e in entries]
             raise NotFound(
                 f"connection {only.alias} ({only.server}) has no tool {tool!r}{did_you_mean(tool, names)}; "
                 f"see action 'list' with connection '{only.alias}'"
             )
-        await self._ensure_listed(self._connections())
-        entries = self._entries()
+        await self._ensure_listed(self._connections(view), view)
+        entries = self._entries(view)
         candidates = [e for e in entries if e.original.name == tool] or [e for e in entries if e.name == tool]
         if len(candidates) == 1:
             entry = candidates[0]
@@ -253,7 +270,8 @@ class DispatchSurface(Surface):
         if candidates:
             offered = ", ".join(f"{self._alias(e.server)} ({e.server})" for e in candidates)
             raise InvalidRequest(f"tool {tool!r} is offered by several connections: {offered}; add 'connection'")
-        unknown = [c for c in self._connections() if c.server not in self.host.catalog.servers]
+        view.report_miss(tool)
+        unknown = [c for c in self._connections(view) if c.server not in view.catalog.servers]
         missing = f" (tools of {', '.join(f'{c.alias} ({c.server})' for c in unknown)} are unknown: not running)"
         names = sorted({e.original.name for e in entries})
         raise NotFound(
@@ -367,7 +385,7 @@ class _Action:
         return object_argument(self.raw[key], key) if self.given(key) else None
 
 
-def dispatch_tool(connections: Connections) -> types.Tool:
+def dispatch_tool(connections: Iterable[Connection]) -> types.Tool:
     """The one tool the client sees; its description names the connections (a line each, no secrets)."""
     listed = ", ".join(f"{c.alias} {c.server}" for c in connections) or "none configured"
     description = (

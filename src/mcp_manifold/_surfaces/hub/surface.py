@@ -30,6 +30,7 @@ import mcp_types as types
 
 from mcp_manifold._core.arguments import object_argument
 from mcp_manifold._core.catalog import Kind
+from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.results import ToolAnswer
@@ -155,10 +156,11 @@ class HubSurface(Surface):
         bound = _bound(request)
         if bound is None:
             return f"this session is not connected to an instance. {_HOW_TO}"
-        instance = self.registry.get(bound)
+        instance = self._instance(request, bound)
         if instance is None:
-            return self._gone_message(bound)
-        tools = ", ".join(tool.name for tool in instance.listing.tools) if instance.listing else "unknown"
+            return self._gone_message(request, bound)
+        listing = self._visible(request, instance)
+        tools = ", ".join(tool.name for tool in listing.tools) if listing else "unknown"
         return f"{instance.label()} has no such tool (its tools: {tools}). {CONNECT} switches to another instance."
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
@@ -222,9 +224,15 @@ class HubSurface(Surface):
     async def _list_instances(self, request: Request) -> types.CallToolResult:
         await self.registry.scan()
         bound = _bound(request)
-        rows = [self._describe(instance, bound) for instance in self.registry.instances.values()]
-        if bound is not None and bound not in self.registry.instances:
-            rows.append({"id": bound, "state": "gone", "connected": True, "last_error": self.registry.gone.get(bound)})
+        view = self.host.view(request)
+        rows = [
+            self._describe(instance, bound)
+            for instance in self.registry.instances.values()
+            if view.may_use_server(instance.id)
+        ]
+        if bound is not None and self._instance(request, bound) is None:
+            gone = self._gone_reason(request, bound)
+            rows.append({"id": bound, "state": "gone", "connected": True, "last_error": gone})
         # A bare array, as Brummer's `instances/list` (scripts read `.[0].id`); `connected` marks this session's.
         text = json.dumps(rows, indent=1)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
@@ -244,9 +252,10 @@ class HubSurface(Surface):
         pinned = request.endpoint.get("instance_id")
         if pinned is not None:
             raise InvalidRequest(f"this address serves instance {pinned!r} only; connect through the hub's own address")
-        instance = await self._known(instance_id.strip())
+        view = self.host.view(request)
+        instance = await self._known(instance_id.strip(), view)
         await self._ensure_connected(instance)
-        listing = await self.registry.relist(instance)
+        listing = view.listing(instance.id, await self.registry.relist(instance), instance.original_tool)
         summary = (
             f"{len(listing.tools)} tool(s) ({', '.join(tool.name for tool in listing.tools) or 'none'}), "
             f"{len(listing.resources) + len(listing.templates)} resource(s), {len(listing.prompts)} prompt(s)"
@@ -266,17 +275,19 @@ class HubSurface(Surface):
         text = f"Connected to {instance.label()}: {summary}. They are in your lists now; {DISCONNECT} removes them."
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
-    async def _known(self, instance_id: str) -> Any:
+    async def _known(self, instance_id: str, view: CatalogView) -> Any:
+        """The instance by its id, among those the caller's profile may use (the others are unknown to it)."""
         await self.registry.scan()
-        instance = self.registry.get(instance_id)
-        if instance is None and instance_id in self.registry.skipped:
+        visible = view.may_use_server(instance_id)
+        instance = self.registry.get(instance_id) if visible else None
+        if instance is None and visible and instance_id in self.registry.skipped:
             limit = self.host.settings.hub_max_instances
             raise InvalidRequest(
                 f"instance {instance_id!r} is registered, but the hub already keeps its limit of {limit} "
                 f"discovered instances (hub_max_instances); it is not connected to. {LIST} shows those it keeps."
             )
         if instance is None:
-            known = ", ".join(sorted(self.registry.instances)) or "none"
+            known = ", ".join(sorted(i for i in self.registry.instances if view.may_use_server(i))) or "none"
             raise NotFound(f"unknown instance {instance_id!r}; known instances: {known}. {LIST} shows them all.")
         return instance
 
@@ -300,14 +311,17 @@ class HubSurface(Surface):
         if not isinstance(tool, str) or not tool:
             raise InvalidRequest(f"{CALL} needs 'tool': one of the instance's tools ({CONNECT} shows them)")
         args = object_argument(arguments.get("arguments") or {}, "arguments")
-        instance = await self._ready(await self._known(instance_id.strip()))
-        listing = instance.listing or await self.registry.relist(instance)
+        view = self.host.view(request)
+        instance = await self._ready(await self._known(instance_id.strip(), view))
+        listing = view.listing(
+            instance.id, instance.listing or await self.registry.relist(instance), instance.original_tool
+        )
         if listing.tool(tool) is None:
             names = [t.name for t in listing.tools]
             raise NotFound(
                 f"{instance.label()} has no tool {tool!r}{did_you_mean(tool, names)} (its tools: {', '.join(names)})"
             )
-        target = Target(instance.id, tool, tool, self.name)
+        target = Target(instance.id, instance.original_tool(tool), tool, self.name)
         result = await self.host.calls.call_tool(request, ToolCall(target, args))
         self.registry.after_call(instance)
         return result
@@ -315,8 +329,25 @@ class HubSurface(Surface):
     # --- sessions ----------------------------------------------------------------------------
 
     def _bound_listing(self, request: Request) -> Listing | None:
-        instance = self.registry.get(_bound(request) or "")
-        return instance.listing if instance is not None else None
+        """What the client may see of the instance it is connected to (its profile, the pins)."""
+        instance = self._instance(request, _bound(request) or "")
+        return self._visible(request, instance) if instance is not None else None
+
+    def _gone_reason(self, request: Request, instance_id: str) -> str | None:
+        """Why the instance went away, told only to a caller whose profile may use it."""
+        return self.registry.gone.get(instance_id) if self.host.view(request).may_use_server(instance_id) else None
+
+    def _instance(self, request: Request, instance_id: str) -> InstanceView | None:
+        """The instance, if the caller's profile may use it: one it may not is unknown to it, as a gone one is
+        (an address such as /mcp/instances/<id> can name any)."""
+        if not self.host.view(request).may_use_server(instance_id):
+            return None
+        return self.registry.get(instance_id)
+
+    def _visible(self, request: Request, instance: InstanceView) -> Listing | None:
+        if instance.listing is None:
+            return None
+        return self.host.view(request).listing(instance.id, instance.listing, instance.original_tool)
 
     def _bind(self, caller: Caller, instance_id: str) -> None:
         self._unbind(caller)
@@ -338,9 +369,9 @@ class HubSurface(Surface):
         bound = _bound(request)
         if bound is None:
             raise NotFound(f"this session is not connected to an instance. {_HOW_TO}")
-        instance = self.registry.get(bound)
+        instance = self._instance(request, bound)
         if instance is None:
-            raise BackendUnavailable(bound, self._gone_message(bound))
+            raise BackendUnavailable(bound, self._gone_message(request, bound))
         return await self._ready(instance)
 
     async def _ready(self, instance: Any) -> Any:
@@ -364,8 +395,8 @@ class HubSurface(Surface):
                 raise
             raise BackendUnavailable(instance.id, f"{message}. {LIST} shows every instance.") from None
 
-    def _gone_message(self, instance_id: str) -> str:
-        reason = self.registry.gone.get(instance_id, "it is no longer registered")
+    def _gone_message(self, request: Request, instance_id: str) -> str:
+        reason = self._gone_reason(request, instance_id) or "it is no longer registered"
         return f"instance {instance_id!r} is gone ({reason}). {_HOW_TO}"
 
     async def _notify_sessions(

@@ -14,6 +14,7 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall, completion_target, prompt_target, resource_target, tool_target
@@ -48,46 +49,44 @@ class ProxySurface(Surface):
         self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
     ) -> Target | None:
         # The proxy shows the catalog's prompts and templates through its tool: their arguments complete.
-        return completion_target(self.host.catalog_for(request), ref, self.name)
+        return completion_target(self.host.view(request), ref, self.name)
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         return await run_proxy(_CatalogTarget(self.host, request, self.name), arguments)
 
 
 class _CatalogTarget:
-    """The gateway's catalog and call path, for one inbound proxy call (a `ProxyTarget`)."""
+    """The gateway's catalog and call path as one inbound proxy call's caller may see them (a `ProxyTarget`)."""
 
     def __init__(self, host: Host, request: Request, surface: str) -> None:
         self.host = host
         self.request = request
         self.surface = surface
 
-    async def list_tools(self) -> Sequence[types.Tool]:
+    async def _view(self) -> CatalogView:
         await self.host.ensure_catalog(self.request)
-        return self.host.catalog_for(self.request).tools()
+        return self.host.view(self.request)
+
+    async def list_tools(self) -> Sequence[types.Tool]:
+        return (await self._view()).tools()
 
     async def list_resources(self) -> Sequence[types.Resource | types.ResourceTemplate]:
-        await self.host.ensure_catalog(self.request)
-        return [*self.host.catalog_for(self.request).resources(), *self.host.catalog_for(self.request).templates()]
+        view = await self._view()
+        return [*view.resources(), *view.templates()]
 
     async def list_prompts(self) -> Sequence[types.Prompt]:
-        await self.host.ensure_catalog(self.request)
-        return self.host.catalog_for(self.request).prompts()
+        return (await self._view()).prompts()
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, progress: bool) -> types.CallToolResult:
-        await self.host.ensure_catalog(self.request)
-        target = tool_target(self.host.catalog_for(self.request), name, self.surface)
+        target = tool_target(await self._view(), name, self.surface)
         # Concurrent operations of a batch cannot share one progress token.
         request = self.request if progress else self.request.without_progress()
         return await self.host.calls.call_tool(request, ToolCall(target, arguments))
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        await self.host.ensure_catalog(self.request)
-        return await self.host.calls.read_resource(
-            self.request, resource_target(self.host.catalog_for(self.request), uri, self.surface)
-        )
+        target = resource_target(await self._view(), uri, self.surface)
+        return await self.host.calls.read_resource(self.request, target)
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
-        await self.host.ensure_catalog(self.request)
-        target = prompt_target(self.host.catalog_for(self.request), name, self.surface)
+        target = prompt_target(await self._view(), name, self.surface)
         return await self.host.calls.get_prompt(self.request, target, arguments)

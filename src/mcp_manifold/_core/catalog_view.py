@@ -1,0 +1,224 @@
+"""One caller's view of the catalog: only what its profile allows, never a quarantined tool.
+
+Surfaces read the catalog and search through this view (the host hands one out per request), so a
+rule about what a caller may see is written once, here, and holds on every surface: listings,
+`owns_*` checks, routing, search and a hub instance's lists. A name the caller may not see is
+unknown to it, with the same words and suggestions drawn only from what it can see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+import mcp_types as types
+
+from mcp_manifold._core.catalog import Catalog, Match, Route, ToolEntry, unknown_resource
+from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.profiles import Profile, for_profile
+from mcp_manifold._core.suggestions import did_you_mean
+from mcp_manifold._errors import NotFound
+
+# `search(query, limit, server, allowed)`: the catalog's tools ranked for `query`, only those `allowed`.
+Search = Callable[[str, int, str | None, Callable[[str], bool] | None], Awaitable[list[Match]]]
+Blocked = Callable[[str, str], bool]  # (server, original tool name) -> quarantined
+# Told when the caller asked for something that exists but is hidden from it: (kind, server, original, exposed).
+Hidden = Callable[[str, str, str, str], None]
+
+
+def _never(server: str, tool: str) -> bool:
+    return False
+
+
+class CatalogView:
+    """The catalog as one caller may see it; `profile` None and nothing blocked is the whole catalog."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        profile: Profile | None,
+        search: Search,
+        blocked: Blocked | None = None,
+        on_hidden: Hidden | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.profile = profile
+        self._search = search
+        self._blocked = blocked or _never
+        self._on_hidden = on_hidden
+        self.unrestricted = profile is None and blocked is None
+
+    @property
+    def profile_name(self) -> str | None:
+        return self.profile.name if self.profile is not None else None
+
+    # --- what may be seen ------------------------------------------------------------------------
+
+    def may_use_server(self, server: str) -> bool:
+        return self.profile is None or self.profile.allows_server(server)
+
+    def may_use_tool(self, server: str, exposed: str, original: str) -> bool:
+        if self._blocked(server, original):
+            return False
+        return self.profile is None or self.profile.allows_tool(server, exposed)
+
+    def _visible(self, entry: ToolEntry) -> bool:
+        return self.may_use_tool(entry.server, entry.name, entry.original.name)
+
+    def _resource_visible(self, server: str, uri: str) -> bool:
+        return self.profile is None or self.profile.allows_resource(server, uri)
+
+    def _prompt_visible(self, server: str, name: str) -> bool:
+        return self.profile is None or self.profile.allows_prompt(server, name)
+
+    # --- the catalog's read API, filtered ----------------------------------------------------------
+
+    @property
+    def servers(self) -> list[str]:
+        """The listed servers this caller may use."""
+        return [server for server in self.catalog.servers if self.may_use_server(server)]
+
+    def tool_entries(self) -> list[ToolEntry]:
+        entries = self.catalog.tool_entries()
+        return entries if self.unrestricted else [entry for entry in entries if self._visible(entry)]
+
+    def tools(self) -> list[types.Tool]:
+        if self.unrestricted:
+            return self.catalog.tools()
+        return [entry.exposed for entry in self.tool_entries()]
+
+    def entry(self, name: str) -> ToolEntry | None:
+        entry = self.catalog.entry(name)
+        return entry if entry is not None and (self.unrestricted or self._visible(entry)) else None
+
+    def has_tool(self, name: str) -> bool:
+        return self.entry(name) is not None
+
+    def tool(self, name: str) -> ToolEntry:
+        entry = self.entry(name)
+        if entry is None:
+            self.report_miss(name)
+            known = [entry.name for entry in self.tool_entries()]
+            raise NotFound(f"unknown tool {name!r}{for_profile(self.profile_name)}{did_you_mean(name, known)}")
+        return entry
+
+    def report_miss(self, name: str) -> None:
+        """A tool the caller asked for by `name` (exposed or original) is not visible to it: if one by that
+        name exists, tell `on_hidden` (the audit records the refusal). Answers nothing to the caller."""
+        if self._on_hidden is None or self.unrestricted:
+            return
+        entry = self.catalog.entry(name)
+        hidden = [entry] if entry is not None else [e for e in self.catalog.tool_entries() if e.original.name == name]
+        for found in hidden:
+            if not self._visible(found):
+                self._on_hidden("tool", found.server, found.original.name, found.name)
+                return
+
+    def route_tool(self, name: str) -> Route:
+        entry = self.tool(name)
+        return Route(entry.server, entry.original.name)
+
+    def resources(self) -> list[types.Resource]:
+        if self.profile is None:
+            return self.catalog.resources()
+        return [r for r in self.catalog.resources() if self._resource_visible(self._resource_server(r.uri), r.uri)]
+
+    def templates(self) -> list[types.ResourceTemplate]:
+        if self.profile is None:
+            return self.catalog.templates()
+        return [
+            t
+            for t in self.catalog.templates()
+            if self._resource_visible(self._resource_server(t.uri_template), t.uri_template)
+        ]
+
+    def _resource_server(self, uri: str) -> str:
+        try:
+            return self.catalog.route_resource(uri).server
+        except NotFound:
+            return ""
+
+    def route_resource(self, uri: str) -> Route:
+        try:
+            route = self.catalog.route_resource(uri)
+        except NotFound:
+            raise self._unknown_resource(uri) from None
+        if not self._resource_visible(route.server, uri):
+            if self._on_hidden is not None:
+                self._on_hidden("resource", route.server, route.original, uri)
+            raise self._unknown_resource(uri)
+        return route
+
+    def has_resource(self, uri: str) -> bool:
+        """Whether `uri` reaches a resource this caller may read (asks quietly: no refusal is recorded)."""
+        try:
+            route = self.catalog.route_resource(uri)
+        except NotFound:
+            return False
+        return self._resource_visible(route.server, uri)
+
+    def _unknown_resource(self, uri: str) -> NotFound:
+        if self.profile is None:
+            return unknown_resource(uri)
+        return NotFound(f"unknown resource {uri!r}{for_profile(self.profile_name)}")
+
+    def prompts(self) -> list[types.Prompt]:
+        if self.profile is None:
+            return self.catalog.prompts()
+        return [
+            p for p in self.catalog.prompts() if self._prompt_visible(self.catalog.route_prompt(p.name).server, p.name)
+        ]
+
+    def route_prompt(self, name: str) -> Route:
+        try:
+            route = self.catalog.route_prompt(name)
+        except NotFound:
+            route = None
+        if route is None or not self._prompt_visible(route.server, name):
+            if route is not None and self._on_hidden is not None:
+                self._on_hidden("prompt", route.server, route.original, name)
+            known = [prompt.name for prompt in self.prompts()]
+            raise NotFound(f"unknown prompt {name!r}{for_profile(self.profile_name)}{did_you_mean(name, known)}")
+        return route
+
+    def has_prompt(self, name: str) -> bool:
+        """Whether `name` is a prompt this caller may get (asks quietly: no refusal is recorded)."""
+        try:
+            route = self.catalog.route_prompt(name)
+        except NotFound:
+            return False
+        return self._prompt_visible(route.server, name)
+
+    def prompt(self, name: str) -> types.Prompt:
+        self.route_prompt(name)
+        return self.catalog.prompt(name)
+
+    def exposed_uri(self, server: str, original_uri: str) -> str:
+        return self.catalog.exposed_uri(server, original_uri)
+
+    # --- search -----------------------------------------------------------------------------------
+
+    async def search(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
+        """The tools this caller may use, ranked for `query`: the limit counts only those."""
+        if server is not None and not self.may_use_server(server):
+            return []
+        # A set made here on the event loop: the ranking runs in a worker thread.
+        allowed = None if self.unrestricted else {entry.name for entry in self.tool_entries()}.__contains__
+        return await self._search(query, limit, server, allowed)
+
+    # --- a hub instance's lists ----------------------------------------------------------------------
+
+    def listing(self, server: str, listing: Listing, original: Callable[[str], str] = str) -> Listing:
+        """What the caller may see of a backend listed outside the catalog (a hub instance): the profile judges
+        the names shown, the pins the backend's own (`original` maps one to the other)."""
+        if self.unrestricted:
+            return listing
+        if not self.may_use_server(server):
+            return Listing()
+        return replace(
+            listing,
+            tools=[tool for tool in listing.tools if self.may_use_tool(server, tool.name, original(tool.name))],
+            resources=[r for r in listing.resources if self._resource_visible(server, r.uri)],
+            templates=[t for t in listing.templates if self._resource_visible(server, t.uri_template)],
+            prompts=[p for p in listing.prompts if self._prompt_visible(server, p.name)],
+        )

@@ -1,0 +1,129 @@
+"""Tool pinning: what a tool's definition is, how a change is judged, and how it reads as a diff.
+
+On first sight the gateway pins a hash of each tool's definition (name, title, description, input
+and output schema, annotations) per server. A later listing with another definition is a change:
+the tool is quarantined (hidden and refused) until an operator approves it, so a server cannot
+quietly turn a trusted tool into something else. Plain code: the store (`runtime/pin_store.py`)
+keeps the pins and asks here what a listing means.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import mcp_types as types
+
+PinningMode = Literal["off", "warn", "enforce"]
+NewTools = Literal["allow", "quarantine"]
+# pinned: approved as it is now; changed: differs from its approved definition; new: first seen on a
+# server whose tools were already pinned (with `pin_new_tools: quarantine`); rejected: an operator
+# refused the definition the server now serves.
+PinState = Literal["pinned", "changed", "new", "rejected"]
+UNAPPROVED: frozenset[PinState] = frozenset({"changed", "new", "rejected"})
+
+_DEFINITION_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+
+
+def definition(tool: types.Tool) -> dict[str, Any]:
+    """The parts of a tool that tell a model what it does and what it takes: what a pin covers."""
+    wire = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return {key: wire[key] for key in _DEFINITION_FIELDS if key in wire}
+
+
+def definition_hash(defined: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(defined, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One tool of one server: its approved definition (none yet for a `new` tool) and what it serves now."""
+
+    server: str
+    tool: str
+    state: PinState
+    hash: str | None  # the approved definition's hash
+    definition: dict[str, Any] | None
+    candidate_hash: str | None = None  # what the server serves now, when it is not the approved one
+    candidate: dict[str, Any] | None = None
+    changed_at: float | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.server, self.tool)
+
+
+def observe(
+    pin: Pin | None, served: dict[str, Any], *, server: str, server_known: bool, new_tools: NewTools, now: float
+) -> Pin:
+    """The pin after the server listed the tool with definition `served`.
+
+    `server_known`: the server had pinned tools before this listing (a new server's tools are all
+    pinned as they come; only a tool that appears later on a known server counts as new).
+    """
+    served_hash = definition_hash(served)
+    name = served.get("name", "")
+    if pin is None:
+        if server_known and new_tools == "quarantine":
+            return Pin(server, name, "new", None, None, served_hash, served, now)
+        return Pin(server, name, "pinned", served_hash, served, changed_at=now)
+    if served_hash == pin.hash:  # as approved (again: a server that reverts a change is fine)
+        if pin.state == "pinned":
+            return pin
+        return replace(pin, state="pinned", candidate_hash=None, candidate=None, changed_at=now)
+    if served_hash == pin.candidate_hash:
+        return pin  # the same unapproved definition as before: nothing new to judge
+    state: PinState = "new" if pin.hash is None else "changed"
+    return replace(pin, state=state, candidate_hash=served_hash, candidate=served, changed_at=now)
+
+
+def approve(pin: Pin, now: float) -> Pin:
+    """The definition the server serves now becomes the approved one."""
+    if pin.candidate is None:
+        return pin
+    return Pin(pin.server, pin.tool, "pinned", pin.candidate_hash, pin.candidate, changed_at=now)
+
+
+def reject(pin: Pin, now: float) -> Pin:
+    """The definition the server serves now stays refused (until it serves the approved one again)."""
+    if pin.candidate is None:
+        return pin
+    return replace(pin, state="rejected", changed_at=now)
+
+
+def blocks(pin: Pin | None, mode: PinningMode) -> bool:
+    """Whether the tool is quarantined: hidden from every listing and search, refused on every path."""
+    return mode == "enforce" and pin is not None and pin.state in UNAPPROVED
+
+
+def describe_change(pin: Pin) -> str:
+    """A readable diff of what changed: description and title as text, schemas and annotations as JSON."""
+    before = pin.definition or {}
+    after = pin.candidate if pin.candidate is not None else before
+    if pin.hash is None:
+        header = f"{pin.server}/{pin.tool}: new tool, not approved yet"
+    elif pin.candidate is None:
+        return f"{pin.server}/{pin.tool}: unchanged since it was approved"
+    else:
+        header = f"{pin.server}/{pin.tool}: {pin.state}"
+    parts = [header]
+    for key in _DEFINITION_FIELDS:
+        old, new = before.get(key), after.get(key)
+        if old == new:
+            continue
+        old_lines = _lines(old)
+        new_lines = _lines(new)
+        diff = difflib.unified_diff(old_lines, new_lines, f"approved {key}", f"served {key}", lineterm="", n=3)
+        parts.append("\n".join(diff))
+    return "\n".join(parts)
+
+
+def _lines(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return value.splitlines() or [""]
+    return json.dumps(value, indent=2, sort_keys=True).splitlines()

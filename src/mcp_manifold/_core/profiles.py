@@ -1,0 +1,107 @@
+"""Profiles: what a client may see and use, and which profile a principal holds.
+
+A profile names servers, tools, resources and prompts by globs (fnmatch, case-sensitive; `!glob`
+takes away what the others allowed) and, optionally, the surfaces its holder may use. Tool and
+prompt globs match the names the gateway exposes (`git_status`), resource globs the exposed URIs
+(`git+file:///README.md`); a hub instance's items are matched by the names the hub shows. Plain
+code, no I/O: the config builds profiles, the front says who is calling, the gateway asks here.
+
+What a caller may not use, it cannot see either: listings, search and the call path all ask the
+same `Profile`, and a refusal reads like an unknown name (it names the profile, never what exists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from mcp_manifold._errors import NotFound
+
+EVERYTHING = ("*",)
+CLAIM_PREFIX = "claim:"
+
+
+def matches(globs: Sequence[str], value: str) -> bool:
+    """Whether `value` passes `globs`: it matches a plain glob (or there are only `!` globs) and no `!glob`.
+
+    An empty list allows nothing, so `tools: []` means no tools (not all of them).
+    """
+    if not globs:
+        return False
+    positive = [glob for glob in globs if not glob.startswith("!")]
+    if positive and not any(fnmatchcase(value, glob) for glob in positive):
+        return False
+    return not any(fnmatchcase(value, glob[1:]) for glob in globs if glob.startswith("!"))
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What its holder may see and use; `surfaces` None means every exposed surface."""
+
+    name: str
+    servers: tuple[str, ...] = EVERYTHING
+    tools: tuple[str, ...] = EVERYTHING
+    resources: tuple[str, ...] = EVERYTHING
+    prompts: tuple[str, ...] = EVERYTHING
+    surfaces: tuple[str, ...] | None = None
+    principals: tuple[str, ...] = ()  # who holds it: principal globs and `claim:NAME=VALUE`
+
+    def allows_server(self, server: str) -> bool:
+        return matches(self.servers, server)
+
+    def allows_tool(self, server: str, name: str) -> bool:
+        return matches(self.servers, server) and matches(self.tools, name)
+
+    def allows_resource(self, server: str, uri: str) -> bool:
+        return matches(self.servers, server) and matches(self.resources, uri)
+
+    def allows_prompt(self, server: str, name: str) -> bool:
+        return matches(self.servers, server) and matches(self.prompts, name)
+
+    def allows_surface(self, surface: str) -> bool:
+        return self.surfaces is None or surface in self.surfaces
+
+    def held_by(self, principal: str, claims: Mapping[str, Any] | None = None) -> bool:
+        """Whether `principal` (with its token's `claims`, if any) holds this profile."""
+        return any(principal_matches(matcher, principal, claims or {}) for matcher in self.principals)
+
+
+def principal_matches(matcher: str, principal: str, claims: Mapping[str, Any]) -> bool:
+    """`alice`, `*@example.com` (globs on the principal) or `claim:groups=admins` (a claim's value,
+    or one of its values when the claim is a list)."""
+    if not matcher.startswith(CLAIM_PREFIX):
+        return fnmatchcase(principal, matcher)
+    name, _, wanted = matcher[len(CLAIM_PREFIX) :].partition("=")
+    value = claims.get(name)
+    if isinstance(value, list | tuple):
+        return any(str(item) == wanted for item in value)
+    if isinstance(value, str):
+        return value == wanted or wanted in value.split()  # OAuth's `scope` is space-separated
+    return value is not None and str(value) == wanted
+
+
+def claim_matcher_problem(matcher: str) -> str | None:
+    """What is wrong with a `claim:` matcher, or None."""
+    if not matcher.startswith(CLAIM_PREFIX):
+        return None
+    name, equals, wanted = matcher[len(CLAIM_PREFIX) :].partition("=")
+    if not name or not equals or not wanted:
+        return f"{matcher!r} must look like 'claim:NAME=VALUE' (for example 'claim:groups=admins')"
+    return None
+
+
+def profile_for(profiles: Iterable[Profile], principal: str, claims: Mapping[str, Any] | None = None) -> Profile | None:
+    """The first profile (in config order) that `principal` holds, or None."""
+    return next((profile for profile in profiles if profile.held_by(principal, claims)), None)
+
+
+def for_profile(profile: str | None) -> str:
+    """` for profile 'dev'`, to name the caller's profile in an error (empty without one)."""
+    return f" for profile {profile!r}" if profile else ""
+
+
+def not_available(kind: str, name: str, profile: str | None) -> NotFound:
+    """The refusal of something the caller may not use: worded exactly like an unknown name."""
+    return NotFound(f"unknown {kind} {name!r}{for_profile(profile)}")

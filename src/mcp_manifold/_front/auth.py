@@ -1,0 +1,403 @@
+"""Who is calling over HTTP: API keys, OAuth 2.1 access tokens (JWT), and the profile each one holds.
+
+`guard(app, config)` is the one place where the HTTP app's routes get wrapped: everything it wraps
+(`/mcp` today, `/metrics` and `/ui` beside it) needs a credential when the config has an `auth`
+section, except the OAuth protected-resource metadata (RFC 9728), which is how a client finds out
+where to log in. It is made of the SDK's auth parts (`mcp.server.auth`): its `BearerAuthBackend`
+with our `TokenVerifier`, its `RequireAuthMiddleware` (401 with `WWW-Authenticate` when no token is
+given), its `AuthContextMiddleware` (so `get_access_token()` works), its protected-resource
+routes. A token that is given but fails gets a 401 naming what failed (expired, wrong audience,
+wrong issuer, bad signature, malformed), in `WWW-Authenticate` and the body.
+
+After authentication, `Identity` (principal and profile) goes into the request's ASGI scope, where
+the MCP front picks it up for the client's `Caller`. Without `auth`, a loopback gateway lets a
+client pick a profile by URL: `/mcp/p/<profile>` is `/mcp` with that profile.
+
+JWTs are checked with PyJWT (which the MCP SDK already depends on, with its `crypto` extra): a
+small, long-maintained library whose `decode` checks signature, expiry, not-before, issuer and
+audience in one call, and whose `PyJWKSet` reads a JWKS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jwt
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
+from pydantic import AnyHttpUrl
+from starlette.authentication import AuthenticationError
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, Router
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_manifold._config import Config
+from mcp_manifold._config.model import ApiKey, OAuthConfig
+from mcp_manifold._core.profiles import profile_for
+from mcp_manifold._front.identity import SCOPE_KEY, Identity
+
+logger = logging.getLogger(__name__)
+
+PROFILE_PATH = re.compile(r"/mcp/p/(?P<profile>[^/]+)/?\Z")
+MCP_PATH = "/mcp"
+ROOT_METADATA_PATH = "/.well-known/oauth-protected-resource"
+_JWKS_TTL = 300.0  # seconds a fetched JWKS is used before it is fetched again
+_JWKS_RETRY = 30.0  # an unknown key id refetches the JWKS at most this often
+_TOKEN_CACHE = 1024  # verified tokens remembered (until they expire), so each request does not re-verify
+
+
+# --- verifying tokens ---------------------------------------------------------------------------------
+
+
+class TokenRejected(AuthenticationError):
+    """A bearer token was given but does not authenticate; the message says why (never the token)."""
+
+    def __init__(self, description: str, error: str = "invalid_token", status: int = 401) -> None:
+        super().__init__(description)
+        self.description = description
+        self.error = error
+        self.status = status
+
+
+class Principal(AccessToken):
+    """An access token with the principal it names (an API key's, or a token's `principal_claim`)."""
+
+    principal: str
+
+
+class ApiKeys:
+    """Static API keys, kept as SHA-256 digests and compared in constant time."""
+
+    def __init__(self, keys: tuple[ApiKey, ...]) -> None:
+        self._keys = [(bytes.fromhex(key.sha256), key.principal) for key in keys]
+
+    def verify(self, token: str) -> Principal | None:
+        digest = hashlib.sha256(token.encode("utf-8")).digest()
+        found = None
+        for stored, principal in self._keys:  # every key is compared, so the time says nothing of which matched
+            if hmac.compare_digest(digest, stored):
+                found = principal
+        if found is None:
+            return None
+        # The token field holds the digest: the key itself is never kept past this point.
+        return Principal(token=digest.hex(), client_id=found, scopes=[], subject=found, principal=found)
+
+
+class JwksKeys:
+    """An issuer's signing keys, from its JWKS URL or a file; fetched again when they age or a key id is new."""
+
+    def __init__(self, url: str | None, file: str | None) -> None:
+        self.url = url
+        self.file = file
+        self._keys: dict[str | None, Any] = {}
+        self._fetched = -float("inf")
+        self._lock = anyio.Lock()
+
+    async def key(self, kid: str | None) -> Any:
+        """The key `kid` names (or the only key, for a token without `kid`); refetched when unknown or aged."""
+        found = self._find(kid)
+        age = time.monotonic() - self._fetched
+        if age > _JWKS_TTL or (found is None and age > _JWKS_RETRY):
+            fetched = self._fetched
+            async with self._lock:
+                if self._fetched == fetched:  # not reloaded by another request meanwhile
+                    await self._load()
+            found = self._find(kid)
+        if found is None:
+            raise TokenRejected(f"the token's signing key ({kid!r}) is not among the issuer's keys")
+        return found
+
+    def _find(self, kid: str | None) -> Any:
+        if kid in self._keys:
+            return self._keys[kid]
+        if kid is None and len(self._keys) == 1:
+            return next(iter(self._keys.values()))
+        return None
+
+    async def _load(self) -> None:
+        try:
+            document = await self._read()
+            key_set = jwt.PyJWKSet.from_dict(document)
+        except (OSError, ValueError, jwt.PyJWTError) as exc:
+            source = self.url or self.file
+            logger.warning("could not load the issuer's keys from %s: %s", source, exc)
+            if not self._keys:
+                raise TokenRejected(f"the issuer's keys could not be loaded from {source}") from None
+            return  # keep the keys we had
+        self._keys = {key.key_id: key for key in key_set.keys}
+        self._fetched = time.monotonic()
+
+    async def _read(self) -> dict[str, Any]:
+        if self.file is not None:
+            return json.loads(await anyio.Path(Path(self.file).expanduser()).read_text())
+        import httpx2  # the MCP SDK's HTTP client
+
+        async with httpx2.AsyncClient(timeout=10.0, follow_redirects=True) as client:
+            response = await client.get(self.url or "")
+            if response.status_code != 200:
+                raise OSError(f"HTTP {response.status_code}")
+            return response.json()
+
+
+_JWT_FAILURES: list[tuple[type[Exception], Callable[[OAuthConfig, Exception], str]]] = [
+    (jwt.ExpiredSignatureError, lambda c, e: "the token has expired"),
+    (jwt.ImmatureSignatureError, lambda c, e: "the token is not valid yet (nbf or iat in the future)"),
+    (
+        jwt.InvalidAudienceError,
+        lambda c, e: f"the token is not for this gateway: its audience must include {c.audience[0]}",
+    ),
+    (jwt.InvalidIssuerError, lambda c, e: f"the token was not issued by {c.issuer}"),
+    (jwt.InvalidSignatureError, lambda c, e: "the token's signature does not verify"),
+    (jwt.MissingRequiredClaimError, lambda c, e: f"the token has no {getattr(e, 'claim', '')!r} claim"),
+    (jwt.InvalidAlgorithmError, lambda c, e: f"the token's algorithm is not one of {', '.join(c.algorithms)}"),
+    (jwt.DecodeError, lambda c, e: "the token is not a well-formed JWT"),
+]
+
+
+class JwtVerifier:
+    """OAuth 2.1 resource-server checks of a JWT access token: signature, expiry, issuer, audience (RFC 8707)."""
+
+    def __init__(self, config: OAuthConfig) -> None:
+        self.config = config
+        self.keys = JwksKeys(config.jwks_url, config.jwks_file)
+
+    async def verify(self, token: str) -> Principal:
+        config = self.config
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise TokenRejected("the token is neither an API key nor a well-formed JWT") from None
+        if header.get("alg") not in config.algorithms:
+            raise TokenRejected(
+                f"the token's algorithm {header.get('alg')!r} is not one of {', '.join(config.algorithms)}"
+            )
+        key = await self.keys.key(header.get("kid"))
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=list(config.algorithms),
+                audience=list(config.audience),
+                issuer=config.issuer,
+                leeway=config.leeway,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.PyJWTError as exc:
+            raise TokenRejected(_jwt_failure(config, exc)) from None
+        principal = claims.get(config.principal_claim)
+        if not isinstance(principal, str) or not principal:
+            raise TokenRejected(f"the token has no {config.principal_claim!r} claim to name its principal")
+        scopes = _scopes(claims)
+        missing = [scope for scope in config.required_scopes if scope not in scopes]
+        if missing:
+            raise TokenRejected(
+                f"the token lacks the scope(s) {', '.join(missing)}", error="insufficient_scope", status=403
+            )
+        return Principal(
+            token=hashlib.sha256(token.encode()).hexdigest(),
+            client_id=str(claims.get("client_id") or claims.get("azp") or principal),
+            scopes=scopes,
+            expires_at=int(claims["exp"] + config.leeway),
+            resource=config.audience[0],
+            subject=str(claims.get("sub") or principal),
+            claims=claims,
+            principal=principal,
+        )
+
+
+def _jwt_failure(config: OAuthConfig, exc: Exception) -> str:
+    for kind, describe in _JWT_FAILURES:
+        if isinstance(exc, kind):
+            return describe(config, exc)
+    return f"the token was refused: {exc}"
+
+
+def _scopes(claims: dict[str, Any]) -> list[str]:
+    scope = claims.get("scope", claims.get("scp"))
+    if isinstance(scope, str):
+        return scope.split()
+    if isinstance(scope, list):
+        return [str(item) for item in scope]
+    return []
+
+
+class Verifier:
+    """The SDK's `TokenVerifier`: an API key first, else a JWT of the configured issuer. Raises `TokenRejected`."""
+
+    def __init__(self, keys: ApiKeys, jwts: JwtVerifier | None) -> None:
+        self.keys = keys
+        self.jwts = jwts
+        self._verified: dict[str, Principal] = {}
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        found = self.keys.verify(token)
+        if found is not None:
+            return found
+        if self.jwts is None:
+            raise TokenRejected("the API key is not valid")
+        cached = self._verified.get(token)
+        if cached is not None and (cached.expires_at or 0) > time.time():
+            return cached
+        verified = await self.jwts.verify(token)
+        if len(self._verified) >= _TOKEN_CACHE:
+            self._verified.clear()
+        self._verified[token] = verified
+        return verified
+
+
+# --- the wrap -------------------------------------------------------------------------------------------
+
+
+def guard(app: ASGIApp, config: Callable[[], Config], open_paths: Callable[[str], bool] | None = None) -> ASGIApp:
+    """`app` behind authentication (when configured) and profile selection: where the HTTP routes get wrapped.
+
+    `open_paths` names paths served without a credential (pages that hold no data, such as the dashboard's)."""
+    auth = config().auth
+    identify: ASGIApp = _Identify(AuthContextMiddleware(app), config)
+    if not auth.enabled:
+        return _Guard(app, _ProfilePath(identify))
+    oauth = auth.oauth
+    verifier = Verifier(ApiKeys(auth.api_keys), JwtVerifier(oauth) if oauth is not None else None)
+    metadata_url = None
+    public = Router()
+    if oauth is not None and oauth.resource_url:
+        resource = AnyHttpUrl(oauth.resource_url)
+        metadata_url = build_resource_metadata_url(resource)
+        routes = create_protected_resource_routes(
+            resource_url=resource,
+            authorization_servers=[AnyHttpUrl(oauth.issuer)],
+            scopes_supported=list(oauth.required_scopes) or None,
+            resource_name="mcp-manifold",
+        )
+        public.routes.extend(routes)
+        if routes[0].path != ROOT_METADATA_PATH:  # also where clients that try the root look (RFC 9728 §3)
+            public.routes.append(Route(ROOT_METADATA_PATH, routes[0].endpoint, methods=["GET", "OPTIONS"]))
+    required = RequireAuthMiddleware(identify, list(oauth.required_scopes) if oauth else [], metadata_url)
+    authenticated = AuthenticationMiddleware(
+        required, backend=BearerAuthBackend(verifier), on_error=_refusal(str(metadata_url) if metadata_url else None)
+    )
+    return _Guard(app, _ProfilePath(_Public(public, authenticated, app, open_paths)))
+
+
+def _refusal(metadata_url: str | None) -> Callable[[HTTPConnection, AuthenticationError], Response]:
+    def refuse(conn: HTTPConnection, exc: AuthenticationError) -> Response:
+        rejected = exc if isinstance(exc, TokenRejected) else TokenRejected(str(exc))
+        return _error(rejected.status, rejected.error, rejected.description, metadata_url)
+
+    return refuse
+
+
+def _error(status: int, error: str, description: str, metadata_url: str | None = None) -> Response:
+    challenge = f'Bearer error="{error}", error_description="{description.replace(chr(34), chr(39))}"'
+    if metadata_url:
+        challenge += f', resource_metadata="{metadata_url}"'
+    return JSONResponse(
+        {"error": error, "error_description": description}, status_code=status, headers={"WWW-Authenticate": challenge}
+    )
+
+
+class _Guard:
+    """HTTP requests go through the checks; the app's lifespan (start-up, shutdown) goes straight to it."""
+
+    def __init__(self, app: ASGIApp, checked: ASGIApp) -> None:
+        self.app = app
+        self.checked = checked
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await (self.checked if scope["type"] in ("http", "websocket") else self.app)(scope, receive, send)
+
+
+class _Public:
+    """Serves the public routes (the protected-resource metadata) and the open paths without a credential;
+    the rest goes to `app`."""
+
+    def __init__(
+        self, public: Router, app: ASGIApp, unguarded: ASGIApp, open_paths: Callable[[str], bool] | None
+    ) -> None:
+        self.public = public
+        self.paths = {route.path for route in public.routes}  # type: ignore[attr-defined]
+        self.app = app
+        self.unguarded = unguarded
+        self.open_paths = open_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in self.paths:
+            await self.public(scope, receive, send)
+        elif scope["type"] == "http" and self.open_paths is not None and self.open_paths(scope["path"]):
+            await self.unguarded(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+class _ProfilePath:
+    """`/mcp/p/<profile>` is `/mcp` with that profile asked for (kept in the scope for `_Identify`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            match = PROFILE_PATH.match(scope["path"])
+            if match is not None:
+                scope = {
+                    **scope,
+                    "path": MCP_PATH,
+                    "raw_path": MCP_PATH.encode(),
+                    "manifold.url_profile": match["profile"],
+                }
+        await self.app(scope, receive, send)
+
+
+class _Identify:
+    """Turns the authenticated principal (or the URL's profile) into the request's `Identity`, or refuses it."""
+
+    def __init__(self, app: ASGIApp, config: Callable[[], Config]) -> None:
+        self.app = app
+        self.config = config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        config = self.config()
+        asked = scope.get("manifold.url_profile")
+        user = scope.get("user")
+        if isinstance(user, AuthenticatedUser) and isinstance(user.access_token, Principal):
+            principal = user.access_token.principal
+            profile = None
+            if config.profiles:
+                held = profile_for(config.profiles.values(), principal, user.access_token.claims)
+                if held is None:
+                    await _error(403, "access_denied", f"principal {principal!r} holds no profile")(
+                        scope, receive, send
+                    )
+                    return
+                profile = held.name
+            if asked is not None and asked != profile:
+                message = f"principal {principal!r} holds profile {profile!r}, not {asked!r}: connect to /mcp"
+                await _error(403, "access_denied", message)(scope, receive, send)
+                return
+            identity = Identity(principal, profile)
+        else:
+            if asked is not None and asked not in config.profiles:
+                known = ", ".join(config.profiles) or "none are configured"
+                await _error(404, "unknown_profile", f"unknown profile {asked!r} (profiles: {known})")(
+                    scope, receive, send
+                )
+                return
+            identity = Identity(None, asked)
+        scope[SCOPE_KEY] = identity
+        await self.app(scope, receive, send)

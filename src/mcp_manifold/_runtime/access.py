@@ -1,0 +1,129 @@
+"""Who may see and use what: the caller's profile, quarantined tools and per-principal limits.
+
+One object answers both questions the gateway asks: "what may this caller see?" (a `CatalogView`
+per request, which every surface lists, routes and searches through) and "may this call go
+ahead?" (the call path's policy step, `admit` / `release`). Both read the same profile and the
+same pins, so what a caller cannot see it cannot call, on any surface or lane.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mcp_manifold._config import Config
+from mcp_manifold._core.catalog import Catalog
+from mcp_manifold._core.catalog_view import CatalogView, Search
+from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.limits import PrincipalLimits
+from mcp_manifold._core.profiles import Profile, not_available
+from mcp_manifold._core.router import Target
+from mcp_manifold._errors import ManifoldError, Quarantined
+from mcp_manifold._runtime.call_path import CallKind
+from mcp_manifold._runtime.pin_store import PinStore
+
+Refused = Callable[[Request, CallKind, Target, ManifoldError], None]
+
+
+def nothing(name: str) -> Profile:
+    """What a caller whose profile is not (or no longer) defined may use: nothing, so a removed profile fails closed."""
+    return Profile(name, servers=(), tools=(), resources=(), prompts=(), surfaces=())
+
+
+def quarantined(target: Target) -> Quarantined:
+    return Quarantined(
+        f"tool {target.exposed!r} is quarantined: server {target.server!r} changed its definition since it was "
+        f"approved (or added it since its tools were pinned); an operator can review it with "
+        f"`manifold pins diff {target.server}/{target.name}` and `manifold pins approve`"
+    )
+
+
+class Access:
+    """Profiles, pins and limits for one gateway; `config` is read on each request, so a reload applies at once."""
+
+    def __init__(
+        self,
+        config: Callable[[], Config],
+        catalog: Catalog,
+        pins: PinStore,
+        limits: PrincipalLimits,
+        search: Search,
+    ) -> None:
+        self._config = config
+        self.catalog = catalog
+        self.pins = pins
+        self.limits = limits
+        self._search = search
+        self.refused: Refused | None = None  # the call path's, to record refusals found outside it
+
+    # --- who the caller is ------------------------------------------------------------------------
+
+    def profile(self, caller: Caller) -> Profile | None:
+        """The caller's profile; None: it may use everything."""
+        name = caller.profile
+        config = self._config()
+        if name is None:
+            # An authenticated principal only lacks a profile when none are configured (the front
+            # refuses it otherwise); a client that did not authenticate gets the `profile` setting.
+            name = config.settings.profile if caller.principal is None else None
+            if name is None:
+                return None
+        return config.profiles.get(name) or nothing(name)
+
+    def profile_name(self, request: Request) -> str | None:
+        profile = self.profile(request.caller)
+        return profile.name if profile is not None else None
+
+    def allows_surface(self, request: Request, surface: str) -> bool:
+        profile = self.profile(request.caller)
+        return profile is None or profile.allows_surface(surface)
+
+    # --- what it may see --------------------------------------------------------------------------
+
+    def view(self, request: Request, catalog: Catalog | None = None) -> CatalogView:
+        """What the caller may see of `catalog` (default: the shared one; a client with sessions of its own
+        has its own, `Gateway.catalog_for`)."""
+        profile = self.profile(request.caller)
+        blocked = self.pins.blocked if self.pins.any_blocked else None
+
+        def hidden(kind: str, server: str, original: str, exposed: str) -> None:
+            target = Target(server, original, exposed, "")
+            try:
+                self._check(profile, kind, target)  # type: ignore[arg-type]
+            except ManifoldError as exc:
+                if self.refused is not None:
+                    self.refused(request, kind, target, exc)  # type: ignore[arg-type]
+
+        return CatalogView(catalog or self.catalog, profile, self._search, blocked, hidden)
+
+    # --- what it may call (CallPolicy) ------------------------------------------------------------
+
+    def admit(self, request: Request, kind: CallKind, target: Target) -> None:
+        self._check(self.profile(request.caller), kind, target)
+        if self.limits.active:
+            self.limits.acquire(request.caller.principal)
+
+    def release(self, request: Request) -> None:
+        if self.limits.active:
+            self.limits.release(request.caller.principal)
+
+    def _check(self, profile: Profile | None, kind: CallKind, target: Target) -> None:
+        if profile is not None and not self._allows(profile, kind, target):
+            raise not_available(kind, target.exposed, profile.name)
+        if kind == "tool" and self.pins.blocked(target.server, target.name):
+            raise quarantined(target)
+
+    @staticmethod
+    def _allows(profile: Profile, kind: CallKind, target: Target) -> bool:
+        if target.surface and not profile.allows_surface(target.surface):
+            return False
+        if kind == "tool":
+            return profile.allows_tool(target.server, target.exposed)
+        if kind == "resource":
+            return profile.allows_resource(target.server, target.exposed)
+        if kind == "prompt":
+            return profile.allows_prompt(target.server, target.exposed)
+        # The call path checks a completion as the prompt or resource template it names; without that
+        # knowledge, only a caller allowed both kinds of names passes.
+        return profile.allows_prompt(target.server, target.exposed) and profile.allows_resource(
+            target.server, target.exposed
+        )

@@ -1,0 +1,112 @@
+"""The audit log: one JSON line per call, read and prompt, in `audit/audit.jsonl` under the data dir.
+
+It is a call path observer (`CallPath.observe`), so it sees every call of every surface, the fast
+lane and the CLI, and the refused ones too (denied, quarantined, rate limited). A line says who
+(principal, profile), what (surface, exposed name, server, original name), how it went (outcome,
+duration, error) and how big it was (argument and result bytes); never argument values, results
+or secrets. The standard library's `RotatingFileHandler` rotates it by size. `manifold audit`
+reads it back (`read_entries`), newest last.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.handlers
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mcp_manifold._runtime.call_path import CallRecord
+
+FILE_NAME = "audit.jsonl"
+_ERROR_CHARS = 300
+
+
+def audit_dir(data_dir: str | Path) -> Path:
+    return Path(data_dir).expanduser() / "audit"
+
+
+def entry(record: CallRecord, now: float | None = None) -> dict[str, Any]:
+    """One record as the JSON object of its line."""
+    stamp = datetime.fromtimestamp(time.time() if now is None else now, UTC)
+    line: dict[str, Any] = {
+        "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "principal": record.principal,
+        "profile": record.profile,
+        "surface": record.target.surface or None,
+        "kind": record.kind,
+        "name": record.target.exposed,
+        "server": record.target.server or None,
+        "original": record.target.name or None,
+        "outcome": record.outcome,
+        "duration_ms": round(record.duration * 1000, 3),
+        "arguments_bytes": record.arguments_size,
+        "result_bytes": record.result_size,
+    }
+    if record.spilled:
+        line["spilled"] = True
+    if record.error:
+        line["error"] = record.error if len(record.error) <= _ERROR_CHARS else record.error[: _ERROR_CHARS - 1] + "…"
+    return line
+
+
+class AuditLog:
+    """Appends one line per finished call; rotates at `max_bytes`, keeping `backups` old files."""
+
+    def __init__(self, directory: str | Path, max_bytes: int, backups: int) -> None:
+        self.path = Path(directory) / FILE_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handler = logging.handlers.RotatingFileHandler(
+            self.path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+        )
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        # A logger of its own, outside the logging tree: nothing else writes here, and the audit
+        # never reaches the gateway's stderr.
+        self._logger = logging.Logger("mcp_manifold.audit", logging.INFO)
+        self._logger.addHandler(handler)
+        self._handler = handler
+
+    def __call__(self, record: CallRecord) -> None:
+        self._logger.info(json.dumps(entry(record), ensure_ascii=False, separators=(",", ":")))
+
+    def close(self) -> None:
+        self._logger.removeHandler(self._handler)
+        self._handler.close()
+
+
+def log_files(directory: str | Path) -> list[Path]:
+    """The audit log and its rotated files, oldest first."""
+    base = Path(directory) / FILE_NAME
+    rotated = sorted(
+        (path for path in base.parent.glob(FILE_NAME + ".*") if path.suffix[1:].isdigit()),
+        key=lambda path: int(path.suffix[1:]),
+        reverse=True,
+    )
+    return [*rotated, *([base] if base.exists() else [])]
+
+
+def read_entries(directory: str | Path) -> Iterator[dict[str, Any]]:
+    """Every line of the audit log, oldest first; a line that is not JSON (cut by a crash) is skipped."""
+    for path in log_files(directory):
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue
+
+
+def matches(line: dict[str, Any], filters: dict[str, str | None]) -> bool:
+    """Whether a line has every given field value (`name` and `server` also match as a prefix with `*`)."""
+    for key, wanted in filters.items():
+        if wanted is None:
+            continue
+        value = str(line.get(key) or "")
+        if wanted.endswith("*") and value.startswith(wanted[:-1]):
+            continue
+        if value != wanted:
+            return False
+    return True

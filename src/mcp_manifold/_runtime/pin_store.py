@@ -1,0 +1,245 @@
+"""The pins of every server's tools, in `pins.sqlite` in the data dir, and which tools are quarantined.
+
+Each listing of a server (configured, or a hub instance) passes through `observe` before the
+catalog takes it, so a changed tool is quarantined before any client can see the change. The
+store keeps every pin in memory as well, so asking "is this tool quarantined?" on the call path is
+a set lookup. `manifold pins approve` / `reject` run in another process: `watch` notices their
+writes (SQLite's `data_version`) and reloads, and the gateway tells clients their lists changed.
+What a listing means is decided in `core/pins.py`; here is only the keeping.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mcp_manifold._core import pins
+from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.pins import NewTools, Pin, PinningMode
+
+logger = logging.getLogger(__name__)
+
+FILE_NAME = "pins.sqlite"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pins (
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    state TEXT NOT NULL,
+    hash TEXT,
+    definition TEXT,
+    candidate_hash TEXT,
+    candidate TEXT,
+    changed_at REAL,
+    PRIMARY KEY (server, tool)
+);
+"""
+
+
+class PinStore:
+    """Pins kept in SQLite, mirrored in memory; `mode` off keeps nothing and blocks nothing."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        mode: PinningMode = "warn",
+        new_tools: NewTools = "allow",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(data_dir).expanduser() / FILE_NAME
+        self.mode = mode
+        self.new_tools = new_tools
+        self.clock = clock
+        self._pins: dict[tuple[str, str], Pin] = {}
+        self._blocked: frozenset[tuple[str, str]] = frozenset()
+        self._db: sqlite3.Connection | None = None
+        self._version: int | None = None
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    @property
+    def enforcing(self) -> bool:
+        return self.mode == "enforce"
+
+    @property
+    def any_blocked(self) -> bool:
+        return bool(self._blocked)
+
+    def blocked(self, server: str, tool: str) -> bool:
+        """Whether the tool is quarantined (only ever true with `pinning: enforce`)."""
+        return (server, tool) in self._blocked
+
+    def pins(self) -> list[Pin]:
+        self._open()
+        return sorted(self._pins.values(), key=lambda pin: pin.key)
+
+    def get(self, server: str, tool: str) -> Pin | None:
+        self._open()
+        return self._pins.get((server, tool))
+
+    # --- what a listing means ----------------------------------------------------------------------
+
+    def observe(self, server: str, listing: Listing) -> bool:
+        """Pin what is new and judge what changed in a server's listing; True when quarantines changed."""
+        if self.mode == "off":
+            return False
+        self._open()
+        known = any(key[0] == server for key in self._pins)
+        now = self.clock()
+        changed: list[Pin] = []
+        for tool in listing.tools:
+            before = self._pins.get((server, tool.name))
+            after = pins.observe(
+                before, pins.definition(tool), server=server, server_known=known, new_tools=self.new_tools, now=now
+            )
+            if after != before:
+                changed.append(after)
+                self._pins[after.key] = after
+                if after.state != "pinned":
+                    self._tell(after, before)
+        if not changed:
+            return False
+        self._write(changed)
+        return self._recompute()
+
+    def _tell(self, pin: Pin, before: Pin | None) -> None:
+        held = "quarantined until approved" if self.enforcing else "still served (pinning: warn)"
+        what = "is new on a server whose tools are pinned" if pin.state == "new" else "changed since it was approved"
+        if before is not None and before.state == pin.state:
+            what = "changed again, still not approved"
+        logger.warning(
+            "tool %r of server %r %s; %s. Review: manifold pins diff %s/%s",
+            pin.tool,
+            pin.server,
+            what,
+            held,
+            pin.server,
+            pin.tool,
+        )
+
+    # --- the operator's decisions --------------------------------------------------------------------
+
+    def approve(self, server: str, tool: str) -> Pin:
+        return self._decide(server, tool, pins.approve)
+
+    def reject(self, server: str, tool: str) -> Pin:
+        return self._decide(server, tool, pins.reject)
+
+    def _decide(self, server: str, tool: str, decide: Callable[[Pin, float], Pin]) -> Pin:
+        self._open()
+        pin = self._pins.get((server, tool))
+        if pin is None:
+            raise KeyError(f"{server}/{tool}")
+        after = decide(pin, self.clock())
+        if after != pin:
+            self._pins[after.key] = after
+            self._write([after])
+            self._recompute()
+        return after
+
+    # --- another process's decisions -----------------------------------------------------------------
+
+    def reload_if_changed(self) -> bool:
+        """Reload when another process wrote to the store; True when quarantines changed."""
+        if self.mode == "off" or self._db is None:
+            return False
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version == self._version:
+            return False
+        self._version = version
+        self._pins = dict(self._read())
+        return self._recompute()
+
+    async def watch(self, on_change: Callable[[], Any], interval: float = 1.0) -> None:
+        """Call `on_change()` whenever another process's approvals or rejections change what is quarantined."""
+        while True:
+            await anyio.sleep(interval)
+            try:
+                if self.reload_if_changed():
+                    await on_change()
+            except sqlite3.Error as exc:
+                logger.warning("could not read %s: %s", self.path, exc)
+
+    # --- the file ------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read the pins now (else on first use); nothing with `pinning: off`."""
+        self._open()
+
+    def _open(self) -> None:
+        if self._db is not None or self.mode == "off":
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+        self._version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        self._pins = dict(self._read())
+        self._recompute()
+
+    def _read(self) -> Iterator[tuple[tuple[str, str], Pin]]:
+        assert self._db is not None
+        rows = self._db.execute(
+            "SELECT server, tool, state, hash, definition, candidate_hash, candidate, changed_at FROM pins"
+        )
+        for server, tool, state, digest, definition, candidate_hash, candidate, changed_at in rows:
+            pin = Pin(server, tool, state, digest, _json(definition), candidate_hash, _json(candidate), changed_at)
+            yield pin.key, pin
+
+    def _write(self, changed: list[Pin]) -> None:
+        assert self._db is not None
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO pins VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        pin.server,
+                        pin.tool,
+                        pin.state,
+                        pin.hash,
+                        _text(pin.definition),
+                        pin.candidate_hash,
+                        _text(pin.candidate),
+                        pin.changed_at,
+                    )
+                    for pin in changed
+                ],
+            )
+        # Our own writes do not move data_version; only another process's do.
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        assert self._db is not None
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _recompute(self) -> bool:
+        blocked = frozenset(key for key, pin in self._pins.items() if pins.blocks(pin, self.mode))
+        changed = blocked != self._blocked
+        self._blocked = blocked
+        return changed
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def _json(text: str | None) -> dict[str, Any] | None:
+    return json.loads(text) if text else None
+
+
+def _text(value: dict[str, Any] | None) -> str | None:
+    return json.dumps(value, sort_keys=True) if value is not None else None

@@ -1,0 +1,110 @@
+"""The `auth` and `profiles` sections: read, checked with every problem at once, and never a key printed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp_manifold._config import check_config, load_config
+from mcp_manifold._config.security import hash_key
+
+KEY = "a-long-random-api-key-0123456789"
+
+
+def write(tmp_path: Path, data: dict[str, Any]) -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {}, **data}))
+    return path
+
+
+def test_a_good_security_config_loads(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        {
+            "manifold": {"profile": "readonly", "expose": ["direct", "proxy"]},
+            "auth": {
+                "api_keys": {"alice": {"sha256": hash_key(KEY)}, "ci": "${CI_KEY}", "bob": {"key": KEY + "b"}},
+                "oauth": {
+                    "issuer": "https://login.example.com/",
+                    "jwks_url": "https://login.example.com/jwks",
+                    "resource_url": "https://gw.example.com/mcp",
+                },
+            },
+            "profiles": {
+                "readonly": {"servers": "git", "tools": ["git_*", "!git_push"], "surfaces": ["direct"]},
+                "admins": {"principals": ["claim:groups=admins", "root"]},
+            },
+        },
+    )
+    config = load_config(path, env={"CI_KEY": KEY + "ci"})
+    assert {key.principal for key in config.auth.api_keys} == {"alice", "ci", "bob"}
+    assert all(len(key.sha256) == 64 for key in config.auth.api_keys)
+    assert KEY not in repr(config.auth)  # only hashes are kept
+    assert config.auth.oauth is not None and config.auth.oauth.audience == ("https://gw.example.com/mcp",)
+    readonly = config.profiles["readonly"]
+    assert readonly.servers == ("git",) and readonly.allows_tool("git", "git_status")
+    assert not readonly.allows_tool("git", "git_push") and not readonly.allows_surface("proxy")
+    assert config.settings.profile == "readonly" and config.settings.pinning == "warn"
+
+
+def test_every_problem_is_reported_and_no_key_is_quoted(tmp_path: Path) -> None:
+    short = "tooshort"
+    path = write(
+        tmp_path,
+        {
+            "manifold": {"profile": "nobody", "pinning": "sometimes"},
+            "auth": {
+                "api_keys": {"alice": short, "bob": {"sha256": "xyz"}, "carol": {"key": KEY, "sha256": hash_key(KEY)}},
+                "oauth": {"jwks_url": "https://x/jwks", "jwks_file": "/k.json", "algorithms": ["HS256"]},
+                "tokens": [],
+            },
+            "profiles": {
+                "dev": {"tools": "git_*", "principals": ["claim:groups"], "colour": "red"},
+                "ops": {"surfaces": ["hub"]},
+                "bad name!": {},
+            },
+        },
+    )
+    problems = [str(problem) for problem in check_config(path, env={})]
+    text = "\n".join(problems)
+    expected = [
+        "field 'pinning': must be one of 'off', 'warn', 'enforce'",
+        "field 'auth.api_keys.alice': is too short to be a key",
+        "field 'auth.api_keys.bob.sha256': must be 64 hexadecimal digits",
+        "field 'auth.api_keys.carol': needs exactly one of 'sha256'",
+        "field 'auth.oauth.issuer': is required",
+        "field 'auth.oauth.audience': needs 'audience' or 'resource_url'",
+        "field 'auth.oauth.jwks_url': give exactly one of 'jwks_url'",
+        "field 'auth.oauth.algorithms': unsupported 'HS256'",
+        "field 'auth.tokens': unknown field",
+        "field 'profiles.ops.surfaces': surface 'hub' is not exposed",
+        "field 'profiles.dev.principals': 'claim:groups' must look like 'claim:NAME=VALUE'",
+        "field 'profiles.dev.colour': unknown field",
+        "field 'profiles': profile names must be",
+        "field 'profile': names no profile: 'nobody' (profiles: ops)",
+    ]
+    for fragment in expected:
+        assert fragment in text, (fragment, text)
+    assert short not in text and KEY not in text
+
+
+def test_a_missing_key_variable_names_its_place(tmp_path: Path) -> None:
+    path = write(tmp_path, {"auth": {"api_keys": {"ci": "${CI_KEY}"}}})
+    [problem] = check_config(path, env={})
+    assert problem.field == "auth.api_keys.ci" and "CI_KEY" in problem.message
+
+
+def test_auth_new_key_prints_a_key_and_its_hash() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mcp_manifold", "auth", "new-key", "alice"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    key = done.stdout.strip()
+    snippet = json.loads(done.stderr[done.stderr.index("{") :])
+    assert len(key) > 32 and snippet == {"auth": {"api_keys": {"alice": {"sha256": hash_key(key)}}}}

@@ -1,0 +1,184 @@
+"""A gateway on one machine: no open start on a network interface, profiles by URL and by setting, limits, pins."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from mcp_manifold._core.listing import Listing
+from mcp_manifold._runtime.audit import audit_dir, read_entries
+from mcp_manifold._runtime.pin_store import PinStore
+from tests.conftest import free_port, manifold_command, server_entry, stdio_gateway, stop_process, wait_for_port
+
+pytestmark = pytest.mark.anyio
+
+SERVERS = {"numbers": server_entry("numbers.py"), "words": server_entry("words.py")}
+PROFILES = {"maths": {"servers": ["numbers"]}, "writer": {"servers": ["words"], "tools": ["words_upper"]}}
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
+
+
+def write(tmp_path: Path, manifold: dict[str, Any] | None = None, **sections: Any) -> Path:
+    path = tmp_path / "mcp.json"
+    settings = {"data_dir": str(tmp_path / "data"), **(manifold or {})}
+    path.write_text(json.dumps({"mcpServers": SERVERS, "manifold": settings, **sections}))
+    return path
+
+
+def test_the_gateway_refuses_to_start_open_on_a_network_interface(tmp_path: Path) -> None:
+    config = write(tmp_path)
+    port = free_port()
+    refused = subprocess.run(
+        manifold_command(config, "--http", "--host", "0.0.0.0", "--port", str(port)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "refusing to serve HTTP on 0.0.0.0 without authentication" in refused.stderr
+    assert "--insecure-open-to-network" in refused.stderr
+
+    process = subprocess.Popen(
+        manifold_command(config, "--http", "--host", "0.0.0.0", "--port", str(port), "--insecure-open-to-network"),
+        start_new_session=True,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port(port, process)  # it starts when told to in so many words (reached over loopback here)
+    finally:
+        stop_process(process)
+        assert process.stderr is not None
+        assert b"WITHOUT AUTHENTICATION" in process.stderr.read()
+
+
+async def test_a_loopback_gateway_picks_profiles_by_url(tmp_path: Path, http_gateway: Any) -> None:
+    url = http_gateway(write(tmp_path, profiles=PROFILES))
+    async with (
+        Client(url.replace("/mcp", "/mcp/p/writer"), mode="legacy") as writer,
+        Client(url, mode="legacy") as everyone,
+    ):
+        assert {tool.name for tool in (await writer.list_tools()).tools} == {"words_upper"}
+        assert text_of(await writer.call_tool("words_upper", {"text": "hi"})) == "HI"
+        refused = await writer.call_tool("words_reverse", {"text": "hi"})
+        assert refused.is_error and text_of(refused).startswith("unknown tool 'words_reverse' for profile 'writer'")
+        assert {"numbers_add", "words_reverse"} <= {tool.name for tool in (await everyone.list_tools()).tools}
+    async with httpx2.AsyncClient() as http:
+        missing = await http.post(url.replace("/mcp", "/mcp/p/nobody"), json={})
+    assert missing.status_code == 404
+    assert "unknown profile 'nobody' (profiles: maths, writer)" in missing.json()["error_description"]
+
+
+async def test_the_profile_setting_limits_and_the_audit_on_stdio(tmp_path: Path) -> None:
+    config = write(tmp_path, {"profile": "maths", "rate_limit": 0.2, "rate_burst": 2}, profiles=PROFILES)
+    async with stdio_gateway(config) as client:
+        assert {tool.name for tool in (await client.list_tools()).tools} == {
+            "numbers_add",
+            "numbers_multiply",
+            "numbers_sqrt",
+        }
+        refused = await client.call_tool("words_upper", {"text": "x"})  # a plain direct call: the fast lane's
+        assert refused.is_error and text_of(refused).startswith("unknown tool 'words_upper' for profile 'maths'")
+        for _ in range(2):
+            assert not (await client.call_tool("numbers_add", {"a": 1, "b": 2})).is_error
+        limited = await client.call_tool("numbers_add", {"a": 1, "b": 2})
+        assert limited.is_error
+        assert "principal 'anonymous' is over its rate limit of 0.2 call(s) per second" in text_of(limited)
+        assert "retry after" in text_of(limited)
+    lines = list(read_entries(audit_dir(tmp_path / "data")))
+    outcomes = [(line["name"], line["outcome"], line["profile"]) for line in lines]
+    assert outcomes == [
+        ("words_upper", "denied", "maths"),
+        ("numbers_add", "ok", "maths"),
+        ("numbers_add", "ok", "maths"),
+        ("numbers_add", "rate_limited", "maths"),
+    ]
+
+
+def test_pins_survive_restarts_and_another_process_decides(tmp_path: Path) -> None:
+    def tool(description: str) -> types.Tool:
+        return types.Tool(name="send", description=description, input_schema={"type": "object"})
+
+    gateway = PinStore(tmp_path, "enforce")
+    assert not gateway.observe("mail", Listing(tools=[tool("Send mail.")]))
+    assert gateway.observe("mail", Listing(tools=[tool("Send mail and copy it elsewhere.")]))  # quarantined
+    assert gateway.blocked("mail", "send")
+
+    again = PinStore(tmp_path, "enforce")  # a restart keeps the quarantine
+    again.load()
+    assert again.blocked("mail", "send") and again.get("mail", "send").state == "changed"  # type: ignore[union-attr]
+
+    operator = PinStore(tmp_path, "enforce")  # `manifold pins approve`, in another process
+    assert operator.approve("mail", "send").state == "pinned"
+    operator.close()
+    assert gateway.reload_if_changed() and not gateway.blocked("mail", "send")
+    assert not gateway.reload_if_changed()  # nothing new since
+
+    warned = PinStore(tmp_path / "warn", "warn")
+    warned.observe("mail", Listing(tools=[tool("a")]))
+    warned.observe("mail", Listing(tools=[tool("b")]))
+    assert warned.get("mail", "send").state == "changed" and not warned.blocked("mail", "send")  # type: ignore[union-attr]
+
+
+def test_surfaces_read_the_catalog_only_through_the_callers_view() -> None:
+    # The design-out check: a surface that read the whole catalog or searched it directly could show a
+    # caller what its profile hides. Surfaces get `host.view(request)` and nothing else.
+    root = Path(__file__).parent.parent / "src" / "mcp_manifold" / "_surfaces"
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        assert "host.catalog" not in text and "host.search(" not in text, path  # catalog, catalog_for
+
+
+def test_the_audit_log_rotates_by_size_and_reads_back_in_order(tmp_path: Path) -> None:
+    from mcp_manifold._core.router import Target
+    from mcp_manifold._runtime.audit import AuditLog, log_files
+    from mcp_manifold._runtime.call_path import CallRecord
+
+    log = AuditLog(tmp_path, max_bytes=600, backups=10)
+    for number in range(12):
+        target = Target("numbers", "add", f"numbers_add_{number}", "direct")
+        log(CallRecord("tool", target, "c", 0.001, "ok", principal="alice", arguments_size=number))
+    log.close()
+    assert len(log_files(tmp_path)) > 2  # rotated, oldest first
+    assert [line["name"] for line in read_entries(tmp_path)] == [f"numbers_add_{n}" for n in range(12)]
+
+
+async def test_jwt_keys_from_a_file_and_a_new_key_id_reloads_them(tmp_path: Path) -> None:
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from mcp_manifold._config.model import OAuthConfig
+    from mcp_manifold._front.auth import JwtVerifier, TokenRejected
+
+    def jwks(*keys: tuple[str, Any]) -> str:
+        found = [{**json.loads(jwt.algorithms.ECAlgorithm.to_jwk(k.public_key())), "kid": kid} for kid, k in keys]
+        return json.dumps({"keys": found})
+
+    first, second = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    keys = tmp_path / "jwks.json"
+    keys.write_text(jwks(("one", first)))
+    config = OAuthConfig(issuer="https://issuer", audience=("https://gw/mcp",), jwks_file=str(keys))
+    verifier = JwtVerifier(config)
+
+    def token(key: Any, kid: str, **claims: Any) -> str:
+        body = {"iss": "https://issuer", "aud": "https://gw/mcp", "sub": "ana", "exp": int(time.time()) + 60, **claims}
+        return jwt.encode(body, key, algorithm="ES256", headers={"kid": kid})
+
+    assert (await verifier.verify(token(first, "one", scope="a b"))).principal == "ana"
+    keys.write_text(jwks(("one", first), ("two", second)))  # the issuer rotates in a new key
+    verifier.keys._fetched -= 60  # the last fetch is older than the retry interval
+    assert (await verifier.verify(token(second, "two"))).scopes == []
+    with pytest.raises(TokenRejected, match="signing key \\('three'\\) is not among the issuer's keys"):
+        await verifier.verify(token(second, "three"))
+    with pytest.raises(TokenRejected, match="no 'sub' claim"):
+        await verifier.verify(token(first, "one", sub=""))
