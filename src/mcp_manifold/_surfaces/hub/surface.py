@@ -127,8 +127,8 @@ class HubSurface(Surface):
     async def prepare_lists(self, request: Request) -> None:
         # An instance's own address lists that instance whether or not anyone connected to it before.
         pinned = request.endpoint.get("instance_id")
-        if pinned is None:
-            return
+        if pinned is None or not self.host.view(request).may_use_server(pinned):
+            return  # one the caller's profile may not use is unknown to it: nothing is started for it
         instance = self.registry.get(pinned)
         if instance is None:
             await self.registry.scan()  # registered a moment ago
