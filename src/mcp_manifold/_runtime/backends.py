@@ -319,7 +319,9 @@ class Backend:
             )
         return f"{what}; mcp-manifold now reaches it in a session, where it can ask: call again"
 
-    async def _renew_if_session_needed(self) -> None:
+    async def renew_if_session_needed(self) -> None:
+        """Reconnect with the handshake if `asks_mid_call` learned the server needs a session. Call it with
+        the request that wants it counted (`serving`): it renews only while that is the only one in flight."""
         # Only between requests: the connection is shared, and another client's request may be running on it.
         if self._needs_session and self.modern and self.state == "ready" and len(self._callers) <= 1:
             logger.info("server %r: reconnecting with the handshake", self.name)
@@ -440,7 +442,7 @@ class Backend:
         if admission.trial and self.state == "failed":
             # The breaker's trial is the retry: it must reach the server, not fail on the restart backoff.
             self._next_retry = 0.0
-        await self._renew_if_session_needed()
+        await self.renew_if_session_needed()
         try:
             result = await self._request(action, call)
         except (BackendStartError, BackendUnavailable, BackendTimeout, BackendClosed) as exc:
@@ -475,7 +477,9 @@ class Backend:
                     async with self._limiter:
                         return await call(session)
         except BackendClosed as exc:
-            self._mark_dead(str(exc))
+            # A session replaced meanwhile (stopped on purpose to renew it, say) must not take its successor down.
+            if self._session is session:
+                self._mark_dead(str(exc))
             raise BackendClosed(
                 self.name, self._with_stderr(f"{action} failed: the server closed the connection")
             ) from exc

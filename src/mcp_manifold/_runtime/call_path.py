@@ -318,7 +318,7 @@ class CallPath:
         """One request to a server, however many rounds of questions it takes, in the client's era."""
         state = read_state(request.request_state)
         if state is not None and state.kind == "held":
-            return await self._held.resume(state.held_id, request)
+            return await self._held.resume(state, request)
         extra: dict[str, Any] = {}
         if state is not None:
             if state.server != backend.name:
@@ -326,7 +326,12 @@ class CallPath:
             extra = {"input_responses": request.input_responses, "request_state": state.inner}
         stateless = request.caller.era == "stateless"
         if stateless and not extra:
-            await backend.session()  # its era and what it was told decide how its questions are asked
+            # Its era and what it was told decide how its questions are asked: a reconnect with the
+            # handshake that an earlier call found necessary (`asks_mid_call`) comes first, once no other
+            # client's call is in flight there (this one is counted among them meanwhile).
+            with backend.serving(request):
+                await backend.renew_if_session_needed()
+            await backend.session()
             if not backend.modern and backend.declared:
                 # A session-era server may ask mid-call, which a 2026-07-28 client can only answer by
                 # calling again: keep the server's call running meanwhile.

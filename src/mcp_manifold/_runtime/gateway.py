@@ -437,6 +437,8 @@ class Gateway:
     async def _needs_catalog(self, request: Request) -> None:
         if any(surface.needs_catalog for surface in self.surfaces):
             await self.ensure_catalog(request)
+        for surface in self.surfaces:
+            await surface.prepare_lists(request)
 
     async def ensure_catalog(self, request: Request | None = None) -> None:
         """List every server not listed yet; for a client, its own sessions' servers too."""
