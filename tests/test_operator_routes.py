@@ -18,7 +18,6 @@ import httpx2 as httpx
 import pytest
 from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
-from starlette.responses import JSONResponse
 
 from mcp_manifold._config import load_config
 from mcp_manifold._front.http import build_app
@@ -247,24 +246,20 @@ async def test_metrics_and_dashboard_can_be_turned_off(tmp_path: Path) -> None:
             assert (await http.get("/ui/")).status_code == 404
 
 
-async def test_a_guard_wraps_metrics_and_the_dashboard_api(tmp_path: Path) -> None:
-    """The seam for the HTTP front's authentication: every operator route that shows data goes through it."""
-
-    def guard(app: Any) -> Any:
-        async def checked(scope: Any, receive: Any, send: Any) -> None:
-            if (b"authorization", b"Bearer letmein") not in scope["headers"]:
-                await JSONResponse({"error": "invalid_token"}, status_code=401)(scope, receive, send)
-                return
-            await app(scope, receive, send)
-
-        return checked
-
-    gateway = Gateway(load_config(write(tmp_path)))
+async def test_the_gateways_authentication_covers_metrics_and_the_dashboard_api(tmp_path: Path) -> None:
+    """With an `auth` section, /metrics and the dashboard's API need a key as /mcp does; only the page is open."""
+    path = write(tmp_path)
+    data = json.loads(path.read_text())
+    data["auth"] = {"api_keys": {"operator": "an-operator-key-long-enough"}}
+    path.write_text(json.dumps(data))
+    gateway = Gateway(load_config(path))
     async with AsyncExitStack() as stack:
-        app = build_app(gateway, "127.0.0.1", stack, guard=guard)
+        app = build_app(gateway, "127.0.0.1", stack)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
-            token = {"Authorization": "Bearer letmein"}
-            for path in ("/metrics", "/ui/api/tools", "/ui/api/calls"):
-                assert (await http.get(path)).status_code == 401, path
-                assert (await http.get(path, headers=token)).status_code == 200, path
-            assert (await http.get("/ui/")).status_code == 200  # the page holds no data; it asks for a token
+            key = {"Authorization": "Bearer an-operator-key-long-enough"}
+            for route in ("/metrics", "/ui/api/tools", "/ui/api/calls"):
+                assert (await http.get(route)).status_code == 401, route
+                assert (await http.get(route, headers={"Authorization": "Bearer wrong"})).status_code == 401, route
+                assert (await http.get(route, headers=key)).status_code == 200, route
+            assert (await http.post("/mcp", json={})).status_code == 401  # the same guard as MCP itself
+            assert (await http.get("/ui/")).status_code == 200  # the page holds no data; it asks for a key
