@@ -5,8 +5,9 @@ Two kinds of numbers:
 - counted as calls happen, by an observer of the call path and of searches: calls by server, tool
   and outcome, latency histograms (the whole call path, the backend's part, and what the gateway
   added), spilled results, search latency;
-- read when Prometheus scrapes (`_GatewayState`): each backend's state, health, restarts, breaker
-  tool count and protocol version, clients by protocol era, catalog and search index size, spill bytes, reloads.
+- read when Prometheus scrapes (`_GatewayState`): each backend's state, health, restarts, breaker,
+  tool count and protocol version; clients by protocol era; catalog and search index size; spill
+  bytes; reloads.
 
 Cardinality is bounded by design: a tool label is the tool's name on its server (never a name a
 client made up: unknown names never reach the call path), and once `TOOL_LABELS` distinct
@@ -190,7 +191,7 @@ class _GatewayState(Collector):
         yield from (restarts, failures, tools)
         protocol = GaugeMetricFamily(
             "manifold_backend_protocol",
-            "1 for the protocol version each running server speaks (2026-07-28: no session).",
+            "1 for the protocol version each running server speaks.",
             labels=["server", "version"],
         )
         for backend in backends:
