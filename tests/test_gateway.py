@@ -239,8 +239,9 @@ async def test_a_server_that_never_starts_fails_open(connect: Any, write_config:
         "stuck": server_entry("never_ready.py"),
         "broken": server_entry("exits_early.py"),
     }
-    # init_timeout gives a healthy server time to start on a loaded 2-core machine, and the stuck one none.
-    async with connect(write_config(servers, {"init_timeout": 6})) as client:
+    # init_timeout gives a healthy server time to start on a loaded 2-core machine (two test workers and
+    # their servers share it), and the stuck one none.
+    async with connect(write_config(servers, {"init_timeout": 12})) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert "numbers_add" in names
         assert not any(name.startswith(("stuck_", "broken_")) for name in names)
