@@ -142,7 +142,7 @@ def test_the_servers_panel_shows_each_server_and_why_one_failed(page: Any) -> No
 
 
 def test_the_tools_panel_lists_and_filters_tools_with_their_server(page: Any) -> None:
-    row(page, "tools", tool="kitchen_echo", server="kitchen").wait_for()
+    row(page, "tools", tool="kitchen_echo", server="kitchen", pin="pinned").wait_for()  # pinning: warn, the default
     assert row(page, "tools", tool="numbers_multiply", server="numbers").count() == 1
     page.fill("#tool-filter", "multiply")
     sync_api.expect(page.locator("#tool-rows tr")).to_have_count(1)

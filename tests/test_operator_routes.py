@@ -73,7 +73,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def front(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Front]:
-    path = write(tmp_path_factory.mktemp("operator"), spill_threshold=2000, reload=False)
+    # Pinning enforced, new tools quarantined: the tools panel's pins have something to show.
+    folder = tmp_path_factory.mktemp("operator")
+    path = write(folder, spill_threshold=2000, reload=False, pinning="enforce", pin_new_tools="quarantine")
     async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
         app = build_app(gateway, "127.0.0.1", stack)
         async with (
@@ -211,6 +213,34 @@ async def test_the_dashboard_api_answers_and_names_bad_input(front: Front) -> No
     assert page.status_code == 200 and "dashboard.js" in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert (await http.get("/ui/../mcp.json")).status_code == 404
+
+
+async def test_the_tools_panel_shows_each_tools_pin_and_a_quarantine(front: Front) -> None:
+    http = front.http
+
+    async def tools() -> dict[str, Any]:
+        return {tool["name"]: tool for tool in (await http.get("/ui/api/tools")).json()["tools"]}
+
+    async def revision() -> str:
+        return (await http.get("/ui/api/overview")).json()["gateway"]["revision"]
+
+    await front.client.list_tools()
+    assert {"pin": "pinned", "quarantined": False}.items() <= (await tools())["numbers_add"].items()
+    # A tool that appears later on a pinned server is quarantined: clients do not see it, the operator does.
+    await front.client.call_tool("kitchen_add_tool", {"name": "sneaky"})
+    await until(lambda: _has(tools, "kitchen_sneaky"))
+    assert {"pin": "new", "quarantined": True}.items() <= (await tools())["kitchen_sneaky"].items()
+    listed = {tool.name for tool in (await front.client.list_tools(cache_mode="refresh")).tools}
+    assert "kitchen_sneaky" not in listed and "kitchen_echo" in listed
+    # Approving it changes no listing; the panel is told to fetch the tools again all the same.
+    before = await revision()
+    front.gateway.pins.approve("kitchen", "sneaky")
+    assert await revision() != before
+    assert {"pin": "pinned", "quarantined": False}.items() <= (await tools())["kitchen_sneaky"].items()
+
+
+async def _has(tools: Any, name: str) -> bool:
+    return name in await tools()
 
 
 async def test_the_config_panel_shows_what_config_check_says(front: Front) -> None:

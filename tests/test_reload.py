@@ -17,10 +17,12 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2 as httpx
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -28,6 +30,7 @@ from mcp import Client
 from mcp_manifold._config import LIVE_SETTINGS, load_config, parse_config_data
 from mcp_manifold._config.changes import diff_configs
 from mcp_manifold._files import pid_is_alive
+from mcp_manifold._front.http import build_app
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import free_port, server_entry, stop_process, wait_for_port
@@ -74,6 +77,24 @@ def test_only_a_change_of_what_a_server_is_restarts_it() -> None:
     assert changes.settings == (("call_timeout", 5.0, 9.0),)
     assert changes.needs_restart == (("port", 1, 2),)
     assert diff_configs(before, before).empty
+
+
+def test_a_change_of_who_may_connect_or_see_what_is_named() -> None:
+    servers = {"one": {"command": "one"}}
+    before = parse_config_data({"mcpServers": servers}, source="mcp.json", env={})
+    after = parse_config_data(
+        {
+            "mcpServers": servers,
+            "auth": {"api_keys": {"ci": "a-key-of-sixteen-or-more"}},
+            "profiles": {"ci": {"principals": ["ci"], "servers": ["one"]}},
+        },
+        source="mcp.json",
+        env={},
+    )
+    changes = diff_configs(before, after)
+    assert changes.sections == ("profiles",) and changes.sections_need_restart == ("auth",)
+    assert changes.summary() == "sections profiles" and not changes.empty
+    assert diff_configs(after, after).empty
 
 
 def test_the_docs_name_exactly_the_live_settings() -> None:
@@ -243,6 +264,49 @@ async def test_the_file_watcher_applies_an_edit(tmp_path: Path) -> None:
 
 async def _listed(gateway: Gateway, name: str) -> bool:
     return gateway.catalog.has_tool(name)
+
+
+async def test_a_reload_keeps_authentication_and_applies_profiles(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Profiles are read at each request: an edit applies at once. The HTTP front checks keys with what it
+    was started with: a changed `auth` section says it needs a restart, and nothing of it is dropped."""
+    first, second = "the-first-operator-key", "the-second-operator-key"
+    path = tmp_path / "mcp.json"
+
+    def save(key: str, **sections: Any) -> None:
+        write(path, {"numbers": server_entry("numbers.py")}, reload=False)
+        data = json.loads(path.read_text())
+        data |= {"auth": {"api_keys": {"operator": key}}, **sections}
+        path.write_text(json.dumps(data))
+
+    save(first)
+    async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
+        assert gateway.reloader is not None
+        app = build_app(gateway, "127.0.0.1", stack)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8765") as http:
+
+            async def status(key: str | None) -> int:
+                headers = {"Authorization": f"Bearer {key}"} if key else {}
+                return (await http.get("/metrics", headers=headers)).status_code
+
+            assert (await status(None), await status(first)) == (401, 200)
+            readonly = {"readonly": {"principals": ["operator"], "servers": ["numbers"]}}
+            save(first, profiles=readonly)  # a profile added: applies at once
+            outcome = await gateway.reloader.reload()
+            assert outcome.applied and outcome.changes.sections == ("profiles",)
+            assert set(gateway.config.profiles) == {"readonly"}
+            assert gateway.config.auth.enabled  # the running auth stays whole
+            assert (await status(None), await status(first)) == (401, 200)
+
+            save(second, profiles=readonly)  # another key: kept for the next start, and said so
+            with caplog.at_level(logging.WARNING, logger="mcp_manifold"):
+                outcome = await gateway.reloader.reload()
+            assert outcome.applied and outcome.changes.sections_need_restart == ("auth",)
+            assert "auth" in outcome.as_dict()["changes"]["needs_restart"]
+            assert any("auth section changed but cannot change while running" in r.message for r in caplog.records)
+            assert (await status(first), await status(second)) == (200, 401)
+            assert set(gateway.config.profiles) == {"readonly"}
 
 
 # --- the real thing: a shared HTTP gateway, SIGHUP, and stdio's hang-up -----------------------------------

@@ -1,5 +1,6 @@
-"""What a config reload changes: which servers start, stop, restart or only take new options, and
-which settings apply at once or wait for a restart.
+"""What a config reload changes: which servers start, stop, restart or only take new options, which
+settings apply at once or wait for a restart, and whether the `profiles` section (applies at once) or
+the `auth` section (waits for a restart: the HTTP front builds its checks at start) changed.
 
 Plain comparison of two checked configs, no I/O; the runtime (`_runtime/reload.py`) applies it. A
 server restarts only when its entry reaches another server (`identity()`: command, args, env, cwd,
@@ -26,11 +27,20 @@ class ConfigChanges:
     reconfigured: tuple[str, ...] = ()  # same server, other options
     settings: tuple[tuple[str, Any, Any], ...] = ()  # (name, old, new) that apply at once
     needs_restart: tuple[tuple[str, Any, Any], ...] = ()  # (name, running, in the file) that cannot change live
+    sections: tuple[str, ...] = ()  # "profiles" (what each client may use), which applies at once
+    sections_need_restart: tuple[str, ...] = ()  # "auth" (who may connect), kept as it is until a restart
 
     @property
     def empty(self) -> bool:
         return not (
-            self.added or self.removed or self.restarted or self.reconfigured or self.settings or self.needs_restart
+            self.added
+            or self.removed
+            or self.restarted
+            or self.reconfigured
+            or self.settings
+            or self.needs_restart
+            or self.sections
+            or self.sections_need_restart
         )
 
     def summary(self) -> str:
@@ -43,6 +53,7 @@ class ConfigChanges:
                 ("restarted", self.restarted),
                 ("reconfigured", self.reconfigured),
                 ("settings", tuple(name for name, _old, _new in self.settings)),
+                ("sections", self.sections),
             )
             if names
         ]
@@ -55,7 +66,8 @@ class ConfigChanges:
             "restarted": list(self.restarted),
             "reconfigured": list(self.reconfigured),
             "settings": [name for name, _old, _new in self.settings],
-            "needs_restart": [name for name, _old, _new in self.needs_restart],
+            "needs_restart": [name for name, _old, _new in self.needs_restart] + list(self.sections_need_restart),
+            "sections": list(self.sections),
         }
 
 
@@ -82,4 +94,6 @@ def diff_configs(running: Config, loaded: Config) -> ConfigChanges:
         ),
         settings=tuple(settings),
         needs_restart=tuple(needs_restart),
+        sections=("profiles",) if running.profiles != loaded.profiles else (),
+        sections_need_restart=("auth",) if running.auth != loaded.auth else (),
     )

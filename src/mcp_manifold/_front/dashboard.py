@@ -5,7 +5,7 @@ The page (`dashboard_static/`) polls the API about once a second and redraws in 
 - `GET /ui/api/overview`: the gateway, every server (state, health, restarts, breaker, protocol, last
   error, stderr tail, tools), its clients by protocol era (as `manifold servers` shows them), the
   catalog's revision, the config check and the last reloads;
-- `GET /ui/api/tools`: every tool as exposed, with its server;
+- `GET /ui/api/tools`: every tool as exposed, with its server and its pin (quarantined or not);
 - `GET /ui/api/search?q=...&limit=N`: tools ranked as `retrieve_tools` ranks them (`Gateway.search`);
 - `GET /ui/api/calls?after=N`: the calls the call path saw since number N (`RecentCalls`).
 
@@ -169,7 +169,7 @@ class Dashboard:
                     "uptime": time.time() - gateway.started_at,
                     "expose": snapshot["expose"],
                     "tools": len(gateway.catalog.tool_entries()),
-                    "revision": self.revision,
+                    "revision": self._tools_revision(),
                     "clients": snapshot["clients"],
                     "last_call": self.calls.last,
                 },
@@ -184,16 +184,27 @@ class Dashboard:
         )
 
     async def tools(self, request: Request) -> Response:
-        rows = [
-            {
-                "name": entry.name,
-                "server": entry.server,
-                "original": entry.original.name,
-                "description": entry.exposed.description or "",
-            }
-            for entry in self.gateway.catalog.tool_entries()
-        ]
-        return _json({"revision": self.revision, "tools": rows})
+        pins = self.gateway.pins
+        rows = []
+        for entry in self.gateway.catalog.tool_entries():
+            pin = pins.get(entry.server, entry.original.name)
+            rows.append(
+                {
+                    "name": entry.name,
+                    "server": entry.server,
+                    "original": entry.original.name,
+                    "description": entry.exposed.description or "",
+                    "pin": pin.state if pin is not None else None,  # None with `pinning: off`
+                    "quarantined": pins.blocked(entry.server, entry.original.name),
+                }
+            )
+        return _json({"revision": self._tools_revision(), "tools": rows})
+
+    def _tools_revision(self) -> str:
+        """Changes when the tools panel must be fetched again: the catalog changed, or a pin did (an
+        operator's `manifold pins approve` in another process changes no listing)."""
+        states = frozenset((pin.key, pin.state) for pin in self.gateway.pins.pins())
+        return f"{self.revision}-{hash(states) & 0xFFFFFFFF:x}"
 
     async def search(self, request: Request) -> Response:
         query = request.query_params.get("q", "").strip()

@@ -13,7 +13,10 @@ A valid edit is applied at once (nothing awaits in between, so no call sees half
   enabled or disabled, restart the same way; their tools stay listed until the new one lists;
 - servers with other changes (prefix, tool filter, timeout, ...) keep their process and session;
 - settings marked live change at once; the others are logged as needing a restart and keep their
-  running value.
+  running value;
+- the `profiles` section applies at once (it is read at each request), and clients are told their
+  lists changed; the `auth` section is logged as needing a restart, as `port` is, and the running
+  one stays (the HTTP front builds its checks of keys and tokens at start).
 
 Clients learn what changed from the catalog's change events (`list_changed`, and the listen streams
 of 2026-era clients), as for any other change of a backend's listing.
@@ -24,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -37,6 +40,7 @@ from mcp_manifold._errors import ConfigError
 
 if TYPE_CHECKING:
     from mcp_manifold._core.result_cache import ResultCache
+    from mcp_manifold._runtime.back_channel import BackChannel
     from mcp_manifold._runtime.backends import BackendPool
     from mcp_manifold._runtime.catalog_sync import CatalogSync
     from mcp_manifold._runtime.client_sessions import ClientSessions
@@ -57,6 +61,7 @@ class Reloadable(Protocol):
     sync: CatalogSync
     health: HealthMonitor
     result_cache: ResultCache
+    back_channel: BackChannel
 
     @property
     def settings(self) -> Settings: ...
@@ -164,26 +169,37 @@ class ConfigReloader:
                 # The same loader, checks and command-line flags as at start-up and `manifold config check`.
                 loaded = load_config(self.path, overrides=running.overrides)
             except ConfigError as exc:
-                problems = tuple(str(problem) for problem in exc.problems)
-                logger.error("config reload refused, %s still serves as before: %s", self.path, "; ".join(problems))
-                outcome = ReloadOutcome(time.time(), trigger, applied=False, problems=problems)
-                self.refused += 1
+                outcome = self._refuse(trigger, tuple(str(problem) for problem in exc.problems))
             else:
-                changes = diff_configs(running, loaded)
-                apply_changes(self.gateway, loaded, changes)
-                for name, value, wanted in changes.needs_restart:
-                    logger.warning(
-                        "config reload: setting %s changed to %r but cannot change while running; "
-                        "it stays %r until the gateway restarts",
-                        name,
-                        wanted,
-                        value,
-                    )
-                logger.info("config reloaded from %s: %s", self.path, changes.summary())
-                outcome = ReloadOutcome(time.time(), trigger, applied=True, changes=changes)
-                self.applied += 1
+                outcome = self._apply(trigger, running, loaded)
             self.history.append(outcome)
             return outcome
+
+    def _refuse(self, trigger: Trigger, problems: tuple[str, ...]) -> ReloadOutcome:
+        logger.error("config reload refused, %s still serves as before: %s", self.path, "; ".join(problems))
+        self.refused += 1
+        return ReloadOutcome(time.time(), trigger, applied=False, problems=problems)
+
+    def _apply(self, trigger: Trigger, running: Config, loaded: Config) -> ReloadOutcome:
+        changes = diff_configs(running, loaded)
+        apply_changes(self.gateway, loaded, changes)
+        for name, value, wanted in changes.needs_restart:
+            logger.warning(
+                "config reload: setting %s changed to %r but cannot change while running; "
+                "it stays %r until the gateway restarts",
+                name,
+                wanted,
+                value,
+            )
+        for section in changes.sections_need_restart:
+            logger.warning(
+                "config reload: the %s section changed but cannot change while running; "
+                "the running one stays until the gateway restarts",
+                section,
+            )
+        logger.info("config reloaded from %s: %s", self.path, changes.summary())
+        self.applied += 1
+        return ReloadOutcome(time.time(), trigger, applied=True, changes=changes)
 
 
 def apply_changes(gateway: Reloadable, loaded: Config, changes: ConfigChanges) -> None:
@@ -205,7 +221,11 @@ def apply_changes(gateway: Reloadable, loaded: Config, changes: ConfigChanges) -
     gone = gateway.pool.replace(list(loaded.servers.values()), fresh)
     for name in changes.reconfigured:
         gateway.pool[name].reconfigure(loaded.servers[name])
-    gateway.config = Config(servers=loaded.servers, settings=settings, path=running.path, overrides=running.overrides)
+    # All of the loaded config (servers, profiles) but the one Settings object everything holds, and the
+    # running `auth`, which the HTTP front checks requests with until a restart.
+    gateway.config = replace(
+        loaded, settings=settings, auth=running.auth, path=running.path, overrides=running.overrides
+    )
     gateway.result_cache.configure(loaded.servers, restarted=frozenset(changes.restarted))
     for name in (*changes.removed, *changes.restarted):
         gateway.health.forget(name)
@@ -217,6 +237,8 @@ def apply_changes(gateway: Reloadable, loaded: Config, changes: ConfigChanges) -
         gateway.sync.forget(name)
 
     background = gateway.task_group
+    if "profiles" in changes.sections:  # what each client may see changed, though no server's listing did
+        background.start_soon(gateway.back_channel.notify_list_changed, {"tools", "resources", "prompts"})
     for backend in gone:
         background.start_soon(gateway.pool.retire, backend, settings.shutdown_timeout)
     relist = [name for name in changes.reconfigured if name in gateway.sync.listed]

@@ -36,6 +36,14 @@ function badge(text, tone) {
 const STATE_TONE = { ready: "ok", starting: "warn", stopped: "off", failed: "bad", disabled: "off" };
 const HEALTH_TONE = { active: "ok", connecting: "warn", retrying: "warn", dead: "bad", discovered: "off" };
 const BREAKER_TONE = { closed: "ok", "half-open": "warn", open: "bad" };
+// A tool's pin (`pinning`): approved as served, or changed / new / rejected, which quarantines it under enforce.
+const PIN_TONE = { pinned: "ok", changed: "warn", new: "warn", rejected: "bad" };
+
+function pinBadge(tool) {
+  if (tool.quarantined) return badge("quarantined", "bad");
+  return tool.pin ? badge(tool.pin, PIN_TONE[tool.pin]) : "";
+}
+
 const OUTCOME_TONE = { ok: "ok", cached: "ok", error: "bad", input_required: "warn" };
 
 // Behind the gateway's authentication the API answers 401: the page then asks for a token, keeps it for
@@ -128,7 +136,13 @@ function renderTools() {
     return words.every((w) => text.includes(w));
   });
   $("tool-rows").replaceChildren(
-    ...shown.map((t) => row([el("code", t.name), t.server, td(t.description, "description")], { tool: t.name, server: t.server })),
+    ...shown.map((t) =>
+      row([el("code", t.name), t.server, td(pinBadge(t), "pin"), td(t.description, "description")], {
+        tool: t.name,
+        server: t.server,
+        pin: t.quarantined ? "quarantined" : t.pin || "",
+      }),
+    ),
   );
   $("tool-count").textContent = shown.length === view.tools.length ? `(${view.tools.length})` : `(${shown.length} of ${view.tools.length})`;
 }
