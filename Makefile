@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SERVERS_VENV := tests/.venv-servers
 SERVERS_REQ  := tests/servers-requirements.txt
 
-.PHONY: demo test lint bench setup node servers clean
+.PHONY: demo test lint bench setup node servers browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,16 @@ servers:
 		  && touch $(SERVERS_VENV)/.installed ) \
 		|| echo "servers: could not install $(SERVERS_REQ): the tests that need these servers will be skipped"; fi
 
+# Debian's chromium, for the dashboard's browser test (Playwright drives it; it never downloads a browser).
+# Installed as root where apt-get works; elsewhere that test is skipped and says why.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the dashboard's browser test"; \
+		( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ) \
+		|| echo "chromium could not be installed: the dashboard's browser test will be skipped"; \
+	else echo "chromium not found and apt-get needs root: the dashboard's browser test will be skipped"; fi
+
 demo: setup
 	$(BIN)/manifold serve --config examples/demo.json --http --host 127.0.0.1 --port 8765
 
@@ -52,7 +62,7 @@ lint: setup
 # fit a 2-core machine. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 
-test: setup node servers
+test: setup node servers browser
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile

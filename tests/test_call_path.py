@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,47 @@ async def test_failures_are_observed_with_their_outcome(gateway: Gateway) -> Non
     assert [(record.kind, record.outcome) for record in seen] == [("tool", "error"), ("resource", "error")]
     assert seen[0].error is None  # the tool answered with an error result: the server itself is fine
     assert "Unknown resource" in (seen[1].error or "")
+
+
+@pytest.mark.anyio
+async def test_an_around_hook_wraps_every_call_and_hears_how_it_ended(gateway: Gateway) -> None:
+    events: list[tuple[Any, ...]] = []
+
+    @contextmanager
+    def hook(kind: str, request: Any, target: Any) -> Iterator[Any]:
+        events.append(("enter", kind, target.name))
+        try:
+            yield lambda record: events.append(("told", record.kind, record.outcome, record.backend is not None))
+        finally:
+            events.append(("left", kind))
+
+    def observer(record: CallRecord) -> None:
+        events.append(("observed", record.kind))  # after the hooks were told, while still inside them
+
+    stop = gateway.calls.around(hook)
+    gateway.calls.observe(observer)
+    async with Client(McpFront(gateway).server, mode="legacy") as client:
+        await client.call_tool("kitchen_echo", {"text": "x"})
+        assert (await client.call_tool("kitchen_fail", {})).is_error
+        with pytest.raises(Exception, match=r"(?i)unknown resource"):
+            await client.read_resource("kitchen+kitchen://nothing-here")
+        stop()
+        await client.call_tool("kitchen_echo", {"text": "after"})
+    assert events == [
+        ("enter", "tool", "echo"),
+        ("told", "tool", "ok", True),
+        ("observed", "tool"),
+        ("left", "tool"),
+        ("enter", "tool", "fail"),
+        ("told", "tool", "error", True),
+        ("observed", "tool"),
+        ("left", "tool"),
+        ("enter", "resource", "kitchen://nothing-here"),
+        ("told", "resource", "error", True),
+        ("observed", "resource"),
+        ("left", "resource"),
+        ("observed", "tool"),  # after `stop`: observed, not wrapped
+    ]
 
 
 @pytest.mark.anyio

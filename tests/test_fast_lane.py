@@ -86,6 +86,9 @@ async def test_what_needs_the_full_path_is_left_to_it(lane: Lane) -> None:
     assert not lane.take(b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":')  # not JSON: the SDK answers
     assert not lane.take(b'{"jsonrpc":"2.0","id":4,"method":"tools/list"}')
     assert not lane.take(b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":7}}')
+    # A trace to continue: the SDK server carries the client's traceparent on to the backend.
+    traced = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    assert not lane.take(call_line(6, "kitchen_echo", {"text": "t"}, _meta=traced))
     assert lane.frames == []
 
 

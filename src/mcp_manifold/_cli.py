@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -148,6 +149,9 @@ def serve(
             stopper = Stopper(task_group.cancel_scope.cancel)
             task_group.start_soon(stopper.watch, *([signal.SIGINT] if cfg.settings.http else []))
             async with Gateway(cfg, serving=True, single_client=not cfg.settings.http) as gateway:
+                if cfg.settings.http and gateway.reloader is not None:
+                    # A daemon's SIGHUP: read the config again (over stdio a hang-up still stops it).
+                    stopper.on_hangup = partial(gateway.reloader.request, "signal")
                 await serve(gateway, stopper)
             task_group.cancel_scope.cancel()
 

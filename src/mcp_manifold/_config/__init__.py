@@ -11,6 +11,7 @@ file > default. String values in the file may use `${VAR}` and `${VAR:-default}`
 The names below (`__all__`) are the package's interface; each module holds one concern:
 
 - `loading`: `load_config`, `check_config` and `parse_config_data`, the whole config assembled
+- `changes`: what a reload of a running gateway changes (`diff_configs`)
 - `files`: JSON/YAML read with duplicate keys found, the only file I/O
 - `servers`: the `mcpServers` entries read and checked, and the prefix check across them
 - `settings`: `Settings`, its fields and environment names, and the layering of its sources
@@ -27,6 +28,7 @@ from mcp_manifold._config.model import Config, ServerConfig, ToolFilter, Transpo
 from mcp_manifold._config.redaction import redact_args, redact_url
 from mcp_manifold._config.servers import SERVER_FIELDS
 from mcp_manifold._config.settings import (
+    LIVE_SETTINGS,
     SURFACE_NAMES,
     SettingField,
     Settings,
@@ -38,6 +40,7 @@ from mcp_manifold._config.variables import escape_vars, expand_vars
 
 __all__ = [
     "CONFIG_SUFFIXES",
+    "LIVE_SETTINGS",
     "SERVER_FIELDS",
     "SURFACE_NAMES",
     "Config",

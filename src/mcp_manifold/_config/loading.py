@@ -89,6 +89,7 @@ def _load(
     # Keep going after a broken file so environment and flag problems are reported in the same pass.
     config, problems = _build(data, str(path), env, overrides, base=path.expanduser().absolute().parent)
     config.path = path
+    config.overrides = dict(overrides or {})
     return config, file_problems + problems
 
 
@@ -109,6 +110,14 @@ def load_config(
     return config
 
 
-def check_config(path: str | Path | None, *, env: Mapping[str, str] | None = None) -> list[ConfigProblem]:
-    """Every problem `load_config` would raise, as a list; empty when the config is fine."""
-    return _load(path, env, None)[1]
+def check_config(
+    path: str | Path | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> list[ConfigProblem]:
+    """Every problem `load_config` would raise, as a list; empty when the config is fine.
+
+    `manifold config check`, a running gateway's reload and its dashboard all check this way.
+    """
+    return _load(path, env, overrides)[1]

@@ -142,11 +142,16 @@ class AuthConfig:
 @dataclass
 class Config:
     """A checked configuration: the servers in file order (disabled ones included), the settings, how
-    HTTP clients authenticate, and the profiles (what each client may see and use)."""
+    HTTP clients authenticate, and the profiles (what each client may see and use).
+
+    `path` and `overrides` (the command line's settings) are where it came from: a reload reads the
+    same file with the same flags.
+    """
 
     servers: dict[str, ServerConfig]
     settings: Settings
     path: Path | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
     auth: AuthConfig = field(default_factory=AuthConfig)
     profiles: dict[str, Profile] = field(default_factory=dict)
 

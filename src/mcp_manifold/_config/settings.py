@@ -9,6 +9,7 @@ flag > environment > file > default.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import types
 from collections.abc import Callable, Mapping
@@ -45,6 +46,13 @@ def _port_problem(value: int) -> str | None:
     return None if 0 <= value <= 65535 else f"must be a port number from 0 to 65535, not {value}"
 
 
+def _tracing_problem(enabled: bool) -> str | None:
+    # Checked here, not at the first call: `manifold config check` and start-up say what to install.
+    if enabled and importlib.util.find_spec("opentelemetry.sdk") is None:
+        return "needs the OpenTelemetry SDK: pip install 'mcp-manifold[otel]'"
+    return None
+
+
 def _search_models_problem(entries: list[str]) -> str | None:
     # Checked here rather than when the first search loads a model, which may be long after start.
     for entry in entries:
@@ -60,9 +68,14 @@ def _setting(
     choices: tuple[str, ...] = (),
     check: Callable[[Any], str | None] | None = None,
     path: bool = False,
+    live: bool = False,
 ) -> Any:
-    """A Settings field; its metadata drives checks, the CLI flags and the docs."""
-    metadata = {"help": help, "choices": choices, "check": check, "path": path}
+    """A Settings field; its metadata drives checks, the CLI flags and the docs.
+
+    `live`: a config reload may change it while the gateway runs (everything reads it at each use);
+    any other setting keeps its start-up value until the gateway restarts.
+    """
+    metadata = {"help": help, "choices": choices, "check": check, "path": path, "live": live}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=metadata)
     if callable(default):
@@ -89,12 +102,18 @@ class Settings:
     separator: str = _setting(
         "_", "Joins a server's prefix and a tool name (git + _ + status = git_status).", choices=SEPARATORS
     )
-    lazy: bool = _setting(True, "Start or connect a server only when it is first needed.")
+    lazy: bool = _setting(True, "Start or connect a server only when it is first needed.", live=True)
     init_timeout: float = _setting(
-        30.0, "Seconds a server gets to start and finish the MCP initialize handshake.", check=positive
+        30.0,
+        "Seconds a server gets to start and finish the MCP initialize handshake.",
+        check=positive,
+        live=True,
     )
     call_timeout: float = _setting(
-        120.0, "Seconds a tool call may take unless the server sets its own timeout.", check=positive
+        120.0,
+        "Seconds a tool call may take unless the server sets its own timeout.",
+        check=positive,
+        live=True,
     )
     stderr_lines: int = _setting(
         200, "Lines of each stdio server's stderr kept for error messages.", check=non_negative
@@ -106,6 +125,7 @@ class Settings:
         "warning",
         "Log level: debug, info, warning, error or critical.",
         choices=("debug", "info", "warning", "error", "critical"),
+        live=True,
     )
     host: str = _setting("127.0.0.1", "Address the HTTP endpoint listens on.", check=not_blank)
     port: int = _setting(8765, "Port the HTTP endpoint listens on (0 picks a free one).", check=_port_problem)
@@ -139,15 +159,15 @@ class Settings:
         check=_search_models_problem,
         path=True,
     )
-    search_top_k: int = _setting(5, "How many tools a search returns.", check=positive)
-    tools_limit: int = _setting(15, "Most tools listed at once by dynamic routing.", check=positive)
+    search_top_k: int = _setting(5, "How many tools a search returns.", check=positive, live=True)
+    tools_limit: int = _setting(15, "Most tools listed at once by dynamic routing.", check=positive, live=True)
     routing: str = _setting(
         "call_tool",
         "How found tools are called: call_tool (through a gateway tool) or dynamic (added to the tool list).",
         choices=("call_tool", "dynamic"),
     )
-    list_changed_exec: str | None = _setting(None, "Command run when the tool list changes.")
-    list_changed_exec_timeout: float = _setting(5.0, "Seconds list_changed_exec may run.", check=positive)
+    list_changed_exec: str | None = _setting(None, "Command run when the tool list changes.", live=True)
+    list_changed_exec_timeout: float = _setting(5.0, "Seconds list_changed_exec may run.", check=positive, live=True)
     discovery_dir: str | None = _setting(
         None,
         "Where running MCP servers register for the hub"
@@ -160,7 +180,9 @@ class Settings:
     ping_interval: float = _setting(
         10.0, "Seconds between health pings to servers; 0 turns pings off.", check=non_negative
     )
-    ping_timeout: float = _setting(5.0, "Seconds a ping may take before the server counts as down.", check=positive)
+    ping_timeout: float = _setting(
+        5.0, "Seconds a ping may take before the server counts as down.", check=positive, live=True
+    )
     session_idle_timeout: float = _setting(
         1800.0, "Seconds an idle HTTP client session is kept; 0 keeps it forever.", check=non_negative
     )
@@ -194,9 +216,12 @@ class Settings:
         "Seconds HTTP requests in flight get to finish when the gateway stops; open streams are then cut.",
         check=positive,
     )
-    breaker_threshold: int = _setting(3, "Failures in a row after which a server is paused.", check=positive)
+    breaker_threshold: int = _setting(3, "Failures in a row after which a server is paused.", check=positive, live=True)
     breaker_cooldown: float = _setting(
-        10.0, "Seconds a paused server waits before it is tried again.", check=non_negative
+        10.0,
+        "Seconds a paused server waits before it is tried again.",
+        check=non_negative,
+        live=True,
     )
     spill_allowed_dirs: list[str] = _setting(  # noqa: RUF009 - a dataclasses.field with a factory
         [],
@@ -208,6 +233,14 @@ class Settings:
     )
     openai_model: str = _setting(
         "text-embedding-3-small", "Embedding model for search_embedder openai.", check=not_blank
+    )
+    reload: bool = _setting(True, "Watch the config file while serving and apply its edits without a restart.")
+    metrics: bool = _setting(True, "Serve Prometheus metrics at /metrics on the HTTP front.")
+    dashboard: bool = _setting(True, "Serve the web dashboard at /ui on the HTTP front.")
+    tracing: bool = _setting(
+        False,
+        "Export OpenTelemetry traces of calls (the otel extra; OTLP set by the OTEL_* variables).",
+        check=_tracing_problem,
     )
     profile: str | None = _setting(
         None,
@@ -246,6 +279,7 @@ class Settings:
 
 _SETTING_FIELDS = {f.name: f for f in fields(Settings)}
 _SETTING_TYPES = get_type_hints(Settings)
+LIVE_SETTINGS = frozenset(name for name, f in _SETTING_FIELDS.items() if f.metadata["live"])
 
 
 class SettingField(NamedTuple):

@@ -49,12 +49,26 @@ class ResultCache:
         self.catalog = catalog
         self.clock = clock
         self.max_entries = max_entries
-        self._ttls = {name: config.cache_ttl for name, config in servers.items() if config.cache_ttl}
+        self._ttls: dict[str, float] = {}
         self._entries: OrderedDict[tuple[str, str, str], tuple[float, types.CallToolResult]] = OrderedDict()
         self._policy: dict[tuple[str, str], float] | None = None  # (server, tool) -> ttl, rebuilt on change
+        self._subscribed = False
         self.hits = 0
-        if self._ttls:
-            catalog.subscribe(self._on_change)
+        self.configure(servers)
+
+    def configure(self, servers: Mapping[str, CachedServer], restarted: frozenset[str] = frozenset()) -> None:
+        """Take the servers' `cache_ttl`s (again, after a config reload); results of servers that are no
+        longer cached, changed their ttl or were `restarted` are dropped."""
+        ttls = {name: config.cache_ttl for name, config in servers.items() if config.cache_ttl}
+        stale = {name for name in self._ttls if ttls.get(name) != self._ttls[name]} | restarted
+        if stale:
+            for key in [key for key in self._entries if key[0] in stale]:
+                del self._entries[key]
+        self._ttls = ttls
+        self._policy = None
+        if ttls and not self._subscribed:
+            self.catalog.subscribe(self._on_change)
+            self._subscribed = True
 
     def _on_change(self, kinds: set[Kind]) -> None:
         if "tools" in kinds:

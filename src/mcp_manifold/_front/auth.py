@@ -261,8 +261,10 @@ class Verifier:
 # --- the wrap -------------------------------------------------------------------------------------------
 
 
-def guard(app: ASGIApp, config: Callable[[], Config]) -> ASGIApp:
-    """`app` behind authentication (when configured) and profile selection: where the HTTP routes get wrapped."""
+def guard(app: ASGIApp, config: Callable[[], Config], open_paths: Callable[[str], bool] | None = None) -> ASGIApp:
+    """`app` behind authentication (when configured) and profile selection: where the HTTP routes get wrapped.
+
+    `open_paths` names paths served without a credential (pages that hold no data, such as the dashboard's)."""
     auth = config().auth
     identify: ASGIApp = _Identify(AuthContextMiddleware(app), config)
     if not auth.enabled:
@@ -287,7 +289,7 @@ def guard(app: ASGIApp, config: Callable[[], Config]) -> ASGIApp:
     authenticated = AuthenticationMiddleware(
         required, backend=BearerAuthBackend(verifier), on_error=_refusal(str(metadata_url) if metadata_url else None)
     )
-    return _Guard(app, _ProfilePath(_Public(public, authenticated)))
+    return _Guard(app, _ProfilePath(_Public(public, authenticated, app, open_paths)))
 
 
 def _refusal(metadata_url: str | None) -> Callable[[HTTPConnection, AuthenticationError], Response]:
@@ -319,16 +321,23 @@ class _Guard:
 
 
 class _Public:
-    """Serves the public routes (the protected-resource metadata) without a credential; the rest goes to `app`."""
+    """Serves the public routes (the protected-resource metadata) and the open paths without a credential;
+    the rest goes to `app`."""
 
-    def __init__(self, public: Router, app: ASGIApp) -> None:
+    def __init__(
+        self, public: Router, app: ASGIApp, unguarded: ASGIApp, open_paths: Callable[[str], bool] | None
+    ) -> None:
         self.public = public
         self.paths = {route.path for route in public.routes}  # type: ignore[attr-defined]
         self.app = app
+        self.unguarded = unguarded
+        self.open_paths = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] in self.paths:
             await self.public(scope, receive, send)
+        elif scope["type"] == "http" and self.open_paths is not None and self.open_paths(scope["path"]):
+            await self.unguarded(scope, receive, send)
         else:
             await self.app(scope, receive, send)
 

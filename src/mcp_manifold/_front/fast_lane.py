@@ -7,8 +7,9 @@ asked for, none of that does anything, so the front hands the raw line here: the
 makes the call through the same call path as every other call (`Gateway.calls`), and writes back
 the JSON-RPC response itself.
 
-Everything else (other methods, progress tokens, unknown tools, surfaces other than `direct`,
-results that may be spilled or cached, a backend not running yet) goes the normal way, and so does
+Everything else (other methods, progress tokens, a `traceparent` to continue, unknown tools, surfaces
+other than `direct`, results that may be spilled or cached, a backend not running yet) goes the
+normal way (the SDK server carries a client's trace on to the backend), and so does
 every call until the client has sent `notifications/initialized` (only protocol versions before
 2026-07-28 do; later ones keep the normal path throughout). Cancellation of a fast call is handled
 here too, since the SDK server never saw the request.
@@ -79,8 +80,10 @@ class FastLane:
         meta = params.get("_meta")
         if arguments is not None and not isinstance(arguments, dict):
             return False
-        if meta is not None and (not isinstance(meta, dict) or meta.get("progressToken") is not None):
-            return False
+        if meta is not None and (
+            not isinstance(meta, dict) or meta.get("progressToken") is not None or "traceparent" in meta
+        ):
+            return False  # progress, and a trace to continue, are the SDK server's to carry on
         route = self.gateway.fast_route(params["name"], self._caller())
         if route is None:
             return False

@@ -1,19 +1,27 @@
 """Streamable HTTP at http://host:port/mcp: any number of clients, one session each (session era).
 
-uvicorn serves the SDK's streamable HTTP app behind `guard` (front/auth.py): authentication when
-the config has an `auth` section, and profiles (`/mcp/p/<profile>`). Routes added to the app before
-it is guarded sit behind the same checks. SIGTERM / SIGHUP start uvicorn's graceful shutdown,
-bounded by `shutdown_timeout` (a client's open SSE stream never ends by itself).
+uvicorn serves the SDK's streamable HTTP app behind `guard` (`_front/auth.py`): authentication when
+the config has an `auth` section, and profiles (`/mcp/p/<profile>`). SIGTERM (and Ctrl-C) start
+uvicorn's graceful shutdown, bounded by `shutdown_timeout` (a client's open SSE stream never ends by
+itself). SIGHUP reloads the config (`_front/signals.py`).
+
+Beside /mcp, on the same host and port, the operator routes: `/metrics` (Prometheus) and `/ui` (the
+dashboard). `build_app` is the one place where routes are assembled and wrapped: every route sits
+behind the same authentication as /mcp, except the dashboard's page itself, which holds no data (it
+asks the guarded API, and for a key when the API wants one).
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
+from typing import Any
 
 import uvicorn
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.auth import guard
@@ -22,9 +30,15 @@ from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.signals import Stopper
 from mcp_manifold._runtime.gateway import Gateway
 
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
-async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | None = None) -> None:
-    """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
+
+def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
+    """The HTTP front's app: MCP at /mcp, and the operator routes the settings turn on (`operator_routes`),
+    all behind `guard`.
+
+    `stack` owns what the operator routes watch (call observers); closing it detaches them.
+    """
     check_exposure(gateway.config)
     front = McpFront(gateway)
     starlette_app = front.server.streamable_http_app(
@@ -32,11 +46,79 @@ async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | 
         session_idle_timeout=gateway.settings.session_idle_timeout or None,
         # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
         max_sessions=gateway.settings.max_http_sessions,
+        custom_starlette_routes=operator_routes(gateway, host, stack),
     )
     if "hub" in gateway.settings.expose:
         add_instance_endpoints(starlette_app)
     # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
-    app = guard(without_phantom_sessions(starlette_app), lambda: gateway.config)
+    open_paths = dashboard_page if gateway.settings.dashboard else None
+    return guard(without_phantom_sessions(starlette_app), lambda: gateway.config, open_paths)
+
+
+def dashboard_page(path: str) -> bool:
+    """The dashboard's page and its static files, which hold no data (its API, /ui/api, is guarded)."""
+    return path == "/ui" or (path.startswith("/ui/") and not path.startswith("/ui/api"))
+
+
+def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack) -> list[BaseRoute]:
+    """/metrics and /ui, as the settings ask, each checked like /mcp against DNS rebinding."""
+    routes: list[BaseRoute] = []
+    if gateway.settings.metrics:
+        from prometheus_client import make_asgi_app
+
+        from mcp_manifold._runtime.metrics import GatewayMetrics
+
+        metrics = GatewayMetrics(gateway)
+        stack.callback(metrics.attach())
+        routes.append(Route("/metrics", endpoint=_SameHost(make_asgi_app(metrics.registry), host)))
+    if gateway.settings.dashboard:
+        from mcp_manifold._front.dashboard import Dashboard
+
+        dashboard = Dashboard(gateway)
+        stack.callback(dashboard.attach())
+        routes.append(Mount("/ui/api", app=_SameHost(dashboard.api_app(), host)))
+        routes.append(Mount("/ui", app=_SameHost(dashboard.page_app(), host)))
+    return routes
+
+
+class _SameHost:
+    """On a loopback host, the SDK's DNS-rebinding check of /mcp (Host and Origin headers) for an operator
+    route too: a web page the operator visits must not read the dashboard through a rebound name.
+
+    A class, not a function: Starlette would take a function for a request handler, not an ASGI app.
+    """
+
+    def __init__(self, app: ASGIApp, host: str) -> None:
+        self.app = app
+        self.check = (
+            TransportSecurityMiddleware(
+                TransportSecuritySettings(
+                    enable_dns_rebinding_protection=True,
+                    allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+                    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+                )
+            )
+            if host in _LOOPBACK
+            else None
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.check is not None and scope["type"] == "http":
+            refusal = await self.check.validate_request(Request(scope, receive))
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | None = None) -> None:
+    """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
+    async with AsyncExitStack() as stack:
+        app = build_app(gateway, host, stack)
+        await _serve(app, gateway, host, port, stopper)
+
+
+async def _serve(app: Any, gateway: Gateway, host: str, port: int, stopper: Stopper | None) -> None:
     level = gateway.settings.log_level
     # uvicorn's access log only at debug: one line per MCP message is noise at any other level.
     config = uvicorn.Config(

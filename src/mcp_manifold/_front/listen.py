@@ -53,8 +53,11 @@ class GatewayListenHandler:
             kept = [uri for uri in uris if uri not in unknown] or None
             notifications = params.notifications.model_copy(update={"resource_subscriptions": kept})
             params = params.model_copy(update={"notifications": notifications})
+        channel = self._gateway.back_channel
+        channel.listen_streams += 1
         try:
             return await self._streams(ctx, params)
         finally:
+            channel.listen_streams -= 1
             for uri in subscribed:
                 await self._gateway.unsubscribe(request, uri)

@@ -4,8 +4,9 @@ The back channel knows the gateway's clients (`Caller`s, tracked as they make re
 to them what backends initiate:
 
 - `list_changed` from a backend re-lists it (the catalog then announces what really changed); a client
-  hears of a change to a list only if it has that list and was not told yet since it last listed it, so
-  ten backends coming up behind a client's first `tools/list` cost it at most one notification;
+  hears of a change to a list only if it has that list, was not told yet since it last listed it, and
+  listed it before the change, so ten backends coming up behind a client's first `tools/list` cost it at
+  most one notification, and none if that list already shows them;
   `resources/updated` goes to the clients that subscribed to that URI;
 - a log message goes to the client whose call is running on that backend, else to every client;
 - a request for input (sampling, elicitation, roots) goes to the client whose call is waiting.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -59,20 +60,30 @@ class BackChannel:
         self.catalog = catalog
         self._relist = relist  # re-list one backend (run in the background)
         self.bus = InMemorySubscriptionBus()  # 2026-era clients' subscriptions/listen streams
+        self.listen_streams = 0  # of those, open now (the front's listen handler counts them)
         self._callers: weakref.WeakSet[Caller] = weakref.WeakSet()
         self._sole: weakref.ref[Caller] | None = None  # the one client of a stdio gateway, once known
         self._subscriptions: dict[str, weakref.WeakSet[Caller]] = {}
-        self._pending: set[Kind] = set()
+        # Catalog changes are counted; a queued change remembers its count, a list the count it showed. A
+        # change reaches clients after it happened (from `run`), so a client that listed in between already
+        # has it: without the counts it would be told, and that notice would stand for the next real change.
+        self._changes = 0
+        self._pending: dict[Kind, int] = {}  # kind -> the count of its latest change not yet announced
         self._changed = anyio.Event()
-        # Per client, the lists it has and has not been told about since it listed them (coalescing).
-        self._unannounced: weakref.WeakKeyDictionary[Caller, set[Kind]] = weakref.WeakKeyDictionary()
+        # Per client, the lists it has and has not been told about since it listed them (coalescing): the
+        # change count each list showed.
+        self._unannounced: weakref.WeakKeyDictionary[Caller, dict[Kind, int]] = weakref.WeakKeyDictionary()
         self._task_group: anyio.abc.TaskGroup | None = None
 
     # --- clients --------------------------------------------------------------------------------
 
     def track(self, caller: Caller) -> None:
         """Note a client that made a request (it hears about changes from now on)."""
-        self._callers.add(caller)
+        if caller not in self._callers:
+            self._callers.add(caller)
+            # Forgotten when it goes away, not when it is garbage (a session's caller sits in a cycle).
+            ref = weakref.ref(caller)
+            caller.on_close(lambda: self._forget(ref))
 
     def session_count(self) -> int:
         """How many session-era clients are connected now."""
@@ -84,7 +95,12 @@ class BackChannel:
 
     def listed(self, caller: Caller, kind: Kind) -> None:
         """`caller` got the current list of `kind`: its next change is worth telling it about."""
-        self._unannounced.setdefault(caller, set()).add(kind)
+        self._unannounced.setdefault(caller, {})[kind] = self._changes
+
+    def _forget(self, ref: weakref.ref[Caller]) -> None:
+        caller = ref()
+        if caller is not None:
+            self._callers.discard(caller)
 
     def subscribe(self, caller: Caller, uri: str) -> bool:
         """Record `caller`'s subscription to `uri`; True if it is the first one (the backend must be told)."""
@@ -112,7 +128,8 @@ class BackChannel:
 
     def catalog_changed(self, kinds: set[Kind]) -> None:
         """A catalog listener: queue the kinds for `run`, which tells the clients."""
-        self._pending |= kinds
+        self._changes += 1
+        self._pending.update(dict.fromkeys(kinds, self._changes))
         self._changed.set()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -123,31 +140,45 @@ class BackChannel:
             while True:
                 await self._changed.wait()
                 self._changed = anyio.Event()
-                kinds, self._pending = self._pending, set()
-                await self.notify_list_changed(kinds)
+                changes, self._pending = self._pending, {}
+                await self._announce(changes)
 
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
         """Send `list_changed` for `kinds` to one client, or to all of them (and their listen streams).
 
-        A client is told about a list it has, once until it lists it again.
+        A client is told about a list it has, once until it lists it again. A change of one client's own
+        lists (a search registered tools for it) is its own doing, never one its list already shows.
         """
         if caller is not None:
-            await self._tell(caller, kinds)
+            await self._tell(caller, dict.fromkeys(kinds))
             return
-        await self.publish(kinds)
+        self._changes += 1
+        await self._announce(dict.fromkeys(kinds, self._changes))
+
+    async def _announce(self, changes: dict[Kind, int]) -> None:
+        await self.publish(set(changes))
         for target in list(self._callers):
-            await self._tell(target, kinds)
+            await self._tell(target, changes)
 
     async def publish(self, kinds: set[Kind]) -> None:
         """Tell the listen streams of 2026-07-28 clients that the lists of `kinds` changed."""
         for kind in sorted(kinds):
             await self.bus.publish(_BUS_EVENTS[kind]())
 
-    async def _tell(self, caller: Caller, kinds: set[Kind]) -> None:
+    async def _tell(self, caller: Caller, changes: Mapping[Kind, int | None]) -> None:
+        """Tell `caller` of the changes (kind -> change count, None: now) to lists it has and has not been
+        told of, unless it listed them since."""
         unannounced = self._unannounced.get(caller)
-        due = kinds & unannounced if unannounced else set()
+        if not unannounced:
+            return
+        due = {
+            kind
+            for kind, count in changes.items()
+            if kind in unannounced and (count is None or unannounced[kind] < count)
+        }
         if due:
-            unannounced -= due
+            for kind in due:
+                del unannounced[kind]
             await caller.notify_list_changed(due)
 
     # --- what backends initiate (BackendHooks) ---------------------------------------------------

@@ -319,7 +319,9 @@ class Backend:
             )
         return f"{what}; mcp-manifold now reaches it in a session, where it can ask: call again"
 
-    async def _renew_if_session_needed(self) -> None:
+    async def renew_if_session_needed(self) -> None:
+        """Reconnect with the handshake if `asks_mid_call` learned the server needs a session. Call it with
+        the request that wants it counted (`serving`): it renews only while that is the only one in flight."""
         # Only between requests: the connection is shared, and another client's request may be running on it.
         if self._needs_session and self.modern and self.state == "ready" and len(self._callers) <= 1:
             logger.info("server %r: reconnecting with the handshake", self.name)
@@ -395,6 +397,24 @@ class Backend:
         if self.state != "disabled":
             self.state = "stopped"
 
+    def reconfigure(self, config: ServerConfig) -> None:
+        """Take a changed entry that reaches the same server (`identity()` unchanged): prefix, tool filter,
+        timeout, concurrency limit, caching, laziness. The session and its process are kept."""
+        assert config.identity() == self.config.identity() and config.enabled == self.config.enabled
+        self.config = config
+        limit = config.max_concurrency
+        if limit and self._limiter is not None:
+            self._limiter.total_tokens = limit
+        else:  # calls holding the old limiter release it as they finish
+            self._limiter = anyio.CapacityLimiter(limit) if limit else None
+
+    async def drain(self, grace: float) -> None:
+        """Wait (at most `grace` seconds) for the calls in flight here to finish, then stop."""
+        with anyio.move_on_after(grace):
+            while self._callers:
+                await anyio.sleep(0.05)
+        await self.stop()
+
     # --- requests --------------------------------------------------------------------------
 
     def serving(self, request: Any) -> _Serving:
@@ -422,7 +442,7 @@ class Backend:
         if admission.trial and self.state == "failed":
             # The breaker's trial is the retry: it must reach the server, not fail on the restart backoff.
             self._next_retry = 0.0
-        await self._renew_if_session_needed()
+        await self.renew_if_session_needed()
         try:
             result = await self._request(action, call)
         except (BackendStartError, BackendUnavailable, BackendTimeout, BackendClosed) as exc:
@@ -457,7 +477,9 @@ class Backend:
                     async with self._limiter:
                         return await call(session)
         except BackendClosed as exc:
-            self._mark_dead(str(exc))
+            # A session replaced meanwhile (stopped on purpose to renew it, say) must not take its successor down.
+            if self._session is session:
+                self._mark_dead(str(exc))
             raise BackendClosed(
                 self.name, self._with_stderr(f"{action} failed: the server closed the connection")
             ) from exc
@@ -621,12 +643,18 @@ class BackendPool:
         # Backends added at run time (hub instances), kept apart from the configured ones so the catalog,
         # the direct surface and `manifold servers` never list them by accident.
         self.added: dict[str, Backend] = {}
+        # Configured backends a config reload replaced or removed, still finishing their calls.
+        self.retiring: set[Backend] = set()
+        self._hooks = hooks
+        self._declare = declare
         self._added_cleanup = False
         self._exit: AsyncExitStack | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> BackendPool:
         self._exit = AsyncExitStack()
         task_group = await self._exit.enter_async_context(anyio.create_task_group())
+        self._task_group = task_group
         for backend in self.backends.values():
             backend.attach(task_group)
         return self
@@ -634,13 +662,38 @@ class BackendPool:
     async def __aexit__(self, *exc_info: object) -> None:
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as stoppers:
-                for backend in self.backends.values():
+                for backend in [*self.backends.values(), *self.retiring]:
                     stoppers.start_soon(backend.stop)
         assert self._exit is not None
         await self._exit.__aexit__(*exc_info)
 
     def __getitem__(self, name: str) -> Backend:
         return self.backends[name]
+
+    # --- configured backends changed by a config reload -------------------------------------------
+
+    def replace(self, configs: list[ServerConfig], fresh: set[str]) -> list[Backend]:
+        """Take the reloaded config's servers, in its order: a new backend for each name in `fresh` (added,
+        or changed so that it reaches another server), the existing one for every other name. Returns the
+        backends no longer in use (removed or replaced); each must go through `retire`."""
+        old = self.backends
+        backends: dict[str, Backend] = {}
+        for config in configs:
+            current = old.get(config.name)
+            if current is None or config.name in fresh:
+                current = Backend(config, self.settings, self._hooks, self.child_env, self._declare)
+                if self._task_group is not None:
+                    current.attach(self._task_group)
+            backends[config.name] = current
+        self.backends = backends
+        gone = [backend for name, backend in old.items() if backends.get(name) is not backend]
+        self.retiring.update(gone)
+        return gone
+
+    async def retire(self, backend: Backend, grace: float) -> None:
+        """Stop a backend `replace` took out, once its calls in flight are done (at most `grace` seconds)."""
+        await backend.drain(grace)  # if the gateway stops meanwhile, the pool's exit stops it with the rest
+        self.retiring.discard(backend)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.backends.values())

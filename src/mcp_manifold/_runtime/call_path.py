@@ -13,7 +13,11 @@ resources or gets its prompts. In order, a call:
 5. turns a backend failure into a tool error (tools) or a `BackendError` (reads, prompts), and hides
    the server's secrets in error results;
 6. spills a large result to a file (the gateway's `spill_threshold`, or the surface's own policy);
-7. tells every observer (`observe`): the place where audit, metrics and traces hook in.
+7. tells every observer (`observe`): the place where audit and metrics hook in.
+
+What must be in place *around* a call (a trace span, current while the backend is asked, so the
+request to the server carries it on) registers with `around`. With no around-call hook, no observer
+and no policy, a call pays for none of them: one truth test each.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import mcp_types as types
@@ -78,10 +83,11 @@ class CallRecord:
     kind: CallKind
     target: Target
     caller: str  # the client's key
-    duration: float  # seconds
+    duration: float  # seconds in the call path, backend included
     outcome: Outcome
-    error: str | None = None
+    error: str | None = None  # with the server's secrets hidden
     spilled: bool = False
+    backend: float | None = None  # seconds waiting for the backend (its start and queue included); None: cached
     principal: str | None = None
     profile: str | None = None
     arguments_size: int | None = None  # bytes of the arguments as JSON
@@ -89,6 +95,9 @@ class CallRecord:
 
 
 Observer = Callable[[CallRecord], None]
+# An around-call hook: `hook(kind, request, target)` is entered before the call goes to its backend and
+# left after it; what it yields is told the call's record just before it is left.
+Around = Callable[[CallKind, Request, Target], AbstractContextManager[Observer]]
 
 
 class CallPolicy(Protocol):
@@ -137,11 +146,24 @@ class CallPath:
         self._held = held
         self.log_level: types.LoggingLevel | None = None  # what a session-era client set (logging/setLevel)
         self._observers: list[Observer] = []
+        self._arounds: list[Around] = []
 
     def observe(self, observer: Observer) -> Callable[[], None]:
         """Call `observer(record)` after every call; returns a function that stops it."""
         self._observers.append(observer)
         return lambda: self._observers.remove(observer)
+
+    def around(self, hook: Around) -> Callable[[], None]:
+        """Run every call inside `hook(kind, request, target)` (see `Around`); returns a function that stops it."""
+        self._arounds.append(hook)
+        return lambda: self._arounds.remove(hook)
+
+    async def _wrapped(
+        self, kind: CallKind, request: Request, target: Target, run: Callable[[tuple[Observer, ...]], Awaitable[Any]]
+    ) -> Any:
+        with ExitStack() as stack:
+            finishes = tuple(stack.enter_context(hook(kind, request, target)) for hook in list(self._arounds))
+            return await run(finishes)
 
     def backend(self, server: str, request: Request | None = None) -> Backend:
         """The session a request to `server` goes to: the client's own (`session_scope: client`), else the
@@ -162,13 +184,22 @@ class CallPath:
         A call the policy refuses raises (`NotFound`, `Quarantined`, `RateLimited`), as an unknown
         name would: the caller gets a clear error, the observers a record of the refusal.
         """
+        if self._arounds:
+            return await self._wrapped(
+                "tool", request, call.target, lambda hooks: self._admitted_call(request, call, hooks)
+            )
+        return await self._admitted_call(request, call, ())
+
+    async def _admitted_call(
+        self, request: Request, call: ToolCall, hooks: tuple[Observer, ...]
+    ) -> types.CallToolResult | types.InputRequiredResult:
         started = time.perf_counter()
         policy = self.policy
         if policy is None:
-            return await self._call_tool(request, call, started)
-        self._admit(policy, request, "tool", call.target, started, call.arguments)
+            return await self._call_tool(request, call, started, hooks)
+        self._admit(policy, request, "tool", call.target, started, call.arguments, None, hooks)
         try:
-            return await self._call_tool(request, call, started)
+            return await self._call_tool(request, call, started, hooks)
         finally:
             policy.release(request)
 
@@ -181,12 +212,14 @@ class CallPath:
         started: float,
         arguments: Any,
         checked_as: CallKind | None = None,
+        hooks: tuple[Observer, ...] = (),
     ) -> None:
         try:
             policy.admit(request, checked_as or kind, target)
         except ManifoldError as exc:
-            if self._observers:
-                self._tell(self._record(kind, request, target, started, refusal_outcome(exc), str(exc), arguments))
+            if self._observers or hooks:
+                outcome = refusal_outcome(exc)
+                self._tell(self._record(kind, request, target, started, outcome, str(exc), arguments), hooks)
             raise
 
     def refused(self, request: Request, kind: CallKind, target: Target, exc: ManifoldError) -> None:
@@ -222,12 +255,13 @@ class CallPath:
         )
 
     async def _call_tool(
-        self, request: Request, call: ToolCall, started: float
+        self, request: Request, call: ToolCall, started: float, hooks: tuple[Observer, ...]
     ) -> types.CallToolResult | types.InputRequiredResult:
         target, arguments = call.target, call.arguments
         backend = self.backend(target.server, request)
         outcome: Outcome = "ok"
         error: str | None = None
+        waited: float | None = None
         result = self._cache.lookup(target.server, target.name, arguments)
         if result is not None:
             outcome = "cached"
@@ -245,32 +279,37 @@ class CallPath:
                     **extra,
                 )
 
+            sent = time.perf_counter()
             try:
                 result = await self._exchange(request, backend, "tools/call", send)
             except BackendError as exc:
+                # Errors can quote a server's stderr or URL, where its secrets may appear.
                 error = backend.config.scrub(str(exc))
-                result = tool_error(str(exc))
+                result = tool_error(error)
             except InvalidRequest as exc:  # a retry whose requestState or answers do not fit
                 error = str(exc)
                 result = tool_error(error)
             else:
                 if isinstance(result, types.InputRequiredResult):
-                    if self._observers:
-                        self._tell(self._record("tool", request, target, started, "input_required", None, arguments))
+                    if self._observers or hooks:
+                        waited = time.perf_counter() - sent
+                        record = self._record("tool", request, target, started, "input_required", None, arguments)
+                        self._tell(replace(record, backend=waited), hooks)
                     return result
                 result = self._exposed_uris(target, result)
                 self._cache.store(target.server, target.name, call.arguments, result)
+            waited = time.perf_counter() - sent
             if result.is_error:
                 outcome = "error"
-                # Errors can quote a server's stderr or URL, where its secrets may appear.
                 result = scrubbed(result, backend.config.scrub)
         spilled = False
         policy = call.spill or self.default_spill
         if policy.active:
             result, spilled = self._spilled(result, policy, target)
-        if self._observers:
+        if self._observers or hooks:
             size = content_size(result.content)
-            self._tell(self._record("tool", request, target, started, outcome, error, arguments, size, spilled))
+            record = self._record("tool", request, target, started, outcome, error, arguments, size, spilled)
+            self._tell(replace(record, backend=waited), hooks)
         return result
 
     # --- questions from servers, across the eras (see input_bridge.py) ---------------------------
@@ -279,7 +318,7 @@ class CallPath:
         """One request to a server, however many rounds of questions it takes, in the client's era."""
         state = read_state(request.request_state)
         if state is not None and state.kind == "held":
-            return await self._held.resume(state.held_id, request)
+            return await self._held.resume(state, request)
         extra: dict[str, Any] = {}
         if state is not None:
             if state.server != backend.name:
@@ -287,7 +326,12 @@ class CallPath:
             extra = {"input_responses": request.input_responses, "request_state": state.inner}
         stateless = request.caller.era == "stateless"
         if stateless and not extra:
-            await backend.session()  # its era and what it was told decide how its questions are asked
+            # Its era and what it was told decide how its questions are asked: a reconnect with the
+            # handshake that an earlier call found necessary (`asks_mid_call`) comes first, once no other
+            # client's call is in flight there (this one is counted among them meanwhile).
+            with backend.serving(request):
+                await backend.renew_if_session_needed()
+            await backend.session()
             if not backend.modern and backend.declared:
                 # A session-era server may ask mid-call, which a 2026-07-28 client can only answer by
                 # calling again: keep the server's call running meanwhile.
@@ -447,22 +491,45 @@ class CallPath:
         checked_as: CallKind | None = None,
     ) -> Any:
         """Run `work` on the target's backend; the policy checks it as `checked_as` (what a completion names)."""
+        if self._arounds:
+            return await self._wrapped(
+                kind,
+                request,
+                target,
+                lambda hooks: self._run_once(kind, request, target, work, arguments, checked_as, hooks),
+            )
+        return await self._run_once(kind, request, target, work, arguments, checked_as, ())
+
+    async def _run_once(
+        self,
+        kind: CallKind,
+        request: Request,
+        target: Target,
+        work: Callable[[Backend], Any],
+        arguments: Any,
+        checked_as: CallKind | None,
+        hooks: tuple[Observer, ...],
+    ) -> Any:
         started = time.perf_counter()
         policy = self.policy
         if policy is not None:
-            self._admit(policy, request, kind, target, started, arguments, checked_as)
+            self._admit(policy, request, kind, target, started, arguments, checked_as, hooks)
         try:
-            result = await work(self.backend(target.server, request))
+            backend = self.backend(target.server, request)
+            result = await work(backend)
         except ManifoldError as exc:
-            if self._observers:
+            if self._observers or hooks:
                 error = self._scrub(target.server, str(exc))
-                self._tell(self._record(kind, request, target, started, "error", error, arguments))
+                record = self._record(kind, request, target, started, "error", error, arguments)
+                self._tell(replace(record, backend=record.duration), hooks)
             raise
         finally:
             if policy is not None:
                 policy.release(request)
-        if self._observers:
-            self._tell(self._record(kind, request, target, started, "ok", None, arguments, _json_size(result)))
+        if self._observers or hooks:
+            outcome: Outcome = "input_required" if isinstance(result, types.InputRequiredResult) else "ok"
+            record = self._record(kind, request, target, started, outcome, None, arguments, _json_size(result))
+            self._tell(replace(record, backend=record.duration), hooks)
         return result
 
     def _scrub(self, server: str, text: str) -> str:
@@ -470,8 +537,8 @@ class CallPath:
         backend = self._pool.backends.get(server) or self._pool.added.get(server)
         return backend.config.scrub(text) if backend is not None else text
 
-    def _tell(self, record: CallRecord) -> None:
-        for observer in list(self._observers):
+    def _tell(self, record: CallRecord, hooks: tuple[Observer, ...] = ()) -> None:
+        for observer in (*hooks, *self._observers):
             try:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched

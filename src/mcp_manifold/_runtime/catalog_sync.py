@@ -109,11 +109,23 @@ class CatalogSync:
         except ManifoldError as exc:
             logger.warning("%s", exc)
             return
+        if self.pool.backends.get(name) is not backend:
+            return  # a config reload removed or replaced it meanwhile: this listing is stale
         async with self._lock:
             self._set(name, listing)
             self.live.add(name)
         if self.serving:
             self.cache.save(backend.config, listing)
+
+    def forget(self, name: str) -> None:
+        """A config reload removed the server: its items leave the catalog (clients get list_changed)."""
+        self.listed.discard(name)
+        self.live.discard(name)
+        self.catalog.remove_backend(name)
+
+    def unsettle(self, name: str) -> None:
+        """A config reload restarted or reconfigured the server: its listing shown now is about to change."""
+        self.live.discard(name)
 
     def settled(self) -> bool:
         """Whether every enabled server has been listed by itself and none is failing: until then the

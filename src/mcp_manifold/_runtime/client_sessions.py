@@ -112,6 +112,12 @@ class ClientSessions:
             logger.info("server %r: closing the session of client %s (%s)", key[0], key[1], why)
             self._task_group.start_soon(backend.stop)
 
+    def close_server(self, server: str, why: str) -> None:
+        """Close every client's session to `server` (a config reload changed or removed it); the next
+        request of a client opens one with the new config."""
+        for key in [key for key in self._sessions if key[0] == server]:
+            self._close(key, why)
+
     def _client_gone(self, client: str) -> None:
         for key in [key for key in self._sessions if key[1] == client]:
             self._close(key, "its client went away")

@@ -50,6 +50,7 @@ from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.processes import run_shell
+from mcp_manifold._runtime.reload import ConfigReloader
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._sdk import no_deprecation_warnings
@@ -138,6 +139,9 @@ class Gateway:
             self.audit = AuditLog(audit_dir(data_dir), self._settings.audit_max_bytes, self._settings.audit_backups)
             self.calls.observe(self.audit)
         self.health = HealthMonitor(self._settings)
+        self.search_observers: list[Callable[[float], None]] = []  # told each search's seconds (metrics)
+        # A serving gateway applies edits of its config file while it runs (and on request: SIGHUP).
+        self.reloader = ConfigReloader(self, watch=self._settings.reload) if serving and config.path else None
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._eager: list[str] = []  # eager servers waiting for the client of a stdio gateway
@@ -151,6 +155,8 @@ class Gateway:
         # still unwinds what was started: servers stopped, tasks cancelled, files removed.
         async with AsyncExitStack() as stack:
             stack.callback(self.spill.close)  # registered first, so it runs last
+            if self._settings.tracing:
+                await self._start_tracing(stack)
             stack.callback(self.pins.close)
             if self.audit is not None:
                 stack.callback(self.audit.close)
@@ -169,9 +175,12 @@ class Gateway:
             if self.serving:
                 directory = live_status.live_dir(self._settings.data_dir)
                 task_group.start_soon(live_status.publish, directory, self.live_snapshot)
-                if self._settings.pinning != "off":
-                    # `manifold pins approve` in another process: clients' lists change when it does.
-                    task_group.start_soon(self.pins.watch, self._pins_changed)
+            if self.reloader is not None:
+                await task_group.start(self.reloader.run)
+                stack.callback(self.reloader.stop_watching)  # runs before the cancel: see stop_watching
+            if self.serving and self._settings.pinning != "off":
+                # `manifold pins approve` in another process: clients' lists change when it does.
+                task_group.start_soon(self.pins.watch, self._pins_changed)
             for surface in self.surfaces:
                 await surface.start()
                 task_group.start_soon(surface.run)  # background work (the hub's discovery), if any
@@ -186,9 +195,30 @@ class Gateway:
             self._exit = stack.pop_all()
         return self
 
+    async def _start_tracing(self, stack: AsyncExitStack) -> None:
+        # Imported here: the OpenTelemetry SDK is an extra, loaded only by a gateway that traces.
+        from mcp_manifold._runtime.tracing import CallTracer, start_tracing
+
+        provider = start_tracing()
+        if provider is not None:
+
+            async def flush() -> None:  # the spans of the last calls still go out, within 5 s
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await anyio.to_thread.run_sync(provider.shutdown, abandon_on_cancel=True)
+
+            stack.push_async_callback(flush)
+        stack.callback(self.calls.around(CallTracer()))
+
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._exit is not None
         await self._exit.__aexit__(*exc_info)
+
+    @property
+    def task_group(self) -> anyio.abc.TaskGroup:
+        """Where the gateway's background work runs (it is cancelled, and waited for, as the gateway stops)."""
+        if self._task_group is None:
+            raise RuntimeError("the gateway is not running (use `async with Gateway(...)`)")
+        return self._task_group
 
     @property
     def backends(self) -> dict[str, Backend]:
@@ -237,6 +267,7 @@ class Gateway:
                 "sessions": self.back_channel.session_count(),
                 "stateless_requests": self.stateless_requests,
                 "last_stateless_request": self.last_stateless_request,
+                "listen_streams": self.back_channel.listen_streams,
             },
         }
 
@@ -334,13 +365,26 @@ class Gateway:
     async def _search_allowed(
         self, query: str, limit: int, server: str | None, allowed: Callable[[str], bool] | None
     ) -> list[Match]:
-        return await self.search_index.find(query, limit=limit, server=server, allowed=allowed)
+        started = time.perf_counter()
+        matches = await self.search_index.find(query, limit=limit, server=server, allowed=allowed)
+        for observer in self.search_observers:
+            observer(time.perf_counter() - started)
+        return matches
 
     async def refresh(self, servers: list[str]) -> None:
         await self.sync.refresh(servers)
 
     def backend_status(self, server: str) -> BackendStatus:
         return self.calls.backend(server).status()
+
+    async def search(self, query: str, *, limit: int, server: str | None = None) -> list[Match]:
+        """Search the whole catalog (the operator's dashboard); clients search through `view(request)`."""
+        return await self._search_allowed(query, limit, server, None)
+
+    @property
+    def search_index_if_built(self) -> CatalogSearch | None:
+        """The search index if something has searched (looking must not build it)."""
+        return self._search
 
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
         await self.back_channel.notify_list_changed(kinds, caller)
@@ -393,6 +437,8 @@ class Gateway:
     async def _needs_catalog(self, request: Request) -> None:
         if any(surface.needs_catalog for surface in self.surfaces):
             await self.ensure_catalog(request)
+        for surface in self.surfaces:
+            await surface.prepare_lists(request)
 
     async def ensure_catalog(self, request: Request | None = None) -> None:
         """List every server not listed yet; for a client, its own sessions' servers too."""

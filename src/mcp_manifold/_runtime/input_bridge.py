@@ -53,8 +53,9 @@ def backend_state(server: str, inner: str | None) -> str:
     return json.dumps({"v": _STATE_VERSION, "kind": "backend", "server": server, "inner": inner})
 
 
-def held_state(held_id: str) -> str:
-    return json.dumps({"v": _STATE_VERSION, "kind": "held", "id": held_id})
+def held_state(held_id: str, holder: str) -> str:
+    """The state of a call this gateway holds; `holder` names this gateway's run (see `HeldCalls`)."""
+    return json.dumps({"v": _STATE_VERSION, "kind": "held", "id": held_id, "holder": holder})
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class State:
     server: str | None = None
     inner: str | None = None
     held_id: str | None = None
+    holder: str | None = None  # the gateway run that holds the call
 
 
 def read_state(text: str | None) -> State | None:
@@ -75,7 +77,7 @@ def read_state(text: str | None) -> State | None:
             raise ValueError("not the gateway's state")
     except (ValueError, AttributeError, TypeError):
         raise InvalidRequest("requestState is not one this gateway issued; call the tool again") from None
-    return State(data["kind"], data.get("server"), data.get("inner"), data.get("id"))
+    return State(data["kind"], data.get("server"), data.get("inner"), data.get("id"), data.get("holder"))
 
 
 def as_input_request(method: str, params: Any) -> types.InputRequest:
@@ -105,11 +107,20 @@ async def answer_questions(request: Request, questions: dict[str, types.InputReq
     """
     answers: dict[str, Any] = {}
     for key, question in questions.items():
-        answer = await request.ask(question.method, getattr(question, "params", None))
+        answer = await request.ask(question.method, _session_era_params(question))
         if isinstance(answer, types.ErrorData):
             raise ManifoldError(f"the server asked the client ({question.method}) and got no answer: {answer.message}")
         answers[key] = answer
     return answers
+
+
+def _session_era_params(question: types.InputRequest) -> Any:
+    """A question's params as a session-era client takes them: a URL elicitation needs an `elicitationId`
+    there (2026-07-28 has none), which only names it to the client, so the gateway makes one up."""
+    params = getattr(question, "params", None)
+    if isinstance(params, types.ElicitRequestURLParams) and params.elicitation_id is None:
+        return params.model_copy(update={"elicitation_id": secrets.token_urlsafe(12)})
+    return params
 
 
 # --- holding a session-era server's call for a 2026-07-28 client ----------------------------------------
@@ -173,6 +184,9 @@ class HeldCalls:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
+        # Names this run in the states it issues, so that a retry reaching another gateway (one behind the
+        # same address, or this one restarted) is told apart from one that came too late.
+        self.holder = secrets.token_urlsafe(9)
         self._held: dict[str, HeldCall] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
 
@@ -213,13 +227,18 @@ class HeldCalls:
         self._task_group.start_soon(run)
         return await self._next(held)
 
-    async def resume(self, held_id: str | None, request: Request) -> Any:
+    async def resume(self, state: State, request: Request) -> Any:
         """A client's retry: its answers to the held call's questions; the call's result, or more questions."""
-        held = self._held.get(held_id or "")
+        if state.holder != self.holder:
+            raise ManifoldError(
+                "the call these answers are for is not held by this gateway: another gateway started it (one "
+                "behind the same address, or this one before a restart); call it again"
+            )
+        held = self._held.get(state.held_id or "")
         if held is None:
             raise ManifoldError(
-                "the call these answers are for is no longer held by this gateway (the client took longer than "
-                f"{self.timeout:g}s, or the gateway restarted); call it again"
+                f"the call these answers are for is no longer held: its client took longer than {self.timeout:g}s "
+                "to answer, so the gateway gave it up; call it again"
             )
         held.request = request
         held.touched = time.monotonic()
@@ -242,7 +261,7 @@ class HeldCalls:
             await held.asked.wait()
         if held.questions and not held.done.is_set():
             questions = {key: as_input_request(method, params) for key, (method, params) in held.questions.items()}
-            return types.InputRequiredResult(input_requests=questions, request_state=held_state(held.id))
+            return types.InputRequiredResult(input_requests=questions, request_state=held_state(held.id, self.holder))
         self._held.pop(held.id, None)
         if held.failure is not None:
             raise held.failure

@@ -54,6 +54,7 @@ class SpillStore:
         self.allowed_dirs = [Path(d).expanduser() for d in allowed_dirs]
         self.clock = clock
         self._directory: Path | None = None
+        self.bytes_written = 0  # since the gateway started (a metric)
 
     @property
     def directory(self) -> Path:
@@ -74,8 +75,21 @@ class SpillStore:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        self.bytes_written += len(data)
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         return SpilledFile(path, len(data), lines)
+
+    def bytes_on_disk(self) -> int:
+        """The size of the spill files kept now (0 before the first spill: nothing is created to look)."""
+        directory = self._directory
+        if directory is None:
+            return 0
+        total = 0
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(directory):
+                with contextlib.suppress(OSError):
+                    total += entry.stat(follow_symlinks=False).st_size
+        return total
 
     def sweep(self) -> None:
         """Remove this gateway's files older than the TTL."""

@@ -229,6 +229,10 @@ class Surface:
         """When no surface has the tool `name`: this surface's advice to the client, if it has any."""
         return None
 
+    async def prepare_lists(self, request: Request) -> None:
+        """Before `request`'s lists are made or searched: fetch what they show (the hub lists the instance
+        an address names). Never raises: a list shows what there is."""
+
     # --- tools ---
     def list_tools(self, request: Request) -> list[types.Tool]:
         return []

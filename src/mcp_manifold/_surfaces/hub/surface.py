@@ -36,7 +36,7 @@ from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.suggestions import did_you_mean
-from mcp_manifold._errors import BackendUnavailable, InvalidRequest, NotFound
+from mcp_manifold._errors import BackendUnavailable, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._surfaces.base import Host, Instances, InstanceView, Surface
 
 logger = logging.getLogger(__name__)
@@ -123,6 +123,23 @@ class HubSurface(Surface):
         return [self._describe(instance, None) for instance in self.registry.instances.values()]
 
     # --- what the client sees ----------------------------------------------------------------
+
+    async def prepare_lists(self, request: Request) -> None:
+        # An instance's own address lists that instance whether or not anyone connected to it before.
+        pinned = request.endpoint.get("instance_id")
+        if pinned is None or not self.host.view(request).may_use_server(pinned):
+            return  # one the caller's profile may not use is unknown to it: nothing is started for it
+        instance = self.registry.get(pinned)
+        if instance is None:
+            await self.registry.scan()  # registered a moment ago
+            instance = self.registry.get(pinned)
+        if instance is None or instance.listing is not None or self.registry.unusable(instance):
+            return
+        try:
+            await self._ensure_connected(instance)
+            await self.registry.relist(instance)
+        except ManifoldError as exc:  # the lists show the hub's tools; a call says why the instance cannot
+            logger.info("instance %s not listed for its address: %s", pinned, exc)
 
     def list_tools(self, request: Request) -> list[types.Tool]:
         listing = self._bound_listing(request)

@@ -1,0 +1,85 @@
+"""What a config reload changes: which servers start, stop, restart or only take new options, and
+which settings apply at once or wait for a restart.
+
+Plain comparison of two checked configs, no I/O; the runtime (`_runtime/reload.py`) applies it. A
+server restarts only when its entry reaches another server (`identity()`: command, args, env, cwd,
+URL, headers, transport) or is enabled or disabled; any other change of its entry (prefix, tool
+filter, timeout, concurrency, caching, laziness) keeps its process and session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from mcp_manifold._config.model import Config, ServerConfig
+from mcp_manifold._config.settings import LIVE_SETTINGS
+
+
+@dataclass(frozen=True)
+class ConfigChanges:
+    """The difference between the running config and a newly loaded one."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    restarted: tuple[str, ...] = ()  # reaches another server now, or enabled / disabled
+    reconfigured: tuple[str, ...] = ()  # same server, other options
+    settings: tuple[tuple[str, Any, Any], ...] = ()  # (name, old, new) that apply at once
+    needs_restart: tuple[tuple[str, Any, Any], ...] = ()  # (name, running, in the file) that cannot change live
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.added or self.removed or self.restarted or self.reconfigured or self.settings or self.needs_restart
+        )
+
+    def summary(self) -> str:
+        """One line for the log: what changed, by kind."""
+        parts = [
+            f"{label} {', '.join(names)}"
+            for label, names in (
+                ("added", self.added),
+                ("removed", self.removed),
+                ("restarted", self.restarted),
+                ("reconfigured", self.reconfigured),
+                ("settings", tuple(name for name, _old, _new in self.settings)),
+            )
+            if names
+        ]
+        return "; ".join(parts) or "nothing to change"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "added": list(self.added),
+            "removed": list(self.removed),
+            "restarted": list(self.restarted),
+            "reconfigured": list(self.reconfigured),
+            "settings": [name for name, _old, _new in self.settings],
+            "needs_restart": [name for name, _old, _new in self.needs_restart],
+        }
+
+
+def _restarts(old: ServerConfig, new: ServerConfig) -> bool:
+    return old.identity() != new.identity() or old.enabled != new.enabled
+
+
+def diff_configs(running: Config, loaded: Config) -> ConfigChanges:
+    """What applying `loaded` to a gateway running `running` does (see the module docstring)."""
+    before, after = running.servers, loaded.servers
+    common = [name for name in after if name in before]
+    settings: list[tuple[str, Any, Any]] = []
+    needs_restart: list[tuple[str, Any, Any]] = []
+    for field in fields(running.settings):
+        old, new = getattr(running.settings, field.name), getattr(loaded.settings, field.name)
+        if old != new:
+            (settings if field.name in LIVE_SETTINGS else needs_restart).append((field.name, old, new))
+    return ConfigChanges(
+        added=tuple(name for name in after if name not in before),
+        removed=tuple(name for name in before if name not in after),
+        restarted=tuple(name for name in common if _restarts(before[name], after[name])),
+        reconfigured=tuple(
+            name for name in common if not _restarts(before[name], after[name]) and before[name] != after[name]
+        ),
+        settings=tuple(settings),
+        needs_restart=tuple(needs_restart),
+    )

@@ -1,0 +1,240 @@
+"""The web dashboard at /ui: one static page (no build step, nothing from a CDN) over a small JSON API.
+
+The page (`dashboard_static/`) polls the API about once a second and redraws in place:
+
+- `GET /ui/api/overview`: the gateway, every server (state, health, restarts, breaker, protocol, last
+  error, stderr tail, tools), its clients by protocol era (as `manifold servers` shows them), the
+  catalog's revision, the config check and the last reloads;
+- `GET /ui/api/tools`: every tool as exposed, with its server;
+- `GET /ui/api/search?q=...&limit=N`: tools ranked as `retrieve_tools` ranks them (`Gateway.search`);
+- `GET /ui/api/calls?after=N`: the calls the call path saw since number N (`RecentCalls`).
+
+It only reads: nothing here changes the gateway, so it needs no CSRF guard. Who may read it is the
+HTTP front's business: `_front/http.py` wraps the API like every operator route; the page itself holds
+no data, and when the API answers 401 it asks for a token and sends it as a bearer token.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from mcp_manifold._config import check_config
+from mcp_manifold._runtime.call_path import CallRecord
+from mcp_manifold._runtime.gateway import Gateway
+from mcp_manifold._version import __version__
+
+RECENT_CALLS = 200
+SEARCH_LIMIT = 50
+_STATIC = resources.files("mcp_manifold._front") / "dashboard_static"
+_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css"}
+# The page loads its own script and style and nothing else; no inline code runs.
+_CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+
+
+class RecentCalls:
+    """The last calls the call path saw, numbered, for the dashboard (an observer: no arguments, no content)."""
+
+    def __init__(self, size: int = RECENT_CALLS) -> None:
+        self._calls: deque[dict[str, Any]] = deque(maxlen=size)
+        self._count = 0
+
+    def __call__(self, record: CallRecord) -> None:
+        self._count += 1
+        target = record.target
+        self._calls.append(
+            {
+                "n": self._count,
+                "at": time.time(),
+                "kind": record.kind,
+                "name": target.exposed,
+                "server": target.server,
+                "surface": target.surface,
+                "ms": round(record.duration * 1000, 2),
+                "outcome": record.outcome,
+                "error": record.error,
+            }
+        )
+
+    @property
+    def last(self) -> int:
+        """The number of the latest call (0 before any)."""
+        return self._count
+
+    def since(self, after: int) -> list[dict[str, Any]]:
+        return [call for call in self._calls if call["n"] > after]
+
+
+class ConfigCheck:
+    """`manifold config check` of the served file (with the serve command's flags), redone when it changes."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self._seen: tuple[Any, ...] | None = None
+        self._result: dict[str, Any] = {}
+
+    async def result(self) -> dict[str, Any]:
+        config = self.gateway.config
+        path = config.path
+        if path is None:
+            return {"path": None, "ok": True, "problems": [], "note": "no config file: servers from flags only"}
+        try:
+            stat = Path(path).stat()
+            seen: tuple[Any, ...] = (stat.st_mtime_ns, stat.st_size)
+        except OSError as exc:
+            seen = (str(exc),)
+        if seen != self._seen:
+            problems = await anyio.to_thread.run_sync(lambda: check_config(path, overrides=config.overrides))
+            self._seen = seen
+            self._result = {
+                "path": str(path),
+                "ok": not problems,
+                "problems": [str(problem) for problem in problems],
+                "checked_at": time.time(),
+            }
+        return self._result
+
+
+class Dashboard:
+    """The /ui app of one gateway."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.calls = RecentCalls()
+        self.config_check = ConfigCheck(gateway)
+        self.revision = 0  # bumped on every catalog change, so the page knows to fetch the tools again
+        self._detach: list[Callable[[], None]] = []
+
+    def attach(self) -> Callable[[], None]:
+        """Start watching calls and catalog changes; returns a function that stops it."""
+        self._detach.append(self.gateway.calls.observe(self.calls))
+        self._detach.append(self.gateway.catalog.subscribe(self._catalog_changed))
+
+        def detach() -> None:
+            for stop in self._detach:
+                stop()
+            self._detach.clear()
+
+        return detach
+
+    def _catalog_changed(self, kinds: set[str]) -> None:
+        self.revision += 1
+
+    def page_app(self) -> Starlette:
+        """The page itself (/ui/): HTML, script and style, the same for everyone; it holds no data."""
+        return Starlette(routes=[Route("/", self.page), Route("/{name:str}", self.static)])
+
+    def api_app(self) -> Starlette:
+        """The JSON API (/ui/api/...): everything the page shows comes from here."""
+        routes = [
+            Route("/overview", self.overview),
+            Route("/tools", self.tools),
+            Route("/search", self.search),
+            Route("/calls", self.recent_calls),
+        ]
+        return Starlette(routes=routes)
+
+    # --- the page -------------------------------------------------------------------------------
+
+    async def page(self, request: Request) -> Response:
+        return _static("dashboard.html")
+
+    async def static(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in ("dashboard.js", "dashboard.css"):
+            return JSONResponse({"error": f"no such file: {name}"}, status_code=404)
+        return _static(name)
+
+    # --- the API --------------------------------------------------------------------------------
+
+    async def overview(self, request: Request) -> Response:
+        gateway = self.gateway
+        snapshot = gateway.live_snapshot()
+        reloader = gateway.reloader
+        return _json(
+            {
+                "gateway": {
+                    "version": __version__,
+                    "started_at": gateway.started_at,
+                    "uptime": time.time() - gateway.started_at,
+                    "expose": snapshot["expose"],
+                    "tools": len(gateway.catalog.tool_entries()),
+                    "revision": self.revision,
+                    "clients": snapshot["clients"],
+                    "last_call": self.calls.last,
+                },
+                "servers": snapshot["servers"],
+                "instances": snapshot["instances"],
+                "config": {
+                    **await self.config_check.result(),
+                    "watching": bool(reloader and reloader.watch),
+                    "reloads": [outcome.as_dict() for outcome in reversed(reloader.history)] if reloader else [],
+                },
+            }
+        )
+
+    async def tools(self, request: Request) -> Response:
+        rows = [
+            {
+                "name": entry.name,
+                "server": entry.server,
+                "original": entry.original.name,
+                "description": entry.exposed.description or "",
+            }
+            for entry in self.gateway.catalog.tool_entries()
+        ]
+        return _json({"revision": self.revision, "tools": rows})
+
+    async def search(self, request: Request) -> Response:
+        query = request.query_params.get("q", "").strip()
+        if not query:
+            return _json({"error": "give a query: /ui/api/search?q=what you want to do"}, status=400)
+        raw_limit = request.query_params.get("limit", str(self.gateway.settings.search_top_k))
+        try:
+            limit = int(raw_limit)
+        except ValueError:
+            return _json({"error": f"limit must be a whole number, not {raw_limit!r}"}, status=400)
+        if not 1 <= limit <= SEARCH_LIMIT:
+            return _json({"error": f"limit must be from 1 to {SEARCH_LIMIT}, not {limit}"}, status=400)
+        await self.gateway.ensure_catalog()
+        started = time.perf_counter()
+        matches = await self.gateway.search(query, limit=limit)
+        took = time.perf_counter() - started
+        rows = [
+            {
+                "name": match.entry.name,
+                "server": match.entry.server,
+                "score": round(match.score, 4),
+                "description": match.entry.exposed.description or "",
+            }
+            for match in matches
+        ]
+        return _json({"query": query, "limit": limit, "ms": round(took * 1000, 2), "matches": rows})
+
+    async def recent_calls(self, request: Request) -> Response:
+        raw = request.query_params.get("after", "0")
+        try:
+            after = int(raw)
+        except ValueError:
+            return _json({"error": f"after must be a whole number, not {raw!r}"}, status=400)
+        return _json({"calls": self.calls.since(after), "last": self.calls.last})
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return JSONResponse(data, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def _static(name: str) -> Response:
+    body = (_STATIC / name).read_bytes()
+    media = _TYPES[Path(name).suffix]
+    return Response(body, media_type=media, headers={"Content-Security-Policy": _CSP, "Cache-Control": "no-cache"})

@@ -1,0 +1,250 @@
+"""Prometheus metrics of one gateway, in a registry of its own (the HTTP front serves it at /metrics).
+
+Two kinds of numbers:
+
+- counted as calls happen, by an observer of the call path and of searches: calls by server, tool
+  and outcome, latency histograms (the whole call path, the backend's part, and what the gateway
+  added), spilled results, search latency;
+- read when Prometheus scrapes (`_GatewayState`): each backend's state, health, restarts, breaker,
+  tool count and protocol version; clients by protocol era; catalog and search index size; spill
+  bytes; reloads.
+
+Cardinality is bounded by design: a tool label is the tool's name on its server (never a name a
+client made up: unknown names never reach the call path), and once `TOOL_LABELS` distinct
+(server, tool) pairs have been seen, any further tool counts as `_other`; server labels are bounded
+the same way (`SERVER_LABELS`, for hub instances that come and go). Latency histograms have no tool
+label at all. Resource reads carry no URI.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, get_args
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from mcp_manifold._core.breaker import BreakerState
+from mcp_manifold._core.health import HealthState
+from mcp_manifold._core.status import State
+from mcp_manifold._runtime.call_path import CallRecord
+from mcp_manifold._version import __version__
+
+if TYPE_CHECKING:
+    from mcp_manifold._runtime.gateway import Gateway
+
+TOOL_LABELS = 500
+SERVER_LABELS = 100
+OTHER = "_other"
+# Seconds: from a cached answer (well under a millisecond) to a long tool call.
+CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+GATEWAY_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05)
+SEARCH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+class BoundedLabels:
+    """Label values as they are first seen, up to `limit` distinct ones; after that, `OTHER`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._seen: set[Any] = set()
+
+    def admit(self, value: Any) -> bool:
+        if value in self._seen:
+            return True
+        if len(self._seen) >= self.limit:
+            return False
+        self._seen.add(value)
+        return True
+
+
+class GatewayMetrics:
+    """The metrics of one gateway; `attach()` starts counting, `registry` is what /metrics serves."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.registry = CollectorRegistry()
+        registry = self.registry
+        self.tool_calls = Counter(
+            "manifold_tool_calls", "Tool calls through the gateway.", ["server", "tool", "outcome"], registry=registry
+        )
+        self.reads = Counter(
+            "manifold_reads",
+            "Resource reads, prompt gets and completions through the gateway.",
+            ["server", "kind", "outcome"],
+            registry=registry,
+        )
+        self.call_seconds = Histogram(
+            "manifold_call_duration_seconds",
+            "Seconds a call spent in the gateway's call path, the backend's answer included.",
+            ["server", "kind"],
+            buckets=CALL_BUCKETS,
+            registry=registry,
+        )
+        self.backend_seconds = Histogram(
+            "manifold_backend_duration_seconds",
+            "Seconds a call waited for its backend (a start and the concurrency queue included).",
+            ["server", "kind"],
+            buckets=CALL_BUCKETS,
+            registry=registry,
+        )
+        self.gateway_seconds = Histogram(
+            "manifold_gateway_added_seconds",
+            "Seconds the call path added to a backend call (cache, breaker, spill, scrubbing).",
+            ["kind"],
+            buckets=GATEWAY_BUCKETS,
+            registry=registry,
+        )
+        self.spilled = Counter(
+            "manifold_spilled_results", "Tool results written to a spill file.", ["server"], registry=registry
+        )
+        self.search_seconds = Histogram(
+            "manifold_search_duration_seconds",
+            "Seconds a tool search took (retrieve_tools, dispatch search, the dashboard).",
+            buckets=SEARCH_BUCKETS,
+            registry=registry,
+        )
+        registry.register(_GatewayState(gateway))
+        ProcessCollector(registry=registry)
+        self._tools = BoundedLabels(TOOL_LABELS)
+        self._servers = BoundedLabels(SERVER_LABELS)
+        self._detach: list[Callable[[], None]] = []
+
+    def attach(self) -> Callable[[], None]:
+        """Start counting calls and searches; returns a function that stops it."""
+        self._detach.append(self.gateway.calls.observe(self.observe_call))
+        self.gateway.search_observers.append(self.search_seconds.observe)
+        self._detach.append(lambda: self.gateway.search_observers.remove(self.search_seconds.observe))
+
+        def detach() -> None:
+            for stop in self._detach:
+                stop()
+            self._detach.clear()
+
+        return detach
+
+    def _server(self, server: str) -> str:
+        return server if self._servers.admit(server) else OTHER
+
+    def observe_call(self, record: CallRecord) -> None:
+        server = self._server(record.target.server)
+        if record.kind == "tool":
+            tool = record.target.name if self._tools.admit((server, record.target.name)) else OTHER
+            self.tool_calls.labels(server, tool, record.outcome).inc()
+            if record.spilled:
+                self.spilled.labels(server).inc()
+        else:
+            self.reads.labels(server, record.kind, record.outcome).inc()
+        self.call_seconds.labels(server, record.kind).observe(record.duration)
+        if record.backend is not None:
+            self.backend_seconds.labels(server, record.kind).observe(record.backend)
+            self.gateway_seconds.labels(record.kind).observe(max(0.0, record.duration - record.backend))
+
+
+class _GatewayState(Collector):
+    """What the gateway is like right now, read at each scrape (nothing is counted per call)."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    def collect(self) -> Iterator[Metric]:
+        gateway = self.gateway
+        backends = gateway.pool.all_backends()
+        info = GaugeMetricFamily("manifold_info", "The gateway's version.", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info
+        uptime = GaugeMetricFamily("manifold_uptime_seconds", "Seconds since the gateway started.")
+        uptime.add_metric([], time.time() - gateway.started_at)
+        yield uptime
+        yield _enum(
+            "manifold_backend_state",
+            "1 for each server's current state.",
+            get_args(State),
+            ((backend.name, backend.state) for backend in backends),
+        )
+        health = gateway.health.health
+        yield _enum(
+            "manifold_backend_health",
+            "1 for each watched server's health (pings and reconnects).",
+            get_args(HealthState),
+            ((name, record.state) for name, record in health.items()),
+        )
+        yield _enum(
+            "manifold_backend_breaker_state",
+            "1 for each server's circuit breaker state.",
+            get_args(BreakerState),
+            ((backend.name, backend.breaker.state) for backend in backends),
+        )
+        restarts = CounterMetricFamily(
+            "manifold_backend_restarts", "Times a server was started again after failing.", labels=["server"]
+        )
+        failures = GaugeMetricFamily(
+            "manifold_backend_consecutive_failures", "Failures in a row counted by the breaker.", labels=["server"]
+        )
+        tools = GaugeMetricFamily("manifold_backend_tools", "Tools each server lists.", labels=["server"])
+        for backend in backends:
+            restarts.add_metric([backend.name], backend.restarts)
+            failures.add_metric([backend.name], backend.breaker.failures)
+            tools.add_metric([backend.name], backend.tool_count)
+        yield from (restarts, failures, tools)
+        protocol = GaugeMetricFamily(
+            "manifold_backend_protocol",
+            "1 for the protocol version each running server speaks.",
+            labels=["server", "version"],
+        )
+        for backend in backends:
+            version = backend.status().protocol
+            if version is not None:
+                protocol.add_metric([backend.name, version], 1)
+        yield protocol
+
+        # A session-era client is connected while its session is open; a 2026-07-28 client has no session,
+        # and holds a connection only while it listens for changes (`subscriptions/listen`).
+        channel = gateway.back_channel
+        sessions = GaugeMetricFamily(
+            "manifold_sessions",
+            "Clients connected now by protocol era: session-era sessions, and 2026-07-28 listen streams.",
+            labels=["era"],
+        )
+        sessions.add_metric(["session"], channel.session_count())
+        sessions.add_metric(["stateless"], channel.listen_streams)
+        yield sessions
+        stateless = CounterMetricFamily(
+            "manifold_stateless_requests", "Requests of 2026-07-28 clients (each stands alone, with no session)."
+        )
+        stateless.add_metric([], gateway.stateless_requests)
+        yield stateless
+
+        catalog = GaugeMetricFamily("manifold_catalog_tools", "Tools in the merged catalog.")
+        catalog.add_metric([], len(gateway.catalog.tool_entries()))
+        yield catalog
+        index = gateway.search_index_if_built
+        indexed = GaugeMetricFamily("manifold_search_index_tools", "Tools in the search index (0 until a search).")
+        indexed.add_metric([], len(index.index) if index is not None else 0)
+        yield indexed
+
+        spill = gateway.spill
+        written = CounterMetricFamily("manifold_spill_written_bytes", "Bytes of results written to spill files.")
+        written.add_metric([], spill.bytes_written)
+        yield written
+        on_disk = GaugeMetricFamily("manifold_spill_bytes", "Bytes of spill files on disk now.")
+        on_disk.add_metric([], spill.bytes_on_disk())
+        yield on_disk
+
+        reloader = gateway.reloader
+        if reloader is not None:
+            reloads = CounterMetricFamily("manifold_config_reloads", "Config reloads by result.", labels=["result"])
+            reloads.add_metric(["applied"], reloader.applied)
+            reloads.add_metric(["refused"], reloader.refused)
+            yield reloads
+
+
+def _enum(name: str, documentation: str, states: tuple[str, ...], current: Iterator[tuple[str, str]] | Any) -> Metric:
+    """One gauge per (server, state), 1 for the current state and 0 for the others (Prometheus' enum style)."""
+    family = GaugeMetricFamily(name, documentation, labels=["server", "state"])
+    for server, state in current:
+        for candidate in states:
+            family.add_metric([server, candidate], 1 if candidate == state else 0)
+    return family

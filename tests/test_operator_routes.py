@@ -1,0 +1,266 @@
+"""/metrics and the dashboard's JSON API, on the HTTP front's real app, with a real gateway and servers.
+
+The app `build_app` assembles is called in this process (httpx's ASGI transport: the routes, the
+checks and the serialisation are the real ones, without a socket); a client talks MCP to the same
+gateway, so what it does shows in the numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2 as httpx
+import pytest
+from mcp import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from mcp_manifold._config import load_config
+from mcp_manifold._front.http import build_app
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._runtime import metrics
+from mcp_manifold._runtime.gateway import Gateway
+from tests.conftest import server_entry
+
+pytestmark = pytest.mark.anyio
+BASE = "http://127.0.0.1:8765"
+OPERATIONS = Path(__file__).parent.parent / "docs" / "operations.md"
+
+
+def write(tmp_path: Path, **settings: Any) -> Path:
+    path = tmp_path / "mcp.json"
+    servers = {"numbers": server_entry("numbers.py"), "kitchen": server_entry("kitchen.py")}
+    manifold = {"data_dir": str(tmp_path / "data"), "ping_interval": 0, "expose": ["direct", "retrieve"], **settings}
+    path.write_text(json.dumps({"mcpServers": servers, "manifold": manifold}))
+    return path
+
+
+class Front:
+    """One gateway for the module, its HTTP app, and two clients: one of each protocol era."""
+
+    def __init__(self, gateway: Gateway, http: httpx.AsyncClient, client: Client, modern: Client) -> None:
+        self.gateway, self.http, self.client, self.modern = gateway, http, client, modern
+
+    async def samples(self, http: httpx.AsyncClient | None = None) -> Samples:
+        response = await (http or self.http).get("/metrics")
+        assert response.status_code == 200, response.text
+        return Samples(text_string_to_metric_families(response.text))
+
+
+class Samples:
+    """One scrape: each sample's value by name and labels (0 when absent)."""
+
+    def __init__(self, families: Any) -> None:
+        self.families = list(families)
+        self.values = {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in self.families
+            for sample in family.samples
+        }
+
+    def __call__(self, name: str, **labels: str) -> float:
+        return self.values.get((name, frozenset(labels.items())), 0.0)
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"  # module-wide, so that one gateway serves every test here
+
+
+@pytest.fixture(scope="module")
+async def front(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Front]:
+    path = write(tmp_path_factory.mktemp("operator"), spill_threshold=2000, reload=False)
+    async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        async with (
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
+            Client(McpFront(gateway).server, mode="legacy") as client,
+            Client(McpFront(gateway).server, mode="auto") as modern,
+        ):
+            assert modern.protocol_version == "2026-07-28", modern.protocol_version
+            yield Front(gateway, http, client, modern)
+
+
+async def until(check: Any, timeout: float = 10) -> None:
+    with anyio.fail_after(timeout):
+        while not await check():
+            await anyio.sleep(0.02)
+
+
+async def test_metrics_count_the_calls_of_both_eras_and_show_the_state_of_every_server(front: Front) -> None:
+    client, modern = front.client, front.modern
+    before = await front.samples()
+    await client.call_tool("numbers_add", {"a": 1, "b": 2})
+    await modern.call_tool("numbers_add", {"a": 1, "b": 2})  # a 2026-07-28 client: counted the same way
+    assert (await modern.call_tool("kitchen_fail", {"message": "nope"})).is_error
+    await client.call_tool("kitchen_huge", {"size": 5000})  # above spill_threshold: spilled
+    await modern.read_resource("kitchen+kitchen://text")
+    await client.call_tool("retrieve_tools", {"query": "add two numbers"})
+
+    after = await front.samples()
+
+    def grew(name: str, **labels: str) -> float:
+        return after(name, **labels) - before(name, **labels)
+
+    assert grew("manifold_tool_calls_total", server="numbers", tool="add", outcome="ok") == 2
+    assert grew("manifold_tool_calls_total", server="kitchen", tool="fail", outcome="error") == 1
+    assert grew("manifold_reads_total", server="kitchen", kind="resource", outcome="ok") == 1
+    assert grew("manifold_call_duration_seconds_count", server="numbers", kind="tool") == 2
+    assert grew("manifold_backend_duration_seconds_count", server="numbers", kind="tool") == 2
+    assert grew("manifold_gateway_added_seconds_count", kind="tool") == 4
+    assert grew("manifold_spilled_results_total", server="kitchen") == 1
+    assert grew("manifold_spill_written_bytes_total") >= 5000
+    assert after("manifold_spill_bytes") >= 5000
+    assert grew("manifold_search_duration_seconds_count") == 1
+    assert after("manifold_search_index_tools") == len(front.gateway.catalog.tool_entries()) > 0
+
+    assert after("manifold_backend_state", server="numbers", state="ready") == 1
+    assert after("manifold_backend_state", server="numbers", state="failed") == 0
+    assert after("manifold_backend_breaker_state", server="kitchen", state="closed") == 1
+    assert after("manifold_backend_tools", server="numbers") == 3
+    assert after("manifold_backend_protocol", server="numbers", version="2026-07-28") == 1
+    assert after("manifold_sessions", era="session") == 1  # the legacy client; the modern one has no session
+    assert after("manifold_sessions", era="stateless") == 0  # ... and no listen stream open yet
+    assert grew("manifold_stateless_requests_total") >= 3
+    assert grew("manifold_config_reloads_total", result="applied") == 0
+
+    documented = OPERATIONS.read_text()
+    for family in after.families:
+        if family.name.startswith("manifold_") and not family.name.endswith("_created"):
+            assert f"`{family.name}" in documented, f"{family.name} is not in docs/operations.md"
+
+
+async def test_a_listen_stream_counts_as_a_connected_2026_client(front: Front) -> None:
+    async def streams(count: int) -> bool:
+        return (await front.samples())("manifold_sessions", era="stateless") == count
+
+    async with front.modern.listen(tools_list_changed=True):
+        await until(lambda: streams(1))
+        overview = (await front.http.get("/ui/api/overview")).json()
+        assert overview["gateway"]["clients"]["listen_streams"] == 1
+    await until(lambda: streams(0))
+
+
+async def test_tool_labels_are_bounded(front: Front, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "TOOL_LABELS", 2)  # small, to see the bound at work; read by a new app
+    async with AsyncExitStack() as stack:
+        app = build_app(front.gateway, "127.0.0.1", stack)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            for name, arguments in [("add", {"a": 1, "b": 2}), ("multiply", {"a": 2, "b": 3})]:
+                await front.client.call_tool(f"numbers_{name}", arguments)
+            await front.modern.call_tool("kitchen_echo", {"text": "the third tool"})
+            await front.client.call_tool("numbers_add", {"a": 1, "b": 1})  # seen before: keeps its label
+            samples = await front.samples(http)
+    assert samples("manifold_tool_calls_total", server="numbers", tool="add", outcome="ok") == 2
+    assert samples("manifold_tool_calls_total", server="numbers", tool="multiply", outcome="ok") == 1
+    assert samples("manifold_tool_calls_total", server="kitchen", tool="_other", outcome="ok") == 1
+    assert samples("manifold_tool_calls_total", server="kitchen", tool="echo", outcome="ok") == 0
+
+
+async def test_a_killed_server_shows_as_failed_with_a_restart_after(front: Front) -> None:
+    await front.client.call_tool("kitchen_echo", {"text": "up"})
+    restarts = (await front.samples())("manifold_backend_restarts_total", server="kitchen")
+    assert (await front.client.call_tool("kitchen_crash", {})).is_error
+    samples = await front.samples()
+    assert samples("manifold_backend_state", server="kitchen", state="failed") == 1
+    await front.client.call_tool("kitchen_echo", {"text": "back"})
+    samples = await front.samples()
+    assert samples("manifold_backend_state", server="kitchen", state="ready") == 1
+    assert samples("manifold_backend_restarts_total", server="kitchen") == restarts + 1
+
+
+async def test_the_dashboard_api_answers_and_names_bad_input(front: Front) -> None:
+    http = front.http
+    last = (await http.get("/ui/api/calls")).json()["last"]
+    await front.client.call_tool("numbers_add", {"a": 1, "b": 2})
+    await front.modern.call_tool("numbers_multiply", {"a": 2, "b": 3})
+    overview = (await http.get("/ui/api/overview")).json()
+    servers = {server["name"]: server for server in overview["servers"]}
+    assert set(servers) == {"numbers", "kitchen"}
+    assert servers["numbers"]["protocol"] == "2026-07-28"  # what the server speaks, as `manifold servers` shows
+    clients = overview["gateway"]["clients"]
+    assert clients["sessions"] == 1 and clients["stateless_requests"] >= 1 and clients["last_stateless_request"]
+    assert overview["config"]["ok"] is True and overview["config"]["problems"] == []
+
+    tools = (await http.get("/ui/api/tools")).json()["tools"]
+    assert any(tool["name"] == "numbers_add" and tool["server"] == "numbers" for tool in tools)
+    found = (await http.get("/ui/api/search", params={"q": "add two numbers", "limit": 3})).json()
+    assert found["matches"][0]["name"] == "numbers_add" and len(found["matches"]) <= 3
+    assert found["matches"][0]["score"] >= found["matches"][-1]["score"]
+    calls = (await http.get("/ui/api/calls", params={"after": last})).json()
+    assert [(call["name"], call["outcome"]) for call in calls["calls"]] == [
+        ("numbers_add", "ok"),
+        ("numbers_multiply", "ok"),  # the 2026-07-28 client's call shows like any other
+    ]
+    assert (await http.get("/ui/api/calls", params={"after": calls["last"]})).json()["calls"] == []
+
+    for path, params, problem in [
+        ("/ui/api/search", {}, "give a query"),
+        ("/ui/api/search", {"q": "x", "limit": "lots"}, "limit must be a whole number"),
+        ("/ui/api/search", {"q": "x", "limit": 0}, "limit must be from 1 to 50"),
+        ("/ui/api/calls", {"after": "yesterday"}, "after must be a whole number"),
+    ]:
+        response = await http.get(path, params=params)
+        assert response.status_code == 400 and problem in response.json()["error"], (path, params)
+
+    page = await http.get("/ui/")
+    assert page.status_code == 200 and "dashboard.js" in page.text
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert (await http.get("/ui/../mcp.json")).status_code == 404
+
+
+async def test_the_config_panel_shows_what_config_check_says(front: Front) -> None:
+    path = front.gateway.config.path
+    assert path is not None
+    good = path.read_text()
+    data = json.loads(good)
+    data["mcpServers"]["numbers"]["timeout"] = -1
+    try:
+        path.write_text(json.dumps(data))
+        config = (await front.http.get("/ui/api/overview")).json()["config"]
+        assert config["ok"] is False
+        assert any("numbers" in problem and "timeout" in problem for problem in config["problems"])
+    finally:
+        path.write_text(good)
+    assert (await front.http.get("/ui/api/overview")).json()["config"]["ok"] is True
+
+
+async def test_operator_routes_refuse_a_rebound_host_name(front: Front) -> None:
+    for path in ("/metrics", "/ui/api/overview"):
+        refused = await front.http.get(path, headers={"Host": "evil.example:8765"})
+        assert refused.status_code == 421, path
+        cross = await front.http.get(path, headers={"Origin": "http://evil.example"})
+        assert cross.status_code == 403, path
+
+
+async def test_metrics_and_dashboard_can_be_turned_off(tmp_path: Path) -> None:
+    gateway = Gateway(load_config(write(tmp_path, metrics=False, dashboard=False)))
+    async with AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            assert (await http.get("/metrics")).status_code == 404
+            assert (await http.get("/ui/")).status_code == 404
+
+
+async def test_authentication_wraps_metrics_and_the_dashboard_api(tmp_path: Path) -> None:
+    """With an `auth` section, every operator route that shows data wants a key, as /mcp does."""
+    path = write(tmp_path)
+    data = json.loads(path.read_text())
+    data["auth"] = {"api_keys": {"operator": "an-operator-key-0123"}}
+    path.write_text(json.dumps(data))
+    gateway = Gateway(load_config(path))
+    async with AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            token = {"Authorization": "Bearer an-operator-key-0123"}
+            for route in ("/metrics", "/ui/api/tools", "/ui/api/calls", "/mcp"):
+                refused = await http.get(route)
+                assert refused.status_code == 401 and "Bearer" in refused.headers["www-authenticate"], route
+                assert (await http.get(route, headers={"Authorization": "Bearer wrong-key-0123456"})).status_code == 401
+            for route in ("/metrics", "/ui/api/tools", "/ui/api/calls"):
+                assert (await http.get(route, headers=token)).status_code == 200, route
+            assert (await http.get("/ui/")).status_code == 200  # the page holds no data; it asks for a token

@@ -1,0 +1,292 @@
+"""Config reload: a running gateway takes an edited config without dropping its clients.
+
+The rules run against a real gateway in this process (real fixture servers, the SDK's client over the
+gateway's own MCP server in memory): which servers keep their process, restart, stop or start, which
+settings change at once, and a bad edit refused while the old config keeps serving. Then the real
+thing: `manifold serve --http` as a subprocess, its config file edited on disk and SIGHUP sent, one
+client session open throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from mcp_manifold._config import LIVE_SETTINGS, load_config, parse_config_data
+from mcp_manifold._config.changes import diff_configs
+from mcp_manifold._files import pid_is_alive
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._runtime.gateway import Gateway
+from tests.conftest import free_port, server_entry, stop_process, wait_for_port
+
+pytestmark = pytest.mark.anyio
+
+
+def text_of(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def write(path: Path, servers: dict[str, Any], **settings: Any) -> Path:
+    manifold = {"data_dir": str(path.parent / "data"), "ping_interval": 0, **settings}
+    path.write_text(json.dumps({"mcpServers": servers, "manifold": manifold}, indent=2))
+    return path
+
+
+# --- what a reload changes (no processes) ---------------------------------------------------------------
+
+
+def parse(servers: dict[str, Any], **settings: Any) -> Any:
+    return parse_config_data({"mcpServers": servers, "manifold": settings}, source="mcp.json", env={})
+
+
+def test_only_a_change_of_what_a_server_is_restarts_it() -> None:
+    one = {"command": "one"}
+    before = parse({"same": one, "gone": one, "moved": one, "renamed": one, "off": one}, call_timeout=5, port=1)
+    after = parse(
+        {
+            "same": one,
+            "moved": {"command": "one", "args": ["--other"]},
+            "renamed": {"command": "one", "prefix": "r", "timeout": 3},
+            "off": {"command": "one", "enabled": False},
+            "new": one,
+        },
+        call_timeout=9,
+        port=2,
+    )
+    changes = diff_configs(before, after)
+    assert changes.added == ("new",)
+    assert changes.removed == ("gone",)
+    assert changes.restarted == ("moved", "off")
+    assert changes.reconfigured == ("renamed",)
+    assert changes.settings == (("call_timeout", 5.0, 9.0),)
+    assert changes.needs_restart == (("port", 1, 2),)
+    assert diff_configs(before, before).empty
+
+
+def test_the_docs_name_exactly_the_live_settings() -> None:
+    docs = Path(__file__).parent.parent / "docs"
+    for page, opening in (("config.md", "Settings that a config reload changes"), ("operations.md", "Live settings:")):
+        text = (docs / page).read_text()
+        paragraph = text[text.index(opening) :].split("\n\n")[0]
+        named = set(re.findall(r"`([a-z_]+)`", paragraph))
+        assert named == LIVE_SETTINGS, (page, named ^ LIVE_SETTINGS)
+
+
+# --- the rules, on a real gateway ---------------------------------------------------------------------
+
+
+class Watcher:
+    """A client's view of the gateway: the list_changed notices it got."""
+
+    def __init__(self) -> None:
+        self.tool_notices = 0
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.tool_notices += 1
+
+
+async def tool_names(client: Client) -> set[str]:
+    return {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+
+
+async def until(check: Any, timeout: float = 20) -> Any:
+    with anyio.fail_after(timeout):
+        while not (found := await check()):
+            await anyio.sleep(0.05)
+    return found
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[Gateway, Client, Watcher, Path]]:
+    path = write(
+        tmp_path / "mcp.json",
+        {
+            "numbers": server_entry("numbers.py"),
+            "words": server_entry("words.py"),
+            "kitchen": server_entry("kitchen.py"),
+            "catalog": server_entry("catalog.py", "--count", "2"),
+        },
+        reload=False,  # reloads are asked for here; the file watcher has its own test
+    )
+    watcher = Watcher()
+    async with (
+        Gateway(load_config(path), serving=True) as gateway,
+        Client(McpFront(gateway).server, mode="legacy", message_handler=watcher.on_message) as client,
+    ):
+        yield gateway, client, watcher, path
+
+
+async def test_a_reload_starts_stops_and_restarts_only_what_changed(
+    served: tuple[Gateway, Client, Watcher, Path],
+) -> None:
+    gateway, client, watcher, path = served
+    before = await tool_names(client)
+    assert {"numbers_add", "words_upper", "kitchen_echo", "catalog_tool_0002"} <= before
+    assert gateway.reloader is not None
+    pids = {name: gateway.pool[name].pid for name in ("numbers", "words", "kitchen", "catalog")}
+    unchanged = gateway.pool["numbers"]
+    notices = watcher.tool_notices
+
+    write(
+        path,
+        {
+            "numbers": server_entry("numbers.py"),  # unchanged
+            "kitchen": server_entry("kitchen.py", prefix="k", timeout=7),  # same server, new options
+            "catalog": server_entry("catalog.py", "--count", "3"),  # another command line: restarts
+            "clock": server_entry("clock.py"),  # new
+        },  # words: removed
+        reload=False,
+        call_timeout=42,  # changes live
+        port=9,  # cannot change live
+    )
+    # A 2026-07-28 client has no session to be told in: it hears on its listen stream.
+    async with (
+        Client(McpFront(gateway).server, mode="auto") as modern,
+        modern.listen(tools_list_changed=True) as stream,
+    ):
+        outcome = await gateway.reloader.reload()
+        with anyio.fail_after(20):
+            event = await stream.__anext__()
+        assert type(event).__name__ == "ToolsListChanged"
+    assert outcome.applied, outcome.problems
+    assert outcome.changes.needs_restart == (("port", 8765, 9),)
+
+    expected = {"numbers_add", "k_echo", "catalog_tool_0003", "clock_get_current_time"}
+    names = await until(lambda: _names_once(client, expected))
+    assert not {"words_upper", "kitchen_echo"} & names
+    assert watcher.tool_notices > notices  # the client was told, on the same session
+    assert text_of(await client.call_tool("k_echo", {"text": "same session"})) == "same session"
+    assert text_of(await client.call_tool("numbers_add", {"a": 2, "b": 3})).startswith("5")
+
+    assert gateway.pool["numbers"] is unchanged and unchanged.pid == pids["numbers"]
+    assert gateway.pool["kitchen"].pid == pids["kitchen"]  # kept its process
+    assert gateway.pool["kitchen"].call_timeout == 7
+    assert gateway.pool["catalog"].pid not in (None, pids["catalog"])
+    assert "words" not in gateway.pool.backends
+    await until(lambda: _gone(pids["words"], pids["catalog"]))
+    assert gateway.settings.call_timeout == 42 and gateway.settings.port == 8765
+
+    # Until a changed server has listed itself again, 2026-07-28 clients are told their lists go stale now.
+    await until(lambda: _settled(gateway))
+    data = json.loads(path.read_text())
+    data["mcpServers"]["kitchen"]["prefix"] = "kk"
+    path.write_text(json.dumps(data))
+    assert (await gateway.reloader.reload()).changes.reconfigured == ("kitchen",)
+    assert not gateway.sync.settled()
+    await until(lambda: _names_once(client, {"kk_echo"}))
+    await until(lambda: _settled(gateway))
+
+
+async def _settled(gateway: Gateway) -> bool:
+    return gateway.sync.settled()
+
+
+async def _names_once(client: Client, expected: set[str]) -> set[str] | None:
+    names = await tool_names(client)
+    return names if expected <= names else None
+
+
+async def _gone(*pids: int | None) -> bool:
+    return not any(pid is not None and pid_is_alive(pid) for pid in pids)
+
+
+async def test_a_bad_edit_is_refused_and_the_old_config_keeps_serving(
+    served: tuple[Gateway, Client, Watcher, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway, client, _watcher, path = served
+    await tool_names(client)
+    pid = gateway.pool["numbers"].pid
+    good = path.read_text()
+    data = json.loads(good)
+    data["mcpServers"]["numbers"]["timeout"] = "soon"
+    data["mcpServers"].pop("words")
+    path.write_text(json.dumps(data))
+    assert gateway.reloader is not None
+    with caplog.at_level(logging.ERROR, logger="mcp_manifold"):
+        outcome = await gateway.reloader.reload()
+    assert not outcome.applied
+    assert any("numbers" in problem and "timeout" in problem for problem in outcome.problems), outcome.problems
+    refusal = [record.getMessage() for record in caplog.records if "reload refused" in record.getMessage()]
+    assert refusal and "timeout" in refusal[0] and str(path) in refusal[0]
+    # Nothing changed: words still serves, numbers kept its process.
+    assert text_of(await client.call_tool("words_upper", {"text": "still"})) == "STILL"
+    assert gateway.pool["numbers"].pid == pid
+
+    path.write_text("{ not json")
+    assert not (await gateway.reloader.reload()).applied
+    assert "words_upper" in await tool_names(client)
+
+
+async def test_the_file_watcher_applies_an_edit(tmp_path: Path) -> None:
+    path = write(tmp_path / "mcp.json", {"numbers": server_entry("numbers.py")}, lazy=False)
+    async with Gateway(load_config(path), serving=True) as gateway:
+        assert gateway.reloader is not None and gateway.reloader.watch
+        edited = {"numbers": server_entry("numbers.py"), "words": server_entry("words.py")}
+        write(tmp_path / "mcp.json", edited, lazy=False)  # eager, as before: words starts at once
+        await until(lambda: _listed(gateway, "words_upper"))
+        assert gateway.reloader.last is not None and gateway.reloader.last.trigger == "file"
+
+
+async def _listed(gateway: Gateway, name: str) -> bool:
+    return gateway.catalog.has_tool(name)
+
+
+# --- the real thing: a shared HTTP gateway, SIGHUP, and stdio's hang-up -----------------------------------
+
+
+async def test_sighup_reloads_a_shared_gateway_without_dropping_its_client(tmp_path: Path) -> None:
+    path = write(tmp_path / "mcp.json", {"numbers": server_entry("numbers.py")})
+    port = free_port()
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(path), "--http", "--port", str(port)]
+    process = subprocess.Popen([*command, "--no-reload"], start_new_session=True, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, process)
+        watcher = Watcher()
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(url, mode="legacy", message_handler=watcher.on_message) as client:
+            assert "numbers_add" in await tool_names(client)
+            write(path, {"numbers": server_entry("numbers.py"), "words": server_entry("words.py")})
+            os.kill(process.pid, signal.SIGHUP)
+            await until(lambda: _names_once(client, {"numbers_add", "words_upper"}))
+            assert watcher.tool_notices >= 1
+            assert text_of(await client.call_tool("words_upper", {"text": "hup"})) == "HUP"
+        assert process.poll() is None  # SIGHUP reloaded; it did not stop the gateway
+    finally:
+        stop_process(process)
+
+
+def test_sighup_still_stops_a_stdio_gateway(tmp_path: Path) -> None:
+    """Over stdio a hang-up means the client or terminal is gone: the gateway stops, cleanly."""
+    path = write(tmp_path / "mcp.json", {"numbers": server_entry("numbers.py")})
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(path), "--log-level", "info"]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    process = subprocess.Popen(command, **pipes, start_new_session=True)
+    try:
+        live = tmp_path / "data" / "live"
+        anyio.run(_wait_for_files, live)
+        process.send_signal(signal.SIGHUP)
+        assert process.wait(timeout=20) == 0
+    finally:
+        stop_process(process)
+
+
+async def _wait_for_files(folder: Path) -> None:
+    await until(lambda: _any_file(folder))
+
+
+async def _any_file(folder: Path) -> bool:
+    return any(folder.glob("*.json"))
