@@ -338,7 +338,7 @@ async def test_an_http_server_that_dies_under_load_takes_nothing_else_down(
 ) -> None:
     """Calls racing a dead HTTP server's restart get clear errors; the gateway and other servers stay up."""
     url = instances.start("alpha")
-    config = write_config({"alpha": {"url": url}, "numbers": server_entry("numbers.py")}, {"init_timeout": 5})
+    config = write_config({"alpha": {"url": url}, "numbers": server_entry("numbers.py")}, {"init_timeout": 15})
     async with connect(config) as client:
         assert text_of(await client.call_tool("alpha_whoami", {})) == "alpha"
         instances.kill("alpha")
