@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types as types
 import pytest
@@ -103,6 +104,26 @@ async def test_the_profile_setting_limits_and_the_audit_on_stdio(tmp_path: Path)
         ("numbers_add", "ok", "maths"),
         ("numbers_add", "rate_limited", "maths"),
     ]
+
+
+async def test_calls_in_flight_are_limited_per_principal(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    settings = {"data_dir": str(tmp_path / "data"), "principal_max_calls": 1}
+    path.write_text(json.dumps({"mcpServers": {"kitchen": server_entry("kitchen.py")}, "manifold": settings}))
+    async with stdio_gateway(path) as client:
+        results: list[types.CallToolResult] = []
+
+        async def slow() -> None:
+            results.append(await client.call_tool("kitchen_slow", {"seconds": 3}))
+
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "up"})) == "up"  # the server is running
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(slow)
+            await anyio.sleep(1)  # the slow call is in flight (its request is read at once)
+            refused = await client.call_tool("kitchen_echo", {"text": "x"})
+            assert refused.is_error and "'anonymous' already has 1 call" in text_of(refused), text_of(refused)
+        assert text_of(results[0]) == "slept"
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "again"})) == "again"  # released
 
 
 def test_pins_survive_restarts_and_another_process_decides(tmp_path: Path) -> None:
