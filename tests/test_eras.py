@@ -40,7 +40,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
 from tests.conftest import Instances, free_port, manifold_command, server_entry, stop_process, wait_for_port
-from tests.test_era_fixtures import ROOTS
+from tests.test_era_fixtures import EXPECTED
 from tests.test_era_fixtures import Host as FixtureHost
 
 pytestmark = [
@@ -60,14 +60,7 @@ SERVERS = {
     "pinned": server_entry("midcall.py", protocol="modern"),  # asks with ctx.elicit, held to 2026-07-28
 }
 STDIO_SETTINGS = {"expose": ALL_SURFACES, "held_call_timeout": 2, "request_state_keys": [KEY], "log_level": "info"}
-ASKS_ANSWERS = {
-    "ask_name": "hello Ada",
-    "ask_model": "model said: <what is 6 x 7?>",
-    "ask_roots": "\n".join(ROOTS),
-    "ask_url": "url accept",
-    "interview": "interview: Ada; model said: <Write a one-line greeting for Ada.>",
-    "survey": f"survey: Ada; roots: {chr(10).join(ROOTS)}",
-}
+ASKS_ANSWERS = EXPECTED  # what asks.py answers once its questions are answered, in either era
 ADA = types.ElicitResult(action="accept", content={"name": "Ada"})
 INVALID_STATE = "Invalid or expired requestState"
 
