@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import mcp_types as types
@@ -238,6 +238,7 @@ class CallPath:
         arguments: Any = None,
         result_size: int | None = None,
         spilled: bool = False,
+        backend: float | None = None,
     ) -> CallRecord:
         caller = request.caller
         return CallRecord(
@@ -248,6 +249,7 @@ class CallPath:
             outcome,
             error,
             spilled,
+            backend,
             principal=caller.principal,
             profile=self.policy.profile_name(request) if self.policy is not None else caller.profile,
             arguments_size=_json_size(arguments),
@@ -293,8 +295,10 @@ class CallPath:
                 if isinstance(result, types.InputRequiredResult):
                     if self._observers or hooks:
                         waited = time.perf_counter() - sent
-                        record = self._record("tool", request, target, started, "input_required", None, arguments)
-                        self._tell(replace(record, backend=waited), hooks)
+                        record = self._record(
+                            "tool", request, target, started, "input_required", None, arguments, backend=waited
+                        )
+                        self._tell(record, hooks)
                     return result
                 result = self._exposed_uris(target, result)
                 self._cache.store(target.server, target.name, call.arguments, result)
@@ -308,8 +312,8 @@ class CallPath:
             result, spilled = self._spilled(result, policy, target)
         if self._observers or hooks:
             size = content_size(result.content)
-            record = self._record("tool", request, target, started, outcome, error, arguments, size, spilled)
-            self._tell(replace(record, backend=waited), hooks)
+            record = self._record("tool", request, target, started, outcome, error, arguments, size, spilled, waited)
+            self._tell(record, hooks)
         return result
 
     # --- questions from servers, across the eras (see input_bridge.py) ---------------------------
@@ -520,16 +524,21 @@ class CallPath:
         except ManifoldError as exc:
             if self._observers or hooks:
                 error = self._scrub(target.server, str(exc))
-                record = self._record(kind, request, target, started, "error", error, arguments)
-                self._tell(replace(record, backend=record.duration), hooks)
+                waited = time.perf_counter() - started  # all of it: the backend is the work here
+                self._tell(
+                    self._record(kind, request, target, started, "error", error, arguments, backend=waited), hooks
+                )
             raise
         finally:
             if policy is not None:
                 policy.release(request)
         if self._observers or hooks:
             outcome: Outcome = "input_required" if isinstance(result, types.InputRequiredResult) else "ok"
-            record = self._record(kind, request, target, started, outcome, None, arguments, _json_size(result))
-            self._tell(replace(record, backend=record.duration), hooks)
+            waited = time.perf_counter() - started
+            size = _json_size(result)
+            self._tell(
+                self._record(kind, request, target, started, outcome, None, arguments, size, backend=waited), hooks
+            )
         return result
 
     def _scrub(self, server: str, text: str) -> str:
