@@ -127,13 +127,16 @@ def serve(
         from mcp_manifold._front.identity import check_exposure
 
         check_exposure(cfg)  # before any server starts: an open gateway on a network interface is refused
-    from mcp_manifold._front.http import serve_http
     from mcp_manifold._front.signals import Stopper
     from mcp_manifold._front.stdio import serve_stdio
     from mcp_manifold._runtime.gateway import Gateway
 
     async def serve(gateway: Gateway, stopper: Stopper) -> None:
         if cfg.settings.http:
+            # Imported here: the HTTP front brings uvicorn, starlette and the JOSE library, which a stdio
+            # gateway (a desktop client's child, started often) never needs.
+            from mcp_manifold._front.http import serve_http
+
             err.print(
                 f"mcp-manifold: serving {len(cfg.enabled_servers)} server(s) at "
                 f"http://{cfg.settings.host}:{cfg.settings.port}/mcp (expose: {','.join(cfg.settings.expose)})"
