@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Literal
 
 import mcp_types as types
@@ -95,7 +96,25 @@ class Caller:
     @property
     def asks(self) -> frozenset[Ask]:
         """What a server may ask this client for (from `capabilities`)."""
-        return asks_of(self.capabilities)
+        return self._ask_facts()[0]
+
+    @property
+    def askable(self) -> Mapping[str, Any]:
+        """The same, as 2026-07-28 client capabilities (`sampling`, `elicitation`, `roots`): what a server is
+        told it may ask, since the gateway relays such questions to this client in its own era."""
+        return self._ask_facts()[1]
+
+    # Worked out once per capabilities object rather than on every call that reads them.
+    _asks_of: tuple[Any, frozenset[Ask], Mapping[str, Any]] | None = None
+
+    def _ask_facts(self) -> tuple[frozenset[Ask], Mapping[str, Any]]:
+        capabilities = self.capabilities
+        known = self._asks_of
+        if known is None or known[0] is not capabilities:
+            asks = asks_of(capabilities)
+            dumped = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True) if capabilities else {}
+            known = self._asks_of = (capabilities, asks, MappingProxyType({ask: dumped[ask] for ask in asks}))
+        return known[1], known[2]
 
     def on_close(self, callback: Callable[[], object]) -> None:
         """Run `callback` when the client goes away (hang-up, session end or expiry)."""

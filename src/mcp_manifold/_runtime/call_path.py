@@ -354,7 +354,7 @@ class CallPath:
 
     async def _once(self, request: Request, backend: Backend, action: str, send: Send, extra: dict[str, Any]) -> Any:
         with backend.serving(request):
-            token = requesting_client.set(_askable(request))
+            token = requesting_client.set(request.caller.askable)
             try:
                 result = await backend.request(action, lambda session: send(session, request, extra))
             except BackendRequestError as exc:
@@ -552,16 +552,6 @@ class CallPath:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
                 logger.exception("call observer failed")
-
-
-def _askable(request: Request) -> dict[str, Any]:
-    """What a server may ask `request`'s client for, as 2026-07-28 capabilities: the gateway relays such
-    questions to the client in its own era (input_required, or a request in its session)."""
-    capabilities = request.caller.capabilities
-    if capabilities is None:
-        return {}
-    dumped = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return {ask: dumped[ask] for ask in request.caller.asks if ask in dumped}
 
 
 def _json_size(value: Any) -> int | None:
