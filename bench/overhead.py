@@ -234,6 +234,21 @@ def build_targets(
             baseline="direct_stdio",
         ),
     ]
+    if args.pinned_legacy:
+        pinned_config = write_manifold_config(
+            work / "stdio-legacy.json",
+            {"command": kitchen_cmd[0], "args": kitchen_cmd[1:], "protocol": "legacy"},
+            work / "data-stdio-legacy",
+        )
+        targets.append(
+            Target(
+                "manifold_stdio_legacy",
+                "client -> manifold -> kitchen.py pinned to `protocol: legacy` (stdio, stdio)",
+                "kitchen_echo",
+                stdio_target(manifold_command(pinned_config), errlog, args.mode),
+                baseline="direct_stdio",
+            )
+        )
     if args.against is not None:
         targets.append(
             Target(
@@ -560,6 +575,11 @@ def main() -> None:
         help="the client's mode: legacy (a session, MCP 2025-11-25) or auto (the SDK's default, 2026-07-28)",
     )
     parser.add_argument("--no-http", action="store_true", help="skip the streamable-HTTP targets")
+    parser.add_argument(
+        "--pinned-legacy",
+        action="store_true",
+        help="also measure the stdio chain with the backend pinned to `protocol: legacy` (the handshake)",
+    )
     parser.add_argument("--no-fastmcp", action="store_true", help="skip the FastMCP proxy targets")
     parser.add_argument(
         "--secured",
