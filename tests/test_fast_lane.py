@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 
 from mcp_manifold._config import load_config
 from mcp_manifold._core.clients import Caller
 from mcp_manifold._core.profiles import Profile
 from mcp_manifold._front.fast_lane import FastLane
+from mcp_manifold._front.server import McpFront
 from mcp_manifold._runtime.gateway import Gateway
-from tests.conftest import server_entry
+from tests.conftest import server_entry, stdio_gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -31,13 +33,21 @@ def call_line(request_id: Any, name: str, arguments: dict[str, Any] | None = Non
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": body}).encode()
 
 
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "lane-test", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+DISCOVER = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": ENVELOPE}}).encode()
+
+
 class Lane:
     """A FastLane whose frames land in a list, with the task group its calls run in."""
 
-    def __init__(self, gateway: Gateway, task_group: Any) -> None:
+    def __init__(self, gateway: Gateway, task_group: Any, front: McpFront | None = None) -> None:
         self.frames: list[dict[str, Any]] = []
         self.arrived = anyio.Event()
-        self.lane = FastLane(gateway, self._send)
+        self.lane = FastLane(gateway, self._send, front=front)
         self.task_group = task_group
 
     async def _send(self, frame: bytes) -> None:
@@ -77,6 +87,90 @@ async def test_a_plain_call_is_answered_after_initialize(lane: Lane) -> None:
     assert answer["id"] == 2 and answer["jsonrpc"] == "2.0"
     assert answer["result"]["content"] == [{"type": "text", "text": "hi"}]
     assert "isError" not in answer["result"] or answer["result"]["isError"] is False
+
+
+@pytest.fixture
+async def modern_lane(tmp_path: Path) -> AsyncIterator[Lane]:
+    async with await open_gateway(tmp_path) as gateway, anyio.create_task_group() as task_group:
+        yield Lane(gateway, task_group, McpFront(gateway))
+        task_group.cancel_scope.cancel()
+
+
+async def test_a_2026_call_is_answered_as_the_sdk_server_would(modern_lane: Lane) -> None:
+    lane = modern_lane
+    assert not lane.take(call_line(1, "kitchen_echo", {"text": "early"}, _meta=ENVELOPE))  # before the era is set
+    assert not lane.take(DISCOVER)  # the opening request: the SDK server answers it and locks the era
+    assert lane.lane.era == "stateless" and lane.lane.open
+    assert lane.take(call_line(2, "kitchen_echo", {"text": "hi"}, _meta=ENVELOPE))
+    answer = await lane.answer()
+    assert answer["id"] == 2
+    result = answer["result"]
+    assert result["content"] == [{"type": "text", "text": "hi"}]
+    assert result["resultType"] == "complete"  # required at 2026-07-28
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-manifold"  # the gateway's stamp
+    assert lane.lane.gateway.stateless_requests == 1  # counted like any 2026-07-28 request
+    # A tool error is a result too, shaped the same way.
+    assert lane.take(call_line(3, "kitchen_fail", {"message": "no"}, _meta=ENVELOPE))
+    failed = (await lane.answer())["result"]
+    assert failed["isError"] is True and failed["resultType"] == "complete"
+
+
+async def test_a_2026_servers_question_leaves_the_lane_sealed(tmp_path: Path) -> None:
+    """A question of a 2026-07-28 server answered by the lane: `input_required` with the gateway's sealed
+    state (the server's own is inside it, unreadable), as the SDK server would seal it."""
+    path = tmp_path / "mcp.json"
+    manifold = {"data_dir": str(tmp_path / "data"), "lazy": False}
+    servers = {"new": server_entry("asks.py", "--era", "modern")}
+    path.write_text(json.dumps({"mcpServers": servers, "manifold": manifold}))
+    async with Gateway(load_config(path)) as gateway, anyio.create_task_group() as task_group:
+        lane = Lane(gateway, task_group, McpFront(gateway))
+        asking = {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
+        lane.take(DISCOVER)
+        assert lane.take(call_line(1, "new_ask_name", {}, _meta=asking))
+        result = (await lane.answer())["result"]
+        assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["name"]
+        state = result["requestState"]
+        assert isinstance(state, str) and state.startswith("v1.") and "backend" not in state
+        task_group.cancel_scope.cancel()
+
+
+async def test_a_2026_client_over_stdio_answers_a_question_through_the_lane(write_config: Any) -> None:
+    """End to end: the lane relays the server's question, the client's retry (the SDK server's to unseal)
+    reaches the server, and the call completes."""
+    config = write_config({"new": server_entry("asks.py", "--era", "modern")})
+
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async with stdio_gateway(config, mode="auto", elicitation_callback=answer) as client:
+        for _ in range(2):  # the first call may start the server; the second surely takes the lane
+            result = await client.call_tool("new_ask_name", {})
+            assert [block.text for block in result.content if isinstance(block, types.TextContent)] == ["hello Ada"]
+
+
+async def test_what_a_2026_call_needs_the_sdk_server_for_is_left_to_it(modern_lane: Lane) -> None:
+    lane = modern_lane
+    lane.take(DISCOVER)
+    assert not lane.take(call_line(1, "kitchen_echo", {"text": "x"}))  # no envelope: the SDK refuses it
+    logged = {**ENVELOPE, "io.modelcontextprotocol/logLevel": "info"}
+    assert not lane.take(call_line(2, "kitchen_echo", {"text": "x"}, _meta=logged))  # logs tied to the request
+    retry = {"requestState": "sealed", "inputResponses": {}}
+    assert not lane.take(call_line(3, "kitchen_echo", {"text": "x"}, _meta=ENVELOPE, **retry))  # unsealed there
+    unknown = {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "1900-01-01"}
+    assert not lane.take(call_line(4, "kitchen_echo", {"text": "x"}, _meta=unknown))  # -32022 is the SDK's answer
+    assert not lane.take(call_line(5, "kitchen_echo", {"text": "x"}, _meta={"progressToken": "p", **ENVELOPE}))
+    assert lane.frames == [] and lane.lane.gateway.stateless_requests == 0
+
+
+async def test_a_session_lane_leaves_2026_calls_alone(lane: Lane) -> None:
+    lane.take(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}')
+    lane.take(INITIALIZED)
+    assert lane.lane.era == "session"
+    assert not lane.take(call_line(1, "kitchen_echo", {"text": "x"}, _meta=ENVELOPE))  # refused by the SDK on a session
+    # Without the front, a 2026-07-28 connection never opens the lane.
+    fresh = FastLane(lane.lane.gateway, lane.lane.send)
+    fresh.take(DISCOVER, lane.task_group)
+    assert fresh.era == "stateless" and not fresh.open
 
 
 async def test_what_needs_the_full_path_is_left_to_it(lane: Lane) -> None:

@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import SimpleNamespace
 from typing import Any
 
 import mcp.client.stdio as _sdk_stdio
@@ -153,6 +154,21 @@ def asked_without_back_channel(text: str) -> str | None:
     """
     found = _NO_BACK_CHANNEL.search(text)
     return found.group(1) if found else None
+
+
+async def sealed(boundary: Any, method: str, params: Mapping[str, Any], result: Any) -> Any:
+    """`result` (an `input_required` answer to `method` with `params`) with its `requestState` sealed the
+    way the SDK server's `RequestStateBoundary` seals what a handler returns.
+
+    mcp 2.3.0: the boundary is server middleware, `boundary(ctx, call_next)`. Sealing the first round of a
+    request (no `requestState` came in) reads `ctx.method` and `ctx.params` only (the principal binding
+    reads the auth context, none over stdio), so a stand-in context with those two serves.
+    """
+
+    async def handler_result(_ctx: Any) -> Any:
+        return result
+
+    return await boundary(SimpleNamespace(method=method, params=params), handler_result)
 
 
 # --- deprecations ------------------------------------------------------------------------------------

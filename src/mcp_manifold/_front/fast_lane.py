@@ -1,18 +1,20 @@
 """The fast lane: a faster way into the one call path for a plain `tools/call` of a direct tool.
 
 On the stdio front, most of what the gateway adds to a call is the server side of the SDK: a task
-per request, middleware, request and result models built and dumped again. For the commonest
-message of all, a `tools/call` of a namespaced tool on a running backend with nothing special
-asked for, none of that does anything, so the front hands the raw line here: the lane parses it,
-makes the call through the same call path as every other call (`Gateway.calls`), and writes back
-the JSON-RPC response itself.
+per request, middleware, request and result models built and dumped again (at 2026-07-28 also a
+connection per request, built from its `_meta`). For the commonest message of all, a `tools/call` of
+a namespaced tool on a running backend with nothing special asked for, none of that does anything, so
+the front hands the raw line here: the lane parses it, makes the call through the same call path as
+every other call (`Gateway.calls`), and writes back the JSON-RPC response itself, shaped as the SDK
+server would shape it for the client's protocol era.
 
-Everything else (other methods, progress tokens, a `traceparent` to continue, unknown tools, surfaces
-other than `direct`, results that may be spilled or cached, a backend not running yet) goes the
-normal way (the SDK server carries a client's trace on to the backend), and so does
-every call until the client has sent `notifications/initialized` (only protocol versions before
-2026-07-28 do; later ones keep the normal path throughout). Cancellation of a fast call is handled
-here too, since the SDK server never saw the request.
+Everything else (other methods, progress tokens, a `traceparent` to continue, a 2026-07-28 log level
+or retry with answers, unknown tools, surfaces other than `direct`, results that may be spilled or
+cached, a backend not running yet) goes the normal way. The lane opens once the SDK server has settled
+the connection's era: for a session-era client after `notifications/initialized`, for a 2026-07-28
+client after its first request (its `server/discover`, usually), which the SDK server answers and locks
+the connection to that era by. Cancellation of a fast call is handled here too, since the SDK server
+never saw the request.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import mcp_types as types
+from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.results import tool_error
@@ -31,6 +34,7 @@ from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._errors import ManifoldError
 
 if TYPE_CHECKING:
+    from mcp_manifold._front.server import McpFront
     from mcp_manifold._runtime.gateway import Gateway
 
 Send = Callable[[bytes], Awaitable[None]]
@@ -48,26 +52,50 @@ class FastRequest(Request):
 
 
 class FastLane:
-    """Claims qualifying `tools/call` lines and answers them; tracks them for cancellation."""
+    """Claims qualifying `tools/call` lines and answers them; tracks them for cancellation.
 
-    def __init__(self, gateway: Gateway, send: Send, caller: Callable[[], Caller] | None = None) -> None:
+    `front` (the SDK server's wrapper) lets the lane answer 2026-07-28 clients as that server would;
+    without it the lane serves session-era clients only.
+    """
+
+    def __init__(
+        self, gateway: Gateway, send: Send, caller: Callable[[], Caller] | None = None, front: McpFront | None = None
+    ) -> None:
         self.gateway = gateway
         self.send = send
         self._caller = caller or (lambda: Caller("fast-lane"))
-        self.open = False  # set once the client has completed a legacy initialize
+        self._front = front
+        self.open = False  # set once the SDK server has settled the connection's era
+        self.era: str | None = None  # "session" or "stateless" (2026-07-28), from the client's opening
         self._in_flight: dict[Any, anyio.CancelScope] = {}
 
     def take(self, line: bytes, task_group: anyio.abc.TaskGroup) -> bool:
         """Handle `line` here if it qualifies (returns True); False leaves it to the SDK server."""
         if not self.open:
-            if b'"notifications/initialized"' in line:
-                self.open = True
+            self._watch_opening(line)
             return False
         if b'"tools/call"' in line:
             return self._take_call(line, task_group)
         if b'"notifications/cancelled"' in line:
             return self._take_cancel(line)
         return False
+
+    def _watch_opening(self, line: bytes) -> None:
+        """Follow the client's first messages, as the SDK server does, to learn the era it settles on."""
+        if b'"notifications/initialized"' in line and self.era != "stateless":
+            self.era, self.open = "session", True
+            return
+        if self.era is not None:
+            return
+        message = _decode(line)
+        if message is None or "id" not in message or not isinstance(message.get("method"), str):
+            return  # not a request: it does not decide the era
+        meta = (message.get("params") or {}).get("_meta") if isinstance(message.get("params"), dict) else None
+        if message["method"] != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta:
+            # This request opens a 2026-07-28 connection; the SDK server answers it, then calls may come here.
+            self.era, self.open = "stateless", self._front is not None
+        else:
+            self.era = "session"  # open after its initialize, at notifications/initialized
 
     def _take_call(self, line: bytes, task_group: anyio.abc.TaskGroup) -> bool:
         message = _decode(line)
@@ -84,15 +112,38 @@ class FastLane:
             not isinstance(meta, dict) or meta.get("progressToken") is not None or "traceparent" in meta
         ):
             return False  # progress, and a trace to continue, are the SDK server's to carry on
-        route = self.gateway.fast_route(params["name"], self._caller())
+        modern = self.era == "stateless"
+        if not modern:
+            if meta is not None and PROTOCOL_VERSION_META_KEY in meta:
+                return False  # a 2026-07-28 envelope on a session: the SDK server refuses it
+            caller: Caller | None = self._caller()
+        elif (
+            self._front is None
+            or meta is None
+            or LOG_LEVEL_META_KEY in meta  # log messages tied to the request are the SDK server's to send
+            or params.get("requestState") is not None  # a retry: its state is unsealed by the SDK server
+            or params.get("inputResponses") is not None
+        ):
+            return False
+        else:
+            caller = None  # made below, once the call is known to qualify
+        route = self.gateway.fast_route(params["name"], caller or Caller("fast-lane"))
         if route is None:
             return False
         request_id = message["id"]
         if request_id in self._in_flight:
             return False  # a duplicate id is the SDK's to refuse
+        version: str | None = None
+        if modern:
+            assert self._front is not None
+            stateless = self._front.envelope_caller(params)
+            if stateless is None:
+                return False  # an envelope the SDK server refuses: it answers with the reason
+            caller, version = stateless, stateless.protocol_version
+        assert caller is not None
         scope = anyio.CancelScope()
         self._in_flight[request_id] = scope
-        task_group.start_soon(self._answer, request_id, scope, route, arguments)
+        task_group.start_soon(self._answer, request_id, scope, route, params, caller, version)
         return True
 
     def _take_cancel(self, line: bytes) -> bool:
@@ -106,28 +157,42 @@ class FastLane:
         scope.cancel()
         return True
 
-    async def _answer(self, request_id: Any, scope: anyio.CancelScope, target: Target, arguments: Any) -> None:
+    async def _answer(
+        self,
+        request_id: Any,
+        scope: anyio.CancelScope,
+        target: Target,
+        params: dict[str, Any],
+        caller: Caller,
+        version: str | None,
+    ) -> None:
         try:
             with scope:
                 response: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+                meta = params.get("_meta") if version is not None else None
                 try:
-                    result = await self.gateway.calls.call_tool(
-                        FastRequest(self._caller()), ToolCall(target, arguments)
-                    )
-                except ManifoldError as exc:
-                    result = tool_error(str(exc))
+                    try:
+                        result = await self.gateway.calls.call_tool(
+                            FastRequest(caller, meta), ToolCall(target, params.get("arguments"))
+                        )
+                    except ManifoldError as exc:
+                        result = tool_error(str(exc))
+                    response["result"] = await self._shaped(params, version, result)
                 except Exception as exc:  # never leave the client waiting on an answer
                     response["error"] = {"code": types.INTERNAL_ERROR, "message": f"tools/call failed: {exc}"}
-                if "error" not in response:
-                    # The lane serves session-era clients only: `resultType` is a 2026-07-28 field, which the
-                    # SDK server's per-version sieve would drop (it is the only one a tool result has).
-                    response["result"] = result.model_dump(
-                        by_alias=True, mode="json", exclude_none=True, exclude={"result_type"}
-                    )
                 await self.send(_frame(response))
         finally:
             self._in_flight.pop(request_id, None)
         # A cancelled request gets no response, as the protocol says.
+
+    async def _shaped(self, params: dict[str, Any], version: str | None, result: Any) -> dict[str, Any]:
+        """The result as the SDK server would send it: at the 2026-07-28 `version`, or to a session."""
+        if version is not None:
+            assert self._front is not None
+            return await self._front.modern_result(params, version, result)
+        # `resultType` is a 2026-07-28 field, which the SDK server's per-version sieve drops for a
+        # session-era client (it is the only one a tool result has).
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})
 
 
 def _decode(line: bytes) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
+from functools import cached_property
 from typing import Any, TypeVar
 
 import mcp_types as types
@@ -21,7 +22,9 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types import SERVER_INFO_META_KEY, methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._core.clients import Caller, ListKind, Request, undeclared
@@ -29,7 +32,7 @@ from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldEr
 from mcp_manifold._front.identity import request_identity
 from mcp_manifold._front.listen import GatewayListenHandler
 from mcp_manifold._runtime.gateway import Gateway
-from mcp_manifold._sdk import connection_of, no_deprecation_warnings
+from mcp_manifold._sdk import connection_of, no_deprecation_warnings, sealed
 from mcp_manifold._version import __version__
 
 logger = logging.getLogger(__name__)
@@ -210,14 +213,48 @@ class McpFront:
             server.add_request_handler(method, _TaskParams, self._no_tasks)
         server.middleware.append(self._track_client)
         # The state 2026-07-28 clients echo back is sealed on the way out and checked on the way in.
-        server.middleware.append(
-            RequestStateBoundary(request_state_security(self.gateway.settings), default_audience="mcp-manifold")
+        self.state_boundary = RequestStateBoundary(
+            request_state_security(self.gateway.settings), default_audience="mcp-manifold"
         )
+        server.middleware.append(self.state_boundary)
         for surface in self.gateway.surfaces:
             middleware = surface.wire_middleware()
             if middleware is not None:
                 server.middleware.append(middleware)
         return server
+
+    # --- what the fast lane needs to answer a 2026-07-28 call as this server would ----------------
+
+    def envelope_caller(self, params: dict[str, Any]) -> StatelessCaller | None:
+        """The 2026-07-28 client a `tools/call`'s `_meta` envelope describes, read as the SDK server reads
+        it (stdio: no principal); None when the envelope fails the SDK's checks (the SDK answers those)."""
+        route = classify_inbound_request({"method": "tools/call", "params": params})
+        if isinstance(route, InboundLadderRejection):
+            return None
+        envelope = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
+        caller = StatelessCaller(envelope, None)
+        self.gateway.stateless_request(caller)
+        return caller
+
+    async def modern_result(self, params: dict[str, Any], version: str, result: Any) -> dict[str, Any]:
+        """A `tools/call` result as this server sends it at 2026-07-28: its `requestState` sealed, the
+        version's field sieve, `resultType`, and the server's own `serverInfo` stamp."""
+        if isinstance(result, types.InputRequiredResult):
+            result = await sealed(self.state_boundary, "tools/call", params, result)
+        dumped = methods.serialize_server_result(
+            "tools/call", version, result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        )
+        dumped.setdefault("resultType", "complete")
+        meta = dumped.get("_meta")
+        if meta is None:
+            dumped["_meta"] = {SERVER_INFO_META_KEY: self._server_info}
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+            dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info}
+        return dumped
+
+    @cached_property
+    def _server_info(self) -> dict[str, Any]:
+        return self.server.server_info_stamp  # the SDK's copy; the lane only ever serializes it
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options()

@@ -181,7 +181,7 @@ async def serve_stdio(gateway: Gateway, stopper: Stopper | None = None) -> None:
             stopper.stop = hang_up  # a signal ends the input like EOF: the SDK server then stops in order
 
     def lane(send: Send) -> FastLane:
-        return FastLane(gateway, send, caller=lambda: front.latest_caller)
+        return FastLane(gateway, send, caller=lambda: front.latest_caller, front=front)
 
     async with stdio_streams(lane, on_hangup) as (read_stream, write_stream):
         await front.server.run(read_stream, write_stream, front.initialization_options())
