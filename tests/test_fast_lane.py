@@ -87,6 +87,7 @@ async def test_a_plain_call_is_answered_after_initialize(lane: Lane) -> None:
     assert answer["id"] == 2 and answer["jsonrpc"] == "2.0"
     assert answer["result"]["content"] == [{"type": "text", "text": "hi"}]
     assert "isError" not in answer["result"] or answer["result"]["isError"] is False
+    assert "_meta" not in answer["result"]  # the server's own serverInfo stamp (2026-07-28) stays behind
 
 
 @pytest.fixture

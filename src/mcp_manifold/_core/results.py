@@ -231,11 +231,14 @@ def with_exposed_uris(
     return changed
 
 
-def without_server_stamp(result: Any) -> Any:
-    """`result` without the identity a 2026-07-28 server stamps on it (`_meta` serverInfo): through the
-    gateway, the server a client talks to is the gateway, which stamps its own."""
+def drop_server_stamp(result: Any) -> Any:
+    """Remove from `result` the identity a 2026-07-28 server stamps on it (`_meta` serverInfo): through
+    the gateway, the server a client talks to is the gateway, which stamps its own. In place, and
+    returned: it is called on a result just made from the server's answer, which nothing else holds
+    (a copy would be work for nothing)."""
     meta = getattr(result, "meta", None)
     if not meta or types.SERVER_INFO_META_KEY not in meta:
         return result
     rest = {key: value for key, value in meta.items() if key != types.SERVER_INFO_META_KEY}
-    return result.model_copy(update={"meta": rest or None})
+    result.meta = rest or None
+    return result

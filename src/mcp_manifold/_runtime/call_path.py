@@ -40,11 +40,11 @@ from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import (
     SpillPolicy,
     content_size,
+    drop_server_stamp,
     scrubbed,
     spill_if_due,
     tool_error,
     with_exposed_uris,
-    without_server_stamp,
 )
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._errors import (
@@ -364,7 +364,7 @@ class CallPath:
                 raise BackendRequestError(backend.name, backend.asks_mid_call(asked), exc.code) from exc
             finally:
                 requesting_client.reset(token)
-        result = without_server_stamp(result)
+        result = drop_server_stamp(result)
         if backend.modern and isinstance(result, types.CallToolResult) and result.is_error:
             asked = asked_without_back_channel(" ".join(getattr(block, "text", "") for block in result.content))
             if asked is not None:
