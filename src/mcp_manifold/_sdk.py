@@ -16,6 +16,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import mcp.client.stdio as _sdk_stdio
+from mcp_types import methods
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 SDK_VERSION_WRITTEN_AGAINST = "2.3.0"
 
@@ -101,6 +103,38 @@ async def negotiate(session: Any, protocol: str) -> None:
             await session.initialize()
         return
     await negotiate_auto(session)
+
+
+async def call_tool_wire(
+    session: Any, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """`tools/call` on `session`, answered with the result as the server sent it (a mapping), checked
+    against the session's protocol version by the SDK's own validator, without building its models.
+
+    mcp 2.3.0: `ClientSession.call_tool` builds a request model, dumps it, stamps it (`_stamp`: the
+    2026-07-28 `_meta` envelope, or the version header), sends it with its dispatcher's
+    `send_raw_request`, then validates the raw result, builds the result model and checks it against
+    the tool's output schema. There is no public way to send a stamped request and keep the raw
+    result; this does those steps but the models (the client re-checks structured content against
+    the output schema it listed). Without the private names (another layout) it falls back to
+    `call_tool` and dumps the model.
+    """
+    stamp = getattr(session, "_stamp", None)
+    dispatcher = getattr(session, "_dispatcher", None)
+    if stamp is None or dispatcher is None:  # pragma: no cover - another SDK layout
+        result = await session.call_tool(name, arguments, meta=meta, allow_input_required=True)
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    params: dict[str, Any] = {"name": name}
+    if arguments is not None:
+        params["arguments"] = arguments
+    if meta:
+        params["_meta"] = dict(meta)
+    data = {"method": "tools/call", "params": params}
+    opts: dict[str, Any] = {}
+    stamp(data, opts)
+    raw = await dispatcher.send_raw_request("tools/call", data["params"], opts)
+    methods.validate_server_result("tools/call", session.protocol_version or LATEST_HANDSHAKE_VERSION, raw)
+    return raw
 
 
 # What the client a 2026-07-28 request is made for can be asked (its `sampling`, `elicitation`, `roots`

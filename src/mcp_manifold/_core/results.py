@@ -106,11 +106,15 @@ def _compact(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
-def content_size(content: list[types.ContentBlock]) -> int:
-    """Bytes of content as it enters context: text as is, other blocks as compact JSON."""
+def content_size(content: list[types.ContentBlock] | list[dict[str, Any]]) -> int:
+    """Bytes of content as it enters context: text as is, other blocks as compact JSON (blocks as models,
+    or in wire form)."""
     size = 0
     for block in content:
-        if isinstance(block, types.TextContent):
+        if isinstance(block, dict):
+            text = block.get("text") if block.get("type") == "text" else None
+            size += len((text if isinstance(text, str) else _compact(block)).encode("utf-8"))
+        elif isinstance(block, types.TextContent):
             size += len(block.text.encode("utf-8"))
         else:
             size += len(_compact(block.model_dump(mode="json", by_alias=True, exclude_none=True)).encode("utf-8"))

@@ -38,13 +38,15 @@ class ToolCall:
     """One tool call down the call path: where it goes, with what, and how a large result is handled.
 
     `meta` is sent as the request's `_meta`; `spill` replaces the gateway's spill policy (dispatch
-    passes its per-call options).
+    passes its per-call options). `wire`: the caller (the fast lane) takes a plain result in the form the
+    server sent it, a `WireResult` (core/wire.py), instead of the SDK's model.
     """
 
     target: Target
     arguments: dict[str, Any] | None
     meta: Mapping[str, Any] | None = None
     spill: SpillPolicy | None = None
+    wire: bool = False
 
 
 def tool_target(catalog: Catalog | CatalogView, name: str, surface: str) -> Target:

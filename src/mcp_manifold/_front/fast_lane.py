@@ -31,6 +31,7 @@ from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.results import tool_error
 from mcp_manifold._core.router import Target, ToolCall
+from mcp_manifold._core.wire import WireResult
 from mcp_manifold._errors import ManifoldError
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ class FastLane:
                 try:
                     try:
                         result = await self.gateway.calls.call_tool(
-                            FastRequest(caller, meta), ToolCall(target, params.get("arguments"))
+                            FastRequest(caller, meta), ToolCall(target, params.get("arguments"), wire=True)
                         )
                     except ManifoldError as exc:
                         result = tool_error(str(exc))
@@ -190,6 +191,8 @@ class FastLane:
         if version is not None:
             assert self._front is not None
             return await self._front.modern_result(params, version, result)
+        if isinstance(result, WireResult):
+            return result.wire  # as the server sent it, without 2026-07-28's resultType
         # `resultType` is a 2026-07-28 field, which the SDK server's per-version sieve drops for a
         # session-era client (it is the only one a tool result has).
         return result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})

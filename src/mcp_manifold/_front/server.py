@@ -28,6 +28,7 @@ from mcp_types import SERVER_INFO_META_KEY, methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._core.clients import Caller, ListKind, Request, undeclared
+from mcp_manifold._core.wire import WireResult
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._front.identity import request_identity
 from mcp_manifold._front.listen import GatewayListenHandler
@@ -241,9 +242,12 @@ class McpFront:
         version's field sieve, `resultType`, and the server's own `serverInfo` stamp."""
         if isinstance(result, types.InputRequiredResult):
             result = await sealed(self.state_boundary, "tools/call", params, result)
-        dumped = methods.serialize_server_result(
-            "tools/call", version, result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        wire = (
+            {**result.wire, "resultType": "complete"}  # a plain result is a complete one
+            if isinstance(result, WireResult)
+            else result.model_dump(by_alias=True, mode="json", exclude_none=True)
         )
+        dumped = methods.serialize_server_result("tools/call", version, wire)
         dumped.setdefault("resultType", "complete")
         meta = dumped.get("_meta")
         if meta is None:

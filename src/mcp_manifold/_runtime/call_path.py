@@ -47,6 +47,7 @@ from mcp_manifold._core.results import (
     with_exposed_uris,
 )
 from mcp_manifold._core.router import Target, ToolCall
+from mcp_manifold._core.wire import WireResult, wire_result
 from mcp_manifold._errors import (
     BackendError,
     BackendRequestError,
@@ -57,7 +58,7 @@ from mcp_manifold._errors import (
     RateLimited,
 )
 from mcp_manifold._runtime.input_bridge import MAX_ROUNDS, HeldCalls, answer_questions, backend_state, read_state
-from mcp_manifold._sdk import asked_without_back_channel, requesting_client
+from mcp_manifold._sdk import asked_without_back_channel, call_tool_wire, requesting_client
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
@@ -177,9 +178,12 @@ class CallPath:
 
     # --- tools ----------------------------------------------------------------------------------
 
-    async def call_tool(self, request: Request, call: ToolCall) -> types.CallToolResult | types.InputRequiredResult:
+    async def call_tool(
+        self, request: Request, call: ToolCall
+    ) -> types.CallToolResult | types.InputRequiredResult | WireResult:
         """Call a tool; failures of the server or the connection come back as tool errors. A 2026-07-28
-        client may get `input_required` instead (the server has questions for it).
+        client may get `input_required` instead (the server has questions for it). With `call.wire`, a
+        plain result comes back as the server sent it (a `WireResult`).
 
         A call the policy refuses raises (`NotFound`, `Quarantined`, `RateLimited`), as an unknown
         name would: the caller gets a clear error, the observers a record of the refusal.
@@ -192,7 +196,7 @@ class CallPath:
 
     async def _admitted_call(
         self, request: Request, call: ToolCall, hooks: tuple[Observer, ...]
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | WireResult:
         started = time.perf_counter()
         policy = self.policy
         if policy is None:
@@ -258,7 +262,7 @@ class CallPath:
 
     async def _call_tool(
         self, request: Request, call: ToolCall, started: float, hooks: tuple[Observer, ...]
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | WireResult:
         target, arguments = call.target, call.arguments
         backend = self.backend(target.server, request)
         outcome: Outcome = "ok"
@@ -272,11 +276,14 @@ class CallPath:
             progress = request.progress if request.wants_progress else None
 
             def send(session: ClientSession, serving: Request, extra: dict[str, Any]) -> Awaitable[Any]:
+                meta = self._meta(call.meta, request, backend)
+                if call.wire and progress is None and not extra:  # the answer as the server sent it
+                    return call_tool_wire(session, target.name, arguments, meta)
                 return session.call_tool(
                     target.name,
                     arguments,
                     progress_callback=serving.progress if progress is not None else None,
-                    meta=self._meta(call.meta, request, backend),  # type: ignore[arg-type]
+                    meta=meta,  # type: ignore[arg-type]
                     allow_input_required=True,
                     **extra,
                 )
@@ -300,8 +307,9 @@ class CallPath:
                         )
                         self._tell(record, hooks)
                     return result
-                result = self._exposed_uris(target, result)
-                self._cache.store(target.server, target.name, call.arguments, result)
+                if not isinstance(result, WireResult):  # a wire result has no URIs and is never cached
+                    result = self._exposed_uris(target, result)
+                    self._cache.store(target.server, target.name, call.arguments, result)
             waited = time.perf_counter() - sent
             if result.is_error:
                 outcome = "error"
@@ -309,6 +317,8 @@ class CallPath:
         spilled = False
         policy = call.spill or self.default_spill
         if policy.active:
+            if isinstance(result, WireResult):  # the lane never asks for one then; should it ever, spill the model
+                result = types.CallToolResult.model_validate(result.wire, by_name=False)
             result, spilled = self._spilled(result, policy, target)
         if self._observers or hooks:
             size = content_size(result.content)
@@ -364,7 +374,7 @@ class CallPath:
                 raise BackendRequestError(backend.name, backend.asks_mid_call(asked), exc.code) from exc
             finally:
                 requesting_client.reset(token)
-        result = drop_server_stamp(result)
+        result = wire_result(result) if isinstance(result, dict) else drop_server_stamp(result)
         if backend.modern and isinstance(result, types.CallToolResult) and result.is_error:
             asked = asked_without_back_channel(" ".join(getattr(block, "text", "") for block in result.content))
             if asked is not None:

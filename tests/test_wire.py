@@ -1,0 +1,50 @@
+"""core/wire.py: which server answers the fast lane may forward as they came, and what they lose on the way."""
+
+from __future__ import annotations
+
+import mcp_types as types
+
+from mcp_manifold._core.results import content_size
+from mcp_manifold._core.wire import WireResult, wire_result
+
+STAMP = {"io.modelcontextprotocol/serverInfo": {"name": "kitchen", "version": "1"}}
+
+
+def test_a_plain_answer_stays_as_it_came_less_resulttype_and_the_servers_stamp() -> None:
+    raw = {
+        "content": [{"type": "text", "text": "hi"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}],
+        "structuredContent": {"n": 1},
+        "isError": False,
+        "resultType": "complete",
+        "_meta": {**STAMP, "trace": "x"},
+    }
+    result = wire_result(raw)
+    assert isinstance(result, WireResult) and not result.is_error
+    assert result.wire == {
+        "content": raw["content"],
+        "structuredContent": {"n": 1},
+        "isError": False,
+        "_meta": {"trace": "x"},  # the server's other _meta stays
+    }
+    assert "_meta" not in wire_result({"content": [], "_meta": dict(STAMP)}).wire  # nothing left: no _meta
+
+
+def test_what_the_call_path_must_change_becomes_the_model() -> None:
+    error = wire_result({"content": [{"type": "text", "text": "token=abc"}], "isError": True, "_meta": STAMP})
+    assert isinstance(error, types.CallToolResult) and error.is_error and error.meta is None  # scrubbed later
+    link = {"type": "resource_link", "uri": "file:///a", "name": "a"}
+    assert isinstance(wire_result({"content": [link]}), types.CallToolResult)  # its URI is rewritten
+    embedded = {"type": "resource", "resource": {"uri": "file:///a", "text": "x"}}
+    assert isinstance(wire_result({"content": [embedded]}), types.CallToolResult)
+    asking = {
+        "resultType": "input_required",
+        "inputRequests": {"name": {"method": "roots/list"}},
+        "requestState": "s",
+    }
+    assert isinstance(wire_result(asking), types.InputRequiredResult)
+
+
+def test_content_is_sized_alike_in_either_form() -> None:
+    raw = [{"type": "text", "text": "héllo"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}]
+    models = types.CallToolResult.model_validate({"content": raw}).content
+    assert content_size(raw) == content_size(models) > 0
