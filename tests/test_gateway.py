@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from tests.conftest import (
     answer_sampling,
     free_port,
     server_entry,
+    stdio_gateway,
     stop_process,
     wait_for_port,
 )
@@ -513,3 +516,30 @@ async def test_resource_links_read_back_and_uri_arguments_reach_the_server_in_it
         for given in ("links+links://item/7", "links://item/7"):
             described = await client.call_tool("links_describe", {"uri": given})
             assert text_of(described) == "got links://item/7: the text of item 7", given
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_stdio_gateway_speaks_to_a_stdio_server_in_its_clients_era(write_config: Any, mode: str) -> None:
+    """Under `protocol: auto`, a server that speaks both eras is reached in the era of the gateway's one
+    client (the handshake for a session-era client, discovery for a 2026-07-28 one); a server that
+    refuses the handshake is started again with discovery and works for either client."""
+    config = write_config({"kitchen": server_entry("kitchen.py"), "modern": server_entry("modern_only.py")})
+    async with stdio_gateway(config, mode=mode) as client:
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "both"})) == "both"
+        assert text_of(await client.call_tool("modern_echo", {"text": "new"})) == "new"
+        deadline = time.monotonic() + 15
+        while True:  # the running gateway rewrites its live view every couple of seconds
+            live = subprocess.run(
+                [sys.executable, "-m", "mcp_manifold", "servers", "--config", str(config), "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert live.returncode == 0, live.stderr
+            rows = {row["name"]: row for gateway in json.loads(live.stdout)["gateways"] for row in gateway["servers"]}
+            if all(rows.get(name, {}).get("protocol") for name in ("kitchen", "modern")) or time.monotonic() > deadline:
+                break
+            await anyio.sleep(0.5)
+    assert rows["kitchen"]["protocol"] == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+    assert rows["modern"]["protocol"] == "2026-07-28"
+    assert rows["modern"]["restarts"] == 0 and rows["modern"]["state"] == "ready"  # a refused handshake is no failure

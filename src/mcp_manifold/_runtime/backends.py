@@ -26,6 +26,7 @@ from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings
@@ -73,6 +74,7 @@ class Backend:
         hooks: BackendHooks,
         child_env: Mapping[str, str] | None = None,
         declare: Callable[[], frozenset[Ask]] = lambda: NO_ASKS,
+        client_era: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -80,6 +82,9 @@ class Backend:
         # What the server is told the client can be asked for, read at each start: only what the
         # client(s) this session serves can answer (nothing, unless the front knows better).
         self.declare = declare
+        # The era of the one client this session serves ("session", "stateless"), None when it serves
+        # several or none is known yet: under `protocol: auto` it decides how a stdio server is opened.
+        self.client_era = client_era
         self.declared: frozenset[Ask] = NO_ASKS
         # The one client this session serves (a per-client session), who answers what the server asks
         # outside any call; None for a shared session.
@@ -111,6 +116,8 @@ class Backend:
         # Learned: under `protocol: auto` the server took 2026-07-28 but asks its client mid-call, which
         # only a session carries; it is reconnected with the handshake (see `asks_mid_call`).
         self._needs_session = False
+        # Learned: it refused the handshake (2026-07-28 only), so discovery comes first from now on.
+        self._modern_only = False
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -140,7 +147,12 @@ class Backend:
                 raise BackendUnavailable(
                     self.name, f"not running ({self.last_error}); next start attempt in {wait:.1f}s"
                 )
-            await self._start()
+            try:
+                await self._start()
+            except _HandshakeRefused:
+                self._modern_only = True
+                logger.info("server %r speaks only MCP 2026-07-28: starting it again with discovery", self.name)
+                await self._start()
             assert self._session is not None
             return self._session
 
@@ -154,11 +166,17 @@ class Backend:
         self._stopped = anyio.Event()
         try:
             await self._task_group.start(self._run)
+        except _HandshakeRefused:
+            self.state = "stopped"  # not a failure: the server is reached another way (see `session`)
+            raise
         except BackendError as exc:
             self._record_failure(str(exc))
             raise
         except Exception as exc:  # anything the transport raised while spawning or connecting
             ours = _first_leaf(exc)
+            if isinstance(ours, _HandshakeRefused):
+                self.state = "stopped"
+                raise ours from None
             if isinstance(ours, BackendError):  # already says what happened, stderr included
                 self._record_failure(str(ours))
                 raise ours from None
@@ -211,15 +229,24 @@ class Backend:
                         client_info=_CLIENT_INFO,
                     )
                 )
+                protocol = self.opening_protocol()
                 try:
                     with anyio.fail_after(self.settings.init_timeout):
-                        await negotiate(session, "legacy" if self._needs_session else self.config.protocol)
+                        try:
+                            await negotiate(session, "legacy" if protocol == "handshake-first" else protocol)
+                        except MCPError as exc:
+                            if protocol == "handshake-first" and exc.code == types.UNSUPPORTED_PROTOCOL_VERSION:
+                                # A stdio connection keeps the era it was opened in: a new one must discover.
+                                raise _HandshakeRefused(self.name, "refused the handshake") from exc
+                            raise
                         self.initialize_result = session.initialize_result
                 except TimeoutError:
                     raise BackendStartError(
                         self.name,
                         self._with_stderr(f"did not finish initialization within {self.settings.init_timeout:g}s"),
                     ) from None
+                except _HandshakeRefused:
+                    raise
                 except Exception as exc:
                     raise BackendStartError(
                         self.name, self._with_stderr(f"initialization failed: {_describe(exc)}")
@@ -377,11 +404,39 @@ class Backend:
             with no_deprecation_warnings(), suppress(Exception):
                 await self._session.send_roots_list_changed()
 
+    def opening_protocol(self) -> str:
+        """How the next session opens: `legacy`, `modern`, `auto` (discovery first, then the handshake),
+        or `handshake-first` (then discovery, in a new connection).
+
+        Under `protocol: auto` a stdio server whose session serves one session-era client (a stdio
+        gateway's, or a per-client session) is asked for the handshake first: the gateway then speaks to
+        it as its client would have, the server's questions travel in that session as it wrote them, and
+        in SDK 2.3 a session-era request costs a stdio server a quarter of a millisecond less CPU than
+        a 2026-07-28 one. A server that refuses the handshake (2026-07-28 only) is started again with
+        discovery, once. Every other session discovers first, as the spec says: over HTTP, and for a
+        2026-07-28 client or several clients, whom per-request capabilities serve better.
+        """
+        if self._needs_session:
+            return "legacy"
+        protocol = self.config.protocol
+        if (
+            protocol == "auto"
+            and self.config.transport == "stdio"
+            and not self._modern_only
+            and self.client_era() == "session"
+        ):
+            return "handshake-first"
+        return protocol
+
     async def renew_if_declared_differs(self) -> None:
-        """Stop a running session that declared other capabilities than it would now; the next need
-        starts it again telling the server the truth (the one client of a stdio gateway became known)."""
-        if self.state == "ready" and self.declared != self.declare():
-            logger.info("server %r: restarting to declare the client's capabilities", self.name)
+        """Stop a running session that declared other capabilities, or was opened in another era, than it
+        would now; the next need starts it again telling the server the truth (the one client of a stdio
+        gateway became known)."""
+        if self.state != "ready":
+            return
+        reopen = self.modern and self.opening_protocol() == "handshake-first"
+        if self.declared != self.declare() or reopen:
+            logger.info("server %r: restarting to speak to it as its client does", self.name)
             await self.stop()
 
     async def stop(self) -> None:
@@ -634,11 +689,12 @@ class BackendPool:
         hooks: BackendHooks,
         child_env: Mapping[str, str] | None = None,
         declare: Callable[[], frozenset[Ask]] = lambda: NO_ASKS,
+        client_era: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.child_env = dict(child_env or {})
         self.backends: dict[str, Backend] = {
-            config.name: Backend(config, settings, hooks, self.child_env, declare) for config in configs
+            config.name: Backend(config, settings, hooks, self.child_env, declare, client_era) for config in configs
         }
         # Backends added at run time (hub instances), kept apart from the configured ones so the catalog,
         # the direct surface and `manifold servers` never list them by accident.
@@ -647,6 +703,7 @@ class BackendPool:
         self.retiring: set[Backend] = set()
         self._hooks = hooks
         self._declare = declare
+        self._client_era = client_era
         self._added_cleanup = False
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -681,7 +738,7 @@ class BackendPool:
         for config in configs:
             current = old.get(config.name)
             if current is None or config.name in fresh:
-                current = Backend(config, self.settings, self._hooks, self.child_env, self._declare)
+                current = Backend(config, self.settings, self._hooks, self.child_env, self._declare, self._client_era)
                 if self._task_group is not None:
                     current.attach(self._task_group)
             backends[config.name] = current
@@ -735,3 +792,7 @@ class BackendPool:
                 for backend in list(self.added.values()):
                     stoppers.start_soon(backend.stop)
             self.added.clear()
+
+
+class _HandshakeRefused(BackendStartError):
+    """The server refused the handshake asked for first (it speaks 2026-07-28 only); not a failure."""

@@ -83,7 +83,14 @@ class ClientSessions:
             raise BackendUnavailable(config.name, "the gateway is not running")
         self._make_room(config.name)
         owner = weakref.ref(caller)
-        backend = Backend(config, self.settings, self.hooks, self.child_env, declare=lambda: _asks(owner))
+        backend = Backend(
+            config,
+            self.settings,
+            self.hooks,
+            self.child_env,
+            declare=lambda: _asks(owner),
+            client_era=lambda: _era(owner),
+        )
         backend.owner = owner
         backend.attach(self._task_group)
         self._sessions[key] = backend
@@ -170,3 +177,8 @@ class ClientSessions:
 def _asks(owner: weakref.ref[Caller]) -> frozenset[Ask]:
     caller = owner()
     return caller.asks if caller is not None else NO_ASKS
+
+
+def _era(owner: weakref.ref[Caller]) -> str | None:
+    caller = owner()
+    return caller.era if caller is not None else None

@@ -96,6 +96,7 @@ class Gateway:
             self.back_channel,
             child_env=child_env,
             declare=self._declare_shared,
+            client_era=self._sole_era,
         )
         self.client_sessions = ClientSessions(self._settings, self.back_channel, child_env, single_client=single_client)
         self._views: weakref.WeakKeyDictionary[Caller, tuple[int, int, Catalog]] = weakref.WeakKeyDictionary()
@@ -306,6 +307,10 @@ class Gateway:
         should be asked get sessions of their own: `session_scope: client`).
         """
         return self._sole.asks if self._sole is not None else NO_ASKS
+
+    def _sole_era(self) -> str | None:
+        """The era of a stdio gateway's one client, once it is known; None over HTTP (shared sessions)."""
+        return self._sole.era if self._sole is not None else None
 
     async def client_arrived(self, caller: Caller) -> None:
         """A client finished its handshake (the front calls this once per client)."""
