@@ -155,6 +155,8 @@ async def test_url_mode_elicitation_passes_through(connect: Any, write_config: A
         write_config({"midcall": server_entry("midcall.py", **scope)}), elicitation_callback=open_the_page
     ) as client:
         answer = await client.call_tool("midcall_sign_in", {"service": "shop"})
+        if connect.mode == "legacy":  # a session serving one session-era client opens with the handshake
+            assert not answer.is_error, text_of(answer)
         if answer.is_error:  # the first call learns that the server asks mid-call (it is reached as 2026-07-28 first)
             assert "call again" in text_of(answer) or "authenticates" in text_of(answer), text_of(answer)
             if connect.transport == "http" and connect.mode != "legacy":

@@ -34,6 +34,10 @@ class WireResult:
     def content(self) -> list[dict[str, Any]]:
         return self.wire["content"]
 
+    def model(self) -> types.CallToolResult:
+        """The same result as the SDK's model (for a caller that did not ask for the wire form)."""
+        return types.CallToolResult.model_validate(self.wire, by_name=False)
+
 
 def wire_result(raw: Mapping[str, Any]) -> WireResult | types.CallToolResult | types.InputRequiredResult:
     """The server's `tools/call` answer `raw`: kept as it is when plain, else the model the call path needs."""

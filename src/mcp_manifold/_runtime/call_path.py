@@ -291,6 +291,9 @@ class CallPath:
             sent = time.perf_counter()
             try:
                 result = await self._exchange(request, backend, "tools/call", send)
+                if isinstance(result, WireResult) and not call.wire:
+                    # A held call started by a lane's request, finished by this retry, which wants the model.
+                    result = result.model()
             except BackendError as exc:
                 # Errors can quote a server's stderr or URL, where its secrets may appear.
                 error = backend.config.scrub(str(exc))
@@ -318,7 +321,7 @@ class CallPath:
         policy = call.spill or self.default_spill
         if policy.active:
             if isinstance(result, WireResult):  # the lane never asks for one then; should it ever, spill the model
-                result = types.CallToolResult.model_validate(result.wire, by_name=False)
+                result = result.model()
             result, spilled = self._spilled(result, policy, target)
         if self._observers or hooks:
             size = content_size(result.content)
