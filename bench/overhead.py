@@ -250,12 +250,16 @@ def build_targets(
             )
         )
     if args.against is not None:
+        # A data dir of its own: two gateways must not share listing caches, state files or audit logs.
+        reference_config = write_manifold_config(
+            work / "stdio-reference.json", {"command": kitchen_cmd[0], "args": kitchen_cmd[1:]}, work / "data-reference"
+        )
         targets.append(
             Target(
                 "reference_stdio",
                 f"client -> manifold run by {args.against} -> kitchen.py (stdio, stdio)",
                 "kitchen_echo",
-                stdio_target(manifold_command(stdio_config, python=str(args.against)), errlog, args.mode),
+                stdio_target(manifold_command(reference_config, python=str(args.against)), errlog, args.mode),
                 baseline="direct_stdio",
             )
         )
@@ -316,9 +320,10 @@ def build_targets(
             )
     if args.against is not None:
         reference_port = free_port()
+        reference_http = write_manifold_config(work / "http-ref.json", {"url": kitchen_url}, work / "data-ref-http")
         reference_pid = processes.start(
             "reference-http",
-            manifold_command(http_config, "--http", "--port", str(reference_port), python=str(args.against)),
+            manifold_command(reference_http, "--http", "--port", str(reference_port), python=str(args.against)),
             reference_port,
         )
         targets.append(
