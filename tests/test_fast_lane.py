@@ -187,6 +187,16 @@ async def test_what_needs_the_full_path_is_left_to_it(lane: Lane) -> None:
     assert lane.frames == []
 
 
+async def test_a_calls_records_follow_its_answer(lane: Lane) -> None:
+    """Observers (the audit log, metrics) see a fast call right after its answer is written, not before."""
+    answered_before: list[int] = []
+    lane.lane.gateway.calls.observe(lambda record: answered_before.append(len(lane.frames)))
+    lane.take(INITIALIZED)
+    assert lane.take(call_line(1, "kitchen_echo", {"text": "x"}))
+    await lane.answer()
+    assert answered_before == [1]  # the frame was out when the record was made
+
+
 async def test_backend_errors_become_tool_errors(lane: Lane) -> None:
     lane.take(INITIALIZED)
     assert lane.take(call_line("a", "kitchen_fail", {"message": "broken on purpose"}))

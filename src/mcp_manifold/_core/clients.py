@@ -155,6 +155,9 @@ class Request:
         self.request_state: str | None = None
         # What the address the client used names (an HTTP endpoint such as /mcp/instances/<instance_id>).
         self.endpoint: Mapping[str, str] = {}
+        # Work that may wait until the client has its answer (a list the front runs then: the fast lane's),
+        # or None: done at once.
+        self.after_answer: list[Callable[[], object]] | None = None
 
     @property
     def log_level(self) -> types.LoggingLevel | None:

@@ -167,14 +167,15 @@ class FastLane:
         caller: Caller,
         version: str | None,
     ) -> None:
+        request = FastRequest(caller, params.get("_meta") if version is not None else None)
+        request.after_answer = []  # the call's records are made after the answer is on its way
         try:
             with scope:
                 response: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
-                meta = params.get("_meta") if version is not None else None
                 try:
                     try:
                         result = await self.gateway.calls.call_tool(
-                            FastRequest(caller, meta), ToolCall(target, params.get("arguments"), wire=True)
+                            request, ToolCall(target, params.get("arguments"), wire=True)
                         )
                     except ManifoldError as exc:
                         result = tool_error(str(exc))
@@ -184,6 +185,8 @@ class FastLane:
                 await self.send(_frame(response))
         finally:
             self._in_flight.pop(request_id, None)
+            for work in request.after_answer:  # also when cancelled: a call is never left unrecorded
+                work()
         # A cancelled request gets no response, as the protocol says.
 
     async def _shaped(self, params: dict[str, Any], version: str | None, result: Any) -> dict[str, Any]:

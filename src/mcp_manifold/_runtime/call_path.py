@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import mcp_types as types
@@ -326,7 +327,11 @@ class CallPath:
         if self._observers or hooks:
             size = content_size(result.content)
             record = self._record("tool", request, target, started, outcome, error, arguments, size, spilled, waited)
-            self._tell(record, hooks)
+            if request.after_answer is not None:
+                self._tell(record, hooks, observers=False)  # an around hook's part ends with the call (its span)
+                request.after_answer.append(partial(self._tell, record))  # the audit line need not delay the answer
+            else:
+                self._tell(record, hooks)
         return result
 
     # --- questions from servers, across the eras (see input_bridge.py) ---------------------------
@@ -559,8 +564,8 @@ class CallPath:
         backend = self._pool.backends.get(server) or self._pool.added.get(server)
         return backend.config.scrub(text) if backend is not None else text
 
-    def _tell(self, record: CallRecord, hooks: tuple[Observer, ...] = ()) -> None:
-        for observer in (*hooks, *self._observers):
+    def _tell(self, record: CallRecord, hooks: tuple[Observer, ...] = (), *, observers: bool = True) -> None:
+        for observer in (*hooks, *(self._observers if observers else ())):
             try:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
