@@ -174,6 +174,33 @@ def test_the_audit_log_rotates_by_size_and_reads_back_in_order(tmp_path: Path) -
     assert [line["name"] for line in read_entries(tmp_path)] == [f"numbers_add_{n}" for n in range(12)]
 
 
+def test_the_audit_log_keeps_writing_when_its_file_is_moved_away_and_never_cuts_without_backups(
+    tmp_path: Path,
+) -> None:
+    from mcp_manifold._core.router import Target
+    from mcp_manifold._runtime.audit import AuditLog, log_files
+    from mcp_manifold._runtime.call_path import CallRecord
+
+    def record(number: int) -> CallRecord:
+        return CallRecord("tool", Target("numbers", "add", f"numbers_add_{number}", "direct"), "c", 0.001, "ok")
+
+    log = AuditLog(tmp_path / "a", max_bytes=600, backups=3)
+    log(record(0))
+    (tmp_path / "a" / "audit.jsonl").rename(tmp_path / "moved.jsonl")  # an operator's logrotate, say
+    for number in range(1, 12):  # rotating finds no file to move, and goes on
+        log(record(number))
+    log.close()
+    assert len(log_files(tmp_path / "a")) == 4  # the log and three old ones
+    assert [line["name"] for line in read_entries(tmp_path / "a")][-1] == "numbers_add_11"
+
+    kept = AuditLog(tmp_path / "b", max_bytes=600, backups=0)
+    for number in range(12):
+        kept(record(number))
+    kept.close()
+    assert log_files(tmp_path / "b") == [tmp_path / "b" / "audit.jsonl"]
+    assert len(list(read_entries(tmp_path / "b"))) == 12  # nothing cut
+
+
 async def test_jwt_keys_from_a_file_and_a_new_key_id_reloads_them(tmp_path: Path) -> None:
     import jwt
     from cryptography.hazmat.primitives.asymmetric import ec

@@ -32,6 +32,16 @@ def test_a_plain_answer_stays_as_it_came_less_resulttype_and_the_servers_stamp()
 def test_what_the_call_path_must_change_becomes_the_model() -> None:
     error = wire_result({"content": [{"type": "text", "text": "token=abc"}], "isError": True, "_meta": STAMP})
     assert isinstance(error, types.CallToolResult) and error.is_error and error.meta is None  # scrubbed later
+    for loose in ("true", 1):  # what the SDK's models read as an error is one here too
+        odd = wire_result({"content": [{"type": "text", "text": "token=abc"}], "isError": loose})
+        assert isinstance(odd, types.CallToolResult) and odd.is_error
+    # Explicit nulls and fields a version does not have are the models' to drop, as the SDK server does.
+    for odd_result in (
+        {"content": [{"type": "text", "text": "x"}], "structuredContent": None},
+        {"content": [{"type": "text", "text": "x", "annotations": None}]},
+        {"content": [{"type": "text", "text": "x"}], "extra": 1},
+    ):
+        assert isinstance(wire_result(odd_result), types.CallToolResult)
     link = {"type": "resource_link", "uri": "file:///a", "name": "a"}
     assert isinstance(wire_result({"content": [link]}), types.CallToolResult)  # its URI is rewritten
     embedded = {"type": "resource", "resource": {"uri": "file:///a", "text": "x"}}
@@ -48,3 +58,17 @@ def test_content_is_sized_alike_in_either_form() -> None:
     raw = [{"type": "text", "text": "héllo"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}]
     models = types.CallToolResult.model_validate({"content": raw}).content
     assert content_size(raw) == content_size(models) > 0
+
+
+def test_an_answer_that_is_not_mcp_is_a_clear_error_that_does_not_quote_it() -> None:
+    """The wire form is checked by the SDK's validator; what it refuses becomes the server's error (a tool
+    error for the client, recorded and scrubbed like any other), naming where, never quoting the answer."""
+    import pytest
+    from mcp_types import methods
+
+    from mcp_manifold._errors import BackendRequestError
+    from mcp_manifold._runtime.backend_errors import translate_backend_errors
+
+    with pytest.raises(BackendRequestError) as refused, translate_backend_errors("kitchen", "tools/call"):
+        methods.validate_server_result("tools/call", "2025-11-25", {"content": "token=abc"})
+    assert str(refused.value) == "server 'kitchen': tools/call: the server's answer is not valid MCP (at content)"

@@ -107,7 +107,7 @@ async def negotiate(session: Any, protocol: str) -> None:
 
 async def call_tool_wire(
     session: Any, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None
-) -> dict[str, Any]:
+) -> Any:
     """`tools/call` on `session`, answered with the result as the server sent it (a mapping), checked
     against the session's protocol version by the SDK's own validator, without building its models.
 
@@ -115,15 +115,15 @@ async def call_tool_wire(
     2026-07-28 `_meta` envelope, or the version header), sends it with its dispatcher's
     `send_raw_request`, then validates the raw result, builds the result model and checks it against
     the tool's output schema. There is no public way to send a stamped request and keep the raw
-    result; this does those steps but the models (the client re-checks structured content against
-    the output schema it listed). Without the private names (another layout) it falls back to
-    `call_tool` and dumps the model.
+    result; this does those steps but the models. A tool with an output schema, or one the session has
+    not listed (`_tool_output_schemas`, filled by `list_tools`), goes through `call_tool` for the schema
+    check and comes back as the model, as it does without the private names (another layout).
     """
     stamp = getattr(session, "_stamp", None)
     dispatcher = getattr(session, "_dispatcher", None)
-    if stamp is None or dispatcher is None:  # pragma: no cover - another SDK layout
-        result = await session.call_tool(name, arguments, meta=meta, allow_input_required=True)
-        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    schemas = getattr(session, "_tool_output_schemas", None)
+    if stamp is None or dispatcher is None or schemas is None or schemas.get(name, True) is not None:
+        return await session.call_tool(name, arguments, meta=meta, allow_input_required=True)
     params: dict[str, Any] = {"name": name}
     if arguments is not None:
         params["arguments"] = arguments

@@ -262,7 +262,7 @@ class Settings:
     audit_max_bytes: int = _setting(
         10_000_000, "Size at which the audit log rotates (audit.jsonl.1, .2, ...).", check=positive
     )
-    audit_backups: int = _setting(5, "Rotated audit logs kept.", check=non_negative)
+    audit_backups: int = _setting(5, "Rotated audit logs kept (0: the log is never rotated).", check=non_negative)
     rate_limit: float = _setting(
         0.0, "Calls, reads and prompts per second each principal may make; 0 turns this off.", check=non_negative
     )

@@ -20,6 +20,7 @@ import mcp_types as types
 from mcp_manifold._core.results import drop_server_stamp
 
 _PLAIN_BLOCKS = frozenset({"text", "image", "audio"})
+_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta", "resultType"})
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,11 @@ def wire_result(raw: Mapping[str, Any]) -> WireResult | types.CallToolResult | t
     content = raw.get("content")
     plain = (
         result_type in (None, "complete")
-        and raw.get("isError") is not True
+        and raw.get("isError", False) is False  # the SDK's models read "true" or 1 as an error too
         and isinstance(content, list)
-        and all(isinstance(block, dict) and block.get("type") in _PLAIN_BLOCKS for block in content)
+        and all(_plain_block(block) for block in content)
+        and _RESULT_KEYS.issuperset(raw)  # other fields, and explicit nulls, are the models' to drop
+        and None not in raw.values()
     )
     if not plain:
         return drop_server_stamp(types.CallToolResult.model_validate(raw, by_name=False))
@@ -62,3 +65,7 @@ def wire_result(raw: Mapping[str, Any]) -> WireResult | types.CallToolResult | t
         else:
             del wire["_meta"]
     return WireResult(wire)
+
+
+def _plain_block(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in _PLAIN_BLOCKS and None not in block.values()

@@ -20,6 +20,7 @@ never saw the request.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,8 @@ from mcp_manifold._errors import ManifoldError
 if TYPE_CHECKING:
     from mcp_manifold._front.server import McpFront
     from mcp_manifold._runtime.gateway import Gateway
+
+logger = logging.getLogger(__name__)
 
 Send = Callable[[bytes], Awaitable[None]]
 
@@ -89,8 +92,15 @@ class FastLane:
         if self.era is not None:
             return
         message = _decode(line)
-        if message is None or "id" not in message or not isinstance(message.get("method"), str):
-            return  # not a request: it does not decide the era
+        request_id = message.get("id") if message is not None else None
+        if (
+            message is None
+            or message.get("jsonrpc") != "2.0"
+            or not isinstance(request_id, int | str)
+            or isinstance(request_id, bool)
+            or not isinstance(message.get("method"), str)
+        ):
+            return  # not a request (as the SDK server reads one): it does not decide the era
         meta = (message.get("params") or {}).get("_meta") if isinstance(message.get("params"), dict) else None
         if message["method"] != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta:
             # This request opens a 2026-07-28 connection; the SDK server answers it, then calls may come here.
@@ -180,8 +190,9 @@ class FastLane:
                     except ManifoldError as exc:
                         result = tool_error(str(exc))
                     response["result"] = await self._shaped(params, version, result)
-                except Exception as exc:  # never leave the client waiting on an answer
-                    response["error"] = {"code": types.INTERNAL_ERROR, "message": f"tools/call failed: {exc}"}
+                except Exception:  # never leave the client waiting on an answer, nor tell it our internals
+                    logger.exception("fast lane: tools/call %s failed", target.exposed)
+                    response["error"] = {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"}
                 await self.send(_frame(response))
         finally:
             self._in_flight.pop(request_id, None)

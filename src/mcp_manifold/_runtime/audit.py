@@ -14,6 +14,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,11 +54,12 @@ def entry(record: CallRecord, now: float | None = None) -> dict[str, Any]:
 
 
 class AuditLog:
-    """Appends one line per finished call; rotates at `max_bytes`, keeping `backups` old files.
+    """Appends one line per finished call; rotates at `max_bytes`, keeping `backups` old files (with none
+    kept it is never rotated: an audit log is not cut short to save space).
 
     A plain append, flushed per line, instead of the standard library's `RotatingFileHandler`: that
     handler builds a log record, formats the line twice and stats the file twice for every line, which
-    was a tenth of the gateway's CPU per call over stdio (bench/overhead.py). The size is counted here.
+    was several per cent of the gateway's CPU per call over stdio (bench/overhead.py).
     """
 
     def __init__(self, directory: str | Path, max_bytes: int, backups: int) -> None:
@@ -66,28 +68,29 @@ class AuditLog:
         self.max_bytes = max_bytes
         self.backups = backups
         self._file = self.path.open("ab")
-        self._size = self._file.tell()
 
     def __call__(self, record: CallRecord) -> None:
         line = json.dumps(entry(record), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        if self._size and self._size + len(line) > self.max_bytes:
-            self._rotate()
+        if self.backups > 0:
+            # The file's own size: every gateway sharing this data dir appends to it.
+            size = os.fstat(self._file.fileno()).st_size
+            if size and size + len(line) > self.max_bytes:
+                self._rotate()
         self._file.write(line)
-        self._file.flush()  # a line is on disk (in the page cache) when its call is answered
-        self._size += len(line)
+        self._file.flush()  # a line is on disk (in the page cache) as soon as its call is answered
 
     def _rotate(self) -> None:
         self._file.close()
-        if self.backups > 0:
+        try:
             for number in range(self.backups - 1, 0, -1):
-                older = self.path.with_name(f"{FILE_NAME}.{number}")
-                if older.exists():
-                    os.replace(older, self.path.with_name(f"{FILE_NAME}.{number + 1}"))
-            os.replace(self.path, self.path.with_name(f"{FILE_NAME}.1"))
-            self._file = self.path.open("ab")
-        else:
-            self._file = self.path.open("wb")  # no old files kept: start again
-        self._size = 0
+                with suppress(FileNotFoundError):
+                    os.replace(
+                        self.path.with_name(f"{FILE_NAME}.{number}"), self.path.with_name(f"{FILE_NAME}.{number + 1}")
+                    )
+            with suppress(FileNotFoundError):  # another gateway rotated it a moment ago, or an operator moved it
+                os.replace(self.path, self.path.with_name(f"{FILE_NAME}.1"))
+        finally:
+            self._file = self.path.open("ab")  # whatever went wrong above, the next lines are written
 
     def close(self) -> None:
         self._file.close()

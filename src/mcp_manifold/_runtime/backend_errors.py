@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
+from pydantic import ValidationError
 
 from mcp_manifold._errors import BackendClosed, BackendRequestError, BackendTimeout, ManifoldError
 
@@ -34,6 +35,12 @@ def translate_backend_errors(server: str, action: str) -> Iterator[None]:
         raise BackendTimeout(server, f"{action} timed out") from exc
     except (OSError, EOFError) as exc:
         raise BackendClosed(server, f"{action} failed: {type(exc).__name__}: {exc}") from exc
+    except ValidationError as exc:
+        # The server's answer does not fit the protocol. Only where it went wrong, never the input
+        # (pydantic quotes it, and it is the server's data).
+        where = "; ".join(".".join(str(part) for part in error["loc"]) or "result" for error in exc.errors()[:3])
+        message = f"{action}: the server's answer is not valid MCP (at {where})"
+        raise BackendRequestError(server, message, INTERNAL_ERROR) from exc
     except Exception as exc:  # anyio's closed/broken stream errors and the like
         name = type(exc).__name__
         if name in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}:

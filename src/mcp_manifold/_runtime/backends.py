@@ -26,7 +26,6 @@ from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings
@@ -116,8 +115,8 @@ class Backend:
         # Learned: under `protocol: auto` the server took 2026-07-28 but asks its client mid-call, which
         # only a session carries; it is reconnected with the handshake (see `asks_mid_call`).
         self._needs_session = False
-        # Learned: it refused the handshake (2026-07-28 only), so discovery comes first from now on.
-        self._modern_only = False
+        # Learned: the handshake asked for first failed (a 2026-07-28-only server), so discovery comes first.
+        self._discover_first = False
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -149,9 +148,9 @@ class Backend:
                 )
             try:
                 await self._start()
-            except _HandshakeRefused:
-                self._modern_only = True
-                logger.info("server %r speaks only MCP 2026-07-28: starting it again with discovery", self.name)
+            except _HandshakeRefused as refused:
+                self._discover_first = True
+                logger.info("server %r: %s; starting it again with discovery", self.name, refused.detail)
                 await self._start()
             assert self._session is not None
             return self._session
@@ -234,11 +233,12 @@ class Backend:
                     with anyio.fail_after(self.settings.init_timeout):
                         try:
                             await negotiate(session, "legacy" if protocol == "handshake-first" else protocol)
-                        except MCPError as exc:
-                            if protocol == "handshake-first" and exc.code == types.UNSUPPORTED_PROTOCOL_VERSION:
-                                # A stdio connection keeps the era it was opened in: a new one must discover.
-                                raise _HandshakeRefused(self.name, "refused the handshake") from exc
-                            raise
+                        except Exception as exc:
+                            if protocol != "handshake-first":
+                                raise
+                            # Refused (-32022 from a 2026-only server, or another error, or it hung up): a
+                            # stdio connection keeps the era it was opened in, so a new one discovers.
+                            raise _HandshakeRefused(self.name, f"the handshake failed: {_describe(exc)}") from exc
                         self.initialize_result = session.initialize_result
                 except TimeoutError:
                     raise BackendStartError(
@@ -412,8 +412,8 @@ class Backend:
         gateway's, or a per-client session) is asked for the handshake first: the gateway then speaks to
         it as its client would have, the server's questions travel in that session as it wrote them, and
         in SDK 2.3 a session-era request costs a stdio server a quarter of a millisecond less CPU than
-        a 2026-07-28 one. A server that refuses the handshake (2026-07-28 only) is started again with
-        discovery, once. Every other session discovers first, as the spec says: over HTTP, and for a
+        a 2026-07-28 one. A server that does not take the handshake (2026-07-28 only) is started again
+        with discovery, once. Every other session discovers first, as the spec says: over HTTP, and for a
         2026-07-28 client or several clients, whom per-request capabilities serve better.
         """
         if self._needs_session:
@@ -422,7 +422,7 @@ class Backend:
         if (
             protocol == "auto"
             and self.config.transport == "stdio"
-            and not self._modern_only
+            and not self._discover_first
             and self.client_era() == "session"
         ):
             return "handshake-first"
@@ -795,4 +795,8 @@ class BackendPool:
 
 
 class _HandshakeRefused(BackendStartError):
-    """The server refused the handshake asked for first (it speaks 2026-07-28 only); not a failure."""
+    """The handshake asked for first failed (a 2026-07-28-only server); not a failure: discovery is next."""
+
+    def __init__(self, server: str, detail: str) -> None:
+        self.detail = detail
+        super().__init__(server, detail)
