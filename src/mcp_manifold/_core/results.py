@@ -8,7 +8,7 @@ JSON (so line-based reads work) or, with `toon`, as TOON.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -241,8 +241,12 @@ def drop_server_stamp(result: Any) -> Any:
     returned: it is called on a result just made from the server's answer, which nothing else holds
     (a copy would be work for nothing)."""
     meta = getattr(result, "meta", None)
-    if not meta or types.SERVER_INFO_META_KEY not in meta:
-        return result
-    rest = {key: value for key, value in meta.items() if key != types.SERVER_INFO_META_KEY}
-    result.meta = rest or None
+    if meta and types.SERVER_INFO_META_KEY in meta:
+        result.meta = meta_without_server_stamp(meta)
     return result
+
+
+def meta_without_server_stamp(meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A result's `_meta` less the server's `serverInfo` stamp; None when nothing else is left."""
+    rest = {key: value for key, value in meta.items() if key != types.SERVER_INFO_META_KEY}
+    return rest or None

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import mcp_types as types
 
-from mcp_manifold._core.results import drop_server_stamp
+from mcp_manifold._core.results import drop_server_stamp, meta_without_server_stamp
 
 _PLAIN_BLOCKS = frozenset({"text", "image", "audio"})
 _RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta", "resultType"})
@@ -59,11 +59,11 @@ def wire_result(raw: Mapping[str, Any]) -> WireResult | types.CallToolResult | t
     wire = {key: value for key, value in raw.items() if key != "resultType"}
     meta = wire.get("_meta")
     if isinstance(meta, dict) and types.SERVER_INFO_META_KEY in meta:
-        rest = {key: value for key, value in meta.items() if key != types.SERVER_INFO_META_KEY}
-        if rest:
-            wire["_meta"] = rest
-        else:
+        rest = meta_without_server_stamp(meta)
+        if rest is None:
             del wire["_meta"]
+        else:
+            wire["_meta"] = rest
     return WireResult(wire)
 
 

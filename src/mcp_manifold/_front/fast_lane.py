@@ -101,7 +101,8 @@ class FastLane:
             or not isinstance(message.get("method"), str)
         ):
             return  # not a request (as the SDK server reads one): it does not decide the era
-        meta = (message.get("params") or {}).get("_meta") if isinstance(message.get("params"), dict) else None
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
         if message["method"] != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta:
             # This request opens a 2026-07-28 connection; the SDK server answers it, then calls may come here.
             self.era, self.open = "stateless", self._front is not None
@@ -123,35 +124,33 @@ class FastLane:
             not isinstance(meta, dict) or meta.get("progressToken") is not None or "traceparent" in meta
         ):
             return False  # progress, and a trace to continue, are the SDK server's to carry on
-        modern = self.era == "stateless"
-        if not modern:
+        version: str | None = None
+        if self.era == "stateless":
+            if (
+                self._front is None
+                or meta is None
+                or LOG_LEVEL_META_KEY in meta  # log messages tied to the request are the SDK server's to send
+                or params.get("requestState") is not None  # a retry: its state is unsealed by the SDK server
+                or params.get("inputResponses") is not None
+            ):
+                return False
+            stateless = self._front.envelope_caller(params)
+            if stateless is None:
+                return False  # an envelope the SDK server refuses: it answers with the reason
+            caller: Caller = stateless
+            version = stateless.protocol_version
+        else:
             if meta is not None and PROTOCOL_VERSION_META_KEY in meta:
                 return False  # a 2026-07-28 envelope on a session: the SDK server refuses it
-            caller: Caller | None = self._caller()
-        elif (
-            self._front is None
-            or meta is None
-            or LOG_LEVEL_META_KEY in meta  # log messages tied to the request are the SDK server's to send
-            or params.get("requestState") is not None  # a retry: its state is unsealed by the SDK server
-            or params.get("inputResponses") is not None
-        ):
-            return False
-        else:
-            caller = None  # made below, once the call is known to qualify
-        route = self.gateway.fast_route(params["name"], caller or Caller("fast-lane"))
+            caller = self._caller()
+        route = self.gateway.fast_route(params["name"], caller)
         if route is None:
             return False
         request_id = message["id"]
         if request_id in self._in_flight:
             return False  # a duplicate id is the SDK's to refuse
-        version: str | None = None
-        if modern:
-            assert self._front is not None
-            stateless = self._front.envelope_caller(params)
-            if stateless is None:
-                return False  # an envelope the SDK server refuses: it answers with the reason
-            caller, version = stateless, stateless.protocol_version
-        assert caller is not None
+        if version is not None:
+            self.gateway.stateless_request(caller)  # counted, as the SDK server counts each one it serves
         scope = anyio.CancelScope()
         self._in_flight[request_id] = scope
         task_group.start_soon(self._answer, request_id, scope, route, params, caller, version)

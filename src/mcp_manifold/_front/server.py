@@ -233,9 +233,7 @@ class McpFront:
         if isinstance(route, InboundLadderRejection):
             return None
         envelope = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
-        caller = StatelessCaller(envelope, None)
-        self.gateway.stateless_request(caller)
-        return caller
+        return StatelessCaller(envelope, None)
 
     async def modern_result(self, params: dict[str, Any], version: str, result: Any) -> dict[str, Any]:
         """A `tools/call` result as this server sends it at 2026-07-28: its `requestState` sealed, the

@@ -72,18 +72,15 @@ class Backend:
         settings: Settings,
         hooks: BackendHooks,
         child_env: Mapping[str, str] | None = None,
-        declare: Callable[[], frozenset[Ask]] = lambda: NO_ASKS,
-        client_era: Callable[[], str | None] = lambda: None,
+        client: Callable[[], Caller | None] = lambda: None,
     ) -> None:
         self.config = config
         self.settings = settings
         self.hooks = hooks
-        # What the server is told the client can be asked for, read at each start: only what the
-        # client(s) this session serves can answer (nothing, unless the front knows better).
-        self.declare = declare
-        # The era of the one client this session serves ("session", "stateless"), None when it serves
-        # several or none is known yet: under `protocol: auto` it decides how a stdio server is opened.
-        self.client_era = client_era
+        # The one client this session serves (a stdio gateway's, or a per-client session's owner), read
+        # at each start; None when it serves several, or none is known yet. What the server is told it
+        # may ask, and (under `protocol: auto`) how a stdio server is opened, follow from it.
+        self.client = client
         self.declared: frozenset[Ask] = NO_ASKS
         # The one client this session serves (a per-client session), who answers what the server asks
         # outside any call; None for a shared session.
@@ -328,7 +325,7 @@ class Backend:
         if self.config.protocol != "auto":
             return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
         if ASKS.get(method) not in self.declare():
-            # A session shared by several clients promises nothing (see Gateway._declare_shared).
+            # A session shared by several clients promises nothing (see `declare`).
             if self.config.session_scope == "client":
                 # Only a client the gateway can tell apart gets a session of its own.
                 return (
@@ -404,6 +401,12 @@ class Backend:
             with no_deprecation_warnings(), suppress(Exception):
                 await self._session.send_roots_list_changed()
 
+    def declare(self) -> frozenset[Ask]:
+        """What the server is told its client can be asked for: only what the one client this session
+        serves can answer; nothing for a session shared by several (a later one may declare less)."""
+        client = self.client()
+        return client.asks if client is not None else NO_ASKS
+
     def opening_protocol(self) -> str:
         """How the next session opens: `legacy`, `modern`, `auto` (discovery first, then the handshake),
         or `handshake-first` (then discovery, in a new connection).
@@ -423,7 +426,8 @@ class Backend:
             protocol == "auto"
             and self.config.transport == "stdio"
             and not self._discover_first
-            and self.client_era() == "session"
+            and (client := self.client()) is not None
+            and client.era == "session"
         ):
             return "handshake-first"
         return protocol
@@ -688,13 +692,12 @@ class BackendPool:
         settings: Settings,
         hooks: BackendHooks,
         child_env: Mapping[str, str] | None = None,
-        declare: Callable[[], frozenset[Ask]] = lambda: NO_ASKS,
-        client_era: Callable[[], str | None] = lambda: None,
+        client: Callable[[], Caller | None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.child_env = dict(child_env or {})
         self.backends: dict[str, Backend] = {
-            config.name: Backend(config, settings, hooks, self.child_env, declare, client_era) for config in configs
+            config.name: Backend(config, settings, hooks, self.child_env, client) for config in configs
         }
         # Backends added at run time (hub instances), kept apart from the configured ones so the catalog,
         # the direct surface and `manifold servers` never list them by accident.
@@ -702,8 +705,7 @@ class BackendPool:
         # Configured backends a config reload replaced or removed, still finishing their calls.
         self.retiring: set[Backend] = set()
         self._hooks = hooks
-        self._declare = declare
-        self._client_era = client_era
+        self._client = client
         self._added_cleanup = False
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -738,7 +740,7 @@ class BackendPool:
         for config in configs:
             current = old.get(config.name)
             if current is None or config.name in fresh:
-                current = Backend(config, self.settings, self._hooks, self.child_env, self._declare, self._client_era)
+                current = Backend(config, self.settings, self._hooks, self.child_env, self._client)
                 if self._task_group is not None:
                     current.attach(self._task_group)
             backends[config.name] = current

@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 
 from mcp_manifold._config import ServerConfig, Settings
-from mcp_manifold._core.clients import NO_ASKS, Ask, Caller
+from mcp_manifold._core.clients import Caller
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._errors import BackendUnavailable, ManifoldError
 from mcp_manifold._runtime.backends import Backend, BackendHooks
@@ -83,14 +83,7 @@ class ClientSessions:
             raise BackendUnavailable(config.name, "the gateway is not running")
         self._make_room(config.name)
         owner = weakref.ref(caller)
-        backend = Backend(
-            config,
-            self.settings,
-            self.hooks,
-            self.child_env,
-            declare=lambda: _asks(owner),
-            client_era=lambda: _era(owner),
-        )
+        backend = Backend(config, self.settings, self.hooks, self.child_env, client=owner)
         backend.owner = owner
         backend.attach(self._task_group)
         self._sessions[key] = backend
@@ -172,13 +165,3 @@ class ClientSessions:
             self.on_listing(config.name, listing)
         self._listings.setdefault(caller.key, {})[config.name] = listing
         self.version += 1
-
-
-def _asks(owner: weakref.ref[Caller]) -> frozenset[Ask]:
-    caller = owner()
-    return caller.asks if caller is not None else NO_ASKS
-
-
-def _era(owner: weakref.ref[Caller]) -> str | None:
-    caller = owner()
-    return caller.era if caller is not None else None

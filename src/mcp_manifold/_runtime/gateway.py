@@ -26,7 +26,7 @@ import mcp_types as types
 from mcp_manifold._config import Config, ServerConfig, Settings
 from mcp_manifold._core.catalog import Catalog, Kind, Match, unknown_resource
 from mcp_manifold._core.catalog_view import CatalogView
-from mcp_manifold._core.clients import NO_ASKS, Ask, Caller, Request
+from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.limits import PrincipalLimits
 from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.result_cache import ResultCache
@@ -72,7 +72,7 @@ class Gateway:
         self.config = config
         self._settings = config.settings
         # One client only (the stdio front): servers are told what it can be asked for, and what they
-        # ask outside any call goes to it. Otherwise shared sessions promise nothing (see `declare`).
+        # ask outside any call goes to it. Otherwise shared sessions promise nothing (see `_sole_client`).
         self.single_client = single_client
         self._sole: Caller | None = None
         # A long-running `manifold serve` (not a one-shot CLI command): it answers the first listings
@@ -95,8 +95,7 @@ class Gateway:
             self._settings,
             self.back_channel,
             child_env=child_env,
-            declare=self._declare_shared,
-            client_era=self._sole_era,
+            client=self._sole_client,
         )
         self.client_sessions = ClientSessions(self._settings, self.back_channel, child_env, single_client=single_client)
         self._views: weakref.WeakKeyDictionary[Caller, tuple[int, int, Catalog]] = weakref.WeakKeyDictionary()
@@ -299,18 +298,11 @@ class Gateway:
 
     # --- clients ---------------------------------------------------------------------------------
 
-    def _declare_shared(self) -> frozenset[Ask]:
-        """What a shared session tells its server the client can be asked for.
-
-        Only what every client whose calls may reach it can answer: with one client (stdio), what that
-        client declared; with several (HTTP) nothing, since a later client may declare less (clients that
-        should be asked get sessions of their own: `session_scope: client`).
-        """
-        return self._sole.asks if self._sole is not None else NO_ASKS
-
-    def _sole_era(self) -> str | None:
-        """The era of a stdio gateway's one client, once it is known; None over HTTP (shared sessions)."""
-        return self._sole.era if self._sole is not None else None
+    def _sole_client(self) -> Caller | None:
+        """The one client every shared session serves: a stdio gateway's, once known. Over HTTP None: a
+        shared session then promises its server nothing, since a later client may declare less (clients
+        that should be asked get sessions of their own: `session_scope: client`)."""
+        return self._sole
 
     async def client_arrived(self, caller: Caller) -> None:
         """A client finished its handshake (the front calls this once per client)."""
