@@ -221,56 +221,51 @@ def build_targets(
     args: argparse.Namespace, work: Path, processes: Processes, errlog: TextIO, fastmcp_python: Path | None
 ) -> list[Target]:
     kitchen_cmd = [sys.executable, str(KITCHEN)]
-    stdio_config = write_manifold_config(
-        work / "stdio.json", {"command": kitchen_cmd[0], "args": kitchen_cmd[1:]}, work / "data-stdio"
-    )
+    kitchen_stdio = {"command": kitchen_cmd[0], "args": kitchen_cmd[1:]}
+
+    def stdio_chain(key: str, description: str, tool: str, command: list[str]) -> Target:
+        """A chain launched over stdio, compared with the direct stdio call."""
+        return Target(key, description, tool, stdio_target(command, errlog, args.mode), baseline="direct_stdio")
+
+    # Each gateway with a data dir of its own: two must not share listing caches, state files or audit logs.
+    stdio_config = write_manifold_config(work / "stdio.json", kitchen_stdio, work / "data-stdio")
     targets = [
         Target("direct_stdio", "client -> kitchen.py (stdio)", "echo", stdio_target(kitchen_cmd, errlog, args.mode)),
-        Target(
+        stdio_chain(
             "manifold_stdio",
             "client -> manifold -> kitchen.py (stdio, stdio)",
             "kitchen_echo",
-            stdio_target(manifold_command(stdio_config), errlog, args.mode),
-            baseline="direct_stdio",
+            manifold_command(stdio_config),
         ),
     ]
     if args.pinned_legacy:
-        pinned_config = write_manifold_config(
-            work / "stdio-legacy.json",
-            {"command": kitchen_cmd[0], "args": kitchen_cmd[1:], "protocol": "legacy"},
-            work / "data-stdio-legacy",
-        )
+        pinned = {**kitchen_stdio, "protocol": "legacy"}
+        pinned_config = write_manifold_config(work / "stdio-legacy.json", pinned, work / "data-stdio-legacy")
         targets.append(
-            Target(
+            stdio_chain(
                 "manifold_stdio_legacy",
                 "client -> manifold -> kitchen.py pinned to `protocol: legacy` (stdio, stdio)",
                 "kitchen_echo",
-                stdio_target(manifold_command(pinned_config), errlog, args.mode),
-                baseline="direct_stdio",
+                manifold_command(pinned_config),
             )
         )
     if args.against is not None:
-        # A data dir of its own: two gateways must not share listing caches, state files or audit logs.
-        reference_config = write_manifold_config(
-            work / "stdio-reference.json", {"command": kitchen_cmd[0], "args": kitchen_cmd[1:]}, work / "data-reference"
-        )
+        reference_config = write_manifold_config(work / "stdio-reference.json", kitchen_stdio, work / "data-reference")
         targets.append(
-            Target(
+            stdio_chain(
                 "reference_stdio",
                 f"client -> manifold run by {args.against} -> kitchen.py (stdio, stdio)",
                 "kitchen_echo",
-                stdio_target(manifold_command(reference_config, python=str(args.against)), errlog, args.mode),
-                baseline="direct_stdio",
+                manifold_command(reference_config, python=str(args.against)),
             )
         )
     if fastmcp_python is not None:
         targets.append(
-            Target(
+            stdio_chain(
                 "fastmcp_stdio",
                 "client -> FastMCP proxy -> kitchen.py (stdio, stdio)",
                 "echo",
-                stdio_target([str(fastmcp_python), str(PROXY_SCRIPT), "--", *kitchen_cmd], errlog, args.mode),
-                baseline="direct_stdio",
+                [str(fastmcp_python), str(PROXY_SCRIPT), "--", *kitchen_cmd],
             )
         )
     if args.no_http:
