@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_manifold._core.naming import NAME_PATTERN, assign_names, join_name, namespace_uri, split_uri
+from mcp_manifold._core.suggestions import close_names, quoted
 
 
 def test_plain_names_are_prefix_separator_name() -> None:
@@ -115,3 +116,11 @@ def test_names_that_carry_their_prefix_stay_valid_unique_and_never_double(
         )  # the prefix is there once (twice only when the server's own name has it twice)
         keeps_natural = naturals.count(natural) == 1 and len(natural) <= 64
         assert (exposed == natural) == keeps_natural  # otherwise shortened with a hash
+
+
+def test_an_absurdly_long_name_is_quoted_short_and_suggests_nothing() -> None:
+    name = "n" * 1_000_000
+    said = quoted(name)
+    assert len(said) < 200 and said.endswith("(1000000 characters)")
+    assert quoted("kitchen_echo") == "'kitchen_echo'"
+    assert close_names(name, ["n", "nn", "kitchen_echo"]) == []

@@ -17,7 +17,7 @@ import mcp_types as types
 
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.naming import assign_names, namespace_uri, sanitize_prefix, split_uri
-from mcp_manifold._core.suggestions import did_you_mean
+from mcp_manifold._core.suggestions import did_you_mean, quoted
 from mcp_manifold._errors import NotFound
 
 Kind = Literal["tools", "resources", "prompts"]
@@ -205,7 +205,7 @@ class Catalog:
     def tool(self, name: str) -> ToolEntry:
         entry = self._tools.get(name)
         if entry is None:
-            raise NotFound(f"unknown tool {name!r}{did_you_mean(name, self._tools)}")
+            raise NotFound(f"unknown tool {quoted(name)}{did_you_mean(name, self._tools)}")
         return entry
 
     def entry(self, name: str) -> ToolEntry | None:

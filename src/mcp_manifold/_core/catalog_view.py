@@ -16,7 +16,7 @@ import mcp_types as types
 from mcp_manifold._core.catalog import Catalog, Match, Route, ToolEntry, unknown_resource
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.profiles import Profile, for_profile
-from mcp_manifold._core.suggestions import did_you_mean
+from mcp_manifold._core.suggestions import did_you_mean, quoted
 from mcp_manifold._errors import NotFound
 
 # `search(query, limit, server, allowed)`: the catalog's tools ranked for `query`, only those `allowed`.
@@ -99,7 +99,7 @@ class CatalogView:
         if entry is None:
             self.report_miss(name)
             known = [entry.name for entry in self.tool_entries()]
-            raise NotFound(f"unknown tool {name!r}{for_profile(self.profile_name)}{did_you_mean(name, known)}")
+            raise NotFound(f"unknown tool {quoted(name)}{for_profile(self.profile_name)}{did_you_mean(name, known)}")
         return entry
 
     def report_miss(self, name: str) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from mcp_manifold._core.suggestions import quoted
 from mcp_manifold._errors import NotFound
 
 EVERYTHING = ("*",)
@@ -104,4 +105,4 @@ def for_profile(profile: str | None) -> str:
 
 def not_available(kind: str, name: str, profile: str | None) -> NotFound:
     """The refusal of something the caller may not use: worded exactly like an unknown name."""
-    return NotFound(f"unknown {kind} {name!r}{for_profile(profile)}")
+    return NotFound(f"unknown {kind} {quoted(name)}{for_profile(profile)}")

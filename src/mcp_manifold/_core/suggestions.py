@@ -10,9 +10,22 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+# Longer than any name the gateway shows: quoted shortened, and no one's spelling of a known name.
+_LONGEST_QUOTED = 100
+
+
+def quoted(name: str) -> str:
+    """`name` quoted for an error message; a name longer than any real one is cut, so that an error never
+    sends a megabyte of the caller's input back at it."""
+    if len(name) <= _LONGEST_QUOTED:
+        return repr(name)
+    return f"{name[:_LONGEST_QUOTED]!r}... ({len(name)} characters)"
+
 
 def close_names(name: str, known: Iterable[str], *, limit: int = 3) -> list[str]:
     """Up to `limit` known names the user probably meant by `name`, best first."""
+    if len(name) > _LONGEST_QUOTED:
+        return []  # not a misspelling; and difflib's work grows with the name's length
     candidates = list(dict.fromkeys(known))
     lowered = name.lower()
     containing = [candidate for candidate in candidates if lowered and lowered in candidate.lower()]

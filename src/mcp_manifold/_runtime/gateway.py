@@ -33,7 +33,7 @@ from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import SpillPolicy, ToolAnswer, tool_error
 from mcp_manifold._core.router import Target
 from mcp_manifold._core.status import BackendStatus
-from mcp_manifold._core.suggestions import did_you_mean
+from mcp_manifold._core.suggestions import did_you_mean, quoted
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import ManifoldError, NotFound
 from mcp_manifold._runtime import live_status
@@ -501,7 +501,7 @@ class Gateway:
             view = self.view(request)
             view.report_miss(name)  # a tool that exists but is hidden from this caller: the audit says so
             hints = [hint for s in self._surfaces(request) if (hint := s.unknown_tool_hint(request, name))]
-            unknown = f"unknown tool {name!r}{for_profile(view.profile_name)}"
+            unknown = f"unknown tool {quoted(name)}{for_profile(view.profile_name)}"
             if hints:
                 return tool_error(f"{unknown}: {hints[0]}")
             known = [tool.name for tool in await self.list_tools(request)]

@@ -22,6 +22,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
+from mcp_manifold._core.suggestions import quoted
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._sdk import lowlevel_server
 from mcp_manifold._surfaces.proxy.format import (
@@ -270,7 +271,7 @@ def add_proxy_tool(server: MCPServer | Server[Any], name: str = "proxy") -> type
             except ManifoldError as exc:
                 return error_text(exc)
         if call_entry is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name!r}")
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {quoted(params.name)}")
         return await call_entry.handler(ctx, params)
 
     low.add_request_handler("tools/list", types.PaginatedRequestParams, list_tools)
