@@ -259,6 +259,13 @@ async def test_the_config_panel_shows_what_config_check_says(front: Front) -> No
     assert (await front.http.get("/ui/api/overview")).json()["config"]["ok"] is True
 
 
+async def test_without_auth_every_local_user_is_an_operator(front: Front) -> None:
+    for route in ("/metrics", "/ui/api/overview", "/ui/api/calls", "/ui/api/tools"):
+        assert (await front.http.get(route)).status_code == 200, route
+    tools = {row["name"] for row in (await front.http.get("/ui/api/tools")).json()["tools"]}
+    assert {"numbers_add", "kitchen_echo"} <= tools
+
+
 async def test_operator_routes_refuse_a_rebound_host_name(front: Front) -> None:
     for path in ("/metrics", "/ui/api/overview"):
         refused = await front.http.get(path, headers={"Host": "evil.example:8765"})

@@ -19,7 +19,9 @@ from typing import Any
 import httpx2
 import pytest
 
+from mcp_manifold._config.model import ApiKey, AuthConfig, OAuthConfig
 from mcp_manifold._config.security import hash_key
+from mcp_manifold._front.operators import is_operator
 from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
 from tests.test_security import Issuer, connect, names, poll, text_of
 
@@ -185,6 +187,16 @@ async def test_operators_by_principal_and_by_scope_get_everything(gateway: Gatew
     # A token without the scope (nor named in auth.operators) is not an operator's, whatever else it holds.
     plain = gateway.token(sub="nobody-special", scope="openid", groups=["readers"])
     assert (await gateway.get("/metrics", plain)).status_code == 403
+
+
+def test_the_operator_scope_is_the_configured_one_and_only_a_tokens() -> None:
+    oauth = OAuthConfig(issuer="https://issuer", audience=("gw",), jwks_file="k.json", operator_scope="gw:admin")
+    auth = AuthConfig(api_keys=(ApiKey("ops", "0" * 64),), oauth=oauth, operators=("ops", "claim:groups=sre"))
+    assert is_operator(auth, "oauth:x", {"sub": "x"}, ["gw:admin"])
+    assert not is_operator(auth, "oauth:x", {"sub": "x"}, ["manifold:operator"])  # not the configured scope
+    assert not is_operator(auth, "alice", None, ["gw:admin"])  # an API key carries no scope
+    assert is_operator(auth, "ops", None, []) and not is_operator(auth, "oauth:ops", {"sub": "ops"}, [])
+    assert is_operator(auth, "oauth:y", {"groups": ["sre"]}, []) and not is_operator(auth, "sre", None, [])
 
 
 # --- finding 8: token subjects and API-key principals are separate name spaces --------------------------
