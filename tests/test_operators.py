@@ -241,3 +241,52 @@ def test_audit_lines_name_the_namespaced_principal(gateway: Gateway) -> None:
     assert ("oauth:dana", "readers", "numbers_add") in seen, seen
     assert ("dana", "dev", "kitchen_echo") in seen
     assert not {line["principal"] for line in lines if line["name"] == "numbers_add"} & {"dana", "alice"}
+
+
+# --- what held in the attack, kept: path tricks reach no operator data ---------------------------------
+
+TRICKS = (
+    "/metrics/",
+    "//metrics",
+    "/metrics/..",
+    "/ui/../metrics",
+    "/ui/%2e%2e/metrics",
+    "/ui//api/overview",
+    "/ui/api//overview",
+    "/ui/api/overview/",
+    "/ui/./api/overview",
+    "/ui/x/../api/calls",
+    "/ui/api/%6fverview",
+    "/UI/api/overview",
+    "/ui/api/calls;x",
+    "/ui/api/overview%00",
+)
+
+
+async def raw_get(base: str, path: str, credential: str | None) -> tuple[int, str]:
+    """GET `path` exactly as written (an HTTP client would normalise it): status and body."""
+    import anyio
+
+    host, port = base.removeprefix("http://").split(":")
+    auth = f"Authorization: Bearer {credential}\r\n" if credential else ""
+    request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{auth}Connection: close\r\n\r\n"
+    async with await anyio.connect_tcp(host, int(port)) as stream:
+        await stream.send(request.encode())
+        answer = b""
+        try:
+            while chunk := await stream.receive():
+                answer += chunk
+        except anyio.EndOfStream:
+            pass
+    head, _, body = answer.decode(errors="replace").partition("\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+async def test_path_tricks_reach_no_operator_data(gateway: Gateway) -> None:
+    markers = ("manifold_tool_calls", "stderr_tail", '"calls"', "kitchen_echo", '"servers"')
+    for credential in (None, KEYS["alice"], gateway.token(sub="carol", groups=["readers"])):
+        for path in TRICKS:
+            status, body = await raw_get(gateway.base, path, credential)
+            assert status != 200 or not any(marker in body for marker in markers), (path, credential, body[:200])
+    status, body = await raw_get(gateway.base, "/ui/api/overview", KEYS["ops"])  # the check can see data
+    assert status == 200 and '"servers"' in body
