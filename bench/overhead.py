@@ -186,7 +186,14 @@ def write_secured_config(path: Path, kitchen: dict[str, Any], work: Path, url: s
             "api_keys": {"bench-key": {"sha256": hashlib.sha256(api_key.encode()).hexdigest()}},
             "oauth": {"issuer": issuer, "jwks_file": str(jwks), "resource_url": url},
         },
-        "profiles": {"bench": {"principals": ["bench-*"], "servers": ["kitchen"], "tools": ["kitchen_*", "!*crash"]}},
+        # The key's principal is `bench-key`, the token's `oauth:bench-oauth` (token principals are namespaced).
+        "profiles": {
+            "bench": {
+                "principals": ["bench-*", "oauth:bench-*"],
+                "servers": ["kitchen"],
+                "tools": ["kitchen_*", "!*crash"],
+            }
+        },
     }
     path.write_text(json.dumps(config))
     return path, api_key, token

@@ -203,7 +203,12 @@ def guarded(tmp_path: Path) -> Iterator[str]:
 
     config = tmp_path / "mcp.json"
     data = {"mcpServers": {"numbers": server_entry("numbers.py")}, **_settings(tmp_path)}
-    data["auth"] = {"api_keys": {"operator": "let-me-in-operator-key"}}  # the page sends it as a bearer token
+    # The page sends a key as a bearer token; the operator's shows everything, the guest's its own tools.
+    data["auth"] = {
+        "api_keys": {"operator": "let-me-in-operator-key", "guest": "let-me-in-guest-key-0"},
+        "operators": ["operator"],
+    }
+    data["profiles"] = {"adder": {"principals": ["guest"], "tools": ["numbers_add"]}}
     config.write_text(json.dumps(data))
     port = free_port()
     servers: list[Any] = []
@@ -239,6 +244,26 @@ def test_behind_a_guard_the_page_asks_for_a_token(browser: Any, guarded: str) ->
         page.click("#auth button")
         row(page, "servers", server="numbers").wait_for()
         sync_api.expect(page.locator("#auth")).to_be_hidden()
+    finally:
+        page.close()
+
+
+def test_a_non_operator_sees_only_its_own_tools(browser: Any, guarded: str) -> None:
+    page = new_page(browser, guarded)
+    try:
+        sync_api.expect(page.locator("#auth")).to_be_visible()
+        page.fill("#auth-token", "let-me-in-guest-key-0")
+        page.click("#auth button")
+        row(page, "tools", tool="numbers_add").wait_for()
+        sync_api.expect(page.locator("#summary")).to_contain_text("your own view")
+        for panel in ("servers", "calls", "config"):
+            sync_api.expect(page.locator(f"#{panel}")).to_be_hidden()
+        assert page.locator("#tool-rows tr").count() == 1  # numbers_multiply is not the guest's
+        page.fill("#search-query", "multiply two numbers")
+        page.click("#search-form button")
+        sync_api.expect(page.locator("#search-note")).to_contain_text("1 tool(s)")
+        assert page.locator("#search-rows tr").count() == 1
+        assert page.locator("#search-rows tr").first.get_attribute("data-tool") == "numbers_add"
     finally:
         page.close()
 

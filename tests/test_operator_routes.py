@@ -259,6 +259,13 @@ async def test_the_config_panel_shows_what_config_check_says(front: Front) -> No
     assert (await front.http.get("/ui/api/overview")).json()["config"]["ok"] is True
 
 
+async def test_without_auth_every_local_user_is_an_operator(front: Front) -> None:
+    for route in ("/metrics", "/ui/api/overview", "/ui/api/calls", "/ui/api/tools"):
+        assert (await front.http.get(route)).status_code == 200, route
+    tools = {row["name"] for row in (await front.http.get("/ui/api/tools")).json()["tools"]}
+    assert {"numbers_add", "kitchen_echo"} <= tools
+
+
 async def test_operator_routes_refuse_a_rebound_host_name(front: Front) -> None:
     for path in ("/metrics", "/ui/api/overview"):
         refused = await front.http.get(path, headers={"Host": "evil.example:8765"})
@@ -277,10 +284,14 @@ async def test_metrics_and_dashboard_can_be_turned_off(tmp_path: Path) -> None:
 
 
 async def test_authentication_wraps_metrics_and_the_dashboard_api(tmp_path: Path) -> None:
-    """With an `auth` section, every operator route that shows data wants a key, as /mcp does."""
+    """With an `auth` section, every operator route that shows data wants a key, as /mcp does, and an
+    operator's: anyone else gets 403 and no data, except its own view of the tools."""
     path = write(tmp_path)
     data = json.loads(path.read_text())
-    data["auth"] = {"api_keys": {"operator": "an-operator-key-0123"}}
+    data["auth"] = {
+        "api_keys": {"operator": "an-operator-key-0123", "guest": "a-guest-key-012345"},
+        "operators": ["operator"],
+    }
     path.write_text(json.dumps(data))
     gateway = Gateway(load_config(path))
     async with AsyncExitStack() as stack:
@@ -293,4 +304,9 @@ async def test_authentication_wraps_metrics_and_the_dashboard_api(tmp_path: Path
                 assert (await http.get(route, headers={"Authorization": "Bearer wrong-key-0123456"})).status_code == 401
             for route in ("/metrics", "/ui/api/tools", "/ui/api/calls"):
                 assert (await http.get(route, headers=token)).status_code == 200, route
+            guest = {"Authorization": "Bearer a-guest-key-012345"}
+            for route in ("/metrics", "/ui/api/overview", "/ui/api/calls"):
+                refused = await http.get(route, headers=guest)
+                assert refused.status_code == 403 and "principal 'guest' is not an operator" in refused.text, route
+            assert (await http.get("/ui/api/tools", headers=guest)).status_code == 200  # its own view
             assert (await http.get("/ui/")).status_code == 200  # the page holds no data; it asks for a token

@@ -277,7 +277,7 @@ async def test_a_reload_keeps_authentication_and_applies_profiles(
     def save(key: str, **sections: Any) -> None:
         write(path, {"numbers": server_entry("numbers.py")}, reload=False)
         data = json.loads(path.read_text())
-        data |= {"auth": {"api_keys": {"operator": key}}, **sections}
+        data |= {"auth": {"api_keys": {"operator": key}, "operators": ["operator"]}, **sections}
         path.write_text(json.dumps(data))
 
     save(first)

@@ -245,7 +245,7 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
     for token in (ALICE_KEY, BOB_KEY, valid):
         assert (await post(shared.url, token)).status_code == 200
     nobody = await post(shared.url, shared.token(sub="dave", groups=["staff"]))
-    assert nobody.status_code == 403 and "principal 'dave' holds no profile" in nobody.text
+    assert nobody.status_code == 403 and "principal 'oauth:dave' holds no profile" in nobody.text
 
 
 # --- the done-when scenario -----------------------------------------------------------------------
@@ -322,8 +322,8 @@ async def test_three_clients_three_tool_sets_on_every_surface(shared: Shared) ->
             await writer.read_resource("numbers+numbers://constants")
 
     lines = audit(shared)
-    assert {(line["principal"], line["profile"]) for line in lines} >= {("alice", "dev"), ("carol", "writer")}
-    assert ("carol", "words_upper") not in {(line["principal"], line["name"]) for line in lines}
+    assert {(line["principal"], line["profile"]) for line in lines} >= {("alice", "dev"), ("oauth:carol", "writer")}
+    assert ("oauth:carol", "words_upper") not in {(line["principal"], line["name"]) for line in lines}
 
 
 async def test_a_2026_client_without_a_session_gets_its_profile_too(shared: Shared) -> None:

@@ -91,6 +91,46 @@ def test_every_problem_is_reported_and_no_key_is_quoted(tmp_path: Path) -> None:
     assert short not in text and KEY not in text
 
 
+def test_operators_and_the_operator_scope_are_read_and_checked(tmp_path: Path) -> None:
+    oauth = {"issuer": "https://login.example.com/", "jwks_url": "https://login.example.com/jwks", "audience": "gw"}
+    good = write(
+        tmp_path,
+        {
+            "auth": {
+                "api_keys": {"ops": KEY},
+                "oauth": {**oauth, "operator_scope": "gateway:admin"},
+                "operators": ["ops", "oauth:*@ops.example.com", "claim:groups=sre"],
+            }
+        },
+    )
+    auth = load_config(good).auth
+    assert auth.operators == ("ops", "oauth:*@ops.example.com", "claim:groups=sre")
+    assert auth.oauth is not None and auth.oauth.operator_scope == "gateway:admin"
+    assert load_config(write(tmp_path, {"auth": {"oauth": oauth}})).auth.oauth.operator_scope == "manifold:operator"  # type: ignore[union-attr]
+
+    bad = write(
+        tmp_path,
+        {
+            "auth": {
+                "api_keys": {"oauth:alice": KEY, "bob": KEY + "b"},
+                "oauth": {**oauth, "operator_scope": "two scopes"},
+                "operators": ["ops", "claim:groups"],
+            }
+        },
+    )
+    text = "\n".join(str(problem) for problem in check_config(bad, env={}))
+    for fragment in (
+        "field 'auth.api_keys.oauth:alice': an API key's principal may not start with 'oauth:'",
+        "field 'auth.oauth.operator_scope': must be one OAuth scope (no spaces), not 'two scopes'",
+        "field 'auth.operators': 'claim:groups' must look like 'claim:NAME=VALUE'",
+    ):
+        assert fragment in text, (fragment, text)
+    alone = "\n".join(str(p) for p in check_config(write(tmp_path, {"auth": {"operators": "ops"}}), env={}))
+    assert "field 'auth.operators': needs 'api_keys' or 'oauth' beside it: without authentication every" in alone
+    wrong = "\n".join(str(p) for p in check_config(write(tmp_path, {"auth": {"api_keys": {"a": KEY}, "operators": 3}})))
+    assert "field 'auth.operators': must be a list of non-empty strings (globs), not" in wrong
+
+
 def test_a_missing_key_variable_names_its_place(tmp_path: Path) -> None:
     path = write(tmp_path, {"auth": {"api_keys": {"ci": "${CI_KEY}"}}})
     [problem] = check_config(path, env={})

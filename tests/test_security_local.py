@@ -222,7 +222,7 @@ async def test_jwt_keys_from_a_file_and_a_new_key_id_reloads_them(tmp_path: Path
         body = {"iss": "https://issuer", "aud": "https://gw/mcp", "sub": "ana", "exp": int(time.time()) + 60, **claims}
         return jwt.encode(body, key, algorithm="ES256", headers={"kid": kid})
 
-    assert (await verifier.verify(token(first, "one", scope="a b"))).principal == "ana"
+    assert (await verifier.verify(token(first, "one", scope="a b"))).principal == "oauth:ana"
     keys.write_text(jwks(("one", first), ("two", second)))  # the issuer rotates in a new key
     verifier.keys._fetched -= 60  # the last fetch is older than the retry interval
     assert (await verifier.verify(token(second, "two"))).scopes == []

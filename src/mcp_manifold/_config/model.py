@@ -125,6 +125,7 @@ class OAuthConfig:
     algorithms: tuple[str, ...] = ("RS256", "ES256")
     required_scopes: tuple[str, ...] = ()
     leeway: float = 30.0  # seconds of clock skew allowed on exp / nbf / iat
+    operator_scope: str = "manifold:operator"  # a token with this scope is an operator's
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,9 @@ class AuthConfig:
 
     api_keys: tuple[ApiKey, ...] = ()
     oauth: OAuthConfig | None = None
+    # Who may use the operator routes (/metrics, the dashboard's overview and calls): principal globs
+    # and `claim:NAME=VALUE`, as a profile's `principals`; a token's principal is `oauth:<claim>`.
+    operators: tuple[str, ...] = ()
 
     @property
     def enabled(self) -> bool:

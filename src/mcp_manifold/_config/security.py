@@ -9,9 +9,11 @@ auth:
     issuer: https://login.example.com/
     jwks_url: https://login.example.com/.well-known/jwks.json    # or jwks_file
     resource_url: https://gateway.example.com/mcp                 # RFC 9728; the default audience
+    operator_scope: manifold:operator                             # (the default) a token with it is an operator's
+  operators: [alice, "oauth:*@ops.example.com"]  # who may read /metrics and the dashboard's overview and calls
 profiles:
   readonly:
-    principals: [ci, "claim:groups=auditors"]
+    principals: [ci, "oauth:robot@example.com", "claim:groups=auditors"]
     servers: [git]
     tools: ["git_*", "!git_push"]
 ```
@@ -33,9 +35,9 @@ from mcp_manifold._config.problems import Invalid, Problems, kind, unknown
 from mcp_manifold._config.settings import SURFACE_NAMES, Settings
 from mcp_manifold._config.values import as_float, as_str, http_url_problem, non_negative
 from mcp_manifold._config.variables import expand_fields
-from mcp_manifold._core.profiles import Profile, claim_matcher_problem
+from mcp_manifold._core.profiles import TOKEN_PRINCIPAL_PREFIX, Profile, claim_matcher_problem
 
-AUTH_FIELDS = ("api_keys", "oauth")
+AUTH_FIELDS = ("api_keys", "oauth", "operators")
 OAUTH_FIELDS = (
     "issuer",
     "audience",
@@ -46,6 +48,7 @@ OAUTH_FIELDS = (
     "algorithms",
     "required_scopes",
     "leeway",
+    "operator_scope",
 )
 API_KEY_FIELDS = ("sha256", "key")
 PROFILE_FIELDS = ("principals", "servers", "tools", "resources", "prompts", "surfaces")
@@ -81,7 +84,30 @@ def parse_auth(raw: Mapping[Any, Any], env: Mapping[str, str], problems: Problem
             problems.add(None, f"auth.{key}", unknown("field", str(key), AUTH_FIELDS))
     keys = _api_keys(values.get("api_keys"), problems)
     oauth = _oauth(values["oauth"], problems) if values.get("oauth") is not None else None
-    return AuthConfig(api_keys=keys, oauth=oauth)
+    operators = _operators(values, problems)
+    return AuthConfig(api_keys=keys, oauth=oauth, operators=operators)
+
+
+def _operators(values: Mapping[Any, Any], problems: Problems) -> tuple[str, ...]:
+    """`auth.operators`: principal globs and `claim:` matchers, as a profile's `principals`."""
+    raw = values.get("operators")
+    if raw is None:
+        return ()
+    try:
+        operators = _globs(raw)
+    except Invalid as exc:
+        problems.add(None, "auth.operators", str(exc))
+        return ()
+    for matcher in operators:
+        if problem := claim_matcher_problem(matcher):
+            problems.add(None, "auth.operators", problem)
+    if values.get("api_keys") is None and values.get("oauth") is None:
+        problems.add(
+            None,
+            "auth.operators",
+            "needs 'api_keys' or 'oauth' beside it: without authentication every local user is an operator",
+        )
+    return operators
 
 
 def _api_keys(raw: Any, problems: Problems) -> tuple[ApiKey, ...]:
@@ -96,6 +122,10 @@ def _api_keys(raw: Any, problems: Problems) -> tuple[ApiKey, ...]:
         where = f"auth.api_keys.{principal}"
         if not isinstance(principal, str) or not principal.strip():
             problems.add(None, "auth.api_keys", f"principals must be non-empty strings, not {principal!r}")
+            continue
+        if principal.startswith(TOKEN_PRINCIPAL_PREFIX):
+            # That name space is the tokens': a key named so could pass for a token's subject.
+            problems.add(None, where, f"an API key's principal may not start with {TOKEN_PRINCIPAL_PREFIX!r}")
             continue
         try:
             hashes = _key_hashes(entry)
@@ -204,8 +234,16 @@ def _oauth(raw: Any, problems: Problems) -> OAuthConfig | None:
         algorithms=get("algorithms", algorithms, ("RS256", "ES256")),
         required_scopes=get("required_scopes", _globs, ()),
         leeway=get("leeway", lambda value: _checked_float(value), 30.0),
+        operator_scope=get("operator_scope", _scope_name, "manifold:operator"),
     )
     return config if len(problems.items) == before else None
+
+
+def _scope_name(value: Any) -> str:
+    text = as_str(value).strip()
+    if not text or any(char.isspace() for char in text):
+        raise Invalid(f"must be one OAuth scope (no spaces), not {value!r}")
+    return text
 
 
 def _checked_float(value: Any) -> float:

@@ -22,6 +22,13 @@ from mcp_manifold._errors import NotFound
 
 EVERYTHING = ("*",)
 CLAIM_PREFIX = "claim:"
+# A token's principal is `oauth:<its principal claim>`, so that no token subject can be an API key's principal.
+TOKEN_PRINCIPAL_PREFIX = "oauth:"
+
+
+def token_principal(claim: str) -> str:
+    """The principal an OAuth token names: its claim's value in the token name space (`oauth:alice`)."""
+    return TOKEN_PRINCIPAL_PREFIX + claim
 
 
 def matches(globs: Sequence[str], value: str) -> bool:

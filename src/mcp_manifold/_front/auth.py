@@ -9,9 +9,12 @@ given), its `AuthContextMiddleware` (so `get_access_token()` works), its protect
 routes. A token that is given but fails gets a 401 naming what failed (expired, wrong audience,
 wrong issuer, bad signature, malformed), in `WWW-Authenticate` and the body.
 
-After authentication, `Identity` (principal and profile) goes into the request's ASGI scope, where
-the MCP front picks it up for the client's `Caller`. Without `auth`, a loopback gateway lets a
-client pick a profile by URL: `/mcp/p/<profile>` is `/mcp` with that profile.
+After authentication, `Identity` (principal, profile, operator or not) goes into the request's ASGI
+scope, where the MCP front picks it up for the client's `Caller` and the operator routes check the
+role (`_front/operators.py`). A token's principal is `oauth:<claim>` (its `principal_claim`), an API
+key's its bare name: the two name spaces never meet, so no token subject can pass for a key's principal.
+Without `auth`, a loopback gateway lets a client pick a profile by URL: `/mcp/p/<profile>` is `/mcp`
+with that profile.
 
 JWTs are checked with PyJWT (which the MCP SDK already depends on, with its `crypto` extra): a
 small, long-maintained library whose `decode` checks signature, expiry, not-before, issuer and
@@ -46,8 +49,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_manifold._config import Config
 from mcp_manifold._config.model import ApiKey, OAuthConfig
-from mcp_manifold._core.profiles import profile_for
+from mcp_manifold._core.profiles import profile_for, token_principal
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
+from mcp_manifold._front.operators import is_operator
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +77,7 @@ class TokenRejected(AuthenticationError):
 
 
 class Principal(AccessToken):
-    """An access token with the principal it names (an API key's, or a token's `principal_claim`)."""
+    """An access token with the principal it names (an API key's, or `oauth:` and a token's `principal_claim`)."""
 
     principal: str
 
@@ -214,7 +218,7 @@ class JwtVerifier:
             resource=config.audience[0],
             subject=str(claims.get("sub") or principal),
             claims=claims,
-            principal=principal,
+            principal=token_principal(principal),
         )
 
 
@@ -376,21 +380,24 @@ class _Identify:
         asked = scope.get("manifold.url_profile")
         user = scope.get("user")
         if isinstance(user, AuthenticatedUser) and isinstance(user.access_token, Principal):
-            principal = user.access_token.principal
+            token = user.access_token
+            principal = token.principal
+            operator = is_operator(config.auth, principal, token.claims, token.scopes)
             profile = None
             if config.profiles:
-                held = profile_for(config.profiles.values(), principal, user.access_token.claims)
-                if held is None:
+                held = profile_for(config.profiles.values(), principal, token.claims)
+                # An operator without a profile may still read the operator routes, never /mcp.
+                if held is None and not (operator and not scope["path"].startswith(MCP_PATH)):
                     await _error(403, "access_denied", f"principal {principal!r} holds no profile")(
                         scope, receive, send
                     )
                     return
-                profile = held.name
+                profile = held.name if held is not None else None
             if asked is not None and asked != profile:
                 message = f"principal {principal!r} holds profile {profile!r}, not {asked!r}: connect to /mcp"
                 await _error(403, "access_denied", message)(scope, receive, send)
                 return
-            identity = Identity(principal, profile)
+            identity = Identity(principal, profile, operator)
         else:
             if asked is not None and asked not in config.profiles:
                 known = ", ".join(config.profiles) or "none are configured"
@@ -398,6 +405,6 @@ class _Identify:
                     scope, receive, send
                 )
                 return
-            identity = Identity(None, asked)
+            identity = Identity(None, asked, operator=True)  # without authentication, every local user is one
         scope[SCOPE_KEY] = identity
         await self.app(scope, receive, send)

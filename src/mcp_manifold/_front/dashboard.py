@@ -9,9 +9,12 @@ The page (`dashboard_static/`) polls the API about once a second and redraws in 
 - `GET /ui/api/search?q=...&limit=N`: tools ranked as `retrieve_tools` ranks them (`Gateway.search`);
 - `GET /ui/api/calls?after=N`: the calls the call path saw since number N (`RecentCalls`).
 
-It only reads: nothing here changes the gateway, so it needs no CSRF guard. Who may read it is the
-HTTP front's business: `_front/http.py` wraps the API like every operator route; the page itself holds
-no data, and when the API answers 401 it asks for a token and sends it as a bearer token.
+It only reads: nothing here changes the gateway, so it needs no CSRF guard. Who may read it: the
+overview and the calls are for operators (`_front/operators.py`; 403 for anyone else); the tools and
+the search answer everyone, an operator with the whole catalog and anyone else with its own view,
+as its `tools/list` shows it (only what its profile allows, nothing quarantined). Authentication is
+the HTTP front's business (`_front/http.py`); the page itself holds no data, and when the API answers
+401 it asks for a token and sends it as a bearer token.
 """
 
 from __future__ import annotations
@@ -27,9 +30,14 @@ import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, request_response
 
 from mcp_manifold._config import check_config
+from mcp_manifold._core.catalog_view import CatalogView
+from mcp_manifold._core.clients import Caller
+from mcp_manifold._core.clients import Request as CallerRequest
+from mcp_manifold._front.identity import request_identity
+from mcp_manifold._front.operators import OperatorsOnly
 from mcp_manifold._runtime.call_path import CallRecord
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._version import __version__
@@ -137,10 +145,10 @@ class Dashboard:
     def api_app(self) -> Starlette:
         """The JSON API (/ui/api/...): everything the page shows comes from here."""
         routes = [
-            Route("/overview", self.overview),
+            Route("/overview", OperatorsOnly(request_response(self.overview)), methods=["GET"]),
             Route("/tools", self.tools),
             Route("/search", self.search),
-            Route("/calls", self.recent_calls),
+            Route("/calls", OperatorsOnly(request_response(self.recent_calls)), methods=["GET"]),
         ]
         return Starlette(routes=routes)
 
@@ -183,10 +191,19 @@ class Dashboard:
             }
         )
 
+    def _view(self, request: Request) -> CatalogView | None:
+        """What the caller may see: None (everything) for an operator, else its own view, as `tools/list` has it."""
+        identity = request_identity(request)
+        if identity is not None and identity.operator:
+            return None
+        principal, profile = (identity.principal, identity.profile) if identity is not None else (None, None)
+        return self.gateway.view(CallerRequest(Caller("dashboard", principal=principal, profile=profile)))
+
     async def tools(self, request: Request) -> Response:
         pins = self.gateway.pins
+        view = self._view(request)
         rows = []
-        for entry in self.gateway.catalog.tool_entries():
+        for entry in (view or self.gateway.catalog).tool_entries():
             pin = pins.get(entry.server, entry.original.name)
             rows.append(
                 {
@@ -218,8 +235,9 @@ class Dashboard:
         if not 1 <= limit <= SEARCH_LIMIT:
             return _json({"error": f"limit must be from 1 to {SEARCH_LIMIT}, not {limit}"}, status=400)
         await self.gateway.ensure_catalog()
+        view = self._view(request)
         started = time.perf_counter()
-        matches = await self.gateway.search(query, limit=limit)
+        matches = await (view or self.gateway).search(query, limit=limit)
         took = time.perf_counter() - started
         rows = [
             {

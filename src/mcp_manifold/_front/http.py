@@ -8,7 +8,9 @@ itself). SIGHUP reloads the config (`_front/signals.py`).
 Beside /mcp, on the same host and port, the operator routes: `/metrics` (Prometheus) and `/ui` (the
 dashboard). `build_app` is the one place where routes are assembled and wrapped: every route sits
 behind the same authentication as /mcp, except the dashboard's page itself, which holds no data (it
-asks the guarded API, and for a key when the API wants one).
+asks the guarded API, and for a key when the API wants one). `/metrics` and the dashboard's overview
+and calls are for operators only (`_front/operators.py`); its tools and search show a non-operator
+its own view.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.auth import guard
 from mcp_manifold._front.identity import check_exposure
+from mcp_manifold._front.operators import OperatorsOnly
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.signals import Stopper
 from mcp_manifold._runtime.gateway import Gateway
@@ -70,7 +73,7 @@ def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack) -> list[
 
         metrics = GatewayMetrics(gateway)
         stack.callback(metrics.attach())
-        routes.append(Route("/metrics", endpoint=_SameHost(make_asgi_app(metrics.registry), host)))
+        routes.append(Route("/metrics", endpoint=_SameHost(OperatorsOnly(make_asgi_app(metrics.registry)), host)))
     if gateway.settings.dashboard:
         from mcp_manifold._front.dashboard import Dashboard
 

@@ -22,10 +22,12 @@ SCOPE_KEY = "manifold.identity"  # where the ASGI scope carries the request's Id
 
 @dataclass(frozen=True)
 class Identity:
-    """Who a request comes from: the authenticated principal (None if it did not authenticate) and its profile."""
+    """Who a request comes from: the authenticated principal (None if it did not authenticate), its profile,
+    and whether it is an operator (`_front/operators.py`; without authentication, everyone is)."""
 
     principal: str | None
     profile: str | None
+    operator: bool = False
 
 
 def request_identity(request: Any) -> Identity | None:

@@ -4,7 +4,9 @@
 
 const POLL_MS = 1000;
 const MAX_CALLS = 100;
-const view = { revision: null, lastCall: 0, tools: [], calls: [] };
+// `operator` until the overview answers 403: then only the caller's own tools and search are shown.
+const view = { revision: null, lastCall: 0, tools: [], calls: [], operator: true };
+const OPERATOR_PANELS = ["servers", "calls", "config"];
 
 const $ = (id) => document.getElementById(id);
 
@@ -58,7 +60,11 @@ async function getJSON(path) {
     throw new Error(token ? "the token was refused" : "the gateway asks for a token");
   }
   const body = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(body.error_description || body.error || response.statusText);
+  if (!response.ok) {
+    const error = new Error(body.error_description || body.error || response.statusText);
+    error.status = response.status;
+    throw error;
+  }
   return body;
 }
 
@@ -69,6 +75,16 @@ function useToken(event) {
   else sessionStorage.removeItem("manifold-token");
   $("auth").hidden = true;
   view.revision = null; // fetch the tools again with the token
+  view.operator = true; // and find out again whether it is an operator's
+  for (const id of OPERATOR_PANELS) $(id).hidden = false;
+}
+
+// Not an operator: the servers, calls and config are not this caller's to see; its tools and search are.
+function ownViewOnly(reason) {
+  view.operator = false;
+  view.revision = null;
+  for (const id of OPERATOR_PANELS) $(id).hidden = true;
+  $("summary").textContent = "your own view: the tools your profile allows (" + reason + ")";
 }
 
 function clock(seconds) {
@@ -229,18 +245,38 @@ async function loadCalls() {
   renderCalls();
 }
 
+async function refreshOverview() {
+  const overview = await getJSON("api/overview");
+  renderSummary(overview.gateway);
+  renderServers(overview.servers);
+  renderConfig(overview.config);
+  if (overview.gateway.revision !== view.revision) {
+    view.revision = overview.gateway.revision;
+    await loadTools();
+  }
+  if (overview.gateway.last_call !== view.lastCall) await loadCalls();
+}
+
+async function refreshOwnTools() {
+  const data = await getJSON("api/tools");
+  if (data.revision === view.revision) return;
+  view.revision = data.revision;
+  view.tools = data.tools;
+  renderTools();
+}
+
 async function refresh() {
   const live = $("live");
   try {
-    const overview = await getJSON("api/overview");
-    renderSummary(overview.gateway);
-    renderServers(overview.servers);
-    renderConfig(overview.config);
-    if (overview.gateway.revision !== view.revision) {
-      view.revision = overview.gateway.revision;
-      await loadTools();
+    if (view.operator) {
+      try {
+        await refreshOverview();
+      } catch (error) {
+        if (error.status !== 403) throw error;
+        ownViewOnly(error.message);
+      }
     }
-    if (overview.gateway.last_call !== view.lastCall) await loadCalls();
+    if (!view.operator) await refreshOwnTools();
     live.className = "live ok";
     live.title = "live: updated " + new Date().toLocaleTimeString([], { hour12: false });
   } catch (error) {
