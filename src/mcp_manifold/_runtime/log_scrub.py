@@ -1,0 +1,72 @@
+"""The gateway's log, scrubbed of its servers' secrets whatever a log line quotes.
+
+Most lines that name a server's state already carry scrubbed text (`Backend.last_error`, stderr);
+this filter is the net under them: an exception from a transport that quotes a URL with its
+password, a traceback, a third-party message. Every record that reaches the `mcp_manifold` log's
+handlers passes through the same rules as every other view of a server (`redaction`), for every
+server the gateway knows, configured or added at run time (hub instances).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from contextlib import suppress
+
+from mcp_manifold._config import ServerConfig
+from mcp_manifold._config.redaction import apply, replacements
+
+LOGGER = "mcp_manifold"
+
+
+class SecretFilter(logging.Filter):
+    """Rewrites each record's message (and traceback) with the servers' secrets hidden."""
+
+    def __init__(self, configs: Callable[[], Iterable[ServerConfig]]) -> None:
+        super().__init__()
+        self._configs = configs
+        self._known: tuple[int, ...] = ()
+        self._pairs: list[tuple[str, str]] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # A record whose arguments do not format is left as it is: the handler reports it as usual.
+        with suppress(Exception):
+            self._scrub(record)
+        return True
+
+    def _scrub(self, record: logging.LogRecord) -> None:
+        pairs = self._current_pairs()
+        if not pairs:
+            return
+        message = record.getMessage()
+        scrubbed = apply(pairs, message)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = apply(pairs, record.exc_text)
+
+    def _current_pairs(self) -> list[tuple[str, str]]:
+        # Computed again only when the set of configs changes (a reload, a hub instance added).
+        configs = list(self._configs())
+        known = tuple(id(config) for config in configs)
+        if known != self._known:
+            self._pairs = [pair for config in configs for pair in replacements(config)]
+            self._known = known
+        return self._pairs
+
+
+def install(configs: Callable[[], Iterable[ServerConfig]]) -> Callable[[], None]:
+    """Scrub every record the gateway's log handlers write (the root's too, for third-party libraries);
+    returns the function that takes the filter off again."""
+    secret_filter = SecretFilter(configs)
+    handlers = [*logging.getLogger(LOGGER).handlers, *logging.getLogger().handlers]
+    for handler in handlers:
+        handler.addFilter(secret_filter)
+
+    def remove() -> None:
+        for handler in handlers:
+            handler.removeFilter(secret_filter)
+
+    return remove
