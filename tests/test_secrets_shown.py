@@ -12,7 +12,9 @@ that an empty answer cannot pass.
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import stat
 import subprocess
@@ -27,6 +29,9 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from mcp_manifold._config import parse_config_data
+from mcp_manifold._errors import ConfigError
+from mcp_manifold._runtime import log_scrub
 from mcp_manifold._runtime.discovery import write_record
 from mcp_manifold._runtime.registration import build_record
 from tests.conftest import SERVERS, free_port, manifold_command, server_entry, stop_process, wait_for_port
@@ -220,3 +225,66 @@ async def test_every_file_in_the_data_dir_is_private(gateway: Gateway) -> None:
     lines = [line for line in gateway.log.read_text().splitlines() if "made the data dir" in line]
     assert len(lines) == 1, lines
     assert "notes.txt" in lines[0] and "audit/audit.jsonl" in lines[0] and "4 entries" in lines[0], lines
+
+
+# --- the rules, one by one -------------------------------------------------------------------------
+
+
+def test_the_redaction_rules() -> None:
+    env = {"OPS_SECRET": SECRET, "SHORT": "abc", "HOST": "db.internal"}
+    config = parse_config_data(
+        {
+            "mcpServers": {
+                "local": {
+                    "command": "server",
+                    "args": ["--api-key", "${OPS_SECRET}", "--token=written-in-file", "--host", "${HOST}", "${SHORT}"],
+                    "env": {"FROM_ENV": "${OPS_SECRET}", "WRITTEN": "in-the-file", "MIXED": "x${OPS_SECRET}"},
+                },
+                "remote": {
+                    "url": "https://user:${OPS_SECRET}@h.example/mcp?key=literal-key&page=2",
+                    "headers": {"Authorization": "Bearer ${OPS_SECRET}", "X-Written": "literal"},
+                },
+            }
+        },
+        source="test",
+        env=env,
+    )
+    local, remote = config.servers["local"], config.servers["remote"]
+    assert local.endpoint() == f"server --api-key {SHOWN} --token=*** --host ${{HOST}} abc"  # too short: as is
+    assert local.redacted()["env"] == {"FROM_ENV": SHOWN, "WRITTEN": "***", "MIXED": "***"}
+    assert remote.endpoint() == f"https://user:{SHOWN}@h.example/mcp?key=***&page=2"
+    assert remote.redacted()["headers"] == {"Authorization": f"Bearer {SHOWN}", "X-Written": "***"}
+    said = f"refused {SECRET} for written-in-file at db.internal: abc"
+    assert local.scrub(said) == f"refused {SHOWN} for *** at ${{HOST}}: abc"
+    assert remote.scrub(f"GET https://user:{SECRET}@h.example/mcp?key=literal-key&page=2: 401") == (
+        f"GET https://user:{SHOWN}@h.example/mcp?key=***&page=2: 401"
+    )
+    assert SECRET not in repr(local) and SECRET not in repr(remote)
+
+    # A config problem that quotes a value from the environment shows the variable instead.
+    with pytest.raises(ConfigError) as problem:
+        parse_config_data({"mcpServers": {"x": {"command": "c", "timeout": "${OPS_SECRET}"}}}, source="t", env=env)
+    assert SECRET not in str(problem.value) and f"not {SHOWN!r}" in str(problem.value), str(problem.value)
+
+
+def test_the_log_shows_no_secret_of_any_server_even_in_a_traceback() -> None:
+    config = parse_config_data(
+        {"mcpServers": {"local": {"command": "server", "args": ["${OPS_SECRET}"]}}}, source="t", env=ENV
+    )
+    written = io.StringIO()
+    handler = logging.StreamHandler(written)
+    logger = logging.getLogger(log_scrub.LOGGER)
+    logger.addHandler(handler)
+    remove = log_scrub.install(lambda: config.servers.values())
+    try:
+        logger.warning("connecting with %s", SECRET)
+        try:
+            raise RuntimeError(f"refused {SECRET}")
+        except RuntimeError:
+            logger.exception("start failed")
+    finally:
+        remove()
+        logger.removeHandler(handler)
+    log = written.getvalue()
+    assert f"connecting with {SHOWN}" in log and f"RuntimeError: refused {SHOWN}" in log, log
+    assert SECRET not in log, log

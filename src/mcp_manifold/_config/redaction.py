@@ -88,7 +88,7 @@ def redacted(config: Redactable) -> dict[str, Any]:
     shown["env"] = {name: _shown_value(config, value) for name, value in config.env.items()}
     shown["headers"] = {name: _shown_value(config, value) for name, value in config.headers.items()}
     shown["args"] = redact_args([unexpand(config, arg) for arg in config.args])
-    shown["url"] = redact_url(unexpand(config, config.url)) if config.url else config.url
+    shown["url"] = _redact_url_if_secret(unexpand(config, config.url)) if config.url else config.url
     return shown
 
 
