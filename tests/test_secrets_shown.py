@@ -33,6 +33,7 @@ from mcp_manifold._config import parse_config_data
 from mcp_manifold._errors import ConfigError
 from mcp_manifold._runtime import log_scrub
 from mcp_manifold._runtime.discovery import write_record
+from mcp_manifold._runtime.private_files import secure_data_dir
 from mcp_manifold._runtime.registration import build_record
 from tests.conftest import SERVERS, free_port, manifold_command, server_entry, stop_process, wait_for_port
 
@@ -288,3 +289,20 @@ def test_the_log_shows_no_secret_of_any_server_even_in_a_traceback() -> None:
     log = written.getvalue()
     assert f"connecting with {SHOWN}" in log and f"RuntimeError: refused {SHOWN}" in log, log
     assert SECRET not in log, log
+
+
+def test_tightening_follows_no_symlink_inside_the_data_dir(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("someone else's")
+    outside.chmod(0o644)
+    data = tmp_path / "data"
+    (data / "listings").mkdir(parents=True)
+    (data / "listings").chmod(0o755)
+    (data / "link").symlink_to(outside)
+    secure_data_dir(data)
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o644  # not ours to change
+    assert stat.S_IMODE((data / "listings").stat().st_mode) == 0o700
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    fresh = tmp_path / "fresh" / "deeper"
+    secure_data_dir(fresh)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o700

@@ -55,17 +55,18 @@ def open_private(path: Path, flags: int) -> int:
 
 
 def tighten(root: Path) -> tuple[list[Path], list[tuple[Path, OSError]]]:
-    """Take group and other permissions off `root` and everything under it (symlinks are neither
-    followed nor changed). Returns what had them and was tightened, and what could not be (and why)."""
+    """Take group and other permissions off `root` and everything under it (symlinks inside are
+    neither followed nor changed; `root` itself may be one, as a moved data dir often is). Returns what
+    had them and was tightened, and what could not be (and why)."""
     tightened: list[Path] = []
     failed: list[tuple[Path, OSError]] = []
-    if not root.is_dir() or root.is_symlink():
+    if not root.is_dir():
         return tightened, failed
     for folder, dirs, files in os.walk(root):
         base = Path(folder)
         for path in [*([base] if base == root else []), *(base / name for name in [*dirs, *files])]:
             try:
-                mode = path.lstat().st_mode
+                mode = path.stat().st_mode if path == root else path.lstat().st_mode
                 if stat.S_ISLNK(mode) or not stat.S_IMODE(mode) & 0o077:
                     continue
                 path.chmod(stat.S_IMODE(mode) & 0o700 | (PRIVATE_DIR if stat.S_ISDIR(mode) else PRIVATE_FILE))
