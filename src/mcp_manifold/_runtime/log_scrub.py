@@ -58,10 +58,13 @@ class SecretFilter(logging.Filter):
 
 
 def install(configs: Callable[[], Iterable[ServerConfig]]) -> Callable[[], None]:
-    """Scrub every record the gateway's log handlers write (the root's too, for third-party libraries);
-    returns the function that takes the filter off again."""
+    """Scrub every record the gateway's log handlers write (the root's too, and the last-resort handler
+    that prints third-party libraries' warnings when the root has none); returns the function that
+    takes the filter off again."""
     secret_filter = SecretFilter(configs)
     handlers = [*logging.getLogger(LOGGER).handlers, *logging.getLogger().handlers]
+    if logging.lastResort is not None:
+        handlers.append(logging.lastResort)
     for handler in handlers:
         handler.addFilter(secret_filter)
 
