@@ -25,7 +25,7 @@ class SecretFilter(logging.Filter):
     def __init__(self, configs: Callable[[], Iterable[ServerConfig]]) -> None:
         super().__init__()
         self._configs = configs
-        self._known: tuple[int, ...] = ()
+        self._known: list[ServerConfig] = []  # held, so that an id is never reused by another config
         self._pairs: list[tuple[str, str]] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -50,10 +50,9 @@ class SecretFilter(logging.Filter):
     def _current_pairs(self) -> list[tuple[str, str]]:
         # Computed again only when the set of configs changes (a reload, a hub instance added).
         configs = list(self._configs())
-        known = tuple(id(config) for config in configs)
-        if known != self._known:
+        if len(configs) != len(self._known) or any(a is not b for a, b in zip(configs, self._known, strict=True)):
             self._pairs = [pair for config in configs for pair in replacements(config)]
-            self._known = known
+            self._known = configs
         return self._pairs
 
 
