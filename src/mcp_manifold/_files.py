@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 
 # The gateway's files hold every tool definition, approval, listing and call record: its owner's only.
@@ -45,7 +46,9 @@ def private_file(path: Path) -> Path:
     process-wide umask change, which would race with other threads creating files).
     """
     private_dir(path.parent)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE))
+    # An existing one is left as it is (tightened at start when it is in the data dir).
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
     return path
 
 
