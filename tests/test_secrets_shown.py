@@ -27,7 +27,7 @@ from typing import Any
 import httpx2 as httpx
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from mcp_manifold._config import parse_config_data
 from mcp_manifold._errors import ConfigError
@@ -87,7 +87,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     (data / "notes.txt").chmod(0o644)
     discovery = folder / "instances"
     discovery.mkdir(mode=0o700)
-    record = build_record("gamma", url=f"http://tok:{SECRET}@127.0.0.1:{remote_port}/mcp", instance_id="gamma")
+    # Refreshed once an hour: it stays live for every test of the module (this process is its pid).
+    record = build_record(
+        "gamma", url=f"http://tok:{SECRET}@127.0.0.1:{remote_port}/mcp", instance_id="gamma", interval=3600
+    )
     write_record(discovery, record)
     servers = {
         "local": server_entry("secretive.py", "--api-key", SHOWN, env={"SECRETIVE_TOKEN": SHOWN}),
@@ -196,6 +199,16 @@ async def test_a_secret_from_the_environment_is_never_shown(gateway: Gateway) ->
     gateway.saw("gateway log", gateway.log.read_text())
 
     leaks = [where for where, text in gateway.outputs.items() if SECRET in text]
+    assert not leaks, {where: _around(gateway.outputs[where]) for where in leaks}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_nothing_shown_over_stdio_either(gateway: Gateway, mode: str) -> None:
+    command = manifold_command(gateway.config)
+    params = StdioServerParameters(command=command[0], args=command[1:], env=ENV)
+    async with Client(params, mode=mode) as client:
+        await every_surface(gateway, client, f"stdio {mode}")
+    leaks = [where for where, text in gateway.outputs.items() if where.startswith("stdio") and SECRET in text]
     assert not leaks, {where: _around(gateway.outputs[where]) for where in leaks}
 
 
