@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from mcp_manifold._config.files import read_file
 from mcp_manifold._config.model import Config
 from mcp_manifold._config.problems import Problems, kind, unknown
+from mcp_manifold._config.redaction import show_references
 from mcp_manifold._config.security import check_against_settings, parse_auth, parse_profiles
 from mcp_manifold._config.servers import parse_servers
 from mcp_manifold._config.settings import resolve_settings
+from mcp_manifold._config.variables import referenced_values
 from mcp_manifold._errors import ConfigError, ConfigProblem
 
 TOP_LEVEL_KEYS = ("mcpServers", "manifold", "auth", "profiles")
@@ -62,6 +65,10 @@ def _build(
         _section(data.get("profiles"), in_file, "profiles", "profile names to profiles"), env, in_file
     )
     check_against_settings(profiles, settings, in_file)
+    # A message may quote a value that came from the environment (`not a number: '<token>'`), and
+    # problems are shown by `config check`, the dashboard and reloads: such a value reads `${VAR}`.
+    expanded = referenced_values(dict(data), env)
+    problems = [replace(problem, message=show_references(problem.message, expanded)) for problem in problems]
     return Config(servers=servers, settings=settings, auth=auth, profiles=profiles), problems
 
 

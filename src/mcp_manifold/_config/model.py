@@ -68,6 +68,9 @@ class ServerConfig:
     # auto: MCP 2026-07-28 if the server answers server/discover, else the initialize handshake;
     # legacy: the handshake only; modern: 2026-07-28 only.
     protocol: BackendProtocol = "auto"
+    # The environment variables this entry's `${VAR}`s took their values from, by name: wherever the
+    # server is shown, such a value reads `${VAR}`. Not part of what the server is (identity()).
+    expanded: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
@@ -94,14 +97,26 @@ class ServerConfig:
         text = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
+    # What is shown of the server anywhere (listings, status, logs, audit, the dashboard, the CLI) goes
+    # through these three, which follow `redaction`: the one place that decides what is secret.
+
     def scrub(self, text: str) -> str:
-        """`text` (an error message, a stderr line) with this server's secret values replaced by ***."""
+        """`text` (an error message, a stderr line) with values from the environment shown as `${VAR}`
+        and this server's other secret values replaced by ***."""
         return redaction.scrub(self, text)
 
     def redacted(self) -> dict[str, Any]:
-        """`identity()` safe to show or log: env and header values, URL credentials and secret-looking
-        query parameters and command-line options are replaced by `***`."""
+        """`identity()` safe to show or log: values from the environment read `${VAR}`; env and header
+        values, URL credentials and secret-looking query parameters and command-line options `***`."""
         return redaction.redacted(self)
+
+    def endpoint(self) -> str:
+        """The url, or the command line, as listings show it (redacted)."""
+        return redaction.endpoint(self)
+
+    def __repr__(self) -> str:
+        # A repr lands in logs and tracebacks: it shows the redacted config, never a secret.
+        return f"ServerConfig(name={self.name!r}, {self.redacted()!r})"
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,15 @@
 """What in a server's config is secret, and how it is hidden wherever the config is shown.
 
-Env and header values, URL credentials and secret-named query parameters or command-line options
-may hold tokens. `ServerConfig.redacted()` (what status and logs show) and `ServerConfig.scrub()`
-(error messages and stderr lines, which may echo a secret) both follow the rules here, so what the
-one hides the other hides too.
+The one redaction point: everything shown about a server (listings of every surface, the hub's
+endpoints, status and `manifold servers`, the dashboard, logs, the audit file) goes through
+`ServerConfig.redacted()`, `.endpoint()` (the config) or `.scrub()` (free text: error messages and
+stderr lines, which may echo a secret), and those follow the rules here, so what one hides the
+others hide too.
+
+Two rules. A value the config took from the environment (`${VAR}`) is shown as `${VAR}`, in the
+config and in free text alike. Besides, env and header values, URL credentials and secret-named
+query parameters or command-line options may hold tokens written in the file: those are `***`.
+Values shorter than 4 characters are left alone in text: too likely to be an ordinary word.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ class Redactable(Protocol):
     @property
     def url(self) -> str | None: ...
 
+    @property
+    def expanded(self) -> Mapping[str, str]: ...
+
     def identity(self) -> dict[str, Any]: ...
 
 
@@ -40,59 +49,121 @@ HIDDEN = "***"
 _SECRET_NAME = re.compile(r"token|key|secret|passw|auth|credential|signature", re.IGNORECASE)
 _URL_IN_ARG = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 _MIN_SECRET = 4  # shorter values are too likely to be ordinary words inside an error message
+# `${NAME}`: what a value from the environment is shown as, and is not hidden again.
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+# What may stand beside references in a shown env or header value: an auth scheme (`Bearer ${TOKEN}`).
+_SCHEME = re.compile(r"(?:[A-Za-z][A-Za-z0-9-]* )?\Z")
+
+
+def reference(name: str) -> str:
+    return "${" + name + "}"
+
+
+def _is_reference(text: str) -> bool:
+    return _REFERENCE.fullmatch(text) is not None
+
+
+def unexpand(config: Redactable, text: str) -> str:
+    """`text` with each value `config` took from the environment (4 characters or more) shown as `${VAR}`."""
+    return show_references(text, config.expanded)
+
+
+def show_references(text: str, expanded: Mapping[str, str]) -> str:
+    """`text` with each of the `expanded` values (4 characters or more) shown as `${NAME}`."""
+    return apply(_reference_pairs(expanded), text)
+
+
+def _reference_pairs(expanded: Mapping[str, str]) -> list[tuple[str, str]]:
+    pairs = ((value, reference(name)) for name, value in expanded.items() if len(value) >= _MIN_SECRET)
+    # Longest first, so a value inside a longer one does not leave the rest showing.
+    return sorted(pairs, key=lambda pair: len(pair[0]), reverse=True)
 
 
 def redacted(config: Redactable) -> dict[str, Any]:
-    """`config.identity()` with env and header values, URL credentials and secret-looking query
-    parameters and command-line options replaced by `***`."""
+    """`config.identity()` with values from the environment shown as `${VAR}`, and the other env and
+    header values, URL credentials and secret-looking query parameters and command-line options `***`."""
     shown = config.identity()
-    shown["env"] = dict.fromkeys(config.env, HIDDEN)
-    shown["headers"] = dict.fromkeys(config.headers, HIDDEN)
-    shown["args"] = redact_args(config.args)
-    shown["url"] = redact_url(config.url) if config.url else config.url
+    shown["command"] = unexpand(config, config.command) if config.command else config.command
+    shown["cwd"] = unexpand(config, config.cwd) if config.cwd else config.cwd
+    shown["env"] = {name: _shown_value(config, value) for name, value in config.env.items()}
+    shown["headers"] = {name: _shown_value(config, value) for name, value in config.headers.items()}
+    shown["args"] = redact_args([unexpand(config, arg) for arg in config.args])
+    shown["url"] = _redact_url_if_secret(unexpand(config, config.url)) if config.url else config.url
     return shown
 
 
+def endpoint(config: Redactable) -> str:
+    """The url, or the command line, as listings show it: redacted."""
+    shown = redacted(config)
+    return shown["url"] or " ".join([shown["command"] or "", *shown["args"]]).strip()
+
+
+def _shown_value(config: Redactable, value: str) -> str:
+    """An env or header value: shown when it is made of `${VAR}`s (and perhaps an auth scheme), else ***."""
+    shown = unexpand(config, value)
+    if _REFERENCE.search(shown) and _SCHEME.match(_REFERENCE.sub("", shown)):
+        return shown
+    return HIDDEN
+
+
 def scrub(config: Redactable, text: str) -> str:
-    """`text` with the secret values of `config` replaced by ***, and its URL by the redacted one."""
-    for secret in secret_values(config):
-        text = text.replace(secret, HIDDEN)
-    if config.url:
-        text = text.replace(config.url, redact_url(config.url))
+    """`text` with its URL shown redacted, values from the environment as `${VAR}` and the other
+    secret values of `config` as ***."""
+    return apply(replacements(config), text)
+
+
+def replacements(config: Redactable) -> list[tuple[str, str]]:
+    """What `scrub` replaces, in order: (secret text, what is shown instead). For filters that scrub
+    the same text of many servers (the log), which compute these once per config."""
+    pairs = [(config.url, redacted(config)["url"])] if config.url else []
+    return pairs + _reference_pairs(config.expanded) + [(secret, HIDDEN) for secret in secret_values(config)]
+
+
+def apply(pairs: Sequence[tuple[str, str]], text: str) -> str:
+    for secret, shown in pairs:
+        if secret in text:
+            text = text.replace(secret, shown)
     return text
 
 
 def redact_url(url: str) -> str:
-    """Hide the userinfo password (or a bare user, often a token) and secret-named query values."""
+    """Hide the userinfo password (or a bare user, often a token) and secret-named query values;
+    a `${VAR}` stays as it is."""
     parts = urlsplit(url)
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)
-        user, has_password, _ = userinfo.partition(":")
-        netloc = f"{user}:{HIDDEN}@{host}" if has_password else f"{HIDDEN}@{host}"
+        user, has_password, password = userinfo.partition(":")
+        if has_password:
+            netloc = f"{user}:{password if _is_reference(password) else HIDDEN}@{host}"
+        elif not _is_reference(user):
+            netloc = f"{HIDDEN}@{host}"
     query = "&".join(_redact_query_pair(pair) for pair in parts.query.split("&")) if parts.query else ""
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _redact_query_pair(pair: str) -> str:
-    name, has_value, _ = pair.partition("=")
-    if has_value and _SECRET_NAME.search(unquote(name)):
+    name, has_value, value = pair.partition("=")
+    if has_value and _SECRET_NAME.search(unquote(name)) and not _is_reference(unquote(value)):
         return f"{name}={HIDDEN}"
     return pair
 
 
 def redact_args(args: tuple[str, ...] | list[str]) -> list[str]:
-    """Hide the values of secret-looking options: `--api-key=X` and `--api-key X` both lose X."""
+    """Hide the values of secret-looking options: `--api-key=X` and `--api-key X` both lose X (a
+    `${VAR}` stays as it is)."""
     shown: list[str] = []
     hide_next = False
     for arg in args:
         if hide_next and not arg.startswith("-"):
-            shown.append(HIDDEN)
+            shown.append(arg if _is_reference(arg) else HIDDEN)
             hide_next = False
             continue
         hide_next = False
-        name, has_value, _ = arg.partition("=")
-        if arg.startswith("-") and _SECRET_NAME.search(name):
+        name, has_value, value = arg.partition("=")
+        if _is_reference(value):
+            shown.append(arg)
+        elif arg.startswith("-") and _SECRET_NAME.search(name):
             shown.append(f"{name}={HIDDEN}" if has_value else arg)
             hide_next = not has_value
         elif "://" in arg:

@@ -189,7 +189,8 @@ def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Probl
         problems.add(name, None, f"must be a mapping of fields, not {kind(entry)}")
         return None
     before = len(problems.items)
-    values, broken = expand_fields(entry, env, problems, name)
+    expanded: dict[str, str] = {}  # what came from the environment: redaction shows it as ${VAR}
+    values, broken = expand_fields(entry, env, problems, name, expanded)
     for key in values:
         if key not in SERVER_FIELDS:
             problems.add(name, str(key), unknown("field", str(key), SERVER_FIELDS))
@@ -214,7 +215,7 @@ def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Probl
     }
     if transport is None or len(problems.items) > before:
         return None
-    return ServerConfig(name=name, transport=transport, **config)
+    return ServerConfig(name=name, transport=transport, expanded=expanded, **config)
 
 
 def parse_servers(entries: Mapping[Any, Any], env: Mapping[str, str], problems: Problems) -> dict[str, ServerConfig]:

@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from mcp_manifold._files import open_private, private_dir
 from mcp_manifold._runtime.call_path import CallRecord
 
 FILE_NAME = "audit.jsonl"
@@ -64,10 +65,10 @@ class AuditLog:
 
     def __init__(self, directory: str | Path, max_bytes: int, backups: int) -> None:
         self.path = Path(directory) / FILE_NAME
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(self.path.parent)
         self.max_bytes = max_bytes
         self.backups = backups
-        self._file = self.path.open("ab")
+        self._file = _open_log(self.path)
 
     def __call__(self, record: CallRecord) -> None:
         line = json.dumps(entry(record), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
@@ -90,10 +91,15 @@ class AuditLog:
             with suppress(FileNotFoundError):  # another gateway rotated it a moment ago, or an operator moved it
                 os.replace(self.path, self.path.with_name(f"{FILE_NAME}.1"))
         finally:
-            self._file = self.path.open("ab")  # whatever went wrong above, the next lines are written
+            self._file = _open_log(self.path)  # whatever went wrong above, the next lines are written
 
     def close(self) -> None:
         self._file.close()
+
+
+def _open_log(path: Path) -> BinaryIO:
+    """The log opened for appending, created 0600 (rotated files keep that mode)."""
+    return os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
 
 
 def log_files(directory: str | Path) -> list[Path]:

@@ -69,8 +69,8 @@ class InstanceRecord:
         )
 
     def endpoint(self) -> str:
-        """The url, or the command line, for listings."""
-        return self.url if self.url is not None else " ".join([self.command or "", *self.args]).strip()
+        """The url, or the command line, for listings and logs: redacted (a URL may carry a token)."""
+        return self.server_config().endpoint()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

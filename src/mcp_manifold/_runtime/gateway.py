@@ -36,7 +36,7 @@ from mcp_manifold._core.status import BackendStatus
 from mcp_manifold._core.suggestions import did_you_mean, quoted
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import ManifoldError, NotFound
-from mcp_manifold._runtime import live_status
+from mcp_manifold._runtime import live_status, log_scrub
 from mcp_manifold._runtime.access import Access
 from mcp_manifold._runtime.audit import AuditLog, audit_dir
 from mcp_manifold._runtime.back_channel import BackChannel
@@ -49,6 +49,7 @@ from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.pin_store import PinStore
+from mcp_manifold._runtime.private_files import secure_data_dir
 from mcp_manifold._runtime.processes import run_shell
 from mcp_manifold._runtime.reload import ConfigReloader
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
@@ -81,6 +82,7 @@ class Gateway:
         self.started_at = time.time()
         data_dir = Path(self._settings.data_dir).expanduser()
         self.data_dir = data_dir
+        secure_data_dir(data_dir)  # before anything in it is opened: private, and tightened if it was not
         self._search: CatalogSearch | None = None
         self._instances: InstanceRegistry | None = None  # made when a surface (the hub) asks for it
         # Surfaces first: their always-shown tool names are reserved in the catalog.
@@ -155,6 +157,8 @@ class Gateway:
         # still unwinds what was started: servers stopped, tasks cancelled, files removed.
         async with AsyncExitStack() as stack:
             stack.callback(self.spill.close)  # registered first, so it runs last
+            # The log never shows a server's secret, whatever a line quotes (until the servers have stopped).
+            stack.callback(log_scrub.install(lambda: [backend.config for backend in self.pool.all_backends()]))
             if self._settings.tracing:
                 await self._start_tracing(stack)
             stack.callback(self.pins.close)

@@ -86,10 +86,8 @@ class Instance:
         return f"instance {self.name!r} ({self.id})" if self.name != self.id else f"instance {self.id!r}"
 
     def endpoint(self) -> str:
-        if self.record is not None:
-            return self.record.endpoint()
-        config = self.backend.config
-        return config.url or " ".join([config.command or "", *config.args]).strip()
+        """Where the instance is, as listings show it: redacted like every view of a server's config."""
+        return self.backend.config.endpoint()
 
 
 class InstanceRegistry:

@@ -24,6 +24,7 @@ import anyio
 from mcp_manifold._core import pins
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.pins import NewTools, Pin, PinningMode
+from mcp_manifold._files import private_file
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ class PinStore:
     def _open(self) -> None:
         if self._db is not None or self.mode == "off":
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)  # 0600, and so its -wal and -shm files (SQLite gives them its mode)
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)

@@ -16,6 +16,7 @@ import anyio
 
 from mcp_manifold._config import Settings
 from mcp_manifold._core.catalog import Catalog, Kind, Match, ToolEntry
+from mcp_manifold._files import private_dir
 from mcp_manifold._search import IndexStore, SearchHit, SearchIndex, ToolDocument, make_embedder
 from mcp_manifold._search.errors import EmbedderUnavailable
 
@@ -52,7 +53,7 @@ class CatalogSearch:
         self.catalog = catalog
         self.settings = settings
         data_dir = Path(settings.data_dir).expanduser()
-        data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(data_dir)
         # Why the configured embedder is not in use, if it is not (shown by `manifold search`).
         self.embedder_unavailable: str | None = None
         try:

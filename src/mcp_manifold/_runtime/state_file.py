@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from mcp_manifold._files import atomic_write
+from mcp_manifold._files import atomic_write, private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class JsonStateFile:
 
     def save(self, data: Any) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
             atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True))
         except OSError as exc:
             logger.warning("could not save %s: %s", self.path, exc)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mcp_manifold._files import private_file
 from mcp_manifold._search.documents import ToolDocument
 
 SCHEMA_VERSION = "1"
@@ -44,7 +45,7 @@ class IndexStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)  # 0600, and so its -wal and -shm files (SQLite gives them its mode)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         with self._lock:
