@@ -93,6 +93,7 @@ def explain_row(
         displaced = keys[writer]
     terms = set(document_terms)
     matched = tuple(dict.fromkeys(t for t in trace["terms"] if t in terms))
+    schema_only = set(schema_only_terms)
     order = np.argsort(-np.where(np.isnan(final), -np.inf, final), kind="stable")[:limit]
     profile = trace.get("profile_match")
     return Explanation(
@@ -104,7 +105,7 @@ def explain_row(
         limit=limit,
         steps=tuple(steps),
         matched_terms=matched,
-        schema_terms=tuple(t for t in matched if t in set(schema_only_terms)),
+        schema_terms=tuple(t for t in matched if t in schema_only),
         query_terms=tuple(dict.fromkeys(trace["terms"])),
         profile_match=None if profile is None else float(profile[server_of_row]),
         moved_by_destination=writer == row and before != rank,

@@ -32,7 +32,7 @@ class RankingConfig:
     include_parameters: bool = True  # parameter names and descriptions are BM25 text too
     # Enum values and nested fields of the input schema are BM25 text too (`ToolDocument.schema_details`).
     # +1.7 NDCG@10 on BFCL's held-out half; LiveMCPBench's schemas have neither, so no effect there,
-    # and a change is turned on only when it gains on both halves (docs/search.md, "Issue 26").
+    # and a change is turned on only when it gains on both halves (docs/search.md, "Beyond plain hybrid").
     schema_details: bool = False
     stemming: bool = True
     k1: float = 1.2
