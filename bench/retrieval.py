@@ -51,6 +51,11 @@ Run: ``.venv/bin/python bench/retrieval.py`` (``--quick``: only the default of e
 
 ``--models minilm,/path/to/model`` adds a ``hybrid`` row with those ``search_models`` (default
 ranking; repeat the option for more rows, e.g. an ensemble), measured after the others.
+
+``--fusion-grid`` learns the fusion weights on the tuning halves: it adds one ``hybrid`` row per
+combination of dense weight, server boost and server-profile weight (`FUSION_GRID`), picks the one
+with the best mean tuning NDCG@10 over both sets, and prints its held-out figures against the
+default. The held-out halves take no part in the choice.
 """
 
 from __future__ import annotations
@@ -350,6 +355,7 @@ def configurations(quick: bool) -> list[tuple[str, str, RankingConfig]]:
     """
     default = RankingConfig()
     ablations = [
+        ("schema details (enum values, nested fields)", replace(default, schema_details=True)),
         ("name words three times (field weight)", replace(default, name_repeat=3)),
         ("name words twice", replace(default, name_repeat=2)),
         ("no plural folding", replace(default, stemming=False)),
@@ -378,6 +384,42 @@ def configurations(quick: bool) -> list[tuple[str, str, RankingConfig]]:
     if os.environ.get("OPENAI_API_KEY"):
         rows.append(("openai", "openai", default))
     return rows
+
+
+# Dense weight, server boost, server-profile weight: the default (0.6, 0.5, 0.3) and a step either side.
+FUSION_GRID = ((0.4, 0.5, 0.6, 0.7), (0.25, 0.5, 0.75), (0.15, 0.3, 0.5))
+GRID_LABEL = "hybrid, fusion grid"
+
+
+def grid_configurations() -> list[tuple[str, str, RankingConfig]]:
+    """One ``hybrid`` row per point of `FUSION_GRID` other than the default itself."""
+    default = RankingConfig()
+    rows = []
+    for weight in FUSION_GRID[0]:
+        for boost in FUSION_GRID[1]:
+            for match in FUSION_GRID[2]:
+                ranking = replace(default, dense_weight=weight, server_boost=boost, server_match=match)
+                if ranking != default:
+                    rows.append((f"{GRID_LABEL} {weight}/{boost}/{match}", "hybrid", ranking))
+    return rows
+
+
+def best_on_tuning(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The grid point (or the default) with the best mean tuning NDCG@10 over the datasets, with its
+    held-out NDCG@10 and paired difference to the default on each; None without grid rows."""
+    means: dict[str, list[float]] = {}
+    for data in report["datasets"].values():
+        for row in data["rows"]:
+            if row["config"] == "hybrid" or row["config"].startswith(GRID_LABEL):
+                means.setdefault(row["config"], []).append(row["tuning"]["ndcg@10"])
+    if len(means) < 2:
+        return None
+    best = max(means, key=lambda label: sum(means[label]) / len(means[label]))
+    out: dict[str, Any] = {"config": best, "tuning mean ndcg@10": round(sum(means[best]) / len(means[best]), 2)}
+    for name, data in report["datasets"].items():
+        row = next(r for r in data["rows"] if r["config"] == best)
+        out[name] = {"held-out ndcg@10": round(row["held-out"]["ndcg@10"], 2), **row.get("held-out vs default", {})}
+    return out
 
 
 def model_configurations(specs: Sequence[str]) -> list[tuple[str, str, RankingConfig]]:
@@ -410,6 +452,8 @@ def markdown(report: dict[str, Any]) -> str:
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for row in data["rows"]:
+            if row["config"].startswith(GRID_LABEL):
+                continue  # summed up below the tables
             held = row["held-out"]
             check = row.get("held-out vs default")
             versus = f"{check['ndcg@10']:+.2f} ± {check['standard error']:.2f}" if check else "default"
@@ -419,6 +463,16 @@ def markdown(report: dict[str, Any]) -> str:
                 f" | {held['ndcg@10']:.1f} | {versus} | {row['tuning']['ndcg@10']:.1f} | {row['all']['ndcg@10']:.1f} |"
             )
         out.append("")
+    learned = report.get("fusion grid")
+    if learned is not None:
+        held = "; ".join(
+            f"{name} held-out {v['held-out ndcg@10']:.1f}"
+            + (f" ({v['ndcg@10']:+.2f} ± {v['standard error']:.2f})" if "ndcg@10" in v else " (the default)")
+            for name, v in learned.items()
+            if isinstance(v, dict)
+        )
+        tuning = learned["tuning mean ndcg@10"]
+        out += [f"Fusion grid, best mean tuning NDCG@10 ({tuning:.1f}): {learned['config']}; {held}", ""]
     return "\n".join(out)
 
 
@@ -433,6 +487,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         metavar="M1,M2",
         help="also measure hybrid with these search_models (minilm or model folders); repeat for more rows",
+    )
+    parser.add_argument(
+        "--fusion-grid", action="store_true", help="also learn the fusion weights on the tuning halves (FUSION_GRID)"
     )
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument(
@@ -449,6 +506,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "bfcl" in chosen:
         datasets.append(load_bfcl())
     rows_to_run = configurations(args.quick) + model_configurations(args.models)
+    if args.fusion_grid:
+        rows_to_run += grid_configurations()
 
     embedders: dict[str, Any] = {}
     report: dict[str, Any] = {"halves": "tuning / held-out, fixed by sha256 (see the docstring)", "datasets": {}}
@@ -504,6 +563,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             times = sorted(embedder.query_seconds)
             print(f"{setting}: one query embedding p50 {1000 * times[len(times) // 2]:.1f} ms over {len(times)}")
 
+    learned = best_on_tuning(report)
+    if learned is not None:
+        report["fusion grid"] = learned
+        print(f"\nbest on the tuning halves: {json.dumps(learned)}")
     print()
     print(markdown(report))
     args.output.parent.mkdir(parents=True, exist_ok=True)

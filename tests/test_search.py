@@ -41,6 +41,7 @@ from mcp_manifold._search.fusion import add_server_match, promote, reciprocal_ra
 from mcp_manifold._search.openai_embedder import OpenAIEmbedder
 from mcp_manifold._search.profiles import make_profile
 from mcp_manifold._search.query import clauses, destinations, lexical_query
+from mcp_manifold._search.ranking import embedding_text
 from tests.conftest import JsonEndpoint, serve_endpoint
 
 # --- fixture catalog -------------------------------------------------------------------------
@@ -560,9 +561,9 @@ def test_profiles_follow_the_tool_names_of_each_server() -> None:
     embedder = ConceptEmbedder()
     index = SearchIndex(embedder=embedder)
     index.update(CATALOG)
-    assert set(embedder.texts[len(CATALOG) :]) == {
-        make_profile(server, [d.name for d in CATALOG if d.server == server]).text for server in SERVERS
-    }
+    profiles = {make_profile(server, [d.name for d in CATALOG if d.server == server]).text for server in SERVERS}
+    assert set(embedder.texts) == {embedding_text(d) for d in CATALOG} | profiles
+    assert len(embedder.texts) == len(CATALOG) + len(SERVERS)
     assert make_profile("slack", ["post_message", "list_channels"]).text == "slack: list channels, post message"
 
     # A new description changes no name: the tool alone is embedded again.
@@ -572,7 +573,7 @@ def test_profiles_follow_the_tool_names_of_each_server() -> None:
     # A new tool changes its server's profile: the tool and that profile are embedded.
     embedder.texts.clear()
     assert index.upsert([_tool("github", "merge_pull_request", "Merge a pull request.")]).embedded == 2
-    assert embedder.texts[1].startswith("github: add issue comment, create issue, create pull request")
+    assert any(t.startswith("github: add issue comment, create issue, create pull request") for t in embedder.texts)
     # A server that loses its last tool has no profile left to embed or search.
     embedder.texts.clear()
     index.remove([doc.key for doc in CATALOG if doc.server == "weather"])
@@ -630,6 +631,20 @@ def test_searches_are_answered_while_an_update_waits_on_the_embedder() -> None:
         embedder.release.set()
         worker.join(10)
     assert len(index) == len(CATALOG)
+
+
+def test_a_catalog_is_embedded_shortest_text_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each batch pads to its longest text, so a catalog is sent in order of length, not catalog order.
+    monkeypatch.setattr(index_module, "EMBED_BATCH", 3)
+    long_first = [
+        ToolDocument(f"t_{n}", "t", f"tool{n}", "word " * (40 - 3 * n), {"type": "object"}) for n in range(10)
+    ]
+    embedder = ConceptEmbedder()
+    SearchIndex(embedder=embedder).update(long_first)
+    lengths = [len(text) for text in embedder.texts]
+    assert len(lengths) == len(long_first) + 1  # and the server's profile
+    assert lengths == sorted(lengths)
+    assert embedder.calls == 4
 
 
 def test_progress_reports_embedding() -> None:

@@ -10,6 +10,12 @@ from typing import Any
 
 from mcp_manifold._search.terms import split_identifier
 
+# How deep `schema_details` reads nested objects and arrays, and how many values of an enum it keeps:
+# enough for an object's fields and an array of objects, short enough that a 500-value enum (country
+# codes) does not drown a tool's own words.
+SCHEMA_DEPTH = 3
+ENUM_VALUES = 20
+
 
 @dataclass(frozen=True)
 class ToolDocument:
@@ -38,9 +44,17 @@ class ToolDocument:
         """Each parameter's name split into words, followed by its description."""
         return "\n".join(f"{' '.join(split_identifier(p))}: {d}".rstrip(": ") for p, d in self.parameters())
 
+    def schema_details(self) -> str:
+        """What the input schema says beyond its top-level parameters: the allowed values of every enum
+        ("plus comfort black") and the names and descriptions of nested fields (an object's properties,
+        an array's items), up to `SCHEMA_DEPTH` levels down."""
+        lines: list[str] = []
+        _schema_details(self.input_schema, 0, lines)
+        return "\n".join(lines)
+
     def text(self) -> str:
-        """Everything a search can match: name words, description and parameters."""
-        parts = (self.name_words(), self.description.strip(), self.parameters_text())
+        """Everything a search can match: name words, description, parameters and schema details."""
+        parts = (self.name_words(), self.description.strip(), self.parameters_text(), self.schema_details())
         return "\n".join(p for p in parts if p)
 
     def content_hash(self) -> str:
@@ -77,6 +91,28 @@ class ToolDocument:
             description=data.get("description") or "",
             input_schema=data.get("input_schema") or {},
         )
+
+
+def _schema_details(spec: object, depth: int, out: list[str]) -> None:
+    if not isinstance(spec, Mapping) or depth > SCHEMA_DEPTH:
+        return
+    values = spec.get("enum")
+    if isinstance(values, list) and values:
+        out.append(" ".join(str(v) for v in values[:ENUM_VALUES]))
+    properties = spec.get("properties")
+    if isinstance(properties, Mapping):
+        for pname, child in properties.items():
+            if depth > 0:  # top-level parameters are `parameters_text` already
+                described = child.get("description") if isinstance(child, Mapping) else None
+                words = " ".join(split_identifier(str(pname)))
+                out.append(f"{words}: {described}" if isinstance(described, str) and described else words)
+            _schema_details(child, depth + 1, out)
+    items = spec.get("items")
+    if isinstance(items, Mapping):
+        described = items.get("description")
+        if depth > 0 and isinstance(described, str) and described:
+            out.append(described)
+        _schema_details(items, depth + 1, out)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,8 @@ class Explanation:
     limit: int = 5
     steps: tuple[Step, ...] = ()
     matched_terms: tuple[str, ...] = ()  # request terms found in the tool's BM25 text
+    # Of those, the ones only its schema's enum values and nested fields have (RankingConfig.schema_details).
+    schema_terms: tuple[str, ...] = ()
     query_terms: tuple[str, ...] = ()
     profile_match: float | None = None  # its server's profile match, 0..1
     moved_by_destination: bool = False  # the destination slot raised it
@@ -72,6 +74,7 @@ def explain_row(
     document_terms: Sequence[str],
     server_of_row: int,
     limit: int,
+    schema_only_terms: Sequence[str] = (),
 ) -> Explanation:
     """The explanation of document `row` from the scores `score_all` left in `trace`."""
     steps = []
@@ -89,6 +92,8 @@ def explain_row(
     if writer is not None and writer != row and rank is not None and before is not None and rank > before:
         displaced = keys[writer]
     terms = set(document_terms)
+    matched = tuple(dict.fromkeys(t for t in trace["terms"] if t in terms))
+    schema_only = set(schema_only_terms)
     order = np.argsort(-np.where(np.isnan(final), -np.inf, final), kind="stable")[:limit]
     profile = trace.get("profile_match")
     return Explanation(
@@ -99,7 +104,8 @@ def explain_row(
         rank=rank,
         limit=limit,
         steps=tuple(steps),
-        matched_terms=tuple(dict.fromkeys(t for t in trace["terms"] if t in terms)),
+        matched_terms=matched,
+        schema_terms=tuple(t for t in matched if t in schema_only),
         query_terms=tuple(dict.fromkeys(trace["terms"])),
         profile_match=None if profile is None else float(profile[server_of_row]),
         moved_by_destination=writer == row and before != rank,
@@ -126,6 +132,8 @@ def render(explanation: Explanation) -> list[str]:
         lines.append(f"  its server's profile matched {e.profile_match:.2f} (0 to 1)")
     matched = ", ".join(e.matched_terms) or "none"
     lines.append(f"  request terms: {', '.join(e.query_terms) or 'none'}; in this tool: {matched}")
+    if e.schema_terms:
+        lines.append(f"  found only in its schema's enum values and nested fields: {', '.join(e.schema_terms)}")
     if e.moved_by_destination:
         lines.append("  moved up by the destination slot: it writes the file the request saves to")
     if e.displaced_by_destination:

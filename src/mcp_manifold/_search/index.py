@@ -33,6 +33,7 @@ from mcp_manifold._search.ranking import (
     RankingConfig,
     document_terms,
     embedding_text,
+    schema_only_terms,
     score_all,
     stack,
 )
@@ -199,6 +200,7 @@ class SearchIndex:
             embedder = self._embedder
             content_hash = self._hashes.get(key)
             terms = self._terms.get(content_hash, []) if content_hash else []
+            doc = self._docs.get(key)
         if key not in snapshot.keys:
             return Explanation(query, key, "bm25" if embedder is None else "hybrid", in_index=False, limit=limit)
         trace: dict[str, Any] = {}
@@ -209,7 +211,10 @@ class SearchIndex:
         row = snapshot.keys.index(key)
         if embedder is not None and snapshot.has_vector is not None and not snapshot.has_vector[row]:
             notes.append("this tool has no embedding yet (its embedding failed), so only BM25 scores it")
-        explanation = explain_row(query, snapshot.keys, row, final, trace, terms, int(snapshot.server_ids[row]), limit)
+        schema_only = schema_only_terms(doc, self._ranking) if doc is not None else []
+        explanation = explain_row(
+            query, snapshot.keys, row, final, trace, terms, int(snapshot.server_ids[row]), limit, schema_only
+        )
         hidden = server is not None and self._docs[key].server != server
         return replace(explanation, hidden_by_server_filter=hidden, notes=tuple(notes))
 
@@ -300,7 +305,9 @@ class SearchIndex:
             return {}, 0
         space = self._space()
         vectors = self._store.load_vectors(space, plan.to_embed) if self._store is not None else {}
-        todo = [(h, text) for h, text in plan.to_embed.items() if h not in vectors]
+        # Shortest first: every batch is padded to its longest text, and a catalog mixes one-line and
+        # page-long descriptions; in catalog order embedding 384 benchmark tools took twice as long.
+        todo = sorted(((h, text) for h, text in plan.to_embed.items() if h not in vectors), key=lambda t: len(t[1]))
         done = 0
         if progress is not None:
             progress(0, len(todo))
