@@ -69,6 +69,6 @@ def test_an_answer_that_is_not_mcp_is_a_clear_error_that_does_not_quote_it() -> 
     from mcp_manifold._errors import BackendRequestError
     from mcp_manifold._runtime.backend_errors import translate_backend_errors
 
-    with pytest.raises(BackendRequestError) as refused, translate_backend_errors("kitchen", "tools/call"):
+    with pytest.raises(BackendRequestError) as refused, translate_backend_errors("kitchen", "tools/call", str):
         methods.validate_server_result("tools/call", "2025-11-25", {"content": "token=abc"})
     assert str(refused.value) == "server 'kitchen': tools/call: the server's answer is not valid MCP (at content)"

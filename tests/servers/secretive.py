@@ -3,7 +3,8 @@
 It takes ``--api-key KEY`` (any other unknown arguments are ignored, as a real server's would be), prints
 the key and the value of the ``SECRETIVE_TOKEN`` environment variable to stderr when it starts, and
 has tools ``hello`` (answers "hello"), ``leak`` (a tool error whose message contains the key) and
-``big`` (``size`` characters of text, to be spilled).
+``big`` (``size`` characters of text, to be spilled); the resource ``secretive://status`` and the prompt
+``briefing`` fail with the key in their error messages too.
 
 Run: ``python tests/servers/secretive.py --api-key KEY`` (stdio) or with ``--http PORT``.
 """
@@ -14,6 +15,7 @@ import sys
 from _common import make_parser, run
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 
 parser = make_parser(__doc__.splitlines()[0])
 parser.add_argument("--api-key", default="", help="the secret this server was started with")
@@ -39,6 +41,18 @@ def leak() -> str:
 def big(size: int) -> str:
     """Return `size` characters of text."""
     return "x" * size
+
+
+@server.resource("secretive://status")
+def status() -> str:
+    """Fail with an error message that repeats the key (a resource read)."""
+    raise MCPError(code=-32603, message=f"the upstream refused key {KEY}")
+
+
+@server.prompt()
+def briefing() -> str:
+    """Fail with an error message that repeats the key (a prompt)."""
+    raise MCPError(code=-32603, message=f"the upstream refused key {KEY}")
 
 
 if __name__ == "__main__":

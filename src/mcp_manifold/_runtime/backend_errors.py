@@ -1,12 +1,15 @@
 """Where SDK, transport and OS failures from a downstream server become the gateway's error tree.
 
 The httpx way: one context manager at the one boundary (a backend's request), so nothing above the
-runtime ever sees an SDK or anyio exception from a server.
+runtime ever sees an SDK or anyio exception from a server. What the server said passes the server's
+`scrub` (`ServerConfig.scrub`, the one redaction point) on its way in: an error a server words with
+its own token reaches no client, log or audit line with it, whatever the request (a read, a prompt,
+a completion, a list, a ping).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from mcp.shared.exceptions import MCPError
@@ -17,15 +20,16 @@ from mcp_manifold._errors import BackendClosed, BackendRequestError, BackendTime
 
 
 @contextmanager
-def translate_backend_errors(server: str, action: str) -> Iterator[None]:
-    """Turn SDK, transport and OS errors raised while talking to `server` into `BackendError`s."""
+def translate_backend_errors(server: str, action: str, scrub: Callable[[str], str]) -> Iterator[None]:
+    """Turn SDK, transport and OS errors raised while talking to `server` into `BackendError`s, with what
+    the server or the transport said passed through `scrub`."""
     try:
         yield
     except ManifoldError:
         raise
     except MCPError as exc:
         code = exc.error.code
-        message = exc.error.message
+        message = scrub(exc.error.message)
         if code == REQUEST_TIMEOUT:
             raise BackendTimeout(server, f"{action} timed out: {message}") from exc
         if code == CONNECTION_CLOSED:
@@ -34,7 +38,7 @@ def translate_backend_errors(server: str, action: str) -> Iterator[None]:
     except TimeoutError as exc:
         raise BackendTimeout(server, f"{action} timed out") from exc
     except (OSError, EOFError) as exc:
-        raise BackendClosed(server, f"{action} failed: {type(exc).__name__}: {exc}") from exc
+        raise BackendClosed(server, f"{action} failed: {type(exc).__name__}: {scrub(str(exc))}") from exc
     except ValidationError as exc:
         # The server's answer does not fit the protocol. Only where it went wrong, never the input
         # (pydantic quotes it, and it is the server's data).

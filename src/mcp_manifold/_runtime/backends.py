@@ -529,7 +529,7 @@ class Backend:
     async def _request(self, action: str, call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
         session = await self.session()
         try:
-            with translate_backend_errors(self.name, f"{action} (timeout {self.call_timeout:g}s)"):
+            with translate_backend_errors(self.name, f"{action} (timeout {self.call_timeout:g}s)", self.config.scrub):
                 with anyio.fail_after(self.call_timeout):
                     if self._limiter is None:
                         return await call(session)
