@@ -73,6 +73,11 @@ class Access:
         profile = self.profile(request.caller)
         return profile.name if profile is not None else None
 
+    def may_see_server(self, caller: Caller, server: str) -> bool:
+        """Whether the caller's profile lets it see `server` at all (for what a server sends unasked)."""
+        profile = self.profile(caller)
+        return profile is None or profile.allows_server(server)
+
     def allows_surface(self, request: Request, surface: str) -> bool:
         profile = self.profile(request.caller)
         return profile is None or profile.allows_surface(surface)

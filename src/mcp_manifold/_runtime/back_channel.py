@@ -8,7 +8,8 @@ to them what backends initiate:
   listed it before the change, so ten backends coming up behind a client's first `tools/list` cost it at
   most one notification, and none if that list already shows them;
   `resources/updated` goes to the clients that subscribed to that URI;
-- a log message goes to the client whose call is running on that backend, else to every client;
+- a log message goes to the client whose call is running on that backend, else to every client that
+  may see that server (a client whose profile hides it never hears of it);
 - a request for input (sampling, elicitation, roots) goes to the client whose call is waiting.
 
 Neither a log message nor such a request names the client's call: while calls of several clients are
@@ -56,9 +57,15 @@ def several_clients_waiting(backend: Backend) -> bool:
 class BackChannel:
     """The gateway's clients and what backends send them; a `BackendHooks` for configured backends."""
 
-    def __init__(self, catalog: Catalog, relist: Callable[[Backend], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        relist: Callable[[Backend], Awaitable[None]],
+        may_see: Callable[[Caller, str], bool] = lambda caller, server: True,
+    ) -> None:
         self.catalog = catalog
         self._relist = relist  # re-list one backend (run in the background)
+        self._may_see = may_see  # whether a client's profile lets it see a server (`Access.may_see_server`)
         self.bus = InMemorySubscriptionBus()  # 2026-era clients' subscriptions/listen streams
         self.listen_streams = 0  # of those, open now (the front's listen handler counts them)
         self._callers: weakref.WeakSet[Caller] = weakref.WeakSet()
@@ -208,7 +215,8 @@ class BackChannel:
             return
         with no_deprecation_warnings():
             for caller in list(self._callers):
-                await caller.log(params.level, params.data, name)
+                if self._may_see(caller, backend.name):
+                    await caller.log(params.level, params.data, name)
 
     async def on_server_request(self, backend: Backend, method: str, params: Any) -> Any:
         """Put sampling, elicitation and roots to the client the request is for: the one whose call is

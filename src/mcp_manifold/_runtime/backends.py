@@ -612,6 +612,8 @@ class Backend:
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         with suppress(Exception):
+            # A server may log its own token: scrubbed here, before any client or the gateway's log sees it.
+            params = params.model_copy(update={"data": _scrubbed_data(params.data, self.config.scrub)})
             await self.hooks.on_server_log(self, params)
 
     async def _on_sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
@@ -656,6 +658,17 @@ def _first_leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+def _scrubbed_data(data: Any, scrub: Callable[[str], str]) -> Any:
+    """A log message's `data` (any JSON value) with `scrub` applied to every string in it, keys too."""
+    if isinstance(data, str):
+        return scrub(data)
+    if isinstance(data, dict):
+        return {scrub(str(key)): _scrubbed_data(value, scrub) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_scrubbed_data(item, scrub) for item in data]
+    return data
 
 
 def _describe(exc: BaseException) -> str:

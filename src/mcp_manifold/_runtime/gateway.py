@@ -89,7 +89,11 @@ class Gateway:
         self.surfaces: list[Surface] = [load_surface(name, self) for name in self._settings.expose]
         reserved = [name for surface in self.surfaces for name in surface.reserved_tool_names()]
         self._catalog = Catalog(self._settings.separator, reserved_names=reserved)
-        self.back_channel = BackChannel(self._catalog, relist=self._relist)
+        self.back_channel = BackChannel(
+            self._catalog,
+            relist=self._relist,
+            may_see=lambda caller, server: self.access.may_see_server(caller, server),
+        )
         self._catalog.subscribe(self.back_channel.catalog_changed)
         child_env = child_environment(config.path)
         self.pool = BackendPool(
