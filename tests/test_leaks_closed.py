@@ -96,7 +96,8 @@ async def test_a_servers_log_message_reaches_only_clients_that_may_see_it_and_sh
     gateway: Gateway,
 ) -> None:
     """A message a server logs outside any request goes to the clients whose profile lets them see that
-    server (scrubbed), never to a client whose profile hides it."""
+    server (scrubbed), never to a client whose profile hides it. Session-era clients only: a 2026-07-28
+    client gets log messages on its own requests alone, so none could reach it here."""
     heard: dict[str, list[str]] = {"secrets": [], "maths": []}
 
     def listener(profile: str) -> object:
