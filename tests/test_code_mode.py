@@ -217,3 +217,19 @@ async def test_the_program_and_its_calls_are_audited(write_config: Any, tmp_path
     programs = [line for line in lines if line["kind"] == "program"]
     assert [(line["name"], line["surface"], line["outcome"]) for line in calls] == [("numbers_add", "code", "ok")] * 3
     assert [(line["name"], line["calls"], line["outcome"]) for line in programs] == [("execute_code", 3, "ok")]
+
+
+def test_without_the_engine_the_gateway_says_how_to_install_it(write_config: Any, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "quickjs.py").write_text('raise ImportError("not installed")\n')  # stands in for a missing engine
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), os.environ.get("PYTHONPATH", "")])}
+    config = write_config({}, {"expose": ["code"]})
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config)]
+    done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "needs the QuickJS engine" in done.stderr and "pip install 'mcp-manifold[code]'" in done.stderr
