@@ -6,14 +6,20 @@ Each test runs over stdio and HTTP, with the SDK's default client (2026-07-28) a
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+from threading import Thread
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
+from mcp.client import Client
 
-from tests.conftest import answer_elicitation, server_entry
+from tests.conftest import answer_elicitation, free_port, server_entry, stdio_gateway, stop_process, wait_for_port
 
 pytestmark = pytest.mark.anyio
 
@@ -153,8 +159,6 @@ async def test_concurrent_programs_from_two_clients(connect: Any, write_config: 
                 group.start_soon(one, 1, 3)
             assert answers == ["Returned: 10", "Returned: 30"]
         return
-    from mcp.client import Client
-
     url = http_gateway(config)
     async with Client(url, mode=connect.mode) as first, Client(url, mode=connect.mode) as second:
         results: dict[str, str] = {}
@@ -207,8 +211,6 @@ async def test_a_tool_that_asks_mid_call(connect: Any, write_config: Any) -> Non
 
 
 async def test_the_program_and_its_calls_are_audited(write_config: Any, tmp_path: Path) -> None:
-    from tests.conftest import stdio_gateway
-
     async with stdio_gateway(write_config(SERVERS, {"expose": ["code"]})) as client:
         answer = await run(client, "for (const b of [1, 2, 3]) await tools.numbers_add({a: 1, b}); return 'ok'")
         assert text_of(answer) == 'Returned: "ok"'
@@ -220,10 +222,6 @@ async def test_the_program_and_its_calls_are_audited(write_config: Any, tmp_path
 
 
 def test_without_the_engine_the_gateway_says_how_to_install_it(write_config: Any, tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
     blocked = tmp_path / "blocked"
     blocked.mkdir()
     (blocked / "quickjs.py").write_text('raise ImportError("not installed")\n')  # stands in for a missing engine
@@ -233,3 +231,36 @@ def test_without_the_engine_the_gateway_says_how_to_install_it(write_config: Any
     done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "needs the QuickJS engine" in done.stderr and "pip install 'mcp-manifold[code]'" in done.stderr
+
+
+async def test_a_program_is_a_span_and_its_calls_are_its_children(tmp_path: Path, write_config: Any) -> None:
+    pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra is not installed")
+    from tests.test_tracing import Collector
+
+    received: list[Any] = []
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (Collector,), {"spans": received}))
+    Thread(target=receiver.serve_forever, daemon=True).start()
+    config = write_config({"numbers": server_entry("numbers.py")}, {"expose": ["code"], "tracing": True})
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.server_address[1]}",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
+    port = free_port()
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config), "--http", "--port", str(port)]
+    process = subprocess.Popen(command, env=env, start_new_session=True)
+    try:
+        wait_for_port(port, process)
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            answer = await run(client, "await tools.numbers_add({a: 1, b: 2}); return 'ok'")
+            assert text_of(answer) == 'Returned: "ok"'
+        with anyio.fail_after(30):
+            while not any(span.name == "tools/call numbers/add" for _service, span in received):
+                await anyio.sleep(0.05)
+    finally:
+        stop_process(process)
+        receiver.shutdown()
+        receiver.server_close()
+    spans = {span.name: span for _service, span in received}
+    program, call = spans["code/execute execute_code"], spans["tools/call numbers/add"]
+    assert call.parent_span_id == program.span_id and call.trace_id == program.trace_id
