@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
@@ -264,3 +265,15 @@ async def test_a_program_is_a_span_and_its_calls_are_its_children(tmp_path: Path
     spans = {span.name: span for _service, span in received}
     program, call = spans["code/execute execute_code"], spans["tools/call numbers/add"]
     assert call.parent_span_id == program.span_id and call.trace_id == program.trace_id
+
+
+async def test_programs_are_counted_in_the_metrics(write_config: Any, http_gateway: Any) -> None:
+    url = http_gateway(write_config({"numbers": server_entry("numbers.py")}, {"expose": ["code"]}))
+    async with Client(url, mode="legacy") as client:
+        assert text_of(await run(client, "return (await tools.numbers_add({a: 1, b: 1})).result")) == "Returned: 2"
+        assert (await run(client, "throw new Error('on purpose')")).is_error
+    metrics = url.removesuffix("/mcp") + "/metrics"
+    scraped = await anyio.to_thread.run_sync(lambda: urllib.request.urlopen(metrics, timeout=30).read().decode())
+    assert 'manifold_code_programs_total{outcome="ok"} 1.0' in scraped
+    assert 'manifold_code_programs_total{outcome="error"} 1.0' in scraped
+    assert 'manifold_tool_calls_total{outcome="ok",server="numbers",tool="add"} 1.0' in scraped
