@@ -19,6 +19,7 @@ machine it can take longer in wall time; the rounds of tool calls are bounded by
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_manifold._errors import InvalidRequest
+
+logger = logging.getLogger(__name__)
 
 
 class EngineMissing(InvalidRequest):
@@ -230,6 +233,9 @@ class Sandbox:
         except (engine.JSException, engine.StackOverflow) as exc:
             self._read_state(host, context)
             return self._engine_error(str(exc))
+        except Exception:  # the gateway's side failed (it is stopping, say): the runtime is freed on this thread
+            logger.exception("code mode: a program could not be run to its end")
+            return self._finish(False, None, "the gateway could not run the program to its end")
 
     def _read_state(self, host: Any, context: Any) -> None:
         """What the program printed before the engine stopped it (best effort: it may be out of memory)."""
