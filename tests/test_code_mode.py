@@ -277,3 +277,20 @@ async def test_programs_are_counted_in_the_metrics(write_config: Any, http_gatew
     assert 'manifold_code_programs_total{outcome="ok"} 1.0' in scraped
     assert 'manifold_code_programs_total{outcome="error"} 1.0' in scraped
     assert 'manifold_tool_calls_total{outcome="ok",server="numbers",tool="add"} 1.0' in scraped
+
+
+async def test_a_paged_task_in_one_program(connect: Any, write_config: Any) -> None:
+    """The bench's first task (tests/servers/workspace.py): page through 300 files, sum the 20 largest."""
+    sizes = sorted(((i * 7919) % 100_003 + 17 for i in range(300)), reverse=True)
+    async with connect(write_config({"workspace": server_entry("workspace.py")}, {"expose": ["code"]})) as client:
+        answer = await run(
+            client,
+            "let files = [], cursor, pages = 0;\n"
+            "do {\n"
+            "  const page = await tools.workspace_list_files({folder: '/data', cursor});\n"
+            "  files.push(...page.files); cursor = page.next_cursor; pages++;\n"
+            "} while (cursor);\n"
+            "console.log(pages, files.length);\n"
+            "return files.sort((a, b) => b.size - a.size).slice(0, 20).reduce((sum, f) => sum + f.size, 0);",
+        )
+        assert text_of(answer) == f"3 300\nReturned: {sum(sizes[:20])}", text_of(answer)
