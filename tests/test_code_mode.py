@@ -294,3 +294,19 @@ async def test_a_paged_task_in_one_program(connect: Any, write_config: Any) -> N
             "return files.sort((a, b) => b.size - a.size).slice(0, 20).reduce((sum, f) => sum + f.size, 0);",
         )
         assert text_of(answer) == f"3 300\nReturned: {sum(sizes[:20])}", text_of(answer)
+
+
+async def test_a_programs_calls_count_against_its_principal(write_config: Any) -> None:
+    config = write_config(SERVERS, {"expose": ["code"], "rate_limit": 0.01, "rate_burst": 3})
+    async with stdio_gateway(config) as client:
+        answer = await run(
+            client,
+            "const seen = [];\n"
+            "for (let i = 0; i < 5; i++) {\n"
+            "  try { await tools.numbers_add({a: i, b: 0}); seen.push('ok'); } catch (e) { seen.push(e.message); }\n"
+            "}\n"
+            "return seen;",
+        )
+    seen = json.loads(text_of(answer).removeprefix("Returned: "))
+    assert seen[:3] == ["ok", "ok", "ok"]
+    assert all("over its rate limit of 0.01 call(s) per second" in said for said in seen[3:]), seen
