@@ -174,7 +174,8 @@ class CodeSurface(Surface):
         def perform(batch: list[PendingCall], seconds_left: float) -> list[Settled]:
             return anyio.from_thread.run(self._round, request, sandbox, batch, seconds_left)
 
-        assert self._programs is not None, "the surface was not started"
+        if self._programs is None:  # made on the event loop, at the first program if `start` did not run
+            self._programs = anyio.CapacityLimiter(self.host.settings.code_max_programs)
         try:
             return await anyio.to_thread.run_sync(
                 sandbox.run, code, perform, limiter=self._programs, abandon_on_cancel=True
