@@ -12,8 +12,9 @@ prelude and deleted from the global object before the program's first line runs:
 The loop (`Sandbox.run`) alternates: run JavaScript until no job is left, hand every pending call to
 `perform` (which the caller makes on the event loop, the calls of one round concurrently), settle the
 promises with the answers, and again, until the program's own promise settles. Every slice of JavaScript
-runs under QuickJS's time limit set to what is left of the program's budget (CPU time, so on a busy
-machine it can take longer in wall time; the rounds of tool calls are bounded by the caller).
+runs under QuickJS's time limit set to what is left of the program's budget; QuickJS counts it as the
+process's CPU time (`clock()`), so other work in the gateway makes it end sooner, never later, while a
+machine short of CPU makes it last longer in wall time. The rounds of tool calls are bounded by the caller.
 """
 
 from __future__ import annotations
