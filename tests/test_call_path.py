@@ -26,7 +26,7 @@ from mcp_manifold._runtime.call_path import CallPath, CallRecord
 from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry
 
-SURFACES = ["direct", "proxy", "dispatch", "retrieve", "hub"]
+SURFACES = ["direct", "proxy", "dispatch", "retrieve", "hub", "code"]
 
 
 def write(tmp_path: Path, expose: list[str]) -> Path:
@@ -65,6 +65,8 @@ async def test_every_surface_reaches_backends_through_the_one_call_path(gateway:
         connected = await client.call_tool("instances_connect", {"instance_id": "kitchen"})
         assert not connected.is_error, text_of(connected)
         assert text_of(await client.call_tool("echo", {"text": "h"})) == "h"  # the hub's instance tool
+        program = await client.call_tool("execute_code", {"code": "return await tools.kitchen_echo({text: 'c'})"})
+        assert text_of(program) == 'Returned: "c"'
         await client.read_resource("kitchen+kitchen://text")
         await client.get_prompt("kitchen_greet", {"name": "Ada"})
     tools = [(record.target.surface, record.target.name) for record in seen if record.kind == "tool"]
@@ -74,7 +76,11 @@ async def test_every_surface_reaches_backends_through_the_one_call_path(gateway:
         ("dispatch", "echo"),
         ("retrieve", "echo"),
         ("hub", "echo"),
+        ("code", "echo"),
     ]
+    program = [record for record in seen if record.kind == "program"]
+    assert [(record.target.name, record.calls, record.outcome) for record in program] == [("execute_code", 1, "ok")]
+    seen = [record for record in seen if record.kind != "program"]
     assert [(record.kind, record.target.name) for record in seen if record.kind != "tool"] == [
         ("resource", "kitchen://text"),
         ("prompt", "greet"),

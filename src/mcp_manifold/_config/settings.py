@@ -38,7 +38,7 @@ from mcp_manifold._model_folders import BUNDLED, model_folder_problem
 ENV_PREFIX = "MANIFOLD_"
 ENVIRONMENT = "environment"  # the `file` of problems found in MANIFOLD_* variables
 COMMAND_LINE = "command line"  # the `file` of problems found in CLI overrides
-SURFACE_NAMES = ("direct", "proxy", "dispatch", "retrieve", "hub")
+SURFACE_NAMES = ("direct", "proxy", "dispatch", "retrieve", "hub", "code")
 SEPARATORS = ("_", "-", "__", "--", "_-", "-_")
 
 
@@ -96,7 +96,7 @@ class Settings:
 
     expose: list[str] = _setting(  # noqa: RUF009 - _setting returns a dataclasses.field with a factory
         ["direct"],
-        "Surfaces offered to clients, in order: direct, proxy, dispatch, retrieve, hub.",
+        "Surfaces offered to clients, in order: direct, proxy, dispatch, retrieve, hub, code.",
         choices=SURFACE_NAMES,
     )
     separator: str = _setting(
@@ -176,6 +176,20 @@ class Settings:
     )
     hub_max_instances: int = _setting(
         100, "Most discovered instances the hub keeps at once; more registrations are skipped.", check=positive
+    )
+    code_timeout: float = _setting(
+        30.0, "Seconds a code-mode program may run: its JavaScript's CPU time and its tool calls.", check=positive
+    )
+    code_memory_mb: int = _setting(128, "Megabytes of memory a code-mode program may use.", check=positive)
+    code_output_chars: int = _setting(
+        20_000, "Characters of a code-mode program's output (and return value) that reach the client.", check=positive
+    )
+    code_max_calls: int = _setting(1000, "Most tool calls one code-mode program may make.", check=positive)
+    code_value_bytes: int = _setting(
+        8_000_000, "Largest tool result, as JSON, handed into a code-mode program as a value.", check=positive
+    )
+    code_max_programs: int = _setting(
+        4, "Most code-mode programs running at once (each on a thread of its own); more wait.", check=positive
     )
     ping_interval: float = _setting(
         10.0, "Seconds between health pings to servers; 0 turns pings off.", check=non_negative

@@ -47,6 +47,8 @@ def entry(record: CallRecord, now: float | None = None) -> dict[str, Any]:
         "arguments_bytes": record.arguments_size,
         "result_bytes": record.result_size,
     }
+    if record.calls is not None:
+        line["calls"] = record.calls
     if record.spilled:
         line["spilled"] = True
     if record.error:

@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -37,6 +37,7 @@ from pydantic import BaseModel
 
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
+from mcp_manifold._core.programs import ProgramReport
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import (
     SpillPolicy,
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-CallKind = Literal["tool", "resource", "prompt", "completion"]
+CallKind = Literal["tool", "resource", "prompt", "completion", "program"]  # program: code mode's, around its calls
 # denied: the caller's profile does not allow it; quarantined: the tool changed since it was approved;
 # rate_limited: the principal is over its rate or calls in flight; input_required: a 2026-07-28 client
 # was handed the server's questions.
@@ -94,6 +95,7 @@ class CallRecord:
     profile: str | None = None
     arguments_size: int | None = None  # bytes of the arguments as JSON
     result_size: int | None = None  # bytes of the result's content
+    calls: int | None = None  # tool calls a program made (kind "program")
 
 
 Observer = Callable[[CallRecord], None]
@@ -333,6 +335,28 @@ class CallPath:
             else:
                 self._tell(record, hooks)
         return result
+
+    # --- programs (code mode) ------------------------------------------------------------------
+
+    async def run_program(
+        self, request: Request, target: Target, run: Callable[[], Awaitable[ProgramReport]]
+    ) -> ProgramReport:
+        """Run a code-mode program: its tool calls go through `call_tool` (each its own record, inside the
+        program's span), and the program is one more record for the observers, with its call count."""
+
+        async def body(hooks: tuple[Observer, ...]) -> ProgramReport:
+            started = time.perf_counter()
+            report = await run()
+            if self._observers or hooks:
+                record = self._record(
+                    "program", request, target, started, report.outcome, report.error, result_size=report.answer_size
+                )
+                self._tell(replace(record, calls=report.calls), hooks)
+            return report
+
+        if self._arounds:
+            return await self._wrapped("program", request, target, body)  # type: ignore[no-any-return]
+        return await body(())
 
     # --- questions from servers, across the eras (see input_bridge.py) ---------------------------
 

@@ -76,6 +76,12 @@ class GatewayMetrics:
             ["server", "kind", "outcome"],
             registry=registry,
         )
+        self.programs = Counter(
+            "manifold_code_programs",
+            "Code-mode programs run (their calls count as tool calls).",
+            ["outcome"],
+            registry=registry,
+        )
         self.call_seconds = Histogram(
             "manifold_call_duration_seconds",
             "Seconds a call spent in the gateway's call path, the backend's answer included.",
@@ -129,6 +135,10 @@ class GatewayMetrics:
         return server if self._servers.admit(server) else OTHER
 
     def observe_call(self, record: CallRecord) -> None:
+        if record.kind == "program":
+            self.programs.labels(record.outcome).inc()
+            self.call_seconds.labels("", "program").observe(record.duration)
+            return
         server = self._server(record.target.server)
         if record.kind == "tool":
             tool = record.target.name if self._tools.admit((server, record.target.name)) else OTHER

@@ -47,6 +47,7 @@ _METHODS: dict[str, str] = {
     "resource": "resources/read",
     "prompt": "prompts/get",
     "completion": "completion/complete",
+    "program": "code/execute",
 }
 
 
@@ -73,7 +74,7 @@ class CallTracer:
         elif kind == "resource":
             attributes["mcp.resource.uri"] = target.name
         with self._tracer.start_as_current_span(
-            f"{method} {target.server}/{target.name}",
+            f"{method} {target.server}/{target.name}" if target.server else f"{method} {target.name}",
             kind=SpanKind.INTERNAL,
             context=_parent(request.meta),
             attributes=attributes,

@@ -17,6 +17,7 @@ SURFACES: dict[str, str] = {
     "dispatch": "mcp_manifold._surfaces.dispatch.surface:DispatchSurface",
     "retrieve": "mcp_manifold._surfaces.retrieve:RetrieveSurface",
     "hub": "mcp_manifold._surfaces.hub.surface:HubSurface",
+    "code": "mcp_manifold._surfaces.code.surface:CodeSurface",
 }
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from mcp_manifold._config import ServerConfig, Settings
     from mcp_manifold._core.catalog_view import CatalogView
     from mcp_manifold._core.listing import Listing
+    from mcp_manifold._core.programs import ProgramReport
     from mcp_manifold._core.reading import ReadAnswer
     from mcp_manifold._core.results import ToolAnswer
     from mcp_manifold._core.router import Target, ToolCall
@@ -131,6 +132,12 @@ class Calls(Protocol):
     async def get_prompt(
         self, request: Request, target: Target, args: dict[str, str] | None
     ) -> types.GetPromptResult: ...
+
+    async def run_program(
+        self, request: Request, target: Target, run: Callable[[], Awaitable[ProgramReport]]
+    ) -> ProgramReport:
+        """Run a code-mode program under one record and span; its calls still go through `call_tool`."""
+        ...
 
 
 class Host(Protocol):

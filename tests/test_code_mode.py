@@ -1,0 +1,312 @@
+"""The `code` surface end to end: programs calling real backends through a real gateway, and escapes that fail.
+
+Each test runs over stdio and HTTP, with the SDK's default client (2026-07-28) and a session-era one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from threading import Thread
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.client import Client
+
+from tests.conftest import answer_elicitation, free_port, server_entry, stdio_gateway, stop_process, wait_for_port
+
+pytestmark = pytest.mark.anyio
+
+SERVERS = {"numbers": server_entry("numbers.py"), "kitchen": server_entry("kitchen.py")}
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
+
+
+async def run(client: Any, code: str) -> types.CallToolResult:
+    return await client.call_tool("execute_code", {"code": code})
+
+
+async def test_programs_call_loop_and_catch(connect: Any, write_config: Any) -> None:
+    async with connect(write_config(SERVERS, {"expose": ["code"]})) as client:
+        assert [tool.name for tool in (await client.list_tools()).tools] == ["search_tools", "execute_code"]
+
+        found = text_of(await client.call_tool("search_tools", {"query": "multiply two numbers", "limit": 3}))
+        assert (
+            "// Multiply two numbers and return their product (a * b).\nfunction numbers_multiply(args: {a: " in found
+        )
+        assert "b: number (Any real number)}): Promise<{result: number}>;" in found, found
+
+        loop = await run(
+            client,
+            "let total = 0;\n"
+            "for (let i = 1; i <= 5; i++) total = (await tools.numbers_add({a: total, b: i})).result;\n"
+            "console.log('total', total);\n"
+            "return {total};",
+        )
+        assert not loop.is_error and text_of(loop) == 'total 15\nReturned: {"total":15}', text_of(loop)
+
+        together = await run(
+            client,
+            "return (await Promise.all([2, 3, 4].map((n) => tools.numbers_multiply({a: n, b: n})))).map(r => r.result)",
+        )
+        assert text_of(together) == "Returned: [4,9,16]"
+
+        caught = await run(
+            client,
+            "try { await tools.kitchen_fail({message: 'no luck'}); } catch (e) { console.log('caught', e.message); }\n"
+            "const echoed = await tools.kitchen_echo({text: 'hi'});\n"
+            "return typeof echoed + ':' + echoed",
+        )
+        assert text_of(caught) == 'caught Error executing tool fail: no luck\nReturned: "string:hi"', text_of(caught)
+
+        thrown = await run(client, "await tools.numbers_sqrt({x: -4}); console.log('never')")
+        assert thrown.is_error and "Error: " in text_of(thrown) and "negative number -4" in text_of(thrown)
+        assert "never" not in text_of(thrown)
+
+        unknown = await run(client, "await tools.numbers_nope({})")
+        assert unknown.is_error and "not a function" in text_of(unknown)
+
+        bad = await client.call_tool("execute_code", {"code": ""})
+        assert bad.is_error and "'code'" in text_of(bad)
+
+
+async def test_large_values_stay_in_the_program(connect: Any, write_config: Any) -> None:
+    # A spill threshold that would send a 300 kB result to a file: inside a program it is a plain value.
+    config = write_config(SERVERS, {"expose": ["code"], "spill_threshold": 1000})
+    async with connect(config) as client:
+        answer = await run(
+            client,
+            "const big = await tools.kitchen_huge({size: 300000});\n"
+            "console.log(big.length, big.slice(0, 5) === big.slice(0, 5));\n"
+            "return big.length;",
+        )
+        assert text_of(answer) == "300000 true\nReturned: 300000", text_of(answer)
+
+
+async def test_escapes_fail_cleanly_and_the_gateway_serves_on(connect: Any, write_config: Any) -> None:
+    settings = {"expose": ["code"], "code_timeout": 3, "code_memory_mb": 32, "code_output_chars": 2000}
+    async with connect(write_config({"numbers": server_entry("numbers.py")}, settings)) as client:
+        seen = await run(
+            client,
+            "return [typeof require, typeof process, typeof fetch, typeof Deno, typeof std, typeof os,"
+            " typeof setTimeout, typeof XMLHttpRequest, typeof __manifold_watch]",
+        )
+        assert text_of(seen) == "Returned: " + json.dumps(["undefined"] * 9, separators=(",", ":"))
+        for attempt in ("require('fs')", "process.exit(1)", "await fetch('http://example.com')"):
+            failed = await run(client, attempt)
+            assert failed.is_error and "ReferenceError" in text_of(failed), (attempt, text_of(failed))
+
+        module = await run(client, "await import('os')")
+        assert module.is_error and "could not load module" in text_of(module)
+
+        # The Function constructor reaches the sandbox's own global object, which holds no host object.
+        reached = await run(
+            client,
+            "const g = Function('return this')(); return Object.getOwnPropertyNames(g).filter(n => n.startsWith('__'))",
+        )
+        assert text_of(reached) == "Returned: []", text_of(reached)
+
+        polluted = await run(
+            client,
+            "Object.prototype.numbers_secret = async () => 'pwned';\n"
+            "tools.numbers_add = async () => 'replaced';\n"
+            "let threw = false; try { Object.setPrototypeOf(tools, {x: 1}); } catch (e) { threw = true; }\n"
+            "return [typeof tools.numbers_secret, (await tools.numbers_add({a: 1, b: 2})).result, threw]",
+        )
+        assert text_of(polluted) == 'Returned: ["undefined",3,true]', text_of(polluted)
+
+        endless = await run(client, "while (true) {}")
+        assert endless.is_error and "ran out of time (3 s)" in text_of(endless)
+
+        bomb = await run(client, "const a = []; while (true) a.push('x'.repeat(100000) + a.length);")
+        assert bomb.is_error and "ran out of memory (32 MB)" in text_of(bomb), text_of(bomb)
+
+        deep = await run(client, "function f(n) { return f(n + 1) + 1 } return f(0)")
+        assert deep.is_error and "stack overflow" in text_of(deep), text_of(deep)
+
+        loud = await run(client, "for (let i = 0; i < 100000; i++) console.log('y'.repeat(100)); return 'done'")
+        text = text_of(loud)
+        assert len(text) < 2400 and "[output cut: " in text and text.endswith('Returned: "done"'), text[-300:]
+
+        after = await run(client, "return (await tools.numbers_add({a: 2, b: 2})).result")
+        assert text_of(after) == "Returned: 4"
+
+
+async def test_concurrent_programs_from_two_clients(connect: Any, write_config: Any, http_gateway: Any) -> None:
+    config = write_config(SERVERS, {"expose": ["code"]})
+    program = (
+        "let total = 0;\n"
+        "for (let i = 0; i < 10; i++) total = (await tools.numbers_add({a: total, b: %d})).result;\n"
+        "return total;"
+    )
+    if connect.transport == "stdio":  # one stdio gateway serves one client: two programs at once from it
+        async with connect(config) as client:
+            answers: list[str] = ["", ""]
+
+            async def one(index: int, step: int) -> None:
+                answers[index] = text_of(await run(client, program % step))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(one, 0, 1)
+                group.start_soon(one, 1, 3)
+            assert answers == ["Returned: 10", "Returned: 30"]
+        return
+    url = http_gateway(config)
+    async with Client(url, mode=connect.mode) as first, Client(url, mode=connect.mode) as second:
+        results: dict[str, str] = {}
+
+        async def slow() -> None:  # a busy program does not stall the other client
+            results["slow"] = text_of(await run(first, "let s = 0; for (let i = 0; i < 3e6; i++) s += i; return s > 0"))
+
+        async def quick() -> None:
+            results["quick"] = text_of(await run(second, program % 2))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(slow)
+            group.start_soon(quick)
+        assert results == {"slow": "Returned: true", "quick": "Returned: 20"}
+
+
+async def test_a_profile_limits_what_a_program_can_reach(connect: Any, write_config: Any, tmp_path: Path) -> None:
+    config = write_config(SERVERS, {"expose": ["code"], "profile": "maths"})
+    data = json.loads(config.read_text())
+    data["profiles"] = {"maths": {"servers": ["numbers"], "tools": ["numbers_add"]}}
+    config.write_text(json.dumps(data))
+    async with connect(config) as client:
+        seen = await run(client, "return [typeof tools.numbers_add, typeof tools.numbers_multiply, Object.keys(tools)]")
+        assert text_of(seen) == 'Returned: ["function","undefined",["numbers_add"]]', text_of(seen)
+        found = text_of(await client.call_tool("search_tools", {"query": "multiply two numbers"}))
+        assert "numbers_multiply" not in found
+
+        # Reached by name past `tools` (a forged call), a denied tool fails as a name that does not exist.
+        denied = await run(client, "await tools.numbers_multiply({a: 2, b: 3})")
+        missing = await run(client, "await tools.numbers_missing({a: 2, b: 3})")
+        assert text_of(denied).replace("multiply", "X") == text_of(missing).replace("missing", "X")
+        allowed = await run(client, "return (await tools.numbers_add({a: 2, b: 3})).result")
+        assert text_of(allowed) == "Returned: 5"
+
+
+async def test_a_tool_that_asks_mid_call(connect: Any, write_config: Any) -> None:
+    scope = {"session_scope": "client"} if connect.transport == "http" else {}
+    config = write_config({"kitchen": server_entry("kitchen.py", **scope)}, {"expose": ["code"]})
+    async with connect(config, elicitation_callback=answer_elicitation) as client:
+        answer = await run(
+            client,
+            "try { return await tools.kitchen_elicit({question: 'colour?'}) }\n"
+            "catch (e) { return 'failed: ' + e.message }",
+        )
+        if connect.mode == "legacy":  # the question reaches the session-era client as for any call
+            assert text_of(answer) == 'Returned: "accepted: blue"', text_of(answer)
+        else:  # a 2026-07-28 client cannot be asked in the middle of a program: the call fails, saying why
+            assert "asked the client a question in the middle of the call" in text_of(answer), text_of(answer)
+            assert "call this tool directly" in text_of(answer)
+
+
+async def test_the_program_and_its_calls_are_audited(write_config: Any, tmp_path: Path) -> None:
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["code"]})) as client:
+        answer = await run(client, "for (const b of [1, 2, 3]) await tools.numbers_add({a: 1, b}); return 'ok'")
+        assert text_of(answer) == 'Returned: "ok"'
+    lines = [json.loads(line) for line in (tmp_path / "data" / "audit" / "audit.jsonl").read_text().splitlines()]
+    calls = [line for line in lines if line["kind"] == "tool"]
+    programs = [line for line in lines if line["kind"] == "program"]
+    assert [(line["name"], line["surface"], line["outcome"]) for line in calls] == [("numbers_add", "code", "ok")] * 3
+    assert [(line["name"], line["calls"], line["outcome"]) for line in programs] == [("execute_code", 3, "ok")]
+
+
+def test_without_the_engine_the_gateway_says_how_to_install_it(write_config: Any, tmp_path: Path) -> None:
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "quickjs.py").write_text('raise ImportError("not installed")\n')  # stands in for a missing engine
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), os.environ.get("PYTHONPATH", "")])}
+    config = write_config({}, {"expose": ["code"]})
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config)]
+    done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "needs the QuickJS engine" in done.stderr and "pip install 'mcp-manifold[code]'" in done.stderr
+
+
+async def test_a_program_is_a_span_and_its_calls_are_its_children(tmp_path: Path, write_config: Any) -> None:
+    pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra is not installed")
+    from tests.test_tracing import Collector
+
+    received: list[Any] = []
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (Collector,), {"spans": received}))
+    Thread(target=receiver.serve_forever, daemon=True).start()
+    config = write_config({"numbers": server_entry("numbers.py")}, {"expose": ["code"], "tracing": True})
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.server_address[1]}",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
+    port = free_port()
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config), "--http", "--port", str(port)]
+    process = subprocess.Popen(command, env=env, start_new_session=True)
+    try:
+        wait_for_port(port, process)
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            answer = await run(client, "await tools.numbers_add({a: 1, b: 2}); return 'ok'")
+            assert text_of(answer) == 'Returned: "ok"'
+        with anyio.fail_after(30):
+            while not any(span.name == "tools/call numbers/add" for _service, span in received):
+                await anyio.sleep(0.05)
+    finally:
+        stop_process(process)
+        receiver.shutdown()
+        receiver.server_close()
+    spans = {span.name: span for _service, span in received}
+    program, call = spans["code/execute execute_code"], spans["tools/call numbers/add"]
+    assert call.parent_span_id == program.span_id and call.trace_id == program.trace_id
+
+
+async def test_programs_are_counted_in_the_metrics(write_config: Any, http_gateway: Any) -> None:
+    url = http_gateway(write_config({"numbers": server_entry("numbers.py")}, {"expose": ["code"]}))
+    async with Client(url, mode="legacy") as client:
+        assert text_of(await run(client, "return (await tools.numbers_add({a: 1, b: 1})).result")) == "Returned: 2"
+        assert (await run(client, "throw new Error('on purpose')")).is_error
+    metrics = url.removesuffix("/mcp") + "/metrics"
+    scraped = await anyio.to_thread.run_sync(lambda: urllib.request.urlopen(metrics, timeout=30).read().decode())
+    assert 'manifold_code_programs_total{outcome="ok"} 1.0' in scraped
+    assert 'manifold_code_programs_total{outcome="error"} 1.0' in scraped
+    assert 'manifold_tool_calls_total{outcome="ok",server="numbers",tool="add"} 1.0' in scraped
+
+
+async def test_a_paged_task_in_one_program(connect: Any, write_config: Any) -> None:
+    """The bench's first task (tests/servers/workspace.py): page through 300 files, sum the 20 largest."""
+    sizes = sorted(((i * 7919) % 100_003 + 17 for i in range(300)), reverse=True)
+    async with connect(write_config({"workspace": server_entry("workspace.py")}, {"expose": ["code"]})) as client:
+        answer = await run(
+            client,
+            "let files = [], cursor, pages = 0;\n"
+            "do {\n"
+            "  const page = await tools.workspace_list_files({folder: '/data', cursor});\n"
+            "  files.push(...page.files); cursor = page.next_cursor; pages++;\n"
+            "} while (cursor);\n"
+            "console.log(pages, files.length);\n"
+            "return files.sort((a, b) => b.size - a.size).slice(0, 20).reduce((sum, f) => sum + f.size, 0);",
+        )
+        assert text_of(answer) == f"3 300\nReturned: {sum(sizes[:20])}", text_of(answer)
+
+
+async def test_a_programs_calls_count_against_its_principal(write_config: Any) -> None:
+    config = write_config(SERVERS, {"expose": ["code"], "rate_limit": 0.01, "rate_burst": 3})
+    async with stdio_gateway(config) as client:
+        answer = await run(
+            client,
+            "const seen = [];\n"
+            "for (let i = 0; i < 5; i++) {\n"
+            "  try { await tools.numbers_add({a: i, b: 0}); seen.push('ok'); } catch (e) { seen.push(e.message); }\n"
+            "}\n"
+            "return seen;",
+        )
+    seen = json.loads(text_of(answer).removeprefix("Returned: "))
+    assert seen[:3] == ["ok", "ok", "ok"]
+    assert all("over its rate limit of 0.01 call(s) per second" in said for said in seen[3:]), seen
