@@ -122,6 +122,8 @@ class Access:
             return profile.allows_resource(target.server, target.exposed)
         if kind == "prompt":
             return profile.allows_prompt(target.server, target.exposed)
+        if kind == "action":  # a surface's own work: the surface is what the profile names
+            return True
         # The call path checks a completion as the prompt or resource template it names; without that
         # knowledge, only a caller allowed both kinds of names passes.
         return profile.allows_prompt(target.server, target.exposed) and profile.allows_resource(

@@ -15,6 +15,10 @@ resources or gets its prompts. In order, a call:
 6. spills a large result to a file (the gateway's `spill_threshold`, or the surface's own policy);
 7. tells every observer (`observe`): the place where audit and metrics hook in.
 
+Work the gateway does itself for a caller (a surface's list or search, a read or grep of a result
+file) takes the same path as kind "action" (`action`): admitted (rate and calls in flight), timed and
+told to the observers; only the backend is missing.
+
 What must be in place *around* a call (a trace span, current while the backend is asked, so the
 request to the server carries it on) registers with `around`. With no around-call hook, no observer
 and no policy, a call pays for none of them: one truth test each.
@@ -70,7 +74,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-CallKind = Literal["tool", "resource", "prompt", "completion"]
+# action: work the gateway does itself for a caller (a surface's list, search or result-file read).
+CallKind = Literal["tool", "resource", "prompt", "completion", "action"]
 # denied: the caller's profile does not allow it; quarantined: the tool changed since it was approved;
 # rate_limited: the principal is over its rate or calls in flight; input_required: a 2026-07-28 client
 # was handed the server's questions.
@@ -429,6 +434,16 @@ class CallPath:
             return result, False
         return (due.result, True) if due is not None else (result, False)
 
+    # --- the gateway's own work -----------------------------------------------------------------
+
+    async def action(self, request: Request, target: Target, work: Callable[[], Awaitable[Any]]) -> Any:
+        """Run `work`, something a surface does itself for the caller that costs the gateway work (a list,
+        a search, reading or grepping a result file), through the policy like a call: refused over the
+        principal's rate or calls in flight (`RateLimited`), counted in flight while it runs, and told to
+        the observers as kind "action". `target` names it: the surface's tool as `exposed`, the action
+        as `name`, no server."""
+        return await self._run("action", request, target, lambda _none: work())
+
     # --- resources and prompts ------------------------------------------------------------------
 
     async def read_resource(
@@ -507,7 +522,7 @@ class CallPath:
         kind: CallKind,
         request: Request,
         target: Target,
-        work: Callable[[Backend], Any],
+        work: Callable[[Any], Any],  # given the target's backend (None for an action)
         arguments: Any = None,
         *,
         checked_as: CallKind | None = None,
@@ -527,7 +542,7 @@ class CallPath:
         kind: CallKind,
         request: Request,
         target: Target,
-        work: Callable[[Backend], Any],
+        work: Callable[[Any], Any],
         arguments: Any,
         checked_as: CallKind | None,
         hooks: tuple[Observer, ...],
@@ -537,12 +552,12 @@ class CallPath:
         if policy is not None:
             self._admit(policy, request, kind, target, started, arguments, checked_as, hooks)
         try:
-            backend = self.backend(target.server, request)
-            result = await work(backend)
+            result = await work(None if kind == "action" else self.backend(target.server, request))
         except ManifoldError as exc:
             if self._observers or hooks:
                 error = self._scrub(target.server, str(exc))
-                waited = time.perf_counter() - started  # all of it: the backend is the work here
+                # All of it: the backend is the work here (an action has none).
+                waited = None if kind == "action" else time.perf_counter() - started
                 self._tell(
                     self._record(kind, request, target, started, "error", error, arguments, backend=waited), hooks
                 )
@@ -552,7 +567,7 @@ class CallPath:
                 policy.release(request)
         if self._observers or hooks:
             outcome: Outcome = "input_required" if isinstance(result, types.InputRequiredResult) else "ok"
-            waited = time.perf_counter() - started
+            waited = None if kind == "action" else time.perf_counter() - started
             size = _json_size(result)
             self._tell(
                 self._record(kind, request, target, started, outcome, None, arguments, size, backend=waited), hooks

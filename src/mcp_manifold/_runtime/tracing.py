@@ -47,6 +47,7 @@ _METHODS: dict[str, str] = {
     "resource": "resources/read",
     "prompt": "prompts/get",
     "completion": "completion/complete",
+    "action": "tools/call",  # a surface's own tool, answered by the gateway
 }
 
 
