@@ -85,6 +85,10 @@ class BackChannel:
             ref = weakref.ref(caller)
             caller.on_close(lambda: self._forget(ref))
 
+    def session_callers(self) -> list[Caller]:
+        """The session-era clients connected now."""
+        return list(self._callers)
+
     def session_count(self) -> int:
         """How many session-era clients are connected now."""
         return len(self._callers)

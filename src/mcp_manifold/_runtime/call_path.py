@@ -151,7 +151,6 @@ class CallPath:
         self.default_spill = default_spill
         self.policy: CallPolicy | None = None  # set by the gateway; None admits every call
         self._held = held
-        self.log_level: types.LoggingLevel | None = None  # what a session-era client set (logging/setLevel)
         self._observers: list[Observer] = []
         self._arounds: list[Around] = []
 
@@ -399,8 +398,8 @@ class CallPath:
         (a 2026-07-28 server sends log messages only to a request that asks for them)."""
         if not backend.modern:
             return meta
-        # A 2026-07-28 client opts in per request; a session-era one gets every level unless it set one.
-        level = request.log_level if request.caller.era == "stateless" else (self.log_level or "debug")
+        # A 2026-07-28 client opts in per request; a session-era one gets every level unless it set one (its own).
+        level = request.log_level if request.caller.era == "stateless" else (request.caller.log_level or "debug")
         if level is None:
             return meta
         return {LOG_LEVEL_META_KEY: level, **(meta or {})}

@@ -26,7 +26,7 @@ import mcp_types as types
 from mcp_manifold._config import Config, ServerConfig, Settings
 from mcp_manifold._core.catalog import Catalog, Kind, Match, unknown_resource
 from mcp_manifold._core.catalog_view import CatalogView
-from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.clients import Caller, Request, most_verbose
 from mcp_manifold._core.limits import PrincipalLimits
 from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.result_cache import ResultCache
@@ -145,6 +145,7 @@ class Gateway:
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._eager: list[str] = []  # eager servers waiting for the client of a stdio gateway
+        self._servers_log_level: types.LoggingLevel | None = None  # what servers were last asked for (setLevel)
         self.stateless_requests = 0  # requests of 2026-07-28 clients so far
         self.last_stateless_request: float | None = None
 
@@ -307,6 +308,8 @@ class Gateway:
     async def client_arrived(self, caller: Caller) -> None:
         """A client finished its handshake (the front calls this once per client)."""
         logger.info("client %s connected: session era (the handshake)", caller.key)
+        if self._servers_log_level is not None:  # servers were asked for less: it wants every level until it says
+            await self._ask_servers_log_level([caller.log_level])
         if not self.single_client or self._sole is not None:
             return
         self._sole = caller
@@ -608,17 +611,29 @@ class Gateway:
                 subscribed.add(route.original)
         return subscribed
 
-    async def set_logging_level(self, level: types.LoggingLevel) -> None:
-        """Pass a session-era client's log level on to every running server that logs (hub instances too).
+    async def set_logging_level(self, caller: Caller, level: types.LoggingLevel) -> None:
+        """A session-era client's logging/setLevel: the level of what *it* is sent (each client its own).
 
-        A 2026-07-28 server has no logging/setLevel: it gets the level with each request instead.
+        Servers are asked for the most verbose level any connected session-era client wants (one that set
+        none wants every level), so that one client's `emergency` silences nothing another receives; the
+        gateway drops, per client, what is below its level. A 2026-07-28 server has no logging/setLevel: it
+        gets the level with each request instead, the calling client's own.
         """
-        self.calls.log_level = level
+        caller.log_level = level
+        await self._ask_servers_log_level([level])
+
+    async def _ask_servers_log_level(self, more: list[types.LoggingLevel | None]) -> None:
+        """Ask the running session-era servers for the most verbose level a connected client (or `more`)
+        wants, when that changed since they were last asked."""
+        wanted = most_verbose([client.log_level for client in self.back_channel.session_callers()] + more)
+        if wanted == self._servers_log_level:
+            return
+        self._servers_log_level = wanted
         for backend in self.pool.all_backends():
             if backend.state == "ready" and not backend.modern:
                 try:
                     with no_deprecation_warnings():
-                        await backend.request("logging/setLevel", lambda session: session.set_logging_level(level))
+                        await backend.request("logging/setLevel", lambda session: session.set_logging_level(wanted))
                 except ManifoldError as exc:
                     logger.debug("%s: logging/setLevel failed: %s", backend.name, exc)
 
