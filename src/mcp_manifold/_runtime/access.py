@@ -86,9 +86,12 @@ class Access:
         blocked = self.pins.blocked if self.pins.any_blocked else None
 
         def hidden(kind: str, server: str, original: str, exposed: str) -> None:
+            # A missing name (no server) is refused as a hidden one is: the same record, the same work.
             target = Target(server, original, exposed, "")
             try:
                 self._check(profile, kind, target)  # type: ignore[arg-type]
+                if not server:  # nothing by that name: the check above is done for the same work
+                    raise not_available(kind, exposed, profile.name if profile is not None else None)
             except ManifoldError as exc:
                 if self.refused is not None:
                     self.refused(request, kind, target, exc)  # type: ignore[arg-type]
