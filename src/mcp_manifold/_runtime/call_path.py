@@ -70,6 +70,7 @@ if TYPE_CHECKING:
 
     from mcp_manifold._runtime.backends import Backend, BackendPool
     from mcp_manifold._runtime.client_sessions import ClientSessions
+    from mcp_manifold._runtime.relists import Relists
     from mcp_manifold._runtime.spill import SpillStore
 
 logger = logging.getLogger(__name__)
@@ -150,6 +151,7 @@ class CallPath:
         self._spill = spill
         self.default_spill = default_spill
         self.policy: CallPolicy | None = None  # set by the gateway; None admits every call
+        self.relists: Relists | None = None  # servers being listed again after announcing a change of tools
         self._held = held
         self._observers: list[Observer] = []
         self._arounds: list[Around] = []
@@ -203,6 +205,9 @@ class CallPath:
         self, request: Request, call: ToolCall, hooks: tuple[Observer, ...]
     ) -> types.CallToolResult | types.InputRequiredResult | WireResult:
         started = time.perf_counter()
+        relists = self.relists
+        if relists is not None and relists.pending(call.target.server):
+            await self._after_relist(relists, request, call, started, hooks)
         policy = self.policy
         if policy is None:
             return await self._call_tool(request, call, started, hooks)
@@ -211,6 +216,22 @@ class CallPath:
             return await self._call_tool(request, call, started, hooks)
         finally:
             policy.release(request)
+
+    async def _after_relist(
+        self, relists: Relists, request: Request, call: ToolCall, started: float, hooks: tuple[Observer, ...]
+    ) -> None:
+        """Wait for the listing of a server that announced a change of its tools, so that the pin check
+        judges the tool as it is now; refuse the call if the listing does not come in time (`hold`)."""
+        target = call.target
+        if await relists.settled(target.server) or not relists.hold:
+            return
+        exc = Quarantined(
+            f"server {target.server!r} announced that its tools changed and was not listed again within "
+            f"{relists.limit:g}s: its tools are held until it is (pinning: enforce); try again shortly"
+        )
+        if self._observers or hooks:
+            self._tell(self._record("tool", request, target, started, "quarantined", str(exc), call.arguments), hooks)
+        raise exc
 
     def _admit(
         self,

@@ -50,6 +50,7 @@ from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.processes import run_shell
+from mcp_manifold._runtime.relists import Relists
 from mcp_manifold._runtime.reload import ConfigReloader
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
 from mcp_manifold._runtime.state_file import JsonStateFile
@@ -88,6 +89,8 @@ class Gateway:
         reserved = [name for surface in self.surfaces for name in surface.reserved_tool_names()]
         self._catalog = Catalog(self._settings.separator, reserved_names=reserved)
         self.back_channel = BackChannel(self._catalog, relist=self._relist)
+        self.relists = Relists(hold=self._settings.pinning == "enforce")
+        self.back_channel.tools_announced = self.relists.announced
         self._catalog.subscribe(self.back_channel.catalog_changed)
         child_env = child_environment(config.path)
         self.pool = BackendPool(
@@ -133,6 +136,7 @@ class Gateway:
             self._search_allowed,
         )
         self.calls.policy = self.access
+        self.calls.relists = self.relists
         self.access.refused = self.calls.refused
         self.audit: AuditLog | None = None
         if self._settings.audit:
@@ -273,13 +277,18 @@ class Gateway:
         }
 
     async def _relist(self, backend: Backend) -> None:
-        """A server said its lists changed: list it again (a client's own session: for that client)."""
-        if backend.owner is None:
-            await self.sync.refresh_one(backend.name)
-            return
-        owner = await self.client_sessions.relist(backend)
-        if owner is not None:
-            await self.back_channel.notify_list_changed({"tools", "resources", "prompts"}, owner)
+        """A server said its lists changed: list it again (a client's own session: for that client).
+        Calls to it that wait for this listing (`relists`) go ahead when it is done."""
+        begun = self.relists.begin(backend.name)
+        try:
+            if backend.owner is None:
+                await self.sync.refresh_one(backend.name)
+                return
+            owner = await self.client_sessions.relist(backend)
+            if owner is not None:
+                await self.back_channel.notify_list_changed({"tools", "resources", "prompts"}, owner)
+        finally:
+            self.relists.done(backend.name, begun)
 
     def _count_change(self, kinds: set[Kind]) -> None:
         self._catalog_version += 1
