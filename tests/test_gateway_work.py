@@ -58,12 +58,12 @@ async def test_greps_beyond_the_calls_in_flight_are_refused_and_a_runaway_patter
         slow: list[types.CallToolResult] = []
 
         async def hold_a_slot() -> None:
-            slow.append(await client.call_tool("kitchen_slow", {"seconds": 4}))
+            slow.append(await client.call_tool("kitchen_slow", {"seconds": 6}))
 
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(hold_a_slot)
             task_group.start_soon(hold_a_slot)
-            await anyio.sleep(1.5)  # both calls are in flight: the principal's two slots are taken
+            await anyio.sleep(2)  # both calls are in flight: the principal's two slots are taken
             refused = [await client.call_tool(TOOL, grep) for _ in range(4)]
             listed = await client.call_tool(TOOL, {"action": "list"})
         assert [text_of(result) for result in slow] == ["slept", "slept"]
