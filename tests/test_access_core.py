@@ -99,8 +99,10 @@ def test_a_profile_sees_only_its_servers_and_tools_and_denied_reads_like_unknown
     assert str(denied.value).startswith("unknown tool 'git_push' for profile 'dev'")
     assert str(unknown.value).startswith("unknown tool 'git_pusj' for profile 'dev'")
     assert "'git_push'" not in str(unknown.value).removeprefix("unknown tool 'git_pusj'")
-    # The refusal of an existing tool is reported (for the audit), the unknown one is not.
-    assert hidden == [("tool", "git", "push", "git_push")]
+    # Both are reported as refusals (for the audit), the unknown one with no server: the same path.
+    assert hidden == [("tool", "git", "push", "git_push"), ("tool", "", "git_pusj", "git_pusj")]
+    dev.report_miss("git_log")  # visible: not a refusal
+    assert len(hidden) == 2
     with pytest.raises(NotFound, match="for profile 'dev'"):
         dev.route_prompt("git_review")
     assert hidden[-1] == ("prompt", "git", "review", "git_review")

@@ -22,7 +22,9 @@ from mcp_manifold._errors import NotFound
 # `search(query, limit, server, allowed)`: the catalog's tools ranked for `query`, only those `allowed`.
 Search = Callable[[str, int, str | None, Callable[[str], bool] | None], Awaitable[list[Match]]]
 Blocked = Callable[[str, str], bool]  # (server, original tool name) -> quarantined
-# Told when the caller asked for something that exists but is hidden from it: (kind, server, original, exposed).
+# Told when the caller asked for something it may not see, whether it exists or not: (kind, server,
+# original, exposed); server "" for a name that does not exist. Both are refusals, recorded alike, so
+# that neither the time an answer takes nor its record tells a hidden name from a missing one.
 Hidden = Callable[[str, str, str, str], None]
 
 
@@ -103,16 +105,23 @@ class CatalogView:
         return entry
 
     def report_miss(self, name: str) -> None:
-        """A tool the caller asked for by `name` (exposed or original) is not visible to it: if one by that
-        name exists, tell `on_hidden` (the audit records the refusal). Answers nothing to the caller."""
+        """A tool the caller asked for by `name` (exposed or original) is not visible to it: tell
+        `on_hidden` (the audit records the refusal), the same way whether one by that name exists or not.
+        Answers nothing to the caller."""
         if self._on_hidden is None or self.unrestricted:
             return
         entry = self.catalog.entry(name)
-        hidden = [entry] if entry is not None else [e for e in self.catalog.tool_entries() if e.original.name == name]
-        for found in hidden:
-            if not self._visible(found):
-                self._on_hidden("tool", found.server, found.original.name, found.name)
-                return
+        # The same work either way: every entry is looked at, found by its exposed name or not.
+        by_original = [e for e in self.catalog.tool_entries() if e.original.name == name]
+        candidates = [entry, *by_original] if entry is not None else by_original
+        if any(self._visible(found) for found in candidates):
+            return  # visible under that name (elsewhere): not a refusal
+        if candidates:
+            found = candidates[0]
+            self._on_hidden("tool", found.server, found.original.name, found.name)
+        else:
+            self.may_use_tool("", name, name)  # the check a hidden one took, for the same work
+            self._on_hidden("tool", "", name, name)
 
     def route_tool(self, name: str) -> Route:
         entry = self.tool(name)
@@ -142,6 +151,8 @@ class CatalogView:
         try:
             route = self.catalog.route_resource(uri)
         except NotFound:
+            if self._on_hidden is not None and not self.unrestricted:
+                self._on_hidden("resource", "", uri, uri)  # recorded as a hidden one is
             raise self._unknown_resource(uri) from None
         if not self._resource_visible(route.server, uri):
             if self._on_hidden is not None:
@@ -175,8 +186,8 @@ class CatalogView:
         except NotFound:
             route = None
         if route is None or not self._prompt_visible(route.server, name):
-            if route is not None and self._on_hidden is not None:
-                self._on_hidden("prompt", route.server, route.original, name)
+            if self._on_hidden is not None and not self.unrestricted:  # hidden or missing: recorded alike
+                self._on_hidden("prompt", route.server if route else "", route.original if route else name, name)
             known = [prompt.name for prompt in self.prompts()]
             raise NotFound(f"unknown prompt {name!r}{for_profile(self.profile_name)}{did_you_mean(name, known)}")
         return route

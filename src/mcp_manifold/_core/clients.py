@@ -12,7 +12,7 @@ import itertools
 import logging
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import mcp_types as types
 
@@ -27,6 +27,17 @@ ASKS: dict[str, Ask] = {
     "roots/list": "roots",
 }
 NO_ASKS: frozenset[Ask] = frozenset()
+LOG_LEVELS: tuple[types.LoggingLevel, ...] = get_args(types.LoggingLevel)  # least severe first
+
+
+def at_least(level: types.LoggingLevel, threshold: types.LoggingLevel | None) -> bool:
+    """Whether a message of `level` passes a client's `threshold` (None: every level does)."""
+    return threshold is None or LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
+
+
+def most_verbose(levels: list[types.LoggingLevel | None]) -> types.LoggingLevel:
+    """The lowest of `levels` (None counts as "debug": a client that set none gets every level)."""
+    return min((level or "debug" for level in levels), key=LOG_LEVELS.index, default="debug")
 
 
 def asks_of(capabilities: types.ClientCapabilities | None) -> frozenset[Ask]:
@@ -78,6 +89,9 @@ class Caller:
     # Whether the gateway can tell this client's requests from others' (a session, an authenticated
     # principal): only then may it have sessions of its own to servers.
     identified = False
+    # What a session-era client set with logging/setLevel: it is sent messages of that level and above
+    # (None: every level). Its own, never another client's.
+    log_level: types.LoggingLevel | None = None
 
     def __init__(self, key: str | None = None, *, principal: str | None = None, profile: str | None = None) -> None:
         self.key = key or f"caller-{next(_keys)}"

@@ -1,8 +1,4 @@
-"""How a result file can be read back in parts: the operations and what each answers.
-
-Stdlib only, on purpose: the grep worker (runtime/result_files.py) imports this in a fresh interpreter
-for every grep.
-"""
+"""How a result file can be read back in parts: the operations and what each answers."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types import SERVER_INFO_META_KEY, methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_manifold._core.clients import Caller, ListKind, Request, undeclared
+from mcp_manifold._core.clients import Caller, ListKind, Request, at_least, undeclared
 from mcp_manifold._core.wire import WireResult
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._front.identity import request_identity
@@ -100,7 +100,7 @@ class SessionCaller(Caller):
 
     async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
         connection = self._connection()
-        if connection is not None:
+        if connection is not None and at_least(level, self.log_level):
             with _quiet(), no_deprecation_warnings():
                 await connection.log(level, data, logger=logger_name)
 
@@ -158,6 +158,8 @@ class SdkRequest(Request):
             await self.ctx.session.report_progress(progress, total, message)
 
     async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
+        if not at_least(level, self.caller.log_level):  # a 2026-07-28 request's own level: the SDK's to apply
+            return
         with _quiet(), no_deprecation_warnings():
             await self.ctx.session.send_log_message(
                 level, data, logger=logger_name, related_request_id=self.ctx.request_id
@@ -411,7 +413,7 @@ class McpFront:
         await self.gateway.roots_changed(self._caller(ctx))
 
     async def _set_logging_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
-        await self.gateway.set_logging_level(params.level)
+        await self.gateway.set_logging_level(self._caller(ctx), params.level)
         return types.EmptyResult()
 
 

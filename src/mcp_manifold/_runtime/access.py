@@ -91,9 +91,12 @@ class Access:
         blocked = self.pins.blocked if self.pins.any_blocked else None
 
         def hidden(kind: str, server: str, original: str, exposed: str) -> None:
+            # A missing name (no server) is refused as a hidden one is: the same record, the same work.
             target = Target(server, original, exposed, "")
             try:
                 self._check(profile, kind, target)  # type: ignore[arg-type]
+                if not server:  # nothing by that name: the check above is done for the same work
+                    raise not_available(kind, exposed, profile.name if profile is not None else None)
             except ManifoldError as exc:
                 if self.refused is not None:
                     self.refused(request, kind, target, exc)  # type: ignore[arg-type]
@@ -127,6 +130,8 @@ class Access:
             return profile.allows_resource(target.server, target.exposed)
         if kind == "prompt":
             return profile.allows_prompt(target.server, target.exposed)
+        if kind == "action":  # a surface's own work: the surface is what the profile names
+            return True
         # The call path checks a completion as the prompt or resource template it names; without that
         # knowledge, only a caller allowed both kinds of names passes.
         return profile.allows_prompt(target.server, target.exposed) and profile.allows_resource(

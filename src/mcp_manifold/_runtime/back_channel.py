@@ -66,6 +66,8 @@ class BackChannel:
         self.catalog = catalog
         self._relist = relist  # re-list one backend (run in the background)
         self._may_see = may_see  # whether a client's profile lets it see a server (`Access.may_see_server`)
+        # Told at once (before the re-listing starts) of a server that announced a change of its tools.
+        self.tools_announced: Callable[[str], None] | None = None
         self.bus = InMemorySubscriptionBus()  # 2026-era clients' subscriptions/listen streams
         self.listen_streams = 0  # of those, open now (the front's listen handler counts them)
         self._callers: weakref.WeakSet[Caller] = weakref.WeakSet()
@@ -91,6 +93,10 @@ class BackChannel:
             # Forgotten when it goes away, not when it is garbage (a session's caller sits in a cycle).
             ref = weakref.ref(caller)
             caller.on_close(lambda: self._forget(ref))
+
+    def session_callers(self) -> list[Caller]:
+        """The session-era clients connected now."""
+        return list(self._callers)
 
     def session_count(self) -> int:
         """How many session-era clients are connected now."""
@@ -193,6 +199,8 @@ class BackChannel:
     async def on_server_notification(self, backend: Backend, notification: types.ServerNotification) -> None:
         method = getattr(notification, "method", "")
         if method in _LIST_CHANGED:
+            if method == "notifications/tools/list_changed" and self.tools_announced is not None:
+                self.tools_announced(backend.name)  # calls to it wait for the listing (runtime/relists.py)
             # Not inline: this runs on the backend's read loop, which must stay free to deliver the listing.
             if self._task_group is not None:
                 self._task_group.start_soon(self._relist, backend)

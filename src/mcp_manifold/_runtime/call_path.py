@@ -15,6 +15,10 @@ resources or gets its prompts. In order, a call:
 6. spills a large result to a file (the gateway's `spill_threshold`, or the surface's own policy);
 7. tells every observer (`observe`): the place where audit and metrics hook in.
 
+Work the gateway does itself for a caller (a surface's list or search, a read or grep of a result
+file) takes the same path as kind "action" (`action`): admitted (rate and calls in flight), timed and
+told to the observers; only the backend is missing.
+
 What must be in place *around* a call (a trace span, current while the backend is asked, so the
 request to the server carries it on) registers with `around`. With no around-call hook, no observer
 and no policy, a call pays for none of them: one truth test each.
@@ -67,11 +71,14 @@ if TYPE_CHECKING:
 
     from mcp_manifold._runtime.backends import Backend, BackendPool
     from mcp_manifold._runtime.client_sessions import ClientSessions
+    from mcp_manifold._runtime.relists import Relists
     from mcp_manifold._runtime.spill import SpillStore
 
 logger = logging.getLogger(__name__)
 
-CallKind = Literal["tool", "resource", "prompt", "completion", "program"]  # program: code mode's, around its calls
+# action: work the gateway does itself for a caller (a surface's list, search or result-file read);
+# program: code mode's, around its calls.
+CallKind = Literal["tool", "resource", "prompt", "completion", "action", "program"]
 # denied: the caller's profile does not allow it; quarantined: the tool changed since it was approved;
 # rate_limited: the principal is over its rate or calls in flight; input_required: a 2026-07-28 client
 # was handed the server's questions.
@@ -147,8 +154,8 @@ class CallPath:
         self._spill = spill
         self.default_spill = default_spill
         self.policy: CallPolicy | None = None  # set by the gateway; None admits every call
+        self.relists: Relists | None = None  # servers being listed again after announcing a change of tools
         self._held = held
-        self.log_level: types.LoggingLevel | None = None  # what a session-era client set (logging/setLevel)
         self._observers: list[Observer] = []
         self._arounds: list[Around] = []
 
@@ -201,6 +208,9 @@ class CallPath:
         self, request: Request, call: ToolCall, hooks: tuple[Observer, ...]
     ) -> types.CallToolResult | types.InputRequiredResult | WireResult:
         started = time.perf_counter()
+        relists = self.relists
+        if relists is not None and relists.pending(call.target.server):
+            await self._after_relist(relists, request, call, started, hooks)
         policy = self.policy
         if policy is None:
             return await self._call_tool(request, call, started, hooks)
@@ -209,6 +219,22 @@ class CallPath:
             return await self._call_tool(request, call, started, hooks)
         finally:
             policy.release(request)
+
+    async def _after_relist(
+        self, relists: Relists, request: Request, call: ToolCall, started: float, hooks: tuple[Observer, ...]
+    ) -> None:
+        """Wait for the listing of a server that announced a change of its tools, so that the pin check
+        judges the tool as it is now; refuse the call if the listing does not come in time (`hold`)."""
+        target = call.target
+        if await relists.settled(target.server) or not relists.hold:
+            return
+        exc = Quarantined(
+            f"server {target.server!r} announced that its tools changed and was not listed again within "
+            f"{relists.limit:g}s: its tools are held until it is (pinning: enforce); try again shortly"
+        )
+        if self._observers or hooks:
+            self._tell(self._record("tool", request, target, started, "quarantined", str(exc), call.arguments), hooks)
+        raise exc
 
     def _admit(
         self,
@@ -418,8 +444,8 @@ class CallPath:
         (a 2026-07-28 server sends log messages only to a request that asks for them)."""
         if not backend.modern:
             return meta
-        # A 2026-07-28 client opts in per request; a session-era one gets every level unless it set one.
-        level = request.log_level if request.caller.era == "stateless" else (self.log_level or "debug")
+        # A 2026-07-28 client opts in per request; a session-era one gets every level unless it set one (its own).
+        level = request.log_level if request.caller.era == "stateless" else (request.caller.log_level or "debug")
         if level is None:
             return meta
         return {LOG_LEVEL_META_KEY: level, **(meta or {})}
@@ -452,6 +478,16 @@ class CallPath:
             logger.warning("could not spill the result of %s, answering inline: %s", target.exposed, exc)
             return result, False
         return (due.result, True) if due is not None else (result, False)
+
+    # --- the gateway's own work -----------------------------------------------------------------
+
+    async def action(self, request: Request, target: Target, work: Callable[[], Awaitable[Any]]) -> Any:
+        """Run `work`, something a surface does itself for the caller that costs the gateway work (a list,
+        a search, reading or grepping a result file), through the policy like a call: refused over the
+        principal's rate or calls in flight (`RateLimited`), counted in flight while it runs, and told to
+        the observers as kind "action". `target` names it: the surface's tool as `exposed`, the action
+        as `name`, no server."""
+        return await self._run("action", request, target, lambda _none: work())
 
     # --- resources and prompts ------------------------------------------------------------------
 
@@ -531,7 +567,7 @@ class CallPath:
         kind: CallKind,
         request: Request,
         target: Target,
-        work: Callable[[Backend], Any],
+        work: Callable[[Any], Any],  # given the target's backend (None for an action)
         arguments: Any = None,
         *,
         checked_as: CallKind | None = None,
@@ -551,7 +587,7 @@ class CallPath:
         kind: CallKind,
         request: Request,
         target: Target,
-        work: Callable[[Backend], Any],
+        work: Callable[[Any], Any],
         arguments: Any,
         checked_as: CallKind | None,
         hooks: tuple[Observer, ...],
@@ -561,12 +597,12 @@ class CallPath:
         if policy is not None:
             self._admit(policy, request, kind, target, started, arguments, checked_as, hooks)
         try:
-            backend = self.backend(target.server, request)
-            result = await work(backend)
+            result = await work(None if kind == "action" else self.backend(target.server, request))
         except ManifoldError as exc:
             if self._observers or hooks:
                 error = self._scrub(target.server, str(exc))
-                waited = time.perf_counter() - started  # all of it: the backend is the work here
+                # All of it: the backend is the work here (an action has none).
+                waited = None if kind == "action" else time.perf_counter() - started
                 self._tell(
                     self._record(kind, request, target, started, "error", error, arguments, backend=waited), hooks
                 )
@@ -576,7 +612,7 @@ class CallPath:
                 policy.release(request)
         if self._observers or hooks:
             outcome: Outcome = "input_required" if isinstance(result, types.InputRequiredResult) else "ok"
-            waited = time.perf_counter() - started
+            waited = None if kind == "action" else time.perf_counter() - started
             size = _json_size(result)
             self._tell(
                 self._record(kind, request, target, started, outcome, None, arguments, size, backend=waited), hooks

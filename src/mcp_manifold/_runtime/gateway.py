@@ -26,7 +26,7 @@ import mcp_types as types
 from mcp_manifold._config import Config, ServerConfig, Settings
 from mcp_manifold._core.catalog import Catalog, Kind, Match, unknown_resource
 from mcp_manifold._core.catalog_view import CatalogView
-from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.clients import Caller, Request, most_verbose
 from mcp_manifold._core.limits import PrincipalLimits
 from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.result_cache import ResultCache
@@ -51,6 +51,7 @@ from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.private_files import secure_data_dir
 from mcp_manifold._runtime.processes import run_shell
+from mcp_manifold._runtime.relists import Relists
 from mcp_manifold._runtime.reload import ConfigReloader
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
 from mcp_manifold._runtime.state_file import JsonStateFile
@@ -94,6 +95,8 @@ class Gateway:
             relist=self._relist,
             may_see=lambda caller, server: self.access.may_see_server(caller, server),
         )
+        self.relists = Relists(hold=self._settings.pinning == "enforce")
+        self.back_channel.tools_announced = self.relists.announced
         self._catalog.subscribe(self.back_channel.catalog_changed)
         child_env = child_environment(config.path)
         self.pool = BackendPool(
@@ -139,6 +142,7 @@ class Gateway:
             self._search_allowed,
         )
         self.calls.policy = self.access
+        self.calls.relists = self.relists
         self.access.refused = self.calls.refused
         self.audit: AuditLog | None = None
         if self._settings.audit:
@@ -151,6 +155,7 @@ class Gateway:
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._eager: list[str] = []  # eager servers waiting for the client of a stdio gateway
+        self._servers_log_level: types.LoggingLevel | None = None  # what servers were last asked for (setLevel)
         self.stateless_requests = 0  # requests of 2026-07-28 clients so far
         self.last_stateless_request: float | None = None
 
@@ -280,13 +285,18 @@ class Gateway:
         }
 
     async def _relist(self, backend: Backend) -> None:
-        """A server said its lists changed: list it again (a client's own session: for that client)."""
-        if backend.owner is None:
-            await self.sync.refresh_one(backend.name)
-            return
-        owner = await self.client_sessions.relist(backend)
-        if owner is not None:
-            await self.back_channel.notify_list_changed({"tools", "resources", "prompts"}, owner)
+        """A server said its lists changed: list it again (a client's own session: for that client).
+        Calls to it that wait for this listing (`relists`) go ahead when it is done."""
+        begun = self.relists.begin(backend.name)
+        try:
+            if backend.owner is None:
+                await self.sync.refresh_one(backend.name)
+                return
+            owner = await self.client_sessions.relist(backend)
+            if owner is not None:
+                await self.back_channel.notify_list_changed({"tools", "resources", "prompts"}, owner)
+        finally:
+            self.relists.done(backend.name, begun)
 
     def _count_change(self, kinds: set[Kind]) -> None:
         self._catalog_version += 1
@@ -315,6 +325,8 @@ class Gateway:
     async def client_arrived(self, caller: Caller) -> None:
         """A client finished its handshake (the front calls this once per client)."""
         logger.info("client %s connected: session era (the handshake)", caller.key)
+        if self._servers_log_level is not None:  # servers were asked for less: it wants every level until it says
+            await self._ask_servers_log_level([caller.log_level])
         if not self.single_client or self._sole is not None:
             return
         self._sole = caller
@@ -616,17 +628,29 @@ class Gateway:
                 subscribed.add(route.original)
         return subscribed
 
-    async def set_logging_level(self, level: types.LoggingLevel) -> None:
-        """Pass a session-era client's log level on to every running server that logs (hub instances too).
+    async def set_logging_level(self, caller: Caller, level: types.LoggingLevel) -> None:
+        """A session-era client's logging/setLevel: the level of what *it* is sent (each client its own).
 
-        A 2026-07-28 server has no logging/setLevel: it gets the level with each request instead.
+        Servers are asked for the most verbose level any connected session-era client wants (one that set
+        none wants every level), so that one client's `emergency` silences nothing another receives; the
+        gateway drops, per client, what is below its level. A 2026-07-28 server has no logging/setLevel: it
+        gets the level with each request instead, the calling client's own.
         """
-        self.calls.log_level = level
+        caller.log_level = level
+        await self._ask_servers_log_level([level])
+
+    async def _ask_servers_log_level(self, more: list[types.LoggingLevel | None]) -> None:
+        """Ask the running session-era servers for the most verbose level a connected client (or `more`)
+        wants, when that changed since they were last asked."""
+        wanted = most_verbose([client.log_level for client in self.back_channel.session_callers()] + more)
+        if wanted == self._servers_log_level:
+            return
+        self._servers_log_level = wanted
         for backend in self.pool.all_backends():
             if backend.state == "ready" and not backend.modern:
                 try:
                     with no_deprecation_warnings():
-                        await backend.request("logging/setLevel", lambda session: session.set_logging_level(level))
+                        await backend.request("logging/setLevel", lambda session: session.set_logging_level(wanted))
                 except ManifoldError as exc:
                     logger.debug("%s: logging/setLevel failed: %s", backend.name, exc)
 

@@ -82,6 +82,12 @@ class GatewayMetrics:
             ["outcome"],
             registry=registry,
         )
+        self.actions = Counter(
+            "manifold_actions",
+            "Work the gateway did itself for callers: surfaces' lists, searches and result-file reads.",
+            ["surface", "action", "outcome"],
+            registry=registry,
+        )
         self.call_seconds = Histogram(
             "manifold_call_duration_seconds",
             "Seconds a call spent in the gateway's call path, the backend's answer included.",
@@ -145,6 +151,8 @@ class GatewayMetrics:
             self.tool_calls.labels(server, tool, record.outcome).inc()
             if record.spilled:
                 self.spilled.labels(server).inc()
+        elif record.kind == "action":  # a fixed set of names per surface: bounded labels
+            self.actions.labels(record.target.surface, record.target.name, record.outcome).inc()
         else:
             self.reads.labels(server, record.kind, record.outcome).inc()
         self.call_seconds.labels(server, record.kind).observe(record.duration)

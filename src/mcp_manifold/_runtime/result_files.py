@@ -8,10 +8,8 @@ answers clip very long lines (a minified JSON document is one line) and say how 
 from __future__ import annotations
 
 import functools
-import json
-import os
-import re
 import sys
+import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +18,6 @@ from typing import Any
 from mcp_manifold._core.reading import DEFAULT_READ_LINES as DEFAULT_LINES
 from mcp_manifold._core.reading import READ_OPS as OPS
 from mcp_manifold._core.reading import ReadAnswer as Answer
-
-# Only this light import at module level: `grep_worker` runs in a fresh interpreter for every grep.
 from mcp_manifold._errors import InvalidRequest
 
 MAX_LINE_CHARS = 2000
@@ -76,8 +72,16 @@ def slice_lines(path: Path, first: int, last: int) -> Answer:
     return Answer("\n".join(shown), _range_note(first, end, total))
 
 
-def grep(path: Path, pattern: str, context: int) -> Answer:
-    """Case-insensitive regex search; `N:` marks a matching line, `N-` a context line, `--` a gap."""
+class GrepTooLong(Exception):
+    """A grep ran past its deadline (a file too large to search in that time)."""
+
+
+def grep(path: Path, pattern: str, context: int, deadline: float | None = None) -> Answer:
+    """Case-insensitive regex search; `N:` marks a matching line, `N-` a context line, `--` a gap.
+
+    RE2 matches in time linear in the line, whatever the pattern, so the only bound needed is the
+    file's size: past `deadline` (`time.monotonic()`), checked between lines, it stops (`GrepTooLong`).
+    """
     regex = compile_pattern(pattern)
     before: deque[tuple[int, str]] = deque(maxlen=context)
     out: list[str] = []
@@ -87,6 +91,8 @@ def grep(path: Path, pattern: str, context: int) -> Answer:
     total = 0
     for number, line in _lines(path):
         total = number
+        if deadline is not None and time.monotonic() > deadline:
+            raise GrepTooLong
         found = regex.search(line) if matches < MAX_GREP_MATCHES else None
         if found:
             matches += 1
@@ -105,10 +111,24 @@ def grep(path: Path, pattern: str, context: int) -> Answer:
     return Answer("\n".join(out), note)
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
+def compile_pattern(pattern: str) -> Any:
+    """`pattern` compiled by RE2, case-insensitive. RE2 has no backreferences or lookaround (the features
+    that make a backtracking engine such as Python's `re` take exponential time); a pattern using them is
+    refused with a clear error."""
+    import re2  # type: ignore[import-untyped]
+
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False  # a bad pattern is the caller's error, not a line on the gateway's stderr
     try:
-        return re.compile(pattern, re.IGNORECASE)
-    except (re.error, RecursionError, OverflowError) as exc:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise InvalidRequest(
+            f"'pattern' is not a valid regular expression: {reason} (grep uses RE2 syntax: no backreferences "
+            "or lookaround)"
+        ) from None
+    except (TypeError, ValueError) as exc:  # a NUL or a lone surrogate in the pattern
         raise InvalidRequest(f"'pattern' is not a valid regular expression: {exc}") from None
 
 
@@ -148,7 +168,7 @@ def _clip(line: str) -> str:
     return f"{line[:MAX_LINE_CHARS]}... [{len(line) - MAX_LINE_CHARS} more characters; use op 'read']"
 
 
-def _around(line: str, found: re.Match[str]) -> str:
+def _around(line: str, found: Any) -> str:
     """A long matching line shown as a window around the match."""
     if len(line) <= MAX_LINE_CHARS:
         return line
@@ -174,27 +194,9 @@ def _range_note(first: int, last: int, total: int) -> str:
     return f"lines {first}-{last} of {total}"
 
 
-def grep_worker() -> None:
-    """`grep` in a child process (the gateway kills it when a pattern runs too long): JSON in, JSON out.
-
-    A regular expression with nested repetition can take forever on one line, and Python's `re`
-    holds the interpreter while it runs, so no thread or timer in the gateway could stop it.
-    """
-    request = json.load(sys.stdin)
-    try:
-        answer = grep(Path(request["path"]), request["pattern"], request["context"])
-        reply = {"body": answer.body, "note": answer.note}
-    except InvalidRequest as exc:
-        reply = {"error": str(exc)}
-    except OSError as exc:
-        reply = {"error": f"cannot read the file: {exc.strerror or exc}"}
-    sys.stdout.write(json.dumps(reply))
-
-
 # --- from async code (the gateway) -----------------------------------------------------------------
 
-GREP_TIMEOUT = 10.0  # seconds a grep may run before its child process is killed
-_GREP_WORKER = "from mcp_manifold._runtime.result_files import grep_worker; grep_worker()"
+GREP_TIMEOUT = 10.0  # seconds a grep may run (a very large file) before it stops with an error
 
 
 async def stat_file(path: Path) -> dict[str, int | str]:
@@ -241,33 +243,18 @@ async def _in_thread(op: Any, path: Path, *args: Any) -> Any:
 
 
 async def _grep(path: Path, pattern: str, context: int, timeout: float = GREP_TIMEOUT) -> Answer:
-    """`grep` in a child process that is killed after `timeout` seconds.
+    """`grep` off the event loop, stopped after `timeout` seconds.
 
-    A pattern with nested repetition (`(a+)+$`) can backtrack for hours on one line, and Python's
-    `re` holds the interpreter meanwhile: run in the gateway, it would stall every client's calls.
+    Matching is RE2's (linear time: a pattern with nested repetition such as `(a+)+$` costs what any
+    other does), so a worker thread is enough: the time is bounded by the file's size, and the deadline
+    bounds that too. (Python's `re` could backtrack for hours on one line, holding the interpreter; it
+    needed a child process per grep, killed after a timeout.)
     """
-    import anyio
-
-    from mcp_manifold._errors import ManifoldError
-
-    compile_pattern(pattern)  # a malformed pattern fails here, without a process
-    request = json.dumps({"path": str(path), "pattern": pattern, "context": context}).encode()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(entry for entry in sys.path if entry)}
+    compile_pattern(pattern)  # a malformed pattern fails here, before a thread is taken
     try:
-        with anyio.fail_after(timeout):
-            done = await anyio.run_process([sys.executable, "-c", _GREP_WORKER], input=request, env=env, check=False)
-    except TimeoutError:
+        return await _in_thread(grep, path, pattern, context, time.monotonic() + timeout)
+    except GrepTooLong:
         raise InvalidRequest(
-            f"op 'grep' stopped after {timeout:g}s: the pattern {pattern!r} takes too long (nested repetition such "
-            "as '(a+)+' backtracks without end); use a simpler pattern"
+            f"op 'grep' stopped after {timeout:g}s: the file is too large to search in that time; "
+            "narrow the search with op 'slice' or 'read', or a more selective pattern"
         ) from None
-    except OSError as exc:
-        raise ManifoldError(f"op 'grep' could not start its worker process: {exc}") from None
-    try:
-        reply = json.loads(done.stdout)
-    except ValueError:
-        detail = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        raise ManifoldError(f"op 'grep' failed: {detail[-1] if detail else f'exit code {done.returncode}'}") from None
-    if "error" in reply:
-        raise InvalidRequest(reply["error"])
-    return Answer(reply["body"], reply["note"])

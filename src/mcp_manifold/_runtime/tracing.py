@@ -48,6 +48,7 @@ _METHODS: dict[str, str] = {
     "prompt": "prompts/get",
     "completion": "completion/complete",
     "program": "code/execute",
+    "action": "tools/call",  # a surface's own tool, answered by the gateway
 }
 
 

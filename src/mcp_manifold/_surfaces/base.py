@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import mcp_types as types
 
 from mcp_manifold._core.clients import Caller, ListKind, Request
+from mcp_manifold._core.router import Target
 
 if TYPE_CHECKING:
     from mcp_manifold._config import ServerConfig, Settings
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from mcp_manifold._core.programs import ProgramReport
     from mcp_manifold._core.reading import ReadAnswer
     from mcp_manifold._core.results import ToolAnswer
-    from mcp_manifold._core.router import Target, ToolCall
+    from mcp_manifold._core.router import ToolCall
     from mcp_manifold._core.status import BackendStatus
 
 # An SDK server middleware, `(ctx, call_next) -> result` (mcp.server.context.ServerMiddleware).
@@ -139,6 +140,11 @@ class Calls(Protocol):
         """Run a code-mode program under one record and span; its calls still go through `call_tool`."""
         ...
 
+    async def action(self, request: Request, target: Target, work: Callable[[], Awaitable[Any]]) -> Any:
+        """Run `work`, which the gateway does itself for the caller (a list, a search, a result file read),
+        through the policy like a call: rate-limited, counted in flight, audited (kind "action")."""
+        ...
+
 
 class Host(Protocol):
     """What a surface may ask of the gateway."""
@@ -231,6 +237,12 @@ class Surface:
     def live_rows(self) -> list[dict[str, Any]]:
         """Rows for `manifold servers` of a running gateway (the hub's instances)."""
         return []
+
+    async def work(self, request: Request, tool: str, action: str, run: Callable[[], Awaitable[Any]]) -> Any:
+        """Run `run`, the surface's own `action` of its tool `tool` that costs the gateway work (a list, a
+        search, a result file read, starting an instance), through the call path's policy: the caller's
+        rate and calls-in-flight limits apply, and the audit records it like a call."""
+        return await self.host.calls.action(request, Target("", action, tool, self.name), run)
 
     def unknown_tool_hint(self, request: Request, name: str) -> str | None:
         """When no surface has the tool `name`: this surface's advice to the client, if it has any."""

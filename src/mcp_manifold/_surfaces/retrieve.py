@@ -172,7 +172,7 @@ class RetrieveSurface(Surface):
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         if name == RETRIEVE:
-            return await self._retrieve(request, arguments)
+            return await self.work(request, RETRIEVE, "search", lambda: self._retrieve(request, arguments))
         if name == CALL:
             return await self._call(request, arguments)
         registered = self._pool(request)[name]

@@ -130,8 +130,8 @@ class CodeSurface(Surface):
         return name in (SEARCH, EXECUTE)
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
-        if name == SEARCH:
-            return await self._search(request, arguments)
+        if name == SEARCH:  # a search costs the gateway work: under the caller's limits, audited
+            return await self.work(request, SEARCH, "search", lambda: self._search(request, arguments))
         return await self._execute(request, arguments)
 
     # --- search_tools ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -87,13 +88,15 @@ class DispatchSurface(Surface):
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         action = _Action.parse(arguments)
         view = self.host.view(request)
-        if action.action == "list":
-            return await self._list(action, view)
-        if action.action == "search":
-            return await self._search(action, view)
-        if action.action == "call":
+        if action.action == "call":  # the call path admits the call itself
             return await self._call(request, action, view)
-        return await self._readresult(action)
+        if action.action == "list":
+            work = partial(self._list, action, view)
+        elif action.action == "search":
+            work = partial(self._search, action, view)
+        else:
+            work = partial(self._readresult, action)
+        return await self.work(request, TOOL_NAME, action.action, work)
 
     # --- connections -------------------------------------------------------------------------
 

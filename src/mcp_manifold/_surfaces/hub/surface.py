@@ -164,10 +164,11 @@ class HubSurface(Surface):
         return f"{instance.label()} has no such tool (its tools: {tools}). {CONNECT} switches to another instance."
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
+        # Listing scans for instances, connecting starts a session: the gateway's own work, as actions.
         if name == LIST:
-            return await self._list_instances(request)
+            return await self.work(request, LIST, "list", lambda: self._list_instances(request))
         if name == CONNECT:
-            return await self._connect(request, arguments)
+            return await self.work(request, CONNECT, "connect", lambda: self._connect(request, arguments))
         if name == DISCONNECT:
             return await self._disconnect(request)
         if name == CALL:

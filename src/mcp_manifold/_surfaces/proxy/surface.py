@@ -9,7 +9,7 @@ server-to-client requests. Validation and formatting live in `format.py`, the op
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -52,30 +52,39 @@ class ProxySurface(Surface):
         return completion_target(self.host.view(request), ref, self.name)
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
-        return await run_proxy(_CatalogTarget(self.host, request, self.name), arguments)
+        return await run_proxy(_CatalogTarget(self, request), arguments)
 
 
 class _CatalogTarget:
-    """The gateway's catalog and call path as one inbound proxy call's caller may see them (a `ProxyTarget`)."""
+    """The gateway's catalog and call path as one inbound proxy call's caller may see them (a `ProxyTarget`).
 
-    def __init__(self, host: Host, request: Request, surface: str) -> None:
-        self.host = host
+    A list (what actions `list` and `info` read) is the gateway's own work: it goes through the policy
+    as an action; calls, reads and gets go down the call path."""
+
+    def __init__(self, surface: ProxySurface, request: Request) -> None:
+        self.owner = surface
+        self.host = surface.host
         self.request = request
-        self.surface = surface
+        self.surface = surface.name
 
     async def _view(self) -> CatalogView:
         await self.host.ensure_catalog(self.request)
         return self.host.view(self.request)
 
+    async def _listed(self, kind: str, items: Callable[[CatalogView], list[Any]]) -> Any:
+        async def work() -> list[Any]:
+            return items(await self._view())
+
+        return await self.owner.work(self.request, self.owner.tool_name, f"list {kind}", work)
+
     async def list_tools(self) -> Sequence[types.Tool]:
-        return (await self._view()).tools()
+        return await self._listed("tools", lambda view: view.tools())
 
     async def list_resources(self) -> Sequence[types.Resource | types.ResourceTemplate]:
-        view = await self._view()
-        return [*view.resources(), *view.templates()]
+        return await self._listed("resources", lambda view: [*view.resources(), *view.templates()])
 
     async def list_prompts(self) -> Sequence[types.Prompt]:
-        return (await self._view()).prompts()
+        return await self._listed("prompts", lambda view: view.prompts())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, progress: bool) -> types.CallToolResult:
         target = tool_target(await self._view(), name, self.surface)
