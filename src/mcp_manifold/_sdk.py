@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import SimpleNamespace
@@ -135,6 +135,36 @@ async def call_tool_wire(
     raw = await dispatcher.send_raw_request("tools/call", data["params"], opts)
     methods.validate_server_result("tools/call", session.protocol_version or LATEST_HANDSHAKE_VERSION, raw)
     return raw
+
+
+def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], None]) -> None:
+    """Make `session` read a 2026-07-28 server's answers with the meaning-fixed fields it left out filled
+    in (see `_core/interop.py`), before the SDK validates them; `on_filled(method, fields)` hears of each.
+
+    mcp 2.3.0: every request of a `ClientSession` (discovery included) goes through its private
+    `_dispatcher.send_raw_request`, whose raw answer the session then validates against the negotiated
+    version; nothing public sits between the two. Wrapped here, on this one session's dispatcher. Without
+    it (another layout) such answers fail the SDK's validation as before.
+    """
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    from mcp_manifold._core.interop import completed_result
+
+    dispatcher = getattr(session, "_dispatcher", None)
+    inner = getattr(dispatcher, "send_raw_request", None)
+    if inner is None:  # pragma: no cover - another SDK layout
+        return
+
+    async def send_raw_request(method: str, params: Any, opts: Any = None, **kwargs: Any) -> Any:
+        raw = await inner(method, params, opts, **kwargs)
+        version = getattr(session, "_negotiated_version", None)
+        if isinstance(raw, dict) and (method == "server/discover" or version in MODERN_PROTOCOL_VERSIONS):
+            raw, filled = completed_result(method, raw)
+            if filled:
+                on_filled(method, filled)
+        return raw
+
+    dispatcher.send_raw_request = send_raw_request
 
 
 # What the client a 2026-07-28 request is made for can be asked (its `sampling`, `elicitation`, `roots`

@@ -43,7 +43,13 @@ from mcp_manifold._errors import (
 )
 from mcp_manifold._runtime.backend_errors import translate_backend_errors
 from mcp_manifold._runtime.processes import open_stdio, telling_line
-from mcp_manifold._sdk import create_http_client, negotiate, no_deprecation_warnings, stamp_requesting_client
+from mcp_manifold._sdk import (
+    accept_liberally,
+    create_http_client,
+    negotiate,
+    no_deprecation_warnings,
+    stamp_requesting_client,
+)
 from mcp_manifold._version import __version__
 
 logger = logging.getLogger(__name__)
@@ -115,6 +121,7 @@ class Backend:
         # Learned: the handshake asked for first failed (a 2026-07-28-only server), so discovery comes first.
         self._discover_first = False
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
+        self._filled_fields: set[str] = set()  # fields this server leaves out of its answers (logged once)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -225,6 +232,7 @@ class Backend:
                         client_info=_CLIENT_INFO,
                     )
                 )
+                accept_liberally(session, self._filled_in)
                 protocol = self.opening_protocol()
                 try:
                     with anyio.fail_after(self.settings.init_timeout):
@@ -294,6 +302,17 @@ class Backend:
             return await stack.enter_async_context(sse_client(config.url, headers=headers or None))
         http_client = await stack.enter_async_context(create_http_client(headers))
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
+
+    def _filled_in(self, method: str, fields: tuple[str, ...]) -> None:
+        new = set(fields) - self._filled_fields
+        if new:
+            self._filled_fields |= new
+            logger.info(
+                "server %r answers %s without %s; read as the 2026-07-28 schema means their absence",
+                self.name,
+                method,
+                ", ".join(sorted(new)),
+            )
 
     def _on_stderr_line(self, line: str) -> None:
         # Scrubbed as it arrives: a server may echo its own token, which must never be shown.
