@@ -170,16 +170,16 @@ def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], N
 # What the client a 2026-07-28 request is made for can be asked (its `sampling`, `elicitation`, `roots`
 # capabilities), set around one request by the call path; None outside any client's request.
 requesting_client: ContextVar[Mapping[str, Any] | None] = ContextVar("manifold_requesting_client", default=None)
-_ASK_CAPABILITIES = ("sampling", "elicitation", "roots")
 
 
 def stamp_requesting_client(session: Any) -> None:
     """Make a 2026-07-28 session tell the server, per request, what the client it serves can be asked.
 
     At 2026-07-28 each request carries the client's capabilities, and a server asks only what they
-    allow (with input_required, which the gateway relays to that client in its own era). One connection
-    serves many clients, so the truth differs per request: the value in `requesting_client` replaces
-    `sampling`, `elicitation` and `roots` in what the session would declare.
+    allow (with input_required, which the gateway relays to that client in its own era), and shapes its
+    answers by the client's extensions (SEP-2133). One connection serves many clients, so the truth differs
+    per request: the value in `requesting_client` replaces `sampling`, `elicitation`, `roots` and
+    `extensions` in what the session would declare.
 
     mcp 2.3.0: `ClientSession.adopt` builds a private `_stamp(data, opts)` that writes the capabilities
     of the session's callbacks into every request's `_meta` after the caller's own `_meta` is merged
@@ -187,6 +187,8 @@ def stamp_requesting_client(session: Any) -> None:
     future layout) requests declare what the session does, which is never more than the truth.
     """
     from mcp_types import CLIENT_CAPABILITIES_META_KEY
+
+    from mcp_manifold._core.clients import CLIENT_FACTS
 
     inner = getattr(session, "_stamp", None)
     if inner is None:  # pragma: no cover - another SDK layout
@@ -199,7 +201,7 @@ def stamp_requesting_client(session: Any) -> None:
         if client is None or not isinstance(meta, dict) or CLIENT_CAPABILITIES_META_KEY not in meta:
             return
         declared = {
-            key: value for key, value in meta[CLIENT_CAPABILITIES_META_KEY].items() if key not in _ASK_CAPABILITIES
+            key: value for key, value in meta[CLIENT_CAPABILITIES_META_KEY].items() if key not in CLIENT_FACTS
         }
         meta[CLIENT_CAPABILITIES_META_KEY] = {**declared, **client}
 

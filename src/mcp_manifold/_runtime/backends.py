@@ -88,6 +88,10 @@ class Backend:
         # may ask, and (under `protocol: auto`) how a stdio server is opened, follow from it.
         self.client = client
         self.declared: frozenset[Ask] = NO_ASKS
+        self.declared_extensions: dict[str, Any] | None = None  # the client extensions the session declared
+        # The extensions the server declared (SEP-2133), kept from its latest start (the gateway's own
+        # capabilities offer the union of them).
+        self.extensions: dict[str, Any] | None = None
         # The one client this session serves (a per-client session), who answers what the server asks
         # outside any call; None for a shared session.
         self.owner: weakref.ref[Caller] | None = None
@@ -219,6 +223,7 @@ class Backend:
                 stack.callback(watchers.cancel_scope.cancel)
                 read, write = await self._open_transport(stack, watchers)
                 declared = self.declare()
+                declared_extensions = self.declare_extensions()
                 # The SDK declares a capability for each callback it is given: give only the declared ones.
                 session = await stack.enter_async_context(
                     ClientSession(
@@ -230,6 +235,7 @@ class Backend:
                         logging_callback=self._on_log,
                         message_handler=self._on_message,
                         client_info=_CLIENT_INFO,
+                        extensions=declared_extensions,
                     )
                 )
                 accept_liberally(session, self._filled_in)
@@ -258,6 +264,9 @@ class Backend:
                     ) from exc
                 self._session = session
                 self.declared = declared
+                self.declared_extensions = declared_extensions
+                capabilities = session.server_capabilities
+                self.extensions = dict(capabilities.extensions) if capabilities and capabilities.extensions else None
                 self.protocol_version = session.protocol_version
                 self.server_info = session.server_info
                 if self.modern:
@@ -426,6 +435,13 @@ class Backend:
         client = self.client()
         return client.asks if client is not None else NO_ASKS
 
+    def declare_extensions(self) -> dict[str, Any] | None:
+        """The client extensions the session declares, by the rule of `declare`: those of the one client it
+        serves, none for a session shared by several. (At 2026-07-28 each request declares its own client's.)"""
+        client = self.client()
+        extensions = client.extensions if client is not None else None
+        return dict(extensions) if extensions else None
+
     def opening_protocol(self) -> str:
         """How the next session opens: `legacy`, `modern`, `auto` (discovery first, then the handshake),
         or `handshake-first` (then discovery, in a new connection).
@@ -458,7 +474,7 @@ class Backend:
         if self.state != "ready":
             return
         reopen = self.modern and self.opening_protocol() == "handshake-first"
-        if self.declared != self.declare() or reopen:
+        if self.declared != self.declare() or self.declared_extensions != self.declare_extensions() or reopen:
             logger.info("server %r: restarting to speak to it as its client does", self.name)
             await self.stop()
 
