@@ -54,3 +54,87 @@ async def test_the_servers_extensions_are_the_gateways(
         await first.call_tool("apps_plain", {"text": "x"})
     async with Client(url, mode="auto") as later:
         assert UI in (later.server_capabilities.extensions or {})
+
+
+async def test_an_app_through_the_gateway(connect: Any, write_config: Callable[..., Path]) -> None:
+    config = write_config({"apps": server_entry("apps.py")})
+    exposed = "ui://apps+clock/app.html"  # the prefix inside the ui:// URI: hosts render only ui:// resources
+    async with connect(config, **apps_client()) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert "apps_tick" not in tools and "tick" not in tools  # for its app only: not shown to the model
+        assert tools["apps_show_clock"].meta == {"ui": {"resourceUri": exposed}}
+        assert tools["apps_plain"].meta is None
+
+        listed = {str(resource.uri): resource for resource in (await client.list_resources()).resources}
+        assert listed[exposed].mime_type == APP_MIME
+        read = await client.read_resource(exposed)
+        (contents,) = read.contents
+        assert str(contents.uri) == exposed
+        assert contents.mime_type == APP_MIME
+        assert contents.meta == {
+            "ui": {"csp": {"connectDomains": ["https://time.example"]}, "permissions": {"clipboardWrite": {}}}
+        }
+        assert "clock app" in contents.text  # type: ignore[union-attr]
+
+        shown = await client.call_tool("apps_show_clock", {})
+        assert text(shown) == "apps: yes"
+        assert shown.meta is not None and shown.meta["ui"] == {"resourceUri": exposed}
+
+        # The app calls its tools by the gateway's names or by its own server's.
+        assert text(await client.call_tool("apps_tick", {"n": 2})) == "tick 2"
+        assert text(await client.call_tool("tick", {"n": 3})) == "tick 3"
+        missing = await client.call_tool("tock", {})
+        assert missing.is_error and "unknown tool" in text(missing)
+
+
+def test_an_app_uri_keeps_its_scheme_and_comes_back() -> None:
+    from mcp_manifold._core.naming import namespace_uri, split_uri
+
+    exposed = namespace_uri("apps", "ui://clock/app.html")
+    assert exposed == "ui://apps+clock/app.html"
+    assert split_uri(exposed) == ("apps", "ui://clock/app.html")
+    assert split_uri("ui://clock/app.html") is None  # no prefix: the server's own URI
+    assert namespace_uri("", "ui://clock/app.html") == "ui://clock/app.html"
+
+
+def test_app_meta_is_rewritten_and_visibility_read() -> None:
+    from mcp_manifold._core.apps import callable_by_app, for_app_only, meta_with_exposed_app
+
+    def exposed(uri: str) -> str:
+        return "X" + uri
+
+    meta = {"ui": {"resourceUri": "ui://a/b", "visibility": ["app"]}, "ui/resourceUri": "ui://a/b", "k": 1}
+    assert meta_with_exposed_app(meta, exposed) == {
+        "ui": {"resourceUri": "Xui://a/b", "visibility": ["app"]},
+        "ui/resourceUri": "Xui://a/b",
+        "k": 1,
+    }
+    assert meta_with_exposed_app({"k": 1}, exposed) is None
+    assert for_app_only(meta) and callable_by_app(meta)
+    assert not for_app_only({"ui": {"visibility": ["model", "app"]}}) and not for_app_only(None)
+    assert not callable_by_app({"ui": {"visibility": ["model"]}}) and callable_by_app(None)
+
+
+async def test_an_app_server_over_http(write_config: Callable[..., Path], http_gateway: Callable[..., str]) -> None:
+    import subprocess
+    import sys
+
+    from mcp import Client
+
+    from tests.conftest import SERVERS, free_port, stop_process, wait_for_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(SERVERS / "apps.py"), "--http", str(port)], start_new_session=True)
+    try:
+        wait_for_port(port, server)
+        config = write_config({"apps": {"url": f"http://127.0.0.1:{port}/mcp"}})
+        async with Client(http_gateway(config), mode="auto", **apps_client()) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            assert tools["apps_show_clock"].meta == {"ui": {"resourceUri": "ui://apps+clock/app.html"}}
+            assert "apps_tick" not in tools
+            read = await client.read_resource("ui://apps+clock/app.html")
+            assert read.contents[0].mime_type == APP_MIME
+            assert text(await client.call_tool("apps_show_clock", {})) == "apps: yes"
+            assert text(await client.call_tool("tick", {"n": 5})) == "tick 5"
+    finally:
+        stop_process(server)

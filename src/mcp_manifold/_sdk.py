@@ -200,9 +200,7 @@ def stamp_requesting_client(session: Any) -> None:
         meta = data.get("params", {}).get("_meta")
         if client is None or not isinstance(meta, dict) or CLIENT_CAPABILITIES_META_KEY not in meta:
             return
-        declared = {
-            key: value for key, value in meta[CLIENT_CAPABILITIES_META_KEY].items() if key not in CLIENT_FACTS
-        }
+        declared = {key: value for key, value in meta[CLIENT_CAPABILITIES_META_KEY].items() if key not in CLIENT_FACTS}
         meta[CLIENT_CAPABILITIES_META_KEY] = {**declared, **client}
 
     session._stamp = stamp
