@@ -256,7 +256,7 @@ def no_deprecation_warnings() -> Iterator[None]:
 # --- HTTP clients and in-process streams -------------------------------------------------------------
 
 
-def create_http_client(headers: Mapping[str, str] | None) -> Any:
+def create_http_client(headers: Mapping[str, str] | None, auth: Any = None) -> Any:
     """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects).
 
     mcp 2.3.0: `mcp.shared._httpx_utils.create_mcp_http_client` is private; the public
@@ -264,7 +264,7 @@ def create_http_client(headers: Mapping[str, str] | None) -> Any:
     """
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    return create_mcp_http_client(headers=dict(headers) if headers else None)
+    return create_mcp_http_client(headers=dict(headers) if headers else None, auth=auth)
 
 
 def create_context_streams(item_type: Any, size: int = 0) -> tuple[Any, Any]:

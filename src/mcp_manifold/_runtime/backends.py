@@ -43,6 +43,7 @@ from mcp_manifold._errors import (
 )
 from mcp_manifold._runtime.backend_errors import translate_backend_errors
 from mcp_manifold._runtime.processes import open_stdio, telling_line
+from mcp_manifold._runtime.remote_auth import check_login, login_needed_in, oauth_provider
 from mcp_manifold._sdk import (
     accept_liberally,
     create_http_client,
@@ -180,7 +181,7 @@ class Backend:
             self._record_failure(str(exc))
             raise
         except Exception as exc:  # anything the transport raised while spawning or connecting
-            ours = _first_leaf(exc)
+            ours = login_needed_in(exc) or _first_leaf(exc)
             if isinstance(ours, _HandshakeRefused):
                 self.state = "stopped"
                 raise ours from None
@@ -307,9 +308,13 @@ class Backend:
             return streams
         assert config.url is not None
         headers = dict(config.headers)
+        auth = None
+        if config.auth is not None:  # OAuth: never waits for a person (see remote_auth)
+            check_login(config, self.settings.data_dir)
+            auth = oauth_provider(config, self.settings.data_dir)
         if config.transport == "sse":
-            return await stack.enter_async_context(sse_client(config.url, headers=headers or None))
-        http_client = await stack.enter_async_context(create_http_client(headers))
+            return await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
+        http_client = await stack.enter_async_context(create_http_client(headers, auth))
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
 
     def _filled_in(self, method: str, fields: tuple[str, ...]) -> None:
