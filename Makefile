@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SERVERS_VENV := tests/.venv-servers
 SERVERS_REQ  := tests/servers-requirements.txt
 
-.PHONY: demo test lint bench setup node servers browser clean
+.PHONY: demo test lint bench setup node servers browser conformance clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,5 +79,15 @@ bench: setup
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/startup.py
 
+# The MCP conformance suite (npm @modelcontextprotocol/conformance, pinned with the Node 22 it needs in
+# tests/conformance/node): its client scenarios `initialize`, `tools_call`, `sse-retry` and the `auth`
+# suite, with the gateway as the client under test (tests/conformance/client.py). Needs npm.
+conformance: setup
+	@command -v npm >/dev/null 2>&1 || { echo "conformance: npm not found"; exit 1; }
+	@if [ ! -f tests/conformance/node/node_modules/.package-lock.json ] \
+		|| [ tests/conformance/node/package-lock.json -nt tests/conformance/node/node_modules/.package-lock.json ]; then \
+		( cd tests/conformance/node && npm ci --no-audit --no-fund --loglevel=error ); fi
+	PYTHON=$(abspath $(BIN))/python tests/conformance/run.sh
+
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules $(SERVERS_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(NODE_DIR)/node_modules tests/conformance/node/node_modules tests/conformance/results $(SERVERS_VENV) .pytest_cache .ruff_cache

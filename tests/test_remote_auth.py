@@ -11,12 +11,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import pytest
 from mcp.shared.auth import OAuthToken
 
 from mcp_manifold._config import load_config, parse_config_data
+from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._errors import ManifoldError
-from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, token_path
+from mcp_manifold._runtime.gateway import Gateway
+from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, logins_in_browser, token_path
 from tests.conftest import SERVERS, free_port, stdio_gateway, stop_process, wait_for_port
 
 pytestmark = pytest.mark.anyio
@@ -147,3 +150,22 @@ async def test_tokens_the_server_no_longer_takes_ask_for_a_login_without_waiting
             assert "needs an OAuth login: run `manifold auth login remote`" in text(refused), text(refused)
     finally:
         stop_process(process)
+
+
+async def test_a_command_run_by_a_person_logs_in_when_it_connects(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    # `manifold call` / `tools` / `servers`: no separate login step, the browser opens when the server asks.
+    config = load_config(write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth"}}}))
+    opened: list[str] = []
+
+    def browser(url: str) -> bool:
+        opened.append(url)
+        return httpx.get(url, follow_redirects=True, timeout=30).status_code == 200
+
+    with logins_in_browser(browser):
+        async with Gateway(config) as gateway:
+            answer = await gateway.call_tool_by_name(Request(Caller("cli")), "remote_whoami", {})
+    assert len(opened) == 1 and "code_challenge=" in opened[0]
+    assert not answer.is_error and text(answer) not in ("nobody", "machine")
+    assert len(token_files(tmp_path)) == 1

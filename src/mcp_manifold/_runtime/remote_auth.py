@@ -18,15 +18,19 @@ import html
 import json
 import logging
 import re
+import socket
+import sys
+import threading
 import webbrowser
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
-from anyio.abc import SocketAttribute
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
@@ -80,12 +84,9 @@ class TokenFile:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _write(self, key: str, value: dict[str, Any] | None) -> None:
+    def _write(self, key: str, value: dict[str, Any]) -> None:
         data = self._read()
-        if value is None:
-            data.pop(key, None)
-        else:
-            data[key] = value
+        data[key] = value
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write(self.path, json.dumps(data))
 
@@ -109,8 +110,13 @@ class TokenFile:
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self._write("client", client_info.model_dump(mode="json", exclude_none=True))
 
-    def forget_client(self) -> None:
-        self._write("client", None)
+    def stored_client(self) -> OAuthClientInformationFull | None:
+        """The client registered earlier (not the configured one), if any."""
+        try:
+            raw = self._read().get("client")
+            return OAuthClientInformationFull.model_validate(raw) if raw else None
+        except ValidationError:
+            return None
 
     def has_tokens(self) -> bool:
         tokens = self._read().get("tokens")
@@ -129,7 +135,7 @@ def _configured_client(config: ServerConfig, redirect_uri: str) -> OAuthClientIn
         client_secret=auth.client_secret,
         redirect_uris=[redirect_uri],  # type: ignore[list-item]
         grant_types=["authorization_code", "refresh_token"],
-        token_endpoint_auth_method="client_secret_post" if auth.client_secret else "none",
+        token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
         client_name=_CLIENT_NAME,
     )
 
@@ -138,14 +144,22 @@ def oauth_provider(
     config: ServerConfig,
     data_dir: str | Path,
     *,
-    redirect_uri: str = f"http://127.0.0.1{_CALLBACK_PATH}",
-    redirect_handler: Callable[[str], Awaitable[None]] | None = None,
-    callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None,
+    open_browser: Callable[[str], object] | None = None,
+    timeout: float = 300.0,
 ) -> httpx2.Auth:
-    """The SDK's OAuth client for `config` (which has `auth`), its tokens in the data dir. Without handlers
-    (the gateway serving), a flow that needs a person stops at once with `LoginNeeded`."""
+    """The SDK's OAuth client for `config` (which has `auth`), its tokens in the data dir. A flow that needs
+    a person opens `open_browser`, or the browser of `logins_in_browser`; with neither (the gateway
+    serving) it stops at once with `LoginNeeded`."""
     auth = config.auth
     assert auth is not None and config.url is not None
+    storage = TokenFile(token_path(data_dir, config))
+    browser = open_browser or _browser.get()
+    person = None
+    if browser is not None and auth.grant == "authorization_code":
+        # The port the client was registered with, if it was: its redirect URI must stay the same.
+        port = auth.redirect_port or _loopback_port(storage.stored_client())
+        person = BrowserLogin(config.name, port, browser, timeout)
+    redirect_uri = person.redirect_uri if person is not None else f"http://127.0.0.1{_CALLBACK_PATH}"
     scope = " ".join(auth.scopes) or None
     storage = TokenFile(token_path(data_dir, config), _configured_client(config, redirect_uri))
     if auth.grant == "client_credentials":
@@ -155,7 +169,7 @@ def oauth_provider(
             storage,
             auth.client_id,
             auth.client_secret,
-            token_endpoint_auth_method="client_secret_post",
+            token_endpoint_auth_method="client_secret_basic",
             scope=scope,
             issuer=auth.issuer,
         )
@@ -170,7 +184,7 @@ def oauth_provider(
         redirect_uris=[redirect_uri],  # type: ignore[list-item]
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
-        token_endpoint_auth_method="client_secret_post" if auth.client_secret else "none",
+        token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
         client_name=_CLIENT_NAME,
         scope=scope,
     )
@@ -178,17 +192,18 @@ def oauth_provider(
         config.url,
         metadata,
         storage,
-        redirect_handler=redirect_handler or no_person,
-        callback_handler=callback_handler or no_callback,
+        redirect_handler=person.show_page if person is not None else no_person,
+        callback_handler=person.take_redirect if person is not None else no_callback,
         client_metadata_url=auth.client_metadata_url,
     )
 
 
 def check_login(config: ServerConfig, data_dir: str | Path) -> None:
-    """Raise `LoginNeeded` when `config`'s server needs a person before the gateway can connect: the
-    authorization-code grant with no tokens stored (checked before connecting, so `serve` never waits)."""
+    """Raise `LoginNeeded` when `config`'s server needs a person before the gateway can connect and none is
+    at hand: the authorization-code grant with no tokens stored (checked before connecting, so `serve`
+    never waits), outside `logins_in_browser`."""
     auth = config.auth
-    needs_person = auth is not None and auth.grant == "authorization_code"
+    needs_person = auth is not None and auth.grant == "authorization_code" and _browser.get() is None
     if needs_person and not TokenFile(token_path(data_dir, config)).has_tokens():
         raise LoginNeeded(config.name)
 
@@ -237,6 +252,85 @@ async def open_once(config: ServerConfig, auth: httpx2.Auth) -> None:
 # --- the login: a browser and a loopback redirect --------------------------------------------------------
 
 
+class BrowserLogin:
+    """One person's login: the authorization page in the browser, the redirect taken on a loopback port.
+
+    The port is chosen when the login is set up (the redirect URI goes into the client's registration),
+    listened on from the moment the page opens (a redirect that comes early waits in the backlog), and
+    closed once the redirect has come.
+    """
+
+    def __init__(
+        self, server: str, port: int | None, open_browser: Callable[[str], object], timeout: float = 300.0
+    ) -> None:
+        self.server = server
+        self.port = port or _free_port()
+        self.redirect_uri = f"http://127.0.0.1:{self.port}{_CALLBACK_PATH}"
+        self._open_browser = open_browser
+        self._timeout = timeout
+        self._listener: Any = None
+
+    async def show_page(self, url: str) -> None:
+        self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
+        logger.info("opening the authorization page of server %r in the browser", self.server)
+        # In a thread of its own, not awaited: a browser command may wait until its page is done, and the
+        # page ends on the redirect, which `take_redirect` serves.
+        threading.Thread(target=self._open, args=(url,), daemon=True, name="manifold-oauth-browser").start()
+
+    def _open(self, url: str) -> None:
+        try:
+            opened = self._open_browser(url)
+        except Exception:  # no usable browser: the person can still open the address
+            opened = False
+        if not opened:
+            print(f"Open this address in a browser to log in to {self.server!r}:\n{url}", file=sys.stderr)
+
+    async def take_redirect(self) -> AuthorizationCodeResult:
+        listener, self._listener = self._listener, None
+        if listener is None:  # pragma: no cover - the SDK always shows the page first
+            raise RuntimeError("the authorization page was never opened")
+        arrived, answers = anyio.create_memory_object_stream[AuthorizationCodeResult | Exception](1)
+        async with listener, anyio.create_task_group() as group:
+            group.start_soon(_serve_redirect, listener, arrived, self.server)
+            try:
+                with anyio.fail_after(self._timeout):
+                    answer = await answers.receive()
+            finally:
+                group.cancel_scope.cancel()
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _loopback_port(client: OAuthClientInformationFull | None) -> int | None:
+    for uri in (client.redirect_uris or []) if client is not None else []:
+        parts = urlsplit(str(uri))
+        if parts.hostname == "127.0.0.1" and parts.port:
+            return parts.port
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# The browser of a command run by a person (`call`, `tools`, `servers`): while set, a server that needs a
+# login starts it there instead of failing. `serve` never sets it.
+_browser: ContextVar[Callable[[str], object] | None] = ContextVar("manifold_oauth_browser", default=None)
+
+
+@contextmanager
+def logins_in_browser(open_browser: Callable[[str], object] = webbrowser.open) -> Iterator[None]:
+    """Within this block (and the tasks started in it), servers that need a person log in in the browser."""
+    token = _browser.set(open_browser)
+    try:
+        yield
+    finally:
+        _browser.reset(token)
+
+
 async def login(
     config: ServerConfig,
     data_dir: str | Path,
@@ -257,39 +351,7 @@ async def login(
     if auth.grant == "client_credentials":
         await connect(oauth_provider(config, data_dir))
         return
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=auth.redirect_port or 0)
-    async with listener:
-        port = listener.extra(SocketAttribute.local_port)
-        redirect_uri = f"http://127.0.0.1:{port}{_CALLBACK_PATH}"
-        storage = TokenFile(token_path(data_dir, config))
-        stored = await storage.get_client_info()
-        if stored is not None and auth.client_id is None and redirect_uri not in map(str, stored.redirect_uris or []):
-            storage.forget_client()  # registered for another port: register again for this one
-        arrived: anyio.abc.ObjectSendStream[AuthorizationCodeResult | Exception]
-        arrived, answers = anyio.create_memory_object_stream[AuthorizationCodeResult | Exception](1)
-
-        async def show_page(url: str) -> None:
-            logger.info("opening the authorization page of server %r in the browser", config.name)
-            # In a worker thread: a browser command may wait for its window, and the redirect is served here.
-            if not await anyio.to_thread.run_sync(open_browser, url):
-                print(f"Open this address in a browser to log in to {config.name!r}:\n{url}")
-
-        async def take_redirect() -> AuthorizationCodeResult:
-            with anyio.fail_after(timeout):
-                answer = await answers.receive()
-            if isinstance(answer, Exception):
-                raise answer
-            return answer
-
-        provider = oauth_provider(
-            config, data_dir, redirect_uri=redirect_uri, redirect_handler=show_page, callback_handler=take_redirect
-        )
-        async with anyio.create_task_group() as group:
-            group.start_soon(_serve_redirect, listener, arrived, config.name)
-            try:
-                await connect(provider)
-            finally:
-                group.cancel_scope.cancel()
+    await connect(oauth_provider(config, data_dir, open_browser=open_browser, timeout=timeout))
 
 
 async def login_by_name(config: Config, name: str, *, open_browser: Callable[[str], object] = webbrowser.open) -> Path:
