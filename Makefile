@@ -19,14 +19,20 @@ setup: $(STAMP)
 
 # The published npm servers and clients (server-everything, -filesystem, -memory, -sequential-thinking,
 # the TypeScript SDK, the MCP Inspector CLI), pinned in tests/node/package-lock.json, for the integration
-# tests. Installed again only when the lock file is newer than the install; without npm, or when the
-# registry does not answer, those tests are skipped with the reason.
+# tests; and the MCP conformance suite with its Node 22, pinned in tests/conformance/node. Installed again
+# only when a lock file is newer than its install; without npm, or when the registry does not answer,
+# those tests are skipped with the reason.
 node:
 	@if command -v npm >/dev/null 2>&1; then \
 		if [ ! -f $(NODE_DIR)/node_modules/.package-lock.json ] \
 			|| [ $(NODE_DIR)/package-lock.json -nt $(NODE_DIR)/node_modules/.package-lock.json ]; then \
 			( cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error ) \
 			|| echo "node: npm ci failed: the tests that need the npm servers will be skipped"; \
+		fi; \
+		if [ ! -f tests/conformance/node/node_modules/.package-lock.json ] \
+			|| [ tests/conformance/node/package-lock.json -nt tests/conformance/node/node_modules/.package-lock.json ]; then \
+			( cd tests/conformance/node && npm ci --no-audit --no-fund --loglevel=error ) \
+			|| echo "node: the conformance suite could not be installed: its test will be skipped"; \
 		fi; \
 	else echo "node/npm not found: the tests that need the npm servers will be skipped"; fi
 
@@ -84,9 +90,7 @@ bench: setup
 # suite, with the gateway as the client under test (tests/conformance/client.py). Needs npm.
 conformance: setup
 	@command -v npm >/dev/null 2>&1 || { echo "conformance: npm not found"; exit 1; }
-	@if [ ! -f tests/conformance/node/node_modules/.package-lock.json ] \
-		|| [ tests/conformance/node/package-lock.json -nt tests/conformance/node/node_modules/.package-lock.json ]; then \
-		( cd tests/conformance/node && npm ci --no-audit --no-fund --loglevel=error ); fi
+	@$(MAKE) --no-print-directory node
 	PYTHON=$(abspath $(BIN))/python tests/conformance/run.sh
 
 clean:

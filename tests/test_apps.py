@@ -138,3 +138,14 @@ async def test_an_app_server_over_http(write_config: Callable[..., Path], http_g
             assert text(await client.call_tool("tick", {"n": 5})) == "tick 5"
     finally:
         stop_process(server)
+
+
+async def test_a_restarted_gateway_declares_its_servers_extensions_at_once(write_config: Callable[..., Path]) -> None:
+    from tests.conftest import stdio_gateway
+
+    config = write_config({"apps": server_entry("apps.py")})
+    async with stdio_gateway(config, mode="auto") as first:
+        assert UI not in (first.server_capabilities.extensions or {})  # nothing started, nothing known yet
+        await first.list_tools()  # starts and lists the server; its listing (extensions too) is cached
+    async with stdio_gateway(config, mode="auto") as again:
+        assert UI in (again.server_capabilities.extensions or {})  # before the server starts this time

@@ -211,7 +211,7 @@ class McpFront:
                 on_subscriptions_listen=GatewayListenHandler(self.gateway, self._request),
             )
         # The servers' extensions (SEP-2133) are the gateway's: read at each initialize and discover.
-        server.extensions_now = lambda: merged_extensions(backend.extensions for backend in self.gateway.pool)
+        server.extensions_now = lambda: merged_extensions(self.gateway.sync.extensions())
         for method in TASK_METHODS:
             server.add_request_handler(method, _TaskParams, self._no_tasks)
         server.middleware.append(self._track_client)

@@ -597,7 +597,7 @@ class Backend:
             )
         prompts = await self._paginate("prompts/list", session.list_prompts, "prompts") if caps.prompts else []
         self.tool_count = len(tools)
-        return Listing(tools, resources, templates, prompts)
+        return Listing(tools, resources, templates, prompts, self.extensions)
 
     async def _paginate(self, action: str, method: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
         items: list[Any] = []
