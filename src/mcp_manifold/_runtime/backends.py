@@ -43,7 +43,6 @@ from mcp_manifold._errors import (
 )
 from mcp_manifold._runtime.backend_errors import translate_backend_errors
 from mcp_manifold._runtime.processes import open_stdio, telling_line
-from mcp_manifold._runtime.remote_auth import check_login, login_needed_in, oauth_provider
 from mcp_manifold._sdk import (
     accept_liberally,
     create_http_client,
@@ -181,7 +180,7 @@ class Backend:
             self._record_failure(str(exc))
             raise
         except Exception as exc:  # anything the transport raised while spawning or connecting
-            ours = login_needed_in(exc) or _first_leaf(exc)
+            ours = self._login_needed(exc) or _first_leaf(exc)
             if isinstance(ours, _HandshakeRefused):
                 self.state = "stopped"
                 raise ours from None
@@ -310,12 +309,22 @@ class Backend:
         headers = dict(config.headers)
         auth = None
         if config.auth is not None:  # OAuth: never waits for a person (see remote_auth)
-            check_login(config, self.settings.data_dir)
-            auth = oauth_provider(config, self.settings.data_dir)
+            from mcp_manifold._runtime import remote_auth  # the SDK's OAuth machinery, only for servers that use it
+
+            remote_auth.check_login(config, self.settings.data_dir)
+            auth = remote_auth.oauth_provider(config, self.settings.data_dir)
         if config.transport == "sse":
             return await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
         http_client = await stack.enter_async_context(create_http_client(headers, auth))
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
+
+    def _login_needed(self, exc: BaseException) -> BackendError | None:
+        """The "needs an OAuth login" failure somewhere in what the transport raised, for a server with OAuth."""
+        if self.config.auth is None:
+            return None
+        from mcp_manifold._runtime.remote_auth import login_needed_in
+
+        return login_needed_in(exc)
 
     def _filled_in(self, method: str, fields: tuple[str, ...]) -> None:
         new = set(fields) - self._filled_fields

@@ -32,7 +32,6 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import httpx2
 from mcp.client.auth import OAuthClientProvider
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import ValidationError
 
@@ -163,6 +162,8 @@ def oauth_provider(
     scope = " ".join(auth.scopes) or None
     storage = TokenFile(token_path(data_dir, config), _configured_client(config, redirect_uri))
     if auth.grant == "client_credentials":
+        from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+
         assert auth.client_id is not None and auth.client_secret is not None
         return ClientCredentialsOAuthProvider(
             config.url,
