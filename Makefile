@@ -19,9 +19,10 @@ setup: $(STAMP)
 
 # The published npm servers and clients (server-everything, -filesystem, -memory, -sequential-thinking,
 # the TypeScript SDK, the MCP Inspector CLI), pinned in tests/node/package-lock.json, for the integration
-# tests; and the MCP conformance suite with its Node 22, pinned in tests/conformance/node. Installed again
-# only when a lock file is newer than its install; without npm, or when the registry does not answer,
-# those tests are skipped with the reason.
+# tests; the MCP conformance suite with its Node 22, pinned in tests/conformance/node; the MCP Apps host
+# bridge and example server (ext-apps), pinned in tests/apps_host. Installed again only when a lock file is
+# newer than its install; without npm, or when the registry does not answer, those tests are skipped
+# with the reason.
 node:
 	@if command -v npm >/dev/null 2>&1; then \
 		if [ ! -f $(NODE_DIR)/node_modules/.package-lock.json ] \
@@ -33,6 +34,10 @@ node:
 			|| [ tests/conformance/node/package-lock.json -nt tests/conformance/node/node_modules/.package-lock.json ]; then \
 			( cd tests/conformance/node && npm ci --no-audit --no-fund --loglevel=error ) \
 			|| echo "node: the conformance suite could not be installed: its test will be skipped"; \
+		fi; \
+		if [ ! -f tests/apps_host/host-bridge.js ] || [ tests/apps_host/package-lock.json -nt tests/apps_host/host-bridge.js ]; then \
+			( cd tests/apps_host && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build ) \
+			|| echo "node: the MCP Apps host could not be installed: its browser test will be skipped"; \
 		fi; \
 	else echo "node/npm not found: the tests that need the npm servers will be skipped"; fi
 
@@ -94,4 +99,5 @@ conformance: setup
 	PYTHON=$(abspath $(BIN))/python tests/conformance/run.sh
 
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules tests/conformance/node/node_modules tests/conformance/results $(SERVERS_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(NODE_DIR)/node_modules tests/conformance/node/node_modules tests/conformance/results \
+		tests/apps_host/node_modules tests/apps_host/host-bridge.js $(SERVERS_VENV) .pytest_cache .ruff_cache
