@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SERVERS_VENV := tests/.venv-servers
 SERVERS_REQ  := tests/servers-requirements.txt
 
-.PHONY: demo test lint bench setup node servers browser clean
+.PHONY: demo test lint bench setup node servers browser conformance clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,14 +19,25 @@ setup: $(STAMP)
 
 # The published npm servers and clients (server-everything, -filesystem, -memory, -sequential-thinking,
 # the TypeScript SDK, the MCP Inspector CLI), pinned in tests/node/package-lock.json, for the integration
-# tests. Installed again only when the lock file is newer than the install; without npm, or when the
-# registry does not answer, those tests are skipped with the reason.
+# tests; the MCP conformance suite with its Node 22, pinned in tests/conformance/node; the MCP Apps host
+# bridge and example server (ext-apps), pinned in tests/apps_host. Installed again only when a lock file is
+# newer than its install; without npm, or when the registry does not answer, those tests are skipped
+# with the reason.
 node:
 	@if command -v npm >/dev/null 2>&1; then \
 		if [ ! -f $(NODE_DIR)/node_modules/.package-lock.json ] \
 			|| [ $(NODE_DIR)/package-lock.json -nt $(NODE_DIR)/node_modules/.package-lock.json ]; then \
 			( cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error ) \
 			|| echo "node: npm ci failed: the tests that need the npm servers will be skipped"; \
+		fi; \
+		if [ ! -f tests/conformance/node/node_modules/.package-lock.json ] \
+			|| [ tests/conformance/node/package-lock.json -nt tests/conformance/node/node_modules/.package-lock.json ]; then \
+			( cd tests/conformance/node && npm ci --no-audit --no-fund --loglevel=error ) \
+			|| echo "node: the conformance suite could not be installed: its test will be skipped"; \
+		fi; \
+		if [ ! -f tests/apps_host/host-bridge.js ] || [ tests/apps_host/package-lock.json -nt tests/apps_host/host-bridge.js ]; then \
+			( cd tests/apps_host && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build ) \
+			|| echo "node: the MCP Apps host could not be installed: its browser test will be skipped"; \
 		fi; \
 	else echo "node/npm not found: the tests that need the npm servers will be skipped"; fi
 
@@ -79,5 +90,14 @@ bench: setup
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/startup.py
 
+# The MCP conformance suite (npm @modelcontextprotocol/conformance, pinned with the Node 22 it needs in
+# tests/conformance/node): its client scenarios `initialize`, `tools_call`, `sse-retry` and the `auth`
+# suite, with the gateway as the client under test (tests/conformance/client.py). Needs npm.
+conformance: setup
+	@command -v npm >/dev/null 2>&1 || { echo "conformance: npm not found"; exit 1; }
+	@$(MAKE) --no-print-directory node
+	PYTHON=$(abspath $(BIN))/python tests/conformance/run.sh
+
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules $(SERVERS_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(NODE_DIR)/node_modules tests/conformance/node/node_modules tests/conformance/results \
+		tests/apps_host/node_modules tests/apps_host/host-bridge.js $(SERVERS_VENV) .pytest_cache .ruff_cache

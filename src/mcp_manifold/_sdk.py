@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import SimpleNamespace
@@ -137,19 +137,49 @@ async def call_tool_wire(
     return raw
 
 
+def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], None]) -> None:
+    """Make `session` read a 2026-07-28 server's answers with the meaning-fixed fields it left out filled
+    in (see `_core/interop.py`), before the SDK validates them; `on_filled(method, fields)` hears of each.
+
+    mcp 2.3.0: every request of a `ClientSession` (discovery included) goes through its private
+    `_dispatcher.send_raw_request`, whose raw answer the session then validates against the negotiated
+    version; nothing public sits between the two. Wrapped here, on this one session's dispatcher. Without
+    it (another layout) such answers fail the SDK's validation as before.
+    """
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    from mcp_manifold._core.interop import completed_result
+
+    dispatcher = getattr(session, "_dispatcher", None)
+    inner = getattr(dispatcher, "send_raw_request", None)
+    if inner is None:  # pragma: no cover - another SDK layout
+        return
+
+    async def send_raw_request(method: str, params: Any, opts: Any = None, **kwargs: Any) -> Any:
+        raw = await inner(method, params, opts, **kwargs)
+        version = getattr(session, "_negotiated_version", None)
+        if isinstance(raw, dict) and (method == "server/discover" or version in MODERN_PROTOCOL_VERSIONS):
+            raw, filled = completed_result(method, raw)
+            if filled:
+                on_filled(method, filled)
+        return raw
+
+    dispatcher.send_raw_request = send_raw_request
+
+
 # What the client a 2026-07-28 request is made for can be asked (its `sampling`, `elicitation`, `roots`
 # capabilities), set around one request by the call path; None outside any client's request.
 requesting_client: ContextVar[Mapping[str, Any] | None] = ContextVar("manifold_requesting_client", default=None)
-_ASK_CAPABILITIES = ("sampling", "elicitation", "roots")
 
 
 def stamp_requesting_client(session: Any) -> None:
     """Make a 2026-07-28 session tell the server, per request, what the client it serves can be asked.
 
     At 2026-07-28 each request carries the client's capabilities, and a server asks only what they
-    allow (with input_required, which the gateway relays to that client in its own era). One connection
-    serves many clients, so the truth differs per request: the value in `requesting_client` replaces
-    `sampling`, `elicitation` and `roots` in what the session would declare.
+    allow (with input_required, which the gateway relays to that client in its own era), and shapes its
+    answers by the client's extensions (SEP-2133). One connection serves many clients, so the truth differs
+    per request: the value in `requesting_client` replaces `sampling`, `elicitation`, `roots` and
+    `extensions` in what the session would declare.
 
     mcp 2.3.0: `ClientSession.adopt` builds a private `_stamp(data, opts)` that writes the capabilities
     of the session's callbacks into every request's `_meta` after the caller's own `_meta` is merged
@@ -157,6 +187,8 @@ def stamp_requesting_client(session: Any) -> None:
     future layout) requests declare what the session does, which is never more than the truth.
     """
     from mcp_types import CLIENT_CAPABILITIES_META_KEY
+
+    from mcp_manifold._core.clients import CLIENT_FACTS
 
     inner = getattr(session, "_stamp", None)
     if inner is None:  # pragma: no cover - another SDK layout
@@ -168,9 +200,7 @@ def stamp_requesting_client(session: Any) -> None:
         meta = data.get("params", {}).get("_meta")
         if client is None or not isinstance(meta, dict) or CLIENT_CAPABILITIES_META_KEY not in meta:
             return
-        declared = {
-            key: value for key, value in meta[CLIENT_CAPABILITIES_META_KEY].items() if key not in _ASK_CAPABILITIES
-        }
+        declared = {key: value for key, value in meta[CLIENT_CAPABILITIES_META_KEY].items() if key not in CLIENT_FACTS}
         meta[CLIENT_CAPABILITIES_META_KEY] = {**declared, **client}
 
     session._stamp = stamp
@@ -226,7 +256,7 @@ def no_deprecation_warnings() -> Iterator[None]:
 # --- HTTP clients and in-process streams -------------------------------------------------------------
 
 
-def create_http_client(headers: Mapping[str, str] | None) -> Any:
+def create_http_client(headers: Mapping[str, str] | None, auth: Any = None) -> Any:
     """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects).
 
     mcp 2.3.0: `mcp.shared._httpx_utils.create_mcp_http_client` is private; the public
@@ -234,7 +264,7 @@ def create_http_client(headers: Mapping[str, str] | None) -> Any:
     """
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    return create_mcp_http_client(headers=dict(headers) if headers else None)
+    return create_mcp_http_client(headers=dict(headers) if headers else None, auth=auth)
 
 
 def create_context_streams(item_type: Any, size: int = 0) -> tuple[Any, Any]:

@@ -23,6 +23,32 @@ from mcp_manifold._core.profiles import Profile
 Transport = Literal["stdio", "http", "sse"]
 SessionScope = Literal["shared", "client"]
 BackendProtocol = Literal["auto", "legacy", "modern"]
+OAuthGrant = Literal["authorization_code", "client_credentials"]
+
+
+@dataclass(frozen=True)
+class RemoteOAuth:
+    """How the gateway authorizes itself to a remote server with OAuth 2.1 (the SDK's client auth does
+    the protocol: discovery, PKCE, registration, scopes, refresh). `authorization_code` needs a person
+    once (`manifold auth login NAME`); `client_credentials` is machine to machine."""
+
+    grant: OAuthGrant = "authorization_code"
+    client_id: str | None = None  # a pre-registered client; none: dynamic registration (or the metadata URL)
+    client_secret: str | None = field(default=None, repr=False)
+    scopes: tuple[str, ...] = ()  # none: what the server's challenge or metadata asks for
+    issuer: str | None = None  # the authorization server the client credentials belong to
+    client_metadata_url: str | None = None  # a client ID metadata document (an https URL), instead of registering
+    redirect_port: int | None = None  # the loopback port of the login's redirect (none: any free one)
+
+    def identity(self) -> dict[str, Any]:
+        """What defines the authorization, less the secret (shown in status, hashed into the fingerprint)."""
+        return {
+            "grant": self.grant,
+            "client_id": self.client_id,
+            "scopes": list(self.scopes),
+            "issuer": self.issuer,
+            "client_metadata_url": self.client_metadata_url,
+        }
 
 
 @dataclass(frozen=True)
@@ -68,6 +94,7 @@ class ServerConfig:
     # auto: MCP 2026-07-28 if the server answers server/discover, else the initialize handshake;
     # legacy: the handshake only; modern: 2026-07-28 only.
     protocol: BackendProtocol = "auto"
+    auth: RemoteOAuth | None = None  # OAuth to a remote server (url transports only)
     # The environment variables this entry's `${VAR}`s took their values from, by name: wherever the
     # server is shown, such a value reads `${VAR}`. Not part of what the server is (identity()).
     expanded: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False, repr=False)
@@ -90,7 +117,7 @@ class ServerConfig:
             "cwd": self.cwd,
             "url": self.url,
             "headers": dict(self.headers),
-        }
+        } | ({"auth": self.auth.identity()} if self.auth is not None else {})
 
     def fingerprint(self) -> str:
         """A short stable hash of `identity()`, to tell whether a server must be restarted."""

@@ -197,6 +197,9 @@ def secret_values(config: Redactable) -> list[str]:
             values.update(_url_secrets(url))  # and the parts a URL argument hides
     if config.url:
         values.update(_url_secrets(config.url))
+    auth = getattr(config, "auth", None)
+    if auth is not None and auth.client_secret:
+        values.add(auth.client_secret)
     # Longest first, so a token inside a longer secret does not leave the rest showing.
     return sorted((value for value in values if len(value) >= _MIN_SECRET), key=len, reverse=True)
 

@@ -12,7 +12,15 @@ from collections.abc import Callable, Mapping
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
-from mcp_manifold._config.model import BackendProtocol, ServerConfig, SessionScope, ToolFilter, Transport
+from mcp_manifold._config.model import (
+    BackendProtocol,
+    OAuthGrant,
+    RemoteOAuth,
+    ServerConfig,
+    SessionScope,
+    ToolFilter,
+    Transport,
+)
 from mcp_manifold._config.problems import Invalid, Problems, kind, unknown
 from mcp_manifold._config.values import (
     as_bool,
@@ -50,6 +58,17 @@ SERVER_FIELDS = (
     "cache_ttl",
     "session_scope",
     "protocol",
+    "auth",
+)
+_AUTH_FIELDS = (
+    "type",
+    "grant",
+    "client_id",
+    "client_secret",
+    "scopes",
+    "issuer",
+    "client_metadata_url",
+    "redirect_port",
 )
 
 
@@ -152,6 +171,63 @@ def _text_map(value: Any, key: str) -> dict[str, str]:
     return result
 
 
+def _oauth(value: Any) -> RemoteOAuth:
+    """`auth: {type: oauth, grant?, client_id?, client_secret?, scopes?, issuer?, client_metadata_url?,
+    redirect_port?}`: OAuth to a remote server, checked field by field."""
+    if not isinstance(value, Mapping):
+        raise Invalid(f"must be a mapping such as {{'type': 'oauth'}}, not {kind(value)}")
+    for key in value:
+        if key not in _AUTH_FIELDS:
+            raise Invalid(unknown("field", str(key), _AUTH_FIELDS), f"auth.{key}")
+    if value.get("type") != "oauth":
+        raise Invalid(f"must be 'oauth' (the only kind of auth there is), not {value.get('type')!r}", "auth.type")
+    grant = value.get("grant", "authorization_code")
+    if grant not in get_args(OAuthGrant):
+        raise Invalid(
+            f"must be 'authorization_code' (a person logs in once) or 'client_credentials', not {grant!r}", "auth.grant"
+        )
+    fields: dict[str, Any] = {"grant": grant}
+    for key in ("client_id", "client_secret"):
+        if key in value:
+            fields[key] = _auth_field(value[key], key, _non_empty)
+    if grant == "client_credentials" and not (fields.get("client_id") and fields.get("client_secret")):
+        raise Invalid("the client_credentials grant needs 'client_id' and 'client_secret'", "auth")
+    if "client_secret" in fields and "client_id" not in fields:
+        raise Invalid("a 'client_secret' needs its 'client_id'", "auth.client_id")
+    if "scopes" in value:
+        scopes = value["scopes"]
+        scopes = scopes.split() if isinstance(scopes, str) else scopes
+        if not isinstance(scopes, list) or not all(isinstance(scope, str) and scope for scope in scopes):
+            raise Invalid(
+                f"must be a list of scope names (or one space-separated string), not {kind(scopes)}", "auth.scopes"
+            )
+        fields["scopes"] = tuple(scopes)
+    if "issuer" in value:
+        fields["issuer"] = _auth_field(value["issuer"], "issuer", _http_url)
+    if "client_metadata_url" in value:
+        url = _auth_field(value["client_metadata_url"], "client_metadata_url", _non_empty)
+        parts = urlsplit(url)
+        if parts.scheme != "https" or parts.path in ("", "/"):
+            raise Invalid(
+                f"must be an https URL with a path (a client ID metadata document), not {url!r}",
+                "auth.client_metadata_url",
+            )
+        fields["client_metadata_url"] = url
+    if "redirect_port" in value:
+        port = _auth_field(value["redirect_port"], "redirect_port", as_int)
+        if not 1 <= port <= 65535:
+            raise Invalid(f"must be a port number from 1 to 65535, not {port}", "auth.redirect_port")
+        fields["redirect_port"] = port
+    return RemoteOAuth(**fields)
+
+
+def _auth_field(value: Any, key: str, convert: Callable[[Any], Any]) -> Any:
+    try:
+        return convert(value)
+    except Invalid as exc:
+        raise Invalid(str(exc), f"auth.{key}") from None
+
+
 def _tool_filter(value: Any) -> ToolFilter:
     if not isinstance(value, Mapping):
         raise Invalid(f"must be a mapping with 'include' and/or 'exclude' lists, not {kind(value)}")
@@ -212,7 +288,10 @@ def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Probl
         "cache_ttl": read.get("cache_ttl", checked(as_float, non_negative)),
         "session_scope": read.get("session_scope", _session_scope, "shared"),
         "protocol": read.get("protocol", _protocol, "auto"),
+        "auth": read.get("auth", _oauth),
     }
+    if config["auth"] is not None and transport == "stdio":
+        problems.add(name, "auth", "OAuth is for servers reached by 'url' (http or sse); a stdio server gets 'env'")
     if transport is None or len(problems.items) > before:
         return None
     return ServerConfig(name=name, transport=transport, expanded=expanded, **config)

@@ -11,10 +11,11 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import mcp_types as types
 
+from mcp_manifold._core.apps import app_uri, callable_by_app, for_app_only, meta_with_exposed_app
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.naming import assign_names, namespace_uri, sanitize_prefix, split_uri
 from mcp_manifold._core.suggestions import did_you_mean, quoted
@@ -77,6 +78,10 @@ class Catalog:
         self.reserved_names = frozenset(reserved_names)
         self._listings: dict[str, _Backend] = {}
         self._tools: dict[str, ToolEntry] = {}
+        # MCP Apps (core/apps.py): tools for their app only (callable, never listed), and the tools an app
+        # may call by its own server's name (the original name, when one app server alone has it).
+        self._app_only: dict[str, ToolEntry] = {}
+        self._app_names: dict[str, ToolEntry] = {}
         self._prompts: dict[str, tuple[types.Prompt, Route]] = {}
         self._resources: dict[str, tuple[types.Resource, Route]] = {}
         self._templates: list[tuple[types.ResourceTemplate, str]] = []
@@ -136,11 +141,23 @@ class Catalog:
                     origin[key] = (server, tool)
         names = assign_names(owners, self.separator, self.reserved_names)
         tools: dict[str, ToolEntry] = {}
+        app_only: dict[str, ToolEntry] = {}
+        by_app_name: dict[str, list[ToolEntry]] = {}
+        app_servers = {server for server, tool in origin.values() if app_uri(tool.meta)}
         for key, exposed_name in names.items():
             server, tool = origin[key]
-            exposed = tool.model_copy(update={"name": exposed_name})
-            tools[exposed_name] = ToolEntry(exposed, server, tool, content_hash(exposed), uri_parameters(tool))
+            update: dict[str, Any] = {"name": exposed_name}
+            meta = meta_with_exposed_app(tool.meta, lambda uri, prefix=key[0]: namespace_uri(prefix, uri))
+            if meta is not None:
+                update["meta"] = meta
+            exposed = tool.model_copy(update=update)
+            entry = ToolEntry(exposed, server, tool, content_hash(exposed), uri_parameters(tool))
+            (app_only if for_app_only(tool.meta) else tools)[exposed_name] = entry
+            if server in app_servers and callable_by_app(tool.meta):
+                by_app_name.setdefault(tool.name, []).append(entry)
         self._tools = dict(sorted(tools.items()))
+        self._app_only = app_only
+        self._app_names = {name: entries[0] for name, entries in by_app_name.items() if len(entries) == 1}
 
     def _build_prompts(self) -> None:
         owners: list[tuple[str, str]] = []
@@ -176,7 +193,7 @@ class Catalog:
             return hashlib.sha256("".join(content_hash(item) for item in items).encode()).hexdigest()
 
         return {
-            "tools": digest(entry.exposed for entry in self._tools.values()),
+            "tools": digest(entry.exposed for entry in [*self._tools.values(), *self._app_only.values()]),
             "prompts": digest(prompt for prompt, _ in self._prompts.values()),
             "resources": digest([*(r for r, _ in self._resources.values()), *(t for t, _ in self._templates)]),
         }
@@ -203,17 +220,21 @@ class Catalog:
         return [template for template, _ in self._templates]
 
     def tool(self, name: str) -> ToolEntry:
-        entry = self._tools.get(name)
+        entry = self.entry(name)
         if entry is None:
             raise NotFound(f"unknown tool {quoted(name)}{did_you_mean(name, self._tools)}")
         return entry
 
     def entry(self, name: str) -> ToolEntry | None:
-        """The exposed tool `name`, or None (the cheap lookup, for hot paths)."""
-        return self._tools.get(name)
+        """The exposed tool `name`, or None (the cheap lookup, for hot paths). Also a tool for its app only,
+        and a tool an app names as its own server does (a name no listed tool has)."""
+        entry = self._tools.get(name)
+        if entry is None and (self._app_only or self._app_names):
+            entry = self._app_only.get(name) or self._app_names.get(name)
+        return entry
 
     def has_tool(self, name: str) -> bool:
-        return name in self._tools
+        return self.entry(name) is not None
 
     def route_tool(self, name: str) -> Route:
         entry = self.tool(name)
@@ -274,4 +295,6 @@ def uri_parameters(tool: types.Tool) -> tuple[str, ...]:
 
 def unknown_resource(uri: str) -> NotFound:
     """The error for a URI that no server exposes, with the shape exposed URIs have."""
-    return NotFound(f"unknown resource {uri!r}: exposed URIs look like '<prefix>+<original uri>'")
+    return NotFound(
+        f"unknown resource {uri!r}: exposed URIs look like '<prefix>+<original uri>' (an app's: 'ui://<prefix>+<rest>')"
+    )

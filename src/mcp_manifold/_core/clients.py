@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
@@ -38,6 +38,19 @@ def at_least(level: types.LoggingLevel, threshold: types.LoggingLevel | None) ->
 def most_verbose(levels: list[types.LoggingLevel | None]) -> types.LoggingLevel:
     """The lowest of `levels` (None counts as "debug": a client that set none gets every level)."""
     return min((level or "debug" for level in levels), key=LOG_LEVELS.index, default="debug")
+
+
+CLIENT_FACTS = ("sampling", "elicitation", "roots", "extensions")  # what `Caller.askable` may hold
+
+
+def merged_extensions(maps: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """The extensions several servers declared, as one map (identifier -> settings): every identifier any
+    of them declared, with the settings of the first that did (what the gateway tells its clients)."""
+    merged: dict[str, Any] = {}
+    for extensions in maps:
+        for identifier, settings in (extensions or {}).items():
+            merged.setdefault(identifier, settings)
+    return merged
 
 
 def asks_of(capabilities: types.ClientCapabilities | None) -> frozenset[Ask]:
@@ -115,8 +128,15 @@ class Caller:
     @property
     def askable(self) -> Mapping[str, Any]:
         """The same, as 2026-07-28 client capabilities (`sampling`, `elicitation`, `roots`): what a server is
-        told it may ask, since the gateway relays such questions to this client in its own era."""
+        told it may ask, since the gateway relays such questions to this client in its own era; and the
+        client's `extensions` (SEP-2133), which a server reads to shape its answers (an Apps server sends
+        its app only to a client that renders apps)."""
         return self._ask_facts()[1]
+
+    @property
+    def extensions(self) -> Mapping[str, Any] | None:
+        """The extensions this client declared (identifier -> settings), None when none."""
+        return self._ask_facts()[1].get("extensions")
 
     # Worked out once per capabilities object rather than on every call that reads them.
     _asks_of: tuple[Any, frozenset[Ask], Mapping[str, Any]] | None = None
@@ -127,7 +147,10 @@ class Caller:
         if known is None or known[0] is not capabilities:
             asks = asks_of(capabilities)
             dumped = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True) if capabilities else {}
-            known = self._asks_of = (capabilities, asks, MappingProxyType({ask: dumped[ask] for ask in asks}))
+            told: dict[str, Any] = {ask: dumped[ask] for ask in asks}
+            if dumped.get("extensions"):
+                told["extensions"] = dumped["extensions"]
+            known = self._asks_of = (capabilities, asks, MappingProxyType(told))
         return known[1], known[2]
 
     def on_close(self, callback: Callable[[], object]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import mcp_types as types
 
@@ -21,6 +22,8 @@ class Listing:
     resources: list[types.Resource] = field(default_factory=list)
     templates: list[types.ResourceTemplate] = field(default_factory=list)
     prompts: list[types.Prompt] = field(default_factory=list)
+    # The extensions (SEP-2133) the server declared, kept with its lists so that a warm start knows them.
+    extensions: dict[str, Any] | None = None
 
     def tool(self, name: str) -> types.Tool | None:
         return next((tool for tool in self.tools if tool.name == name), None)

@@ -13,6 +13,9 @@ Resource URIs become `{prefix}+{original_uri}`: reading `git+file:///repo/README
 `git` as `file:///repo/README`. Prefixes never contain `+`, so the first `+` splits them back.
 When the original URI has a scheme, the result is still a valid URI (`git+file` is a valid scheme
 when the prefix is letters, digits, `-` or `.`).
+
+An MCP Apps resource (`ui://...`) keeps its scheme, since hosts render only `ui://` resources: the prefix
+goes inside it, `ui://clock/app.html` of server `apps` becomes `ui://apps+clock/app.html`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ MAX_NAME_LENGTH = 64
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _HASH_LENGTHS = (6, 10, 16)
 URI_SEPARATOR = "+"
+UI_SCHEME = "ui://"
 
 
 def sanitize(text: str) -> str:
@@ -96,11 +100,18 @@ def namespace_uri(prefix: str, uri: str) -> str:
     """The exposed form of a resource URI or URI template."""
     if not prefix:
         return uri
+    if uri.startswith(UI_SCHEME):
+        return f"{UI_SCHEME}{sanitize_prefix(prefix)}{URI_SEPARATOR}{uri.removeprefix(UI_SCHEME)}"
     return f"{sanitize_prefix(prefix)}{URI_SEPARATOR}{uri}"
 
 
 def split_uri(exposed: str) -> tuple[str, str] | None:
     """Split an exposed URI into (prefix, original URI), or None if it carries no prefix."""
+    if exposed.startswith(UI_SCHEME):
+        prefix, sep, rest = exposed.removeprefix(UI_SCHEME).partition(URI_SEPARATOR)
+        if not sep or not prefix or not NAME_PATTERN.match(prefix):
+            return None
+        return prefix, UI_SCHEME + rest
     prefix, sep, rest = exposed.partition(URI_SEPARATOR)
     if not sep or not prefix or not NAME_PATTERN.match(prefix):
         return None

@@ -6,7 +6,8 @@ a call through the gateway cost (bench/overhead.py), and for such a result they 
 the fast lane asks for the server's answer as it came (checked by the SDK's validator for the
 protocol version), and `wire_result` keeps it that way when nothing on the call path needs models
 for it: not an error (those are scrubbed of secrets), no resource links or embedded resources (their
-URIs are rewritten), no questions (`input_required`). Anything else becomes the model as before.
+URIs are rewritten), no questions (`input_required`), no app named in `_meta` (its URI is rewritten
+too). Anything else becomes the model as before.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 
 import mcp_types as types
 
+from mcp_manifold._core.apps import names_an_app
 from mcp_manifold._core.results import drop_server_stamp, meta_without_server_stamp
 
 _PLAIN_BLOCKS = frozenset({"text", "image", "audio"})
@@ -53,6 +55,7 @@ def wire_result(raw: Mapping[str, Any]) -> WireResult | types.CallToolResult | t
         and all(_plain_block(block) for block in content)
         and _RESULT_KEYS.issuperset(raw)  # other fields, and explicit nulls, are the models' to drop
         and None not in raw.values()
+        and not names_an_app(raw.get("_meta"))  # its app's URI is rewritten
     )
     if not plain:
         return drop_server_stamp(types.CallToolResult.model_validate(raw, by_name=False))

@@ -27,7 +27,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types import SERVER_INFO_META_KEY, methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_manifold._core.clients import Caller, ListKind, Request, at_least, undeclared
+from mcp_manifold._core.clients import Caller, ListKind, Request, at_least, merged_extensions, undeclared
 from mcp_manifold._core.wire import WireResult
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._front.identity import request_identity
@@ -212,6 +212,8 @@ class McpFront:
                 on_completion=self._complete,
                 on_subscriptions_listen=GatewayListenHandler(self.gateway, self._request),
             )
+        # The servers' extensions (SEP-2133) are the gateway's: read at each initialize and discover.
+        server.extensions_now = lambda: merged_extensions(self.gateway.sync.extensions())
         for method in TASK_METHODS:
             server.add_request_handler(method, _TaskParams, self._no_tasks)
         server.middleware.append(self._track_client)
@@ -261,7 +263,8 @@ class McpFront:
         return self.server.server_info_stamp  # the SDK's copy; the lane only ever serializes it
 
     def initialization_options(self) -> Any:
-        return self.server.create_initialization_options()
+        """None: the SDK then builds them at each `initialize`, with the servers' extensions known by then."""
+        return None
 
     @property
     def latest_caller(self) -> Caller:
@@ -441,6 +444,19 @@ class _GatewayServer(Server[Any]):
     ) -> Any:
         everything = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
         return super().create_initialization_options(notification_options or everything, *args, **kwargs)
+
+    extensions_now: Callable[[], dict[str, Any]] = staticmethod(dict)  # type: ignore[assignment]
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> types.ServerCapabilities:
+        if extensions is None:
+            extensions = self.extensions_now() or None
+        return super().get_capabilities(notification_options, experimental_capabilities, extensions, **kwargs)
 
 
 class _quiet:

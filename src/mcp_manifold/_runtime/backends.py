@@ -43,7 +43,13 @@ from mcp_manifold._errors import (
 )
 from mcp_manifold._runtime.backend_errors import translate_backend_errors
 from mcp_manifold._runtime.processes import open_stdio, telling_line
-from mcp_manifold._sdk import create_http_client, negotiate, no_deprecation_warnings, stamp_requesting_client
+from mcp_manifold._sdk import (
+    accept_liberally,
+    create_http_client,
+    negotiate,
+    no_deprecation_warnings,
+    stamp_requesting_client,
+)
 from mcp_manifold._version import __version__
 
 logger = logging.getLogger(__name__)
@@ -82,6 +88,10 @@ class Backend:
         # may ask, and (under `protocol: auto`) how a stdio server is opened, follow from it.
         self.client = client
         self.declared: frozenset[Ask] = NO_ASKS
+        self.declared_extensions: dict[str, Any] | None = None  # the client extensions the session declared
+        # The extensions the server declared (SEP-2133), kept from its latest start (the gateway's own
+        # capabilities offer the union of them).
+        self.extensions: dict[str, Any] | None = None
         # The one client this session serves (a per-client session), who answers what the server asks
         # outside any call; None for a shared session.
         self.owner: weakref.ref[Caller] | None = None
@@ -115,6 +125,7 @@ class Backend:
         # Learned: the handshake asked for first failed (a 2026-07-28-only server), so discovery comes first.
         self._discover_first = False
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
+        self._filled_fields: set[str] = set()  # fields this server leaves out of its answers (logged once)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -169,7 +180,7 @@ class Backend:
             self._record_failure(str(exc))
             raise
         except Exception as exc:  # anything the transport raised while spawning or connecting
-            ours = _first_leaf(exc)
+            ours = self._login_needed(exc) or _first_leaf(exc)
             if isinstance(ours, _HandshakeRefused):
                 self.state = "stopped"
                 raise ours from None
@@ -212,6 +223,7 @@ class Backend:
                 stack.callback(watchers.cancel_scope.cancel)
                 read, write = await self._open_transport(stack, watchers)
                 declared = self.declare()
+                declared_extensions = self.declare_extensions()
                 # The SDK declares a capability for each callback it is given: give only the declared ones.
                 session = await stack.enter_async_context(
                     ClientSession(
@@ -223,8 +235,10 @@ class Backend:
                         logging_callback=self._on_log,
                         message_handler=self._on_message,
                         client_info=_CLIENT_INFO,
+                        extensions=declared_extensions,
                     )
                 )
+                accept_liberally(session, self._filled_in)
                 protocol = self.opening_protocol()
                 try:
                     with anyio.fail_after(self.settings.init_timeout):
@@ -250,6 +264,9 @@ class Backend:
                     ) from exc
                 self._session = session
                 self.declared = declared
+                self.declared_extensions = declared_extensions
+                capabilities = session.server_capabilities
+                self.extensions = dict(capabilities.extensions) if capabilities and capabilities.extensions else None
                 self.protocol_version = session.protocol_version
                 self.server_info = session.server_info
                 if self.modern:
@@ -290,10 +307,35 @@ class Backend:
             return streams
         assert config.url is not None
         headers = dict(config.headers)
+        auth = None
+        if config.auth is not None:  # OAuth: never waits for a person (see remote_auth)
+            from mcp_manifold._runtime import remote_auth  # the SDK's OAuth machinery, only for servers that use it
+
+            remote_auth.check_login(config, self.settings.data_dir)
+            auth = remote_auth.oauth_provider(config, self.settings.data_dir)
         if config.transport == "sse":
-            return await stack.enter_async_context(sse_client(config.url, headers=headers or None))
-        http_client = await stack.enter_async_context(create_http_client(headers))
+            return await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
+        http_client = await stack.enter_async_context(create_http_client(headers, auth))
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
+
+    def _login_needed(self, exc: BaseException) -> BackendError | None:
+        """The "needs an OAuth login" failure somewhere in what the transport raised, for a server with OAuth."""
+        if self.config.auth is None:
+            return None
+        from mcp_manifold._runtime.remote_auth import login_needed_in
+
+        return login_needed_in(exc)
+
+    def _filled_in(self, method: str, fields: tuple[str, ...]) -> None:
+        new = set(fields) - self._filled_fields
+        if new:
+            self._filled_fields |= new
+            logger.info(
+                "server %r answers %s without %s; read as the 2026-07-28 schema means their absence",
+                self.name,
+                method,
+                ", ".join(sorted(new)),
+            )
 
     def _on_stderr_line(self, line: str) -> None:
         # Scrubbed as it arrives: a server may echo its own token, which must never be shown.
@@ -407,6 +449,13 @@ class Backend:
         client = self.client()
         return client.asks if client is not None else NO_ASKS
 
+    def declare_extensions(self) -> dict[str, Any] | None:
+        """The client extensions the session declares, by the rule of `declare`: those of the one client it
+        serves, none for a session shared by several. (At 2026-07-28 each request declares its own client's.)"""
+        client = self.client()
+        extensions = client.extensions if client is not None else None
+        return dict(extensions) if extensions else None
+
     def opening_protocol(self) -> str:
         """How the next session opens: `legacy`, `modern`, `auto` (discovery first, then the handshake),
         or `handshake-first` (then discovery, in a new connection).
@@ -439,7 +488,7 @@ class Backend:
         if self.state != "ready":
             return
         reopen = self.modern and self.opening_protocol() == "handshake-first"
-        if self.declared != self.declare() or reopen:
+        if self.declared != self.declare() or self.declared_extensions != self.declare_extensions() or reopen:
             logger.info("server %r: restarting to speak to it as its client does", self.name)
             await self.stop()
 
@@ -557,7 +606,7 @@ class Backend:
             )
         prompts = await self._paginate("prompts/list", session.list_prompts, "prompts") if caps.prompts else []
         self.tool_count = len(tools)
-        return Listing(tools, resources, templates, prompts)
+        return Listing(tools, resources, templates, prompts, self.extensions)
 
     async def _paginate(self, action: str, method: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
         items: list[Any] = []

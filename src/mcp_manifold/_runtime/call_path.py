@@ -39,6 +39,7 @@ import mcp_types as types
 from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
+from mcp_manifold._core.apps import meta_with_exposed_app
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.programs import ProgramReport
@@ -462,9 +463,14 @@ class CallPath:
         }
 
     def _exposed_uris(self, target: Target, result: types.CallToolResult) -> types.CallToolResult:
-        """A tool's resource links and embedded resources name URIs the client can read back."""
-        content = with_exposed_uris(list(result.content), self._exposer(target))
-        return result if content is None else result.model_copy(update={"content": content})
+        """A tool's resource links, embedded resources and app (`_meta.ui`) name URIs the client can read back."""
+        exposer = self._exposer(target)
+        update: dict[str, Any] = {}
+        if (content := with_exposed_uris(list(result.content), exposer)) is not None:
+            update["content"] = content
+        if (meta := meta_with_exposed_app(result.meta, exposer)) is not None:
+            update["meta"] = meta
+        return result.model_copy(update=update) if update else result
 
     def _exposer(self, target: Target) -> Callable[[str], str]:
         return lambda uri: self._catalog.exposed_uri(target.server, uri)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -47,6 +48,7 @@ class CatalogSync:
         self._starting: dict[str, anyio.Event] = {}  # eager backends being started in the background
         self._lock = anyio.Lock()
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._remembered: set[str] = set()  # servers whose cached extensions were looked up
 
     def attach(self, task_group: anyio.abc.TaskGroup) -> None:
         """Where background re-listings run (the gateway's task group)."""
@@ -86,6 +88,18 @@ class CatalogSync:
             await self.refresh_one(name)
         finally:
             self._starting.pop(name).set()
+
+    def extensions(self) -> list[dict[str, Any] | None]:
+        """The extensions each enabled server declared: as it runs, else as its cached listing remembers
+        (a server not started yet, under `serve`), so a client's first `initialize` hears of them."""
+        found = []
+        for backend in self.pool:
+            if backend.extensions is None and self.serving and backend.name not in self._remembered:
+                self._remembered.add(backend.name)
+                listing = self.cache.load(backend.config) if backend.state != "disabled" else None
+                backend.extensions = listing.extensions if listing is not None else None
+            found.append(backend.extensions)
+        return found
 
     def _list_from_cache(self, name: str) -> bool:
         """Fill the catalog from `name`'s cached listing and re-list it in the background."""

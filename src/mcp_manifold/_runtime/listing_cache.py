@@ -58,7 +58,8 @@ class ListingCache:
         except (OSError, ValueError, KeyError, TypeError, ValidationError, AttributeError) as exc:
             logger.debug("ignoring unreadable cached listing %s: %s", path, exc)
             return None
-        return Listing(**items)  # type: ignore[arg-type]
+        extensions = data.get("extensions")
+        return Listing(**items, extensions=extensions if isinstance(extensions, dict) else None)  # type: ignore[arg-type]
 
     def save(self, config: ServerConfig, listing: Listing) -> None:
         data: dict[str, Any] = {"format": _FORMAT, "server": config.name}
@@ -66,6 +67,8 @@ class ListingCache:
             data[field] = [
                 item.model_dump(by_alias=True, mode="json", exclude_none=True) for item in getattr(listing, field)
             ]
+        if listing.extensions:
+            data["extensions"] = listing.extensions
         path = self._path(config)
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)

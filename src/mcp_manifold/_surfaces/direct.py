@@ -11,6 +11,7 @@ from typing import Any
 import mcp_types as types
 
 from mcp_manifold._core.clients import Request
+from mcp_manifold._core.naming import sanitize_prefix
 from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import (
     Target,
@@ -31,6 +32,21 @@ class DirectSurface(Surface):
 
     def owns_tool(self, request: Request, name: str) -> bool:
         return self.host.view(request).has_tool(name)
+
+    def unknown_tool_hint(self, request: Request, name: str) -> str | None:
+        # A tool of a server that could not start (one that needs an OAuth login, say): say why, and what to do.
+        view = self.host.view(request)
+        separator = self.host.settings.separator
+        for server, config in self.host.servers.items():
+            prefix = config.exposed_prefix
+            if not view.may_use_server(server) or not (
+                prefix and name.startswith(f"{sanitize_prefix(prefix)}{separator}")
+            ):
+                continue
+            status = self.host.backend_status(server)
+            if status.state == "failed" and status.last_error:
+                return f"server {server!r} is not available: {status.last_error}"
+        return None
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         target = tool_target(self.host.view(request), name, self.name)

@@ -1,0 +1,430 @@
+"""OAuth to remote servers: the gateway as an OAuth client, with the SDK's client auth doing the protocol.
+
+`mcp.client.auth` does discovery (RFC 9728 protected-resource metadata, RFC 8414 authorization-server
+metadata), PKCE, dynamic registration or a client ID metadata document, scope selection and step-up,
+and refresh; `ClientCredentialsOAuthProvider` the client-credentials grant. This module gives them what
+they need from the gateway: a token file per server in the data dir (0600; tokens are never logged or
+shown), the server's `auth` config, and for the authorization-code grant a person: `login` opens the
+browser (Python's `webbrowser`, so `BROWSER` is honoured) and takes the redirect on a loopback port.
+
+`serve` never waits for a person: a server whose authorization needs one fails to start at once, with
+the command to run in its last error (`manifold servers`) and in the tool error a client gets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import logging
+import re
+import socket
+import sys
+import threading
+import webbrowser
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from pydantic import ValidationError
+
+from mcp_manifold._config import Config, ServerConfig
+from mcp_manifold._errors import BackendStartError, InvalidRequest, ManifoldError, NotFound
+from mcp_manifold._files import atomic_write
+
+logger = logging.getLogger(__name__)
+
+_CALLBACK_PATH = "/callback"
+_CLIENT_NAME = "mcp-manifold"
+
+
+def login_command(server: str) -> str:
+    return f"manifold auth login {server}"
+
+
+class LoginNeeded(BackendStartError):
+    """A server's authorization needs a person (no tokens yet, or they can no longer be refreshed)."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__(server, f"needs an OAuth login: run `{login_command(server)}`")
+
+
+# --- the token file -----------------------------------------------------------------------------------
+
+
+def token_path(data_dir: str | Path, config: ServerConfig) -> Path:
+    """Where `config`'s tokens live: one file per server name and URL (a new URL never reuses old tokens)."""
+    key = hashlib.sha256(f"{config.name}\0{config.url}".encode()).hexdigest()[:12]
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", config.name)[:40]
+    return Path(data_dir) / "oauth" / f"{safe}-{key}.json"
+
+
+class TokenFile:
+    """The SDK's `TokenStorage` on one JSON file (0600, in a 0700 folder): the tokens and the registered client."""
+
+    def __init__(self, path: Path, configured_client: OAuthClientInformationFull | None = None) -> None:
+        self.path = path
+        self._configured = configured_client  # a pre-registered client from the config, used when none is stored
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            logger.warning("ignoring unreadable OAuth token file %s: %s", self.path, type(exc).__name__)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write(self, key: str, value: dict[str, Any]) -> None:
+        data = self._read()
+        data[key] = value
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write(self.path, json.dumps(data))
+
+    async def get_tokens(self) -> OAuthToken | None:
+        try:
+            raw = self._read().get("tokens")
+            return OAuthToken.model_validate(raw) if raw else None
+        except ValidationError:
+            return None
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self._write("tokens", tokens.model_dump(mode="json", exclude_none=True))
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        try:
+            raw = self._read().get("client")
+            return OAuthClientInformationFull.model_validate(raw) if raw else self._configured
+        except ValidationError:
+            return self._configured
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._write("client", client_info.model_dump(mode="json", exclude_none=True))
+
+    def stored_client(self) -> OAuthClientInformationFull | None:
+        """The client registered earlier (not the configured one), if any."""
+        try:
+            raw = self._read().get("client")
+            return OAuthClientInformationFull.model_validate(raw) if raw else None
+        except ValidationError:
+            return None
+
+    def has_tokens(self) -> bool:
+        tokens = self._read().get("tokens")
+        return isinstance(tokens, dict) and bool(tokens.get("access_token") or tokens.get("refresh_token"))
+
+
+# --- the SDK's providers, set up from the config ---------------------------------------------------------
+
+
+def _configured_client(config: ServerConfig, redirect_uri: str) -> OAuthClientInformationFull | None:
+    auth = config.auth
+    if auth is None or auth.client_id is None:
+        return None
+    return OAuthClientInformationFull(
+        client_id=auth.client_id,
+        client_secret=auth.client_secret,
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        grant_types=["authorization_code", "refresh_token"],
+        token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
+        client_name=_CLIENT_NAME,
+    )
+
+
+def oauth_provider(
+    config: ServerConfig,
+    data_dir: str | Path,
+    *,
+    open_browser: Callable[[str], object] | None = None,
+    timeout: float = 300.0,
+) -> httpx2.Auth:
+    """The SDK's OAuth client for `config` (which has `auth`), its tokens in the data dir. A flow that needs
+    a person opens `open_browser`, or the browser of `logins_in_browser`; with neither (the gateway
+    serving) it stops at once with `LoginNeeded`."""
+    auth = config.auth
+    assert auth is not None and config.url is not None
+    storage = TokenFile(token_path(data_dir, config))
+    browser = open_browser or _browser.get()
+    person = None
+    if browser is not None and auth.grant == "authorization_code":
+        # The port the client was registered with, if it was: its redirect URI must stay the same.
+        port = auth.redirect_port or _loopback_port(storage.stored_client())
+        person = BrowserLogin(config.name, port, browser, timeout)
+    redirect_uri = person.redirect_uri if person is not None else f"http://127.0.0.1{_CALLBACK_PATH}"
+    scope = " ".join(auth.scopes) or None
+    storage = TokenFile(token_path(data_dir, config), _configured_client(config, redirect_uri))
+    if auth.grant == "client_credentials":
+        from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+
+        assert auth.client_id is not None and auth.client_secret is not None
+        return ClientCredentialsOAuthProvider(
+            config.url,
+            storage,
+            auth.client_id,
+            auth.client_secret,
+            token_endpoint_auth_method="client_secret_basic",
+            scope=scope,
+            issuer=auth.issuer,
+        )
+
+    async def no_person(_url: str) -> None:
+        raise LoginNeeded(config.name)
+
+    async def no_callback() -> AuthorizationCodeResult:
+        raise LoginNeeded(config.name)  # pragma: no cover - the redirect handler stops first
+
+    metadata = OAuthClientMetadata(
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
+        client_name=_CLIENT_NAME,
+        scope=scope,
+    )
+    return OAuthClientProvider(
+        config.url,
+        metadata,
+        storage,
+        redirect_handler=person.show_page if person is not None else no_person,
+        callback_handler=person.take_redirect if person is not None else no_callback,
+        client_metadata_url=auth.client_metadata_url,
+    )
+
+
+def check_login(config: ServerConfig, data_dir: str | Path) -> None:
+    """Raise `LoginNeeded` when `config`'s server needs a person before the gateway can connect and none is
+    at hand: the authorization-code grant with no tokens stored (checked before connecting, so `serve`
+    never waits), outside `logins_in_browser`."""
+    auth = config.auth
+    needs_person = auth is not None and auth.grant == "authorization_code" and _browser.get() is None
+    if needs_person and not TokenFile(token_path(data_dir, config)).has_tokens():
+        raise LoginNeeded(config.name)
+
+
+def login_needed_in(exc: BaseException) -> LoginNeeded | None:
+    """The `LoginNeeded` somewhere in `exc` (a transport wraps what its auth raised in groups and causes)."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, LoginNeeded):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                stack.append(linked)
+    return None
+
+
+async def open_once(config: ServerConfig, auth: httpx2.Auth) -> None:
+    """Open a session to `config`'s server with `auth` (which runs the OAuth flow on the first 401), then close it."""
+    from contextlib import AsyncExitStack
+
+    from mcp.client.session import ClientSession
+    from mcp.client.sse import sse_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from mcp_manifold._sdk import create_http_client, negotiate
+
+    assert config.url is not None
+    headers = dict(config.headers)
+    async with AsyncExitStack() as stack:
+        if config.transport == "sse":
+            read, write = await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
+        else:
+            http = await stack.enter_async_context(create_http_client(headers, auth))
+            read, write = await stack.enter_async_context(streamable_http_client(config.url, http_client=http))
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await negotiate(session, config.protocol)
+
+
+# --- the login: a browser and a loopback redirect --------------------------------------------------------
+
+
+class BrowserLogin:
+    """One person's login: the authorization page in the browser, the redirect taken on a loopback port.
+
+    The port is chosen when the login is set up (the redirect URI goes into the client's registration),
+    listened on from the moment the page opens (a redirect that comes early waits in the backlog), and
+    closed once the redirect has come.
+    """
+
+    def __init__(
+        self, server: str, port: int | None, open_browser: Callable[[str], object], timeout: float = 300.0
+    ) -> None:
+        self.server = server
+        self.port = port or _free_port()
+        self.redirect_uri = f"http://127.0.0.1:{self.port}{_CALLBACK_PATH}"
+        self._open_browser = open_browser
+        self._timeout = timeout
+        self._listener: Any = None
+
+    async def show_page(self, url: str) -> None:
+        self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
+        logger.info("opening the authorization page of server %r in the browser", self.server)
+        # In a thread of its own, not awaited: a browser command may wait until its page is done, and the
+        # page ends on the redirect, which `take_redirect` serves.
+        threading.Thread(target=self._open, args=(url,), daemon=True, name="manifold-oauth-browser").start()
+
+    def _open(self, url: str) -> None:
+        try:
+            opened = self._open_browser(url)
+        except Exception:  # no usable browser: the person can still open the address
+            opened = False
+        if not opened:
+            print(f"Open this address in a browser to log in to {self.server!r}:\n{url}", file=sys.stderr)
+
+    async def take_redirect(self) -> AuthorizationCodeResult:
+        listener, self._listener = self._listener, None
+        if listener is None:  # pragma: no cover - the SDK always shows the page first
+            raise RuntimeError("the authorization page was never opened")
+        arrived, answers = anyio.create_memory_object_stream[AuthorizationCodeResult | Exception](1)
+        async with listener, anyio.create_task_group() as group:
+            group.start_soon(_serve_redirect, listener, arrived, self.server)
+            try:
+                with anyio.fail_after(self._timeout):
+                    answer = await answers.receive()
+            finally:
+                group.cancel_scope.cancel()
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _loopback_port(client: OAuthClientInformationFull | None) -> int | None:
+    for uri in (client.redirect_uris or []) if client is not None else []:
+        parts = urlsplit(str(uri))
+        if parts.hostname == "127.0.0.1" and parts.port:
+            return parts.port
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# The browser of a command run by a person (`call`, `tools`, `servers`): while set, a server that needs a
+# login starts it there instead of failing. `serve` never sets it.
+_browser: ContextVar[Callable[[str], object] | None] = ContextVar("manifold_oauth_browser", default=None)
+
+
+@contextmanager
+def logins_in_browser(open_browser: Callable[[str], object] = webbrowser.open) -> Iterator[None]:
+    """Within this block (and the tasks started in it), servers that need a person log in in the browser."""
+    token = _browser.set(open_browser)
+    try:
+        yield
+    finally:
+        _browser.reset(token)
+
+
+async def login(
+    config: ServerConfig,
+    data_dir: str | Path,
+    connect: Callable[[httpx2.Auth], Awaitable[None]] | None = None,
+    *,
+    open_browser: Callable[[str], object] = webbrowser.open,
+    timeout: float = 300.0,
+) -> None:
+    """Authorize the gateway to `config`'s server as a person: for the authorization-code grant, open the
+    authorization page in the browser and take the redirect on a loopback port; for client credentials,
+    no person is needed. `connect(auth)` opens a session to the server with that auth (the SDK runs the
+    flow on the server's first 401); the tokens it gets are stored for the gateway to use."""
+    auth = config.auth
+    if auth is None:
+        raise ValueError(f"server {config.name!r} has no 'auth' in its config: there is nothing to log in to")
+    if connect is None:
+        connect = lambda provider: open_once(config, provider)  # noqa: E731
+    if auth.grant == "client_credentials":
+        await connect(oauth_provider(config, data_dir))
+        return
+    await connect(oauth_provider(config, data_dir, open_browser=open_browser, timeout=timeout))
+
+
+async def login_by_name(config: Config, name: str, *, open_browser: Callable[[str], object] = webbrowser.open) -> Path:
+    """`manifold auth login NAME`: log the gateway in to the configured server `name`; returns where its
+    tokens are kept. A name that is not configured, or a server without `auth`, is a clear error."""
+    server = config.servers.get(name)
+    if server is None:
+        known = ", ".join(sorted(n for n, s in config.servers.items() if s.auth is not None)) or "none"
+        raise NotFound(f"no server {name!r} in the config (servers with OAuth: {known})")
+    if server.auth is None:
+        raise InvalidRequest(f"server {name!r} has no 'auth' in its config: add {{'type': 'oauth'}} to log in to it")
+    try:
+        await login(server, config.settings.data_dir, open_browser=open_browser)
+    except TimeoutError:
+        raise ManifoldError(f"no answer from the browser: the login to {name!r} was not completed") from None
+    except ManifoldError:
+        raise
+    except Exception as exc:  # the OAuth flow's own errors (refused, mismatched state, unreachable server)
+        raise ManifoldError(server.scrub(f"the login to {name!r} failed: {_first_words(exc)}")) from None
+    return token_path(config.settings.data_dir, server)
+
+
+def _first_words(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+
+
+async def _serve_redirect(
+    listener: Any, arrived: anyio.abc.ObjectSendStream[AuthorizationCodeResult | Exception], server: str
+) -> None:
+    """Answer requests on the loopback port until the one that carries the authorization response."""
+
+    async def handle(stream: Any) -> None:
+        async with stream:
+            try:
+                with anyio.fail_after(10):
+                    head = await _read_head(stream)
+            except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                return
+            target = head.split(" ", 2)[1] if head.count(" ") >= 2 else "/"
+            parts = urlsplit(target)
+            if parts.path != _CALLBACK_PATH:
+                await _answer(stream, 404, "Not found.")
+                return
+            query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+            if "error" in query:
+                words = query.get("error_description") or query["error"]
+                await _answer(stream, 400, f"The authorization server refused: {words}. You can close this window.")
+                await arrived.send(RuntimeError(f"the authorization server refused the login: {words}"))
+                return
+            if "code" not in query:
+                await _answer(stream, 400, "No authorization code in this address.")
+                return
+            await _answer(stream, 200, f"mcp-manifold is authorized to {server!r}. You can close this window.")
+            await arrived.send(
+                AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
+            )
+
+    await listener.serve(handle)
+
+
+async def _read_head(stream: Any) -> str:
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < 16384:
+        data += await stream.receive()
+    return data.split(b"\r\n", 1)[0].decode("latin-1")
+
+
+async def _answer(stream: Any, status: int, text: str) -> None:
+    body = f"<!doctype html><meta charset=utf-8><title>mcp-manifold</title><p>{html.escape(text)}</p>".encode()
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}[status]
+    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/html; charset=utf-8\r\n"
+    head += f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    await stream.send(head.encode() + body)

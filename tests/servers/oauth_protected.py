@@ -1,0 +1,183 @@
+"""oauth_protected: an MCP server behind OAuth 2.1 bearer tokens, with its own tiny authorization server.
+
+Built on the SDK's `mcp.server.auth` (protected-resource metadata, authorization-server metadata, dynamic
+registration, authorize, token with PKCE, refresh) over an in-memory provider that approves every
+authorization at once (no login page: the redirect carries the code straight away). The token endpoint
+also takes the client-credentials grant for the pre-registered client `machine` / `machine-secret` (the
+SDK's token handler does not). Tool `whoami` answers the client id the call's token was issued to.
+HTTP only: ``python tests/servers/oauth_protected.py --http PORT`` (``http://127.0.0.1:PORT/mcp``).
+Every token it ever issued is printed to stderr as ``issued <client_id>`` (never the token itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import secrets
+import sys
+import time
+from typing import Any
+from urllib.parse import parse_qs
+
+import _common  # noqa: F401  (first: this folder has a numbers.py that shadows the standard one)
+import uvicorn
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    RefreshToken,
+    construct_redirect_uri,
+)
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from starlette.responses import JSONResponse
+
+MACHINE = ("machine", "machine-secret")
+
+
+class InstantApproval:
+    """An authorization server that says yes to everyone, in memory."""
+
+    def __init__(self) -> None:
+        self.clients: dict[str, OAuthClientInformationFull] = {}
+        self.codes: dict[str, AuthorizationCode] = {}
+        self.access: dict[str, AccessToken] = {}
+        self.refresh: dict[str, RefreshToken] = {}
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        self.clients[client_info.client_id] = client_info
+
+    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        code = secrets.token_urlsafe(16)
+        self.codes[code] = AuthorizationCode(
+            code=code,
+            scopes=params.scopes or [],
+            expires_at=time.time() + 300,
+            client_id=client.client_id,
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
+        )
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+
+    async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
+        return self.codes.get(code)
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, code: AuthorizationCode
+    ) -> OAuthToken:
+        self.codes.pop(code.code, None)
+        return self.issue(client.client_id, code.scopes, code.resource, refresh=True)
+
+    async def load_refresh_token(self, client: OAuthClientInformationFull, token: str) -> RefreshToken | None:
+        return self.refresh.get(token)
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
+        self.refresh.pop(token.token, None)
+        return self.issue(client.client_id, scopes or token.scopes, token.resource, refresh=True)
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        return self.access.get(token)
+
+    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        self.access.pop(token.token, None)
+        self.refresh.pop(token.token, None)
+
+    def issue(self, client_id: str, scopes: list[str], resource: str | None, *, refresh: bool) -> OAuthToken:
+        access = secrets.token_urlsafe(24)
+        self.access[access] = AccessToken(
+            token=access, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + 3600, resource=resource
+        )
+        refresh_token = None
+        if refresh:
+            refresh_token = secrets.token_urlsafe(24)
+            self.refresh[refresh_token] = RefreshToken(
+                token=refresh_token, client_id=client_id, scopes=scopes, resource=resource
+            )
+        print(f"issued {client_id}", file=sys.stderr, flush=True)
+        return OAuthToken(
+            access_token=access, expires_in=3600, scope=" ".join(scopes) or None, refresh_token=refresh_token
+        )
+
+
+def client_credentials(provider: InstantApproval, app: Any) -> Any:
+    """The ASGI app with the client-credentials grant added to its token endpoint."""
+
+    async def gated(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/token" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        form = {key: values[0] for key, values in parse_qs(body.decode()).items()}
+        if form.get("grant_type") != "client_credentials":
+            sent = False
+
+            async def replay() -> dict[str, Any]:
+                nonlocal sent
+                if sent:
+                    return {"type": "http.disconnect"}
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await app(scope, replay, send)
+            return
+        client_id, secret = form.get("client_id"), form.get("client_secret")
+        headers = dict(scope["headers"])
+        basic = headers.get(b"authorization", b"").decode()
+        if basic.startswith("Basic "):
+            client_id, _, secret = base64.b64decode(basic[6:]).decode().partition(":")
+        if (client_id, secret) != MACHINE:
+            response = JSONResponse({"error": "invalid_client"}, status_code=401)
+        else:
+            scopes = (form.get("scope") or "").split()
+            token = provider.issue(client_id, scopes, form.get("resource"), refresh=False)
+            response = JSONResponse(token.model_dump(exclude_none=True), headers={"Cache-Control": "no-store"})
+        await response(scope, receive, send)
+
+    return gated
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--http", type=int, required=True, metavar="PORT")
+    port = parser.parse_args().http
+    base = f"http://127.0.0.1:{port}"
+    provider = InstantApproval()
+    server = MCPServer(
+        "oauth_protected",
+        version="1.0.0",
+        log_level="WARNING",
+        auth_server_provider=provider,
+        auth=AuthSettings(
+            issuer_url=base,
+            resource_server_url=f"{base}/mcp",
+            client_registration_options=ClientRegistrationOptions(enabled=True),
+        ),
+    )
+
+    @server.tool()
+    def whoami() -> str:
+        """The client id the call's access token was issued to."""
+        token = get_access_token()
+        return token.client_id if token is not None else "nobody"
+
+    app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+    uvicorn.run(client_credentials(provider, app), host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""MCP Apps (the `io.modelcontextprotocol/ui` extension) and client extensions (SEP-2133) through the gateway."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.extension import advertise
+
+from tests.conftest import server_entry
+
+pytestmark = pytest.mark.anyio
+
+UI = "io.modelcontextprotocol/ui"
+APP_MIME = "text/html;profile=mcp-app"
+
+
+def apps_client() -> dict[str, Any]:
+    """Client arguments that declare MCP Apps support (what an Apps host declares)."""
+    return {"extensions": [advertise(UI, {"mimeTypes": [APP_MIME]})]}
+
+
+def text(result: Any) -> str:
+    return result.content[0].text
+
+
+@pytest.mark.parametrize("server_era", ["modern", "legacy"])
+async def test_the_clients_extensions_reach_the_server(
+    connect: Any, write_config: Callable[..., Path], server_era: str
+) -> None:
+    # A session-era server's session is told a client's extensions when it serves that client alone: over
+    # stdio always, over HTTP with `session_scope: client` (a session-era client has a session of its own).
+    config = write_config({"apps": server_entry("apps.py", "--era", server_era, session_scope="client")})
+    shared_for_all = server_era == "legacy" and connect.transport == "http" and connect.mode == "auto"
+    async with connect(config, **apps_client()) as client:
+        answer = text(await client.call_tool("apps_show_clock", {}))
+        assert answer == ("apps: no" if shared_for_all else "apps: yes")
+    async with connect(config) as client:
+        assert text(await client.call_tool("apps_show_clock", {})) == "apps: no"
+
+
+async def test_the_servers_extensions_are_the_gateways(
+    write_config: Callable[..., Path], http_gateway: Callable[..., str]
+) -> None:
+    from mcp import Client
+
+    config = write_config({"apps": server_entry("apps.py")})
+    url = http_gateway(config)
+    # Extensions are a 2026-07-28 capability (the SDK drops them from a 2025-11-25 answer): a 2026 client sees them.
+    async with Client(url, mode="auto") as first:
+        assert UI not in (first.server_capabilities.extensions or {})  # lazy: not started yet
+        await first.call_tool("apps_plain", {"text": "x"})
+    async with Client(url, mode="auto") as later:
+        assert UI in (later.server_capabilities.extensions or {})
+
+
+async def test_an_app_through_the_gateway(connect: Any, write_config: Callable[..., Path]) -> None:
+    config = write_config({"apps": server_entry("apps.py")})
+    exposed = "ui://apps+clock/app.html"  # the prefix inside the ui:// URI: hosts render only ui:// resources
+    async with connect(config, **apps_client()) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert "apps_tick" not in tools and "tick" not in tools  # for its app only: not shown to the model
+        assert tools["apps_show_clock"].meta == {"ui": {"resourceUri": exposed}}
+        assert tools["apps_plain"].meta is None
+
+        listed = {str(resource.uri): resource for resource in (await client.list_resources()).resources}
+        assert listed[exposed].mime_type == APP_MIME
+        read = await client.read_resource(exposed)
+        (contents,) = read.contents
+        assert str(contents.uri) == exposed
+        assert contents.mime_type == APP_MIME
+        assert contents.meta == {
+            "ui": {"csp": {"connectDomains": ["https://time.example"]}, "permissions": {"clipboardWrite": {}}}
+        }
+        assert "clock app" in contents.text  # type: ignore[union-attr]
+
+        shown = await client.call_tool("apps_show_clock", {})
+        assert text(shown) == "apps: yes"
+        assert shown.meta is not None and shown.meta["ui"] == {"resourceUri": exposed}
+
+        # The app calls its tools by the gateway's names or by its own server's.
+        assert text(await client.call_tool("apps_tick", {"n": 2})) == "tick 2"
+        assert text(await client.call_tool("tick", {"n": 3})) == "tick 3"
+        missing = await client.call_tool("tock", {})
+        assert missing.is_error and "unknown tool" in text(missing)
+
+
+def test_an_app_uri_keeps_its_scheme_and_comes_back() -> None:
+    from mcp_manifold._core.naming import namespace_uri, split_uri
+
+    exposed = namespace_uri("apps", "ui://clock/app.html")
+    assert exposed == "ui://apps+clock/app.html"
+    assert split_uri(exposed) == ("apps", "ui://clock/app.html")
+    assert split_uri("ui://clock/app.html") is None  # no prefix: the server's own URI
+    assert namespace_uri("", "ui://clock/app.html") == "ui://clock/app.html"
+
+
+def test_app_meta_is_rewritten_and_visibility_read() -> None:
+    from mcp_manifold._core.apps import callable_by_app, for_app_only, meta_with_exposed_app
+
+    def exposed(uri: str) -> str:
+        return "X" + uri
+
+    meta = {"ui": {"resourceUri": "ui://a/b", "visibility": ["app"]}, "ui/resourceUri": "ui://a/b", "k": 1}
+    assert meta_with_exposed_app(meta, exposed) == {
+        "ui": {"resourceUri": "Xui://a/b", "visibility": ["app"]},
+        "ui/resourceUri": "Xui://a/b",
+        "k": 1,
+    }
+    assert meta_with_exposed_app({"k": 1}, exposed) is None
+    assert for_app_only(meta) and callable_by_app(meta)
+    assert not for_app_only({"ui": {"visibility": ["model", "app"]}}) and not for_app_only(None)
+    assert not callable_by_app({"ui": {"visibility": ["model"]}}) and callable_by_app(None)
+
+
+async def test_an_app_server_over_http(write_config: Callable[..., Path], http_gateway: Callable[..., str]) -> None:
+    import subprocess
+    import sys
+
+    from mcp import Client
+
+    from tests.conftest import SERVERS, free_port, stop_process, wait_for_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(SERVERS / "apps.py"), "--http", str(port)], start_new_session=True)
+    try:
+        wait_for_port(port, server)
+        config = write_config({"apps": {"url": f"http://127.0.0.1:{port}/mcp"}})
+        async with Client(http_gateway(config), mode="auto", **apps_client()) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            assert tools["apps_show_clock"].meta == {"ui": {"resourceUri": "ui://apps+clock/app.html"}}
+            assert "apps_tick" not in tools
+            read = await client.read_resource("ui://apps+clock/app.html")
+            assert read.contents[0].mime_type == APP_MIME
+            assert text(await client.call_tool("apps_show_clock", {})) == "apps: yes"
+            assert text(await client.call_tool("tick", {"n": 5})) == "tick 5"
+    finally:
+        stop_process(server)
+
+
+async def test_a_restarted_gateway_declares_its_servers_extensions_at_once(write_config: Callable[..., Path]) -> None:
+    from tests.conftest import stdio_gateway
+
+    config = write_config({"apps": server_entry("apps.py")})
+    async with stdio_gateway(config, mode="auto") as first:
+        assert UI not in (first.server_capabilities.extensions or {})  # nothing started, nothing known yet
+        await first.list_tools()  # starts and lists the server; its listing (extensions too) is cached
+    async with stdio_gateway(config, mode="auto") as again:
+        assert UI in (again.server_capabilities.extensions or {})  # before the server starts this time

@@ -1,0 +1,171 @@
+"""OAuth to remote servers: the SDK's client auth against a real authorization server on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from mcp.shared.auth import OAuthToken
+
+from mcp_manifold._config import load_config, parse_config_data
+from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._errors import ManifoldError
+from mcp_manifold._runtime.gateway import Gateway
+from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, logins_in_browser, token_path
+from tests.conftest import SERVERS, free_port, stdio_gateway, stop_process, wait_for_port
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def protected() -> Iterator[str]:
+    """The OAuth-protected fixture server; yields its base URL (its MCP endpoint is <base>/mcp)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVERS / "oauth_protected.py"), "--http", str(port)], start_new_session=True
+    )
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(process)
+
+
+def text(result: Any) -> str:
+    return result.content[0].text
+
+
+def token_files(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "data" / "oauth").glob("*.json"))
+
+
+async def test_client_credentials_end_to_end(protected: str, write_config: Callable[..., Path], tmp_path: Path) -> None:
+    auth = {"type": "oauth", "grant": "client_credentials", "client_id": "machine", "client_secret": "machine-secret"}
+    config = write_config({"remote": {"url": f"{protected}/mcp", "auth": {**auth, "issuer": protected}}})
+    async with stdio_gateway(config, mode="auto") as client:
+        assert text(await client.call_tool("remote_whoami", {})) == "machine"
+    (stored,) = token_files(tmp_path)
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert json.loads(stored.read_text())["tokens"]["access_token"]
+
+
+async def test_serve_never_waits_for_a_login(protected: str, write_config: Callable[..., Path], tmp_path: Path) -> None:
+    config = write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth"}}})
+    async with stdio_gateway(config, mode="auto") as client:
+        refused = await client.call_tool("remote_whoami", {})
+        assert refused.is_error
+        assert "needs an OAuth login: run `manifold auth login remote`" in text(refused)
+    assert token_files(tmp_path) == []
+
+
+async def test_a_person_logs_in_once_with_the_browser(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    config = write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth", "scopes": ["read"]}}})
+    # What `manifold auth login remote` runs, with a browser that follows the redirect by itself.
+    program = (
+        "import anyio, sys\n"
+        "from mcp_manifold._config import load_config\n"
+        "from mcp_manifold._runtime.remote_auth import login_by_name\n"
+        "print(anyio.run(login_by_name, load_config(sys.argv[1]), 'remote'))\n"
+    )
+    env = {**os.environ, "BROWSER": f"{sys.executable} {SERVERS / 'fake_browser.py'} %s"}
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(config)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (stored,) = token_files(tmp_path)
+    assert done.stdout.strip() == str(stored)
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    saved = json.loads(stored.read_text())
+    assert saved["tokens"]["access_token"] not in done.stdout + done.stderr  # never shown
+    registered = saved["client"]["client_id"]  # registered dynamically, for the loopback redirect
+    assert saved["tokens"]["refresh_token"]
+    async with stdio_gateway(config, mode="auto") as client:
+        assert text(await client.call_tool("remote_whoami", {})) == registered
+
+
+@pytest.mark.parametrize(
+    ("auth", "words"),
+    [
+        ({"type": "oauth", "grant": "client_credentials", "client_id": "a"}, "needs 'client_id' and 'client_secret'"),
+        ({"type": "basic"}, "auth.type"),
+        ({"type": "oauth", "scope": "a"}, "did you mean 'scopes'"),
+        ({"type": "oauth", "redirect_port": 0}, "from 1 to 65535"),
+        ({"type": "oauth", "client_metadata_url": "http://example.com/c"}, "https URL with a path"),
+        ({"type": "oauth", "client_secret": "s3cret-value"}, "needs its 'client_id'"),
+        ("oauth", "must be a mapping"),
+    ],
+)
+def test_bad_auth_entries_are_named(auth: Any, words: str) -> None:
+    with pytest.raises(Exception) as raised:
+        parse_config_data({"mcpServers": {"r": {"url": "http://127.0.0.1:9/mcp", "auth": auth}}}, source="t.json")
+    assert words in str(raised.value) and "server 'r'" in str(raised.value)
+    assert "s3cret-value" not in str(raised.value)
+
+
+def test_oauth_is_for_remote_servers_and_its_secret_is_never_shown() -> None:
+    with pytest.raises(Exception, match="OAuth is for servers reached by 'url'"):
+        parse_config_data({"mcpServers": {"r": {"command": "x", "auth": {"type": "oauth"}}}}, source="t.json")
+    auth = {"type": "oauth", "grant": "client_credentials", "client_id": "machine", "client_secret": "s3cret-value"}
+    config = parse_config_data({"mcpServers": {"r": {"url": "http://127.0.0.1:9/mcp", "auth": auth}}}, source="t")
+    server = config.servers["r"]
+    assert "s3cret-value" not in json.dumps(server.redacted()) and "s3cret-value" not in repr(server)
+    assert server.scrub("token request failed for s3cret-value") == "token request failed for ***"
+
+
+async def test_login_names_what_is_wrong(write_config: Callable[..., Path]) -> None:
+    config = load_config(write_config({"plain": {"url": "http://127.0.0.1:9/mcp"}}))
+    with pytest.raises(ManifoldError, match="no server 'nope' in the config"):
+        await login_by_name(config, "nope")
+    with pytest.raises(ManifoldError, match="server 'plain' has no 'auth'"):
+        await login_by_name(config, "plain")
+
+
+async def test_tokens_the_server_no_longer_takes_ask_for_a_login_without_waiting(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    # Stored tokens the authorization server does not know (it restarted): the SDK's flow would need a person.
+    port = free_port()
+    config = write_config({"remote": {"url": f"http://127.0.0.1:{port}/mcp", "auth": {"type": "oauth"}}})
+    loaded = load_config(config)
+    stored = TokenFile(token_path(loaded.settings.data_dir, loaded.servers["remote"]))
+    await stored.set_tokens(OAuthToken(access_token="forgotten-access", refresh_token="forgotten-refresh"))
+    process = subprocess.Popen(
+        [sys.executable, str(SERVERS / "oauth_protected.py"), "--http", str(port)], start_new_session=True
+    )
+    try:
+        wait_for_port(port, process)
+        async with stdio_gateway(config, mode="auto") as client:
+            refused = await client.call_tool("remote_whoami", {})
+            assert refused.is_error
+            assert "needs an OAuth login: run `manifold auth login remote`" in text(refused), text(refused)
+    finally:
+        stop_process(process)
+
+
+async def test_a_command_run_by_a_person_logs_in_when_it_connects(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    # `manifold call` / `tools` / `servers`: no separate login step, the browser opens when the server asks.
+    config = load_config(write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth"}}}))
+    opened: list[str] = []
+
+    def browser(url: str) -> bool:
+        opened.append(url)
+        return httpx.get(url, follow_redirects=True, timeout=30).status_code == 200
+
+    with logins_in_browser(browser):
+        async with Gateway(config) as gateway:
+            answer = await gateway.call_tool_by_name(Request(Caller("cli")), "remote_whoami", {})
+    assert len(opened) == 1 and "code_challenge=" in opened[0]
+    assert not answer.is_error and text(answer) not in ("nobody", "machine")
+    assert len(token_files(tmp_path)) == 1
