@@ -35,6 +35,7 @@ import mcp_types as types
 from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
+from mcp_manifold._core.arguments import encoding_problem
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.result_cache import ResultCache
@@ -269,8 +270,13 @@ class CallPath:
         outcome: Outcome = "ok"
         error: str | None = None
         waited: float | None = None
-        result = self._cache.lookup(target.server, target.name, arguments)
-        if result is not None:
+        # Input no wire can carry is refused here, after the policy (so a hidden name still reads like a
+        # missing one) and before the backend, whose connection it would end for every caller.
+        error = encoding_problem(arguments) if arguments else None
+        result = tool_error(error) if error is not None else self._cache.lookup(target.server, target.name, arguments)
+        if error is not None:
+            outcome = "error"
+        elif result is not None:
             outcome = "cached"
         else:
             arguments = self._internal_uris(target, arguments)
@@ -487,6 +493,8 @@ class CallPath:
         it; `target.name` as its server does). A server that offers no completions completes nothing."""
 
         async def complete(backend: Backend) -> types.CompleteResult:
+            if context and (problem := encoding_problem(context, "context argument")) is not None:
+                raise InvalidRequest(problem)
             if backend.state == "ready" and not backend.offers_completions():
                 return types.CompleteResult(completion=types.Completion(values=[]))
             original = (
@@ -537,6 +545,7 @@ class CallPath:
         if policy is not None:
             self._admit(policy, request, kind, target, started, arguments, checked_as, hooks)
         try:
+            _refuse_unencodable(kind, target, arguments)
             backend = self.backend(target.server, request)
             result = await work(backend)
         except ManifoldError as exc:
@@ -570,6 +579,16 @@ class CallPath:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
                 logger.exception("call observer failed")
+
+
+def _refuse_unencodable(kind: CallKind, target: Target, arguments: Any) -> None:
+    """A read's URI, a prompt's or a completion's arguments that no wire can carry: a clear error, not a
+    broken connection to the server."""
+    problem = encoding_problem(target.name, "uri") if kind == "resource" else None
+    if problem is None and arguments:
+        problem = encoding_problem(arguments)
+    if problem is not None:
+        raise InvalidRequest(problem)
 
 
 def _json_size(value: Any) -> int | None:
