@@ -1,0 +1,78 @@
+"""What to answer a line that is not a JSON-RPC message the SDK can read: an error, never silence.
+
+The SDK's reader (pydantic's JSON parser) refuses some lines outright: malformed JSON, nesting past
+its limit, a lone surrogate in a string (`"\\ud800"`), a batch, an object that is no JSON-RPC message.
+Over stdio it then answers nothing, and the client waits on that request forever. JSON-RPC says to
+answer a parse error (id null) or an invalid request (its id, when one can be read), so the stdio
+front does, with a message saying what was wrong. Notifications and responses get no answer, as the
+protocol says. Plain code: the front writes what this returns.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+
+from mcp_manifold._core.arguments import encoding_problem
+
+
+def unreadable_line_answer(line: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error answering `line`, which the SDK could not read; None when nothing is due."""
+    try:
+        message = json.loads(line)
+    except RecursionError:
+        return _error(None, types.PARSE_ERROR, "Parse error: the message is nested too deeply")
+    except ValueError:
+        return _error(None, types.PARSE_ERROR, "Parse error: the message is not valid JSON")
+    if isinstance(message, list):
+        return _error(None, types.INVALID_REQUEST, "Invalid request: batches are not supported")
+    if not isinstance(message, dict):
+        return _error(None, types.INVALID_REQUEST, "Invalid request: a JSON-RPC message is a JSON object")
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str) or encoding_problem(request_id):
+        request_id = None  # an id that cannot be echoed back: JSON-RPC answers with null
+    if "method" not in message:
+        return None  # a response (or something like one): answering it could start a loop
+    if request_id is None:
+        if "id" not in message:
+            return None  # a notification gets no answer, even a bad one
+        return _error(None, types.INVALID_REQUEST, f"Invalid request: {_id_problem(message['id'])}")
+    return _error(request_id, types.INVALID_REQUEST, f"Invalid request: {_what_is_wrong(message)}")
+
+
+def misread_request_answer(line: bytes) -> dict[str, Any] | None:
+    """The error for a line the SDK read as a notification although it has an `id` (of a type JSON-RPC
+    does not allow, such as `1.5` or `null`): a request, which would otherwise go unanswered."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    return _error(None, types.INVALID_REQUEST, f"Invalid request: {_id_problem(message['id'])}")
+
+
+def _id_problem(request_id: Any) -> str:
+    if isinstance(request_id, str):
+        return encoding_problem(request_id, "'id'") or "'id' is not usable"
+    return "'id' must be a string or an integer"
+
+
+def _what_is_wrong(message: dict[str, Any]) -> str:
+    params = message.get("params")
+    arguments = params.get("arguments") if isinstance(params, dict) else None
+    problem = encoding_problem(arguments) if isinstance(arguments, dict) else None
+    problem = problem or encoding_problem(message, "field")
+    if problem is not None:
+        return problem
+    if message.get("jsonrpc") != "2.0":
+        return "'jsonrpc' must be \"2.0\""
+    if not isinstance(message.get("method"), str):
+        return "'method' must be a string"
+    return "the message does not fit JSON-RPC 2.0"
+
+
+def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
