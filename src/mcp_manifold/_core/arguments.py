@@ -71,21 +71,22 @@ _SHOWN_PATH = 120  # characters of a path an error message shows
 _Place = tuple[Any, str] | None
 
 
-def encoding_problem(value: Any, name: str = "argument") -> str | None:
+def encoding_problem(value: Any, name: str = "argument", max_depth: int = MAX_DEPTH) -> str | None:
     """Why `value` cannot be sent to a server as UTF-8 JSON, naming the first bad place; None if it can.
 
     What a JSON parser in Python lets through but no wire can carry: a lone surrogate in a string or a
     key (`"\\ud800"`), a number that is not finite (`NaN`, `1e400`), and nesting deeper than
-    `MAX_DEPTH`. `name` starts the message (`argument 'text' is not valid Unicode: ...`). The walk is
+    `max_depth`. `name` starts the message (`argument 'text' is not valid Unicode: ...`). The walk is
     iterative, so a value of any depth is checked in bounded stack.
     """
-    if _sendable(value, 0):  # the common case, quickly; the walk finds the place to name
+    # Depth counts down, so a check of a message around arguments can allow for its own levels.
+    if _sendable(value, MAX_DEPTH - max_depth):  # the common case, quickly; the walk names the place
         return None
-    return _first_problem(value, name)
+    return _first_problem(value, name, MAX_DEPTH - max_depth)
 
 
-def _first_problem(value: Any, name: str) -> str | None:
-    pending: list[tuple[_Place, Any, int]] = [(None, value, 0)]
+def _first_problem(value: Any, name: str, start_depth: int = 0) -> str | None:
+    pending: list[tuple[_Place, Any, int]] = [(None, value, start_depth)]
     while pending:
         place, item, depth = pending.pop()
         if isinstance(item, str):
@@ -97,7 +98,7 @@ def _first_problem(value: Any, name: str) -> str | None:
                 return f"{_named(name, place)} is not a finite number (JSON has no NaN or Infinity)"
         elif isinstance(item, dict | list):
             if depth >= MAX_DEPTH:
-                return f"{_named(name, place)} is nested deeper than {MAX_DEPTH} levels"
+                return f"{_named(name, place)} is nested deeper than {MAX_DEPTH - start_depth} levels"
             children: list[tuple[_Place, Any, int]] = []
             if isinstance(item, list):
                 children = [((place, f"[{index}]"), child, depth + 1) for index, child in enumerate(item)]
@@ -130,7 +131,7 @@ def _sendable(item: Any, depth: int) -> bool:
     if kind is float:
         return item - item == 0.0  # false for NaN and the infinities
     # A subclass (never what a JSON parser makes) takes the walk.
-    return not isinstance(item, str | dict | list | float) or _first_problem(item, "") is None
+    return not isinstance(item, str | dict | list | float) or _first_problem(item, "", depth) is None
 
 
 _PLAIN = frozenset({int, bool, type(None)})

@@ -1,0 +1,183 @@
+"""Bad input from one caller never reaches a backend, nor anyone else's calls (issue 21, finding 3).
+
+A lone surrogate (`"\\ud800"`) in a tool's arguments used to end the stdio server's process: the SDK's
+writer to the server cannot encode it, so the connection ended, and every call in flight on it failed
+with "the server closed the connection". Each surface that takes its arguments as a JSON string
+(proxy, dispatch, retrieve, hub) lets such a string through any transport; the stdio fast lane lets it
+through for a direct tool. The call path now refuses it with an error naming the argument.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp_manifold._config import load_config
+from mcp_manifold._core.arguments import MAX_DEPTH, encoding_problem
+from mcp_manifold._errors import InvalidRequest
+from mcp_manifold._runtime.gateway import Gateway
+from tests.conftest import server_entry
+from tests.raw_wire import RawStdio, live_backends
+
+SURFACES = ["direct", "proxy", "dispatch", "retrieve", "hub"]
+# The arguments as a JSON string, as models often send them: valid Unicode on the wire, a lone surrogate
+# once parsed.
+SURROGATE_ARGS = '{"text": "\\ud800"}'
+REFUSED = "argument 'text' is not valid Unicode: lone surrogate at position 0"
+
+
+def config(write_config: Any, tmp_path: Path, surfaces: list[str] = SURFACES) -> Path:
+    return write_config(
+        {"kitchen": server_entry("kitchen.py")},
+        {"expose": surfaces, "discovery_dir": str(tmp_path / "instances")},
+    )
+
+
+def text_of(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+SURFACE_CALLS = {
+    "proxy": ("proxy", {"action": "call", "type": "tool", "path": "kitchen_echo", "args": SURROGATE_ARGS}),
+    "dispatch": ("proxy-dispatch", {"action": "call", "tool": "echo", "arguments": SURROGATE_ARGS}),
+    "retrieve": ("call_tool", {"name": "kitchen_echo", "args": SURROGATE_ARGS}),
+    "hub": ("instances_call", {"instance_id": "kitchen", "tool": "echo", "arguments": SURROGATE_ARGS}),
+}
+
+
+@pytest.mark.anyio
+async def test_a_lone_surrogate_is_refused_on_every_surface_and_the_server_keeps_serving(
+    connect: Any, write_config: Any, tmp_path: Path
+) -> None:
+    async with connect(config(write_config, tmp_path)) as client:
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "before"})) == "before"
+        slow: dict[str, Any] = {}
+
+        async def in_flight() -> None:  # another call on the same server while the bad ones come in
+            slow["result"] = await client.call_tool("kitchen_slow", {"seconds": 2})
+
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(in_flight)
+            await anyio.sleep(0.3)
+            for surface, (tool, arguments) in SURFACE_CALLS.items():
+                result = await client.call_tool(tool, arguments)
+                assert result.is_error, surface
+                assert REFUSED in text_of(result), (surface, text_of(result))
+            prompt = await client.call_tool(
+                "proxy", {"action": "call", "type": "prompt", "path": "kitchen_greet", "args": '{"name": "\\udc00"}'}
+            )
+            assert "argument 'name' is not valid Unicode: lone surrogate at position 0" in text_of(prompt)
+        assert not slow["result"].is_error, text_of(slow["result"])
+        assert text_of(await client.call_tool("kitchen_echo", {"text": "after"})) == "after"
+        statuses = await live_backends(tmp_path / "data")
+    assert statuses["kitchen"]["restarts"] == 0, statuses["kitchen"]
+
+
+@pytest.mark.anyio
+async def test_the_stdio_fast_lane_refuses_what_no_wire_carries(write_config: Any, tmp_path: Path) -> None:
+    async with RawStdio(config(write_config, tmp_path, ["direct"])) as gateway:  # the lane serves `direct` alone
+        await gateway.open_session()
+        warm = await gateway.request("tools/call", {"name": "kitchen_echo", "arguments": {"text": "warm"}})
+        assert warm["result"]["content"][0]["text"] == "warm"  # the server runs: the lane takes its calls
+        pid = (await gateway.backends())["kitchen"]["pid"]
+        cases = {
+            '{"text": "\\ud800"}': REFUSED,
+            '{"text": "ok", "n": NaN}': "argument 'n' is not a finite number",
+            '{"text": "ok", "n": [1e400]}': "argument 'n[0]' is not a finite number",
+            '{"text": "ok", "deep": ' + "[" * 300 + "]" * 300 + "}": "is nested deeper than 100 levels",
+            '{"text": "ok", "\\udfff": 1}': "argument key '\\udfff' is not valid Unicode",
+        }
+        for number, (arguments, expected) in enumerate(cases.items()):
+            line = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"kitchen_echo","arguments":%s}}'
+            answer = await gateway.ask_raw((line % (number, arguments)).encode(), number)
+            assert "result" in answer and answer["result"]["isError"], answer
+            assert expected in answer["result"]["content"][0]["text"], answer
+        answer = await gateway.request("tools/call", {"name": "kitchen_echo", "arguments": {"text": "still here"}})
+        assert answer["result"]["content"][0]["text"] == "still here"
+        after = (await gateway.backends())["kitchen"]
+    assert (after["pid"], after["restarts"]) == (pid, 0)
+
+
+@pytest.mark.anyio
+async def test_the_stdio_front_answers_every_line_it_cannot_read(write_config: Any, tmp_path: Path) -> None:
+    """The SDK server answers nothing to a line it cannot parse; the client would wait forever."""
+    async with RawStdio(config(write_config, tmp_path)) as gateway:
+        await gateway.open_session()
+        deep = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":' + b"[" * 5000 + b"]" * 5000 + b"}}"
+        cases: list[tuple[bytes, Any, str]] = [
+            (b"not json", None, "Parse error: the message is not valid JSON"),
+            (b"\xff\xfe{", None, "Parse error"),
+            (b"[1, 2]", None, "batches are not supported"),
+            (b"42", None, "a JSON-RPC message is a JSON object"),
+            (deep, None, "nested too deeply"),
+            (b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":"\\ud800"}}', 7, "'params.cursor'"),
+            (
+                b'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"nope","arguments":{"a":"\\ud800"}}}',
+                8,
+                REFUSED.replace("text", "a"),
+            ),
+            (b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}', None, "'id' is not valid Unicode"),
+            (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, "'id' must be a string or an integer"),
+            (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', None, "'id' must be a string or an integer"),
+            (b'{"jsonrpc":"1.0","id":9,"method":"ping"}', 9, "'jsonrpc' must be \"2.0\""),
+        ]
+        for line, answered_id, expected in cases:
+            answer = await gateway.ask_raw(line, answered_id)
+            assert "error" in answer, (line[:80], answer)
+            assert expected in answer["error"]["message"], (line[:80], answer)
+        # Notifications get no answer, even bad ones; the connection is still there.
+        await gateway.send_raw(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"\\ud800"}}')
+        assert (await gateway.request("ping", {}))["result"] == {}
+
+
+@pytest.mark.anyio
+async def test_a_message_no_wire_carries_never_ends_the_connection_to_a_server(
+    write_config: Any, tmp_path: Path
+) -> None:
+    """Defence in depth, below the call path: the writer to a server refuses what it cannot encode."""
+    async with Gateway(load_config(config(write_config, tmp_path, ["direct"]))) as gateway:
+        backend = gateway.pool.backends["kitchen"]
+        await backend.request("tools/call", lambda session: session.call_tool("echo", {"text": "warm"}))
+        pid = backend.pid
+        with pytest.raises(
+            InvalidRequest,
+            match=r"tools/call was not sent to server 'kitchen': .*'params\.arguments\.text' is not valid Unicode",
+        ):
+            await backend.request("tools/call", lambda session: session.call_tool("echo", {"text": "\ud800"}))
+        result = await backend.request("tools/call", lambda session: session.call_tool("echo", {"text": "after"}))
+        assert text_of(result) == "after"
+        assert (backend.pid, backend.restarts, backend.state) == (pid, 0, "ready")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"text": "plain", "n": [1, 2.5, None, True, 10**40], "é": "ünïcode"}, None),
+        ({"text": "\ud800"}, "argument 'text' is not valid Unicode: lone surrogate at position 0"),
+        ({"a": [0, {"b": "ok\udfff"}]}, "argument 'a[1].b' is not valid Unicode: lone surrogate at position 2"),
+        ({"a": {"\ud800": 1}}, "argument key 'a.\\ud800' is not valid Unicode: lone surrogate at position 0"),
+        ({"x": float("nan")}, "argument 'x' is not a finite number (JSON has no NaN or Infinity)"),
+        ({"x": [float("-inf")]}, "argument 'x[0]' is not a finite number"),
+        ({"k" * 100: "\ud800"}, "argument '" + "k" * 40 + "...' is not valid Unicode"),
+        ("\ud800", "argument is not valid Unicode"),
+    ],
+)
+def test_encoding_problem_names_the_first_bad_place(value: Any, expected: str | None) -> None:
+    problem = encoding_problem(value)
+    assert problem == expected if expected is None else expected in (problem or "")
+
+
+def test_encoding_problem_walks_any_depth_and_limits_nesting() -> None:
+    deepest: list[Any] = []
+    value = deepest
+    for _ in range(100_000):  # far past Python's recursion limit: the walk must not recurse
+        value.append([])
+        value = value[0]
+    assert f"is nested deeper than {MAX_DEPTH} levels" in (encoding_problem({"deep": deepest}) or "")
+    allowed: Any = "leaf"
+    for _ in range(MAX_DEPTH - 1):
+        allowed = [allowed]
+    assert encoding_problem({"deep": allowed}) is None
