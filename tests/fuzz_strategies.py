@@ -82,6 +82,17 @@ class Case:
     headers: tuple[tuple[str, str], ...] = ()  # extra or wrong HTTP headers (the HTTP runs)
 
 
+def rarely(one_in: int) -> st.SearchStrategy[bool]:
+    """True once in `one_in` draws (an integer draw would favour its small values)."""
+    return weighted((one_in - 1, st.just(False)), (1, st.just(True)))
+
+
+def weighted(*choices: tuple[int, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
+    """One of `choices`, each as often as its weight (`st.one_of` would merge repeated strategies)."""
+    pool = [strategy for weight, strategy in choices for _ in range(weight)]
+    return st.sampled_from(pool).flatmap(lambda strategy: strategy)
+
+
 # --- values ---------------------------------------------------------------------------------------
 
 NASTY_PIECES = [
@@ -106,14 +117,13 @@ NASTY_PIECES = [
 ]
 surrogates = st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1, max_size=3)
 controls = st.text(alphabet=st.characters(max_codepoint=0x1F), min_size=1, max_size=5)
-nasty_text = st.one_of(
-    st.text(max_size=20),
-    st.text(max_size=20),
-    st.text(alphabet=st.characters(codec="utf-8"), max_size=8),
-    st.sampled_from(NASTY_PIECES),
-    st.tuples(st.text(max_size=5), surrogates, st.text(max_size=5)).map("".join),
-    controls,
-    st.integers(10_000, 300_000).map(lambda size: "x" * size),  # huge strings
+nasty_text = weighted(
+    (4, st.text(max_size=20)),
+    (1, st.text(alphabet=st.characters(codec="utf-8"), max_size=8)),
+    (2, st.sampled_from(NASTY_PIECES)),
+    (1, st.tuples(st.text(max_size=5), surrogates, st.text(max_size=5)).map("".join)),
+    (1, controls),
+    (1, st.integers(10_000, 300_000).map(lambda size: "x" * size)),  # huge strings
 )
 nasty_numbers = st.one_of(
     st.integers(),
@@ -139,8 +149,8 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=4),
     max_leaves=12,
 )
-values = st.one_of(json_values, json_values, json_values, json_values, deep)
-objects = st.one_of(*[st.dictionaries(keys, values, max_size=5)] * 4, st.builds(lambda d: {"deep": d}, deep))
+values = weighted((4, json_values), (1, deep))
+objects = weighted((4, st.dictionaries(keys, values, max_size=5)), (1, st.builds(lambda d: {"deep": d}, deep)))
 wrong_types = st.one_of(scalars, st.lists(scalars, max_size=3))
 
 
@@ -149,11 +159,11 @@ def as_json_string(value: Any) -> str:
     return json.dumps(value)
 
 
-arguments = st.one_of(objects, objects.map(as_json_string), wrong_types)
+arguments = weighted((4, objects), (2, objects.map(as_json_string)), (1, wrong_types))
 
 
 def name_or(names: list[str]) -> st.SearchStrategy[Any]:
-    return st.one_of(st.sampled_from(names), st.sampled_from(names), nasty_text, wrong_types)
+    return weighted((6, st.sampled_from(names)), (1, nasty_text), (1, wrong_types))
 
 
 # --- params per method ----------------------------------------------------------------------------
@@ -218,7 +228,7 @@ PARAMS: dict[str, st.SearchStrategy[Any]] = {
 
 def params_for(method: str) -> st.SearchStrategy[Any]:
     plausible = PARAMS.get(method, st.fixed_dictionaries({}))
-    return st.one_of(plausible, plausible, plausible, plausible, objects, wrong_types)
+    return weighted((7, plausible), (2, objects), (1, wrong_types))
 
 
 # --- whole messages -------------------------------------------------------------------------------
@@ -255,12 +265,12 @@ def messages(draw: st.DrawFn, era: str) -> Case:
             "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "1"},
             "io.modelcontextprotocol/clientCapabilities": {},
         }
-        if draw(st.integers(0, 9)) == 0:  # now and then a broken envelope
+        if draw(rarely(10)):  # now and then a broken envelope
             meta = draw(st.one_of(objects, st.dictionaries(st.sampled_from(list(meta)), values)))
         params = {**params, "_meta": meta}
     if params is not None or draw(st.booleans()):
         message["params"] = params
-    if draw(st.integers(0, 19)) == 0:
+    if draw(rarely(20)):
         message["jsonrpc"] = draw(st.one_of(st.just("1.0"), scalars))
     strategy = "message"
     if draw(st.booleans()):  # half of them well-formed JSON, which the SDK reads: deeper into the gateway
@@ -301,7 +311,7 @@ def modern_headers(method: str, params: Any) -> st.SearchStrategy[tuple[tuple[st
     printable = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40)
     names = st.sampled_from(["mcp-method", "mcp-name", "mcp-protocol-version"])
     wrong = st.lists(st.tuples(names, printable.map(header_value)), max_size=3)
-    return st.one_of(st.just(tuple(right)), st.just(tuple(right)), st.just(()), wrong.map(tuple))
+    return weighted((6, st.just(tuple(right))), (1, st.just(())), (1, wrong.map(tuple)))
 
 
 FRAMING = [
@@ -349,4 +359,4 @@ def framing(draw: st.DrawFn) -> Case:
 
 
 def cases(era: str) -> st.SearchStrategy[Case]:
-    return st.one_of(messages(era), messages(era), messages(era), framing())
+    return weighted((5, messages(era)), (1, framing()))

@@ -19,7 +19,7 @@ from mcp_manifold._config import load_config
 from mcp_manifold._core.arguments import MAX_DEPTH, encoding_problem
 from mcp_manifold._errors import InvalidRequest
 from mcp_manifold._runtime.gateway import Gateway
-from tests.conftest import server_entry
+from tests.conftest import server_entry, stdio_gateway
 from tests.raw_wire import RawStdio, live_backends
 
 SURFACES = ["direct", "proxy", "dispatch", "retrieve", "hub"]
@@ -181,3 +181,17 @@ def test_encoding_problem_walks_any_depth_and_limits_nesting() -> None:
     for _ in range(MAX_DEPTH - 1):
         allowed = [allowed]
     assert encoding_problem({"deep": allowed}) is None
+
+
+@pytest.mark.anyio
+async def test_a_server_answer_no_reader_accepts_costs_that_call_only(write_config: Any, tmp_path: Path) -> None:
+    """A server whose answer carries a lone surrogate: the SDK's reader drops the line, so that call
+    waits for its timeout; the connection, the server and the client's stream stay."""
+    path = write_config({"garbled": server_entry("garbled.py", timeout=3)}, {"expose": ["direct"]})
+    async with stdio_gateway(path) as client:
+        assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
+        garbled = await client.call_tool("garbled_garble", {})
+        assert garbled.is_error and "timed out" in text_of(garbled), text_of(garbled)
+        assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
+        statuses = await live_backends(tmp_path / "data")
+    assert statuses["garbled"]["restarts"] == 0, statuses["garbled"]

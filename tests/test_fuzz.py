@@ -172,11 +172,15 @@ def run_for(seconds: float, strategy: st.SearchStrategy[Any], check: Callable[[A
 
         one()
 
-    run(CHUNK)
-    each = (time.monotonic() - started) / CHUNK
-    left = seconds - (time.monotonic() - started)
-    if left > each:
-        run(max(1, int(left / each)))
+    done, examples = 0, CHUNK
+    while True:
+        run(examples)
+        done += examples
+        spent = time.monotonic() - started
+        left = seconds - spent
+        if left <= spent / done:
+            return
+        examples = max(1, int(left / (spent / done)))
 
 
 def backends_now(data_dir: Path, timeout: float = 30.0) -> dict[str, tuple[int | None, int]]:
