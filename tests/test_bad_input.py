@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
 from mcp_manifold._config import load_config
@@ -195,3 +196,34 @@ async def test_a_server_answer_no_reader_accepts_costs_that_call_only(write_conf
         assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
         statuses = await live_backends(tmp_path / "data")
     assert statuses["garbled"]["restarts"] == 0, statuses["garbled"]
+
+
+@pytest.mark.anyio
+async def test_http_answers_a_request_whose_id_json_rpc_does_not_allow(
+    http_gateway: Any, write_config: Any, tmp_path: Path
+) -> None:
+    """The SDK takes such a request for a notification (202, no answer): the client would wait forever.
+    Found by the fuzzer (tests/test_fuzz.py)."""
+    url = http_gateway(config(write_config, tmp_path, ["direct"]))
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    opening = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    async with httpx2.AsyncClient(timeout=60) as client:
+        opened = await client.post(
+            url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": opening}
+        )
+        session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        for request_id in ("0.0", "1.5", "null", "true", "[1]", "{}"):
+            body = f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/list"}}'
+            answer = await client.post(url, headers=session, content=body)
+            assert answer.status_code == 400, (request_id, answer.status_code, answer.text)
+            assert answer.json()["error"]["message"] == "Invalid request: 'id' must be a string or an integer"
+            assert answer.json()["id"] is None
+        # A notification (no id) is still accepted, and a request with a good id still answered.
+        notified = await client.post(
+            url, headers=session, content=b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+        )
+        assert notified.status_code == 202
+        listed = await client.post(
+            url, headers=session, content=b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"note":{"id":0.5}}}'
+        )
+        assert listed.status_code == 200 and '"id":7' in listed.text

@@ -11,6 +11,7 @@ protocol says. Plain code: the front writes what this returns.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import mcp_types as types
@@ -42,16 +43,29 @@ def unreadable_line_answer(line: bytes) -> dict[str, Any] | None:
     return _error(request_id, types.INVALID_REQUEST, f"Invalid request: {_what_is_wrong(message)}")
 
 
-def misread_request_answer(line: bytes) -> dict[str, Any] | None:
-    """The error for a line the SDK read as a notification although it has an `id` (of a type JSON-RPC
-    does not allow, such as `1.5` or `null`): a request, which would otherwise go unanswered."""
+# An `"id"` whose value is neither a string nor an integer (null, a boolean, a fraction, an exponent, an
+# array or an object): only a message with one needs `misread_request_answer`'s look.
+_ODD_ID = re.compile(rb'"id"\s*:\s*(?:[^\s"\-0-9]|-?[0-9]+[.eE])')
+
+
+def may_be_misread(data: bytes) -> bool:
+    """Whether `data` may hold a request the SDK would take for a notification (a quick scan)."""
+    return _ODD_ID.search(data) is not None
+
+
+def misread_request_answer(data: bytes) -> dict[str, Any] | None:
+    """The error for a request whose `id` JSON-RPC does not allow (`1.5`, `null`, `true`, ...), which the
+    SDK reads as a notification and so never answers; None for anything else."""
     try:
-        message = json.loads(line)
+        message = json.loads(data)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(message, dict) or "id" not in message:
+    if not isinstance(message, dict) or "id" not in message or "method" not in message:
         return None
-    return _error(None, types.INVALID_REQUEST, f"Invalid request: {_id_problem(message['id'])}")
+    request_id = message["id"]
+    if isinstance(request_id, int | str) and not isinstance(request_id, bool):
+        return None  # a usable id: the SDK reads a request, and answers it
+    return _error(None, types.INVALID_REQUEST, f"Invalid request: {_id_problem(request_id)}")
 
 
 def _id_problem(request_id: Any) -> str:
