@@ -14,10 +14,13 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 
 from mcp_manifold._config import load_config
 from mcp_manifold._core.arguments import MAX_DEPTH, encoding_problem
+from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.router import Target
 from mcp_manifold._errors import InvalidRequest
 from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry, stdio_gateway
@@ -227,3 +230,30 @@ async def test_http_answers_a_request_whose_id_json_rpc_does_not_allow(
             url, headers=session, content=b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"note":{"id":0.5}}}'
         )
         assert listed.status_code == 200 and '"id":7' in listed.text
+
+
+@pytest.mark.anyio
+async def test_reads_prompts_and_completions_refuse_what_no_wire_carries(write_config: Any, tmp_path: Path) -> None:
+    """The call path's check for the other kinds of call (no SDK front lets such a value through today;
+    the call path must hold anyway, for whatever path comes next)."""
+    async with Gateway(load_config(config(write_config, tmp_path, ["direct"]))) as gateway:
+        await gateway.ensure_catalog()
+        request = Request(Caller("bad-input"))
+        backend = gateway.pool.backends["kitchen"]
+        pid = backend.pid
+        uri = Target("kitchen", "kitchen://greeting/\ud800", "kitchen+kitchen://greeting/\ud800", "direct")
+        with pytest.raises(InvalidRequest, match=r"^uri is not valid Unicode: lone surrogate at position 19$"):
+            await gateway.calls.read_resource(request, uri)
+        prompt = Target("kitchen", "greet", "kitchen_greet", "direct")
+        with pytest.raises(InvalidRequest, match=r"^argument 'name' is not valid Unicode"):
+            await gateway.calls.get_prompt(request, prompt, {"name": "\udc00"})
+        reference = types.PromptReference(name="kitchen_greet")
+        with pytest.raises(InvalidRequest, match=r"^argument 'value' is not valid Unicode"):
+            await gateway.calls.complete(request, prompt, reference, argument={"name": "name", "value": "a\ud800"})
+        with pytest.raises(InvalidRequest, match=r"^context argument 'style' is not valid Unicode"):
+            await gateway.calls.complete(
+                request, prompt, reference, argument={"name": "name", "value": "A"}, context={"style": "\ud800"}
+            )
+        greeting = await gateway.calls.get_prompt(request, prompt, {"name": "Ada"})
+        assert "Ada" in greeting.messages[0].content.text  # type: ignore[union-attr]
+        assert (backend.pid, backend.restarts) == (pid, 0)
