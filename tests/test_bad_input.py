@@ -257,3 +257,20 @@ async def test_reads_prompts_and_completions_refuse_what_no_wire_carries(write_c
         greeting = await gateway.calls.get_prompt(request, prompt, {"name": "Ada"})
         assert "Ada" in greeting.messages[0].content.text  # type: ignore[union-attr]
         assert (backend.pid, backend.restarts) == (pid, 0)
+
+
+@pytest.mark.anyio
+async def test_a_server_answer_that_is_no_json_never_reaches_a_client(write_config: Any, tmp_path: Path) -> None:
+    """A server answering NaN (which Python's JSON writes and reads, but which is no JSON): the stdio
+    fast lane used to pass it on as it came, which a strict client's parser (JavaScript's) refuses.
+    Found by asking whether a server's answer can break the client's stream."""
+    path = write_config({"garbled": server_entry("garbled.py", timeout=3)}, {"expose": ["direct"]})
+    async with RawStdio(path) as gateway:
+        await gateway.open_session()
+        fine = await gateway.request("tools/call", {"name": "garbled_fine", "arguments": {}})
+        assert fine["result"]["content"][0]["text"] == "fine"  # the server runs: the lane takes its calls
+        answer = await gateway.request("tools/call", {"name": "garbled_nan", "arguments": {}})
+        assert answer["result"]["isError"], answer
+        assert "holds a number JSON cannot carry (NaN or Infinity)" in answer["result"]["content"][0]["text"]
+        fine = await gateway.request("tools/call", {"name": "garbled_fine", "arguments": {}})
+        assert fine["result"]["content"][0]["text"] == "fine"

@@ -1,7 +1,8 @@
 """garbled: a stdio MCP server whose `garble` tool answers with a line no JSON-RPC reader accepts.
 
 Its answer to `garble` carries a lone surrogate (`"\\ud800"`), which Python's `json` reads but the SDK's
-reader (pydantic) refuses; `fine` answers `fine`. Written without the SDK, line by line, since the SDK
+reader (pydantic) refuses; `nan` answers with `NaN` in its structured content (no JSON either, but the
+SDK's reader takes it); `fine` answers `fine`. Written without the SDK, line by line, since the SDK
 cannot write such a line. For the test that a server's unreadable answer costs that call only.
 
 Run: ``python tests/servers/garbled.py`` (stdio only).
@@ -13,6 +14,7 @@ import sys
 TOOLS = [
     {"name": "garble", "description": "Answer with a lone surrogate.", "inputSchema": {"type": "object"}},
     {"name": "fine", "description": "Answer 'fine'.", "inputSchema": {"type": "object"}},
+    {"name": "nan", "description": "Answer with NaN in its structured content.", "inputSchema": {"type": "object"}},
 ]
 
 
@@ -35,6 +37,9 @@ def main() -> None:
             answer(request_id, {"tools": TOOLS})
         elif method == "tools/call" and message["params"]["name"] == "garble":
             answer(request_id, {"content": [{"type": "text", "text": "\ud800"}]})  # json.dumps writes \ud800
+        elif method == "tools/call" and message["params"]["name"] == "nan":
+            structured = {"x": float("nan")}  # json.dumps writes NaN, which is no JSON
+            answer(request_id, {"content": [{"type": "text", "text": "nan"}], "structuredContent": structured})
         elif method == "tools/call":
             answer(request_id, {"content": [{"type": "text", "text": "fine"}]})
         elif method == "ping":

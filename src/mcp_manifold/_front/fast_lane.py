@@ -192,7 +192,12 @@ class FastLane:
                     except ManifoldError as exc:
                         result = tool_error(str(exc))
                     response["result"] = await self._shaped(params, version, result)
-                    frame = _frame(response)
+                    try:
+                        frame = _frame(response)
+                    except ValueError:  # NaN or Infinity from the server: no JSON, which strict clients refuse
+                        unsent = tool_error(f"server {target.server!r}: {_NOT_JSON}")
+                        response["result"] = await self._shaped(params, version, unsent)
+                        frame = _frame(response)
                 except Exception:  # never leave the client waiting on an answer, nor tell it our internals
                     logger.exception("fast lane: tools/call %s failed", target.exposed)
                     response.pop("result", None)
@@ -225,5 +230,9 @@ def _decode(line: bytes) -> dict[str, Any] | None:
     return message if isinstance(message, dict) else None
 
 
+_NOT_JSON = "its answer holds a number JSON cannot carry (NaN or Infinity), so it was not passed on"
+
+
 def _frame(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    # allow_nan=False: Python would write NaN and Infinity, which are no JSON and end a strict client's stream.
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n"
