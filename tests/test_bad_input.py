@@ -215,7 +215,7 @@ async def test_http_answers_a_request_whose_id_json_rpc_does_not_allow(
             url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": opening}
         )
         session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
-        for request_id in ("0.0", "1.5", "null", "true", "[1]", "{}"):
+        for request_id in ("0.0", "1.5", "1e3", "null", "true", "[1]", "{}", "NaN", "-Infinity"):
             body = f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/list"}}'
             answer = await client.post(url, headers=session, content=body)
             assert answer.status_code == 400, (request_id, answer.status_code, answer.text)

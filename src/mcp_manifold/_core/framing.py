@@ -44,8 +44,8 @@ def unreadable_line_answer(line: bytes) -> dict[str, Any] | None:
 
 
 # An `"id"` whose value is neither a string nor an integer (null, a boolean, a fraction, an exponent, an
-# array or an object): only a message with one needs `misread_request_answer`'s look.
-_ODD_ID = re.compile(rb'"id"\s*:\s*(?:[^\s"\-0-9]|-?[0-9]+[.eE])')
+# array, an object, or Python's NaN and -Infinity): only a message with one needs `misread_request_answer`'s look.
+_ODD_ID = re.compile(rb'"id"\s*:\s*(?:[^\s"\-0-9]|-[^0-9]|-?[0-9]+[.eE])')
 
 
 def may_be_misread(data: bytes) -> bool:
