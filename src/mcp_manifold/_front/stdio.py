@@ -201,7 +201,7 @@ async def _pump_out(receiver: Any, writer: asyncio.StreamWriter) -> None:
                 request_id = getattr(message, "id", None)
                 if request_id is None or isinstance(message, types.JSONRPCRequest):
                     continue
-                reason = "the answer could not be encoded as JSON (it held text that is not valid Unicode)"
+                reason = "the answer could not be encoded as JSON"
                 data = json.dumps(
                     {"jsonrpc": "2.0", "id": request_id, "error": {"code": types.INTERNAL_ERROR, "message": reason}}
                 ).encode()
