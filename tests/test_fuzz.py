@@ -344,7 +344,8 @@ def read_messages(response: httpx2.Response) -> list[dict[str, Any]]:
     if not text.strip():
         return []
     if "text/event-stream" in response.headers.get("content-type", ""):
-        found = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        lines = text.replace("\r\n", "\n").split("\n")  # SSE's line ends only (not U+2028, which splitlines takes)
+        found = [json.loads(line[5:]) for line in lines if line.startswith("data:") and line[5:].strip()]
         return [message for message in found if isinstance(message, dict)]
     try:
         body = json.loads(text)
