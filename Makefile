@@ -101,3 +101,16 @@ conformance: setup
 clean:
 	rm -rf $(VENV) $(NODE_DIR)/node_modules tests/conformance/node/node_modules tests/conformance/results \
 		tests/apps_host/node_modules tests/apps_host/host-bridge.js $(SERVERS_VENV) .pytest_cache .ruff_cache
+
+# The fuzzer (tests/test_fuzz.py) for longer than `make test` gives it: FUZZ_MINUTES (default 10) shared by
+# its gateways. It prints what it tried (lines per strategy and method, the answers) and every failure,
+# and keeps that report in $(FUZZ_REPORT).
+FUZZ_MINUTES ?= 10
+FUZZ_REPORT ?= .manifold/fuzz-report.txt
+
+.PHONY: fuzz
+fuzz: setup
+	@mkdir -p $(dir $(FUZZ_REPORT)) && rm -f $(FUZZ_REPORT)
+	FUZZ_MINUTES=$(FUZZ_MINUTES) FUZZ_REPORT=$(abspath $(FUZZ_REPORT)) \
+		$(BIN)/python -m pytest -q -s -n 0 tests/test_fuzz.py
+	@echo "fuzz report: $(FUZZ_REPORT)"

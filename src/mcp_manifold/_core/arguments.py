@@ -57,3 +57,114 @@ def string_field(arguments: Mapping[str, Any], key: str) -> str | None:
     if not isinstance(value, str):
         raise InvalidRequest(f"'{key}' must be a string, got {json_type_name(value)}")
     return value
+
+
+# --- what a backend can be sent -----------------------------------------------------------------
+
+# Deeper than this, a value is refused: the SDK's own JSON reader stops near 200 levels, so a server
+# written with it would never see the request (and the caller would wait for its timeout).
+MAX_DEPTH = 100
+_SHOWN_KEY = 40  # characters of one key an error message shows
+_SHOWN_PATH = 120  # characters of a path an error message shows
+
+# Where a value sits, as a chain of (parent, segment); made into text only for an error message.
+_Place = tuple[Any, str] | None
+
+
+def encoding_problem(value: Any, name: str = "argument", max_depth: int = MAX_DEPTH) -> str | None:
+    """Why `value` cannot be sent to a server as UTF-8 JSON, naming the first bad place; None if it can.
+
+    What a JSON parser in Python lets through but no wire can carry: a lone surrogate in a string or a
+    key (`"\\ud800"`), a number that is not finite (`NaN`, `1e400`), and nesting deeper than
+    `max_depth`. `name` starts the message (`argument 'text' is not valid Unicode: ...`). The walk is
+    iterative, so a value of any depth is checked in bounded stack.
+    """
+    # Depth counts down, so a check of a message around arguments can allow for its own levels.
+    if _sendable(value, MAX_DEPTH - max_depth):  # the common case, quickly; the walk names the place
+        return None
+    return _first_problem(value, name, MAX_DEPTH - max_depth)
+
+
+def _first_problem(value: Any, name: str, start_depth: int = 0) -> str | None:
+    pending: list[tuple[_Place, Any, int]] = [(None, value, start_depth)]
+    while pending:
+        place, item, depth = pending.pop()
+        if isinstance(item, str):
+            problem = _unicode_problem(item)
+            if problem is not None:
+                return f"{_named(name, place)} is not valid Unicode: {problem}"
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return f"{_named(name, place)} is not a finite number (JSON has no NaN or Infinity)"
+        elif isinstance(item, dict | list):
+            if depth >= MAX_DEPTH:
+                return f"{_named(name, place)} is nested deeper than {MAX_DEPTH - start_depth} levels"
+            children: list[tuple[_Place, Any, int]] = []
+            if isinstance(item, list):
+                children = [((place, f"[{index}]"), child, depth + 1) for index, child in enumerate(item)]
+            else:
+                for key, child in item.items():
+                    segment = key if isinstance(key, str) else str(key)
+                    if (problem := _unicode_problem(segment)) is not None:
+                        return f"{_named(name + ' key', (place, segment))} is not valid Unicode: {problem}"
+                    children.append(((place, segment), child, depth + 1))
+            pending.extend(reversed(children))  # the first bad place in reading order is the one named
+    return None
+
+
+def _sendable(item: Any, depth: int) -> bool:
+    # Recursion stops at MAX_DEPTH, well within Python's own limit.
+    kind = type(item)
+    if kind is str:
+        return item.isascii() or _unicode_problem(item) is None
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            return False
+        for key, child in item.items():
+            if type(key) is str and not key.isascii() and _unicode_problem(key) is not None:
+                return False
+            if type(child) not in _PLAIN and not _sendable(child, depth + 1):
+                return False
+        return True
+    if kind is list:
+        return depth < MAX_DEPTH and all(type(child) in _PLAIN or _sendable(child, depth + 1) for child in item)
+    if kind is float:
+        return item - item == 0.0  # false for NaN and the infinities
+    # A subclass (never what a JSON parser makes) takes the walk.
+    return not isinstance(item, str | dict | list | float) or _first_problem(item, "", depth) is None
+
+
+_PLAIN = frozenset({int, bool, type(None)})
+
+
+def _unicode_problem(text: str) -> str | None:
+    if text.isascii():
+        return None
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:  # in a Python str, only a surrogate cannot be encoded as UTF-8
+        return f"lone surrogate at position {exc.start}"
+    return None
+
+
+def _named(name: str, place: _Place) -> str:
+    """`argument 'items[2].name'`; just `name` for the value itself."""
+    segments: list[str] = []
+    while place is not None:
+        place, segment = place
+        segments.append(segment)
+    path = ""
+    for segment in reversed(segments):
+        shown = _shown(segment)
+        path += shown if segment.startswith("[") else (f".{shown}" if path else shown)
+    if not path:
+        return name
+    if len(path) > _SHOWN_PATH:
+        path = f"{path[:_SHOWN_PATH]}..."
+    return f"{name} '{path}'"
+
+
+def _shown(segment: str) -> str:
+    """A key as an error message can quote it: surrogates escaped, long keys cut."""
+    text = segment.encode("utf-8", "backslashreplace").decode()
+    return text if len(text) <= _SHOWN_KEY else f"{text[:_SHOWN_KEY]}..."

@@ -29,6 +29,7 @@ import anyio.abc
 import mcp_types as types
 from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY
 
+from mcp_manifold._core.arguments import encoding_problem
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.results import tool_error
 from mcp_manifold._core.router import Target, ToolCall
@@ -147,6 +148,8 @@ class FastLane:
         if route is None:
             return False
         request_id = message["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str) or encoding_problem(request_id):
+            return False  # an id the SDK refuses, with the reason
         if request_id in self._in_flight:
             return False  # a duplicate id is the SDK's to refuse
         if version is not None:
@@ -189,10 +192,18 @@ class FastLane:
                     except ManifoldError as exc:
                         result = tool_error(str(exc))
                     response["result"] = await self._shaped(params, version, result)
+                    try:
+                        frame = _frame(response)
+                    except ValueError:  # NaN or Infinity from the server: no JSON, which strict clients refuse
+                        unsent = tool_error(f"server {target.server!r}: {_NOT_JSON}")
+                        response["result"] = await self._shaped(params, version, unsent)
+                        frame = _frame(response)
                 except Exception:  # never leave the client waiting on an answer, nor tell it our internals
                     logger.exception("fast lane: tools/call %s failed", target.exposed)
+                    response.pop("result", None)
                     response["error"] = {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"}
-                await self.send(_frame(response))
+                    frame = _frame(response)
+                await self.send(frame)
         finally:
             self._in_flight.pop(request_id, None)
             for work in request.after_answer:  # also when cancelled: a call is never left unrecorded
@@ -214,10 +225,14 @@ class FastLane:
 def _decode(line: bytes) -> dict[str, Any] | None:
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting ends Python's parser with RecursionError
         return None
     return message if isinstance(message, dict) else None
 
 
+_NOT_JSON = "its answer holds a number JSON cannot carry (NaN or Infinity), so it was not passed on"
+
+
 def _frame(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    # allow_nan=False: Python would write NaN and Infinity, which are no JSON and end a strict client's stream.
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n"

@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.auth import guard
 from mcp_manifold._front.identity import check_exposure
+from mcp_manifold._front.misread import answering_misread_requests
 from mcp_manifold._front.operators import OperatorsOnly
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.signals import Stopper
@@ -55,7 +56,8 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
         add_instance_endpoints(starlette_app)
     # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
     open_paths = dashboard_page if gateway.settings.dashboard else None
-    return guard(without_phantom_sessions(starlette_app), lambda: gateway.config, open_paths)
+    app = without_phantom_sessions(answering_misread_requests(starlette_app))
+    return guard(app, lambda: gateway.config, open_paths)
 
 
 def dashboard_page(path: str) -> bool:

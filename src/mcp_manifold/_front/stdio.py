@@ -13,6 +13,8 @@ transport is used as it is.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -25,11 +27,14 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from mcp_manifold._core.framing import misread_request_answer, unreadable_line_answer
 from mcp_manifold._front.fast_lane import FastLane
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.signals import Stopper
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._sdk import create_context_streams
+
+logger = logging.getLogger(__name__)
 
 # One JSON-RPC line may carry a large tool result; asyncio's default 64 KiB line limit is too small.
 _LINE_LIMIT = 256 * 1024 * 1024
@@ -81,7 +86,7 @@ async def stdio_streams(
 
         lane = interceptor(send) if interceptor is not None else None
         async with anyio.create_task_group() as task_group:
-            task_group.start_soon(_pump_in, reader, read_sender, lane, task_group)
+            task_group.start_soon(_pump_in, reader, read_sender, lane, task_group, send)
             task_group.start_soon(_pump_out, write_receiver, writer)
             try:
                 yield read_stream, write_stream
@@ -135,9 +140,9 @@ async def _open_pipes(
 
 
 async def _pump_in(
-    reader: asyncio.StreamReader, sender: Any, lane: Interceptor | None, task_group: anyio.abc.TaskGroup
+    reader: asyncio.StreamReader, sender: Any, lane: Interceptor | None, task_group: anyio.abc.TaskGroup, send: Send
 ) -> None:
-    """Parse each line into a message; a bad line becomes an exception the session answers."""
+    """Parse each line into a message; a line the SDK cannot read is answered here with the reason."""
     async with sender:
         while True:
             try:
@@ -150,26 +155,62 @@ async def _pump_in(
                 await reader.readexactly(exc.consumed)  # drop the oversized line, keep serving
                 with suppress(asyncio.IncompleteReadError, asyncio.LimitOverrunError):
                     await reader.readuntil(b"\n")
-                await sender.send(ValueError(f"message longer than {_LINE_LIMIT} bytes dropped"))
+                reason = f"Parse error: message longer than {_LINE_LIMIT} bytes dropped"
+                await send(
+                    _frame({"jsonrpc": "2.0", "id": None, "error": {"code": types.PARSE_ERROR, "message": reason}})
+                )
                 continue
             if not line.strip():
                 continue
-            if lane is not None and lane.take(line, task_group):
+            if lane is not None and _taken(lane, line, task_group):
                 continue
             try:
                 message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-            except Exception as exc:
-                await sender.send(exc)
+            except Exception:
+                # The SDK server would answer nothing, and the client wait forever: say what was wrong.
+                answer = unreadable_line_answer(line)
+                if answer is not None:
+                    await send(_frame(answer))
                 continue
+            if isinstance(message, types.JSONRPCNotification) and b'"id"' in line:
+                answer = misread_request_answer(line)  # a request with a bad id, read as a notification
+                if answer is not None:
+                    await send(_frame(answer))
+                    continue
             await sender.send(SessionMessage(message))
+
+
+def _taken(lane: Interceptor, line: bytes, task_group: anyio.abc.TaskGroup) -> bool:
+    """Whether the lane answers `line`; a failure of the lane leaves the line to the SDK server."""
+    try:
+        return lane.take(line, task_group)
+    except Exception:
+        logger.exception("fast lane failed on a line; the SDK server answers it")
+        return False
 
 
 async def _pump_out(receiver: Any, writer: asyncio.StreamWriter) -> None:
     async with receiver:
         async for session_message in receiver:
-            data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-            writer.write(data.encode() + b"\n")
+            message = session_message.message
+            try:
+                data = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+            except Exception as exc:
+                # Content no wire can carry must cost this message, never the connection.
+                logger.error("a message to the client could not be encoded, sent an error instead: %s", exc)
+                request_id = getattr(message, "id", None)
+                if request_id is None or isinstance(message, types.JSONRPCRequest):
+                    continue
+                reason = "the answer could not be encoded as JSON"
+                data = json.dumps(
+                    {"jsonrpc": "2.0", "id": request_id, "error": {"code": types.INTERNAL_ERROR, "message": reason}}
+                ).encode()
+            writer.write(data + b"\n")
             await writer.drain()
+
+
+def _frame(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
 async def serve_stdio(gateway: Gateway, stopper: Stopper | None = None) -> None:

@@ -42,6 +42,7 @@ from mcp_manifold._errors import (
     BackendUnavailable,
 )
 from mcp_manifold._runtime.backend_errors import translate_backend_errors
+from mcp_manifold._runtime.outbound import EncodableWrites
 from mcp_manifold._runtime.processes import open_stdio, telling_line
 from mcp_manifold._sdk import (
     accept_liberally,
@@ -222,6 +223,7 @@ class Backend:
                 watchers = await stack.enter_async_context(anyio.create_task_group())
                 stack.callback(watchers.cancel_scope.cancel)
                 read, write = await self._open_transport(stack, watchers)
+                write = EncodableWrites(write, self.name)  # a message no wire carries never ends the connection
                 declared = self.declare()
                 declared_extensions = self.declare_extensions()
                 # The SDK declares a capability for each callback it is given: give only the declared ones.

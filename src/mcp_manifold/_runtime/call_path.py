@@ -40,6 +40,7 @@ from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
 from mcp_manifold._core.apps import meta_with_exposed_app
+from mcp_manifold._core.arguments import encoding_problem
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.programs import ProgramReport
@@ -298,8 +299,13 @@ class CallPath:
         outcome: Outcome = "ok"
         error: str | None = None
         waited: float | None = None
-        result = self._cache.lookup(target.server, target.name, arguments)
-        if result is not None:
+        # Input no wire can carry is refused here, after the policy (so a hidden name still reads like a
+        # missing one) and before the backend, whose connection it would end for every caller.
+        error = encoding_problem(arguments) if arguments else None
+        result = tool_error(error) if error is not None else self._cache.lookup(target.server, target.name, arguments)
+        if error is not None:
+            outcome = "error"
+        elif result is not None:
             outcome = "cached"
         else:
             arguments = self._internal_uris(target, arguments)
@@ -553,6 +559,8 @@ class CallPath:
         it; `target.name` as its server does). A server that offers no completions completes nothing."""
 
         async def complete(backend: Backend) -> types.CompleteResult:
+            if context and (problem := encoding_problem(context, "context argument")) is not None:
+                raise InvalidRequest(problem)
             if backend.state == "ready" and not backend.offers_completions():
                 return types.CompleteResult(completion=types.Completion(values=[]))
             original = (
@@ -603,6 +611,7 @@ class CallPath:
         if policy is not None:
             self._admit(policy, request, kind, target, started, arguments, checked_as, hooks)
         try:
+            _refuse_unencodable(kind, target, arguments)
             result = await work(None if kind == "action" else self.backend(target.server, request))
         except ManifoldError as exc:
             if self._observers or hooks:
@@ -636,6 +645,16 @@ class CallPath:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
                 logger.exception("call observer failed")
+
+
+def _refuse_unencodable(kind: CallKind, target: Target, arguments: Any) -> None:
+    """A read's URI, a prompt's or a completion's arguments that no wire can carry: a clear error, not a
+    broken connection to the server."""
+    problem = encoding_problem(target.name, "uri") if kind == "resource" else None
+    if problem is None and arguments:
+        problem = encoding_problem(arguments)
+    if problem is not None:
+        raise InvalidRequest(problem)
 
 
 def _json_size(value: Any) -> int | None:

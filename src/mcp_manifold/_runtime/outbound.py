@@ -1,0 +1,70 @@
+"""The stream of messages to a server, refusing what no wire can carry before the SDK's writer sees it.
+
+The SDK's transports encode each message in one writer task per connection; a message that cannot be
+encoded (a lone surrogate in a string: `"\\ud800"`) ends that task, and with it the connection, every
+caller's calls in flight on it, and (for stdio) the server's process. The call path refuses such input
+from clients already (`_core/arguments.py`); this is the second line, for whatever else a gateway sends
+a server: a client's answer to the server's question, a notification, a request from elsewhere.
+A request is refused to its sender (`InvalidRequest`), an answer is replaced by a JSON-RPC error (the
+server is never left waiting), and a notification is dropped with a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+
+from mcp_manifold._core.arguments import MAX_DEPTH, encoding_problem
+from mcp_manifold._errors import InvalidRequest
+
+logger = logging.getLogger(__name__)
+
+# A message's own levels (params, arguments, ...) around the client's value, which the call path limits.
+_ENVELOPE_LEVELS = 8
+
+
+class EncodableWrites:
+    """Wraps a transport's write stream (the SDK's `WriteStream[SessionMessage]`) for server `server`."""
+
+    def __init__(self, stream: Any, server: str) -> None:
+        self._stream = stream
+        self._server = server
+
+    async def send(self, item: SessionMessage) -> None:
+        message = item.message
+        problem = _problem(message)
+        if problem is None:
+            await self._stream.send(item)
+        elif isinstance(message, types.JSONRPCRequest):
+            raise InvalidRequest(f"{message.method} was not sent to server {self._server!r}: {problem}")
+        elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            logger.warning(
+                "server %r: an answer to its request %r could not be encoded: %s", self._server, message.id, problem
+            )
+            error = types.ErrorData(code=types.INTERNAL_ERROR, message=f"the answer could not be encoded: {problem}")
+            await self._stream.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)))
+        else:
+            logger.warning("server %r: %s not sent: %s", self._server, message.method, problem)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)  # close, aclose, clone, statistics: the stream's own
+
+    async def __aenter__(self) -> EncodableWrites:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self._stream.__aexit__(*exc_info)
+
+
+def _problem(message: Any) -> str | None:
+    if isinstance(message, types.JSONRPCResponse):
+        value: Any = {"result": message.result}
+    elif isinstance(message, types.JSONRPCError):
+        value = {"error": message.error.model_dump()}
+    else:
+        value = {"params": message.params} if message.params else None
+    return encoding_problem(value, "field", MAX_DEPTH + _ENVELOPE_LEVELS) if value else None
