@@ -182,7 +182,7 @@ SETTING_SECTIONS: dict[str, dict[str, Any]] = {"profile": {"profiles": {"readonl
 
 
 def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
-    from mcp_manifold._cli import _setting_overrides
+    from mcp_manifold._cli.common import setting_overrides
     from mcp_manifold._config import env_var, parse_config_data, settings_fields
 
     assert set(SETTING_SAMPLES) == {f.name for f in settings_fields()}
@@ -194,7 +194,7 @@ def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
         needed = SETTING_NEEDS.get(setting.name)
         needed_args = ["--" + needed[0].replace("_", "-"), needed[1]] if needed else []
         data = {"mcpServers": {}, **SETTING_SECTIONS.get(setting.name, {})}
-        from_flag = parse_config_data(data, source="t", env={}, overrides=_setting_overrides(args + needed_args))
+        from_flag = parse_config_data(data, source="t", env={}, overrides=setting_overrides(args + needed_args))
         assert getattr(from_flag.settings, setting.name) == expected, args
         needed_env = {env_var(needed[0]): needed[1]} if needed else {}
         from_env = parse_config_data(data, source="t", env={env_var(setting.name): text, **needed_env})

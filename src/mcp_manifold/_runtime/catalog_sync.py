@@ -19,8 +19,9 @@ import anyio.abc
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._errors import ManifoldError
-from mcp_manifold._runtime.backends import Backend, BackendPool
+from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.pool import BackendPool
 
 logger = logging.getLogger(__name__)
 

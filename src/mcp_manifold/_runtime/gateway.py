@@ -40,7 +40,7 @@ from mcp_manifold._runtime import live_status
 from mcp_manifold._runtime.access import Access
 from mcp_manifold._runtime.audit import AuditLog, audit_dir
 from mcp_manifold._runtime.back_channel import BackChannel
-from mcp_manifold._runtime.backends import Backend, BackendPool
+from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.call_path import CallPath
 from mcp_manifold._runtime.catalog_sync import CatalogSync
 from mcp_manifold._runtime.client_sessions import ClientSessions
@@ -49,6 +49,7 @@ from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.pin_store import PinStore
+from mcp_manifold._runtime.pool import BackendPool
 from mcp_manifold._runtime.processes import run_shell
 from mcp_manifold._runtime.reload import ConfigReloader
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
