@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mcp_manifold._cli.common import ConfigOption, app, err, load, out
+from mcp_manifold._cli.common import ConfigOption, app, config_path, err, load, out
 
 
 @app.command()
@@ -32,7 +32,7 @@ def audit(
 
     from mcp_manifold._runtime.audit import audit_dir, matches, read_entries
 
-    cfg = load(config)
+    cfg = load(config_path(config, [], required=False))
     directory = audit_dir(cfg.settings.data_dir)
     filters = {"principal": principal, "profile": profile, "outcome": outcome, "server": server, "name": name}
     shown = 0

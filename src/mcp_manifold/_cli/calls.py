@@ -12,19 +12,19 @@ from rich.table import Table
 
 from mcp_manifold._cli.common import (
     EXTRA,
+    WITH_CONFIG,
     ConfigOption,
     JsonOption,
     app,
     err,
-    load,
+    load_for,
     out,
-    setting_overrides,
     with_gateway,
 )
 from mcp_manifold._errors import ManifoldError
 
 
-@app.command(context_settings=EXTRA)
+@app.command(context_settings=EXTRA, options_metavar=WITH_CONFIG)
 def call(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Exposed tool name, e.g. git_status.")],
@@ -39,7 +39,7 @@ def call(
         raise typer.BadParameter(f"--args is not valid JSON: {exc}") from None
     if not isinstance(arguments, dict):
         raise typer.BadParameter("--args must be a JSON object, e.g. '{\"a\": 1}'")
-    cfg = load(config, setting_overrides(ctx.args))
+    cfg = load_for(ctx, config)
 
     async def work(gateway: Any) -> Any:
         from mcp_manifold._core.clients import Caller, Request
@@ -81,7 +81,7 @@ def _may_own(server: Any, name: str, separator: str) -> bool:
     return not prefix or name.startswith(sanitize_prefix(prefix) + separator)
 
 
-@app.command(context_settings=EXTRA)
+@app.command(context_settings=EXTRA, options_metavar=WITH_CONFIG)
 def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What you want to do, in plain words.")],
@@ -99,7 +99,7 @@ def search(
     ranking step, or why it is not in the index at all (a disabled server, a tools filter, a server
     that did not start).
     """
-    cfg = load(config, setting_overrides(ctx.args))
+    cfg = load_for(ctx, config)
 
     async def work(gateway: Any) -> tuple[list[Any], Any, Any, list[str], str | None]:
         from rich.progress import Progress

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import typer
 from rich.console import Console
 
@@ -18,9 +20,29 @@ app = typer.Typer(
     name="manifold",
     help="One MCP endpoint in front of any number of MCP servers.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+    pretty_exceptions_enable=False,  # --install-completion / --show-completion: shell completion
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from mcp_manifold._version import __version__
+
+        print(f"mcp-manifold {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _top(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", is_eager=True, callback=_print_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """One MCP endpoint in front of any number of MCP servers."""
+
+
 config_app = typer.Typer(help="Work with config files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 pins_app = typer.Typer(
@@ -37,21 +59,37 @@ err = Console(stderr=True, soft_wrap=True)
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="Config file (JSON or YAML, Claude Desktop's mcpServers format)."),
+    typer.Option(
+        "--config",
+        "-c",
+        help="Config file (JSON or YAML, Claude Desktop's mcpServers format); also the command's argument. "
+        "Default: $MANIFOLD_CONFIG, else ~/.config/mcp-manifold/mcp.json.",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+WITH_CONFIG = "[OPTIONS] [CONFIG]"  # the usage line of a command that also takes its config as an argument
 
 
 def setting_overrides(extra: list[str]) -> dict[str, Any]:
     """Parse `--some-setting VALUE` / `--flag` / `--no-flag` for every gateway setting."""
+    overrides, positional = parse_extra(extra)
+    if positional:
+        raise typer.BadParameter(f"unexpected argument {positional[0]!r}")
+    return overrides
+
+
+def parse_extra(extra: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The settings given as flags, and the arguments that are no flag's value (the config file)."""
     fields = {name: (kind, default) for name, kind, default, _help in settings_fields()}
     overrides: dict[str, Any] = {}
+    positional: list[str] = []
     args = list(extra)
     while args:
         arg = args.pop(0)
         if not arg.startswith("--"):
-            raise typer.BadParameter(f"unexpected argument {arg!r}")
+            positional.append(arg)
+            continue
         key, _, value = arg[2:].partition("=")
         name = key.replace("-", "_")
         negated = name.startswith("no_") and name[3:] in fields
@@ -67,7 +105,50 @@ def setting_overrides(extra: list[str]) -> dict[str, Any]:
                 raise typer.BadParameter(f"--{key} needs a value")
             value = args.pop(0)
         overrides[name] = value
-    return overrides
+    return overrides, positional
+
+
+def default_config_path() -> Path:
+    """Where a config is looked for when none is given: $MANIFOLD_CONFIG, else the README's place."""
+    if given := os.environ.get("MANIFOLD_CONFIG"):
+        return Path(given).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path("~/.config").expanduser())
+    return Path(base) / "mcp-manifold" / "mcp.json"
+
+
+def config_path(option: Path | None, positional: list[str], *, required: bool = True) -> Path | None:
+    """The config file a command was given, as `--config FILE` or as its argument; else the default one.
+
+    Without either and without a file at the default place, a command that needs servers stops with an
+    error naming where it looked (never a silent gateway of nothing); the others go on without one."""
+    if len(positional) > 1:
+        raise typer.BadParameter(f"one config file at most, got {', '.join(map(repr, positional))}")
+    given = Path(positional[0]) if positional else None
+    if option is not None and given is not None and option != given:
+        raise typer.BadParameter(f"two config files given: --config {option} and {given}; give one")
+    chosen = option or given
+    if chosen is not None:
+        return chosen
+    default = default_config_path()
+    if default.is_file():
+        return default
+    if not required:
+        return None
+    where = "$MANIFOLD_CONFIG" if os.environ.get("MANIFOLD_CONFIG") else "the default place"
+    err.print(
+        f"error: no config file: none given, and {default} ({where}) does not exist.\n"
+        f"Give one with --config FILE (or as the command's argument), or create {default}, "
+        f"e.g. with `manifold import claude-desktop --output {default}`.",
+        markup=False,
+        highlight=False,
+    )
+    raise typer.Exit(2)
+
+
+def load_for(ctx: typer.Context, option: Path | None, *, required: bool = True) -> Config:
+    """The config of a command that takes settings as flags and its config file as an argument too."""
+    overrides, positional = parse_extra(ctx.args)
+    return load(config_path(option, positional, required=required), overrides)
 
 
 def load(config_path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
@@ -101,10 +182,33 @@ def settings_help() -> str:
 
 
 async def with_gateway(cfg: Config, work: Any) -> Any:
+    """Run `work` with a gateway of `cfg`; on a terminal, a spinner says which servers it is waiting for."""
     from mcp_manifold._runtime.gateway import Gateway
 
     async with Gateway(cfg) as gateway:
-        return await work(gateway)
+        if not err.is_terminal:  # piped or captured: progress would only be noise
+            return await work(gateway)
+        with err.status(_waiting_for(gateway)) as status:
+            async with anyio.create_task_group() as watch:
+
+                async def update() -> None:
+                    while True:
+                        await anyio.sleep(0.2)
+                        status.update(_waiting_for(gateway))
+
+                watch.start_soon(update)
+                try:
+                    return await work(gateway)
+                finally:
+                    watch.cancel_scope.cancel()
+
+
+def _waiting_for(gateway: Any) -> str:
+    starting = [backend.name for backend in gateway.pool if backend.state == "starting"]
+    ready = sum(backend.state == "ready" for backend in gateway.pool)
+    if not starting:
+        return f"{ready} server(s) ready"
+    return f"starting {', '.join(starting)} ({ready} ready)"
 
 
 ProbeOption = Annotated[

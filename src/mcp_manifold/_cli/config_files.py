@@ -8,21 +8,30 @@ from typing import Annotated
 
 import typer
 
-from mcp_manifold._cli.common import app, config_app, err, out
-from mcp_manifold._config import check_config
+from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path, err, out
+from mcp_manifold._config import check_config, load_config
+from mcp_manifold._config.commands import command_warning
 from mcp_manifold._errors import ConfigError, ManifoldError
 
 
 @config_app.command("check")
-def config_check(config: Annotated[Path, typer.Argument(help="The config file to check.")]) -> None:
-    """Report every problem in a config file at once, naming file, server and field."""
-    problems = check_config(config)
-    if not problems:
-        out.print(f"[green]{config}: OK[/green]")
-        return
+def config_check(
+    config: Annotated[Path | None, typer.Argument(help="The config file to check (or --config).")] = None,
+    config_option: ConfigOption = None,
+) -> None:
+    """Report every problem in a config file at once, naming file, server and field; warn about commands
+    that are not installed."""
+    path = config_path(config_option, [str(config)] if config is not None else [])
+    assert path is not None  # required: config_path stops when there is none
+    problems = check_config(path)
     for problem in problems:
         err.print(str(problem), markup=False, highlight=False)
-    raise typer.Exit(1)
+    if problems:
+        raise typer.Exit(1)
+    for server in load_config(path).servers.values():
+        if warning := command_warning(server):
+            err.print(f"warning: {path}: server {server.name!r}: {warning}; it would fail to start", markup=False)
+    out.print(f"[green]{path}: OK[/green]")
 
 
 @app.command("import")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from mcp_manifold._cli.common import ConfigOption, JsonOption, err, load, out, pins_app
+from mcp_manifold._cli.common import ConfigOption, JsonOption, config_path, err, load, out, pins_app
 from mcp_manifold._config import Config
 from mcp_manifold._errors import ManifoldError
 
@@ -18,7 +18,7 @@ from mcp_manifold._errors import ManifoldError
 def _pin_store(config: Path | None) -> Any:
     from mcp_manifold._runtime.pin_store import PinStore
 
-    cfg = load(config)
+    cfg = load(config_path(config, [], required=False))
     mode = cfg.settings.pinning
     if mode == "off":
         err.print("note: pinning is off in this config; showing the pins recorded before", markup=False)

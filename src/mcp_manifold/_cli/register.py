@@ -8,7 +8,7 @@ from typing import Annotated
 import anyio
 import typer
 
-from mcp_manifold._cli.common import EXTRA, ConfigOption, app, err, load, setting_overrides
+from mcp_manifold._cli.common import EXTRA, ConfigOption, app, err, load_for
 
 
 @app.command(context_settings=EXTRA)
@@ -26,7 +26,7 @@ def register(
     from mcp_manifold._runtime.discovery import RecordError, discovery_dir
     from mcp_manifold._runtime.registration import build_record, default_pid, register_until_stopped
 
-    cfg = load(config, setting_overrides(ctx.args))
+    cfg = load_for(ctx, config, required=False)
     folder = discovery_dir(cfg.settings.discovery_dir)
     try:
         record = build_record(

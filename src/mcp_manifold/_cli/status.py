@@ -12,18 +12,19 @@ from rich.table import Table
 
 from mcp_manifold._cli.common import (
     EXTRA,
+    WITH_CONFIG,
     ConfigOption,
     JsonOption,
     ProbeOption,
     app,
-    load,
+    err,
+    load_for,
     out,
-    setting_overrides,
     with_gateway,
 )
 
 
-@app.command(context_settings=EXTRA)
+@app.command(context_settings=EXTRA, options_metavar=WITH_CONFIG)
 def servers(
     ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption = False, probe: ProbeOption = False
 ) -> None:
@@ -32,12 +33,15 @@ def servers(
     Live from the running gateway(s) of this config (same data_dir) when there are any, with health
     and hub instances; otherwise (or with --probe) by starting every server here.
     """
-    cfg = load(config, setting_overrides(ctx.args))
+    cfg = load_for(ctx, config)
     from mcp_manifold._runtime.live_status import live_dir, read_live
 
-    live = [] if probe else read_live(live_dir(cfg.settings.data_dir))
+    # Only gateways serving this very config: another config may share the data dir (the default one).
+    this = str(cfg.path.resolve()) if cfg.path is not None else None
+    live = [] if probe else [s for s in read_live(live_dir(cfg.settings.data_dir)) if s.get("config") == this]
     if live:
         _print_live(live, as_json)
+        _exit_if_failed(cfg, [row for snapshot in live for row in snapshot["servers"]])
         return
 
     async def work(gateway: Any) -> list[Any]:
@@ -47,11 +51,20 @@ def servers(
         # Instances registered in the discovery dir are extra rows when the hub is exposed (issue 6).
         return [backend.status() for backend in gateway.pool] + await instance_statuses(gateway.settings, gateway.pool)
 
-    statuses = anyio.run(with_gateway, cfg, work)
+    rows = [status.__dict__ for status in anyio.run(with_gateway, cfg, work)]
     if as_json:
-        out.print_json(json.dumps([status.__dict__ for status in statuses]))
-        return
-    out.print(_servers_table("servers", [status.__dict__ for status in statuses]))
+        out.print_json(json.dumps(rows))
+    else:
+        out.print(_servers_table(f"servers of {cfg.path}" if cfg.path else "servers", rows))
+    _exit_if_failed(cfg, rows)
+
+
+def _exit_if_failed(cfg: Any, rows: list[dict[str, Any]]) -> None:
+    """Exit 1 when a server the config enables failed (scripts and health checks see it), naming them."""
+    failed = sorted({row["name"] for row in rows if row["name"] in cfg.servers and row["state"] == "failed"})
+    if failed:
+        err.print(f"{len(failed)} enabled server(s) failed: {', '.join(failed)}", markup=False, highlight=False)
+        raise typer.Exit(1)
 
 
 def _print_live(snapshots: list[dict[str, Any]], as_json: bool) -> None:
@@ -60,7 +73,10 @@ def _print_live(snapshots: list[dict[str, Any]], as_json: bool) -> None:
         return
     for snapshot in snapshots:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.get("started_at", 0)))
-        title = f"gateway pid {snapshot['pid']}, serving since {since} (expose: {','.join(snapshot['expose'])})"
+        title = (
+            f"gateway pid {snapshot['pid']} of {snapshot.get('config')}, serving since {since} "
+            f"(expose: {','.join(snapshot['expose'])})"
+        )
         out.print(_servers_table(title, snapshot["servers"], health=True))
         clients = snapshot.get("clients")
         if clients:
@@ -89,13 +105,13 @@ def _clients_line(clients: dict[str, Any]) -> str:
 
 def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = False) -> Table:
     table = Table(title=title)
-    columns = ["name", "transport", "state", *(["health"] if health else []), "breaker", "tools", "server", "protocol"]
-    for column in [*columns, "last error / stderr"]:
+    # Names whole however narrow the terminal (a pipe's 80 columns): the other columns wrap instead.
+    table.add_column("name", no_wrap=True, min_width=max((len(row["name"]) for row in rows), default=4))
+    columns = ["transport", "state", *(["health"] if health else []), "breaker", "tools", "server", "protocol"]
+    for column in columns:
         table.add_column(column)
+    table.add_column("last error / stderr", ratio=1)  # what width is left goes here
     for row in rows:
-        detail = row.get("last_error") or ""
-        if row.get("stderr_tail"):
-            detail += ("\n" if detail else "") + "\n".join(row["stderr_tail"][-3:])
         state = row["state"]
         color = {"ready": "green", "failed": "red", "disabled": "dim"}.get(state, "yellow")
         cells = [row["name"], row["transport"], f"[{color}]{state}[/{color}]"]
@@ -106,10 +122,20 @@ def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = Fal
             str(row["tools"]),
             row.get("server_info") or "",
             row.get("protocol") or "",
-            detail,
+            _trouble(row),
         ]
         table.add_row(*cells)
     return table
+
+
+def _trouble(row: dict[str, Any]) -> str:
+    """The last error and the stderr lines it does not quote; nothing for a server that runs (its start-up
+    banner on stderr is not a problem)."""
+    error = (row.get("last_error") or "").removeprefix(f"server {row['name']!r}: ")
+    if row["state"] in ("ready", "disabled") and not error:
+        return ""
+    lines = [line for line in (row.get("stderr_tail") or [])[-3:] if line.strip() and line not in error]
+    return "\n".join([error, *lines] if error else lines)
 
 
 def _breaker_cell(row: dict[str, Any]) -> str:
@@ -119,10 +145,10 @@ def _breaker_cell(row: dict[str, Any]) -> str:
     return "[yellow]half-open[/yellow]" if row.get("breaker") == "half-open" else str(row.get("breaker", ""))
 
 
-@app.command(context_settings=EXTRA)
+@app.command(context_settings=EXTRA, options_metavar=WITH_CONFIG)
 def tools(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """List every tool as exposed (namespaced), with its server."""
-    cfg = load(config, setting_overrides(ctx.args))
+    cfg = load_for(ctx, config)
 
     async def work(gateway: Any) -> list[Any]:
         from mcp_manifold._core.clients import Caller, Request
@@ -140,8 +166,9 @@ def tools(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption =
         out.print_json(json.dumps(rows))
         return
     table = Table(title=f"{len(entries)} tools")
-    for column in ("name", "server", "description"):
-        table.add_column(column)
+    table.add_column("name", no_wrap=True, min_width=max((len(entry.name) for entry in entries), default=4))
+    table.add_column("server", no_wrap=True, min_width=max((len(entry.server) for entry in entries), default=6))
+    table.add_column("description")
     for entry in entries:
         table.add_row(entry.name, entry.server, (entry.exposed.description or "").split("\n")[0][:100])
     out.print(table)

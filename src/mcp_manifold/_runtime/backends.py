@@ -28,7 +28,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_manifold._config import ServerConfig, Settings
+from mcp_manifold._config import ServerConfig, Settings, redact_url
 from mcp_manifold._core.breaker import CircuitBreaker
 from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller
 from mcp_manifold._core.listing import Listing
@@ -41,8 +41,9 @@ from mcp_manifold._errors import (
     BackendTimeout,
     BackendUnavailable,
 )
-from mcp_manifold._runtime.backend_errors import translate_backend_errors
-from mcp_manifold._runtime.processes import open_stdio, telling_line
+from mcp_manifold._runtime.backend_errors import describe, first_leaf, translate_backend_errors
+from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
+from mcp_manifold._runtime.processes import open_stdio, telling_line, terminate_group
 from mcp_manifold._sdk import create_http_client, negotiate, no_deprecation_warnings, stamp_requesting_client
 from mcp_manifold._version import __version__
 
@@ -114,6 +115,7 @@ class Backend:
         self._needs_session = False
         # Learned: the handshake asked for first failed (a 2026-07-28-only server), so discovery comes first.
         self._discover_first = False
+        self._not_mcp: NotMcpWatch | None = None  # while starting: what the server wrote that is not MCP
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -169,14 +171,16 @@ class Backend:
             self._record_failure(str(exc))
             raise
         except Exception as exc:  # anything the transport raised while spawning or connecting
-            ours = _first_leaf(exc)
+            ours = first_leaf(exc)
             if isinstance(ours, _HandshakeRefused):
                 self.state = "stopped"
                 raise ours from None
             if isinstance(ours, BackendError):  # already says what happened, stderr included
                 self._record_failure(str(ours))
                 raise ours from None
-            reason = _describe(exc)
+            reason = describe(exc)
+            if self.config.url:  # "ConnectError: All connection attempts failed" names no address
+                reason = f"{reason} (at {redact_url(self.config.url)})"
             self._record_failure(reason)
             raise BackendStartError(self.name, self._with_stderr(f"failed to start: {reason}")) from exc
         self._failures = 0
@@ -226,8 +230,10 @@ class Backend:
                     )
                 )
                 protocol = self.opening_protocol()
+                watch = self._not_mcp = NotMcpWatch()
                 try:
-                    with anyio.fail_after(self.settings.init_timeout):
+                    with anyio.fail_after(self.settings.init_timeout), anyio.CancelScope() as given_up:
+                        watchers.start_soon(watch.cancel_after, min(GRACE, self.settings.init_timeout), given_up)
                         try:
                             await negotiate(session, "legacy" if protocol == "handshake-first" else protocol)
                         except Exception as exc:
@@ -235,7 +241,7 @@ class Backend:
                                 raise
                             # Refused (-32022 from a 2026-only server, or another error, or it hung up): a
                             # stdio connection keeps the era it was opened in, so a new one discovers.
-                            raise _HandshakeRefused(self.name, f"the handshake failed: {_describe(exc)}") from exc
+                            raise _HandshakeRefused(self.name, f"the handshake failed: {describe(exc)}") from exc
                         self.initialize_result = session.initialize_result
                 except TimeoutError:
                     raise BackendStartError(
@@ -246,8 +252,12 @@ class Backend:
                     raise
                 except Exception as exc:
                     raise BackendStartError(
-                        self.name, self._with_stderr(f"initialization failed: {_describe(exc)}")
+                        self.name, self._with_stderr(f"initialization failed: {describe(exc)}")
                     ) from exc
+                if given_up.cancelled_caught:
+                    terminate_group(self.pid)  # it is not waiting for anything the spec's polite stop would give
+                    said = f"it wrote {watch.line!r} where MCP was expected"
+                    raise BackendStartError(self.name, self._with_stderr(f"is not speaking MCP: {said}"))
                 self._session = session
                 self.declared = declared
                 self.protocol_version = session.protocol_version
@@ -266,7 +276,7 @@ class Backend:
             cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
             current = self._stopped is stopped
             if started and current and not stop.is_set() and not cancelled and self.state == "ready":
-                self._record_failure(f"connection ended: {_describe(exc)}")
+                self._record_failure(f"connection ended: {describe(exc)}")
             if not started or cancelled:
                 raise
         finally:
@@ -392,7 +402,7 @@ class Backend:
                 if not self._resubscribe.is_set():
                     await anyio.sleep(1.0)  # the server ended the stream: listen again, but not in a tight loop
             except Exception as exc:  # the server does not serve listen, or the stream was lost
-                logger.debug("server %r: subscriptions/listen ended: %s", self.name, _describe(exc))
+                logger.debug("server %r: subscriptions/listen ended: %s", self.name, describe(exc))
                 await self._resubscribe.wait()  # no stream until the subscriptions change again
 
     async def roots_changed(self) -> None:
@@ -606,6 +616,8 @@ class Backend:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):
+            if self.state == "starting" and self._not_mcp is not None:
+                self._not_mcp.saw(message)  # a start that reads nothing but this fails fast, quoting it
             return  # transport noise; a dead connection shows up on the next request
         with suppress(Exception):
             await self.hooks.on_server_notification(self, message)
@@ -650,19 +662,6 @@ async def _drain(events: Any, done: anyio.CancelScope) -> None:
     async for _ in events:  # each event also reaches the session's message handler
         pass
     done.cancel()
-
-
-def _first_leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line reason, reaching into exception groups for the first real cause."""
-    exc = _first_leaf(exc)
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _cut_context_loop(exc: BaseException) -> None:

@@ -261,6 +261,7 @@ class Gateway:
             servers.append(row)
         return {
             "started_at": self.started_at,
+            "config": str(self.config.path.resolve()) if self.config.path is not None else None,  # whose it is
             "expose": list(self._settings.expose),
             "servers": servers,
             "instances": [row for surface in self.surfaces for row in surface.live_rows()],
@@ -502,6 +503,8 @@ class Gateway:
             view = self.view(request)
             view.report_miss(name)  # a tool that exists but is hidden from this caller: the audit says so
             hints = [hint for s in self._surfaces(request) if (hint := s.unknown_tool_hint(request, name))]
+            if down := self.sync.not_running(name, self.settings.separator, view.may_use_server):
+                return tool_error(f"tool {name!r} is not available: {down}")  # not "unknown": say why
             unknown = f"unknown tool {name!r}{for_profile(view.profile_name)}"
             if hints:
                 return tool_error(f"{unknown}: {hints[0]}")
