@@ -343,3 +343,65 @@ def test_make_demo_installs_only_what_the_gateway_needs_and_says_so(tmp_path: Pa
     assert "[dev]" not in demo and "playwright" not in demo.lower() and "npm" not in demo
     assert "echo" in demo  # says what it installs before it does
     assert "[dev]" in plan("test")  # the test tools still come with `make test`
+
+
+@pytest.mark.anyio
+async def test_install_puts_a_working_gateway_into_the_clients_file_with_a_backup(
+    write_config: Any, home: Path
+) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    config = write_config({"numbers": server_entry("numbers.py")})
+    desktop = home / ".config" / "Claude" / "claude_desktop_config.json"
+    desktop.parent.mkdir(parents=True)
+    original = {"globalShortcut": "Ctrl+Space", "mcpServers": {"numbers": {"command": "npx", "args": ["x"]}}}
+    desktop.write_text(json.dumps(original))
+
+    dry = manifold(home, "install", "claude-desktop", str(config), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["mcpServers"]["manifold"]["args"][-1] == str(config.resolve())
+    assert json.loads(desktop.read_text()) == original and len(list(desktop.parent.iterdir())) == 1
+
+    done = manifold(home, "install", "claude-desktop", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "twice: numbers" in done.stderr  # a server in both the client's file and the gateway is pointed out
+    (backup,) = desktop.parent.glob("claude_desktop_config.json.bak-*")
+    assert json.loads(backup.read_text()) == original
+    installed = json.loads(desktop.read_text())
+    assert installed["globalShortcut"] == "Ctrl+Space" and installed["mcpServers"]["numbers"]["command"] == "npx"
+    entry = installed["mcpServers"]["manifold"]
+    again = manifold(home, "install", "claude-desktop", str(config))
+    assert "nothing changed" in again.stderr and len(list(desktop.parent.glob("*.bak-*"))) == 1
+
+    # The entry starts the gateway as the client would, and it serves the config's tools.
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=dict(os.environ))
+    async with Client(params, mode="legacy") as client:
+        assert "numbers_add" in {tool.name for tool in (await client.list_tools()).tools}
+
+
+@pytest.mark.parametrize("client, relative", [("cursor", ".cursor/mcp.json"), ("claude-code", ".claude.json")])
+def test_install_writes_cursors_and_claude_codes_files(
+    write_config: Any, home: Path, client: str, relative: str
+) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")})
+    result = manifold(home, "install", client, str(config))
+    assert result.returncode == 0, result.stderr
+    entry = json.loads((home / relative).read_text())["mcpServers"]["manifold"]
+    assert entry["args"] == ["-m", "mcp_manifold", "serve", "--config", str(config.resolve())]
+    assert (entry.get("type") == "stdio") == (client == "claude-code")
+
+
+def test_install_never_replaces_another_server_of_that_name(write_config: Any, home: Path) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")})
+    cursor = home / ".cursor" / "mcp.json"
+    cursor.parent.mkdir()
+    cursor.write_text(json.dumps({"mcpServers": {"manifold": {"command": "something-else"}}}))
+    refused = manifold(home, "install", "cursor", str(config))
+    assert refused.returncode == 2 and "not mcp-manifold; use --name or --force" in refused.stderr
+    assert json.loads(cursor.read_text())["mcpServers"]["manifold"]["command"] == "something-else"
+
+
+def test_register_help_names_the_settings_it_reads(home: Path) -> None:
+    result = manifold(home, "register", "--help", env={"COLUMNS": "200"})
+    assert result.returncode == 0 and "--discovery-dir" in result.stdout and "--ping-interval" in result.stdout

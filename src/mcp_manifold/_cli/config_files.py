@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path, err, out
+from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path, err, load, out
 from mcp_manifold._config import check_config, load_config
 from mcp_manifold._config.commands import command_warning
 from mcp_manifold._errors import ConfigError, ManifoldError
@@ -62,3 +62,45 @@ def import_config(
     except ManifoldError as exc:
         err.print(str(exc), markup=False)
         raise typer.Exit(2) from None
+
+
+@app.command("install")
+def install(
+    client: Annotated[str, typer.Argument(help="claude-desktop, cursor or claude-code.")],
+    config: Annotated[Path | None, typer.Argument(help="The gateway's config file (or --config).")] = None,
+    config_option: ConfigOption = None,
+    name: Annotated[str, typer.Option(help="The entry's name in the client's file.")] = "manifold",
+    client_file: Annotated[
+        Path | None, typer.Option("--client-file", help="The client's config file (default: its usual place).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show the client's file as it would be; change nothing.")
+    ] = False,
+    force: Annotated[bool, typer.Option(help="Replace an entry of that name that is not mcp-manifold.")] = False,
+) -> None:
+    """Add the gateway to Claude Desktop's, Cursor's or Claude Code's config (the old file is backed up)."""
+    from mcp_manifold._config.installers import apply_install, plan_install, unchanged
+
+    if client not in ("claude-desktop", "cursor", "claude-code"):
+        raise typer.BadParameter("client must be claude-desktop, cursor or claude-code")
+    path = config_path(config_option, [str(config)] if config is not None else [])
+    assert path is not None
+    cfg = load(path)  # a config with problems is refused here, not when the client starts the gateway
+    try:
+        plan = plan_install(client, path, cfg.servers, name=name, client_file=client_file, force=force)  # type: ignore[arg-type]
+        if unchanged(plan):
+            err.print(f"{plan.path} already has this {name!r} entry; nothing changed", markup=False)
+        elif dry_run:
+            err.print(f"would write {plan.path} (--dry-run: nothing changed):", markup=False)
+            print(plan.text(), end="")
+        else:
+            backup = apply_install(plan)
+            kept = f"; the old one is {backup}" if backup else ""
+            verb = "replaced" if plan.replaced else "added"
+            err.print(f"{verb} {name!r} in {plan.path}{kept}. Restart {client} to use it.", markup=False)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            err.print(str(problem), markup=False)
+        raise typer.Exit(2) from None
+    for note in plan.notes:
+        err.print(f"note: {note}", markup=False)

@@ -9,9 +9,26 @@ import anyio
 import typer
 
 from mcp_manifold._cli.common import EXTRA, ConfigOption, app, err, load_for
+from mcp_manifold._config import settings_fields
 
 
-@app.command(context_settings=EXTRA)
+def _register_settings() -> str:
+    """The two settings `register` reads, as `manifold serve --help` words them (they are flags here too)."""
+    helps = {name: (default, text) for name, _kind, default, text in settings_fields()}
+    lines = [
+        f"--{name.replace('_', '-')} (default {helps[name][0]!r}): {helps[name][1]}{also}"
+        for name, also in (
+            ("discovery_dir", ""),
+            (
+                "ping_interval",
+                " Here: how often the record is renewed (0: every 10 s); a record not renewed goes stale.",
+            ),
+        )
+    ]
+    return "\n\n".join([*lines, "Every other gateway setting is a flag too (see `manifold serve --help`)."])
+
+
+@app.command(context_settings=EXTRA, epilog=_register_settings())
 def register(
     ctx: typer.Context,
     name: Annotated[str, typer.Option("--name", "-n", help="A name for the server, shown by instances_list.")],
