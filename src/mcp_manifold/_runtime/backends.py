@@ -42,6 +42,7 @@ from mcp_manifold._errors import (
     BackendUnavailable,
 )
 from mcp_manifold._runtime.backend_errors import describe, first_leaf, translate_backend_errors
+from mcp_manifold._runtime.learned import learned_facts
 from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
 from mcp_manifold._runtime.processes import open_stdio, telling_line, terminate_group
 from mcp_manifold._sdk import create_http_client, negotiate, no_deprecation_warnings, stamp_requesting_client
@@ -112,9 +113,11 @@ class Backend:
         self._callers: list[Any] = []  # front sessions with a request in flight here, newest last
         # Learned: under `protocol: auto` the server took 2026-07-28 but asks its client mid-call, which
         # only a session carries; it is reconnected with the handshake (see `asks_mid_call`).
-        self._needs_session = False
+        # Both learned facts are kept in the data dir (`learned`): a restart does not fail the same way again.
+        self._learned = learned_facts(settings.data_dir)
+        self._needs_session = self._learned.knows(config, "needs_session")
         # Learned: the handshake asked for first failed (a 2026-07-28-only server), so discovery comes first.
-        self._discover_first = False
+        self._discover_first = self._learned.knows(config, "discover_first")
         self._not_mcp: NotMcpWatch | None = None  # while starting: what the server wrote that is not MCP
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
 
@@ -149,6 +152,7 @@ class Backend:
                 await self._start()
             except _HandshakeRefused as refused:
                 self._discover_first = True
+                self._learned.learn(self.config, "discover_first")
                 logger.info("server %r: %s; starting it again with discovery", self.name, refused.detail)
                 await self._start()
             assert self._session is not None
@@ -336,6 +340,8 @@ class Backend:
             return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
         if ASKS.get(method) not in self.declare():
             # A session shared by several clients promises nothing (see `declare`).
+            if self.config.session_scope == "client" and self.owner is not None:  # this client's own session
+                return f"{what}, and this client did not declare that it can answer it ({ASKS.get(method)})"
             if self.config.session_scope == "client":
                 # Only a client the gateway can tell apart gets a session of its own.
                 return (
@@ -345,6 +351,7 @@ class Backend:
             return f"{what}, and its shared session cannot either: give it `session_scope: client` in the config"
         if not self._needs_session:
             self._needs_session = True
+            self._learned.learn(self.config, "needs_session")
             logger.warning(
                 "server %r asks its client mid-call (%s): reconnecting to it in a session "
                 "(`protocol: legacy` for it starts it that way)",
