@@ -26,6 +26,8 @@ from mcp_manifold._runtime.pool import BackendPool
 
 logger = logging.getLogger(__name__)
 
+BACKGROUND_STARTS = 2  # servers re-listed (so started) at once behind a catalog the listing cache filled
+
 
 class CatalogSync:
     """Lists backends into the catalog, from the listing cache first when the gateway is serving."""
@@ -48,6 +50,8 @@ class CatalogSync:
         self.live: set[str] = set()  # listed by the server itself, not only from the listing cache
         self._starting: dict[str, anyio.Event] = {}  # eager backends being started in the background
         self._lock = anyio.Lock()
+        self._background = anyio.CapacityLimiter(BACKGROUND_STARTS)
+        self._in_background: set[str] = set()  # backends a background re-listing is starting
         self._warned: dict[str, str] = {}  # the last failure logged per backend, so a retry does not repeat it
         self._task_group: anyio.abc.TaskGroup | None = None
 
@@ -96,8 +100,21 @@ class CatalogSync:
         if listing is None or self._task_group is None:
             return False
         self._set(name, listing)
-        self._task_group.start_soon(self.refresh_one, name)
+        self._task_group.start_soon(self._refresh_in_background, name)
         return True
+
+    async def _refresh_in_background(self, name: str) -> None:
+        """Re-list a backend the cache answered for, a few at a time, and only while no call is starting a
+        server it needs: thirty servers started at once on two cores would make a call wait its turn for the
+        one it needs (which the call starts at once itself)."""
+        async with self._background:
+            while any(b.state == "starting" and b.name not in self._in_background for b in self.pool):
+                await anyio.sleep(0.05)
+            self._in_background.add(name)
+            try:
+                await self.refresh_one(name)
+            finally:
+                self._in_background.discard(name)
 
     async def refresh(self, names: list[str]) -> None:
         """(Re)list the named backends concurrently; a failure leaves the others untouched."""
