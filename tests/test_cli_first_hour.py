@@ -90,6 +90,7 @@ def test_servers_exits_non_zero_only_when_an_enabled_server_failed(write_config:
     broken = write_config({"numbers": server_entry("numbers.py"), "bad": server_entry("exits_early.py")}, name="b.json")
     result = manifold(home, "servers", "--config", str(broken))
     assert result.returncode == 1 and "1 enabled server(s) failed: bad" in result.stderr
+    assert any(line.startswith("  bad: ") and "fatal: missing API key" in line for line in result.stderr.splitlines())
 
 
 def test_config_check_warns_about_commands_that_are_not_installed(tmp_path: Path, home: Path) -> None:

@@ -61,9 +61,11 @@ def servers(
 
 def _exit_if_failed(cfg: Any, rows: list[dict[str, Any]]) -> None:
     """Exit 1 when a server the config enables failed (scripts and health checks see it), naming them."""
-    failed = sorted({row["name"] for row in rows if row["name"] in cfg.servers and row["state"] == "failed"})
+    failed = {row["name"]: row for row in rows if row["name"] in cfg.servers and row["state"] == "failed"}
     if failed:
-        err.print(f"{len(failed)} enabled server(s) failed: {', '.join(failed)}", markup=False, highlight=False)
+        err.print(f"{len(failed)} enabled server(s) failed: {', '.join(sorted(failed))}", markup=False, highlight=False)
+        for name in sorted(failed):  # each reason whole on one line, however narrow the table's column
+            err.print(f"  {name}: {_trouble(failed[name])}".replace("\n", "; "), markup=False, highlight=False)
         raise typer.Exit(1)
 
 
