@@ -9,11 +9,24 @@ SERVERS_REQ  := tests/servers-requirements.txt
 
 .PHONY: demo test lint bench setup node servers browser conformance clean
 
-$(STAMP): pyproject.toml
+# Two installs into the one venv: what the gateway needs to run (`make demo`), and on top of it the test
+# and lint tools (`make test`, `make lint`: pytest, ruff, import-linter, Playwright, OpenTelemetry).
+BASE_STAMP := $(VENV)/.installed-base
+
+$(BIN)/python:
+	@echo "creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev]"
-	touch $(STAMP)
+
+$(BASE_STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing mcp-manifold and what it needs to run (no test tools) into $(VENV); about a minute"
+	$(BIN)/pip install --progress-bar on --disable-pip-version-check -e .
+	touch $(BASE_STAMP)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing mcp-manifold with its test and lint tools into $(VENV)"
+	$(BIN)/pip install -q --disable-pip-version-check -e ".[dev]"
+	touch $(STAMP) $(BASE_STAMP)
 
 setup: $(STAMP)
 
@@ -61,7 +74,7 @@ browser:
 		|| echo "chromium could not be installed: the dashboard's browser test will be skipped"; \
 	else echo "chromium not found and apt-get needs root: the dashboard's browser test will be skipped"; fi
 
-demo: setup
+demo: $(BASE_STAMP)
 	$(BIN)/manifold serve --config examples/demo.json --http --host 127.0.0.1 --port 8765
 
 lint: setup

@@ -169,7 +169,7 @@ async def test_a_server_that_recovers_closes_the_breaker_and_servers_shows_it_li
     def live_breaker() -> str:
         command = [sys.executable, "-m", "mcp_manifold", "servers", "--config", str(config), "--json"]
         shown = subprocess.run(command, capture_output=True, text=True, timeout=60)
-        assert shown.returncode == 0, shown.stderr
+        assert shown.returncode in (0, 1), shown.stderr  # 1 while `flaky` is failed
         (gateway,) = json.loads(shown.stdout)["gateways"]
         return next(s for s in gateway["servers"] if s["name"] == "flaky")["breaker"]
 

@@ -64,7 +64,7 @@ def test_servers_shows_state_reason_and_stderr(write_config: Any) -> None:
         }
     )
     result = manifold("servers", "--config", str(config), "--json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1 and "1 enabled server(s) failed: broken" in result.stderr, result.stderr
     status = {row["name"]: row for row in json.loads(result.stdout)}
     assert status["numbers"]["state"] == "ready" and status["numbers"]["tools"] == 3
     assert status["broken"]["state"] == "failed"
@@ -78,7 +78,7 @@ def test_a_config_that_lists_the_gateway_itself_stops_after_one_level(write_conf
     itself = {"command": sys.executable, "args": ["-m", "mcp_manifold", "serve", "--config", str(config)]}
     write_config({"numbers": server_entry("numbers.py"), "itself": itself})
     result = manifold("servers", "--config", str(config), "--json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # an enabled server failed
     status = {row["name"]: row for row in json.loads(result.stdout)}
     assert status["numbers"]["state"] == "ready"
     assert status["itself"]["state"] == "failed"
@@ -182,7 +182,7 @@ SETTING_SECTIONS: dict[str, dict[str, Any]] = {"profile": {"profiles": {"readonl
 
 
 def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
-    from mcp_manifold._cli import _setting_overrides
+    from mcp_manifold._cli.common import setting_overrides
     from mcp_manifold._config import env_var, parse_config_data, settings_fields
 
     assert set(SETTING_SAMPLES) == {f.name for f in settings_fields()}
@@ -194,7 +194,7 @@ def test_every_setting_has_a_flag_and_an_environment_variable() -> None:
         needed = SETTING_NEEDS.get(setting.name)
         needed_args = ["--" + needed[0].replace("_", "-"), needed[1]] if needed else []
         data = {"mcpServers": {}, **SETTING_SECTIONS.get(setting.name, {})}
-        from_flag = parse_config_data(data, source="t", env={}, overrides=_setting_overrides(args + needed_args))
+        from_flag = parse_config_data(data, source="t", env={}, overrides=setting_overrides(args + needed_args))
         assert getattr(from_flag.settings, setting.name) == expected, args
         needed_env = {env_var(needed[0]): needed[1]} if needed else {}
         from_env = parse_config_data(data, source="t", env={env_var(setting.name): text, **needed_env})
@@ -297,7 +297,7 @@ async def test_servers_shows_a_running_gateway_live(write_config: Any, http_gate
         deadline = time.monotonic() + 15
         while True:  # the gateway rewrites its snapshot every couple of seconds
             live = manifold("servers", "--config", str(config), "--json")
-            assert live.returncode == 0, live.stderr
+            assert live.returncode in (0, 1), live.stderr  # 1 once `broken` has failed
             (gateway,) = json.loads(live.stdout)["gateways"]
             rows = {row["name"]: row for row in gateway["servers"]}
             settled = rows["numbers"]["state"] == "ready" and gateway["clients"]["stateless_requests"]
@@ -308,6 +308,7 @@ async def test_servers_shows_a_running_gateway_live(write_config: Any, http_gate
         assert rows["numbers"]["state"] == "ready" and rows["numbers"]["breaker"] == "closed"
         assert rows["numbers"]["protocol"]  # the era the gateway speaks with it
         assert rows["broken"]["state"] == "failed" and rows["broken"]["last_error"]
+        assert live.returncode == 1 and "failed: broken" in live.stderr
         # Which era each client speaks: one session, and requests of a 2026-07-28 client.
         assert gateway["clients"]["sessions"] == 1 and gateway["clients"]["stateless_requests"] >= 1
         table = manifold("servers", "--config", str(config))
@@ -336,7 +337,7 @@ def test_secrets_a_server_echoes_never_reach_servers_output(write_config: Any) -
     config = write_config({"leaky": server_entry("exits_early.py", "--api-key", "hunter2-secret-value")})
     for extra in ((), ("--json",)):
         result = manifold("servers", "--config", str(config), *extra)
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 1, result.stderr  # it failed, as it should
         assert "hunter2-secret-value" not in result.stdout + result.stderr
         assert "***" in result.stdout
 

@@ -508,6 +508,18 @@ async def test_the_hub_serves_a_2026_client_without_a_session(hub_url: str) -> N
             assert ok_text(echoed) == "hi"
 
 
+async def test_a_2026_client_calling_an_instances_tool_by_name_is_told_how_it_can(hub_url: str) -> None:
+    """After instances_connect (which binds nothing for it), a call by the tool's name is pointed at
+    instances_call and the instance's address, not back at instances_connect."""
+    async with http_client(hub_url, "auto") as client:
+        ok_text(await client.call_tool("instances_connect", {"instance_id": "alpha"}))
+        told = error_text(await client.call_tool("only_alpha", {}))
+        assert "instance 'alpha'" in told and "instances_call" in told and "/mcp/instances/alpha" in told, told
+        assert "instances_connect" not in told, told
+        nobody = error_text(await client.call_tool("no_such_tool_anywhere", {}))
+        assert "instances_call" in nobody and "no session to connect" in nobody, nobody
+
+
 # --- 5. a 2026-only server behind every surface ---------------------------------------------------------
 
 

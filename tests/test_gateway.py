@@ -545,3 +545,73 @@ async def test_a_stdio_gateway_speaks_to_a_stdio_server_in_its_clients_era(write
     assert rows["kitchen"]["protocol"] == ("2025-11-25" if mode == "legacy" else "2026-07-28")
     assert rows["modern"]["protocol"] == "2026-07-28"
     assert rows["modern"]["restarts"] == 0 and rows["modern"]["state"] == "ready"  # a refused handshake is no failure
+
+
+async def test_a_server_found_to_ask_mid_call_is_reached_in_a_session_after_a_restart(write_config: Any) -> None:
+    """A 2026-07-28 client's first call to such a server fails once ("call again") while the gateway learns
+    it needs a session; what was learned is kept in the data dir, so the next start does not fail again."""
+
+    async def open_the_page(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept")
+
+    config = write_config({"midcall": server_entry("midcall.py")})
+    async with stdio_gateway(config, mode="auto", elicitation_callback=open_the_page) as client:
+        first = await client.call_tool("midcall_sign_in", {"service": "shop"})
+        assert first.is_error and "call again" in text_of(first), text_of(first)
+        assert text_of(await client.call_tool("midcall_sign_in", {"service": "shop"})) == "sign-in: accept"
+    async with stdio_gateway(config, mode="auto", elicitation_callback=open_the_page) as client:
+        again = await client.call_tool("midcall_sign_in", {"service": "shop"})
+        assert not again.is_error and text_of(again) == "sign-in: accept", text_of(again)
+
+
+async def test_a_principals_later_client_that_can_answer_gets_the_servers_questions(tmp_path: Path) -> None:
+    """`session_scope: client` over HTTP: one session per authenticated 2026-07-28 principal. Its first client
+    cannot elicit; its next one can, and must get the server's question, not "once it authenticates"."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from mcp_manifold._config.security import hash_key
+
+    key = "mfk_test-key-for-ada"
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"midcall": server_entry("midcall.py", session_scope="client")},
+                "manifold": {"data_dir": str(tmp_path / "data")},
+                "auth": {"api_keys": {"ada": {"sha256": hash_key(key)}}},
+            }
+        )
+    )
+    port = free_port()
+    process = subprocess.Popen(http_serve_command(config, port), start_new_session=True)
+
+    async def open_the_page(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept")
+
+    try:
+        wait_for_port(port, process)
+        url = f"http://127.0.0.1:{port}/mcp"
+        headers = {"Authorization": f"Bearer {key}"}
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as first,
+        ):
+            refused = await first.call_tool("midcall_sign_in", {"service": "shop"})
+            assert refused.is_error and "authenticates" not in text_of(refused), text_of(refused)
+            assert "this client did not declare that it can answer it (elicitation)" in text_of(refused)
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http), elicitation_callback=open_the_page) as second,
+        ):
+            answer = await second.call_tool("midcall_sign_in", {"service": "shop"})
+            if answer.is_error:  # at most once: the gateway learns the server needs a session
+                assert "call again" in text_of(answer) and "authenticates" not in text_of(answer), text_of(answer)
+                answer = await second.call_tool("midcall_sign_in", {"service": "shop"})
+            assert not answer.is_error and text_of(answer) == "sign-in: accept", text_of(answer)
+    finally:
+        stop_process(process)
+
+
+def http_serve_command(config: Path, port: int) -> list[str]:
+    return [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config), "--http", "--port", str(port)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from mcp_manifold._config import load_config
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._runtime.listing_cache import ListingCache
-from tests.conftest import server_entry
+from tests.conftest import SERVERS, server_entry
 
 pytestmark = pytest.mark.anyio
 
@@ -110,3 +111,32 @@ async def test_eager_servers_start_behind_a_serving_gateway_never_before_it(tmp_
                 await wait_until(lambda: gateway.backends["numbers"].state == "ready")
                 assert gateway.backends["hung"].state == "starting"  # still, and nobody waited for it
     assert warm  # the second start answered from the cache at once
+
+
+async def test_a_call_behind_a_warm_cache_starts_its_server_first_and_the_rest_a_few_at_a_time(
+    write_config: Any, tmp_path: Path
+) -> None:
+    """Thirty servers started at once on two cores made the first call wait its turn (issue 24, item 20)."""
+    from tests.conftest import stdio_gateway
+
+    marks = tmp_path / "started"
+    marks.mkdir()
+    numbers = SERVERS / "numbers.py"
+    count = 10
+
+    def entry(name: str) -> dict[str, Any]:
+        script = f'touch "{marks / name}"; exec "{sys.executable}" "{numbers}"'
+        return {"command": "sh", "args": ["-c", script]}
+
+    config = write_config({f"n{i}": entry(f"n{i}") for i in range(count)})
+    async with stdio_gateway(config) as client:  # cold: lists everything, and fills the listing cache
+        assert len((await client.list_tools()).tools) == 3 * count
+    for mark in marks.iterdir():
+        mark.unlink()
+    async with stdio_gateway(config) as client:
+        assert len((await client.list_tools()).tools) == 3 * count  # from the cache
+        answer = await client.call_tool("n7_add", {"a": 1, "b": 2})
+        assert not answer.is_error
+        started = {mark.name for mark in marks.iterdir()}
+        assert "n7" in started
+        assert len(started) < count, started  # the others come a few at a time, after the call's own

@@ -279,3 +279,17 @@ async def test_an_answer_is_enough_to_call_the_tool(connect: Any, write_config: 
         assert not called.is_error, text_of(called)
         full = text_of(await client.call_tool("retrieve_tools", {"query": "log", "limit": 1, "include_schema": True}))
         assert '"properties"' in full  # the whole JSON schema, on request
+
+
+async def test_call_tool_takes_arguments_as_mcp_names_them_and_names_a_stray_key(write_config: Any) -> None:
+    from tests.conftest import stdio_gateway
+
+    config = write_config({"numbers": server_entry("numbers.py")}, {"expose": ["retrieve"]})
+    async with stdio_gateway(config) as client:
+        # `arguments` is MCP's own word (tools/call), and what models write.
+        product = await client.call_tool("call_tool", {"name": "numbers_multiply", "arguments": {"a": 6, "b": 7}})
+        assert not product.is_error and text_of(product).startswith("42"), text_of(product)
+        both = await client.call_tool("call_tool", {"name": "numbers_add", "args": {"a": 1}, "arguments": {"b": 2}})
+        assert both.is_error and "not both" in text_of(both)
+        stray = await client.call_tool("call_tool", {"name": "numbers_add", "params": {"a": 1, "b": 2}})
+        assert stray.is_error and "not params" in text_of(stray) and "missing required" not in text_of(stray)

@@ -11,6 +11,7 @@ file > default. String values in the file may use `${VAR}` and `${VAR:-default}`
 The names below (`__all__`) are the package's interface; each module holds one concern:
 
 - `loading`: `load_config`, `check_config` and `parse_config_data`, the whole config assembled
+- `commands`: whether a stdio server's command can be found (a warning of `config check`; not exported)
 - `changes`: what a reload of a running gateway changes (`diff_configs`)
 - `files`: JSON/YAML read with duplicate keys found, the only file I/O
 - `servers`: the `mcpServers` entries read and checked, and the prefix check across them

@@ -81,6 +81,8 @@ def read_file(path: Path) -> tuple[Any, list[ConfigProblem]]:
         return None, [ConfigProblem(source, None, None, message)]
 
     suffix = path.suffix.lower()
+    if path.is_dir():
+        return failed("is a directory, not a config file: give the file in it (a .json, .yaml or .yml)")
     if suffix not in CONFIG_SUFFIXES:
         return failed(f"unsupported file type {path.suffix!r}: use .json, .yaml or .yml")
     try:

@@ -169,7 +169,7 @@ def _clean_entry(name: str, entry: Any, rewrite: Rewrite | None, warnings: list[
     if not isinstance(entry, Mapping):
         warnings.append(f"server {name!r}: skipped, its entry is not an object")
         return None
-    if _runs_manifold(entry):
+    if runs_manifold(entry):
         # The client already goes through a gateway: behind itself it would start itself, endlessly.
         warnings.append(f"server {name!r}: skipped, it runs mcp-manifold itself (a gateway behind itself)")
         return None
@@ -184,7 +184,7 @@ def _clean_entry(name: str, entry: Any, rewrite: Rewrite | None, warnings: list[
     return cleaned
 
 
-def _runs_manifold(entry: Mapping[str, Any]) -> bool:
+def runs_manifold(entry: Mapping[str, Any]) -> bool:
     """`manifold serve ...`, `python -m mcp_manifold serve ...`, `uvx mcp-manifold serve ...` and the like."""
     command, args = entry.get("command"), entry.get("args")
     if not isinstance(command, str) or not isinstance(args, list) or "serve" not in args:

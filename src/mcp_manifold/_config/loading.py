@@ -25,6 +25,9 @@ from mcp_manifold._config.variables import referenced_values
 from mcp_manifold._errors import ConfigError, ConfigProblem
 
 TOP_LEVEL_KEYS = ("mcpServers", "manifold", "auth", "profiles")
+# Keys a client's own file has beside `mcpServers` (Claude Desktop's), which the gateway has no use for:
+# its file is taken as it is.
+CLIENT_KEYS = ("globalShortcut",)
 
 
 def _section(raw: Any, problems: Problems, key: str, contents: str) -> Mapping[Any, Any]:
@@ -54,10 +57,10 @@ def _build(
         in_file.add(None, None, f"the top level must be a mapping with 'mcpServers', not {kind(data)}")
         data = {}
     for key in data:
-        if key not in TOP_LEVEL_KEYS:
+        if key not in TOP_LEVEL_KEYS and key not in CLIENT_KEYS:
             in_file.add(None, str(key), unknown("top-level key", str(key), TOP_LEVEL_KEYS))
     entries = _section(data.get("mcpServers"), in_file, "mcpServers", "server names to servers")
-    servers = parse_servers(entries, env, in_file)
+    servers = parse_servers(entries, env, in_file, base)
     section = _section(data.get("manifold"), in_file, "manifold", "settings")
     settings = resolve_settings(section, overrides, env, in_file, base)
     auth = parse_auth(_section(data.get("auth"), in_file, "auth", "api_keys and oauth"), env, in_file)

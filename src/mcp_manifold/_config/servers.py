@@ -9,6 +9,7 @@ everything to fix; across entries, two enabled servers may not expose the same p
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
@@ -50,6 +51,7 @@ SERVER_FIELDS = (
     "transport",
     "type",
     "enabled",
+    "disabled",
     "prefix",
     "tools",
     "lazy",
@@ -259,8 +261,13 @@ def _protocol(value: Any) -> BackendProtocol:
     return value  # type: ignore[no-any-return]
 
 
-def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Problems) -> ServerConfig | None:
-    """Check one `mcpServers` entry; None when it has any problem (all of them reported)."""
+def _parse_server(
+    name: str, entry: Any, env: Mapping[str, str], problems: Problems, base: Path | None = None
+) -> ServerConfig | None:
+    """Check one `mcpServers` entry; None when it has any problem (all of them reported).
+
+    A relative `command` path (`.venv/bin/python`, not a bare `python`, which PATH finds) and a relative
+    `cwd` are taken from `base`, the config file's folder: a client starts the gateway anywhere."""
     if not isinstance(entry, Mapping):
         problems.add(name, None, f"must be a mapping of fields, not {kind(entry)}")
         return None
@@ -273,13 +280,13 @@ def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Probl
     read = _ServerReader(name, values, broken, problems)
     transport = read.transport()
     config = {
-        "command": read.get("command", _non_empty),
+        "command": read.get("command", lambda value: _from_folder(expand_user(_non_empty(value), env), base)),
         "args": read.get("args", lambda value: _text_list(value, "args"), ()),
         "env": read.get("env", lambda value: _text_map(value, "env"), {}),
-        "cwd": read.get("cwd", lambda value: expand_user(_non_empty(value), env)),
+        "cwd": read.get("cwd", lambda value: _from_folder(expand_user(_non_empty(value), env), base, bare=True)),
         "url": read.get("url", _http_url),
         "headers": read.get("headers", lambda value: _text_map(value, "headers"), {}),
-        "enabled": read.get("enabled", as_bool, True),
+        "enabled": _enabled(read),
         "prefix": read.get("prefix", _prefix),
         "tools": read.get("tools", _tool_filter, ToolFilter()),
         "lazy": read.get("lazy", as_bool),
@@ -297,14 +304,34 @@ def _parse_server(name: str, entry: Any, env: Mapping[str, str], problems: Probl
     return ServerConfig(name=name, transport=transport, expanded=expanded, **config)
 
 
-def parse_servers(entries: Mapping[Any, Any], env: Mapping[str, str], problems: Problems) -> dict[str, ServerConfig]:
+def _from_folder(path: str, base: Path | None, *, bare: bool = False) -> str:
+    """`path` taken from the config's folder when it is relative and names a path (has a slash, or `bare`)."""
+    if base is None or Path(path).is_absolute() or not (bare or "/" in path or "\\" in path):
+        return path
+    return str(base / path)
+
+
+def _enabled(read: _ServerReader) -> bool:
+    """`enabled`, or Cursor's and Cline's `disabled` (its opposite); both given must agree."""
+    enabled = read.get("enabled", as_bool)
+    disabled = read.get("disabled", as_bool)
+    if enabled is not None and disabled is not None and enabled == disabled:
+        read.report("disabled", f"says the opposite of 'enabled: {str(enabled).lower()}'; keep one of them")
+    if enabled is not None:
+        return bool(enabled)
+    return not disabled if disabled is not None else True
+
+
+def parse_servers(
+    entries: Mapping[Any, Any], env: Mapping[str, str], problems: Problems, base: Path | None = None
+) -> dict[str, ServerConfig]:
     """The servers of the `mcpServers` map that have no problem, in file order; every problem is reported."""
     servers = {}
     for name, entry in entries.items():
         if not isinstance(name, str) or not name.strip():
             problems.add(None, "mcpServers", f"server names must be non-empty strings, not {name!r}")
             continue
-        server = _parse_server(name, entry, env, problems)
+        server = _parse_server(name, entry, env, problems, base)
         if server is not None:
             servers[name] = server
     _check_prefixes(servers, problems)

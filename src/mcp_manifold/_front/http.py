@@ -15,7 +15,7 @@ its own view.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import AsyncExitStack, contextmanager
 from typing import Any
 
@@ -67,7 +67,7 @@ def dashboard_page(path: str) -> bool:
 
 def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack) -> list[BaseRoute]:
     """/metrics and /ui, as the settings ask, each checked like /mcp against DNS rebinding."""
-    routes: list[BaseRoute] = []
+    routes: list[BaseRoute] = [Route("/", endpoint=_SameHost(_front_door(gateway), host))]
     if gateway.settings.metrics:
         from prometheus_client import make_asgi_app
 
@@ -84,6 +84,20 @@ def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack) -> list[
         routes.append(Mount("/ui/api", app=_SameHost(dashboard.api_app(), host)))
         routes.append(Mount("/ui", app=_SameHost(dashboard.page_app(), host)))
     return routes
+
+
+def _front_door(gateway: Gateway) -> ASGIApp:
+    """`/`: what is served here, for a person who opened the address in a browser (not Not Found)."""
+    from starlette.responses import PlainTextResponse
+
+    from mcp_manifold._version import __version__
+
+    lines = [f"mcp-manifold {__version__}", "", "/mcp      the MCP endpoint (streamable HTTP): point a client here"]
+    if gateway.settings.dashboard:
+        lines.append("/ui       the dashboard")
+    if gateway.settings.metrics:
+        lines.append("/metrics  Prometheus metrics")
+    return PlainTextResponse("\n".join(lines) + "\n")
 
 
 class _SameHost:
@@ -116,14 +130,24 @@ class _SameHost:
         await self.app(scope, receive, send)
 
 
-async def serve_http(gateway: Gateway, host: str, port: int, stopper: Stopper | None = None) -> None:
-    """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each."""
+async def serve_http(
+    gateway: Gateway,
+    host: str,
+    port: int,
+    stopper: Stopper | None = None,
+    on_listening: Callable[[], object] | None = None,
+) -> None:
+    """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each.
+
+    `on_listening` is called once the port is bound (never when binding failed)."""
     async with AsyncExitStack() as stack:
         app = build_app(gateway, host, stack)
-        await _serve(app, gateway, host, port, stopper)
+        await _serve(app, gateway, host, port, stopper, on_listening)
 
 
-async def _serve(app: Any, gateway: Gateway, host: str, port: int, stopper: Stopper | None) -> None:
+async def _serve(
+    app: Any, gateway: Gateway, host: str, port: int, stopper: Stopper | None, on_listening: Any = None
+) -> None:
     level = gateway.settings.log_level
     # uvicorn's access log only at debug: one line per MCP message is noise at any other level.
     config = uvicorn.Config(
@@ -138,6 +162,7 @@ async def _serve(app: Any, gateway: Gateway, host: str, port: int, stopper: Stop
         timeout_graceful_shutdown=gateway.settings.shutdown_timeout,
     )
     server = _Server(config)
+    server.on_listening = on_listening
 
     def shut_down() -> None:
         # uvicorn's graceful shutdown lets open requests finish; a second signal stops waiting for them.
@@ -157,9 +182,16 @@ class _Server(uvicorn.Server):
     """uvicorn without its own signal handling, which re-raises the signal after shutting down
     and so would kill the process before the gateway cleans up; `Stopper` handles signals."""
 
+    on_listening: Callable[[], object] | None = None
+
     @contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_listening is not None:
+            self.on_listening()  # only now is "serving at ..." true
 
 
 def without_phantom_sessions(app: ASGIApp) -> ASGIApp:

@@ -50,3 +50,17 @@ def translate_backend_errors(server: str, action: str, scrub: Callable[[str], st
         if name in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}:
             raise BackendClosed(server, f"{action} failed: connection closed") from exc
         raise
+
+
+def first_leaf(exc: BaseException) -> BaseException:
+    """The first exception that is not a group, reaching into nested exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line reason, reaching into exception groups for the first real cause."""
+    exc = first_leaf(exc)
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -28,7 +28,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_manifold._config import ServerConfig, Settings
+from mcp_manifold._config import ServerConfig, Settings, redact_url
 from mcp_manifold._core.breaker import CircuitBreaker
 from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller
 from mcp_manifold._core.listing import Listing
@@ -41,9 +41,11 @@ from mcp_manifold._errors import (
     BackendTimeout,
     BackendUnavailable,
 )
-from mcp_manifold._runtime.backend_errors import translate_backend_errors
+from mcp_manifold._runtime.backend_errors import describe, first_leaf, translate_backend_errors
+from mcp_manifold._runtime.learned import learned_facts
+from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
 from mcp_manifold._runtime.outbound import EncodableWrites
-from mcp_manifold._runtime.processes import open_stdio, telling_line
+from mcp_manifold._runtime.processes import open_stdio, telling_line, terminate_group
 from mcp_manifold._sdk import (
     accept_liberally,
     create_http_client,
@@ -122,9 +124,12 @@ class Backend:
         self._callers: list[Any] = []  # front sessions with a request in flight here, newest last
         # Learned: under `protocol: auto` the server took 2026-07-28 but asks its client mid-call, which
         # only a session carries; it is reconnected with the handshake (see `asks_mid_call`).
-        self._needs_session = False
+        # Both learned facts are kept in the data dir (`learned`): a restart does not fail the same way again.
+        self._learned = learned_facts(settings.data_dir)
+        self._needs_session = self._learned.knows(config, "needs_session")
         # Learned: the handshake asked for first failed (a 2026-07-28-only server), so discovery comes first.
-        self._discover_first = False
+        self._discover_first = self._learned.knows(config, "discover_first")
+        self._not_mcp: NotMcpWatch | None = None  # while starting: what the server wrote that is not MCP
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
         self._filled_fields: set[str] = set()  # fields this server leaves out of its answers (logged once)
 
@@ -159,6 +164,7 @@ class Backend:
                 await self._start()
             except _HandshakeRefused as refused:
                 self._discover_first = True
+                self._learned.learn(self.config, "discover_first")
                 logger.info("server %r: %s; starting it again with discovery", self.name, refused.detail)
                 await self._start()
             assert self._session is not None
@@ -181,14 +187,16 @@ class Backend:
             self._record_failure(str(exc))
             raise
         except Exception as exc:  # anything the transport raised while spawning or connecting
-            ours = self._login_needed(exc) or _first_leaf(exc)
+            ours = self._login_needed(exc) or first_leaf(exc)
             if isinstance(ours, _HandshakeRefused):
                 self.state = "stopped"
                 raise ours from None
             if isinstance(ours, BackendError):  # already says what happened, stderr included
                 self._record_failure(str(ours))
                 raise ours from None
-            reason = _describe(exc)
+            reason = describe(exc)
+            if self.config.url:  # "ConnectError: All connection attempts failed" names no address
+                reason = f"{reason} (at {redact_url(self.config.url)})"
             self._record_failure(reason)
             raise BackendStartError(self.name, self._with_stderr(f"failed to start: {reason}")) from exc
         self._failures = 0
@@ -242,8 +250,10 @@ class Backend:
                 )
                 accept_liberally(session, self._filled_in)
                 protocol = self.opening_protocol()
+                watch = self._not_mcp = NotMcpWatch()
                 try:
-                    with anyio.fail_after(self.settings.init_timeout):
+                    with anyio.fail_after(self.settings.init_timeout), anyio.CancelScope() as given_up:
+                        watchers.start_soon(watch.cancel_after, min(GRACE, self.settings.init_timeout), given_up)
                         try:
                             await negotiate(session, "legacy" if protocol == "handshake-first" else protocol)
                         except Exception as exc:
@@ -251,7 +261,7 @@ class Backend:
                                 raise
                             # Refused (-32022 from a 2026-only server, or another error, or it hung up): a
                             # stdio connection keeps the era it was opened in, so a new one discovers.
-                            raise _HandshakeRefused(self.name, f"the handshake failed: {_describe(exc)}") from exc
+                            raise _HandshakeRefused(self.name, f"the handshake failed: {describe(exc)}") from exc
                         self.initialize_result = session.initialize_result
                 except TimeoutError:
                     raise BackendStartError(
@@ -262,8 +272,12 @@ class Backend:
                     raise
                 except Exception as exc:
                     raise BackendStartError(
-                        self.name, self._with_stderr(f"initialization failed: {_describe(exc)}")
+                        self.name, self._with_stderr(f"initialization failed: {describe(exc)}")
                     ) from exc
+                if given_up.cancelled_caught:
+                    terminate_group(self.pid)  # it is not waiting for anything the spec's polite stop would give
+                    said = f"it wrote {watch.line!r} where MCP was expected"
+                    raise BackendStartError(self.name, self._with_stderr(f"is not speaking MCP: {said}"))
                 self._session = session
                 self.declared = declared
                 self.declared_extensions = declared_extensions
@@ -285,7 +299,7 @@ class Backend:
             cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
             current = self._stopped is stopped
             if started and current and not stop.is_set() and not cancelled and self.state == "ready":
-                self._record_failure(f"connection ended: {_describe(exc)}")
+                self._record_failure(f"connection ended: {describe(exc)}")
             if not started or cancelled:
                 raise
         finally:
@@ -370,6 +384,8 @@ class Backend:
             return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
         if ASKS.get(method) not in self.declare():
             # A session shared by several clients promises nothing (see `declare`).
+            if self.config.session_scope == "client" and self.owner is not None:  # this client's own session
+                return f"{what}, and this client did not declare that it can answer it ({ASKS.get(method)})"
             if self.config.session_scope == "client":
                 # Only a client the gateway can tell apart gets a session of its own.
                 return (
@@ -379,6 +395,7 @@ class Backend:
             return f"{what}, and its shared session cannot either: give it `session_scope: client` in the config"
         if not self._needs_session:
             self._needs_session = True
+            self._learned.learn(self.config, "needs_session")
             logger.warning(
                 "server %r asks its client mid-call (%s): reconnecting to it in a session "
                 "(`protocol: legacy` for it starts it that way)",
@@ -436,7 +453,7 @@ class Backend:
                 if not self._resubscribe.is_set():
                     await anyio.sleep(1.0)  # the server ended the stream: listen again, but not in a tight loop
             except Exception as exc:  # the server does not serve listen, or the stream was lost
-                logger.debug("server %r: subscriptions/listen ended: %s", self.name, _describe(exc))
+                logger.debug("server %r: subscriptions/listen ended: %s", self.name, describe(exc))
                 await self._resubscribe.wait()  # no stream until the subscriptions change again
 
     async def roots_changed(self) -> None:
@@ -657,6 +674,8 @@ class Backend:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):
+            if self.state == "starting" and self._not_mcp is not None:
+                self._not_mcp.saw(message)  # a start that reads nothing but this fails fast, quoting it
             return  # transport noise; a dead connection shows up on the next request
         with suppress(Exception):
             await self.hooks.on_server_notification(self, message)
@@ -705,12 +724,6 @@ async def _drain(events: Any, done: anyio.CancelScope) -> None:
     done.cancel()
 
 
-def _first_leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
 def _scrubbed_data(data: Any, scrub: Callable[[str], str]) -> Any:
     """A log message's `data` (any JSON value) with `scrub` applied to every string in it, keys too."""
     if isinstance(data, str):
@@ -720,13 +733,6 @@ def _scrubbed_data(data: Any, scrub: Callable[[str], str]) -> Any:
     if isinstance(data, list | tuple):
         return [_scrubbed_data(item, scrub) for item in data]
     return data
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line reason, reaching into exception groups for the first real cause."""
-    exc = _first_leaf(exc)
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _cut_context_loop(exc: BaseException) -> None:
@@ -745,119 +751,6 @@ def _cut_context_loop(exc: BaseException) -> None:
             return
         seen.add(id(current.__context__))
         current = current.__context__
-
-
-class BackendPool:
-    """All backends, with their shared task group; leaving the context stops them all."""
-
-    def __init__(
-        self,
-        configs: list[ServerConfig],
-        settings: Settings,
-        hooks: BackendHooks,
-        child_env: Mapping[str, str] | None = None,
-        client: Callable[[], Caller | None] = lambda: None,
-    ) -> None:
-        self.settings = settings
-        self.child_env = dict(child_env or {})
-        self.backends: dict[str, Backend] = {
-            config.name: Backend(config, settings, hooks, self.child_env, client) for config in configs
-        }
-        # Backends added at run time (hub instances), kept apart from the configured ones so the catalog,
-        # the direct surface and `manifold servers` never list them by accident.
-        self.added: dict[str, Backend] = {}
-        # Configured backends a config reload replaced or removed, still finishing their calls.
-        self.retiring: set[Backend] = set()
-        self._hooks = hooks
-        self._client = client
-        self._added_cleanup = False
-        self._exit: AsyncExitStack | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
-
-    async def __aenter__(self) -> BackendPool:
-        self._exit = AsyncExitStack()
-        task_group = await self._exit.enter_async_context(anyio.create_task_group())
-        self._task_group = task_group
-        for backend in self.backends.values():
-            backend.attach(task_group)
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as stoppers:
-                for backend in [*self.backends.values(), *self.retiring]:
-                    stoppers.start_soon(backend.stop)
-        assert self._exit is not None
-        await self._exit.__aexit__(*exc_info)
-
-    def __getitem__(self, name: str) -> Backend:
-        return self.backends[name]
-
-    # --- configured backends changed by a config reload -------------------------------------------
-
-    def replace(self, configs: list[ServerConfig], fresh: set[str]) -> list[Backend]:
-        """Take the reloaded config's servers, in its order: a new backend for each name in `fresh` (added,
-        or changed so that it reaches another server), the existing one for every other name. Returns the
-        backends no longer in use (removed or replaced); each must go through `retire`."""
-        old = self.backends
-        backends: dict[str, Backend] = {}
-        for config in configs:
-            current = old.get(config.name)
-            if current is None or config.name in fresh:
-                current = Backend(config, self.settings, self._hooks, self.child_env, self._client)
-                if self._task_group is not None:
-                    current.attach(self._task_group)
-            backends[config.name] = current
-        self.backends = backends
-        gone = [backend for name, backend in old.items() if backends.get(name) is not backend]
-        self.retiring.update(gone)
-        return gone
-
-    async def retire(self, backend: Backend, grace: float) -> None:
-        """Stop a backend `replace` took out, once its calls in flight are done (at most `grace` seconds)."""
-        await backend.drain(grace)  # if the gateway stops meanwhile, the pool's exit stops it with the rest
-        self.retiring.discard(backend)
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self.backends.values())
-
-    # --- backends added at run time (hub instances; issue 6) ----------------------------------
-    # Kept apart from `backends`: they are not configured servers, so the catalog, the direct
-    # surface and `manifold servers` never list them by accident.
-
-    def add(self, config: ServerConfig, hooks: BackendHooks, task_group: anyio.abc.TaskGroup) -> Backend:
-        """Add a backend at run time; its connection runs in `task_group`, whose owner must call
-        `remove` or `stop_added` before that group exits (the pool's exit does it as a last resort)."""
-        if self._exit is None:
-            raise RuntimeError("BackendPool.add needs the pool to be entered")
-        if config.name in self.backends or config.name in self.added:
-            raise ValueError(f"a backend named {config.name!r} already exists")
-        if not self._added_cleanup:
-            self._exit.push_async_callback(self.stop_added)
-            self._added_cleanup = True
-        backend = Backend(config, self.settings, hooks, self.child_env)
-        backend.attach(task_group)
-        self.added[config.name] = backend
-        return backend
-
-    async def remove(self, name: str) -> None:
-        """Stop and forget a backend added with `add` (unknown names are ignored)."""
-        backend = self.added.pop(name, None)
-        if backend is not None:
-            with anyio.CancelScope(shield=True):
-                await backend.stop()
-
-    def all_backends(self) -> list[Backend]:
-        """Configured backends, then the ones added at run time."""
-        return [*self.backends.values(), *self.added.values()]
-
-    async def stop_added(self) -> None:
-        """Stop and forget every backend added at run time."""
-        with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as stoppers:
-                for backend in list(self.added.values()):
-                    stoppers.start_soon(backend.stop)
-            self.added.clear()
 
 
 class _HandshakeRefused(BackendStartError):

@@ -71,8 +71,9 @@ from mcp_manifold._sdk import asked_without_back_channel, call_tool_wire, reques
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
 
-    from mcp_manifold._runtime.backends import Backend, BackendPool
+    from mcp_manifold._runtime.backends import Backend
     from mcp_manifold._runtime.client_sessions import ClientSessions
+    from mcp_manifold._runtime.pool import BackendPool
     from mcp_manifold._runtime.relists import Relists
     from mcp_manifold._runtime.spill import SpillStore
 

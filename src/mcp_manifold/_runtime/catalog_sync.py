@@ -19,11 +19,15 @@ import anyio.abc
 
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.listing import Listing
+from mcp_manifold._core.naming import sanitize_prefix
 from mcp_manifold._errors import ManifoldError
-from mcp_manifold._runtime.backends import Backend, BackendPool
+from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.pool import BackendPool
 
 logger = logging.getLogger(__name__)
+
+BACKGROUND_STARTS = 2  # servers re-listed (so started) at once behind a catalog the listing cache filled
 
 
 class CatalogSync:
@@ -47,6 +51,9 @@ class CatalogSync:
         self.live: set[str] = set()  # listed by the server itself, not only from the listing cache
         self._starting: dict[str, anyio.Event] = {}  # eager backends being started in the background
         self._lock = anyio.Lock()
+        self._background = anyio.CapacityLimiter(BACKGROUND_STARTS)
+        self._in_background: set[str] = set()  # backends a background re-listing is starting
+        self._warned: dict[str, str] = {}  # the last failure logged per backend, so a retry does not repeat it
         self._task_group: anyio.abc.TaskGroup | None = None
         self._remembered: set[str] = set()  # servers whose cached extensions were looked up
 
@@ -107,8 +114,21 @@ class CatalogSync:
         if listing is None or self._task_group is None:
             return False
         self._set(name, listing)
-        self._task_group.start_soon(self.refresh_one, name)
+        self._task_group.start_soon(self._refresh_in_background, name)
         return True
+
+    async def _refresh_in_background(self, name: str) -> None:
+        """Re-list a backend the cache answered for, a few at a time, and only while no call is starting a
+        server it needs: thirty servers started at once on two cores would make a call wait its turn for the
+        one it needs (which the call starts at once itself)."""
+        async with self._background:
+            while any(b.state == "starting" and b.name not in self._in_background for b in self.pool):
+                await anyio.sleep(0.05)
+            self._in_background.add(name)
+            try:
+                await self.refresh_one(name)
+            finally:
+                self._in_background.discard(name)
 
     async def refresh(self, names: list[str]) -> None:
         """(Re)list the named backends concurrently; a failure leaves the others untouched."""
@@ -116,12 +136,28 @@ class CatalogSync:
             for name in names:
                 task_group.start_soon(self.refresh_one, name)
 
+    def not_running(self, name: str, separator: str, may_use_server: Callable[[str], bool]) -> str | None:
+        """Why a tool called `name` may be missing: a server the caller may use, which could own that name,
+        is not listed because it failed to start (with its reason). None when no such server explains it."""
+        for backend in self.pool:
+            prefix = backend.config.exposed_prefix
+            could_own = not prefix or name.startswith(sanitize_prefix(prefix) + separator)
+            failed = backend.state == "failed" and backend.last_error and backend.name not in self.live
+            if could_own and failed and may_use_server(backend.name):
+                reason = backend.last_error.removeprefix(f"server {backend.name!r}: ")
+                return f"its server {backend.name!r} is not running ({reason})"
+        return None
+
     async def refresh_one(self, name: str) -> None:
         backend = self.pool[name]
         try:
             listing = await backend.list_all()
         except ManifoldError as exc:
-            logger.warning("%s", exc)
+            if backend.last_error is not None and self._warned.get(name) == backend.last_error:
+                logger.debug("%s", exc)  # still failing as already told (a start attempt held by its backoff)
+            else:
+                logger.warning("%s", exc)
+                self._warned[name] = backend.last_error or str(exc)
             return
         if self.pool.backends.get(name) is not backend:
             return  # a config reload removed or replaced it meanwhile: this listing is stale

@@ -77,8 +77,10 @@ class ClientSessions:
         """`caller`'s session to the server, made (not yet started) when it has none."""
         key = (config.name, caller.key)
         backend = self._sessions.get(key)
-        if backend is not None:
+        if backend is not None and not self._outgrown(backend, caller):
             return backend
+        if backend is not None:
+            self._close(key, "another client of this principal can answer more than the session was told")
         if self._task_group is None:
             raise BackendUnavailable(config.name, "the gateway is not running")
         self._make_room(config.name)
@@ -90,6 +92,22 @@ class ClientSessions:
         if not any(client == caller.key for _server, client in self._sessions if _server != config.name):
             caller.on_close(lambda: self._client_gone(caller.key))  # once per client
         return backend
+
+    @staticmethod
+    def _outgrown(backend: Backend, caller: Caller) -> bool:
+        """Whether `caller`, a client under the key of `backend`'s owner, needs the session opened again.
+
+        A 2026-07-28 principal's requests come from any of its clients, each with its own capabilities,
+        one `Caller` per request. The session serves the latest one from now on; it is reopened, when no
+        call is running on it, if this client can answer what the session never told its server it could
+        (its first client could not elicit, this one can): else the server would never ask it."""
+        owner = backend.owner() if backend.owner is not None else None
+        if owner is caller:
+            return False
+        if caller.asks - backend.declared and not backend.callers:
+            return True
+        backend.owner = backend.client = weakref.ref(caller)
+        return False
 
     def _make_room(self, server: str) -> None:
         mine = [(key, backend) for key, backend in self._sessions.items() if key[0] == server]

@@ -40,7 +40,7 @@ from mcp_manifold._runtime import live_status, log_scrub
 from mcp_manifold._runtime.access import Access
 from mcp_manifold._runtime.audit import AuditLog, audit_dir
 from mcp_manifold._runtime.back_channel import BackChannel
-from mcp_manifold._runtime.backends import Backend, BackendPool
+from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.call_path import CallPath
 from mcp_manifold._runtime.catalog_sync import CatalogSync
 from mcp_manifold._runtime.client_sessions import ClientSessions
@@ -49,6 +49,7 @@ from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.pin_store import PinStore
+from mcp_manifold._runtime.pool import BackendPool
 from mcp_manifold._runtime.private_files import secure_data_dir
 from mcp_manifold._runtime.processes import run_shell
 from mcp_manifold._runtime.relists import Relists
@@ -273,6 +274,7 @@ class Gateway:
             servers.append(row)
         return {
             "started_at": self.started_at,
+            "config": str(self.config.path.resolve()) if self.config.path is not None else None,  # whose it is
             "expose": list(self._settings.expose),
             "servers": servers,
             "instances": [row for surface in self.surfaces for row in surface.live_rows()],
@@ -521,6 +523,8 @@ class Gateway:
             view = self.view(request)
             view.report_miss(name)  # a tool that exists but is hidden from this caller: the audit says so
             hints = [hint for s in self._surfaces(request) if (hint := s.unknown_tool_hint(request, name))]
+            if down := self.sync.not_running(name, self.settings.separator, view.may_use_server):
+                return tool_error(f"tool {quoted(name)} is not available: {down}")  # not "unknown": say why
             unknown = f"unknown tool {quoted(name)}{for_profile(view.profile_name)}"
             if hints:
                 return tool_error(f"{unknown}: {hints[0]}")

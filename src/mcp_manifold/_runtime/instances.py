@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from mcp_manifold._config import Settings
     from mcp_manifold._core.catalog import Catalog
     from mcp_manifold._runtime.back_channel import BackChannel
-    from mcp_manifold._runtime.backends import Backend, BackendPool
+    from mcp_manifold._runtime.backends import Backend
     from mcp_manifold._runtime.health import HealthMonitor
+    from mcp_manifold._runtime.pool import BackendPool
 
 logger = logging.getLogger(__name__)
 

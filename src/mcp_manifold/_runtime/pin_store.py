@@ -112,7 +112,14 @@ class PinStore:
 
     def _tell(self, pin: Pin, before: Pin | None) -> None:
         held = "quarantined until approved" if self.enforcing else "still served (pinning: warn)"
-        what = "is new on a server whose tools are pinned" if pin.state == "new" else "changed since it was approved"
+        # "Pinned", not "approved": most pins were taken on first sight, and a server name that another config
+        # sharing this data_dir gives to another server looks exactly like a change.
+        what = (
+            "is new on a server whose tools are pinned"
+            if pin.state == "new"
+            else "differs from the definition pinned for it (on first sight or by an approval; the same server "
+            "name used for another server by a config sharing this data_dir looks like this too)"
+        )
         if before is not None and before.state == pin.state:
             what = "changed again, still not approved"
         logger.warning(

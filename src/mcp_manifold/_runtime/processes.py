@@ -132,6 +132,14 @@ def exit_reason(returncode: int | None) -> str:
     return f"process exited with code {returncode}"
 
 
+def terminate_group(pid: int | None) -> None:
+    """SIGTERM a stdio server's process group at once (the group id is its pid), if it is still there."""
+    if pid is None or sys.platform == "win32":  # pragma: no cover - no process groups on Windows
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGTERM)
+
+
 async def kill_group_leftovers(spawned: list[Any]) -> None:
     """Stop whatever is left of each spawned server's process group (SIGTERM, then SIGKILL)."""
     if sys.platform == "win32":  # pragma: no cover - the SDK's job objects cover Windows

@@ -41,10 +41,10 @@ from mcp_manifold._errors import ConfigError
 if TYPE_CHECKING:
     from mcp_manifold._core.result_cache import ResultCache
     from mcp_manifold._runtime.back_channel import BackChannel
-    from mcp_manifold._runtime.backends import BackendPool
     from mcp_manifold._runtime.catalog_sync import CatalogSync
     from mcp_manifold._runtime.client_sessions import ClientSessions
     from mcp_manifold._runtime.health import HealthMonitor
+    from mcp_manifold._runtime.pool import BackendPool
 
 logger = logging.getLogger(__name__)
 

@@ -134,6 +134,8 @@ class RetrieveSurface(Surface):
                     "name": {"type": "string"},
                     # Both, as it accepts both: a schema-strict client would refuse a JSON string.
                     "args": {"anyOf": [{"type": "object"}, {"type": "string"}], "default": {}},
+                    # MCP's own word for them, which models write as often: the same thing.
+                    "arguments": {"anyOf": [{"type": "object"}, {"type": "string"}], "description": "Same as args."},
                 },
                 "required": ["name"],
             },
@@ -219,7 +221,12 @@ class RetrieveSurface(Surface):
 
     async def _call(self, request: Request, arguments: dict[str, Any]) -> ToolAnswer:
         name = arguments.get("name")
-        args = arguments.get("args", {})
+        unknown = sorted(set(arguments) - {"name", "args", "arguments"})
+        if unknown:
+            raise InvalidRequest(f"call_tool takes 'name' and 'args' (or 'arguments'), not {', '.join(unknown)}")
+        if "args" in arguments and "arguments" in arguments:
+            raise InvalidRequest("call_tool takes the tool's arguments once: as 'args' or as 'arguments', not both")
+        args = arguments.get("args", arguments.get("arguments", {}))
         if not isinstance(name, str) or not name:
             raise InvalidRequest("call_tool needs 'name': the name of a tool found with retrieve_tools")
         args = object_argument(args, "args")

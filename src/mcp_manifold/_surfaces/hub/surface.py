@@ -154,6 +154,8 @@ class HubSurface(Surface):
     def unknown_tool_hint(self, request: Request, name: str) -> str | None:
         # A name nobody knows: answer it with how to connect rather than a bare "unknown tool".
         bound = _bound(request)
+        if bound is None and request.caller.era == "stateless":
+            return self._stateless_hint(request, name)
         if bound is None:
             return f"this session is not connected to an instance. {_HOW_TO}"
         instance = self._instance(request, bound)
@@ -162,6 +164,27 @@ class HubSurface(Surface):
         listing = self._visible(request, instance)
         tools = ", ".join(tool.name for tool in listing.tools) if listing else "unknown"
         return f"{instance.label()} has no such tool (its tools: {tools}). {CONNECT} switches to another instance."
+
+    def _stateless_hint(self, request: Request, name: str) -> str:
+        """A 2026-07-28 client has no session to connect: `instances_connect` only showed it the tools. Name
+        the instance that has `name` and the two ways it can call it, never `instances_connect` again."""
+        owners = [
+            instance.id
+            for instance in self.registry.instances.values()
+            if self._instance(request, instance.id) is not None
+            and (listing := self._visible(request, instance)) is not None
+            and listing.tool(name) is not None
+        ]
+        if owners:
+            return (
+                f"it is a tool of instance {owners[0]!r}: call it with {CALL} "
+                f'{{"instance_id": "{owners[0]}", "tool": "{name}", "arguments": {{...}}}}, or by its name at the '
+                f"address /mcp/instances/{owners[0]} (a client speaking MCP 2026-07-28 has no session to connect)"
+            )
+        return (
+            f"a client speaking MCP 2026-07-28 has no session to connect: call {LIST}, then {CONNECT} to see an "
+            f"instance's tools, and call them with {CALL} or at the address /mcp/instances/<instance_id>"
+        )
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         # Listing scans for instances, connecting starts a session: the gateway's own work, as actions.

@@ -1,0 +1,90 @@
+"""`manifold audit`: tail and filter the audit log."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mcp_manifold._cli.common import ConfigOption, app, config_path, err, load, out
+
+
+@app.command()
+def audit(
+    config: ConfigOption = None,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="Show the last N matching lines.")] = 20,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines as they come.")] = False,
+    principal: Annotated[str | None, typer.Option(help="Only this principal.")] = None,
+    profile: Annotated[str | None, typer.Option(help="Only this profile.")] = None,
+    outcome: Annotated[
+        str | None, typer.Option(help="Only this outcome: ok, error, cached, denied, quarantined, rate_limited.")
+    ] = None,
+    server: Annotated[str | None, typer.Option(help="Only this server.")] = None,
+    name: Annotated[str | None, typer.Option(help="Only this exposed name (a trailing * matches a prefix).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the JSON lines as written.")] = False,
+) -> None:
+    """Tail and filter the audit log: one line per call, read and prompt (who, what, outcome, sizes)."""
+    from collections import deque
+
+    from mcp_manifold._runtime.audit import audit_dir, matches, read_entries
+
+    cfg = load(config_path(config, [], required=False))
+    directory = audit_dir(cfg.settings.data_dir)
+    filters = {"principal": principal, "profile": profile, "outcome": outcome, "server": server, "name": name}
+    shown = 0
+
+    def show(line: dict[str, Any]) -> None:
+        if as_json:
+            print(json.dumps(line, ensure_ascii=False, separators=(",", ":")), flush=True)
+            return
+        who = line.get("principal") or "-"
+        if line.get("profile"):
+            who += f" ({line['profile']})"
+        where = f"{line.get('server') or '?'}/{line.get('original') or '?'}"
+        text = (
+            f"{line.get('time')} {who} {line.get('outcome')} {line.get('surface') or '-'} {line.get('name')} "
+            f"[{where}] {line.get('duration_ms')} ms"
+        )
+        if line.get("error"):
+            text += f": {line['error']}"
+        out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    for line in deque((e for e in read_entries(directory) if matches(e, filters)), maxlen=max(0, lines)):
+        show(line)
+        shown += 1
+    if not follow:
+        if not shown and not as_json:
+            err.print(f"no matching audit lines in {directory}", markup=False)
+        return
+    _follow(directory, filters, show)
+
+
+def _follow(directory: Path, filters: dict[str, str | None], show: Any) -> None:
+    """Print lines appended from now on (through rotations) until Ctrl-C."""
+    from mcp_manifold._runtime.audit import FILE_NAME, matches
+
+    path = directory / FILE_NAME
+    position = path.stat().st_size if path.exists() else 0
+    with contextlib.suppress(KeyboardInterrupt):
+        while True:
+            size = path.stat().st_size if path.exists() else 0
+            if size < position:  # rotated: start the new file from its beginning
+                position = 0
+            if size > position:
+                with path.open(encoding="utf-8") as file:
+                    file.seek(position)
+                    chunk = file.read()
+                    complete = chunk[: chunk.rfind("\n") + 1]
+                    position += len(complete.encode("utf-8"))
+                for raw in complete.splitlines():
+                    try:
+                        entry = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if matches(entry, filters):
+                        show(entry)
+            time.sleep(0.5)

@@ -1,0 +1,216 @@
+"""What every `manifold` command shares: the Typer apps, the consoles, the config option, loading a config."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+
+from mcp_manifold._config import Config, load_config, settings_fields
+from mcp_manifold._errors import ConfigError
+from mcp_manifold._runtime.lineage import check_not_nested
+
+app = typer.Typer(
+    name="manifold",
+    help="One MCP endpoint in front of any number of MCP servers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,  # --install-completion / --show-completion: shell completion
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from mcp_manifold._version import __version__
+
+        print(f"mcp-manifold {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _top(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", is_eager=True, callback=_print_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """One MCP endpoint in front of any number of MCP servers."""
+
+
+config_app = typer.Typer(help="Work with config files.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+pins_app = typer.Typer(
+    help="Pinned tool definitions: list them (no subcommand), see what changed, approve or reject a change.",
+    invoke_without_command=True,
+)
+app.add_typer(pins_app, name="pins")
+auth_app = typer.Typer(help="Credentials for a shared gateway.", no_args_is_help=True)
+app.add_typer(auth_app, name="auth")
+
+out = Console()
+# Soft wrap: a problem or error stays on one line however narrow the terminal (or a pipe's 80 columns).
+err = Console(stderr=True, soft_wrap=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Config file (JSON or YAML, Claude Desktop's mcpServers format); also the command's argument. "
+        "Default: $MANIFOLD_CONFIG, else ~/.config/mcp-manifold/mcp.json.",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+WITH_CONFIG = "[OPTIONS] [CONFIG]"  # the usage line of a command that also takes its config as an argument
+
+
+def setting_overrides(extra: list[str]) -> dict[str, Any]:
+    """Parse `--some-setting VALUE` / `--flag` / `--no-flag` for every gateway setting."""
+    overrides, positional = parse_extra(extra)
+    if positional:
+        raise typer.BadParameter(f"unexpected argument {positional[0]!r}")
+    return overrides
+
+
+def parse_extra(extra: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The settings given as flags, and the arguments that are no flag's value (the config file)."""
+    fields = {name: (kind, default) for name, kind, default, _help in settings_fields()}
+    overrides: dict[str, Any] = {}
+    positional: list[str] = []
+    args = list(extra)
+    while args:
+        arg = args.pop(0)
+        if not arg.startswith("--"):
+            positional.append(arg)
+            continue
+        key, _, value = arg[2:].partition("=")
+        name = key.replace("-", "_")
+        negated = name.startswith("no_") and name[3:] in fields
+        if negated:
+            name = name[3:]
+        if name not in fields:
+            raise typer.BadParameter(f"unknown option --{key}; run with --help to see the settings")
+        if fields[name][0] is bool and not value:
+            overrides[name] = not negated
+            continue
+        if not value:
+            if not args:
+                raise typer.BadParameter(f"--{key} needs a value")
+            value = args.pop(0)
+        overrides[name] = value
+    return overrides, positional
+
+
+def default_config_path() -> Path:
+    """Where a config is looked for when none is given: $MANIFOLD_CONFIG, else the README's place."""
+    if given := os.environ.get("MANIFOLD_CONFIG"):
+        return Path(given).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path("~/.config").expanduser())
+    return Path(base) / "mcp-manifold" / "mcp.json"
+
+
+def config_path(option: Path | None, positional: list[str], *, required: bool = True) -> Path | None:
+    """The config file a command was given, as `--config FILE` or as its argument; else the default one.
+
+    Without either and without a file at the default place, a command that needs servers stops with an
+    error naming where it looked (never a silent gateway of nothing); the others go on without one."""
+    if len(positional) > 1:
+        raise typer.BadParameter(f"one config file at most, got {', '.join(map(repr, positional))}")
+    given = Path(positional[0]) if positional else None
+    if option is not None and given is not None and option != given:
+        raise typer.BadParameter(f"two config files given: --config {option} and {given}; give one")
+    chosen = option or given
+    if chosen is not None:
+        return chosen
+    default = default_config_path()
+    if default.is_file():
+        return default
+    if not required:
+        return None
+    where = "$MANIFOLD_CONFIG" if os.environ.get("MANIFOLD_CONFIG") else "the default place"
+    err.print(
+        f"error: no config file: none given, and {default} ({where}) does not exist.\n"
+        f"Give one with --config FILE (or as the command's argument), or create {default}, "
+        f"e.g. with `manifold import claude-desktop --output {default}`.",
+        markup=False,
+        highlight=False,
+    )
+    raise typer.Exit(2)
+
+
+def load_for(ctx: typer.Context, option: Path | None, *, required: bool = True) -> Config:
+    """The config of a command that takes settings as flags and its config file as an argument too."""
+    overrides, positional = parse_extra(ctx.args)
+    return load(config_path(option, positional, required=required), overrides)
+
+
+def load(config_path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
+    try:
+        cfg = load_config(config_path, overrides=overrides or {})
+        check_not_nested(cfg.path)
+    except ConfigError as exc:
+        err.print("[red]config has problems:[/red]")
+        for problem in exc.problems:
+            err.print(f"  {problem}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    configure_logging(cfg.settings.log_level)
+    return cfg
+
+
+def configure_logging(level: str) -> None:
+    """The gateway's own log records go to stderr (never stdout: it may carry MCP) at `log_level`."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("mcp-manifold %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("mcp_manifold")
+    logger.handlers[:] = [handler]
+    logger.setLevel(level.upper())
+    logger.propagate = False
+
+
+def settings_help() -> str:
+    lines = ["Every gateway setting is also a flag (flag > MANIFOLD_<SETTING> env > file > default):"]
+    for name, _kind, default, help_text in settings_fields():
+        lines.append(f"--{name.replace('_', '-')} (default {default!r}): {help_text}")
+    return "\n\n".join(lines)
+
+
+async def with_gateway(cfg: Config, work: Any) -> Any:
+    """Run `work` with a gateway of `cfg`; on a terminal, a spinner says which servers it is waiting for."""
+    from mcp_manifold._runtime.gateway import Gateway
+
+    async with Gateway(cfg) as gateway:
+        if not err.is_terminal:  # piped or captured: progress would only be noise
+            return await work(gateway)
+        with err.status(_waiting_for(gateway)) as status:
+            async with anyio.create_task_group() as watch:
+
+                async def update() -> None:
+                    while True:
+                        await anyio.sleep(0.2)
+                        status.update(_waiting_for(gateway))
+
+                watch.start_soon(update)
+                try:
+                    return await work(gateway)
+                finally:
+                    watch.cancel_scope.cancel()
+
+
+def _waiting_for(gateway: Any) -> str:
+    starting = [backend.name for backend in gateway.pool if backend.state == "starting"]
+    ready = sum(backend.state == "ready" for backend in gateway.pool)
+    if not starting:
+        return f"{ready} server(s) ready"
+    return f"starting {', '.join(starting)} ({ready} ready)"
+
+
+ProbeOption = Annotated[
+    bool, typer.Option("--probe", help="Start the servers here even when a gateway is running with this config.")
+]

@@ -1,0 +1,130 @@
+"""`manifold pins`: pinned tool definitions, what changed, approve or reject."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from mcp_manifold._cli.common import ConfigOption, JsonOption, config_path, err, load, out, pins_app
+from mcp_manifold._config import Config
+from mcp_manifold._errors import ManifoldError
+
+
+def _pin_store(config: Path | None) -> Any:
+    from mcp_manifold._runtime.pin_store import PinStore
+
+    cfg = load(config_path(config, [], required=False))
+    mode = cfg.settings.pinning
+    if mode == "off":
+        err.print("note: pinning is off in this config; showing the pins recorded before", markup=False)
+    return cfg, PinStore(cfg.settings.data_dir, "warn" if mode == "off" else mode)  # type: ignore[arg-type]
+
+
+def _find_pin(cfg: Config, store: Any, name: str) -> Any:
+    """A pin by `server/tool`, by the tool's exposed name (`git_status`), or by its own name if one server has it."""
+    pins = store.pins()
+    server, slash, tool = name.partition("/")
+    if slash:
+        found = [pin for pin in pins if (pin.server, pin.tool) == (server, tool)]
+    else:
+        separator = cfg.settings.separator
+        prefixes = {n: c.exposed_prefix for n, c in cfg.servers.items()}
+        found = [p for p in pins if f"{prefixes.get(p.server, p.server)}{separator}{p.tool}" == name]
+        found = found or [pin for pin in pins if pin.tool == name]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        options = ", ".join(f"{pin.server}/{pin.tool}" for pin in found)
+        raise ManifoldError(f"{name!r} is pinned on several servers: {options}; name it as SERVER/TOOL")
+    from mcp_manifold._core.suggestions import did_you_mean
+
+    raise ManifoldError(
+        f"no pinned tool {name!r}{did_you_mean(name, [f'{p.server}/{p.tool}' for p in pins])} (see `manifold pins`)"
+    )
+
+
+@pins_app.callback()
+def pins(
+    ctx: typer.Context,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    changed: Annotated[bool, typer.Option("--changed", help="Only tools that are not approved as served.")] = False,
+) -> None:
+    """Every pinned tool and its state: pinned, changed, new or rejected (quarantined under pinning: enforce)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    cfg, store = _pin_store(config)
+    rows = [pin for pin in store.pins() if not changed or pin.state != "pinned"]
+    quarantined = cfg.settings.pinning == "enforce"
+    if as_json:
+        out.print_json(
+            json.dumps(
+                [
+                    {
+                        "server": pin.server,
+                        "tool": pin.tool,
+                        "state": pin.state,
+                        "quarantined": quarantined and pin.state != "pinned",
+                        "changed_at": pin.changed_at,
+                    }
+                    for pin in rows
+                ]
+            )
+        )
+        return
+    table = Table(title=f"{len(rows)} pinned tools (pinning: {cfg.settings.pinning})")
+    for column in ("server", "tool", "state", "since"):
+        table.add_column(column)
+    for pin in rows:
+        state = (
+            pin.state if pin.state == "pinned" else f"[red]{pin.state}{' (quarantined)' if quarantined else ''}[/red]"
+        )
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(pin.changed_at)) if pin.changed_at else ""
+        table.add_row(pin.server, pin.tool, state, since)
+    out.print(table)
+
+
+@pins_app.command("diff")
+def pins_diff(
+    name: Annotated[str, typer.Argument(help="SERVER/TOOL, or the tool's exposed name.")], config: ConfigOption = None
+) -> None:
+    """What changed in a tool since it was approved: description and schemas as a diff."""
+    from mcp_manifold._core.pins import describe_change
+
+    cfg, store = _pin_store(config)
+    print(describe_change(_find_pin(cfg, store, name)))
+
+
+@pins_app.command("approve")
+def pins_approve(
+    names: Annotated[list[str], typer.Argument(help="SERVER/TOOL or exposed names.")], config: ConfigOption = None
+) -> None:
+    """Approve the definition a tool is served with now; a running gateway lifts its quarantine within a second."""
+    _decide(names, config, "approve")
+
+
+@pins_app.command("reject")
+def pins_reject(
+    names: Annotated[list[str], typer.Argument(help="SERVER/TOOL or exposed names.")], config: ConfigOption = None
+) -> None:
+    """Refuse the definition a tool is served with now: quarantined until the server serves the approved one."""
+    _decide(names, config, "reject")
+
+
+def _decide(names: list[str], config: Path | None, decision: str) -> None:
+    cfg, store = _pin_store(config)
+    try:
+        for name in names:
+            pin = _find_pin(cfg, store, name)
+            if pin.candidate is None:
+                out.print(f"{pin.server}/{pin.tool}: nothing to {decision} (it is served as approved)")
+                continue
+            after = getattr(store, decision)(pin.server, pin.tool)
+            out.print(f"{after.server}/{after.tool}: {after.state}")
+    finally:
+        store.close()

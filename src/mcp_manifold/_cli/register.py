@@ -1,0 +1,70 @@
+"""`manifold register`: announce a running MCP server to hubs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+
+from mcp_manifold._cli.common import EXTRA, ConfigOption, app, err, load_for
+from mcp_manifold._config import settings_fields
+
+
+def _register_settings() -> str:
+    """The two settings `register` reads, as `manifold serve --help` words them (they are flags here too)."""
+    helps = {name: (default, text) for name, _kind, default, text in settings_fields()}
+    lines = [
+        f"--{name.replace('_', '-')} (default {helps[name][0]!r}): {helps[name][1]}{also}"
+        for name, also in (
+            ("discovery_dir", ""),
+            (
+                "ping_interval",
+                " Here: how often the record is renewed (0: every 10 s); a record not renewed goes stale.",
+            ),
+        )
+    ]
+    return "\n\n".join([*lines, "Every other gateway setting is a flag too (see `manifold serve --help`)."])
+
+
+@app.command(context_settings=EXTRA, epilog=_register_settings())
+def register(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option("--name", "-n", help="A name for the server, shown by instances_list.")],
+    url: Annotated[str | None, typer.Option(help="The running server's streamable HTTP URL.")] = None,
+    command: Annotated[str | None, typer.Option(help="Or a command line a hub runs over stdio.")] = None,
+    directory: Annotated[Path | None, typer.Option(help="The project directory it serves (default: here).")] = None,
+    pid: Annotated[int | None, typer.Option(help="The server's pid; the record goes stale when it exits.")] = None,
+    instance_id: Annotated[str | None, typer.Option("--id", help="The instance id (default: NAME-<random>).")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Announce a running MCP server to hubs until interrupted (writes it into discovery_dir)."""
+    from mcp_manifold._runtime.discovery import RecordError, discovery_dir
+    from mcp_manifold._runtime.registration import build_record, default_pid, register_until_stopped
+
+    cfg = load_for(ctx, config, required=False)
+    folder = discovery_dir(cfg.settings.discovery_dir)
+    try:
+        record = build_record(
+            name,
+            url=url,
+            command=command,
+            directory=str((directory or Path.cwd()).resolve()),
+            pid=pid if pid is not None else default_pid(),
+            instance_id=instance_id,
+            interval=cfg.settings.ping_interval or 10.0,
+        )
+    except RecordError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("register: ")) from None
+
+    def announce(path: Path) -> None:
+        err.print(f"registered {record.id} ({record.endpoint()}) in {path}; Ctrl-C removes it", markup=False)
+
+    try:
+        anyio.run(register_until_stopped, folder, record, announce)
+    except OSError as exc:
+        err.print(f"error: cannot write to the discovery directory {folder}: {exc}", markup=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,102 @@
+"""`manifold serve`: run the gateway over stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import signal
+import socket
+from functools import partial
+from typing import Annotated, Any
+
+import anyio
+import typer
+
+from mcp_manifold._cli.common import (
+    EXTRA,
+    WITH_CONFIG,
+    ConfigOption,
+    app,
+    config_path,
+    err,
+    load,
+    parse_extra,
+    settings_help,
+)
+
+
+@app.command(context_settings=EXTRA, epilog=settings_help(), options_metavar=WITH_CONFIG)
+def serve(
+    ctx: typer.Context,
+    config: ConfigOption = None,
+    http: Annotated[bool | None, typer.Option("--http/--stdio", help="Serve streamable HTTP at /mcp.")] = None,
+    host: Annotated[str | None, typer.Option(help="HTTP host.")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port.")] = None,
+    expose: Annotated[str | None, typer.Option(help="Surfaces, comma-separated: direct,proxy,...")] = None,
+) -> None:
+    """Run the gateway over stdio (default) or streamable HTTP."""
+    overrides, positional = parse_extra(ctx.args)
+    for key, value in (("http", http), ("host", host), ("port", port), ("expose", expose)):
+        if value is not None:
+            overrides[key] = value
+    cfg = load(config_path(config, positional), overrides)
+    if cfg.settings.http:
+        from mcp_manifold._front.identity import check_exposure
+
+        check_exposure(cfg)  # before any server starts: an open gateway on a network interface is refused
+        _check_port_free(cfg.settings.host, cfg.settings.port)
+    from mcp_manifold._front.signals import Stopper
+    from mcp_manifold._front.stdio import serve_stdio
+    from mcp_manifold._runtime.gateway import Gateway
+
+    async def serve(gateway: Gateway, stopper: Stopper) -> None:
+        if cfg.settings.http:
+            # Imported here: the HTTP front brings uvicorn, starlette and the JOSE library, which a stdio
+            # gateway (a desktop client's child, started often) never needs.
+            from mcp_manifold._front.http import serve_http
+
+            announce = partial(err.print, _serving_line(cfg), markup=False, highlight=False)
+            await serve_http(gateway, cfg.settings.host, cfg.settings.port, stopper, on_listening=announce)
+        else:
+            await serve_stdio(gateway, stopper)
+
+    async def main() -> None:
+        # SIGTERM (a client quitting, `kill`, systemd) ends serving like EOF or Ctrl-C does, at any
+        # moment from start-up on, so the gateway still stops its servers and removes its files.
+        async with anyio.create_task_group() as task_group:
+            stopper = Stopper(task_group.cancel_scope.cancel)
+            task_group.start_soon(stopper.watch, *([signal.SIGINT] if cfg.settings.http else []))
+            async with Gateway(cfg, serving=True, single_client=not cfg.settings.http) as gateway:
+                if cfg.settings.http and gateway.reloader is not None:
+                    # A daemon's SIGHUP: read the config again (over stdio a hang-up still stops it).
+                    stopper.on_hangup = partial(gateway.reloader.request, "signal")
+                await serve(gateway, stopper)
+            task_group.cancel_scope.cancel()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(main)
+
+
+def _serving_line(cfg: Any) -> str:
+    """What a started HTTP gateway says once it listens: where its endpoint, dashboard and metrics are."""
+    settings = cfg.settings
+    base = f"http://{settings.host}:{settings.port}"
+    expose = ",".join(settings.expose)
+    line = f"mcp-manifold: serving {len(cfg.enabled_servers)} server(s) at {base}/mcp (expose: {expose})"
+    extras = [f"dashboard {base}/ui"] * settings.dashboard + [f"metrics {base}/metrics"] * settings.metrics
+    return line + (f"; {', '.join(extras)}" if extras else "")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Stop with one line when the port is taken, before any server starts (uvicorn would say it in a traceback)."""
+    try:
+        with socket.create_server((host, port)):  # SO_REUSEADDR, as uvicorn binds: a port in TIME_WAIT is free
+            pass
+    except OSError as exc:
+        reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        err.print(
+            f"error: cannot serve at http://{host}:{port}: {reason} (another gateway? pick another with --port)",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(1) from None

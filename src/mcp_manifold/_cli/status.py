@@ -1,0 +1,176 @@
+"""`manifold servers` and `manifold tools`: what the gateway's servers are doing and what they offer."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anyio
+import typer
+from rich.table import Table
+
+from mcp_manifold._cli.common import (
+    EXTRA,
+    WITH_CONFIG,
+    ConfigOption,
+    JsonOption,
+    ProbeOption,
+    app,
+    err,
+    load_for,
+    out,
+    with_gateway,
+)
+
+
+@app.command(context_settings=EXTRA, options_metavar=WITH_CONFIG)
+def servers(
+    ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption = False, probe: ProbeOption = False
+) -> None:
+    """Each server's state, tools, breaker, last error and stderr.
+
+    Live from the running gateway(s) of this config (same data_dir) when there are any, with health
+    and hub instances; otherwise (or with --probe) by starting every server here.
+    """
+    cfg = load_for(ctx, config)
+    from mcp_manifold._runtime.live_status import live_dir, read_live
+
+    # Only gateways serving this very config: another config may share the data dir (the default one).
+    this = str(cfg.path.resolve()) if cfg.path is not None else None
+    live = [] if probe else [s for s in read_live(live_dir(cfg.settings.data_dir)) if s.get("config") == this]
+    if live:
+        _print_live(live, as_json)
+        _exit_if_failed(cfg, [row for snapshot in live for row in snapshot["servers"]])
+        return
+
+    async def work(gateway: Any) -> list[Any]:
+        await gateway.refresh([b.name for b in gateway.pool if b.state != "disabled"])
+        from mcp_manifold._runtime.instances import instance_statuses
+
+        # Instances registered in the discovery dir are extra rows when the hub is exposed (issue 6).
+        return [backend.status() for backend in gateway.pool] + await instance_statuses(gateway.settings, gateway.pool)
+
+    rows = [status.__dict__ for status in anyio.run(with_gateway, cfg, work)]
+    if as_json:
+        out.print_json(json.dumps(rows))
+    else:
+        out.print(_servers_table(f"servers of {cfg.path}" if cfg.path else "servers", rows))
+    _exit_if_failed(cfg, rows)
+
+
+def _exit_if_failed(cfg: Any, rows: list[dict[str, Any]]) -> None:
+    """Exit 1 when a server the config enables failed (scripts and health checks see it), naming them."""
+    failed = {row["name"]: row for row in rows if row["name"] in cfg.servers and row["state"] == "failed"}
+    if failed:
+        err.print(f"{len(failed)} enabled server(s) failed: {', '.join(sorted(failed))}", markup=False, highlight=False)
+        for name in sorted(failed):  # each reason whole on one line, however narrow the table's column
+            err.print(f"  {name}: {_trouble(failed[name])}".replace("\n", "; "), markup=False, highlight=False)
+        raise typer.Exit(1)
+
+
+def _print_live(snapshots: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        out.print_json(json.dumps({"gateways": snapshots}))
+        return
+    for snapshot in snapshots:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.get("started_at", 0)))
+        title = (
+            f"gateway pid {snapshot['pid']} of {snapshot.get('config')}, serving since {since} "
+            f"(expose: {','.join(snapshot['expose'])})"
+        )
+        out.print(_servers_table(title, snapshot["servers"], health=True))
+        clients = snapshot.get("clients")
+        if clients:
+            out.print(_clients_line(clients))
+        if snapshot.get("instances"):
+            table = Table(title="hub instances")
+            for column in ("id", "name", "state", "sessions", "tools", "endpoint", "last error"):
+                table.add_column(column)
+            for row in snapshot["instances"]:
+                table.add_row(
+                    *(str(row.get(key, "")) for key in ("id", "name", "state", "sessions", "tools", "endpoint")),
+                    str(row.get("last_error") or ""),
+                )
+            out.print(table)
+
+
+def _clients_line(clients: dict[str, Any]) -> str:
+    """The gateway's clients by protocol era: sessions now, and 2026-07-28 requests (which have none)."""
+    line = f"clients: {clients.get('sessions', 0)} in a session (2025-11-25 and before)"
+    count, last = clients.get("stateless_requests", 0), clients.get("last_stateless_request")
+    line += f"; {count} request(s) of 2026-07-28 clients"
+    if count and last:
+        line += f", the latest {max(0.0, time.time() - last):.0f}s ago"
+    return line
+
+
+def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = False) -> Table:
+    table = Table(title=title)
+    # Names whole however narrow the terminal (a pipe's 80 columns): the other columns wrap instead.
+    table.add_column("name", no_wrap=True, min_width=max((len(row["name"]) for row in rows), default=4))
+    columns = ["transport", "state", *(["health"] if health else []), "breaker", "tools", "server", "protocol"]
+    for column in columns:
+        table.add_column(column)
+    table.add_column("last error / stderr", ratio=1)  # what width is left goes here
+    for row in rows:
+        state = row["state"]
+        color = {"ready": "green", "failed": "red", "disabled": "dim"}.get(state, "yellow")
+        cells = [row["name"], row["transport"], f"[{color}]{state}[/{color}]"]
+        if health:
+            cells.append(row.get("health") or "")
+        cells += [
+            _breaker_cell(row),
+            str(row["tools"]),
+            row.get("server_info") or "",
+            row.get("protocol") or "",
+            _trouble(row),
+        ]
+        table.add_row(*cells)
+    return table
+
+
+def _trouble(row: dict[str, Any]) -> str:
+    """The last error and the stderr lines it does not quote; nothing for a server that runs (its start-up
+    banner on stderr is not a problem)."""
+    error = (row.get("last_error") or "").removeprefix(f"server {row['name']!r}: ")
+    if row["state"] in ("ready", "disabled") and not error:
+        return ""
+    lines = [line for line in (row.get("stderr_tail") or [])[-3:] if line.strip() and line not in error]
+    return "\n".join([error, *lines] if error else lines)
+
+
+def _breaker_cell(row: dict[str, Any]) -> str:
+    """`closed`, `half-open`, or `open (4.2s)` with the time left before the trial call."""
+    if row.get("breaker") == "open" and row.get("breaker_retry_in") is not None:
+        return f"[red]open ({row['breaker_retry_in']:.1f}s)[/red]"
+    return "[yellow]half-open[/yellow]" if row.get("breaker") == "half-open" else str(row.get("breaker", ""))
+
+
+@app.command(context_settings=EXTRA, options_metavar=WITH_CONFIG)
+def tools(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """List every tool as exposed (namespaced), with its server."""
+    cfg = load_for(ctx, config)
+
+    async def work(gateway: Any) -> list[Any]:
+        from mcp_manifold._core.clients import Caller, Request
+
+        await gateway.ensure_catalog()
+        # What a client of the `profile` setting sees (`--profile NAME`): everything without one.
+        return gateway.view(Request(Caller("cli"))).tool_entries()
+
+    entries = anyio.run(with_gateway, cfg, work)
+    if as_json:
+        rows = [
+            {"name": e.name, "server": e.server, "original": e.original.name, "description": e.exposed.description}
+            for e in entries
+        ]
+        out.print_json(json.dumps(rows))
+        return
+    table = Table(title=f"{len(entries)} tools")
+    table.add_column("name", no_wrap=True, min_width=max((len(entry.name) for entry in entries), default=4))
+    table.add_column("server", no_wrap=True, min_width=max((len(entry.server) for entry in entries), default=6))
+    table.add_column("description")
+    for entry in entries:
+        table.add_row(entry.name, entry.server, (entry.exposed.description or "").split("\n")[0][:100])
+    out.print(table)

@@ -1,0 +1,408 @@
+"""What a new user meets first, through the real `manifold` command in a temporary HOME (issue 24).
+
+A broken server named with its reason while the others serve, no silent gateway without a config, the
+config argument the same everywhere, commands taken from the config's folder, client files as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SERVERS, free_port, server_entry, stop_process
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    folder = tmp_path / "home"
+    folder.mkdir()
+    return folder
+
+
+def manifold(
+    home: Path,
+    *args: str,
+    cwd: Path | str | None = None,
+    timeout: float = 90,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`manifold ARGS` as a user with an empty HOME runs it (no XDG or MANIFOLD_CONFIG of the machine's)."""
+    env = {**{k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "MANIFOLD_CONFIG")}, **(env or {})}
+    env["HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_manifold", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+        env=env,
+        input=stdin if stdin is not None else "",
+    )
+
+
+def not_mcp() -> dict[str, Any]:
+    """A server that prints its complaint on stdout, where MCP belongs, and then hangs."""
+    return server_entry("not_mcp.py")
+
+
+def test_a_server_that_is_not_mcp_is_named_with_what_it_wrote_while_the_others_serve(
+    write_config: Any, home: Path
+) -> None:
+    # init_timeout far beyond the subprocess timeout: only noticing what it wrote can end its start in time.
+    config = write_config({"numbers": server_entry("numbers.py"), "broken": not_mcp()}, {"init_timeout": 300})
+    result = manifold(home, "tools", "--config", str(config), "--json", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert {row["name"] for row in json.loads(result.stdout)} == {"numbers_add", "numbers_multiply", "numbers_sqrt"}
+    assert "'broken'" in result.stderr and "'Error: could not load settings.toml'" in result.stderr
+    assert "Traceback" not in result.stderr  # the SDK's parse tracebacks are not the user's business
+    servers = manifold(home, "servers", "--config", str(config), "--json", timeout=120)
+    row = {row["name"]: row for row in json.loads(servers.stdout)}["broken"]
+    assert row["state"] == "failed" and "could not load settings.toml" in row["last_error"]
+
+
+def test_a_tool_of_a_server_that_failed_says_why_it_is_missing(write_config: Any, home: Path) -> None:
+    config = write_config({"numbers": server_entry("numbers.py"), "broken": server_entry("exits_early.py")})
+    result = manifold(home, "call", "broken_anything", "--config", str(config))
+    assert result.returncode == 1
+    assert "unknown tool" not in result.stdout, result.stdout
+    assert "'broken' is not running" in result.stdout and "fatal: missing API key" in result.stdout
+    assert result.stderr.count("fatal: missing API key") <= 1, result.stderr  # the warning is said once
+    # A name no failed server could own is still an unknown tool, with suggestions.
+    other = manifold(home, "call", "numbers_nope", "--config", str(config))
+    assert "unknown tool 'numbers_nope'" in other.stdout
+
+
+def test_servers_exits_non_zero_only_when_an_enabled_server_failed(write_config: Any, home: Path) -> None:
+    fine = write_config({"numbers": server_entry("numbers.py"), "off": server_entry("exits_early.py", enabled=False)})
+    assert manifold(home, "servers", "--config", str(fine), "--json").returncode == 0
+    broken = write_config({"numbers": server_entry("numbers.py"), "bad": server_entry("exits_early.py")}, name="b.json")
+    result = manifold(home, "servers", "--config", str(broken))
+    assert result.returncode == 1 and "1 enabled server(s) failed: bad" in result.stderr
+    assert any(line.startswith("  bad: ") and "fatal: missing API key" in line for line in result.stderr.splitlines())
+
+
+def test_config_check_warns_about_commands_that_are_not_installed(tmp_path: Path, home: Path) -> None:
+    config = tmp_path / "mcp.json"
+    servers = {
+        "typo": {"command": "no-such-command-for-manifold"},
+        "gone": {"command": "./bin/missing-server"},
+        "fine": server_entry("numbers.py"),
+    }
+    config.write_text(json.dumps({"mcpServers": servers}))
+    result = manifold(home, "config", "check", str(config))
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr
+    assert "server 'typo': command 'no-such-command-for-manifold' was not found on PATH" in result.stderr
+    assert f"command '{tmp_path / 'bin' / 'missing-server'}' does not exist" in result.stderr
+    assert "'fine'" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["tools", "servers", "serve", "call numbers_add", "config check"])
+def test_without_a_config_the_command_says_where_it_looked(home: Path, command: str) -> None:
+    result = manifold(home, *command.split())
+    default = home / ".config" / "mcp-manifold" / "mcp.json"
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "no config file" in result.stderr and str(default) in result.stderr
+    assert "--config" in result.stderr
+
+
+def test_the_default_config_is_used_when_none_is_given(home: Path) -> None:
+    default = home / ".config" / "mcp-manifold" / "mcp.json"
+    default.parent.mkdir(parents=True)
+    data = {"mcpServers": {"numbers": server_entry("numbers.py")}, "manifold": {"data_dir": str(home / "data")}}
+    default.write_text(json.dumps(data))
+    result = manifold(home, "tools", "--json")
+    assert result.returncode == 0, result.stderr
+    assert "numbers_add" in {row["name"] for row in json.loads(result.stdout)}
+
+
+def test_servers_shows_the_config_asked_for_not_another_gateways(write_config: Any, home: Path) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")})
+    # A live gateway (this test's own process stands in for it) serving another config with the same data dir.
+    live = Path(json.loads(config.read_text())["manifold"]["data_dir"]) / "live"
+    live.mkdir(parents=True)
+    other = {"pid": os.getpid(), "started_at": 0, "config": "/elsewhere/demo.json", "expose": ["direct"]}
+    (live / f"{os.getpid()}.json").write_text(json.dumps({**other, "servers": [{"name": "kitchen"}]}))
+    result = manifold(home, "servers", "--config", str(config), "--json")
+    assert result.returncode == 0, result.stderr
+    assert [row["name"] for row in json.loads(result.stdout)] == ["numbers"]
+
+
+def test_relative_commands_and_folders_are_taken_from_the_config_folder(tmp_path: Path, home: Path) -> None:
+    folder = tmp_path / "project"
+    (folder / "bin").mkdir(parents=True)
+    wrapper = folder / "bin" / "py"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    # Found only from its working directory, which is the config's folder (cwd ".").
+    (folder / "server.py").write_text(
+        f"import runpy, sys\nsys.path.insert(0, {str(SERVERS)!r})\n"
+        f"runpy.run_path({str(SERVERS / 'numbers.py')!r}, run_name='__main__')\n"
+    )
+    config = folder / "mcp.json"
+    entry = {"command": "bin/py", "args": ["server.py"], "cwd": "."}
+    config.write_text(json.dumps({"mcpServers": {"numbers": entry}, "manifold": {"data_dir": str(tmp_path / "d")}}))
+    result = manifold(home, "tools", "--config", str(config), "--json", cwd="/")
+    assert result.returncode == 0, result.stderr
+    assert "numbers_add" in {row["name"] for row in json.loads(result.stdout)}
+
+
+def test_the_demo_config_names_its_commands_from_its_own_folder(home: Path) -> None:
+    demo = Path(__file__).parent.parent / "examples" / "demo.json"
+    from mcp_manifold import load_config
+
+    for server in load_config(demo).servers.values():
+        assert server.command == str(demo.parent / ".." / ".venv" / "bin" / "python")
+        assert server.cwd == str(demo.parent / "..")
+
+
+def test_the_config_argument_is_the_same_for_every_command(write_config: Any, home: Path) -> None:
+    config = str(write_config({"numbers": server_entry("numbers.py")}))
+    assert manifold(home, "config", "check", "--config", config).returncode == 0
+    assert manifold(home, "config", "check", config).returncode == 0
+    tools = manifold(home, "tools", config, "--json")
+    assert tools.returncode == 0 and "numbers_add" in tools.stdout, tools.stderr
+    flags_then_file = manifold(home, "tools", "--log-level", "warning", config, "--json")
+    assert flags_then_file.returncode == 0 and "numbers_add" in flags_then_file.stdout, flags_then_file.stderr
+    call = manifold(home, "call", "numbers_add", config, "--args", '{"a": 1, "b": 2}')
+    assert call.returncode == 0 and call.stdout.startswith("3"), call.stderr
+    serve = manifold(home, "serve", config)  # stdio; stdin at EOF ends it
+    assert serve.returncode == 0, serve.stderr
+    two = manifold(home, "tools", config, "--config", config + ".other")
+    assert two.returncode != 0 and "two config files" in two.stderr
+
+
+def test_client_files_are_taken_as_they_are(tmp_path: Path, home: Path) -> None:
+    """Claude Desktop's `globalShortcut`; Cursor's and Cline's `disabled: true`."""
+    config = tmp_path / "claude_desktop_config.json"
+    servers = {"numbers": server_entry("numbers.py"), "off": {**server_entry("words.py"), "disabled": True}}
+    data = {"globalShortcut": "Ctrl+Space", "mcpServers": servers, "manifold": {"data_dir": str(tmp_path / "d")}}
+    config.write_text(json.dumps(data))
+    check = manifold(home, "config", "check", str(config))
+    assert check.returncode == 0, check.stderr
+    servers_shown = manifold(home, "servers", str(config), "--json")
+    states = {row["name"]: row["state"] for row in json.loads(servers_shown.stdout)}
+    assert states == {"numbers": "ready", "off": "disabled"}
+    contradiction = tmp_path / "both.json"
+    contradiction.write_text(json.dumps({"mcpServers": {"x": {"command": "x", "enabled": True, "disabled": True}}}))
+    bad = manifold(home, "config", "check", str(contradiction))
+    assert bad.returncode == 1 and "field 'disabled'" in bad.stderr
+
+
+def test_a_folder_given_as_the_config_is_named_as_a_folder(tmp_path: Path, home: Path) -> None:
+    result = manifold(home, "tools", "--config", str(tmp_path))
+    assert result.returncode == 2 and "is a directory, not a config file" in result.stderr
+    assert "unsupported file type" not in result.stderr
+
+
+def test_a_port_in_use_is_one_line_and_never_a_serving_line(write_config: Any, home: Path) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")})
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = manifold(home, "serve", str(config), "--http", "--port", str(port))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: cannot serve at http://127.0.0.1:{port}: address already in use "
+        "(another gateway? pick another with --port)"
+    ]
+
+
+def test_version_short_help_and_completion(home: Path) -> None:
+    from mcp_manifold._version import __version__
+
+    version = manifold(home, "--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"mcp-manifold {__version__}"
+    short = manifold(home, "-h")
+    assert short.returncode == 0 and "Usage" in short.stdout and "--install-completion" in short.stdout
+    command_help = manifold(home, "tools", "-h")
+    assert command_help.returncode == 0 and "[CONFIG]" in command_help.stdout
+
+
+def test_start_up_progress_is_shown_on_a_terminal_only(write_config: Any, home: Path) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")})
+    piped = manifold(home, "tools", str(config), "--json")
+    assert piped.returncode == 0 and "ready" not in piped.stderr and "starting" not in piped.stderr
+    controller, terminal = pty.openpty()
+    env = {**os.environ, "HOME": str(home), "TERM": "xterm", "COLUMNS": "100"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcp_manifold", "tools", str(config), "--json"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+        env=env,
+    )
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: the other end closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert process.wait(timeout=90) == 0
+    assert process.stdout is not None and "numbers_add" in process.stdout.read().decode()
+    text = shown.decode(errors="replace")
+    assert "starting numbers" in text or "server(s) ready" in text, text
+
+
+def test_http_start_line_names_the_dashboard_and_metrics_and_slash_answers(write_config: Any, home: Path) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")})
+    port = free_port()
+    env = {**os.environ, "HOME": str(home)}
+    command = [sys.executable, "-m", "mcp_manifold", "serve", str(config), "--http", "--port", str(port)]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        base = f"http://127.0.0.1:{port}"
+        assert line.startswith(f"mcp-manifold: serving 1 server(s) at {base}/mcp"), line
+        assert f"{base}/ui" in line and f"{base}/metrics" in line
+        with urllib.request.urlopen(f"{base}/", timeout=30) as response:
+            body = response.read().decode()
+        assert response.status == 200 and "/mcp" in body and "/ui" in body and "/metrics" in body
+    finally:
+        stop_process(process)
+
+
+def test_tables_keep_names_whole_and_leave_start_up_banners_out(write_config: Any, home: Path) -> None:
+    name = "a-rather-long-server-name"
+    numbers = SERVERS / "numbers.py"
+    chatty = {
+        "command": "sh",
+        "args": ["-c", f'echo "listening, v1.2.3 banner" >&2; exec "{sys.executable}" "{numbers}"'],
+    }
+    config = write_config({name: chatty})
+    env_80 = {"COLUMNS": "80"}
+    servers = manifold(home, "servers", str(config), env=env_80)
+    assert servers.returncode == 0, servers.stderr
+    assert name in servers.stdout and "banner" not in servers.stdout
+    tools = manifold(home, "tools", str(config), env=env_80)
+    assert f"{name}_multiply" in tools.stdout, tools.stdout
+
+
+def test_a_remote_server_that_cannot_be_reached_is_named_by_its_address(tmp_path: Path, home: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp?token=s3cret-value"
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"remote": {"url": url}}, "manifold": {"data_dir": str(tmp_path)}}))
+    result = manifold(home, "servers", str(config), "--json")
+    (row,) = json.loads(result.stdout)
+    assert row["state"] == "failed" and f"http://127.0.0.1:{port}/mcp" in row["last_error"], row
+    assert "s3cret-value" not in result.stdout + result.stderr
+
+
+def test_a_pinned_tool_that_differs_does_not_claim_anyone_approved_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import mcp_types as types
+
+    from mcp_manifold._core.listing import Listing
+    from mcp_manifold._runtime.pin_store import PinStore
+
+    def tool(description: str) -> types.Tool:
+        return types.Tool(name="send", description=description, input_schema={"type": "object"})
+
+    # Two configs sharing a data dir, each with a server called "mail": nobody approved either.
+    store = PinStore(tmp_path, "warn")
+    store.observe("mail", Listing(tools=[tool("Send mail.")]))
+    with caplog.at_level("WARNING"):
+        store.observe("mail", Listing(tools=[tool("Send a text message.")]))
+    assert "differs from the definition pinned for it" in caplog.text
+    assert "since it was approved" not in caplog.text
+    store.close()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_demo_installs_only_what_the_gateway_needs_and_says_so(tmp_path: Path) -> None:
+    checkout = Path(__file__).parent.parent
+    venv = tmp_path / "venv"  # not there: make plans every step (-n: prints them, runs nothing)
+
+    def plan(target: str) -> str:
+        done = subprocess.run(
+            ["make", "-n", target, f"VENV={venv}"], cwd=checkout, capture_output=True, text=True, check=True
+        )
+        return done.stdout
+
+    demo = plan("demo")
+    assert "pip install --progress-bar on --disable-pip-version-check -e ." in demo
+    assert "[dev]" not in demo and "playwright" not in demo.lower() and "npm" not in demo
+    assert "echo" in demo  # says what it installs before it does
+    assert "[dev]" in plan("test")  # the test tools still come with `make test`
+
+
+@pytest.mark.anyio
+async def test_install_puts_a_working_gateway_into_the_clients_file_with_a_backup(
+    write_config: Any, home: Path
+) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    config = write_config({"numbers": server_entry("numbers.py")})
+    desktop = home / ".config" / "Claude" / "claude_desktop_config.json"
+    desktop.parent.mkdir(parents=True)
+    original = {"globalShortcut": "Ctrl+Space", "mcpServers": {"numbers": {"command": "npx", "args": ["x"]}}}
+    desktop.write_text(json.dumps(original))
+
+    dry = manifold(home, "install", "claude-desktop", str(config), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["mcpServers"]["manifold"]["args"][-1] == str(config.resolve())
+    assert json.loads(desktop.read_text()) == original and len(list(desktop.parent.iterdir())) == 1
+
+    done = manifold(home, "install", "claude-desktop", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "twice: numbers" in done.stderr  # a server in both the client's file and the gateway is pointed out
+    (backup,) = desktop.parent.glob("claude_desktop_config.json.bak-*")
+    assert json.loads(backup.read_text()) == original
+    installed = json.loads(desktop.read_text())
+    assert installed["globalShortcut"] == "Ctrl+Space" and installed["mcpServers"]["numbers"]["command"] == "npx"
+    entry = installed["mcpServers"]["manifold"]
+    again = manifold(home, "install", "claude-desktop", str(config))
+    assert "nothing changed" in again.stderr and len(list(desktop.parent.glob("*.bak-*"))) == 1
+
+    # The entry starts the gateway as the client would, and it serves the config's tools.
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=dict(os.environ))
+    async with Client(params, mode="legacy") as client:
+        assert "numbers_add" in {tool.name for tool in (await client.list_tools()).tools}
+
+
+@pytest.mark.parametrize("client, relative", [("cursor", ".cursor/mcp.json"), ("claude-code", ".claude.json")])
+def test_install_writes_cursors_and_claude_codes_files(
+    write_config: Any, home: Path, client: str, relative: str
+) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")})
+    result = manifold(home, "install", client, str(config))
+    assert result.returncode == 0, result.stderr
+    entry = json.loads((home / relative).read_text())["mcpServers"]["manifold"]
+    assert entry["args"] == ["-m", "mcp_manifold", "serve", "--config", str(config.resolve())]
+    assert (entry.get("type") == "stdio") == (client == "claude-code")
+
+
+def test_install_never_replaces_another_server_of_that_name(write_config: Any, home: Path) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")})
+    cursor = home / ".cursor" / "mcp.json"
+    cursor.parent.mkdir()
+    cursor.write_text(json.dumps({"mcpServers": {"manifold": {"command": "something-else"}}}))
+    refused = manifold(home, "install", "cursor", str(config))
+    assert refused.returncode == 2 and "not mcp-manifold; use --name or --force" in refused.stderr
+    assert json.loads(cursor.read_text())["mcpServers"]["manifold"]["command"] == "something-else"
+
+
+def test_register_help_names_the_settings_it_reads(home: Path) -> None:
+    result = manifold(home, "register", "--help", env={"COLUMNS": "200"})
+    assert result.returncode == 0 and "--discovery-dir" in result.stdout and "--ping-interval" in result.stdout
