@@ -174,6 +174,12 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "rate_burst": ("3", 3),
     "principal_max_calls": ("4", 4),
     "insecure_open_to_network": ("true", True),
+    "code_timeout": ("5", 5.0),
+    "code_memory_mb": ("64", 64),
+    "code_output_chars": ("500", 500),
+    "code_max_calls": ("10", 10),
+    "code_value_bytes": ("1000", 1000),
+    "code_max_programs": ("2", 2),
 }
 # Settings that are only valid together with another one.
 SETTING_NEEDS: dict[str, tuple[str, str]] = {}

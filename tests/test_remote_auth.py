@@ -70,20 +70,18 @@ async def test_a_person_logs_in_once_with_the_browser(
     protected: str, write_config: Callable[..., Path], tmp_path: Path
 ) -> None:
     config = write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth", "scopes": ["read"]}}})
-    # What `manifold auth login remote` runs, with a browser that follows the redirect by itself.
-    program = (
-        "import anyio, sys\n"
-        "from mcp_manifold._config import load_config\n"
-        "from mcp_manifold._runtime.remote_auth import login_by_name\n"
-        "print(anyio.run(login_by_name, load_config(sys.argv[1]), 'remote'))\n"
-    )
+    # The real command, with a browser that follows the redirect by itself.
     env = {**os.environ, "BROWSER": f"{sys.executable} {SERVERS / 'fake_browser.py'} %s"}
     done = subprocess.run(
-        [sys.executable, "-c", program, str(config)], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "mcp_manifold", "auth", "login", "remote", "--config", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     (stored,) = token_files(tmp_path)
-    assert done.stdout.strip() == str(stored)
+    assert f"logged in to 'remote'; its tokens are kept in {stored}" in done.stderr
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     saved = json.loads(stored.read_text())
     assert saved["tokens"]["access_token"] not in done.stdout + done.stderr  # never shown
@@ -91,6 +89,27 @@ async def test_a_person_logs_in_once_with_the_browser(
     assert saved["tokens"]["refresh_token"]
     async with stdio_gateway(config, mode="auto") as client:
         assert text(await client.call_tool("remote_whoami", {})) == registered
+
+
+def test_a_command_run_by_a_person_logs_in_when_its_server_asks(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """`manifold tools` (not `serve`) opens the login in the browser instead of failing, then lists."""
+    config = write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth"}}})
+    env = {**os.environ, "BROWSER": f"{sys.executable} {SERVERS / 'fake_browser.py'} %s"}
+    command = [sys.executable, "-m", "mcp_manifold", "tools", "--json", "--config", str(config)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "remote_whoami" in {tool["name"] for tool in json.loads(done.stdout)}
+    assert len(token_files(tmp_path)) == 1
+
+
+def test_auth_login_names_an_unknown_server(write_config: Callable[..., Path]) -> None:
+    config = write_config({"local": {"command": sys.executable, "args": [str(SERVERS / "kitchen.py")]}})
+    command = [sys.executable, "-m", "mcp_manifold", "auth", "login", "nowhere", "--config", str(config)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "no server 'nowhere' in the config (servers with OAuth: none)" in done.stderr
 
 
 @pytest.mark.parametrize(

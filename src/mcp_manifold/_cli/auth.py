@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mcp_manifold._cli.common import auth_app, err
+from mcp_manifold._cli.common import ConfigOption, auth_app, err, load_for
 
 
 @auth_app.command("new-key")
@@ -22,3 +22,25 @@ def auth_new_key(principal: Annotated[str, typer.Argument(help="Who the key is f
     print(key)
     err.print("Add this to the config (only the hash is stored):", markup=False)
     err.print(json.dumps({"auth": {"api_keys": {principal: {"sha256": hash_key(key)}}}}, indent=2), markup=False)
+
+
+@auth_app.command("login", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def auth_login(
+    ctx: typer.Context,
+    server: Annotated[str, typer.Argument(help="The configured server to log in to (its entry has `auth`).")],
+    config: ConfigOption = None,
+) -> None:
+    """Log the gateway in to a remote server behind OAuth: opens the authorization page in the browser
+    ($BROWSER is honoured) and takes the redirect on a loopback port; the tokens are kept in the data dir."""
+    import anyio
+
+    from mcp_manifold._errors import ManifoldError
+    from mcp_manifold._runtime.remote_auth import login_by_name
+
+    cfg = load_for(ctx, config)
+    try:
+        where = anyio.run(login_by_name, cfg, server)
+    except ManifoldError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    err.print(f"logged in to {server!r}; its tokens are kept in {where}", markup=False, highlight=False)

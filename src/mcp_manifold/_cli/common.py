@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -185,7 +186,17 @@ async def with_gateway(cfg: Config, work: Any) -> Any:
     """Run `work` with a gateway of `cfg`; on a terminal, a spinner says which servers it is waiting for."""
     from mcp_manifold._runtime.gateway import Gateway
 
-    async with Gateway(cfg) as gateway:
+    with ExitStack() as logins:
+        if any(server.auth is not None for server in cfg.servers.values()):
+            from mcp_manifold._runtime.remote_auth import logins_in_browser
+
+            # A person runs this command: a server that needs an OAuth login starts it in the browser.
+            logins.enter_context(logins_in_browser())
+        return await _with_gateway(Gateway(cfg), work)
+
+
+async def _with_gateway(gateway_of: Any, work: Any) -> Any:
+    async with gateway_of as gateway:
         if not err.is_terminal:  # piped or captured: progress would only be noise
             return await work(gateway)
         with err.status(_waiting_for(gateway)) as status:

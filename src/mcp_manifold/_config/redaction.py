@@ -15,7 +15,7 @@ Values shorter than 4 characters are left alone in text: too likely to be an ord
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -218,3 +218,14 @@ def _url_secrets(url: str) -> set[str]:
             value = pair.partition("=")[2]
             secrets.update({value, unquote(value)})
     return secrets
+
+
+def scrub_data(data: Any, scrub: Callable[[str], str]) -> Any:
+    """A log message's `data` (any JSON value) with `scrub` applied to every string in it, keys too."""
+    if isinstance(data, str):
+        return scrub(data)
+    if isinstance(data, dict):
+        return {scrub(str(key)): scrub_data(value, scrub) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [scrub_data(item, scrub) for item in data]
+    return data

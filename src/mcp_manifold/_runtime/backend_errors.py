@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
-from mcp_manifold._errors import BackendClosed, BackendRequestError, BackendTimeout, ManifoldError
+from mcp_manifold._errors import BackendClosed, BackendRequestError, BackendStartError, BackendTimeout, ManifoldError
 
 
 @contextmanager
@@ -64,3 +64,29 @@ def describe(exc: BaseException) -> str:
     exc = first_leaf(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def cut_context_loop(exc: BaseException) -> None:
+    """Cut a loop in `exc`'s `__context__` chain, if it has one.
+
+    A cancellation that unwinds an HTTP connection through several exit stacks can come out as a
+    CancelledError that is its own context (the stacks' chain repair links it back to itself).
+    anyio walks that chain when the task ends and would loop forever: the event loop at 100% CPU
+    and the gateway deaf to SIGTERM (seen with hub instances connected at shutdown).
+    """
+    seen = {id(exc)}
+    current: BaseException = exc
+    while current.__context__ is not None:
+        if id(current.__context__) in seen:
+            current.__context__ = None
+            return
+        seen.add(id(current.__context__))
+        current = current.__context__
+
+
+class HandshakeRefused(BackendStartError):
+    """The handshake asked for first failed (a 2026-07-28-only server); not a failure: discovery is next."""
+
+    def __init__(self, server: str, detail: str) -> None:
+        self.detail = detail
+        super().__init__(server, detail)

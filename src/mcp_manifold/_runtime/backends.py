@@ -29,8 +29,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings, redact_url
+from mcp_manifold._config.redaction import scrub_data
 from mcp_manifold._core.breaker import CircuitBreaker
-from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller
+from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller, Waiting
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.status import BackendStatus, State
 from mcp_manifold._errors import (
@@ -41,8 +42,15 @@ from mcp_manifold._errors import (
     BackendTimeout,
     BackendUnavailable,
 )
-from mcp_manifold._runtime.backend_errors import describe, first_leaf, translate_backend_errors
+from mcp_manifold._runtime.backend_errors import (
+    HandshakeRefused,
+    cut_context_loop,
+    describe,
+    first_leaf,
+    translate_backend_errors,
+)
 from mcp_manifold._runtime.learned import learned_facts
+from mcp_manifold._runtime.listing_fetch import list_everything
 from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
 from mcp_manifold._runtime.outbound import EncodableWrites
 from mcp_manifold._runtime.processes import open_stdio, telling_line, terminate_group
@@ -162,7 +170,7 @@ class Backend:
                 )
             try:
                 await self._start()
-            except _HandshakeRefused as refused:
+            except HandshakeRefused as refused:
                 self._discover_first = True
                 self._learned.learn(self.config, "discover_first")
                 logger.info("server %r: %s; starting it again with discovery", self.name, refused.detail)
@@ -180,7 +188,7 @@ class Backend:
         self._stopped = anyio.Event()
         try:
             await self._task_group.start(self._run)
-        except _HandshakeRefused:
+        except HandshakeRefused:
             self.state = "stopped"  # not a failure: the server is reached another way (see `session`)
             raise
         except BackendError as exc:
@@ -188,7 +196,7 @@ class Backend:
             raise
         except Exception as exc:  # anything the transport raised while spawning or connecting
             ours = self._login_needed(exc) or first_leaf(exc)
-            if isinstance(ours, _HandshakeRefused):
+            if isinstance(ours, HandshakeRefused):
                 self.state = "stopped"
                 raise ours from None
             if isinstance(ours, BackendError):  # already says what happened, stderr included
@@ -261,14 +269,14 @@ class Backend:
                                 raise
                             # Refused (-32022 from a 2026-only server, or another error, or it hung up): a
                             # stdio connection keeps the era it was opened in, so a new one discovers.
-                            raise _HandshakeRefused(self.name, f"the handshake failed: {describe(exc)}") from exc
+                            raise HandshakeRefused(self.name, f"the handshake failed: {describe(exc)}") from exc
                         self.initialize_result = session.initialize_result
                 except TimeoutError:
                     raise BackendStartError(
                         self.name,
                         self._with_stderr(f"did not finish initialization within {self.settings.init_timeout:g}s"),
                     ) from None
-                except _HandshakeRefused:
+                except HandshakeRefused:
                     raise
                 except Exception as exc:
                     raise BackendStartError(
@@ -293,7 +301,7 @@ class Backend:
                 started = True
                 await stop.wait()
         except BaseException as exc:
-            _cut_context_loop(exc)
+            cut_context_loop(exc)
             # Decided by this run's own facts, never by `self.state`: a restart may already be under
             # way, and an old run that re-raised its transport error would take the whole pool down.
             cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
@@ -544,10 +552,10 @@ class Backend:
 
     # --- requests --------------------------------------------------------------------------
 
-    def serving(self, request: Any) -> _Serving:
+    def serving(self, request: Any) -> Waiting:
         """`with backend.serving(request):` marks a client request as waiting on this backend, so what
         the server initiates meanwhile (a log, a request for input) can reach that client."""
-        return _Serving(self._callers, request)
+        return Waiting(self._callers, request)
 
     @property
     def current_caller(self) -> Any | None:
@@ -613,38 +621,9 @@ class Backend:
 
     async def list_all(self) -> Listing:
         """Everything the server offers, following pagination, skipping what it does not support."""
-        session = await self.session()
-        caps = session.server_capabilities or types.ServerCapabilities()
-        tools = await self._paginate("tools/list", session.list_tools, "tools") if caps.tools else []
-        resources: list[Any] = []
-        templates: list[Any] = []
-        if caps.resources:
-            resources = await self._paginate("resources/list", session.list_resources, "resources")
-            templates = await self._paginate(
-                "resources/templates/list", session.list_resource_templates, "resource_templates"
-            )
-        prompts = await self._paginate("prompts/list", session.list_prompts, "prompts") if caps.prompts else []
-        self.tool_count = len(tools)
-        return Listing(tools, resources, templates, prompts, self.extensions)
-
-    async def _paginate(self, action: str, method: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
-        items: list[Any] = []
-        cursor: str | None = None
-        for _ in range(10_000):  # a server whose cursors never end cannot hang the gateway
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            try:
-                result = await self.request(action, lambda _s, p=params: method(params=p))
-            except BackendRequestError as exc:
-                # Some servers advertise a capability but not every list of it (e.g. no templates list):
-                # what they do list still counts.
-                if exc.code == types.METHOD_NOT_FOUND:
-                    return items
-                raise
-            items.extend(getattr(result, field))
-            cursor = result.next_cursor
-            if not cursor:
-                break
-        return items
+        listing = await list_everything(self)
+        self.tool_count = len(listing.tools)
+        return listing
 
     def offers_completions(self) -> bool:
         """Whether the running server declared the completions capability."""
@@ -683,7 +662,7 @@ class Backend:
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         with suppress(Exception):
             # A server may log its own token: scrubbed here, before any client or the gateway's log sees it.
-            params = params.model_copy(update={"data": _scrubbed_data(params.data, self.config.scrub)})
+            params = params.model_copy(update={"data": scrub_data(params.data, self.config.scrub)})
             await self.hooks.on_server_log(self, params)
 
     async def _on_sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
@@ -702,60 +681,7 @@ class Backend:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"mcp-manifold could not forward {method}: {exc}")
 
 
-class _Serving:
-    """The context manager `Backend.serving` returns: plain and synchronous, it costs next to nothing per call."""
-
-    __slots__ = ("_callers", "_request")
-
-    def __init__(self, callers: list[Any], request: Any) -> None:
-        self._callers = callers
-        self._request = request
-
-    def __enter__(self) -> None:
-        self._callers.append(self._request)
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._callers.remove(self._request)
-
-
 async def _drain(events: Any, done: anyio.CancelScope) -> None:
     async for _ in events:  # each event also reaches the session's message handler
         pass
     done.cancel()
-
-
-def _scrubbed_data(data: Any, scrub: Callable[[str], str]) -> Any:
-    """A log message's `data` (any JSON value) with `scrub` applied to every string in it, keys too."""
-    if isinstance(data, str):
-        return scrub(data)
-    if isinstance(data, dict):
-        return {scrub(str(key)): _scrubbed_data(value, scrub) for key, value in data.items()}
-    if isinstance(data, list | tuple):
-        return [_scrubbed_data(item, scrub) for item in data]
-    return data
-
-
-def _cut_context_loop(exc: BaseException) -> None:
-    """Cut a loop in `exc`'s `__context__` chain, if it has one.
-
-    A cancellation that unwinds an HTTP connection through several exit stacks can come out as a
-    CancelledError that is its own context (the stacks' chain repair links it back to itself).
-    anyio walks that chain when the task ends and would loop forever: the event loop at 100% CPU
-    and the gateway deaf to SIGTERM (seen with hub instances connected at shutdown).
-    """
-    seen = {id(exc)}
-    current: BaseException = exc
-    while current.__context__ is not None:
-        if id(current.__context__) in seen:
-            current.__context__ = None
-            return
-        seen.add(id(current.__context__))
-        current = current.__context__
-
-
-class _HandshakeRefused(BackendStartError):
-    """The handshake asked for first failed (a 2026-07-28-only server); not a failure: discovery is next."""
-
-    def __init__(self, server: str, detail: str) -> None:
-        self.detail = detail
-        super().__init__(server, detail)
