@@ -11,6 +11,8 @@ who owns a name. Surfaces see the gateway only as a `Host` (surfaces/base.py).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -27,7 +29,7 @@ from mcp_manifold._config import Config, ServerConfig, Settings
 from mcp_manifold._core.catalog import Catalog, Kind, Match, unknown_resource
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Caller, Request
-from mcp_manifold._core.limits import PrincipalLimits
+from mcp_manifold._core.limits import Limits, PrincipalLimits
 from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import SpillPolicy, ToolAnswer, tool_error
@@ -59,6 +61,7 @@ from mcp_manifold._surfaces import Surface, load_surface
 if TYPE_CHECKING:
     from mcp_manifold._runtime.instances import InstanceRegistry
     from mcp_manifold._runtime.search_index import CatalogSearch
+    from mcp_manifold._runtime.shared_state.shared import SharedState
 
 logger = logging.getLogger(__name__)
 # How long a 2026-07-28 client may keep a list once the catalog has settled (see Gateway.list_freshness).
@@ -114,6 +117,14 @@ class Gateway:
             spill_base, ttl=self._settings.spill_ttl, allowed_dirs=self._settings.spill_allowed_dirs
         )
         self.held_calls = HeldCalls(self._settings.held_call_timeout)
+        # Replicas started from one config share state through `state_url` (shared_state/); unset, nothing of
+        # it is imported and this process keeps its state itself.
+        self.replica_id = self._settings.replica_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.shared: SharedState | None = None
+        if self._settings.state_url:
+            from mcp_manifold._runtime.shared_state.shared import SharedState
+
+            self.shared = SharedState(self._settings, self.replica_id, self.held_calls, self.replica_row)
         self.calls = CallPath(
             self.pool,
             self.client_sessions,
@@ -129,7 +140,7 @@ class Gateway:
             lambda: self.config,
             self._catalog,
             self.pins,
-            PrincipalLimits(self._settings.rate_limit, self._settings.rate_burst, self._settings.principal_max_calls),
+            self._limits(),
             self._search_allowed,
         )
         self.calls.policy = self.access
@@ -148,6 +159,11 @@ class Gateway:
         self.stateless_requests = 0  # requests of 2026-07-28 clients so far
         self.last_stateless_request: float | None = None
 
+    def _limits(self) -> Limits:
+        settings = self._settings
+        local = PrincipalLimits(settings.rate_limit, settings.rate_burst, settings.principal_max_calls)
+        return self.shared.shared_limits(local) if self.shared is not None else local
+
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Gateway:
@@ -165,6 +181,9 @@ class Gateway:
             task_group = await stack.enter_async_context(anyio.create_task_group())
             self._task_group = task_group
             stack.callback(task_group.cancel_scope.cancel)
+            if self.shared is not None:
+                stack.push_async_callback(self.shared.stop)
+                await self.shared.start(task_group)
             self.sync.attach(task_group)
             await task_group.start(self.back_channel.run)
             await task_group.start(self.client_sessions.run)
@@ -270,6 +289,23 @@ class Gateway:
                 "listen_streams": self.back_channel.listen_streams,
             },
         }
+
+    def replica_row(self) -> dict[str, Any]:
+        """This replica's row in the shared status: its servers' states and its clients."""
+        snapshot = self.live_snapshot()
+        servers = {row["name"]: row.get("state") for row in snapshot["servers"]}
+        return {"started_at": self.started_at, "servers": servers, "clients": snapshot["clients"]}
+
+    @property
+    def shared_request_state_key(self) -> str | None:
+        """The key every replica seals 2026-07-28 request state with (state_url set, no request_state_keys)."""
+        return self.shared.request_state_key if self.shared is not None else None
+
+    async def ready(self) -> bool:
+        """Whether a balancer may send this replica requests: eager servers listed once, shared state reachable."""
+        if self.sync.starting():
+            return False
+        return self.shared is None or await self.shared.reachable()
 
     async def _relist(self, backend: Backend) -> None:
         """A server said its lists changed: list it again (a client's own session: for that client)."""

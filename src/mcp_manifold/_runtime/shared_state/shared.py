@@ -1,0 +1,75 @@
+"""`SharedState`: what one replica shares with the others through the store, started and stopped with it."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from mcp_manifold._config import Settings
+from mcp_manifold._core.limits import PrincipalLimits
+from mcp_manifold._runtime.input_bridge import HeldCalls
+from mcp_manifold._runtime.shared_state.held import HeldForwarding
+from mcp_manifold._runtime.shared_state.limits import SharedLimits
+from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
+from mcp_manifold._runtime.shared_state.shared_secrets import shared_secret
+from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
+
+logger = logging.getLogger(__name__)
+_LEASE_MARGIN = 30.0  # seconds an in-flight slot outlives the longest call, before it frees itself
+
+
+def replica_url(settings: Settings) -> str:
+    """Where the other replicas reach this one: `replica_url`, else the HTTP address it serves."""
+    if settings.replica_url:
+        return settings.replica_url
+    host = settings.host
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    return f"http://{host}:{settings.port}"
+
+
+class SharedState:
+    def __init__(self, settings: Settings, replica_id: str, held: HeldCalls, snapshot: Callable[[], dict[str, Any]]):
+        assert settings.state_url is not None
+        self.settings = settings
+        self.store = StateStore(settings.state_url, replica_id)
+        self.held = held
+        self.directory = ReplicaDirectory(self.store, held.holder, replica_url(settings), snapshot)
+        self.limits: SharedLimits | None = None
+        self.forwarding: HeldForwarding | None = None
+        self.request_state_key: str | None = None
+
+    def shared_limits(self, local: PrincipalLimits) -> SharedLimits | PrincipalLimits:
+        if not local.active:
+            return local
+        self.limits = SharedLimits(self.store, local, self.settings.call_timeout + _LEASE_MARGIN)
+        return self.limits
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Read the shared secrets (the store must answer: a replica that cannot share them must not serve),
+        then keep this replica's heartbeat and background work going in `task_group`."""
+        try:
+            if not self.settings.request_state_keys:
+                self.request_state_key = await shared_secret(self.store, "request-state")
+            token = await shared_secret(self.store, "replica-token")
+        except StateUnavailable as exc:
+            raise StateUnavailable(f"{exc}; a replica cannot start without it") from None
+        self.forwarding = HeldForwarding(self.held, self.directory, token, self.settings.held_call_timeout)
+        self.held.elsewhere = self.forwarding.forward
+        await task_group.start(self.directory.run)
+        if self.limits is not None:
+            await task_group.start(self.limits.run)
+
+    async def stop(self) -> None:
+        await self.directory.leave()
+        if self.forwarding is not None:
+            await self.forwarding.close()
+        await self.store.close()
+
+    async def reachable(self) -> bool:
+        return await self.store.ping()

@@ -1,0 +1,127 @@
+# ruff: noqa: F811 - the fixtures imported from tests.scale_out are parameters of the tests
+"""Several replicas of one gateway sharing state through a real redis-server, behind a real HAProxy on loopback
+(round robin per request, health checks on /healthz), reached by real SDK clients; and the health probes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2 as httpx  # the MCP SDK's HTTP client
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.conftest import server_entry
+from tests.scale_out import Cluster, RedisServer, redis_server, replicas  # noqa: F401 - fixtures
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+ADA = types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+def text_of(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+KEY = "a" * 40  # the API key of principal `ada`
+
+
+def probe_config(write_config: Any, redis: RedisServer | None, *, auth: bool = False, **settings: Any) -> Path:
+    manifold = {"http": True, "state_url": redis.url if redis is not None else None, **settings}
+    servers = {
+        "probe": server_entry("replica_probe.py"),
+        # Asks mid-call; a client's own session (which an authenticated 2026-07-28 client gets) carries questions.
+        "asks": server_entry("asks.py", "--era", "legacy", session_scope="client"),
+    }
+    config = write_config(servers, {key: value for key, value in manifold.items() if value is not None})
+    if auth:
+        config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": {"ada": KEY}}}))
+    return config
+
+
+# --- health probes ------------------------------------------------------------------------------------
+
+
+async def test_probes_answer_without_a_credential_and_hold_no_data(write_config: Any, http_gateway: Any) -> None:
+    config = probe_config(write_config, None, auth=True)
+    url = http_gateway(config).removesuffix("/mcp")
+    async with httpx.AsyncClient() as client:
+        assert (await client.post(f"{url}/mcp", json={})).status_code == 401  # the endpoint still wants a key
+        alive = await client.get(f"{url}/healthz")
+        ready = await client.get(f"{url}/readyz")
+    assert (alive.status_code, alive.text) == (200, "ok")
+    assert (ready.status_code, ready.text) == (200, "ready")
+
+
+async def test_readyz_is_503_while_the_state_store_is_down(
+    write_config: Any, http_gateway: Any, redis_server: RedisServer
+) -> None:
+    url = http_gateway(probe_config(write_config, redis_server)).removesuffix("/mcp")
+    async with httpx.AsyncClient(timeout=10) as client:
+        assert (await client.get(f"{url}/readyz")).status_code == 200
+        redis_server.stop()
+        down = await client.get(f"{url}/readyz")
+        assert (down.status_code, down.text) == (503, "not ready")
+        assert (await client.get(f"{url}/healthz")).status_code == 200  # alive all the same: no restart wanted
+        redis_server.start()
+        with anyio.fail_after(30):
+            while (await client.get(f"{url}/readyz")).status_code != 200:
+                await anyio.sleep(0.2)
+
+
+# --- replicas behind HAProxy ---------------------------------------------------------------------------
+
+
+async def test_calls_spread_over_every_replica(write_config: Any, redis_server: RedisServer, replicas: Any) -> None:
+    cluster: Cluster = replicas(probe_config(write_config, redis_server))
+    async with Client(cluster.url) as client:  # the SDK's default: 2026-07-28, each request on its own
+        pids = [int(text_of(await client.call_tool("probe_where", {}))) for _ in range(12)]
+    assert {cluster.by_pid(pid).id for pid in pids} == {"r0", "r1", "r2"}
+
+
+async def test_a_servers_question_is_answered_through_another_replica(
+    write_config: Any, redis_server: RedisServer, replicas: Any
+) -> None:
+    """asks.py --era legacy asks mid-call: the replica that calls it holds the call and answers input_required;
+    round robin sends the client's retry to the next replica, which hands the answers to the holder."""
+    cluster: Cluster = replicas(probe_config(write_config, redis_server, auth=True))
+    asked = 0
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        nonlocal asked
+        asked += 1
+        return ADA
+
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {KEY}"}) as http,
+        Client(streamable_http_client(cluster.url, http_client=http), elicitation_callback=elicit) as client,
+    ):
+        for _ in range(3):
+            result = await client.call_tool("asks_ask_name", {})
+            assert not result.is_error, text_of(result)
+            assert text_of(result) == "hello Ada"
+    assert asked == 3
+
+
+async def test_one_rate_limit_across_replicas(write_config: Any, redis_server: RedisServer, replicas: Any) -> None:
+    config = probe_config(write_config, redis_server, rate_limit=0.01, rate_burst=5)
+    cluster: Cluster = replicas(config)
+    results: list[types.CallToolResult] = []
+    async with Client(cluster.url) as client:
+
+        async def call() -> None:
+            results.append(await client.call_tool("probe_where", {}))
+
+        async with anyio.create_task_group() as task_group:
+            for _ in range(30):
+                task_group.start_soon(call)
+    passed = [result for result in results if not result.is_error]
+    refused = [text_of(result) for result in results if result.is_error]
+    assert len(passed) == 5  # one bucket of 5, not 5 per replica
+    assert all("over its rate limit of 0.01 call(s) per second" in text for text in refused), refused[:2]
+    assert len(refused) == 25
