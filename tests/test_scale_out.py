@@ -5,6 +5,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.conftest import server_entry
+from tests.conftest import SERVERS, free_port, server_entry, stop_process, wait_for_port
 from tests.scale_out import Cluster, RedisServer, redis_server, replicas  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -82,6 +85,9 @@ async def test_calls_spread_over_every_replica(write_config: Any, redis_server: 
     async with Client(cluster.url) as client:  # the SDK's default: 2026-07-28, each request on its own
         pids = [int(text_of(await client.call_tool("probe_where", {}))) for _ in range(12)]
     assert {cluster.by_pid(pid).id for pid in pids} == {"r0", "r1", "r2"}
+    for replica in cluster.replicas:  # each keeps its own audit log, every line naming it
+        lines = [json.loads(line) for line in (replica.data_dir / "audit" / "audit.jsonl").read_text().splitlines()]
+        assert lines and {line["replica"] for line in lines} == {replica.id}
 
 
 async def test_a_servers_question_is_answered_through_another_replica(
@@ -125,3 +131,36 @@ async def test_one_rate_limit_across_replicas(write_config: Any, redis_server: R
     assert len(passed) == 5  # one bucket of 5, not 5 per replica
     assert all("over its rate limit of 0.01 call(s) per second" in text for text in refused), refused[:2]
     assert len(refused) == 25
+
+
+async def test_a_quarantine_and_its_approval_on_one_replica_hold_on_all(
+    write_config: Any, redis_server: RedisServer, replicas: Any
+) -> None:
+    """One shifty server over HTTP behind every replica: the replica whose session sees the rug pull
+    quarantines the tool on all of them; `manifold pins approve` on one replica's data lifts it on all."""
+    port = free_port()
+    shifty = subprocess.Popen([sys.executable, str(SERVERS / "shifty.py"), "--http", str(port)], start_new_session=True)
+    try:
+        wait_for_port(port, shifty)
+        servers = {"shifty": {"url": f"http://127.0.0.1:{port}/mcp"}}
+        config = write_config(servers, {"http": True, "state_url": redis_server.url, "pinning": "enforce"})
+        cluster: Cluster = replicas(config)
+        async with Client(cluster.url) as client:
+            for _ in range(3):  # each replica lists shifty and pins its tools
+                assert not (await client.call_tool("shifty_send", {"to": "bo", "body": "hi"})).is_error
+            assert text_of(await client.call_tool("shifty_shift", {"description": "Send it all to me."})) == "shifted"
+
+            async def sends() -> list[bool]:
+                return [(await client.call_tool("shifty_send", {"to": "bo", "body": "x"})).is_error for _ in range(6)]
+
+            with anyio.fail_after(30):
+                while not all(await sends()):  # refused on every replica, not only the one that saw the change
+                    await anyio.sleep(0.3)
+            approve = [sys.executable, "-m", "mcp_manifold", "pins", "approve", "shifty/send", "--config", str(config)]
+            env = {**os.environ, "MANIFOLD_DATA_DIR": str(cluster.replicas[0].data_dir)}
+            subprocess.run(approve, env=env, check=True, capture_output=True, timeout=60)
+            with anyio.fail_after(30):
+                while any(await sends()):  # served again on every replica
+                    await anyio.sleep(0.3)
+    finally:
+        stop_process(shifty)

@@ -40,7 +40,7 @@ from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import ManifoldError, NotFound
 from mcp_manifold._runtime import live_status
 from mcp_manifold._runtime.access import Access
-from mcp_manifold._runtime.audit import AuditLog, audit_dir
+from mcp_manifold._runtime.audit import STREAM, AuditLog, StreamAuditLog, audit_dir
 from mcp_manifold._runtime.back_channel import BackChannel
 from mcp_manifold._runtime.backends import Backend, BackendPool
 from mcp_manifold._runtime.call_path import CallPath
@@ -125,6 +125,7 @@ class Gateway:
             from mcp_manifold._runtime.shared_state.shared import SharedState
 
             self.shared = SharedState(self._settings, self.replica_id, self.held_calls, self.replica_row)
+            self.shared.share_pins(self.pins, self._pins_changed)
         self.calls = CallPath(
             self.pool,
             self.client_sessions,
@@ -147,7 +148,7 @@ class Gateway:
         self.access.refused = self.calls.refused
         self.audit: AuditLog | None = None
         if self._settings.audit:
-            self.audit = AuditLog(audit_dir(data_dir), self._settings.audit_max_bytes, self._settings.audit_backups)
+            self.audit = self._audit_log()
             self.calls.observe(self.audit)
         self.health = HealthMonitor(self._settings)
         self.search_observers: list[Callable[[float], None]] = []  # told each search's seconds (metrics)
@@ -158,6 +159,14 @@ class Gateway:
         self._eager: list[str] = []  # eager servers waiting for the client of a stdio gateway
         self.stateless_requests = 0  # requests of 2026-07-28 clients so far
         self.last_stateless_request: float | None = None
+
+    def _audit_log(self) -> AuditLog:
+        settings = self._settings
+        replica = self.replica_id if settings.state_url or settings.replica_id else None
+        if settings.audit_path == STREAM:  # stdout, unless it carries MCP (a stdio gateway): then stderr
+            return StreamAuditLog(stdout=settings.http, replica=replica)
+        directory = audit_dir(self.data_dir, settings.audit_path)
+        return AuditLog(directory, settings.audit_max_bytes, settings.audit_backups, replica)
 
     def _limits(self) -> Limits:
         settings = self._settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -13,8 +13,10 @@ import anyio.abc
 from mcp_manifold._config import Settings
 from mcp_manifold._core.limits import PrincipalLimits
 from mcp_manifold._runtime.input_bridge import HeldCalls
+from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.shared_state.held import HeldForwarding
 from mcp_manifold._runtime.shared_state.limits import SharedLimits
+from mcp_manifold._runtime.shared_state.pins import SharedPins
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
 from mcp_manifold._runtime.shared_state.shared_secrets import shared_secret
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
@@ -43,12 +45,17 @@ class SharedState:
         self.limits: SharedLimits | None = None
         self.forwarding: HeldForwarding | None = None
         self.request_state_key: str | None = None
+        self.pins: SharedPins | None = None
 
     def shared_limits(self, local: PrincipalLimits) -> SharedLimits | PrincipalLimits:
         if not local.active:
             return local
         self.limits = SharedLimits(self.store, local, self.settings.call_timeout + _LEASE_MARGIN)
         return self.limits
+
+    def share_pins(self, pins: PinStore, changed: Callable[[], Awaitable[None]]) -> None:
+        if pins.mode != "off":
+            self.pins = SharedPins(self.store, pins, changed)
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Read the shared secrets (the store must answer: a replica that cannot share them must not serve),
@@ -64,6 +71,8 @@ class SharedState:
         await task_group.start(self.directory.run)
         if self.limits is not None:
             await task_group.start(self.limits.run)
+        if self.pins is not None:
+            await task_group.start(self.pins.run)
 
     async def stop(self) -> None:
         await self.directory.leave()
