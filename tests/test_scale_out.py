@@ -164,3 +164,42 @@ async def test_a_quarantine_and_its_approval_on_one_replica_hold_on_all(
                     await anyio.sleep(0.3)
     finally:
         stop_process(shifty)
+
+
+async def test_a_killed_replica_loses_only_its_calls_in_flight(
+    write_config: Any, redis_server: RedisServer, replicas: Any, tmp_path: Path
+) -> None:
+    """SIGKILL one replica while 9 calls run (3 on each): the 3 on it fail, none runs twice, the others
+    finish; once HAProxy's health checks take it out, every later call succeeds."""
+    cluster: Cluster = replicas(probe_config(write_config, redis_server))
+    journal = tmp_path / "journal.txt"
+    victim = cluster.replicas[1]
+    outcomes: dict[str, str] = {}
+    async with Client(cluster.url, read_timeout_seconds=60) as client:
+        for _replica in cluster.replicas:  # every replica has started its probe before the calls that count
+            await client.call_tool("probe_where", {})
+
+        async def work(token: str) -> None:
+            try:
+                result = await client.call_tool("probe_work", {"token": token, "journal": str(journal), "seconds": 4})
+            except Exception as exc:
+                outcomes[token] = f"failed: {type(exc).__name__}"
+            else:
+                outcomes[token] = text_of(result) if not result.is_error else f"error: {text_of(result)}"
+
+        async with anyio.create_task_group() as task_group:
+            for number in range(9):
+                task_group.start_soon(work, f"t{number}")
+            with anyio.fail_after(30):
+                while len(journal.read_text().splitlines() if journal.exists() else []) < 9:
+                    await anyio.sleep(0.05)  # all nine are running
+            cluster.kill(victim)
+        ran = [line.split() for line in journal.read_text().splitlines()]
+        assert sorted(token for token, _pid in ran) == sorted(outcomes)  # each call ran exactly once
+        on_victim = {token for token, pid in ran if int(pid) == victim.process.pid}
+        assert len(on_victim) == 3
+        assert {token for token, outcome in outcomes.items() if outcome != f"done {token}"} == on_victim, outcomes
+        cluster.wait_down(victim)
+        later = [await client.call_tool("probe_where", {}) for _ in range(9)]
+    assert not any(result.is_error for result in later)
+    assert {cluster.by_pid(int(text_of(result))).id for result in later} == {"r0", "r2"}

@@ -1,7 +1,7 @@
 """replica_probe: tells which gateway replica started it, and records each call it runs, for the scale-out tests.
 
 Tools: ``where`` (the process id of its parent, the gateway replica that started it over stdio), ``work``
-(appends ``token`` to the file ``journal`` when it starts, sleeps ``seconds``, returns ``done <token>``), so a
+(appends ``token`` and its parent's pid to the file ``journal`` when it starts, sleeps ``seconds``, returns ``done <token>``), so a
 test can count how often a call ran, and ``big`` (a text of ``size`` characters, for spilled results).
 
 Run: ``python tests/servers/replica_probe.py`` (stdio; ``--http PORT`` for HTTP).
@@ -29,7 +29,7 @@ def where() -> str:
 async def work(token: str, journal: str, seconds: float = 0.0) -> str:
     """Record `token` in `journal`, then take `seconds`."""
     with open(journal, "a", encoding="utf-8") as file:
-        file.write(token + "\n")
+        file.write(f"{token} {os.getppid()}\n")
     await anyio.sleep(seconds)
     return f"done {token}"
 
