@@ -18,6 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import SERVERS, free_port, server_entry, stop_process, wait_for_port
 from tests.scale_out import Cluster, RedisServer, redis_server, replicas  # noqa: F401 - fixtures
@@ -203,3 +204,24 @@ async def test_a_killed_replica_loses_only_its_calls_in_flight(
         later = [await client.call_tool("probe_where", {}) for _ in range(9)]
     assert not any(result.is_error for result in later)
     assert {cluster.by_pid(int(text_of(result))).id for result in later} == {"r0", "r2"}
+
+
+async def test_a_session_stays_on_its_replica_and_moves_on_when_that_dies(
+    write_config: Any, redis_server: RedisServer, replicas: Any
+) -> None:
+    """A session-era client behind HAProxy's stick table on mcp-session-id: every request of its session reaches
+    the replica that opened it; when that replica dies, another answers 404 (the SDK 2.3 client raises "Session
+    not found" and does not re-initialize by itself), and a new client session carries on on a live replica."""
+    cluster: Cluster = replicas(probe_config(write_config, redis_server), sticky=True)
+    async with Client(cluster.url, mode="legacy", read_timeout_seconds=30) as client:
+        pids = {int(text_of(await client.call_tool("probe_where", {}))) for _ in range(6)}
+        assert len(pids) == 1  # sticky: one replica for the whole session
+        home = cluster.by_pid(pids.pop())
+        cluster.kill(home)
+        cluster.wait_down(home)
+        with pytest.raises(MCPError, match="Session not found"):
+            await client.call_tool("probe_where", {})
+    async with Client(cluster.url, mode="legacy", read_timeout_seconds=30) as client:
+        again = {int(text_of(await client.call_tool("probe_where", {}))) for _ in range(4)}
+    assert len(again) == 1  # the new session is sticky too, on a replica that lives
+    assert cluster.by_pid(again.pop()).id != home.id
