@@ -77,6 +77,7 @@ class Replica:
     port: int
     data_dir: Path
     process: subprocess.Popen[bytes]
+    log: Path  # its standard error
 
     @property
     def url(self) -> str:
@@ -176,11 +177,16 @@ def replicas(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
                 "MANIFOLD_DATA_DIR": str(data_dir),
                 **(env or {}),
             }
-            process = subprocess.Popen(
-                manifold_command(config, "--http", "--port", str(port)), start_new_session=True, env=replica_env
-            )
+            log = tmp_path / f"replica-{index}.log"
+            with log.open("wb") as stderr:
+                process = subprocess.Popen(
+                    manifold_command(config, "--http", "--port", str(port)),
+                    start_new_session=True,
+                    env=replica_env,
+                    stderr=stderr,
+                )
             started.append(process)
-            members.append(Replica(f"r{index}", port, data_dir, process))
+            members.append(Replica(f"r{index}", port, data_dir, process, log))
         for member in members:
             wait_for_port(member.port, member.process, timeout=60)
             wait_healthy(f"http://127.0.0.1:{member.port}/healthz")

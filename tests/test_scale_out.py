@@ -225,3 +225,32 @@ async def test_a_session_stays_on_its_replica_and_moves_on_when_that_dies(
         again = {int(text_of(await client.call_tool("probe_where", {}))) for _ in range(4)}
     assert len(again) == 1  # the new session is sticky too, on a replica that lives
     assert cluster.by_pid(again.pop()).id != home.id
+
+
+async def test_calls_go_on_with_local_limits_while_the_store_is_down(
+    write_config: Any, redis_server: RedisServer, replicas: Any
+) -> None:
+    """Redis stopped mid-run: calls are still served (each replica applies the limits alone) and each replica
+    says so loudly, once; Redis started again (empty: no persistence): the shared limits and the shared secrets
+    are back, written again by the replicas that hold them."""
+    config = probe_config(write_config, redis_server, rate_limit=1000, principal_max_calls=50)
+    cluster: Cluster = replicas(config, 2)
+    async with Client(cluster.url) as client:
+        for _ in range(4):
+            assert not (await client.call_tool("probe_where", {})).is_error
+        assert redis_server.command("EXISTS", "manifold:limit:rate:anonymous") == ":1\r\n"
+        redis_server.stop()
+        for _ in range(6):
+            result = await client.call_tool("probe_where", {})
+            assert not result.is_error, text_of(result)
+        for replica in cluster.replicas:
+            assert replica.log.read_text().count("SHARED STATE DOWN") == 1
+        redis_server.start()
+        with anyio.fail_after(30):  # the replicas put the secrets they share back
+            while redis_server.command("EXISTS", "manifold:secret:request-state") != ":1\r\n":
+                await anyio.sleep(0.2)
+        for _ in range(4):
+            assert not (await client.call_tool("probe_where", {})).is_error
+        assert redis_server.command("EXISTS", "manifold:limit:rate:anonymous") == ":1\r\n"  # shared again
+    for replica in cluster.replicas:
+        assert "reachable again" in replica.log.read_text()

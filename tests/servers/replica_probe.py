@@ -1,8 +1,9 @@
 """replica_probe: tells which gateway replica started it, and records each call it runs, for the scale-out tests.
 
 Tools: ``where`` (the process id of its parent, the gateway replica that started it over stdio), ``work``
-(appends ``token`` and its parent's pid to the file ``journal`` when it starts, sleeps ``seconds``, returns ``done <token>``), so a
-test can count how often a call ran, and ``big`` (a text of ``size`` characters, for spilled results).
+(appends ``token`` and its parent's pid to the file ``journal`` when it starts, sleeps ``seconds``, returns
+``done <token>``), so a test can count how often a call ran and where, and ``big`` (a text of ``size``
+characters, for spilled results).
 
 Run: ``python tests/servers/replica_probe.py`` (stdio; ``--http PORT`` for HTTP).
 """

@@ -85,6 +85,9 @@ class SharedPins:
     async def _pull(self) -> bool:
         """Merge the pins other replicas changed since the last look; True when quarantines changed."""
         version = await self.store.run("pins", lambda: self.store.client.get(self.version_key))
+        if version is None and self._seen_version is not None:
+            # The store lost its data (restarted without persistence): what this replica knows goes up again.
+            self.push(self.pins.pins())
         if version == self._seen_version:
             return False
         raw = await self.store.run("pins", lambda: self.store.client.hgetall(self.key))

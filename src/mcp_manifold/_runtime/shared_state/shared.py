@@ -18,7 +18,7 @@ from mcp_manifold._runtime.shared_state.held import HeldForwarding
 from mcp_manifold._runtime.shared_state.limits import SharedLimits
 from mcp_manifold._runtime.shared_state.pins import SharedPins
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
-from mcp_manifold._runtime.shared_state.shared_secrets import shared_secret
+from mcp_manifold._runtime.shared_state.shared_secrets import keep_secrets, shared_secret
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
 
 logger = logging.getLogger(__name__)
@@ -68,6 +68,10 @@ class SharedState:
             raise StateUnavailable(f"{exc}; a replica cannot start without it") from None
         self.forwarding = HeldForwarding(self.held, self.directory, token, self.settings.held_call_timeout)
         self.held.elsewhere = self.forwarding.forward
+        known = {"replica-token": token}
+        if self.request_state_key is not None:
+            known["request-state"] = self.request_state_key
+        task_group.start_soon(keep_secrets, self.store, known)
         await task_group.start(self.directory.run)
         if self.limits is not None:
             await task_group.start(self.limits.run)

@@ -7,9 +7,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 
-from mcp_manifold._runtime.shared_state.store import StateStore
+import anyio
+
+from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
 
 
 async def shared_secret(store: StateStore, name: str) -> str:
@@ -19,3 +22,15 @@ async def shared_secret(store: StateStore, name: str) -> str:
     await store.run("shared secrets", lambda: store.client.set(key, made, nx=True))
     value = await store.run("shared secrets", lambda: store.client.get(key))
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def keep_secrets(store: StateStore, known: dict[str, str], interval: float = 2.0) -> None:
+    """Write the secrets this replica holds back where they are missing (a store restarted without its data),
+    so a replica started later gets the same ones rather than making new ones."""
+    while True:
+        await anyio.sleep(interval)
+        pipe = store.client.pipeline(transaction=False)
+        for name, value in known.items():
+            pipe.set(store.key("secret", name), value, nx=True)
+        with contextlib.suppress(StateUnavailable):
+            await store.run("shared secrets", pipe.execute)

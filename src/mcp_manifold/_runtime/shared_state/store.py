@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from mcp_manifold._errors import ManifoldError
 logger = logging.getLogger(__name__)
 
 PREFIX = "manifold:"
+RETRY = 1.0  # seconds between tries while the store is down
 T = TypeVar("T")
 
 
@@ -50,6 +52,7 @@ class StateStore:
             decode_responses=False,
         )
         self.up = True
+        self._retry_at = 0.0  # while down, commands fail at once until then (a hung store must not slow every call)
 
     @staticmethod
     def key(*parts: str) -> str:
@@ -57,10 +60,13 @@ class StateStore:
 
     async def run(self, what: str, command: Callable[[], Awaitable[T]]) -> T:
         """Run one command; a store that cannot be reached raises `StateUnavailable` naming `what`."""
+        if not self.up and time.monotonic() < self._retry_at:
+            raise StateUnavailable(f"the shared state store is unreachable ({what})")
         try:
             result = await command()
         except self.errors as exc:
             self.went_down(what, exc)
+            self._retry_at = time.monotonic() + RETRY
             raise StateUnavailable(f"the shared state store is unreachable ({what}): {exc}") from None
         self.came_back()
         return result
