@@ -254,3 +254,21 @@ async def test_calls_go_on_with_local_limits_while_the_store_is_down(
         assert redis_server.command("EXISTS", "manifold:limit:rate:anonymous") == ":1\r\n"  # shared again
     for replica in cluster.replicas:
         assert "reachable again" in replica.log.read_text()
+
+
+async def test_a_spilled_result_is_read_through_every_replica(
+    write_config: Any, redis_server: RedisServer, replicas: Any, tmp_path: Path
+) -> None:
+    """spill_dir on a volume every replica mounts (here one directory): a result spilled by one replica is
+    read back through the others (round robin sends each read to the next replica)."""
+    settings = {"http": True, "state_url": redis_server.url, "expose": ["dispatch"], "spill_threshold": 1000}
+    config = write_config({"probe": server_entry("replica_probe.py")}, settings)
+    cluster: Cluster = replicas(config, env={"MANIFOLD_SPILL_DIR": str(tmp_path / "shared-spill")})
+    async with Client(cluster.url) as client:
+        big = await client.call_tool("proxy-dispatch", {"action": "call", "tool": "big", "arguments": {"size": 5000}})
+        assert big.meta is not None and big.meta.get("autoSpilled") is True, text_of(big)
+        reading = {"action": "readresult", "resultFile": big.meta["resultFile"], "op": "read"}
+        for _ in range(3):
+            read = await client.call_tool("proxy-dispatch", reading)
+            assert not read.is_error, text_of(read)
+            assert text_of(read).startswith("0123456789" * 500)

@@ -114,7 +114,10 @@ class Gateway:
         self.result_cache = ResultCache(self._catalog, config.servers)
         spill_base = self._settings.spill_dir or str(data_dir / "spill")
         self.spill = SpillStore(
-            spill_base, ttl=self._settings.spill_ttl, allowed_dirs=self._settings.spill_allowed_dirs
+            spill_base,
+            ttl=self._settings.spill_ttl,
+            allowed_dirs=self._settings.spill_allowed_dirs,
+            shared=self._settings.state_url is not None,  # spill_dir on a volume every replica mounts
         )
         self.held_calls = HeldCalls(self._settings.held_call_timeout)
         # Replicas started from one config share state through `state_url` (shared_state/); unset, nothing of
