@@ -175,6 +175,7 @@ def replicas(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
                 **os.environ,
                 "MANIFOLD_REPLICA_ID": f"r{index}",
                 "MANIFOLD_DATA_DIR": str(data_dir),
+                "MANIFOLD_DISCOVERY_DIR": str(data_dir / "instances"),  # each replica's machine has its own
                 **(env or {}),
             }
             log = tmp_path / f"replica-{index}.log"

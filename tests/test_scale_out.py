@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import SERVERS, free_port, server_entry, stop_process, wait_for_port
+from tests.conftest import SERVERS, Instances, free_port, server_entry, stop_process, wait_for_port
 from tests.scale_out import Cluster, RedisServer, redis_server, replicas  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -272,3 +272,27 @@ async def test_a_spilled_result_is_read_through_every_replica(
             read = await client.call_tool("proxy-dispatch", reading)
             assert not read.is_error, text_of(read)
             assert text_of(read).startswith("0123456789" * 500)
+
+
+async def test_an_instance_registered_once_is_listed_by_every_replica(
+    write_config: Any, redis_server: RedisServer, replicas: Any, instances: Instances
+) -> None:
+    """`manifold register` into one replica's discovery directory: that replica publishes the record to the
+    shared registry, and the hub of every replica lists the instance (round robin asks each in turn)."""
+    settings = {"http": True, "state_url": redis_server.url, "expose": ["hub"], "ping_interval": 1}
+    cluster: Cluster = replicas(write_config({"probe": server_entry("replica_probe.py")}, settings))
+    url = instances.start("alpha")
+    directory = cluster.replicas[0].data_dir / "instances"
+    command = ["register", "--name", "alpha", "--url", url, "--id", "alpha-1", "--discovery-dir", str(directory)]
+    register = subprocess.Popen([sys.executable, "-m", "mcp_manifold", *command], start_new_session=True)
+    try:
+        async with Client(cluster.url) as client:
+
+            async def listed() -> list[bool]:
+                return ["alpha-1" in text_of(await client.call_tool("instances_list", {})) for _ in range(3)]
+
+            with anyio.fail_after(60):
+                while not all(await listed()):
+                    await anyio.sleep(0.5)
+    finally:
+        stop_process(register)

@@ -475,6 +475,8 @@ class Gateway:
             self._instances = InstanceRegistry(
                 self._settings, self.pool, self.health, self._catalog, self.back_channel, on_listing=self.pins.observe
             )
+            if self.shared is not None:
+                self._instances.shared = self.shared.instance_records()
         return self._instances
 
     # --- client requests, routed to the surfaces (the front and the CLI call these) ----------------

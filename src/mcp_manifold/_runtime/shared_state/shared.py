@@ -15,6 +15,7 @@ from mcp_manifold._core.limits import PrincipalLimits
 from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.shared_state.held import HeldForwarding
+from mcp_manifold._runtime.shared_state.instances import SharedInstanceRecords
 from mcp_manifold._runtime.shared_state.limits import SharedLimits
 from mcp_manifold._runtime.shared_state.pins import SharedPins
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
@@ -56,6 +57,9 @@ class SharedState:
     def share_pins(self, pins: PinStore, changed: Callable[[], Awaitable[None]]) -> None:
         if pins.mode != "off":
             self.pins = SharedPins(self.store, pins, changed)
+
+    def instance_records(self) -> SharedInstanceRecords:
+        return SharedInstanceRecords(self.store)
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Read the shared secrets (the store must answer: a replica that cannot share them must not serve),
