@@ -296,3 +296,18 @@ async def test_an_instance_registered_once_is_listed_by_every_replica(
                     await anyio.sleep(0.5)
     finally:
         stop_process(register)
+
+
+async def test_a_listen_stream_on_one_replica_hears_a_change_made_through_another(
+    write_config: Any, redis_server: RedisServer, replicas: Any
+) -> None:
+    config = write_config({"kitchen": server_entry("kitchen.py")}, {"http": True, "state_url": redis_server.url})
+    cluster: Cluster = replicas(config, 2)
+    listening_at, changing_at = cluster.replicas
+    async with Client(listening_at.url) as listener, Client(changing_at.url) as changer:
+        await listener.list_tools()
+        async with listener.listen(tools_list_changed=True) as stream:
+            await changer.call_tool("kitchen_add_tool", {"name": "fresh"})
+            with anyio.fail_after(20):
+                event = await stream.__anext__()
+    assert type(event).__name__ == "ToolsListChanged"

@@ -12,11 +12,13 @@ import anyio.abc
 
 from mcp_manifold._config import Settings
 from mcp_manifold._core.limits import PrincipalLimits
+from mcp_manifold._runtime.back_channel import BackChannel
 from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.shared_state.held import HeldForwarding
 from mcp_manifold._runtime.shared_state.instances import SharedInstanceRecords
 from mcp_manifold._runtime.shared_state.limits import SharedLimits
+from mcp_manifold._runtime.shared_state.listen import SharedSubscriptionBus
 from mcp_manifold._runtime.shared_state.pins import SharedPins
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
 from mcp_manifold._runtime.shared_state.shared_secrets import keep_secrets, shared_secret
@@ -47,6 +49,7 @@ class SharedState:
         self.forwarding: HeldForwarding | None = None
         self.request_state_key: str | None = None
         self.pins: SharedPins | None = None
+        self.bus: SharedSubscriptionBus | None = None
 
     def shared_limits(self, local: PrincipalLimits) -> SharedLimits | PrincipalLimits:
         if not local.active:
@@ -57,6 +60,10 @@ class SharedState:
     def share_pins(self, pins: PinStore, changed: Callable[[], Awaitable[None]]) -> None:
         if pins.mode != "off":
             self.pins = SharedPins(self.store, pins, changed)
+
+    def share_listen_streams(self, back_channel: BackChannel) -> None:
+        self.bus = SharedSubscriptionBus(self.store, self.held.holder, back_channel.bus)
+        back_channel.bus = self.bus  # type: ignore[assignment]
 
     def instance_records(self) -> SharedInstanceRecords:
         return SharedInstanceRecords(self.store)
@@ -81,6 +88,8 @@ class SharedState:
             await task_group.start(self.limits.run)
         if self.pins is not None:
             await task_group.start(self.pins.run)
+        if self.bus is not None:
+            await task_group.start(self.bus.run)
 
     async def stop(self) -> None:
         await self.directory.leave()
