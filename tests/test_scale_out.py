@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from mcp_manifold._runtime.shared_state.status import replica_rows
 from tests.conftest import SERVERS, Instances, free_port, server_entry, stop_process, wait_for_port
 from tests.scale_out import Cluster, RedisServer, redis_server, replicas  # noqa: F401 - fixtures
 
@@ -311,3 +312,24 @@ async def test_a_listen_stream_on_one_replica_hears_a_change_made_through_anothe
             with anyio.fail_after(20):
                 event = await stream.__anext__()
     assert type(event).__name__ == "ToolsListChanged"
+
+
+async def test_every_replica_has_its_row_in_the_status(
+    write_config: Any, redis_server: RedisServer, replicas: Any
+) -> None:
+    cluster: Cluster = replicas(probe_config(write_config, redis_server))
+    async with Client(cluster.url) as client:
+        for _ in range(3):
+            await client.call_tool("probe_where", {})
+    with anyio.fail_after(20):
+        while True:
+            rows = await replica_rows(redis_server.url)
+            if all(row["servers"].get("probe") == "ready" for row in rows) and len(rows) == 3:
+                break
+            await anyio.sleep(0.5)
+    assert [row["id"] for row in rows] == ["r0", "r1", "r2"]
+    assert [row["url"] for row in rows] == [f"http://127.0.0.1:{replica.port}" for replica in cluster.replicas]
+    cluster.kill(cluster.replicas[1])
+    with anyio.fail_after(30):  # a replica that stops beating leaves the status
+        while [row["id"] for row in await replica_rows(redis_server.url)] != ["r0", "r2"]:
+            await anyio.sleep(0.5)

@@ -292,6 +292,7 @@ class Gateway:
             servers.append(row)
         return {
             "started_at": self.started_at,
+            "replica": self.replica_id if self.shared is not None else None,
             "expose": list(self._settings.expose),
             "servers": servers,
             "instances": [row for surface in self.surfaces for row in surface.live_rows()],
