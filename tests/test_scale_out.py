@@ -15,6 +15,7 @@ import anyio
 import httpx2 as httpx  # the MCP SDK's HTTP client
 import mcp_types as types
 import pytest
+import redis
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -333,3 +334,21 @@ async def test_every_replica_has_its_row_in_the_status(
     with anyio.fail_after(30):  # a replica that stops beating leaves the status
         while [row["id"] for row in await replica_rows(redis_server.url)] != ["r0", "r2"]:
             await anyio.sleep(0.5)
+
+
+async def test_a_new_replica_starts_with_the_listings_another_one_saved(
+    write_config: Any, redis_server: RedisServer, replicas: Any, http_gateway: Any, tmp_path: Path
+) -> None:
+    config = probe_config(write_config, redis_server)
+    cluster: Cluster = replicas(config, 1)
+    async with Client(cluster.url) as client:
+        await client.list_tools()
+    store = redis.Redis.from_url(redis_server.url)
+    with anyio.fail_after(20):
+        while store.hlen("manifold:listings") < 2:  # probe's and asks's
+            await anyio.sleep(0.2)
+    names = {name.decode() for name in store.hkeys("manifold:listings")}
+    fresh = tmp_path / "data" / "listings"  # the data_dir of the next gateway (the config's own)
+    assert not fresh.exists()
+    http_gateway(config)  # returns once it listens: started, its cache filled
+    assert {path.name for path in fresh.iterdir()} >= names

@@ -130,6 +130,7 @@ class Gateway:
             self.shared = SharedState(self._settings, self.replica_id, self.held_calls, self.replica_row)
             self.shared.share_pins(self.pins, self._pins_changed)
             self.shared.share_listen_streams(self.back_channel)
+            self.shared.share_learning(self.sync.cache, self.pool.all_backends)
         self.calls = CallPath(
             self.pool,
             self.client_sessions,

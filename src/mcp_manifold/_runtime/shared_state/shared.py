@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
@@ -13,10 +13,13 @@ import anyio.abc
 from mcp_manifold._config import Settings
 from mcp_manifold._core.limits import PrincipalLimits
 from mcp_manifold._runtime.back_channel import BackChannel
+from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.input_bridge import HeldCalls
+from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.shared_state.held import HeldForwarding
 from mcp_manifold._runtime.shared_state.instances import SharedInstanceRecords
+from mcp_manifold._runtime.shared_state.learned import SharedLearning
 from mcp_manifold._runtime.shared_state.limits import SharedLimits
 from mcp_manifold._runtime.shared_state.listen import SharedSubscriptionBus
 from mcp_manifold._runtime.shared_state.pins import SharedPins
@@ -50,6 +53,7 @@ class SharedState:
         self.request_state_key: str | None = None
         self.pins: SharedPins | None = None
         self.bus: SharedSubscriptionBus | None = None
+        self.learning: SharedLearning | None = None
 
     def shared_limits(self, local: PrincipalLimits) -> SharedLimits | PrincipalLimits:
         if not local.active:
@@ -64,6 +68,9 @@ class SharedState:
     def share_listen_streams(self, back_channel: BackChannel) -> None:
         self.bus = SharedSubscriptionBus(self.store, self.held.holder, back_channel.bus)
         back_channel.bus = self.bus  # type: ignore[assignment]
+
+    def share_learning(self, cache: ListingCache, backends: Callable[[], Iterable[Backend]]) -> None:
+        self.learning = SharedLearning(self.store, cache, backends)
 
     def instance_records(self) -> SharedInstanceRecords:
         return SharedInstanceRecords(self.store)
@@ -90,6 +97,9 @@ class SharedState:
             await task_group.start(self.pins.run)
         if self.bus is not None:
             await task_group.start(self.bus.run)
+        if self.learning is not None:
+            await self.learning.prefetch()
+            await task_group.start(self.learning.run)
 
     async def stop(self) -> None:
         await self.directory.leave()
