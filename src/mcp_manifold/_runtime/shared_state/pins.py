@@ -94,3 +94,17 @@ class SharedPins:
         self._seen_version = version
         others = [Pin(**json.loads(text)) for text in raw.values()]
         return self.pins.merge(others)
+
+
+async def publish_decisions(state_url: str, decided: list[Pin]) -> None:
+    """`manifold pins approve/reject` with `state_url` set: put the decisions in the shared store directly, so
+    every replica takes them within a second even when no replica runs on this machine's data dir."""
+    store = StateStore(state_url, "pins-cli")
+    try:
+        put: Any = store.client.register_script(PUT)
+        keys = [store.key("pins"), store.key("pins", "version")]
+        for pin in decided:
+            args = [f"{pin.server}\t{pin.tool}", json.dumps(asdict(pin)), pin.changed_at or 0.0]
+            await store.run("pins", lambda a=args: put(keys=keys, args=a))
+    finally:
+        await store.close()
