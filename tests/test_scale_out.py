@@ -330,6 +330,8 @@ async def test_every_replica_has_its_row_in_the_status(
             await anyio.sleep(0.5)
     assert [row["id"] for row in rows] == ["r0", "r1", "r2"]
     assert [row["url"] for row in rows] == [f"http://127.0.0.1:{replica.port}" for replica in cluster.replicas]
+    overview = httpx.get(f"http://127.0.0.1:{cluster.replicas[2].port}/ui/api/overview", timeout=10).json()
+    assert [row["id"] for row in overview["replicas"]] == ["r0", "r1", "r2"]  # the dashboard of any replica
     cluster.kill(cluster.replicas[1])
     with anyio.fail_after(30):  # a replica that stops beating leaves the status
         while [row["id"] for row in await replica_rows(redis_server.url)] != ["r0", "r2"]:

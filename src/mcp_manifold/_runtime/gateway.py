@@ -311,6 +311,12 @@ class Gateway:
         servers = {row["name"]: row.get("state") for row in snapshot["servers"]}
         return {"started_at": self.started_at, "servers": servers, "clients": snapshot["clients"]}
 
+    async def replica_rows(self) -> list[dict[str, Any]]:
+        """Every replica's row (id, address, servers, clients) when replicas share state; else none."""
+        if self.shared is None:
+            return []
+        return await self.shared.replica_rows()
+
     @property
     def shared_request_state_key(self) -> str | None:
         """The key every replica seals 2026-07-28 request state with (state_url set, no request_state_keys)."""

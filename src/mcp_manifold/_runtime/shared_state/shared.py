@@ -107,5 +107,11 @@ class SharedState:
             await self.forwarding.close()
         await self.store.close()
 
+    async def replica_rows(self) -> list[dict[str, Any]]:
+        try:
+            return await self.directory.rows()
+        except StateUnavailable:
+            return [{"id": self.store.replica_id, "url": self.directory.url, "state_store": "unreachable"}]
+
     async def reachable(self) -> bool:
         return await self.store.ping()
