@@ -89,3 +89,34 @@ def test_logs_name_the_store_without_its_password() -> None:
 
     assert _safe_url("redis://:hunter2@cache:6379/0") == "redis://:***@cache:6379/0"
     assert _safe_url("redis://cache:6379/0") == "redis://cache:6379/0"
+
+
+async def test_a_shared_registration_beats_and_leaves(redis_server: RedisServer) -> None:
+    """`register_shared` (what `manifold register` does with state_url): the record is in the registry, its
+    last_ping refreshed, and gone when it stops; a record that stops beating is dropped by the next reader."""
+    import anyio
+
+    from mcp_manifold._runtime.registration import build_record
+    from mcp_manifold._runtime.shared_state.instances import SharedInstanceRecords, register_shared
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    store = StateStore(redis_server.url, "test")
+    records = SharedInstanceRecords(store)
+    record = build_record("alpha", url="http://10.0.0.5:8000/mcp", instance_id="alpha-1", interval=0.2)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(register_shared, store, record)
+            with anyio.fail_after(10):
+                while "alpha-1" not in (await records.scan()).live:
+                    await anyio.sleep(0.05)
+            first = (await records.scan()).live["alpha-1"].last_ping
+            await anyio.sleep(0.5)
+            assert (await records.scan()).live["alpha-1"].last_ping > first  # its heartbeat
+            group.cancel_scope.cancel()
+        assert (await records.scan()).live == {}  # removed as it stopped
+        silent = replace(record, last_ping=time.time() - 10)
+        await records.publish([silent])
+        assert (await records.scan()).live == {}  # missed three beats: stale, and dropped from the hash
+        assert await store.client.hlen(records.key) == 0
+    finally:
+        await store.close()
