@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._runtime.shared_state.status import replica_rows
 from tests.conftest import SERVERS, Instances, free_port, server_entry, stop_process, wait_for_port
-from tests.scale_out import Cluster, RedisServer, redis_server, replicas  # noqa: F401 - fixtures
+from tests.scale_out import Cluster, RedisServer, Replica, redis_server, replicas  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -354,3 +354,33 @@ async def test_a_new_replica_starts_with_the_listings_another_one_saved(
     assert not fresh.exists()
     http_gateway(config)  # returns once it listens: started, its cache filled
     assert {path.name for path in fresh.iterdir()} >= names
+
+
+async def test_a_held_call_whose_replica_died_is_answered_with_a_clear_error(
+    write_config: Any, redis_server: RedisServer, replicas: Any
+) -> None:
+    """The client is answering a server's question when the replica holding that server's call dies: its retry
+    reaches a live replica, which says the call is gone (and was not run again); the next call works."""
+    cluster: Cluster = replicas(probe_config(write_config, redis_server, auth=True))
+
+    def holder() -> Replica:
+        for replica in cluster.replicas:
+            audit = replica.data_dir / "audit" / "audit.jsonl"
+            if audit.exists() and '"outcome":"input_required"' in audit.read_text():
+                return replica
+        raise AssertionError("no replica holds the call")
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        held_by = holder()
+        if held_by.process.poll() is None:
+            cluster.kill(held_by)
+            cluster.wait_down(held_by)
+        return ADA
+
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {KEY}"}) as http,
+        Client(streamable_http_client(cluster.url, http_client=http), elicitation_callback=elicit) as client,
+    ):
+        lost = await client.call_tool("asks_ask_name", {})
+        assert lost.is_error and "is gone (stopped or crashed), and the call with it" in text_of(lost), text_of(lost)
+        assert not (await client.call_tool("probe_where", {})).is_error

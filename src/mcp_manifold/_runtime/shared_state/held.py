@@ -47,6 +47,12 @@ def decode(answer: dict[str, Any]) -> Any:
     return model.model_validate(answer["result"])
 
 
+_GONE = (
+    "the replica holding the call these answers are for is gone (stopped or crashed), and the call with it; "
+    "call the tool again"
+)
+
+
 def _plain(answer: Any) -> Any:
     return answer.model_dump(mode="json", by_alias=True, exclude_none=True) if isinstance(answer, BaseModel) else answer
 
@@ -64,16 +70,15 @@ class HeldForwarding:
     async def forward(self, state: State, request: Request) -> Any:
         url = await self.directory.address(state.holder or "")
         if url is None:
-            raise ManifoldError(
-                "the replica holding the call these answers are for is gone (stopped or crashed), and the call "
-                "with it; call the tool again"
-            )
+            raise ManifoldError(_GONE)
         responses = {key: _plain(answer) for key, answer in (request.input_responses or {}).items()}
         body = {"holder": state.holder, "id": state.held_id, "responses": responses}
         try:
             response = await self._client.post(
                 url.rstrip("/") + HELD_PATH, json=body, headers={TOKEN_HEADER: self.token}
             )
+        except httpx.ConnectError:  # its row has not expired yet, but nothing listens there any more
+            raise ManifoldError(_GONE) from None
         except httpx.HTTPError as exc:
             raise ManifoldError(
                 f"could not reach the replica holding this call ({type(exc).__name__}); call the tool again"
