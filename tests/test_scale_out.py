@@ -384,3 +384,32 @@ async def test_a_held_call_whose_replica_died_is_answered_with_a_clear_error(
         lost = await client.call_tool("asks_ask_name", {})
         assert lost.is_error and "is gone (stopped or crashed), and the call with it" in text_of(lost), text_of(lost)
         assert not (await client.call_tool("probe_where", {})).is_error
+
+
+async def test_what_one_replica_learns_about_a_server_every_replica_knows(
+    write_config: Any, redis_server: RedisServer, replicas: Any
+) -> None:
+    """midcall.py takes 2026-07-28 but asks mid-call the session-era way: the replica whose call finds it out
+    answers "call again" and reaches it in a session from then on; so does every other replica, without
+    having to fail a call first."""
+    config = write_config(
+        {"mid": server_entry("midcall.py", session_scope="client")}, {"http": True, "state_url": redis_server.url}
+    )
+    config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": {"ada": KEY}}}))
+    cluster: Cluster = replicas(config, 2)
+    first, second = cluster.replicas
+
+    async def confirm(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {KEY}"}) as http,
+        Client(streamable_http_client(first.url, http_client=http), elicitation_callback=confirm) as at_first,
+        Client(streamable_http_client(second.url, http_client=http), elicitation_callback=confirm) as at_second,
+    ):
+        await at_second.list_tools()  # its own session to midcall is open, in the 2026-07-28 era
+        learned = await at_first.call_tool("mid_confirm", {"action": "deploy"})
+        assert learned.is_error and "now reaches it in a session" in text_of(learned), text_of(learned)
+        await anyio.sleep(5)  # two rounds of the replicas' exchange of what they learned
+        told = await at_second.call_tool("mid_confirm", {"action": "deploy"})
+        assert not told.is_error and text_of(told) == "confirmed: True", text_of(told)

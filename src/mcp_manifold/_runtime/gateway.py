@@ -130,7 +130,7 @@ class Gateway:
             self.shared = SharedState(self._settings, self.replica_id, self.held_calls, self.replica_row)
             self.shared.share_pins(self.pins, self._pins_changed)
             self.shared.share_listen_streams(self.back_channel)
-            self.shared.share_learning(self.sync.cache, self.pool.all_backends)
+            self.shared.share_learning(self.sync.cache, self._every_backend)
         self.calls = CallPath(
             self.pool,
             self.client_sessions,
@@ -310,6 +310,10 @@ class Gateway:
         snapshot = self.live_snapshot()
         servers = {row["name"]: row.get("state") for row in snapshot["servers"]}
         return {"started_at": self.started_at, "servers": servers, "clients": snapshot["clients"]}
+
+    def _every_backend(self) -> list[Backend]:
+        """Every session to a server: the shared ones, hub instances and clients' own."""
+        return [*self.pool.all_backends(), *self.client_sessions.sessions()]
 
     async def replica_rows(self) -> list[dict[str, Any]]:
         """Every replica's row (id, address, servers, clients) when replicas share state; else none."""
