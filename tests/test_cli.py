@@ -174,6 +174,10 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "rate_burst": ("3", 3),
     "principal_max_calls": ("4", 4),
     "insecure_open_to_network": ("true", True),
+    "state_url": ("redis://cache:6379/1", "redis://cache:6379/1"),
+    "replica_id": ("edge-1", "edge-1"),
+    "replica_url": ("http://10.0.0.5:8765", "http://10.0.0.5:8765"),
+    "audit_path": ("-", "-"),
 }
 # Settings that are only valid together with another one.
 SETTING_NEEDS: dict[str, tuple[str, str]] = {}
