@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SERVERS_VENV := tests/.venv-servers
 SERVERS_REQ  := tests/servers-requirements.txt
 
-.PHONY: demo test lint bench setup node servers browser conformance clean
+.PHONY: demo test lint bench setup node servers browser conformance scaleout clean
 
 # Two installs into the one venv: what the gateway needs to run (`make demo`), and on top of it the test
 # and lint tools (`make test`, `make lint`: pytest, ruff, import-linter, Playwright, OpenTelemetry).
@@ -74,6 +74,17 @@ browser:
 		|| echo "chromium could not be installed: the dashboard's browser test will be skipped"; \
 	else echo "chromium not found and apt-get needs root: the dashboard's browser test will be skipped"; fi
 
+# Debian's redis-server and haproxy, for the scale-out tests (several replicas sharing state through Redis,
+# behind HAProxy on loopback). Installed as root where apt-get works; elsewhere those tests are skipped
+# and say why.
+scaleout:
+	@if command -v redis-server >/dev/null 2>&1 && command -v haproxy >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's redis-server and haproxy for the scale-out tests"; \
+		( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server haproxy >/dev/null ) \
+		|| echo "redis-server or haproxy could not be installed: the scale-out tests will be skipped"; \
+	else echo "redis-server or haproxy not found and apt-get needs root: the scale-out tests will be skipped"; fi
+
 demo: $(BASE_STAMP)
 	$(BIN)/manifold serve --config examples/demo.json --http --host 127.0.0.1 --port 8765
 
@@ -86,7 +97,7 @@ lint: setup
 # fit a 2-core machine. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 
-test: setup node servers browser
+test: setup node servers browser scaleout
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile

@@ -180,6 +180,10 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "code_max_calls": ("10", 10),
     "code_value_bytes": ("1000", 1000),
     "code_max_programs": ("2", 2),
+    "state_url": ("redis://cache:6379/1", "redis://cache:6379/1"),
+    "replica_id": ("edge-1", "edge-1"),
+    "replica_url": ("http://10.0.0.5:8765", "http://10.0.0.5:8765"),
+    "audit_path": ("-", "-"),
 }
 # Settings that are only valid together with another one.
 SETTING_NEEDS: dict[str, tuple[str, str]] = {}

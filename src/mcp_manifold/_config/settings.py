@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
+from urllib.parse import urlsplit
 
 from mcp_manifold._config.problems import Invalid, Problems, unknown
 from mcp_manifold._config.values import (
@@ -40,6 +41,13 @@ ENVIRONMENT = "environment"  # the `file` of problems found in MANIFOLD_* variab
 COMMAND_LINE = "command line"  # the `file` of problems found in CLI overrides
 SURFACE_NAMES = ("direct", "proxy", "dispatch", "retrieve", "hub", "code")
 SEPARATORS = ("_", "-", "__", "--", "_-", "-_")
+
+
+def state_url_problem(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        return f"must be a redis:// or rediss:// URL with a host, not {url!r}"
+    return None
 
 
 def _port_problem(value: int) -> str | None:
@@ -288,6 +296,24 @@ class Settings:
         False,
         "Serve HTTP on a non-loopback address without authentication: anyone who can reach the port can call"
         " every tool of every server.",
+    )
+    state_url: str | None = _setting(
+        None,
+        "redis:// or rediss:// URL of the state several replicas of this gateway share (limits, pins, held calls,"
+        " the hub's registry, spilled results, listen streams); none: one process keeps its own.",
+        check=state_url_problem,
+    )
+    replica_id: str | None = _setting(
+        None, "This replica's name in the shared state, the status and the audit log (default: host and pid)."
+    )
+    replica_url: str | None = _setting(
+        None,
+        "Where the other replicas reach this one (to hand it a held call's answers); default: http://host:port,"
+        " with this machine's name when host is 0.0.0.0.",
+        check=http_url_problem,
+    )
+    audit_path: str | None = _setting(
+        None, "Where the audit log goes: a directory (default: audit in data_dir), or - for standard output."
     )
 
 

@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from mcp_manifold._errors import RateLimited
 
@@ -45,8 +46,44 @@ class TokenBucket:
         return self.tokens + (now - self.updated) * self.rate >= self.burst
 
 
+def concurrency_refusal(who: str, running: int, limit: int) -> RateLimited:
+    return RateLimited(
+        f"principal {who!r} already has {running} call(s) in flight (limit {limit}); "
+        f"retry after {_CONCURRENCY_RETRY:g} s or when one of them finishes",
+        retry_after=_CONCURRENCY_RETRY,
+    )
+
+
+def rate_refusal(who: str, wait: float, rate: float, burst: int) -> RateLimited:
+    retry = math.ceil(wait * 10) / 10
+    return RateLimited(
+        f"principal {who!r} is over its rate limit of {rate:g} call(s) per second "
+        f"(bursts of {burst}); retry after {retry:g} s",
+        retry_after=retry,
+    )
+
+
+class Limits(Protocol):
+    """Per-principal limits: kept by this process (`PrincipalLimits`) or shared by the replicas of one gateway
+    (`_runtime/shared_state/limits.py`). With `waits` the policy awaits `acquire` (a round trip to the store);
+    without it, it calls it: a single gateway pays nothing more than a dictionary lookup."""
+
+    waits: bool
+
+    @property
+    def active(self) -> bool: ...
+
+    def acquire(self, principal: str | None) -> object:
+        """Admit one call (pair it with `release`), or raise `RateLimited`; awaitable when `waits`."""
+        ...
+
+    def release(self, principal: str | None) -> None: ...
+
+
 class PrincipalLimits:
     """The rate and concurrency limits of every principal; 0 turns a limit off."""
+
+    waits = False
 
     def __init__(self, rate: float, burst: int, concurrency: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = rate
@@ -65,11 +102,7 @@ class PrincipalLimits:
         who = principal or ANONYMOUS
         running = self._in_flight.get(who, 0)
         if self.concurrency and running >= self.concurrency:
-            raise RateLimited(
-                f"principal {who!r} already has {running} call(s) in flight (limit {self.concurrency}); "
-                f"retry after {_CONCURRENCY_RETRY:g} s or when one of them finishes",
-                retry_after=_CONCURRENCY_RETRY,
-            )
+            raise concurrency_refusal(who, running, self.concurrency)
         if self.rate > 0:
             now = self.clock()
             bucket = self._buckets.get(who)
@@ -79,12 +112,7 @@ class PrincipalLimits:
                 bucket = self._buckets[who] = TokenBucket(self.rate, self.burst)
             wait = bucket.take(now)
             if wait > 0:
-                retry = math.ceil(wait * 10) / 10
-                raise RateLimited(
-                    f"principal {who!r} is over its rate limit of {self.rate:g} call(s) per second "
-                    f"(bursts of {self.burst}); retry after {retry:g} s",
-                    retry_after=retry,
-                )
+                raise rate_refusal(who, wait, self.rate, self.burst)
         self._in_flight[who] = running + 1
 
     def release(self, principal: str | None) -> None:

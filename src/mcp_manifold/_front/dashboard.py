@@ -183,6 +183,7 @@ class Dashboard:
                 },
                 "servers": snapshot["servers"],
                 "instances": snapshot["instances"],
+                "replicas": await gateway.replica_rows(),  # every replica's row when they share state
                 "config": {
                     **await self.config_check.result(),
                     "watching": bool(reloader and reloader.watch),

@@ -30,6 +30,7 @@ from mcp_manifold._front.auth import guard
 from mcp_manifold._front.identity import check_exposure
 from mcp_manifold._front.misread import answering_misread_requests
 from mcp_manifold._front.operators import OperatorsOnly
+from mcp_manifold._front.probes import PROBE_PATHS, probe_routes
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.signals import Stopper
 from mcp_manifold._runtime.gateway import Gateway
@@ -50,19 +51,39 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
         session_idle_timeout=gateway.settings.session_idle_timeout or None,
         # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
         max_sessions=gateway.settings.max_http_sessions,
-        custom_starlette_routes=operator_routes(gateway, host, stack),
+        custom_starlette_routes=[
+            *probe_routes(gateway),
+            *shared_routes(gateway),
+            *operator_routes(gateway, host, stack),
+        ],
     )
     if "hub" in gateway.settings.expose:
         add_instance_endpoints(starlette_app)
     # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
-    open_paths = dashboard_page if gateway.settings.dashboard else None
+    dashboard = gateway.settings.dashboard
+    # Served without a client's credential: the probes and the dashboard's page hold no data; the replicas'
+    # own route checks the token they share.
+    unguarded = PROBE_PATHS | ({"/_manifold/held"} if gateway.shared is not None else set())
+
+    def open_path(path: str) -> bool:
+        return path in unguarded or (dashboard and dashboard_page(path))
+
     app = without_phantom_sessions(answering_misread_requests(starlette_app))
-    return guard(app, lambda: gateway.config, open_paths)
+    return guard(app, lambda: gateway.config, open_path)
 
 
 def dashboard_page(path: str) -> bool:
     """The dashboard's page and its static files, which hold no data (its API, /ui/api, is guarded)."""
     return path == "/ui" or (path.startswith("/ui/") and not path.startswith("/ui/api"))
+
+
+def shared_routes(gateway: Gateway) -> list[BaseRoute]:
+    """The replicas' own route, when they share state (imported only then: it needs the shared-state parts)."""
+    if gateway.shared is None:
+        return []
+    from mcp_manifold._front.replica_route import replica_routes
+
+    return replica_routes(gateway)
 
 
 def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack) -> list[BaseRoute]:

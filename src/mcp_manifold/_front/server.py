@@ -219,7 +219,8 @@ class McpFront:
         server.middleware.append(self._track_client)
         # The state 2026-07-28 clients echo back is sealed on the way out and checked on the way in.
         self.state_boundary = RequestStateBoundary(
-            request_state_security(self.gateway.settings), default_audience="mcp-manifold"
+            request_state_security(self.gateway.settings, self.gateway.shared_request_state_key),
+            default_audience="mcp-manifold",
         )
         server.middleware.append(self.state_boundary)
         for surface in self.gateway.surfaces:
@@ -420,11 +421,13 @@ class McpFront:
         return types.EmptyResult()
 
 
-def request_state_security(settings: Any) -> RequestStateSecurity:
-    """The keys that seal request state: the configured ones (shared by gateways behind one address),
-    else one made now for this process."""
+def request_state_security(settings: Any, shared_key: str | None = None) -> RequestStateSecurity:
+    """The keys that seal request state: the configured ones (shared by gateways behind one address), else
+    the one the replicas share through `state_url`, else one made now for this process."""
     if settings.request_state_keys:
         return RequestStateSecurity(keys=list(settings.request_state_keys))
+    if shared_key:
+        return RequestStateSecurity(keys=[shared_key])
     return RequestStateSecurity.ephemeral()
 
 

@@ -14,7 +14,7 @@ from mcp_manifold._config import Config
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.catalog_view import CatalogView, Search
 from mcp_manifold._core.clients import Caller, Request
-from mcp_manifold._core.limits import PrincipalLimits
+from mcp_manifold._core.limits import Limits
 from mcp_manifold._core.profiles import Profile, not_available
 from mcp_manifold._core.router import Target
 from mcp_manifold._errors import ManifoldError, Quarantined
@@ -45,13 +45,15 @@ class Access:
         config: Callable[[], Config],
         catalog: Catalog,
         pins: PinStore,
-        limits: PrincipalLimits,
+        limits: Limits,
         search: Search,
     ) -> None:
         self._config = config
         self.catalog = catalog
         self.pins = pins
         self.limits = limits
+        # Shared limits (several replicas) are a round trip away: the call path awaits `acquire` after `admit`.
+        self.waits = limits.active and limits.waits
         self._search = search
         self.refused: Refused | None = None  # the call path's, to record refusals found outside it
 
@@ -107,8 +109,12 @@ class Access:
 
     def admit(self, request: Request, kind: CallKind, target: Target) -> None:
         self._check(self.profile(request.caller), kind, target)
-        if self.limits.active:
+        if self.limits.active and not self.waits:
             self.limits.acquire(request.caller.principal)
+
+    async def acquire(self, request: Request) -> None:
+        """The limits' part of `admit` when they are shared (`waits`)."""
+        await self.limits.acquire(request.caller.principal)  # type: ignore[misc]
 
     def release(self, request: Request) -> None:
         if self.limits.active:

@@ -6,12 +6,17 @@ lane and the CLI, and the refused ones too (denied, quarantined, rate limited). 
 duration, error) and how big it was (argument and result bytes); never argument values, results
 or secrets. It rotates by size (`audit.jsonl.1` is the newest old file). `manifold audit` reads it back
 (`read_entries`), newest last.
+
+Replicas sharing state (`state_url`) each keep their own log, every line naming its `replica`; with
+`audit_path: "-"` the lines go to standard output for a platform's log collector instead (to standard
+error on a stdio gateway, whose standard output is the MCP connection).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import suppress
@@ -26,7 +31,13 @@ FILE_NAME = "audit.jsonl"
 _ERROR_CHARS = 300
 
 
-def audit_dir(data_dir: str | Path) -> Path:
+STREAM = "-"  # audit_path for standard output
+
+
+def audit_dir(data_dir: str | Path, audit_path: str | None = None) -> Path:
+    """The audit log's directory: `audit_path` when it names one, else `audit` in the data dir."""
+    if audit_path and audit_path != STREAM:
+        return Path(audit_path).expanduser()
     return Path(data_dir).expanduser() / "audit"
 
 
@@ -65,15 +76,22 @@ class AuditLog:
     was several per cent of the gateway's CPU per call over stdio (bench/overhead.py).
     """
 
-    def __init__(self, directory: str | Path, max_bytes: int, backups: int) -> None:
+    def __init__(self, directory: str | Path, max_bytes: int, backups: int, replica: str | None = None) -> None:
         self.path = Path(directory) / FILE_NAME
         private_dir(self.path.parent)
         self.max_bytes = max_bytes
         self.backups = backups
-        self._file = _open_log(self.path)
+        self.replica = replica  # named on every line when replicas share state
+        self._file: Any = _open_log(self.path)
 
     def __call__(self, record: CallRecord) -> None:
-        line = json.dumps(entry(record), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        line = entry(record)
+        if self.replica is not None:
+            line["replica"] = self.replica
+        data = json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        self._write(data)
+
+    def _write(self, line: bytes) -> None:
         if self.backups > 0:
             # The file's own size: every gateway sharing this data dir appends to it.
             size = os.fstat(self._file.fileno()).st_size
@@ -102,6 +120,21 @@ class AuditLog:
 def _open_log(path: Path) -> BinaryIO:
     """The log opened for appending, created 0600 (rotated files keep that mode)."""
     return os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
+
+
+class StreamAuditLog(AuditLog):
+    """The audit lines on a standard stream (`audit_path: "-"`): never rotated, never closed."""
+
+    def __init__(self, stdout: bool, replica: str | None = None) -> None:
+        self.replica = replica
+        self._file = sys.stdout.buffer if stdout else sys.stderr.buffer
+
+    def _write(self, line: bytes) -> None:
+        self._file.write(line)
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.flush()
 
 
 def log_files(directory: str | Path) -> list[Path]:

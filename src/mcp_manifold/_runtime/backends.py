@@ -381,6 +381,15 @@ class Backend:
         """Whether the running session speaks MCP 2026-07-28 (no handshake, no server-initiated requests)."""
         return self.protocol_version in MODERN_PROTOCOL_VERSIONS
 
+    @property
+    def needs_session(self) -> bool:
+        """Whether the gateway learned that this server asks mid-call and so is reached in a session."""
+        return self._needs_session
+
+    def learn_needs_session(self) -> None:
+        """What another replica learned (`asks_mid_call`): reach this server in a session from now on."""
+        self._needs_session = True
+
     def asks_mid_call(self, method: str) -> str:
         """The running 2026-07-28 server tried to send `method` to its client during a request, which that
         era cannot carry (the session-era idiom, common in servers that also answer 2026-07-28). Under

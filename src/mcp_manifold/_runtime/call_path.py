@@ -124,6 +124,11 @@ class CallPolicy(Protocol):
 
     def release(self, request: Request) -> None: ...
 
+    # Limits shared by replicas: after `admit`, the call path awaits `acquire` (a round trip to the store).
+    waits: bool
+
+    async def acquire(self, request: Request) -> None: ...
+
     def profile_name(self, request: Request) -> str | None:
         """The caller's profile, as records name it."""
         ...
@@ -218,6 +223,8 @@ class CallPath:
         if policy is None:
             return await self._call_tool(request, call, started, hooks)
         self._admit(policy, request, "tool", call.target, started, call.arguments, None, hooks)
+        if policy.waits:
+            await self._acquire(policy, request, "tool", call.target, started, call.arguments, hooks)
         try:
             return await self._call_tool(request, call, started, hooks)
         finally:
@@ -256,6 +263,24 @@ class CallPath:
             if self._observers or hooks:
                 outcome = refusal_outcome(exc)
                 self._tell(self._record(kind, request, target, started, outcome, str(exc), arguments), hooks)
+            raise
+
+    async def _acquire(
+        self,
+        policy: CallPolicy,
+        request: Request,
+        kind: CallKind,
+        target: Target,
+        started: float,
+        arguments: Any,
+        hooks: tuple[Observer, ...],
+    ) -> None:
+        """The shared limits' part of the admission (several replicas): refused like `_admit`."""
+        try:
+            await policy.acquire(request)
+        except ManifoldError as exc:
+            if self._observers or hooks:
+                self._tell(self._record(kind, request, target, started, "rate_limited", str(exc), arguments), hooks)
             raise
 
     def refused(self, request: Request, kind: CallKind, target: Target, exc: ManifoldError) -> None:
@@ -611,6 +636,8 @@ class CallPath:
         policy = self.policy
         if policy is not None:
             self._admit(policy, request, kind, target, started, arguments, checked_as, hooks)
+            if policy.waits:
+                await self._acquire(policy, request, kind, target, started, arguments, hooks)
         try:
             _refuse_unencodable(kind, target, arguments)
             result = await work(None if kind == "action" else self.backend(target.server, request))

@@ -177,6 +177,10 @@ class CatalogSync:
         """A config reload restarted or reconfigured the server: its listing shown now is about to change."""
         self.live.discard(name)
 
+    def starting(self) -> bool:
+        """Whether an eager server is still being started and listed for the first time."""
+        return bool(self._starting)
+
     def settled(self) -> bool:
         """Whether every enabled server has been listed by itself and none is failing: until then the
         catalog may change soon (a cached listing being refreshed, a server still to come back)."""

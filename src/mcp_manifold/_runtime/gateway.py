@@ -11,6 +11,8 @@ who owns a name. Surfaces see the gateway only as a `Host` (surfaces/base.py).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -27,7 +29,7 @@ from mcp_manifold._config import Config, ServerConfig, Settings
 from mcp_manifold._core.catalog import Catalog, Kind, Match, unknown_resource
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Caller, Request, most_verbose
-from mcp_manifold._core.limits import PrincipalLimits
+from mcp_manifold._core.limits import Limits, PrincipalLimits
 from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import SpillPolicy, ToolAnswer, tool_error
@@ -38,7 +40,7 @@ from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import ManifoldError, NotFound
 from mcp_manifold._runtime import live_status, log_scrub
 from mcp_manifold._runtime.access import Access
-from mcp_manifold._runtime.audit import AuditLog, audit_dir
+from mcp_manifold._runtime.audit import STREAM, AuditLog, StreamAuditLog, audit_dir
 from mcp_manifold._runtime.back_channel import BackChannel
 from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.call_path import CallPath
@@ -62,6 +64,7 @@ from mcp_manifold._surfaces import Surface, load_surface
 if TYPE_CHECKING:
     from mcp_manifold._runtime.instances import InstanceRegistry
     from mcp_manifold._runtime.search_index import CatalogSearch
+    from mcp_manifold._runtime.shared_state.shared import SharedState
 
 logger = logging.getLogger(__name__)
 # How long a 2026-07-28 client may keep a list once the catalog has settled (see Gateway.list_freshness).
@@ -121,9 +124,23 @@ class Gateway:
         self.result_cache = ResultCache(self._catalog, config.servers)
         spill_base = self._settings.spill_dir or str(data_dir / "spill")
         self.spill = SpillStore(
-            spill_base, ttl=self._settings.spill_ttl, allowed_dirs=self._settings.spill_allowed_dirs
+            spill_base,
+            ttl=self._settings.spill_ttl,
+            allowed_dirs=self._settings.spill_allowed_dirs,
+            shared=self._settings.state_url is not None,  # spill_dir on a volume every replica mounts
         )
         self.held_calls = HeldCalls(self._settings.held_call_timeout)
+        # Replicas started from one config share state through `state_url` (shared_state/); unset, nothing of
+        # it is imported and this process keeps its state itself.
+        self.replica_id = self._settings.replica_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.shared: SharedState | None = None
+        if self._settings.state_url:
+            from mcp_manifold._runtime.shared_state.shared import SharedState
+
+            self.shared = SharedState(self._settings, self.replica_id, self.held_calls, self.replica_row)
+            self.shared.share_pins(self.pins, self._pins_changed)
+            self.shared.share_listen_streams(self.back_channel)
+            self.shared.share_learning(self.sync.cache, self._every_backend)
         self.calls = CallPath(
             self.pool,
             self.client_sessions,
@@ -139,7 +156,7 @@ class Gateway:
             lambda: self.config,
             self._catalog,
             self.pins,
-            PrincipalLimits(self._settings.rate_limit, self._settings.rate_burst, self._settings.principal_max_calls),
+            self._limits(),
             self._search_allowed,
         )
         self.calls.policy = self.access
@@ -147,7 +164,7 @@ class Gateway:
         self.access.refused = self.calls.refused
         self.audit: AuditLog | None = None
         if self._settings.audit:
-            self.audit = AuditLog(audit_dir(data_dir), self._settings.audit_max_bytes, self._settings.audit_backups)
+            self.audit = self._audit_log()
             self.calls.observe(self.audit)
         self.health = HealthMonitor(self._settings)
         self.search_observers: list[Callable[[float], None]] = []  # told each search's seconds (metrics)
@@ -159,6 +176,19 @@ class Gateway:
         self._servers_log_level: types.LoggingLevel | None = None  # what servers were last asked for (setLevel)
         self.stateless_requests = 0  # requests of 2026-07-28 clients so far
         self.last_stateless_request: float | None = None
+
+    def _audit_log(self) -> AuditLog:
+        settings = self._settings
+        replica = self.replica_id if settings.state_url or settings.replica_id else None
+        if settings.audit_path == STREAM:  # stdout, unless it carries MCP (a stdio gateway): then stderr
+            return StreamAuditLog(stdout=settings.http, replica=replica)
+        directory = audit_dir(self.data_dir, settings.audit_path)
+        return AuditLog(directory, settings.audit_max_bytes, settings.audit_backups, replica)
+
+    def _limits(self) -> Limits:
+        settings = self._settings
+        local = PrincipalLimits(settings.rate_limit, settings.rate_burst, settings.principal_max_calls)
+        return self.shared.shared_limits(local) if self.shared is not None else local
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -179,6 +209,9 @@ class Gateway:
             task_group = await stack.enter_async_context(anyio.create_task_group())
             self._task_group = task_group
             stack.callback(task_group.cancel_scope.cancel)
+            if self.shared is not None:
+                stack.push_async_callback(self.shared.stop)
+                await self.shared.start(task_group)
             self.sync.attach(task_group)
             await task_group.start(self.back_channel.run)
             await task_group.start(self.client_sessions.run)
@@ -275,6 +308,7 @@ class Gateway:
         return {
             "started_at": self.started_at,
             "config": str(self.config.path.resolve()) if self.config.path is not None else None,  # whose it is
+            "replica": self.replica_id if self.shared is not None else None,
             "expose": list(self._settings.expose),
             "servers": servers,
             "instances": [row for surface in self.surfaces for row in surface.live_rows()],
@@ -285,6 +319,33 @@ class Gateway:
                 "listen_streams": self.back_channel.listen_streams,
             },
         }
+
+    def replica_row(self) -> dict[str, Any]:
+        """This replica's row in the shared status: its servers' states and its clients."""
+        snapshot = self.live_snapshot()
+        servers = {row["name"]: row.get("state") for row in snapshot["servers"]}
+        return {"started_at": self.started_at, "servers": servers, "clients": snapshot["clients"]}
+
+    def _every_backend(self) -> list[Backend]:
+        """Every session to a server: the shared ones, hub instances and clients' own."""
+        return [*self.pool.all_backends(), *self.client_sessions.sessions()]
+
+    async def replica_rows(self) -> list[dict[str, Any]]:
+        """Every replica's row (id, address, servers, clients) when replicas share state; else none."""
+        if self.shared is None:
+            return []
+        return await self.shared.replica_rows()
+
+    @property
+    def shared_request_state_key(self) -> str | None:
+        """The key every replica seals 2026-07-28 request state with (state_url set, no request_state_keys)."""
+        return self.shared.request_state_key if self.shared is not None else None
+
+    async def ready(self) -> bool:
+        """Whether a balancer may send this replica requests: eager servers listed once, shared state reachable."""
+        if self.sync.starting():
+            return False
+        return self.shared is None or await self.shared.reachable()
 
     async def _relist(self, backend: Backend) -> None:
         """A server said its lists changed: list it again (a client's own session: for that client).
@@ -449,6 +510,8 @@ class Gateway:
             self._instances = InstanceRegistry(
                 self._settings, self.pool, self.health, self._catalog, self.back_channel, on_listing=self.pins.observe
             )
+            if self.shared is not None:
+                self._instances.shared = self.shared.instance_records()
         return self._instances
 
     # --- client requests, routed to the surfaces (the front and the CLI call these) ----------------

@@ -34,7 +34,7 @@ import anyio.abc
 import mcp_types as types
 from pydantic import TypeAdapter, ValidationError
 
-from mcp_manifold._core.clients import Request, undeclared
+from mcp_manifold._core.clients import Caller, Request, undeclared
 from mcp_manifold._errors import InvalidRequest, ManifoldError
 
 logger = logging.getLogger(__name__)
@@ -189,6 +189,8 @@ class HeldCalls:
         self.holder = secrets.token_urlsafe(9)
         self._held: dict[str, HeldCall] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
+        # Replicas sharing state: a retry for a call another replica holds is handed to it (shared_state/held.py).
+        self.elsewhere: Callable[[State, Request], Awaitable[Any]] | None = None
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Own the held calls until the gateway stops; give up on those whose client never called again."""
@@ -230,6 +232,8 @@ class HeldCalls:
     async def resume(self, state: State, request: Request) -> Any:
         """A client's retry: its answers to the held call's questions; the call's result, or more questions."""
         if state.holder != self.holder:
+            if self.elsewhere is not None:
+                return await self.elsewhere(state, request)
             raise ManifoldError(
                 "the call these answers are for is not held by this gateway: another gateway started it (one "
                 "behind the same address, or this one before a restart); call it again"
@@ -253,6 +257,16 @@ class HeldCalls:
             del held.questions[key]
             held.answers.pop(key).set()
         return await self._next(held)
+
+    async def resume_forwarded(self, state: State, responses: dict[str, Any]) -> Any:
+        """A retry another replica received and handed here: resumed for the call's own client, whose new
+        request stays on that replica (so this one's progress and logs of the rest of the call are not sent)."""
+        held = self._held.get(state.held_id or "")
+        if held is None or state.holder != self.holder:
+            return await self.resume(state, Request(Caller("forwarded")))  # the same clear error as a local retry
+        request = Request(held.request.caller, held.request.meta)
+        request.input_responses = responses
+        return await self.resume(state, request)
 
     async def _next(self, held: HeldCall) -> Any:
         """Wait for the held call to finish or to ask; answer with its result or its questions."""

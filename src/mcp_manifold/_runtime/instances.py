@@ -26,7 +26,7 @@ from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.naming import assign_names
 from mcp_manifold._core.status import BackendStatus
 from mcp_manifold._errors import BackendUnavailable, ManifoldError
-from mcp_manifold._runtime.discovery import InstanceRecord, discovery_dir, read_records, remove_record
+from mcp_manifold._runtime.discovery import InstanceRecord, Scan, discovery_dir, read_records, remove_record
 
 if TYPE_CHECKING:
     from mcp_manifold._config import Settings
@@ -91,6 +91,12 @@ class Instance:
         return self.backend.config.endpoint()
 
 
+class SharedRecords(Protocol):
+    async def merged(self, local: Scan) -> Scan:
+        """`local` (this replica's directory) published, with the live records of every replica added."""
+        ...
+
+
 class InstanceRegistry:
     """The instances of one gateway: discovery, connections, health and listings."""
 
@@ -118,6 +124,8 @@ class InstanceRegistry:
         self._reported: set[tuple[str, str]] = set()  # problems already logged
         self._scan_lock = anyio.Lock()
         self._tasks: anyio.abc.TaskGroup | None = None
+        # Replicas sharing state: the records in the store too, and this directory's published there.
+        self.shared: SharedRecords | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -163,6 +171,8 @@ class InstanceRegistry:
             return  # not running (yet or any more)
         async with self._scan_lock:
             found = await anyio.to_thread.run_sync(read_records, self.directory)
+            if self.shared is not None and found.refused is None:
+                found = await self.shared.merged(found)
             if found.refused is not None:
                 # Anyone who can write there could make the hub start their command: read nothing.
                 self._report_once(str(self.directory), refusal(self.directory, found.refused))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,19 @@ class ListingCache:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        # Told each listing saved (file name, JSON text): replicas sharing state pass it on.
+        self.on_save: Callable[[str, str], None] | None = None
+
+    def put(self, name: str, text: str) -> None:
+        """Keep a listing another replica saved under its file `name`, unless this one has it already."""
+        path = self.directory / name
+        if path.suffix != ".json" or path.parent != self.directory or path.exists():
+            return
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            atomic_write(path, text)
+        except OSError as exc:
+            logger.warning("could not cache a shared listing: %s", exc)
 
     def _path(self, config: ServerConfig) -> Path:
         key = hashlib.sha256(f"{config.name}\0{config.fingerprint()}".encode()).hexdigest()[:24]
@@ -70,8 +84,11 @@ class ListingCache:
         if listing.extensions:
             data["extensions"] = listing.extensions
         path = self._path(config)
+        text = json.dumps(data)
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            atomic_write(path, json.dumps(data))
+            atomic_write(path, text)
         except OSError as exc:
             logger.warning("could not cache the listing of %s: %s", config.name, exc)
+        if self.on_save is not None:
+            self.on_save(path.name, text)

@@ -62,6 +62,8 @@ class PinStore:
         self._blocked: frozenset[tuple[str, str]] = frozenset()
         self._db: sqlite3.Connection | None = None
         self._version: int | None = None
+        # Told every pin this store changed (replicas sharing state pass them on: shared_state/pins.py).
+        self.on_change: Callable[[list[Pin]], None] | None = None
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -162,7 +164,24 @@ class PinStore:
         if version == self._version:
             return False
         self._version = version
-        self._pins = dict(self._read())
+        before, self._pins = self._pins, dict(self._read())
+        if self.on_change is not None:
+            changed = [pin for key, pin in self._pins.items() if before.get(key) != pin]
+            if changed:
+                self.on_change(changed)
+        return self._recompute()
+
+    def merge(self, others: list[Pin]) -> bool:
+        """Take the pins another replica changed, where they are newer than ours; True when quarantines changed."""
+        if self.mode == "off":
+            return False
+        self._open()
+        newer = [pin for pin in others if _newer(pin, self._pins.get(pin.key))]
+        if not newer:
+            return False
+        for pin in newer:
+            self._pins[pin.key] = pin
+        self._write(newer, tell=False)
         return self._recompute()
 
     async def watch(self, on_change: Callable[[], Any], interval: float = 1.0) -> None:
@@ -201,8 +220,10 @@ class PinStore:
             pin = Pin(server, tool, state, digest, _json(definition), candidate_hash, _json(candidate), changed_at)
             yield pin.key, pin
 
-    def _write(self, changed: list[Pin]) -> None:
+    def _write(self, changed: list[Pin], *, tell: bool = True) -> None:
         assert self._db is not None
+        if tell and self.on_change is not None:
+            self.on_change(changed)
         with self._transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO pins VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -243,6 +264,13 @@ class PinStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+def _newer(pin: Pin, ours: Pin | None) -> bool:
+    """Whether `pin` (another replica's) is a later decision or observation than `ours`."""
+    if ours is None:
+        return True
+    return pin != ours and (pin.changed_at or 0.0) > (ours.changed_at or 0.0)
 
 
 def _json(text: str | None) -> dict[str, Any] | None:

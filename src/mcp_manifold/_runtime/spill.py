@@ -8,6 +8,11 @@ directories left by gateways that died without cleaning up when the next one sta
 Paths that clients send back (`argumentsFile`, `resultFile`) are checked here: only regular files
 inside the private directory or an explicitly allowed directory are accepted, after resolving
 symlinks; `..` is refused outright.
+
+Replicas sharing state (`shared`) put `spill_dir` on a volume they all mount: a replica then accepts the
+files of its siblings' directories under `spill_dir` too, so a result spilled by one is read by any, and
+it removes a sibling's directory only once nothing in it can be younger than the TTL (process ids mean
+nothing across machines). See docs/scale-out.md for why a shared volume rather than the state store.
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ class SpillStore:
         ttl: float,
         allowed_dirs: Iterable[str | Path] = (),
         clock: Callable[[], float] = time.time,
+        shared: bool = False,
     ) -> None:
         self.base = Path(base).expanduser()
+        self.shared = shared
         self.ttl = ttl
         self.allowed_dirs = [Path(d).expanduser() for d in allowed_dirs]
         self.clock = clock
@@ -109,10 +116,22 @@ class SpillStore:
 
     def _remove_orphans(self) -> None:
         """Directories of gateways that are no longer running (killed before they could clean up)."""
+        if self.shared:
+            self._remove_stale_siblings()
+            return
         for entry in self.base.glob(f"{_PREFIX}*"):
             pid = entry.name[len(_PREFIX) :].partition("-")[0]
             if entry.is_dir() and not entry.is_symlink() and pid.isdigit() and not pid_is_alive(int(pid)):
                 shutil.rmtree(entry, ignore_errors=True)
+
+    def _remove_stale_siblings(self) -> None:
+        """On a shared volume: directories untouched (no file written or removed) for longer than the TTL and
+        a minute, whose files have all expired, whichever replica wrote them."""
+        deadline = self.clock() - self.ttl - 60
+        for entry in self.base.glob(f"{_PREFIX}*"):
+            with contextlib.suppress(OSError):
+                if entry.is_dir() and not entry.is_symlink() and entry.stat().st_mtime < deadline:
+                    shutil.rmtree(entry, ignore_errors=True)
 
     # --- paths clients send ------------------------------------------------------------------
 
@@ -160,6 +179,8 @@ class SpillStore:
 
     def _roots(self) -> list[Path]:
         roots = [self.directory.resolve()]
+        if self.shared:  # the sibling replicas' directories on the shared volume
+            roots.append(self.base.resolve())
         for directory in self.allowed_dirs:
             with contextlib.suppress(OSError):
                 roots.append(directory.resolve(strict=True))

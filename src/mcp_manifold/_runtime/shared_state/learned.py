@@ -1,0 +1,84 @@
+"""What the replicas learn about servers, shared: each server's last listing (the warm-start cache) and
+whether it asks its client mid-call (then it is reached in a session, see `Backend.asks_mid_call`).
+
+A listing one replica saves goes to a Redis hash under the listing cache's own file name (the server's
+name and config fingerprint), and a replica starting up fills its cache from there: its first `tools/list`
+is answered at once even on a fresh machine. The servers known to ask mid-call are a Redis set of the same
+names; every replica adds what it learns and takes what the others learned, every `INTERVAL` seconds.
+
+While the store is down, each replica learns on its own; what it learned is written when the store is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable, Iterable
+
+import anyio
+import anyio.abc
+
+from mcp_manifold._runtime.backends import Backend
+from mcp_manifold._runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
+
+INTERVAL = 2.0
+
+
+def server_key(backend: Backend) -> str:
+    config = backend.config
+    return hashlib.sha256(f"{config.name}\0{config.fingerprint()}".encode()).hexdigest()[:24]
+
+
+class SharedLearning:
+    def __init__(self, store: StateStore, cache: ListingCache, backends: Callable[[], Iterable[Backend]]) -> None:
+        self.store = store
+        self.cache = cache
+        self.backends = backends
+        self.listings_key = store.key("listings")
+        self.asking_key = store.key("asks-mid-call")
+        self._listings: dict[str, str] = {}  # saved here, not yet written to the store
+        self._told: set[str] = set()  # servers this replica has put in the set
+        cache.on_save = self._saved
+
+    def _saved(self, name: str, text: str) -> None:
+        self._listings[name] = text
+
+    async def prefetch(self) -> None:
+        """Fill the local listing cache with what every replica saved (before the first listing is needed)."""
+        with contextlib.suppress(StateUnavailable):
+            saved = await self.store.run("listing cache", lambda: self.store.client.hgetall(self.listings_key))
+            for name, text in saved.items():
+                self.cache.put(_text(name), _text(text))
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await anyio.sleep(INTERVAL)
+            with contextlib.suppress(StateUnavailable):
+                await self._exchange()
+
+    async def _exchange(self) -> None:
+        if self._listings:
+            listings = dict(self._listings)
+            await self.store.run("listing cache", lambda: self.store.client.hset(self.listings_key, mapping=listings))
+            for name, text in listings.items():
+                if self._listings.get(name) == text:
+                    del self._listings[name]
+        backends = list(self.backends())
+        learned = {server_key(backend) for backend in backends if backend.needs_session} - self._told
+        if learned:
+            await self.store.run("learned facts", lambda: self.store.client.sadd(self.asking_key, *learned))
+            self._told |= learned
+        asking = {_text(name) for name in await self.store.run("learned facts", self._members)}
+        for backend in backends:
+            if not backend.needs_session and server_key(backend) in asking:
+                backend.learn_needs_session()
+                self._told.add(server_key(backend))
+
+    async def _members(self) -> set[bytes]:
+        return await self.store.client.smembers(self.asking_key)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

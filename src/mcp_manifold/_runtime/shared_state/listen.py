@@ -1,0 +1,96 @@
+"""`subscriptions/listen` across replicas: the SDK's `SubscriptionBus` over Redis pub/sub.
+
+An event published on one replica (a server's list changed, a resource was updated) goes to that replica's
+own listen streams at once and to one Redis channel; every other replica hears it there and gives it to its
+streams. Delivery is fire-and-forget, as the SDK's bus is: while the store is down, events reach only the
+streams of the replica that saw them (clients refetch when they re-listen), and the subscriber reconnects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    ToolsListChanged,
+)
+
+from mcp_manifold._runtime.shared_state.store import RETRY, StateStore, StateUnavailable
+
+logger = logging.getLogger(__name__)
+
+_LISTS: dict[str, type[ServerEvent]] = {
+    "tools": ToolsListChanged,
+    "prompts": PromptsListChanged,
+    "resources": ResourcesListChanged,
+}
+_KINDS = {event: kind for kind, event in _LISTS.items()}
+
+
+def encode(event: ServerEvent, origin: str) -> str:
+    if isinstance(event, ResourceUpdated):
+        return json.dumps({"origin": origin, "updated": event.uri})
+    return json.dumps({"origin": origin, "list": _KINDS[type(event)]})
+
+
+def decode(text: str | bytes) -> tuple[str, ServerEvent] | None:
+    try:
+        data = json.loads(text)
+        if "updated" in data:
+            return str(data["origin"]), ResourceUpdated(str(data["updated"]))
+        return str(data["origin"]), _LISTS[data["list"]]()
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class SharedSubscriptionBus:
+    """A `SubscriptionBus` whose events reach the listen streams of every replica."""
+
+    def __init__(self, store: StateStore, origin: str, local: InMemorySubscriptionBus) -> None:
+        self.store = store
+        self.origin = origin  # this replica's mark on what it publishes, so it does not hear itself twice
+        self.local = local
+        self.channel = store.key("events")
+
+    async def publish(self, event: ServerEvent) -> None:
+        await self.local.publish(event)
+        text = encode(event, self.origin)
+        with contextlib.suppress(StateUnavailable):
+            await self.store.run("listen streams", lambda: self.store.client.publish(self.channel, text))
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        return self.local.subscribe(listener)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hand the other replicas' events to this replica's streams until the gateway stops."""
+        started = False
+        while True:
+            pubsub: Any = self.store.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                if not started:
+                    started = True
+                    task_status.started()
+                async for message in pubsub.listen():
+                    heard = decode(message.get("data", b""))
+                    if heard is not None and heard[0] != self.origin:
+                        await self.local.publish(heard[1])
+            except self.store.errors as exc:
+                self.store.went_down("listen streams", exc)
+            finally:
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await pubsub.aclose()
+            if not started:
+                started = True
+                task_status.started()
+            await anyio.sleep(RETRY)

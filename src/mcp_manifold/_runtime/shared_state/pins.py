@@ -1,0 +1,110 @@
+"""Tool pins shared by the replicas: what one replica pins, quarantines or an operator decides reaches the rest.
+
+Each replica keeps its own `pins.sqlite` (the call path asks it in memory); every pin it changes is also
+written to one Redis hash, kept only where it is newer than what is there (a Lua script compares
+`changed_at`), and a version counter moves. Every replica polls that counter twice a second and merges the
+newer pins, so `manifold pins approve` on any replica lifts the quarantine on every replica within a second.
+
+While the store is down, each replica keeps judging its own listings (quarantines still apply where the
+replica sees the change); what it changed meanwhile is written when the store is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from mcp_manifold._core.pins import Pin
+from mcp_manifold._runtime.pin_store import PinStore
+from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
+
+POLL = 0.5
+# KEYS: the pins hash, the version counter. ARGV: field, pin JSON, changed_at. Keeps the newer pin.
+PUT = """
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+if old then
+  local at = cjson.decode(old)['changed_at']
+  if at ~= cjson.null and at ~= nil and tonumber(at) >= tonumber(ARGV[3]) then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('INCR', KEYS[2])
+return 1
+"""
+
+
+class SharedPins:
+    def __init__(self, store: StateStore, pins: PinStore, changed: Callable[[], Awaitable[None]]) -> None:
+        self.store = store
+        self.pins = pins
+        self.changed = changed  # what clients may see changed: tell them
+        self.key = store.key("pins")
+        self.version_key = store.key("pins", "version")
+        self._put: Any = store.client.register_script(PUT)
+        self._pending: dict[tuple[str, str], Pin] = {}
+        self._seen_version: bytes | None = None
+        self._wake = anyio.Event()
+        pins.on_change = self.push
+
+    def push(self, changed: list[Pin]) -> None:
+        for pin in changed:
+            self._pending[pin.key] = pin
+        self._wake.set()
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        # What other replicas decided before this one started holds from its first request.
+        with contextlib.suppress(StateUnavailable):
+            await self._pull()
+        self.push(self.pins.pins())  # and what this one knows goes up, where newer
+        task_status.started()
+        while True:
+            with anyio.move_on_after(POLL):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+            try:
+                await self._flush()
+                if await self._pull():
+                    await self.changed()
+            except StateUnavailable:
+                pass  # pending pins stay pending until the store is back
+
+    async def _flush(self) -> None:
+        while self._pending:
+            key, pin = next(iter(self._pending.items()))
+            field = f"{pin.server}\t{pin.tool}"
+            args = [field, json.dumps(asdict(pin)), pin.changed_at or 0.0]
+            await self.store.run("pins", lambda a=args: self._put(keys=[self.key, self.version_key], args=a))
+            if self._pending.get(key) is pin:
+                del self._pending[key]
+
+    async def _pull(self) -> bool:
+        """Merge the pins other replicas changed since the last look; True when quarantines changed."""
+        version = await self.store.run("pins", lambda: self.store.client.get(self.version_key))
+        if version is None and self._seen_version is not None:
+            # The store lost its data (restarted without persistence): what this replica knows goes up again.
+            self.push(self.pins.pins())
+        if version == self._seen_version:
+            return False
+        raw = await self.store.run("pins", lambda: self.store.client.hgetall(self.key))
+        self._seen_version = version
+        others = [Pin(**json.loads(text)) for text in raw.values()]
+        return self.pins.merge(others)
+
+
+async def publish_decisions(state_url: str, decided: list[Pin]) -> None:
+    """`manifold pins approve/reject` with `state_url` set: put the decisions in the shared store directly, so
+    every replica takes them within a second even when no replica runs on this machine's data dir."""
+    store = StateStore(state_url, "pins-cli")
+    try:
+        put: Any = store.client.register_script(PUT)
+        keys = [store.key("pins"), store.key("pins", "version")]
+        for pin in decided:
+            args = [f"{pin.server}\t{pin.tool}", json.dumps(asdict(pin)), pin.changed_at or 0.0]
+            await store.run("pins", lambda a=args: put(keys=keys, args=a))
+    finally:
+        await store.close()

@@ -1,0 +1,110 @@
+"""The connection to the shared state store (Redis 7 or Valkey, through redis-py's asyncio client).
+
+Every key starts with `manifold:`; one store serves one gateway deployment (give another deployment
+another database: `redis://host/1`). `StateStore` also notices outages: a failed command marks the store
+down and logs it once, loudly; the next command that works marks it up again and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from mcp_manifold._errors import ManifoldError
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "manifold:"
+RETRY = 1.0  # seconds between tries while the store is down
+T = TypeVar("T")
+
+
+class StateUnavailable(ManifoldError):
+    """The shared state store cannot be reached."""
+
+
+def default_replica_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class StateStore:
+    """One Redis connection pool and the replica it speaks for."""
+
+    def __init__(self, url: str, replica_id: str, *, timeout: float = 2.0) -> None:
+        try:
+            import redis.asyncio as redis
+        except ImportError:  # state_url set without the extra
+            raise ManifoldError("state_url needs redis-py: pip install 'mcp-manifold[redis]'") from None
+        self.url = url
+        self.replica_id = replica_id
+        self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self.client: Any = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            health_check_interval=10,
+            decode_responses=False,
+        )
+        self.up = True
+        self._retry_at = 0.0  # while down, commands fail at once until then (a hung store must not slow every call)
+
+    @staticmethod
+    def key(*parts: str) -> str:
+        return PREFIX + ":".join(parts)
+
+    async def run(self, what: str, command: Callable[[], Awaitable[T]]) -> T:
+        """Run one command; a store that cannot be reached raises `StateUnavailable` naming `what`."""
+        if not self.up and time.monotonic() < self._retry_at:
+            raise StateUnavailable(f"the shared state store is unreachable ({what})")
+        try:
+            result = await command()
+        except self.errors as exc:
+            self.went_down(what, exc)
+            self._retry_at = time.monotonic() + RETRY
+            raise StateUnavailable(f"the shared state store is unreachable ({what}): {exc}") from None
+        self.came_back()
+        return result
+
+    def went_down(self, what: str, exc: BaseException) -> None:
+        if self.up:
+            self.up = False
+            logger.error(
+                "SHARED STATE DOWN: %s cannot reach %s (%s); limits are per replica until it is back, see "
+                "docs/scale-out.md for what else waits",
+                self.replica_id,
+                _safe_url(self.url),
+                exc or type(exc).__name__,
+            )
+
+    def came_back(self) -> None:
+        if not self.up:
+            self.up = True
+            logger.warning("shared state store %s reachable again from %s", _safe_url(self.url), self.replica_id)
+
+    async def ping(self) -> bool:
+        try:
+            await self.run("ping", self.client.ping)
+        except StateUnavailable:
+            return False
+        return True
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.client.aclose()
+
+
+def _safe_url(url: str) -> str:
+    """The URL without its password (it may be in the logs)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

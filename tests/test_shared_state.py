@@ -1,0 +1,122 @@
+# ruff: noqa: F811 - the fixtures imported from tests.scale_out are parameters of the tests
+"""Shared state without a cluster: what a gateway without state_url does not load, the audit log on stdout, the
+pins the CLI publishes, the setting's check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from mcp import Client
+
+from mcp_manifold._config.problems import Problems
+from mcp_manifold._config.settings import Settings, resolve_settings
+from mcp_manifold._core.pins import Pin
+from mcp_manifold._runtime.shared_state.pins import publish_decisions
+from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
+from tests.scale_out import RedisServer, redis_server  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.anyio
+
+
+def test_without_state_url_nothing_of_it_is_loaded(write_config: Any) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")}, {"rate_limit": 5})
+    code = f"""
+import sys, anyio
+from mcp_manifold import Gateway, load_config
+from mcp_manifold._core.clients import Caller, Request
+async def main():
+    async with Gateway(load_config({str(config)!r})) as gateway:
+        result = await gateway.call_tool_by_name(Request(Caller()), "numbers_add", {{"a": 1, "b": 2}})
+        assert not result.is_error, result
+anyio.run(main)
+print(sorted(name for name in sys.modules if name.split(".")[0] == "redis" or ".shared_state" in name))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_state_url_must_be_a_redis_url() -> None:
+    problems = Problems("test.json", [])
+    resolve_settings({"state_url": "http://cache:6379"}, None, {}, problems)
+    [problem] = problems.items
+    assert problem.field == "state_url" and "must be a redis:// or rediss:// URL" in problem.message
+    settings = resolve_settings({"state_url": "rediss://:pw@cache:6380/2"}, None, {}, Problems("test.json", []))
+    assert settings.state_url == "rediss://:pw@cache:6380/2" and Settings().state_url is None
+
+
+async def test_audit_lines_go_to_stdout_and_name_the_replica(write_config: Any, tmp_path: Path) -> None:
+    config = write_config({"numbers": server_entry("numbers.py")}, {"audit_path": "-", "replica_id": "edge-1"})
+    port = free_port()
+    out = tmp_path / "stdout.txt"
+    with out.open("wb") as stdout:
+        process = subprocess.Popen(
+            manifold_command(config, "--http", "--port", str(port)), stdout=stdout, start_new_session=True
+        )
+    try:
+        wait_for_port(port, process)
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            await client.call_tool("numbers_add", {"a": 1, "b": 2})
+        deadline = time.monotonic() + 20
+        while not out.read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop_process(process)
+    lines = [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
+    assert [(line["name"], line["outcome"], line["replica"]) for line in lines] == [("numbers_add", "ok", "edge-1")]
+    assert not (tmp_path / "data" / "audit").exists()  # nothing written to the data dir
+
+
+async def test_pin_decisions_published_by_the_cli_keep_the_newest(redis_server: RedisServer) -> None:
+    approved = Pin("shifty", "send", "pinned", "h2", {"name": "send"}, changed_at=200.0)
+    await publish_decisions(redis_server.url, [approved])
+    await publish_decisions(redis_server.url, [replace(approved, state="rejected", changed_at=100.0)])  # older
+    store = redis.Redis.from_url(redis_server.url)
+    kept = json.loads(store.hget("manifold:pins", "shifty\tsend"))
+    assert (kept["state"], kept["changed_at"]) == ("pinned", 200.0)
+    assert store.get("manifold:pins:version") == b"1"  # the older decision changed nothing
+
+
+def test_logs_name_the_store_without_its_password() -> None:
+    from mcp_manifold._runtime.shared_state.store import _safe_url
+
+    assert _safe_url("redis://:hunter2@cache:6379/0") == "redis://:***@cache:6379/0"
+    assert _safe_url("redis://cache:6379/0") == "redis://cache:6379/0"
+
+
+async def test_a_shared_registration_beats_and_leaves(redis_server: RedisServer) -> None:
+    """`register_shared` (what `manifold register` does with state_url): the record is in the registry, its
+    last_ping refreshed, and gone when it stops; a record that stops beating is dropped by the next reader."""
+    import anyio
+
+    from mcp_manifold._runtime.registration import build_record
+    from mcp_manifold._runtime.shared_state.instances import SharedInstanceRecords, register_shared
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    store = StateStore(redis_server.url, "test")
+    records = SharedInstanceRecords(store)
+    record = build_record("alpha", url="http://10.0.0.5:8000/mcp", instance_id="alpha-1", interval=0.2)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(register_shared, store, record)
+            with anyio.fail_after(10):
+                while "alpha-1" not in (await records.scan()).live:
+                    await anyio.sleep(0.05)
+            first = (await records.scan()).live["alpha-1"].last_ping
+            await anyio.sleep(0.5)
+            assert (await records.scan()).live["alpha-1"].last_ping > first  # its heartbeat
+            group.cancel_scope.cancel()
+        assert (await records.scan()).live == {}  # removed as it stopped
+        silent = replace(record, last_ping=time.time() - 10)
+        await records.publish([silent])
+        assert (await records.scan()).live == {}  # missed three beats: stale, and dropped from the hash
+        assert await store.client.hlen(records.key) == 0
+    finally:
+        await store.close()
