@@ -250,6 +250,57 @@ def create_context_streams(item_type: Any, size: int = 0) -> tuple[Any, Any]:
     return create[item_type](size)
 
 
+# --- the streamable HTTP session manager's sessions -----------------------------------------------------
+
+
+def open_session_transport(manager: Any, session_id: str, user: Any) -> Any | None:
+    """The transport of the open HTTP session `session_id` when `user` (the scope's authenticated user, or
+    None) is the credential that opened it, as the session manager itself checks; else None.
+
+    mcp 2.3.0: `StreamableHTTPSessionManager` keeps its sessions and their owners in the private
+    `_server_instances` and `_session_owners`, with no public lookup; the HTTP fast lane answers only an
+    open session's requests. Where they have moved, None: every request takes the SDK's path.
+    """
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+
+    transport = getattr(manager, "_server_instances", {}).get(session_id)
+    if transport is None or transport.is_terminated:
+        return None
+    idle = transport.idle_scope
+    if idle is not None and idle.cancel_called:
+        return None  # expired: the SDK answers it as terminated
+    requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+    if requestor != getattr(manager, "_session_owners", {}).get(session_id):
+        return None
+    return transport
+
+
+@contextmanager
+def session_request_in_flight(transport: Any) -> Iterator[None]:
+    """Hold an HTTP session's idle countdown while a request the SDK transport never saw is served.
+
+    mcp 2.3.0: `StreamableHTTPServerTransport.handle_request` does this with its private
+    `_requests_in_flight` and `_idle_timeout` around each request it serves itself.
+    """
+    idle = transport.idle_scope if transport is not None else None
+    timeout = getattr(transport, "_idle_timeout", None)
+    if idle is None or timeout is None or not hasattr(transport, "_requests_in_flight"):
+        yield
+        return
+    import math
+
+    import anyio
+
+    transport._requests_in_flight += 1
+    idle.deadline = math.inf
+    try:
+        yield
+    finally:
+        transport._requests_in_flight -= 1
+        if not transport._requests_in_flight:
+            idle.deadline = anyio.current_time() + timeout
+
+
 # --- MCPServer's lowlevel server ---------------------------------------------------------------------
 
 

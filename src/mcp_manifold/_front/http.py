@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.auth import guard
+from mcp_manifold._front.http_lane import HttpLane, LaneCounts, lane_enabled
 from mcp_manifold._front.identity import check_exposure
 from mcp_manifold._front.operators import OperatorsOnly
 from mcp_manifold._front.server import McpFront
@@ -44,18 +45,22 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
     """
     check_exposure(gateway.config)
     front = McpFront(gateway)
+    lane_counts = LaneCounts()
     starlette_app = front.server.streamable_http_app(
         host=host,
         session_idle_timeout=gateway.settings.session_idle_timeout or None,
         # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
         max_sessions=gateway.settings.max_http_sessions,
-        custom_starlette_routes=operator_routes(gateway, host, stack),
+        custom_starlette_routes=operator_routes(gateway, host, stack, lane_counts),
     )
     if "hub" in gateway.settings.expose:
         add_instance_endpoints(starlette_app)
+    # Plain tools/call requests, answered without the SDK's HTTP machinery (counted either way).
+    manager = front.server.session_manager
+    app = HttpLane(front, without_phantom_sessions(starlette_app), manager, lane_counts, enabled=lane_enabled())
     # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
     open_paths = dashboard_page if gateway.settings.dashboard else None
-    return guard(without_phantom_sessions(starlette_app), lambda: gateway.config, open_paths)
+    return guard(app, lambda: gateway.config, open_paths)
 
 
 def dashboard_page(path: str) -> bool:
@@ -63,7 +68,9 @@ def dashboard_page(path: str) -> bool:
     return path == "/ui" or (path.startswith("/ui/") and not path.startswith("/ui/api"))
 
 
-def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack) -> list[BaseRoute]:
+def operator_routes(
+    gateway: Gateway, host: str, stack: AsyncExitStack, lane_counts: LaneCounts | None = None
+) -> list[BaseRoute]:
     """/metrics and /ui, as the settings ask, each checked like /mcp against DNS rebinding."""
     routes: list[BaseRoute] = []
     if gateway.settings.metrics:
@@ -71,7 +78,7 @@ def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack) -> list[
 
         from mcp_manifold._runtime.metrics import GatewayMetrics
 
-        metrics = GatewayMetrics(gateway)
+        metrics = GatewayMetrics(gateway, lane_counts.snapshot if lane_counts is not None else None)
         stack.callback(metrics.attach())
         routes.append(Route("/metrics", endpoint=_SameHost(OperatorsOnly(make_asgi_app(metrics.registry)), host)))
     if gateway.settings.dashboard:
