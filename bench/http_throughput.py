@@ -16,7 +16,8 @@ CPU per call (user + system from ``/proc/<pid>/stat`` over the measured window, 
 
 Run: ``.venv/bin/python bench/http_throughput.py`` (or ``make bench-http``); writes
 ``bench/results/http_throughput.json``. ``--lane off`` starts the gateways with the HTTP fast lane off
-(``MANIFOLD_HTTP_LANE=0``) for a before/after in the same code.
+(``MANIFOLD_HTTP_LANE=0``); ``--with-lane-off`` adds a fourth target, the stdio-backed gateway with the lane
+off, for a before/after within one run.
 """
 
 from __future__ import annotations
@@ -158,24 +159,32 @@ def measure(url: str, tool: str, mode: str, pids: dict[str, int], args: argparse
     }
 
 
-def start_targets(processes: Processes, work: Path, lane: str) -> list[dict[str, Any]]:
+def start_targets(
+    processes: Processes, work: Path, lane: str, with_lane_off: bool, variants: list[str]
+) -> list[dict[str, Any]]:
     kitchen = [sys.executable, str(KITCHEN)]
     direct_port = free_port()
     direct_pid = processes.start("kitchen-http", [*kitchen, "--http", str(direct_port)], direct_port)
     backend_port = free_port()  # the gateway's HTTP backend: a process of its own, measured on its own
     backend_pid = processes.start("kitchen-backend", [*kitchen, "--http", str(backend_port)], backend_port)
-    env_lane = {"MANIFOLD_HTTP_LANE": "0"} if lane == "off" else {}
-    os.environ.update(env_lane)
 
-    def gateway(name: str, server: dict[str, Any]) -> tuple[str, int]:
+    def gateway(name: str, server: dict[str, Any], lane: str = lane, path: str | None = None) -> tuple[str, int]:
         config = write_manifold_config(work / f"{name}.json", server, work / f"data-{name}")
         port = free_port()
-        pid = processes.start(name, manifold_command(config, "--http", "--port", str(port)), port)
+        saved = dict(os.environ)
+        os.environ["MANIFOLD_HTTP_LANE"] = "0" if lane == "off" else "1"  # inherited by the gateway
+        if path is not None:
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [path, os.environ.get("PYTHONPATH")]))
+        try:
+            pid = processes.start(name, manifold_command(config, "--http", "--port", str(port)), port)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         return f"http://127.0.0.1:{port}/mcp", pid
 
     stdio_url, stdio_pid = gateway("manifold-stdio", {"command": kitchen[0], "args": kitchen[1:]})
     http_url, http_pid = gateway("manifold-http", {"url": f"http://127.0.0.1:{backend_port}/mcp"})
-    return [
+    targets = [
         {
             "key": "direct_http",
             "description": "client -> kitchen.py (HTTP): the SDK's server by itself",
@@ -199,6 +208,32 @@ def start_targets(processes: Processes, work: Path, lane: str) -> list[dict[str,
             "pids": {"gateway": http_pid, "backend": backend_pid},
         },
     ]
+    if with_lane_off:  # the same chain without the HTTP fast lane, for a before/after in one run
+        off_url, off_pid = gateway("manifold-stdio-nolane", {"command": kitchen[0], "args": kitchen[1:]}, "off")
+        targets.append(
+            {
+                "key": "manifold_http_stdio_nolane",
+                "description": "client -> manifold (HTTP, fast lane off) -> kitchen.py (stdio)",
+                "url": off_url,
+                "tool": "kitchen_echo",
+                "pids": {"gateway": off_pid},
+                "backend_under": off_pid,
+            }
+        )
+    for variant in variants:  # the stdio-backed gateway with DIR first on its PYTHONPATH (uvloop, httptools)
+        key, _, path = variant.partition("=")
+        url, pid = gateway(f"manifold-{key}", {"command": kitchen[0], "args": kitchen[1:]}, path=path)
+        targets.append(
+            {
+                "key": f"manifold_http_stdio_{key}",
+                "description": f"client -> manifold (HTTP, {path} first on its PYTHONPATH) -> kitchen.py (stdio)",
+                "url": url,
+                "tool": "kitchen_echo",
+                "pids": {"gateway": pid},
+                "backend_under": pid,
+            }
+        )
+    return targets
 
 
 def print_table(era: str, rows: dict[str, dict[str, Any]]) -> None:
@@ -226,6 +261,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="client processes the sessions are spread over")
     parser.add_argument("--eras", default="2026-07-28,session")
     parser.add_argument("--lane", choices=("on", "off"), default="on", help="the gateways' HTTP fast lane")
+    parser.add_argument(
+        "--with-lane-off", action="store_true", help="also the stdio-backed gateway with the fast lane off"
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="KEY=DIR",
+        help="also the stdio-backed gateway with DIR first on its PYTHONPATH (e.g. uvloop and httptools there)",
+    )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args()
     eras = [era.strip() for era in args.eras.split(",") if era.strip()]
@@ -243,7 +288,7 @@ def main() -> None:
     processes = Processes(args.output.parent / "logs")
     try:
         with tempfile.TemporaryDirectory(prefix="manifold-http-bench-") as tmp:
-            targets = start_targets(processes, Path(tmp), args.lane)
+            targets = start_targets(processes, Path(tmp), args.lane, args.with_lane_off, args.variant)
             for era in eras:
                 rows: dict[str, dict[str, Any]] = {}
                 for target in targets:

@@ -125,7 +125,9 @@ class SessionClient:
         return response.status_code, message_text(response, request_id)
 
 
-def modern_request(http: httpx.Client, url: str, name: str, arguments: Any, request_id: Any) -> tuple[int, str]:
+def modern_request(
+    http: httpx.Client, url: str, name: str, arguments: Any, request_id: Any, **extra: str
+) -> tuple[int, str]:
     params: dict[str, Any] = {
         "name": name,
         "_meta": {
@@ -142,9 +144,12 @@ def modern_request(http: httpx.Client, url: str, name: str, arguments: Any, requ
         "mcp-protocol-version": MODERN,
         "mcp-method": "tools/call",
         "mcp-name": name,
+        **extra,
     }
     body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
     response = http.post(url, content=json.dumps(body), headers=headers)
+    if response.status_code >= 400 and not response.headers.get("content-type", "").startswith("application/json"):
+        return response.status_code, response.text  # a refusal before any JSON-RPC
     return response.status_code, message_text(response, request_id)
 
 
@@ -271,3 +276,14 @@ def test_a_lane_answer_is_json_with_the_session_id(gateways: Callable[[bool], st
     assert response.headers["content-type"] == "application/json"
     assert response.headers["mcp-session-id"] == session.headers["mcp-session-id"]
     assert types.JSONRPCResponse.model_validate_json(response.text).id == 7
+
+
+def test_a_rebound_host_is_refused_as_on_the_sdk_path(gateways: Callable[[bool], str]) -> None:
+    """A web page that rebinds a name to the loopback gateway gets the SDK's refusal, not a lane answer."""
+    url = gateways(True)
+    with httpx.Client(timeout=60) as http:
+        assert modern_request(http, url, "kitchen_echo", {"text": "ok"}, 1)[0] == 200
+        taken = lane_counts(url)["lane"]
+        assert modern_request(http, url, "kitchen_echo", {"text": "x"}, 2, host="evil.example:80")[0] == 421
+        assert modern_request(http, url, "kitchen_echo", {"text": "x"}, 3, origin="http://evil.example")[0] == 403
+    assert lane_counts(url)["lane"] == taken

@@ -9,7 +9,8 @@ through the same call path as every other call (`_front/fast_lane.py`'s `call_re
 the stdio lane) and answers `application/json` itself, byte for byte the JSON-RPC message the SDK
 server would have sent for the client's era.
 
-Taken: a POST to exactly /mcp, both JSON and SSE accepted (what the SDK asks of a client), a JSON body
+Taken: a POST to exactly /mcp that passes the SDK's DNS-rebinding check (Host and Origin, on a loopback
+address), both JSON and SSE accepted (what the SDK asks of a client), a JSON body
 within the SDK's size limit that is one `tools/call` request (`plain_call`), and
 
 - at 2026-07-28 (an `MCP-Protocol-Version` header of that era): an envelope and headers the SDK's
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     MCP_PARAM_HEADER_PREFIX,
@@ -45,6 +47,7 @@ from mcp.shared.inbound import (
 )
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request as StarletteRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._core.clients import Caller, Request, asks_of
@@ -94,6 +97,8 @@ class HttpLane:
         self.session_manager = session_manager
         self.max_body = session_manager.max_request_body_size
         self.counts = counts
+        # The SDK's DNS-rebinding check (Host, Origin) of every request it serves, for the lane's too.
+        self.security = TransportSecurityMiddleware(session_manager.security_settings)
         self.enabled = enabled  # off, it only counts the calls the SDK's path answers
         # Each open session's caller, by session id, as the SDK server's requests reveal it.
         self._sessions: weakref.WeakValueDictionary[str, SessionCaller] = weakref.WeakValueDictionary()
@@ -126,6 +131,9 @@ class HttpLane:
             or not isinstance(scope.get(SCOPE_KEY), Identity)
         ):
             await self.app(scope, receive, send)
+            return
+        if await self.security.validate_request(StarletteRequest(scope), is_post=True) is not None:
+            await self.app(scope, receive, send)  # which refuses it, saying why
             return
         body, receive = await _read_body(receive)
         try:
