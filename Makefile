@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SERVERS_VENV := tests/.venv-servers
 SERVERS_REQ  := tests/servers-requirements.txt
 
-.PHONY: demo test lint bench setup node servers browser clean
+.PHONY: demo test lint bench bench-http setup node servers browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,12 @@ bench: setup
 		|| echo "bench: fastmcp could not be installed; overhead.py will skip the FastMCP rows"; fi
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/http_throughput.py --with-lane-off
+
+# Throughput over streamable HTTP (32 sessions x 200 calls, both client eras): the SDK's server by itself,
+# the gateway in front of it over stdio and over HTTP, and the gateway with its HTTP fast lane off.
+bench-http: setup
+	$(BIN)/python bench/http_throughput.py --with-lane-off
 
 clean:
 	rm -rf $(VENV) $(NODE_DIR)/node_modules $(SERVERS_VENV) .pytest_cache .ruff_cache

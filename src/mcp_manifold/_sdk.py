@@ -226,15 +226,28 @@ def no_deprecation_warnings() -> Iterator[None]:
 # --- HTTP clients and in-process streams -------------------------------------------------------------
 
 
+# Connections to one HTTP server kept open between calls: as many as calls may be in flight to it at once
+# (httpx keeps 20 by default, so past 20 concurrent calls every answer closed a connection and the next
+# call opened one again).
+HTTP_KEEPALIVE = 100
+
+
 def create_http_client(headers: Mapping[str, str] | None) -> Any:
-    """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects).
+    """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects), one per
+    backend session: its pool keeps up to `HTTP_KEEPALIVE` connections alive between calls.
 
-    mcp 2.3.0: `mcp.shared._httpx_utils.create_mcp_http_client` is private; the public
-    `streamable_http_client` takes a ready client, and the gateway needs its own for the headers.
+    mcp 2.3.0: `mcp.shared._httpx_utils.create_mcp_http_client` (and its default timeouts) is private;
+    the public `streamable_http_client` takes a ready client, and the gateway needs its own for the
+    headers and the pool's size, which `create_mcp_http_client` does not take.
     """
-    from mcp.shared._httpx_utils import create_mcp_http_client
+    import httpx2
+    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-    return create_mcp_http_client(headers=dict(headers) if headers else None)
+    return httpx2.AsyncClient(
+        headers=dict(headers) if headers else None,
+        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        limits=httpx2.Limits(max_connections=HTTP_KEEPALIVE, max_keepalive_connections=HTTP_KEEPALIVE),
+    )
 
 
 def create_context_streams(item_type: Any, size: int = 0) -> tuple[Any, Any]:
