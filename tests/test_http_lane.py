@@ -9,6 +9,7 @@ also shows that the lane took the plain calls (and the SDK's path the rest).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -56,11 +57,12 @@ PROFILE_CORPUS: list[tuple[str, Any]] = [
 ]
 
 
-def gateway_config(tmp_path: Path, name: str) -> Path:
+def gateway_config(tmp_path: Path, name: str, extra: dict[str, Any] | None = None) -> Path:
     config = {
         "mcpServers": {"kitchen": server_entry("kitchen.py")},
         "manifold": {"data_dir": str(tmp_path / f"data-{name}")},
         "profiles": {"narrow": {"servers": ["kitchen"], "tools": ["kitchen_echo"]}},
+        **(extra or {}),
     }
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(config))
@@ -68,15 +70,15 @@ def gateway_config(tmp_path: Path, name: str) -> Path:
 
 
 @pytest.fixture
-def gateways(tmp_path: Path) -> Iterator[Callable[[bool], str]]:
-    """`start(lane)`: a gateway over HTTP with the lane on or off; its /mcp URL."""
+def gateways(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """`start(lane, extra)`: a gateway over HTTP with the lane on or off (`extra`: more config); its /mcp URL."""
     processes: list[subprocess.Popen[bytes]] = []
 
-    def start(lane: bool) -> str:
+    def start(lane: bool, extra: dict[str, Any] | None = None) -> str:
         port = free_port()
         env = {**os.environ, "MANIFOLD_HTTP_LANE": "1" if lane else "0"}
         name = "lane" if lane else "sdk"
-        command = manifold_command(gateway_config(tmp_path, name), "--http", "--port", str(port))
+        command = manifold_command(gateway_config(tmp_path, name, extra), "--http", "--port", str(port))
         process = subprocess.Popen(command, env=env, start_new_session=True)
         processes.append(process)
         wait_for_port(port, process, timeout=60)
@@ -101,10 +103,10 @@ def message_text(response: httpx.Response, request_id: Any) -> str:
 class SessionClient:
     """A session-era client written out by hand: initialize, initialized, then requests on its session."""
 
-    def __init__(self, http: httpx.Client, url: str) -> None:
+    def __init__(self, http: httpx.Client, url: str, headers: dict[str, str] | None = None) -> None:
         self.http = http
         self.url = url
-        self.headers = {"accept": ACCEPT, "content-type": "application/json"}
+        self.headers = {"accept": ACCEPT, "content-type": "application/json", **(headers or {})}
         opening = {
             "jsonrpc": "2.0",
             "id": 0,
@@ -287,3 +289,20 @@ def test_a_rebound_host_is_refused_as_on_the_sdk_path(gateways: Callable[[bool],
         assert modern_request(http, url, "kitchen_echo", {"text": "x"}, 2, host="evil.example:80")[0] == 421
         assert modern_request(http, url, "kitchen_echo", {"text": "x"}, 3, origin="http://evil.example")[0] == 403
     assert lane_counts(url)["lane"] == taken
+
+
+def test_a_session_is_its_credentials_on_the_lane_too(gateways: Callable[..., str], tmp_path: Path) -> None:
+    """With authentication, another principal's request on a session gets the SDK's 404, not a lane answer."""
+    keys = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
+    auth = {"api_keys": {name: {"sha256": hashlib.sha256(key.encode()).hexdigest()} for name, key in keys.items()}}
+    profiles = {"team": {"principals": ["alice", "bob"], "servers": ["kitchen"]}}
+    url = gateways(True, {"auth": auth, "profiles": profiles})
+    body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": call_params("kitchen_echo", {"text": "a"})}
+    with httpx.Client(timeout=60) as http:
+        alice = SessionClient(http, url, {"authorization": f"Bearer {keys['alice']}"})
+        status, text = alice.request("tools/call", body["params"], 5)
+        assert status == 200 and json.loads(text)["result"]["content"][0]["text"] == "a"
+        as_bob = {**alice.headers, "authorization": f"Bearer {keys['bob']}"}
+        response = http.post(url, content=json.dumps(body), headers=as_bob)
+        assert response.status_code == 404
+        assert "result" not in response.text
