@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SERVERS_VENV := tests/.venv-servers
 SERVERS_REQ  := tests/servers-requirements.txt
 
-.PHONY: demo test lint bench setup node servers browser conformance scaleout clean
+.PHONY: demo test lint bench bench-http setup node servers browser conformance scaleout clean
 
 # Two installs into the one venv: what the gateway needs to run (`make demo`), and on top of it the test
 # and lint tools (`make test`, `make lint`: pytest, ruff, import-linter, Playwright, OpenTelemetry).
@@ -113,6 +113,12 @@ bench: setup
 		|| echo "bench: fastmcp could not be installed; overhead.py will skip the FastMCP rows"; fi
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/http_throughput.py --with-lane-off
+
+# Throughput over streamable HTTP (32 sessions x 200 calls, both client eras): the SDK's server by itself,
+# the gateway in front of it over stdio and over HTTP, and the gateway with its HTTP fast lane off.
+bench-http: setup
+	$(BIN)/python bench/http_throughput.py --with-lane-off
 
 # The MCP conformance suite (npm @modelcontextprotocol/conformance, pinned with the Node 22 it needs in
 # tests/conformance/node): its client scenarios `initialize`, `tools_call`, `sse-retry` and the `auth`

@@ -256,15 +256,29 @@ def no_deprecation_warnings() -> Iterator[None]:
 # --- HTTP clients and in-process streams -------------------------------------------------------------
 
 
+# Connections to one HTTP server kept open between calls: as many as calls may be in flight to it at once
+# (httpx keeps 20 by default, so past 20 concurrent calls every answer closed a connection and the next
+# call opened one again).
+HTTP_KEEPALIVE = 100
+
+
 def create_http_client(headers: Mapping[str, str] | None, auth: Any = None) -> Any:
-    """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects).
+    """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects), one per
+    backend session: its pool keeps up to `HTTP_KEEPALIVE` connections alive between calls.
 
-    mcp 2.3.0: `mcp.shared._httpx_utils.create_mcp_http_client` is private; the public
-    `streamable_http_client` takes a ready client, and the gateway needs its own for the headers.
+    mcp 2.3.0: `mcp.shared._httpx_utils.create_mcp_http_client` (and its default timeouts) is private;
+    the public `streamable_http_client` takes a ready client, and the gateway needs its own for the
+    headers and the pool's size, which `create_mcp_http_client` does not take.
     """
-    from mcp.shared._httpx_utils import create_mcp_http_client
+    import httpx2
+    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-    return create_mcp_http_client(headers=dict(headers) if headers else None, auth=auth)
+    return httpx2.AsyncClient(
+        headers=dict(headers) if headers else None,
+        auth=auth,
+        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        limits=httpx2.Limits(max_connections=HTTP_KEEPALIVE, max_keepalive_connections=HTTP_KEEPALIVE),
+    )
 
 
 def create_context_streams(item_type: Any, size: int = 0) -> tuple[Any, Any]:
@@ -278,6 +292,57 @@ def create_context_streams(item_type: Any, size: int = 0) -> tuple[Any, Any]:
     from mcp.shared._context_streams import create_context_streams as create
 
     return create[item_type](size)
+
+
+# --- the streamable HTTP session manager's sessions -----------------------------------------------------
+
+
+def open_session_transport(manager: Any, session_id: str, user: Any) -> Any | None:
+    """The transport of the open HTTP session `session_id` when `user` (the scope's authenticated user, or
+    None) is the credential that opened it, as the session manager itself checks; else None.
+
+    mcp 2.3.0: `StreamableHTTPSessionManager` keeps its sessions and their owners in the private
+    `_server_instances` and `_session_owners`, with no public lookup; the HTTP fast lane answers only an
+    open session's requests. Where they have moved, None: every request takes the SDK's path.
+    """
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+
+    transport = getattr(manager, "_server_instances", {}).get(session_id)
+    if transport is None or transport.is_terminated:
+        return None
+    idle = transport.idle_scope
+    if idle is not None and idle.cancel_called:
+        return None  # expired: the SDK answers it as terminated
+    requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+    if requestor != getattr(manager, "_session_owners", {}).get(session_id):
+        return None
+    return transport
+
+
+@contextmanager
+def session_request_in_flight(transport: Any) -> Iterator[None]:
+    """Hold an HTTP session's idle countdown while a request the SDK transport never saw is served.
+
+    mcp 2.3.0: `StreamableHTTPServerTransport.handle_request` does this with its private
+    `_requests_in_flight` and `_idle_timeout` around each request it serves itself.
+    """
+    idle = transport.idle_scope if transport is not None else None
+    timeout = getattr(transport, "_idle_timeout", None)
+    if idle is None or timeout is None or not hasattr(transport, "_requests_in_flight"):
+        yield
+        return
+    import math
+
+    import anyio
+
+    transport._requests_in_flight += 1
+    idle.deadline = math.inf
+    try:
+        yield
+    finally:
+        transport._requests_in_flight -= 1
+        if not transport._requests_in_flight:
+            idle.deadline = anyio.current_time() + timeout
 
 
 # --- MCPServer's lowlevel server ---------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import mcp_types as types
-from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, methods
 
 from mcp_manifold._core.arguments import encoding_problem
 from mcp_manifold._core.clients import Caller, Request
@@ -112,28 +112,12 @@ class FastLane:
 
     def _take_call(self, line: bytes, task_group: anyio.abc.TaskGroup) -> bool:
         message = _decode(line)
-        if message is None or message.get("method") != "tools/call" or "id" not in message:
+        params = plain_call(message)
+        if params is None:
             return False
-        params = message.get("params")
-        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
-            return False
-        arguments = params.get("arguments")
-        meta = params.get("_meta")
-        if arguments is not None and not isinstance(arguments, dict):
-            return False
-        if meta is not None and (
-            not isinstance(meta, dict) or meta.get("progressToken") is not None or "traceparent" in meta
-        ):
-            return False  # progress, and a trace to continue, are the SDK server's to carry on
         version: str | None = None
         if self.era == "stateless":
-            if (
-                self._front is None
-                or meta is None
-                or LOG_LEVEL_META_KEY in meta  # log messages tied to the request are the SDK server's to send
-                or params.get("requestState") is not None  # a retry: its state is unsealed by the SDK server
-                or params.get("inputResponses") is not None
-            ):
+            if self._front is None or not plain_modern_call(params):
                 return False
             stateless = self._front.envelope_caller(params)
             if stateless is None:
@@ -141,12 +125,14 @@ class FastLane:
             caller: Caller = stateless
             version = stateless.protocol_version
         else:
+            meta = params.get("_meta")
             if meta is not None and PROTOCOL_VERSION_META_KEY in meta:
                 return False  # a 2026-07-28 envelope on a session: the SDK server refuses it
             caller = self._caller()
         route = self.gateway.fast_route(params["name"], caller)
         if route is None:
             return False
+        assert message is not None
         request_id = message["id"]
         if isinstance(request_id, bool) or not isinstance(request_id, int | str) or encoding_problem(request_id):
             return False  # an id the SDK refuses, with the reason
@@ -183,26 +169,9 @@ class FastLane:
         request.after_answer = []  # the call's records are made after the answer is on its way
         try:
             with scope:
-                response: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
-                try:
-                    try:
-                        result = await self.gateway.calls.call_tool(
-                            request, ToolCall(target, params.get("arguments"), wire=True)
-                        )
-                    except ManifoldError as exc:
-                        result = tool_error(str(exc))
-                    response["result"] = await self._shaped(params, version, result)
-                    try:
-                        frame = _frame(response)
-                    except ValueError:  # NaN or Infinity from the server: no JSON, which strict clients refuse
-                        unsent = tool_error(f"server {target.server!r}: {_NOT_JSON}")
-                        response["result"] = await self._shaped(params, version, unsent)
-                        frame = _frame(response)
-                except Exception:  # never leave the client waiting on an answer, nor tell it our internals
-                    logger.exception("fast lane: tools/call %s failed", target.exposed)
-                    response.pop("result", None)
-                    response["error"] = {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"}
-                    frame = _frame(response)
+                response, frame = await call_response(
+                    self.gateway, self._front, request, request_id, target, params, version, encode=_frame
+                )
                 await self.send(frame)
         finally:
             self._in_flight.pop(request_id, None)
@@ -210,16 +179,93 @@ class FastLane:
                 work()
         # A cancelled request gets no response, as the protocol says.
 
-    async def _shaped(self, params: dict[str, Any], version: str | None, result: Any) -> dict[str, Any]:
-        """The result as the SDK server would send it: at the 2026-07-28 `version`, or to a session."""
-        if version is not None:
-            assert self._front is not None
-            return await self._front.modern_result(params, version, result)
-        if isinstance(result, WireResult):
-            return result.wire  # as the server sent it, without 2026-07-28's resultType
-        # `resultType` is a 2026-07-28 field, which the SDK server's per-version sieve drops for a
-        # session-era client (it is the only one a tool result has).
-        return result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})
+
+# --- what the stdio lane and the HTTP lane (`_front/http_lane.py`) share --------------------------------
+
+
+def plain_call(message: Any) -> dict[str, Any] | None:
+    """The params of `message` when it is a `tools/call` request with nothing special asked for (no
+    progress token, no trace to continue), else None: the SDK server's to answer."""
+    if not isinstance(message, dict) or message.get("method") != "tools/call" or "id" not in message:
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+        return None
+    arguments = params.get("arguments")
+    meta = params.get("_meta")
+    if arguments is not None and not isinstance(arguments, dict):
+        return None
+    if meta is not None and (
+        not isinstance(meta, dict) or meta.get("progressToken") is not None or "traceparent" in meta
+    ):
+        return None  # progress, and a trace to continue, are the SDK server's to carry on
+    return params
+
+
+def plain_modern_call(params: dict[str, Any]) -> bool:
+    """Whether a 2026-07-28 `tools/call` (its `_meta` envelope aside) asks for nothing the SDK server must do."""
+    meta = params.get("_meta")
+    return (
+        isinstance(meta, dict)
+        and LOG_LEVEL_META_KEY not in meta  # log messages tied to the request are the SDK server's to send
+        and params.get("requestState") is None  # a retry: its state is unsealed by the SDK server
+        and params.get("inputResponses") is None
+    )
+
+
+async def call_response(
+    gateway: Gateway,
+    front: McpFront | None,
+    request: Request,
+    request_id: Any,
+    target: Target,
+    params: dict[str, Any],
+    version: str | None,
+    session_version: str | None = None,
+    *,
+    encode: Callable[[dict[str, Any]], bytes],
+) -> tuple[dict[str, Any], bytes]:
+    """The JSON-RPC response to a lane's `tools/call`, made through the one call path and shaped as the
+    SDK server would shape it for the client's era (`version`: 2026-07-28, or None for a session; see
+    `shaped_result` for `session_version`), and its bytes as `encode` writes them for the lane's wire.
+
+    `encode` must refuse (ValueError) what is no JSON: a server's NaN or Infinity becomes a tool error
+    naming the server, never a frame that ends a strict client's stream."""
+    response: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+    try:
+        try:
+            result = await gateway.calls.call_tool(request, ToolCall(target, params.get("arguments"), wire=True))
+        except ManifoldError as exc:
+            result = tool_error(str(exc))
+        response["result"] = await shaped_result(front, params, version, result, session_version)
+        try:
+            return response, encode(response)
+        except ValueError:  # NaN or Infinity from the server
+            unsent = tool_error(f"server {target.server!r}: {_NOT_JSON}")
+            response["result"] = await shaped_result(front, params, version, unsent, session_version)
+            return response, encode(response)
+    except Exception:  # never leave the client waiting on an answer, nor tell it our internals
+        logger.exception("fast lane: tools/call %s failed", target.exposed)
+        response.pop("result", None)
+        response["error"] = {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"}
+        return response, encode(response)
+
+
+async def shaped_result(
+    front: McpFront | None, params: dict[str, Any], version: str | None, result: Any, session_version: str | None = None
+) -> Any:
+    """The result as the SDK server would send it: at the 2026-07-28 `version`, or to a session. Given the
+    session's negotiated `session_version`, a model result also goes through that version's field sieve,
+    as the SDK server sends it (the same fields, in the same order: byte for byte its answer)."""
+    if version is not None:
+        assert front is not None
+        return await front.modern_result(params, version, result)
+    if isinstance(result, WireResult):
+        return result.wire  # as the server sent it, without 2026-07-28's resultType
+    # `resultType` is a 2026-07-28 field, which the SDK server's per-version sieve drops for a
+    # session-era client (it is the only one a tool result has).
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})
+    return methods.serialize_server_result("tools/call", session_version, dumped) if session_version else dumped
 
 
 def _decode(line: bytes) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.auth import guard
+from mcp_manifold._front.http_lane import HttpLane, LaneCounts, lane_enabled
 from mcp_manifold._front.identity import check_exposure
 from mcp_manifold._front.misread import answering_misread_requests
 from mcp_manifold._front.operators import OperatorsOnly
@@ -46,6 +47,7 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
     """
     check_exposure(gateway.config)
     front = McpFront(gateway)
+    lane_counts = LaneCounts()
     starlette_app = front.server.streamable_http_app(
         host=host,
         session_idle_timeout=gateway.settings.session_idle_timeout or None,
@@ -54,11 +56,14 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
         custom_starlette_routes=[
             *probe_routes(gateway),
             *shared_routes(gateway),
-            *operator_routes(gateway, host, stack),
+            *operator_routes(gateway, host, stack, lane_counts),
         ],
     )
     if "hub" in gateway.settings.expose:
         add_instance_endpoints(starlette_app)
+    # Plain tools/call requests, answered without the SDK's HTTP machinery (counted either way).
+    manager = front.server.session_manager
+    app = HttpLane(front, without_phantom_sessions(starlette_app), manager, lane_counts, enabled=lane_enabled())
     # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
     dashboard = gateway.settings.dashboard
     # Served without a client's credential: the probes and the dashboard's page hold no data; the replicas'
@@ -68,8 +73,7 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
     def open_path(path: str) -> bool:
         return path in unguarded or (dashboard and dashboard_page(path))
 
-    app = without_phantom_sessions(answering_misread_requests(starlette_app))
-    return guard(app, lambda: gateway.config, open_path)
+    return guard(answering_misread_requests(app), lambda: gateway.config, open_path)
 
 
 def dashboard_page(path: str) -> bool:
@@ -86,7 +90,9 @@ def shared_routes(gateway: Gateway) -> list[BaseRoute]:
     return replica_routes(gateway)
 
 
-def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack) -> list[BaseRoute]:
+def operator_routes(
+    gateway: Gateway, host: str, stack: AsyncExitStack, lane_counts: LaneCounts | None = None
+) -> list[BaseRoute]:
     """/metrics and /ui, as the settings ask, each checked like /mcp against DNS rebinding."""
     routes: list[BaseRoute] = [Route("/", endpoint=_SameHost(_front_door(gateway), host))]
     if gateway.settings.metrics:
@@ -94,7 +100,7 @@ def operator_routes(gateway: Gateway, host: str, stack: AsyncExitStack) -> list[
 
         from mcp_manifold._runtime.metrics import GatewayMetrics
 
-        metrics = GatewayMetrics(gateway)
+        metrics = GatewayMetrics(gateway, lane_counts.snapshot if lane_counts is not None else None)
         stack.callback(metrics.attach())
         routes.append(Route("/metrics", endpoint=_SameHost(OperatorsOnly(make_asgi_app(metrics.registry)), host)))
     if gateway.settings.dashboard:

@@ -231,14 +231,17 @@ class McpFront:
 
     # --- what the fast lane needs to answer a 2026-07-28 call as this server would ----------------
 
-    def envelope_caller(self, params: dict[str, Any]) -> StatelessCaller | None:
+    def envelope_caller(
+        self, params: dict[str, Any], principal: str | None = None, headers: dict[str, str] | None = None
+    ) -> StatelessCaller | None:
         """The 2026-07-28 client a `tools/call`'s `_meta` envelope describes, read as the SDK server reads
-        it (stdio: no principal); None when the envelope fails the SDK's checks (the SDK answers those)."""
-        route = classify_inbound_request({"method": "tools/call", "params": params})
+        it (over HTTP with the request's `headers`, which must agree with it; stdio: no principal); None
+        when the envelope fails the SDK's checks (the SDK answers those)."""
+        route = classify_inbound_request({"method": "tools/call", "params": params}, headers=headers)
         if isinstance(route, InboundLadderRejection):
             return None
         envelope = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
-        return StatelessCaller(envelope, None)
+        return StatelessCaller(envelope, principal)
 
     async def modern_result(self, params: dict[str, Any], version: str, result: Any) -> dict[str, Any]:
         """A `tools/call` result as this server sends it at 2026-07-28: its `requestState` sealed, the

@@ -63,7 +63,8 @@ class BoundedLabels:
 class GatewayMetrics:
     """The metrics of one gateway; `attach()` starts counting, `registry` is what /metrics serves."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, http_lane: Callable[[], dict[str, int]] | None = None) -> None:
+        """`http_lane`, over HTTP: the `tools/call` requests answered so far by each path (lane, sdk)."""
         self.gateway = gateway
         self.registry = CollectorRegistry()
         registry = self.registry
@@ -118,7 +119,7 @@ class GatewayMetrics:
             buckets=SEARCH_BUCKETS,
             registry=registry,
         )
-        registry.register(_GatewayState(gateway))
+        registry.register(_GatewayState(gateway, http_lane))
         ProcessCollector(registry=registry)
         self._tools = BoundedLabels(TOOL_LABELS)
         self._servers = BoundedLabels(SERVER_LABELS)
@@ -164,11 +165,21 @@ class GatewayMetrics:
 class _GatewayState(Collector):
     """What the gateway is like right now, read at each scrape (nothing is counted per call)."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, http_lane: Callable[[], dict[str, int]] | None = None) -> None:
         self.gateway = gateway
+        self.http_lane = http_lane
 
     def collect(self) -> Iterator[Metric]:
         gateway = self.gateway
+        if self.http_lane is not None:
+            paths = CounterMetricFamily(
+                "manifold_http_tool_calls",
+                "tools/call requests over HTTP by the path that answered them: the fast lane, or the SDK's server.",
+                labels=["path"],
+            )
+            for path, count in self.http_lane().items():
+                paths.add_metric([path], count)
+            yield paths
         backends = gateway.pool.all_backends()
         info = GaugeMetricFamily("manifold_info", "The gateway's version.", labels=["version"])
         info.add_metric([__version__], 1)

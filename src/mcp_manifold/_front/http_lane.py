@@ -1,0 +1,338 @@
+"""The HTTP fast lane: a plain `tools/call` POSTed to /mcp, answered without the SDK's HTTP machinery.
+
+Over streamable HTTP each call pays the SDK's server side: Starlette routing, the session manager, a
+task group per request, SSE framing of the answer, request and result models built and dumped again.
+For a `tools/call` of a direct tool on a running backend with nothing special asked for, none of that
+does anything. So this ASGI layer sits behind `guard` (authentication and the request's `Identity` are
+done) and in front of the SDK's app: it reads the raw request, parses the body once, makes the call
+through the same call path as every other call (`_front/fast_lane.py`'s `call_response`, shared with
+the stdio lane) and answers `application/json` itself, byte for byte the JSON-RPC message the SDK
+server would have sent for the client's era.
+
+Taken: a POST to exactly /mcp that passes the SDK's DNS-rebinding check (Host and Origin, on a loopback
+address), both JSON and SSE accepted (what the SDK asks of a client), a JSON body
+within the SDK's size limit that is one `tools/call` request (`plain_call`), and
+
+- at 2026-07-28 (an `MCP-Protocol-Version` header of that era): an envelope and headers the SDK's
+  ladder accepts (`McpFront.envelope_caller`), no log level, no retry, no `Mcp-Param-*` header and no
+  header-mirrored argument in the tool's schema; the caller is the request's principal, as in server.py;
+- in the session era: the `Mcp-Session-Id` of a session that is open and was opened by this request's
+  credential (checked with the SDK's session manager), whose client has finished its `initialize` and
+  declared nothing a server may ask it mid-call (sampling, elicitation, roots: those go on the request's
+  own SSE stream, which only the SDK path has); the caller is that session's `SessionCaller`.
+
+Anything else (other methods, progress tokens, unknown tools and names the caller may not see, GET
+streams, DELETE, unknown sessions, a profile other than the session's) goes to the SDK path, which
+answers it as before. `MANIFOLD_HTTP_LANE=0` in the environment turns the lane off (the equivalence test
+and the benchmark compare the two paths with it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pydantic_core
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.transport_security import TransportSecurityMiddleware
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    MCP_PARAM_HEADER_PREFIX,
+    MCP_PROTOCOL_VERSION_HEADER,
+    find_duplicated_routing_header,
+)
+from mcp_types import PROTOCOL_VERSION_META_KEY
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request as StarletteRequest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_manifold._core.clients import Caller, Request, asks_of
+from mcp_manifold._core.router import Target
+from mcp_manifold._front.fast_lane import FastRequest, call_response, plain_call, plain_modern_call
+from mcp_manifold._front.identity import SCOPE_KEY, Identity
+from mcp_manifold._front.server import _CALLER, McpFront, SessionCaller
+from mcp_manifold._sdk import connection_of, open_session_transport, session_request_in_flight
+
+if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
+logger = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+ENABLE_ENV = "MANIFOLD_HTTP_LANE"  # "0" turns the lane off
+_HANDSHAKE = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
+_PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode()
+_PLAIN_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+_PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
+
+
+def lane_enabled() -> bool:
+    return os.environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class LaneCounts:
+    """`tools/call` requests over HTTP by the way they were answered: the lane, or the SDK's path."""
+
+    def __init__(self) -> None:
+        self.lane = 0
+        self.sdk = 0
+
+    def snapshot(self) -> dict[str, int]:
+        return {"lane": self.lane, "sdk": self.sdk}
+
+
+class HttpLane:
+    """The ASGI layer in front of the SDK's streamable HTTP app (`app`) that takes plain calls."""
+
+    def __init__(
+        self, front: McpFront, app: ASGIApp, session_manager: Any, counts: LaneCounts, enabled: bool = True
+    ) -> None:
+        self.front = front
+        self.gateway = front.gateway
+        self.app = app
+        self.session_manager = session_manager
+        self.max_body = session_manager.max_request_body_size
+        self.counts = counts
+        # The SDK's DNS-rebinding check (Host, Origin) of every request it serves, for the lane's too.
+        self.security = TransportSecurityMiddleware(session_manager.security_settings)
+        self.enabled = enabled  # off, it only counts the calls the SDK's path answers
+        # Each open session's caller, by session id, as the SDK server's requests reveal it.
+        self._sessions: weakref.WeakValueDictionary[str, SessionCaller] = weakref.WeakValueDictionary()
+        self._mirrored: dict[str, bool] = {}  # by tool hash: does its schema mirror arguments into headers?
+        front.server.middleware.append(self._remember_session)
+
+    async def _remember_session(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call":
+            self.counts.sdk += 1
+        try:
+            return await call_next(ctx)
+        finally:
+            connection = connection_of(ctx)
+            caller = connection.state.get(_CALLER)
+            if connection.session_id and isinstance(caller, SessionCaller):
+                self._sessions[connection.session_id] = caller
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.enabled or scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != MCP_PATH:
+            await self.app(scope, receive, send)
+            return
+        headers = _Headers(scope["headers"])
+        length = headers.get(b"content-length")
+        if (
+            not _accepts_json_and_sse(headers.get(b"accept"))
+            or headers.get(b"content-type", b"").split(b";")[0].strip() != b"application/json"
+            or length is None
+            or not length.isdigit()
+            or int(length) > self.max_body
+            or not isinstance(scope.get(SCOPE_KEY), Identity)
+        ):
+            await self.app(scope, receive, send)
+            return
+        if await self.security.validate_request(StarletteRequest(scope), is_post=True) is not None:
+            await self.app(scope, receive, send)  # which refuses it, saying why
+            return
+        body, receive = await _read_body(receive)
+        try:
+            call = self._qualify(scope, headers, body)
+        except Exception:  # a request the lane misreads is still answered, by the SDK
+            logger.exception("HTTP fast lane: could not read a request; the SDK's path answers it")
+            call = None
+        if call is None:
+            await self.app(scope, receive, send)
+            return
+        await self._answer(call, send, headers.get(MCP_SESSION_ID_HEADER.encode()))
+
+    def _qualify(self, scope: Scope, headers: _Headers, body: bytes) -> _LaneCall | None:
+        """The call to make when the request qualifies; None leaves it (its body unread by anyone else) to
+        the SDK."""
+        version_header = headers.get(MCP_PROTOCOL_VERSION_HEADER.encode())
+        modern = version_header is not None and version_header.decode("latin-1") not in _HANDSHAKE
+        try:
+            # The parser each SDK path uses, so both read the same message.
+            message = json.loads(body) if modern else pydantic_core.from_json(body)
+        except (ValueError, RecursionError):
+            return None
+        params = plain_call(message)
+        if params is None or not _PLAIN_KEYS.issuperset(message) or message.get("jsonrpc") != "2.0":
+            return None
+        request_id = message["id"]
+        if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+            return None
+        if not _PLAIN_PARAMS.issuperset(params):
+            return None
+        identity: Identity = scope[SCOPE_KEY]
+        transport = None
+        if modern:
+            caller = self._modern_caller(headers, params, identity)
+        else:
+            caller, transport = self._session_caller(scope, headers, params, identity)
+        if caller is None:
+            return None
+        target = self.gateway.fast_route(params["name"], caller)
+        if target is None or (modern and self._header_mirrored(caller, params)):
+            return None
+        return _LaneCall(caller, target, request_id, params, modern, transport)
+
+    async def _answer(self, call: _LaneCall, send: Send, session_id: bytes | None) -> None:
+        caller = call.caller
+        version: str | None = None
+        session: str | None = None
+        if call.modern:
+            version = caller.protocol_version  # type: ignore[attr-defined]
+            self.gateway.stateless_request(caller)  # counted, as the SDK server counts each one it serves
+        else:
+            connection = caller.connection  # type: ignore[attr-defined]
+            session = connection.protocol_version if connection is not None else None
+            self.gateway.back_channel.track(caller)
+        self.counts.lane += 1
+        request = FastRequest(caller, call.params.get("_meta") if call.modern else None)
+        request.after_answer = []  # the call's records are made after the answer is on its way
+        try:
+            with session_request_in_flight(call.transport):
+                response, body = await call_response(
+                    self.gateway,
+                    self.front,
+                    request,
+                    call.request_id,
+                    call.target,
+                    call.params,
+                    version,
+                    session,
+                    encode=_modern_json if call.modern else _session_json,
+                )
+            await _respond(send, response, body, call.modern, session_id)
+        finally:
+            for work in request.after_answer:
+                work()
+
+    def _modern_caller(self, headers: _Headers, params: dict[str, Any], identity: Identity) -> Caller | None:
+        if not plain_modern_call(params) or headers.any_prefixed(_PARAM_PREFIX):
+            return None
+        pairs = headers.decoded()
+        if find_duplicated_routing_header(pairs) is not None:
+            return None
+        caller = self.front.envelope_caller(params, identity.principal, dict(pairs))
+        if caller is None:
+            return None
+        caller.principal, caller.profile = identity.principal, identity.profile
+        return caller
+
+    def _session_caller(
+        self, scope: Scope, headers: _Headers, params: dict[str, Any], identity: Identity
+    ) -> tuple[Caller | None, Any]:
+        meta = params.get("_meta")
+        if meta is not None and PROTOCOL_VERSION_META_KEY in meta:
+            return None, None  # a 2026-07-28 envelope on a session: the SDK server refuses it
+        session_id = headers.get(MCP_SESSION_ID_HEADER.encode())
+        if session_id is None:
+            return None, None
+        key = session_id.decode("latin-1")
+        caller = self._sessions.get(key)
+        if caller is None or not caller.arrived or asks_of(caller.capabilities):
+            return None, None
+        if (identity.principal, identity.profile) != (caller.principal, caller.profile):
+            return None, None  # the SDK path refuses a session used with another profile
+        transport = open_session_transport(self.session_manager, key, scope.get("user"))
+        if transport is None:
+            return None, None
+        return caller, transport
+
+    def _header_mirrored(self, caller: Caller, params: dict[str, Any]) -> bool:
+        """Whether the tool's schema mirrors arguments into `Mcp-Param-*` headers, which the SDK's path
+        checks against the arguments (with the tool's listing): such calls are left to it."""
+        if not params.get("arguments"):
+            return False
+        entry = self.gateway.view(Request(caller)).entry(params["name"])
+        if entry is None:
+            return True
+        mirrored = self._mirrored.get(entry.hash)
+        if mirrored is None:
+            mirrored = self._mirrored[entry.hash] = "x-mcp-header" in json.dumps(entry.exposed.input_schema)
+        return mirrored
+
+
+@dataclass(frozen=True)
+class _LaneCall:
+    caller: Caller
+    target: Target
+    request_id: Any
+    params: dict[str, Any]
+    modern: bool
+    transport: Any  # a session's SDK transport, held open while the call runs
+
+
+class _Headers:
+    """The raw ASGI headers, looked up by lower-case name (ASGI gives them lower-cased)."""
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self.raw = raw
+
+    def get(self, name: bytes, default: bytes | None = None) -> bytes | None:
+        for key, value in self.raw:
+            if key == name:
+                return value
+        return default
+
+    def any_prefixed(self, prefix: bytes) -> bool:
+        return any(key.startswith(prefix) for key, _ in self.raw)
+
+    def decoded(self) -> list[tuple[str, str]]:
+        return [(key.decode("latin-1"), value.decode("latin-1")) for key, value in self.raw]
+
+
+def _accepts_json_and_sse(accept: bytes | None) -> bool:
+    """What the SDK's transport asks of a POST's `Accept` (`check_accept_headers`): JSON and SSE both."""
+    if accept is None:
+        return False
+    types = {part.split(b";")[0].strip().lower() for part in accept.split(b",")}
+    if b"*/*" in types:
+        return True
+    return bool(types & {b"application/json", b"application/*"}) and bool(types & {b"text/event-stream", b"text/*"})
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
+    """The request's body, and a `receive` that gives it again (for the SDK path) before the rest."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
+
+
+def _modern_json(response: dict[str, Any]) -> bytes:
+    # The SDK's 2026-07-28 `_write`, but refusing NaN and Infinity, which are no JSON (see `call_response`).
+    return json.dumps(response, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _session_json(response: dict[str, Any]) -> bytes:
+    # The SDK's session transport (`model_dump_json`), which writes a NaN or Infinity as null.
+    return pydantic_core.to_json(response, inf_nan_mode="null")
+
+
+async def _respond(send: Send, response: dict[str, Any], body: bytes, modern: bool, session_id: bytes | None) -> None:
+    """`response`, as `body` (serialized as the SDK would for the era), sent as `application/json`."""
+    error = response.get("error")
+    status = ERROR_CODE_HTTP_STATUS.get(error["code"], 200) if modern and error else 200
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if session_id is not None and not modern:
+        headers.append((MCP_SESSION_ID_HEADER.encode(), session_id))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,308 @@
+"""The HTTP fast lane (`_front/http_lane.py`): same answers as the SDK's path, for real clients of both eras.
+
+Two gateways with the same config run side by side, one with the lane off (`MANIFOLD_HTTP_LANE=0`). Each
+request of a corpus (results, tool errors, refusals, unknown tools, bad arguments, large results,
+structured content, images, embedded resources) is POSTed to both, raw, in both protocol eras, and the
+JSON-RPC messages that come back must be the same bytes. `/metrics` says which path answered, so the test
+also shows that the lane took the plain calls (and the SDK's path the rest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+
+from tests.conftest import answer_sampling, free_port, manifold_command, server_entry, stop_process, wait_for_port
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+SESSION = "2025-11-25"
+ACCEPT = "application/json, text/event-stream"
+
+# (name, arguments): every one a tools/call of the corpus, in both eras.
+CORPUS: list[tuple[str, Any]] = [
+    ("kitchen_echo", {"text": "plain"}),
+    ("kitchen_echo", {"text": "non-ASCII: héllo wörld ✓ 日本 \U0001f600"}),
+    ("kitchen_echo", {"text": 'quotes " and \\ backslashes \n newlines \t tabs \u0000 nul'}),
+    ("kitchen_echo", None),  # no arguments: the tool's own validation error
+    ("kitchen_echo", {"text": 5}),  # a wrong type
+    ("kitchen_echo", {"text": "x", "extra": [1, 2.5, 1e100, None, True, {"deep": "er"}]}),
+    ("kitchen_add", {"a": 2, "b": 40}),  # structured content
+    ("kitchen_add", {"a": "two", "b": 40}),
+    ("kitchen_image", {}),
+    ("kitchen_mixed", {}),
+    ("kitchen_embedded", {}),  # not a plain result: the model path, inside the lane
+    ("kitchen_fail", {"message": "it broke: api_key=sk-should-not-matter"}),  # a tool error
+    ("kitchen_huge", {"size": 300_000}),  # a large result
+    ("kitchen_nope", {"text": "x"}),  # an unknown tool
+    ("echo", {"text": "x"}),  # the backend's own name: unknown at the gateway
+    ("kitchen_crash_not_in_profile", {}),
+]
+PROFILE_CORPUS: list[tuple[str, Any]] = [
+    ("kitchen_echo", {"text": "allowed"}),
+    ("kitchen_add", {"a": 1, "b": 2}),  # hidden by the profile: refused as unknown
+]
+
+
+def gateway_config(tmp_path: Path, name: str, extra: dict[str, Any] | None = None) -> Path:
+    config = {
+        "mcpServers": {"kitchen": server_entry("kitchen.py")},
+        "manifold": {"data_dir": str(tmp_path / f"data-{name}")},
+        "profiles": {"narrow": {"servers": ["kitchen"], "tools": ["kitchen_echo"]}},
+        **(extra or {}),
+    }
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+@pytest.fixture
+def gateways(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """`start(lane, extra)`: a gateway over HTTP with the lane on or off (`extra`: more config); its /mcp URL."""
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def start(lane: bool, extra: dict[str, Any] | None = None) -> str:
+        port = free_port()
+        env = {**os.environ, "MANIFOLD_HTTP_LANE": "1" if lane else "0"}
+        name = "lane" if lane else "sdk"
+        command = manifold_command(gateway_config(tmp_path, name, extra), "--http", "--port", str(port))
+        process = subprocess.Popen(command, env=env, start_new_session=True)
+        processes.append(process)
+        wait_for_port(port, process, timeout=60)
+        return f"http://127.0.0.1:{port}/mcp"
+
+    yield start
+    for process in processes:
+        stop_process(process)
+
+
+def message_text(response: httpx.Response, request_id: Any) -> str:
+    """The JSON-RPC message answering `request_id`, as the bytes (text) it was sent as: the body of a JSON
+    response, or the `data:` of an SSE event."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in response.text.splitlines():
+            if line.startswith("data: ") and json.loads(line[6:]).get("id") == request_id:
+                return line[6:]
+        raise AssertionError(f"no answer to {request_id!r} in {response.text[:500]!r}")
+    return response.text
+
+
+class SessionClient:
+    """A session-era client written out by hand: initialize, initialized, then requests on its session."""
+
+    def __init__(self, http: httpx.Client, url: str, headers: dict[str, str] | None = None) -> None:
+        self.http = http
+        self.url = url
+        self.headers = {"accept": ACCEPT, "content-type": "application/json", **(headers or {})}
+        opening = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": SESSION, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+        }
+        response = http.post(url, json=opening, headers=self.headers)
+        assert response.status_code == 200, response.text
+        self.headers["mcp-session-id"] = response.headers["mcp-session-id"]
+        self.headers["mcp-protocol-version"] = SESSION
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert http.post(url, json=initialized, headers=self.headers).status_code == 202
+        self.request("tools/list", {}, "list")  # its first request after initialize: the gateway now knows it
+
+    def request(self, method: str, params: dict[str, Any], request_id: Any) -> tuple[int, str]:
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        response = self.http.post(self.url, content=json.dumps(body), headers=self.headers)
+        return response.status_code, message_text(response, request_id)
+
+
+def modern_request(
+    http: httpx.Client, url: str, name: str, arguments: Any, request_id: Any, **extra: str
+) -> tuple[int, str]:
+    params: dict[str, Any] = {
+        "name": name,
+        "_meta": {
+            PROTOCOL_VERSION_META_KEY: MODERN,
+            CLIENT_CAPABILITIES_META_KEY: {},
+            CLIENT_INFO_META_KEY: {"name": "raw", "version": "1"},
+        },
+    }
+    if arguments is not None:
+        params["arguments"] = arguments
+    headers = {
+        "accept": ACCEPT,
+        "content-type": "application/json",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": name,
+        **extra,
+    }
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    response = http.post(url, content=json.dumps(body), headers=headers)
+    if response.status_code >= 400 and not response.headers.get("content-type", "").startswith("application/json"):
+        return response.status_code, response.text  # a refusal before any JSON-RPC
+    return response.status_code, message_text(response, request_id)
+
+
+def call_params(name: str, arguments: Any) -> dict[str, Any]:
+    return {"name": name} if arguments is None else {"name": name, "arguments": arguments}
+
+
+def lane_counts(url: str) -> dict[str, float]:
+    text = httpx.get(url.removesuffix("/mcp") + "/metrics").text
+    return {
+        path: float(count) for path, count in re.findall(r'manifold_http_tool_calls_total\{path="(\w+)"\} (\S+)', text)
+    }
+
+
+def answers(url: str) -> dict[str, tuple[int, str]]:
+    """Every corpus request's (HTTP status, JSON-RPC message) from the gateway at `url`, in both eras."""
+    found: dict[str, tuple[int, str]] = {}
+    with httpx.Client(timeout=120) as http:
+        session = SessionClient(http, url)
+        narrow = SessionClient(http, url.replace("/mcp", "/mcp/p/narrow"))
+        for index, (name, arguments) in enumerate(CORPUS):
+            found[f"session {index} {name}"] = session.request("tools/call", call_params(name, arguments), index + 1)
+            found[f"modern {index} {name}"] = modern_request(http, url, name, arguments, f"m{index}")
+        for index, (name, arguments) in enumerate(PROFILE_CORPUS):
+            key = f"narrow {index} {name}"
+            found[f"session {key}"] = narrow.request("tools/call", call_params(name, arguments), 100 + index)
+            profile_url = url.replace("/mcp", "/mcp/p/narrow")
+            found[f"modern {key}"] = modern_request(http, profile_url, name, arguments, 100 + index)
+    return found
+
+
+async def test_the_lane_answers_byte_for_byte_as_the_sdk_path(gateways: Callable[[bool], str]) -> None:
+    lane_url, sdk_url = gateways(True), gateways(False)
+    on_lane, on_sdk = answers(lane_url), answers(sdk_url)
+    assert on_lane.keys() == on_sdk.keys()
+    for key in on_sdk:
+        assert on_lane[key] == on_sdk[key], key
+    # The answers are the real ones, not two alike failures.
+    status, text = on_lane["session 0 kitchen_echo"]
+    assert status == 200 and json.loads(text)["result"]["content"] == [{"type": "text", "text": "plain"}]
+    status, text = on_lane["modern 6 kitchen_add"]
+    assert json.loads(text)["result"]["structuredContent"] == {"result": 42}
+    assert json.loads(on_lane["modern narrow 1 kitchen_add"][1])["result"]["isError"] is True
+    # The lane took the plain calls of both eras; the SDK's path had them all on the other gateway.
+    taken = lane_counts(lane_url)
+    assert taken["lane"] >= 2 * 8, taken
+    assert taken["sdk"] >= 2 * 3, taken  # unknown names and hidden tools go the SDK's way
+    assert lane_counts(sdk_url) == {"lane": 0, "sdk": 2 * len(CORPUS + PROFILE_CORPUS)}  # the lane off
+
+
+def progress_into(steps: list[float]) -> Any:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        steps.append(progress)
+
+    return on_progress
+
+
+async def test_real_clients_of_both_eras_take_the_lane(gateways: Callable[[bool], str]) -> None:
+    url = gateways(True)
+    for mode in ("auto", "legacy"):
+        before = lane_counts(url)
+        async with Client(url, mode=mode, cache=None) as client:
+            await client.list_tools()
+            for index in range(5):
+                result = await client.call_tool("kitchen_echo", {"text": f"call {index}"})
+                assert not result.is_error and result.content[0].text == f"call {index}"  # type: ignore[union-attr]
+            structured = await client.call_tool("kitchen_add", {"a": 1, "b": 2})
+            assert structured.structured_content == {"result": 3}
+            unknown = await client.call_tool("kitchen_nope", {})
+            assert unknown.is_error
+            steps: list[float] = []
+            on_progress = progress_into(steps)
+            # A progress token: the SDK's path streams the progress and then the answer.
+            with_progress = await client.call_tool("kitchen_progress", {"steps": 2}, progress_callback=on_progress)
+            assert not with_progress.is_error and steps
+        after = lane_counts(url)
+        assert after["lane"] - before.get("lane", 0) == 6, (mode, before, after)
+        assert after["sdk"] - before.get("sdk", 0) == 2, (mode, before, after)
+
+
+async def test_a_session_that_can_be_asked_keeps_the_sdk_path(gateways: Callable[[bool], str]) -> None:
+    """A client that declared sampling may be asked mid-call, on its request's own stream: not the lane's."""
+    url = gateways(True)
+    before = lane_counts(url)
+    async with Client(url, mode="legacy", cache=None, sampling_callback=answer_sampling) as client:
+        result = await client.call_tool("kitchen_echo", {"text": "asked"})
+        assert result.content[0].text == "asked"  # type: ignore[union-attr]
+        sampled = await client.call_tool("kitchen_sample", {"prompt": "hi"})
+        assert not sampled.is_error
+    after = lane_counts(url)
+    assert after.get("lane", 0) == before.get("lane", 0)
+    assert after["sdk"] - before.get("sdk", 0) == 2
+
+
+async def test_only_an_open_session_of_the_same_caller_takes_the_lane(gateways: Callable[[bool], str]) -> None:
+    url = gateways(True)
+    with httpx.Client(timeout=60) as http:
+        session = SessionClient(http, url)
+        params = call_params("kitchen_echo", {"text": "mine"})
+        status, text = session.request("tools/call", params, 1)
+        assert status == 200 and json.loads(text)["result"]["content"][0]["text"] == "mine"
+        taken = lane_counts(url)["lane"]
+        # A session id nobody opened: the SDK's 404, not an answer.
+        stranger = {**session.headers, "mcp-session-id": "0" * 32}
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+        response = http.post(url, content=json.dumps(body), headers=stranger)
+        assert response.status_code == 404
+        # The session used at another profile's address: refused as the SDK path refuses it.
+        narrow = http.post(url.replace("/mcp", "/mcp/p/narrow"), content=json.dumps(body), headers=session.headers)
+        assert "profile" in message_text(narrow, 2)
+        # Ended by the client: its id is gone.
+        assert http.delete(url, headers=session.headers).status_code in (200, 204)
+        response = http.post(url, content=json.dumps(body), headers=session.headers)
+        assert response.status_code == 404
+        assert lane_counts(url)["lane"] == taken
+
+
+def test_a_lane_answer_is_json_with_the_session_id(gateways: Callable[[bool], str]) -> None:
+    url = gateways(True)
+    with httpx.Client(timeout=60) as http:
+        session = SessionClient(http, url)
+        body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call_params("kitchen_echo", {"text": "j"})}
+        response = http.post(url, content=json.dumps(body), headers=session.headers)
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers["mcp-session-id"] == session.headers["mcp-session-id"]
+    assert types.JSONRPCResponse.model_validate_json(response.text).id == 7
+
+
+def test_a_rebound_host_is_refused_as_on_the_sdk_path(gateways: Callable[[bool], str]) -> None:
+    """A web page that rebinds a name to the loopback gateway gets the SDK's refusal, not a lane answer."""
+    url = gateways(True)
+    with httpx.Client(timeout=60) as http:
+        assert modern_request(http, url, "kitchen_echo", {"text": "ok"}, 1)[0] == 200
+        taken = lane_counts(url)["lane"]
+        assert modern_request(http, url, "kitchen_echo", {"text": "x"}, 2, host="evil.example:80")[0] == 421
+        assert modern_request(http, url, "kitchen_echo", {"text": "x"}, 3, origin="http://evil.example")[0] == 403
+    assert lane_counts(url)["lane"] == taken
+
+
+def test_a_session_is_its_credentials_on_the_lane_too(gateways: Callable[..., str], tmp_path: Path) -> None:
+    """With authentication, another principal's request on a session gets the SDK's 404, not a lane answer."""
+    keys = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
+    auth = {"api_keys": {name: {"sha256": hashlib.sha256(key.encode()).hexdigest()} for name, key in keys.items()}}
+    profiles = {"team": {"principals": ["alice", "bob"], "servers": ["kitchen"]}}
+    url = gateways(True, {"auth": auth, "profiles": profiles})
+    body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": call_params("kitchen_echo", {"text": "a"})}
+    with httpx.Client(timeout=60) as http:
+        alice = SessionClient(http, url, {"authorization": f"Bearer {keys['alice']}"})
+        status, text = alice.request("tools/call", body["params"], 5)
+        assert status == 200 and json.loads(text)["result"]["content"][0]["text"] == "a"
+        as_bob = {**alice.headers, "authorization": f"Bearer {keys['bob']}"}
+        response = http.post(url, content=json.dumps(body), headers=as_bob)
+        assert response.status_code == 404
+        assert "result" not in response.text
