@@ -169,7 +169,7 @@ class FastLane:
         request.after_answer = []  # the call's records are made after the answer is on its way
         try:
             with scope:
-                response, frame = await call_response(
+                _, frame = await call_response(
                     self.gateway, self._front, request, request_id, target, params, version, encode=_frame
                 )
                 await self.send(frame)
