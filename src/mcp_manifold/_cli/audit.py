@@ -30,10 +30,17 @@ def audit(
     """Tail and filter the audit log: one line per call, read and prompt (who, what, outcome, sizes)."""
     from collections import deque
 
-    from mcp_manifold._runtime.audit import audit_dir, matches, read_entries
+    from mcp_manifold._runtime.audit import STREAM, audit_dir, matches, read_entries
 
     cfg = load(config_path(config, [], required=False))
-    directory = audit_dir(cfg.settings.data_dir)
+    if cfg.settings.audit_path == STREAM:
+        err.print(
+            'audit_path is "-": each gateway writes its audit lines to its standard output (standard error on '
+            "stdio), for its log collector; there is no audit file to read here",
+            markup=False,
+        )
+        raise typer.Exit(1)
+    directory = audit_dir(cfg.settings.data_dir, cfg.settings.audit_path)
     filters = {"principal": principal, "profile": profile, "outcome": outcome, "server": server, "name": name}
     shown = 0
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import typer
 from rich.table import Table
 
@@ -22,7 +23,12 @@ def _pin_store(config: Path | None) -> Any:
     mode = cfg.settings.pinning
     if mode == "off":
         err.print("note: pinning is off in this config; showing the pins recorded before", markup=False)
-    return cfg, PinStore(cfg.settings.data_dir, "warn" if mode == "off" else mode)  # type: ignore[arg-type]
+    store = PinStore(cfg.settings.data_dir, "warn" if mode == "off" else mode)  # type: ignore[arg-type]
+    if cfg.settings.state_url:  # what the replicas pinned, however far their data dirs are from this one
+        from mcp_manifold._runtime.shared_state.pins import shared_pins
+
+        store.merge(anyio.run(shared_pins, cfg.settings.state_url))
+    return cfg, store
 
 
 def _find_pin(cfg: Config, store: Any, name: str) -> Any:
@@ -118,6 +124,7 @@ def pins_reject(
 
 def _decide(names: list[str], config: Path | None, decision: str) -> None:
     cfg, store = _pin_store(config)
+    decided = []
     try:
         for name in names:
             pin = _find_pin(cfg, store, name)
@@ -125,6 +132,12 @@ def _decide(names: list[str], config: Path | None, decision: str) -> None:
                 out.print(f"{pin.server}/{pin.tool}: nothing to {decision} (it is served as approved)")
                 continue
             after = getattr(store, decision)(pin.server, pin.tool)
+            decided.append(after)
             out.print(f"{after.server}/{after.tool}: {after.state}")
     finally:
         store.close()
+    if decided and cfg.settings.state_url:  # every replica takes it within a second, whatever its data dir
+        from mcp_manifold._runtime.shared_state.pins import publish_decisions
+
+        anyio.run(publish_decisions, cfg.settings.state_url, decided)
+        out.print(f"published to every replica ({len(decided)} decision(s))")

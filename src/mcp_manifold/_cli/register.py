@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -39,7 +40,8 @@ def register(
     instance_id: Annotated[str | None, typer.Option("--id", help="The instance id (default: NAME-<random>).")] = None,
     config: ConfigOption = None,
 ) -> None:
-    """Announce a running MCP server to hubs until interrupted (writes it into discovery_dir)."""
+    """Announce a running MCP server to hubs until interrupted (writes it into discovery_dir; with state_url
+    set, into the replicas' shared registry instead)."""
     from mcp_manifold._runtime.discovery import RecordError, discovery_dir
     from mcp_manifold._runtime.registration import build_record, default_pid, register_until_stopped
 
@@ -57,6 +59,18 @@ def register(
         )
     except RecordError as exc:
         raise typer.BadParameter(str(exc).removeprefix("register: ")) from None
+
+    if cfg.settings.state_url:  # the replicas' shared registry: every replica's hub lists it
+        from mcp_manifold._runtime.registration import register_shared_until_stopped
+
+        def shared() -> None:
+            err.print(
+                f"registered {record.id} ({record.endpoint()}) in the shared state; Ctrl-C removes it", markup=False
+            )
+
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(register_shared_until_stopped, cfg.settings.state_url, record, shared)
+        return
 
     def announce(path: Path) -> None:
         err.print(f"registered {record.id} ({record.endpoint()}) in {path}; Ctrl-C removes it", markup=False)

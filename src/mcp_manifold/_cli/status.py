@@ -31,7 +31,8 @@ def servers(
     """Each server's state, tools, breaker, last error and stderr.
 
     Live from the running gateway(s) of this config (same data_dir) when there are any, with health
-    and hub instances; otherwise (or with --probe) by starting every server here.
+    and hub instances, and with state_url set every replica's row (id, address, last seen, servers);
+    otherwise (or with --probe) by starting every server here.
     """
     cfg = load_for(ctx, config)
     from mcp_manifold._runtime.live_status import live_dir, read_live
@@ -39,9 +40,16 @@ def servers(
     # Only gateways serving this very config: another config may share the data dir (the default one).
     this = str(cfg.path.resolve()) if cfg.path is not None else None
     live = [] if probe else [s for s in read_live(live_dir(cfg.settings.data_dir)) if s.get("config") == this]
-    if live:
-        _print_live(live, as_json)
-        _exit_if_failed(cfg, [row for snapshot in live for row in snapshot["servers"]])
+    replicas = [] if probe or not cfg.settings.state_url else _replica_rows(cfg.settings.state_url)
+    if live or replicas:
+        _print_live(live, as_json, replicas if cfg.settings.state_url else None)
+        states = [row for snapshot in live for row in snapshot["servers"]]
+        states += [
+            {"name": name, "state": state, "last_error": f"failed on replica {row.get('id')}"}
+            for row in replicas
+            for name, state in (row.get("servers") or {}).items()
+        ]
+        _exit_if_failed(cfg, states)
         return
 
     async def work(gateway: Any) -> list[Any]:
@@ -69,10 +77,23 @@ def _exit_if_failed(cfg: Any, rows: list[dict[str, Any]]) -> None:
         raise typer.Exit(1)
 
 
-def _print_live(snapshots: list[dict[str, Any]], as_json: bool) -> None:
+def _replica_rows(state_url: str) -> list[dict[str, Any]]:
+    """Every live replica's row from the shared state (`state_url` set)."""
+    from mcp_manifold._runtime.shared_state.status import replica_rows
+
+    return anyio.run(replica_rows, state_url)
+
+
+def _print_live(snapshots: list[dict[str, Any]], as_json: bool, replicas: list[dict[str, Any]] | None) -> None:
+    """This machine's gateways of the config, and with `state_url` set every replica's row (`replicas`)."""
     if as_json:
-        out.print_json(json.dumps({"gateways": snapshots}))
+        shown: dict[str, Any] = {"gateways": snapshots}
+        if replicas is not None:
+            shown["replicas"] = replicas
+        out.print_json(json.dumps(shown))
         return
+    if replicas:
+        out.print(_replicas_table(replicas))
     for snapshot in snapshots:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.get("started_at", 0)))
         title = (
@@ -93,6 +114,27 @@ def _print_live(snapshots: list[dict[str, Any]], as_json: bool) -> None:
                     str(row.get("last_error") or ""),
                 )
             out.print(table)
+
+
+def _replicas_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title=f"{len(rows)} replica(s) in the shared state")
+    table.add_column("replica", no_wrap=True)
+    table.add_column("address", no_wrap=True)  # whole, however narrow the terminal: the rest wraps
+    for column in ("last seen", "servers ok", "servers failed", "sessions / 2026 requests"):
+        table.add_column(column)
+    for row in rows:
+        states = row.get("servers") or {}
+        failed = sorted(name for name, state in states.items() if state == "failed")
+        clients = row.get("clients") or {}
+        table.add_row(
+            str(row.get("id")),
+            str(row.get("url") or ""),
+            f"{max(0.0, time.time() - row.get('seen', 0)):.0f}s ago",
+            str(sum(state == "ready" for state in states.values())),
+            f"[red]{', '.join(failed)}[/red]" if failed else "0",
+            f"{clients.get('sessions', 0)} / {clients.get('stateless_requests', 0)}",
+        )
+    return table
 
 
 def _clients_line(clients: dict[str, Any]) -> str:

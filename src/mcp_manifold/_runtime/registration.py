@@ -13,7 +13,7 @@ import os
 import shlex
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -80,6 +80,30 @@ async def register_until_stopped(
     """`keep_registered` until SIGINT or SIGTERM (SIGTERM would otherwise skip the clean-up)."""
     # A first write out here, so an unwritable directory raises a plain OSError, not a task group's.
     write_record(directory, dataclasses.replace(record, last_ping=time.time()))
+    await _until_stopped(keep_registered(directory, record, on_written=on_written))
+
+
+async def register_shared_until_stopped(
+    state_url: str, record: InstanceRecord, on_written: Callable[[], None] | None = None
+) -> None:
+    """`manifold register` with `state_url` set: the record in the replicas' shared registry, refreshed
+    until SIGINT or SIGTERM, then removed."""
+    from mcp_manifold._runtime.shared_state.instances import register_shared
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    store = StateStore(state_url, "register")
+    try:
+        # Out here, so an unreachable store is one plain error (not a task group's) before any "registered".
+        await store.run("register", store.client.ping)
+        if on_written is not None:
+            on_written()
+        await _until_stopped(register_shared(store, record))
+    finally:
+        await store.close()
+
+
+async def _until_stopped(work: Awaitable[None]) -> None:
+    """Run `work` until it ends or SIGINT or SIGTERM cancels it (so its clean-up runs)."""
     async with anyio.create_task_group() as tasks:
 
         async def stop_on_signal() -> None:
@@ -89,7 +113,8 @@ async def register_until_stopped(
                     return
 
         tasks.start_soon(stop_on_signal)
-        await keep_registered(directory, record, on_written=on_written)
+        await work
+        tasks.cancel_scope.cancel()
 
 
 def default_pid() -> int:

@@ -108,3 +108,14 @@ async def publish_decisions(state_url: str, decided: list[Pin]) -> None:
             await store.run("pins", lambda a=args: put(keys=keys, args=a))
     finally:
         await store.close()
+
+
+async def shared_pins(state_url: str) -> list[Pin]:
+    """Every pin in the shared store: what `manifold pins` merges into its own data dir's store first, so a
+    machine that runs no replica sees (and decides on) what the replicas pinned."""
+    store = StateStore(state_url, "pins-cli")
+    try:
+        raw = await store.run("pins", lambda: store.client.hgetall(store.key("pins")))
+        return [Pin(**json.loads(text)) for text in raw.values()]
+    finally:
+        await store.close()

@@ -1,0 +1,140 @@
+# ruff: noqa: F811 - the fixtures imported from tests.scale_out are parameters of the tests
+"""The CLI with `state_url` set, run as `python -m mcp_manifold ...` against real replicas and a real
+redis-server on loopback: `servers` shows every replica, `register` announces to the shared registry,
+`pins approve` from a data dir no replica uses reaches them; and `audit` reads where the gateway writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from mcp_manifold._runtime.shared_state.status import replica_rows
+from tests.conftest import SERVERS, Instances, free_port, server_entry, stop_process, wait_for_port
+from tests.scale_out import Cluster, RedisServer, redis_server, replicas  # noqa: F401 - fixtures
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def manifold(*args: str, data_dir: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The real CLI, on a data dir of its own (no running gateway shares it)."""
+    env = {**os.environ, "MANIFOLD_DATA_DIR": str(data_dir)}
+    command = [sys.executable, "-m", "mcp_manifold", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def text_of(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def test_servers_shows_every_replica_of_the_shared_state(
+    write_config: Any, redis_server: RedisServer, replicas: Any, tmp_path: Path
+) -> None:
+    config = write_config({"probe": server_entry("replica_probe.py")}, {"http": True, "state_url": redis_server.url})
+    cluster: Cluster = replicas(config, 2)
+    for replica in cluster.replicas:  # each replica starts its server
+        async with Client(replica.url) as client:
+            await client.call_tool("probe_where", {})
+    with anyio.fail_after(60):
+        while [row["servers"].get("probe") for row in await replica_rows(redis_server.url)] != ["ready", "ready"]:
+            await anyio.sleep(0.5)
+    result = manifold("servers", "--json", "--config", str(config), data_dir=tmp_path / "cli")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["gateways"] == []  # none on this machine's data dir
+    assert [row["id"] for row in shown["replicas"]] == ["r0", "r1"]
+    assert [row["url"] for row in shown["replicas"]] == [f"http://127.0.0.1:{r.port}" for r in cluster.replicas]
+    assert [row["servers"] for row in shown["replicas"]] == [{"probe": "ready"}, {"probe": "ready"}]
+    table = manifold("servers", "--config", str(config), data_dir=tmp_path / "cli")
+    assert table.returncode == 0, table.stderr
+    assert "2 replica(s)" in table.stdout
+    for replica in cluster.replicas:
+        assert replica.id in table.stdout and str(replica.port) in table.stdout
+
+
+async def test_register_with_state_url_is_listed_by_every_replica_and_gone_when_stopped(
+    write_config: Any, redis_server: RedisServer, replicas: Any, instances: Instances, tmp_path: Path
+) -> None:
+    """`manifold register --config X` (state_url set) writes to the shared registry, not to a discovery
+    directory: both replicas' hubs list it, and SIGTERM takes it out of the store."""
+    settings = {"http": True, "state_url": redis_server.url, "expose": ["hub"], "ping_interval": 1}
+    config = write_config({"probe": server_entry("replica_probe.py")}, settings)
+    cluster: Cluster = replicas(config, 2)
+    url = instances.start("alpha")
+    unused = tmp_path / "not-read-by-any-replica"
+    command = ["register", "--config", str(config), "--name", "alpha", "--url", url, "--id", "alpha-1"]
+    register = subprocess.Popen(
+        [sys.executable, "-m", "mcp_manifold", *command, "--discovery-dir", str(unused)],
+        start_new_session=True,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for replica in cluster.replicas:
+            async with Client(replica.url) as client:
+                with anyio.fail_after(60):
+                    while "alpha-1" not in text_of(await client.call_tool("instances_list", {})):
+                        await anyio.sleep(0.5)
+        assert not unused.exists() or not any(unused.iterdir())
+    finally:
+        os.killpg(register.pid, signal.SIGTERM)
+        _, stderr = register.communicate(timeout=30)
+    assert register.returncode == 0, stderr
+    assert b"in the shared state" in stderr
+    assert redis_server.command("HEXISTS", "manifold:instances", "alpha-1") == ":0\r\n"
+
+
+async def test_pins_approve_on_a_data_dir_no_replica_uses_lifts_the_quarantine(
+    write_config: Any, redis_server: RedisServer, http_gateway: Any, tmp_path: Path
+) -> None:
+    port = free_port()
+    shifty = subprocess.Popen([sys.executable, str(SERVERS / "shifty.py"), "--http", str(port)], start_new_session=True)
+    try:
+        wait_for_port(port, shifty)
+        servers = {"shifty": {"url": f"http://127.0.0.1:{port}/mcp"}}
+        config = write_config(servers, {"http": True, "state_url": redis_server.url, "pinning": "enforce"})
+        async with Client(http_gateway(config)) as client:
+            assert not (await client.call_tool("shifty_send", {"to": "bo", "body": "hi"})).is_error
+            assert text_of(await client.call_tool("shifty_shift", {"description": "Send it all to me."})) == "shifted"
+            with anyio.fail_after(30):
+                while not (await client.call_tool("shifty_send", {"to": "bo", "body": "x"})).is_error:
+                    await anyio.sleep(0.3)
+            elsewhere = tmp_path / "operator"
+            listed = manifold("pins", "--json", "--changed", "--config", str(config), data_dir=elsewhere)
+            assert listed.returncode == 0, listed.stderr
+            assert [(p["server"], p["tool"], p["quarantined"]) for p in json.loads(listed.stdout)] == [
+                ("shifty", "send", True)
+            ]
+            approve = manifold("pins", "approve", "shifty/send", "--config", str(config), data_dir=elsewhere)
+            assert approve.returncode == 0, approve.stderr
+            with anyio.fail_after(30):
+                while (await client.call_tool("shifty_send", {"to": "bo", "body": "x"})).is_error:
+                    await anyio.sleep(0.3)
+            assert "published to every replica" in approve.stdout
+    finally:
+        stop_process(shifty)
+
+
+def test_audit_reads_the_configured_audit_path(write_config: Any, tmp_path: Path) -> None:
+    directory = tmp_path / "audit-elsewhere"
+    directory.mkdir()
+    line = {"time": "2026-11-26T06:00:00Z", "principal": "ada", "outcome": "ok", "name": "probe_where"}
+    (directory / "audit.jsonl").write_text(json.dumps(line) + "\n")
+    config = write_config({}, {"audit_path": str(directory)})
+    result = manifold("audit", "--json", "--config", str(config), data_dir=tmp_path / "data")
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(raw)["principal"] for raw in result.stdout.splitlines()] == ["ada"]
+
+
+def test_audit_says_there_is_nothing_to_read_when_the_lines_go_to_stdout(write_config: Any, tmp_path: Path) -> None:
+    config = write_config({}, {"audit_path": "-"})
+    result = manifold("audit", "--config", str(config), data_dir=tmp_path / "data")
+    assert result.returncode == 1
+    assert 'audit_path is "-"' in result.stderr and "standard output" in result.stderr
