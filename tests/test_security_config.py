@@ -148,3 +148,36 @@ def test_auth_new_key_prints_a_key_and_its_hash() -> None:
     key = done.stdout.strip()
     snippet = json.loads(done.stderr[done.stderr.index("{") :])
     assert len(key) > 32 and snippet == {"auth": {"api_keys": {"alice": {"sha256": hash_key(key)}}}}
+
+
+def test_config_check_names_principals_that_match_no_key_and_no_token(tmp_path: Path) -> None:
+    """Token principals are `oauth:<sub>`: an entry written for a bare subject matches nobody, which fails
+    closed but silently, so `config check` says so (and passes: it is a warning)."""
+    path = write(
+        tmp_path,
+        {
+            "auth": {
+                "api_keys": {"alice": {"sha256": hash_key(KEY)}},
+                "oauth": {
+                    "issuer": "https://login.example.com/",
+                    "jwks_url": "https://login.example.com/jwks",
+                    "resource_url": "https://gw.example.com/mcp",
+                },
+                "operators": ["root", "oauth:ops@example.com"],
+            },
+            "profiles": {
+                "dev": {"principals": ["alice", "carol@example.com", "*@dev.example.com", "claim:groups=dev"]},
+                "bots": {"principals": ["oauth:bot-*", "ali*"]},
+            },
+        },
+    )
+    command = [sys.executable, "-m", "mcp_manifold", "config", "check", str(path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr
+    said = " ".join(result.stderr.split())  # rich may wrap the lines
+    assert "profile 'dev' names principal 'carol@example.com', which is no API key's and no token's" in said
+    assert "did you mean 'oauth:carol@example.com'?" in said
+    assert "auth.operators names principal 'root'" in said
+    for fine in ("'alice'", "*@dev.example.com", "claim:groups=dev", "oauth:bot-*", "'ali*'", "oauth:ops@"):
+        assert f"principal {fine}" not in said and f"names principal {fine}" not in said, fine
+    assert said.count("warning:") == 2, said

@@ -11,6 +11,7 @@ import typer
 from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path, err, load, out
 from mcp_manifold._config import check_config, load_config
 from mcp_manifold._config.commands import command_warning
+from mcp_manifold._config.principal_names import principal_warnings
 from mcp_manifold._errors import ConfigError, ManifoldError
 
 
@@ -28,9 +29,12 @@ def config_check(
         err.print(str(problem), markup=False, highlight=False)
     if problems:
         raise typer.Exit(1)
-    for server in load_config(path).servers.values():
+    config = load_config(path)
+    for server in config.servers.values():
         if warning := command_warning(server):
             err.print(f"warning: {path}: server {server.name!r}: {warning}; it would fail to start", markup=False)
+    for warning in principal_warnings(config):
+        err.print(f"warning: {path}: {warning}", markup=False, highlight=False)
     out.print(f"[green]{path}: OK[/green]")
 
 
