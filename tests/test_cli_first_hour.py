@@ -218,6 +218,55 @@ def test_a_port_in_use_is_one_line_and_never_a_serving_line(write_config: Any, h
     ]
 
 
+# Run as `python -c`: the real command, with another process's bind played right before uvicorn's own.
+TAKE_THE_PORT_BEFORE_UVICORN = """
+import runpy, socket, sys
+import uvicorn
+
+original = uvicorn.Server.startup
+held = []
+
+async def startup(self, sockets=None):
+    try:
+        held.append(socket.create_server((self.config.host, self.config.port)))
+        print("test: took the port before uvicorn", file=sys.stderr, flush=True)
+    except OSError:
+        print("test: the port was already held", file=sys.stderr, flush=True)
+    await original(self, sockets)
+
+uvicorn.Server.startup = startup
+sys.argv = ["manifold", *sys.argv[1:]]
+runpy.run_module("mcp_manifold", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_the_port_is_held_from_the_check_on_so_nothing_can_take_it_before_uvicorn(
+    write_config: Any, home: Path
+) -> None:
+    """A port only checked could be taken before uvicorn bound it, and uvicorn then said so in a traceback.
+    Something tries to take it right before uvicorn binds: it must find it held, and the gateway serves."""
+    config = write_config({"numbers": server_entry("numbers.py")})
+    port = free_port()
+    env = {**os.environ, "HOME": str(home)}
+    serve = ["serve", str(config), "--http", "--port", str(port)]
+    process = subprocess.Popen(
+        [sys.executable, "-c", TAKE_THE_PORT_BEFORE_UVICORN, *serve],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        assert process.stderr.readline() == "test: the port was already held\n"
+        line = process.stderr.readline()
+        assert line.startswith(f"mcp-manifold: serving 1 server(s) at http://127.0.0.1:{port}/mcp"), line
+        assert process.poll() is None
+    finally:
+        stop_process(process)
+
+
 def test_version_short_help_and_completion(home: Path) -> None:
     from mcp_manifold._version import __version__
 
