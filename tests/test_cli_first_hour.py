@@ -345,6 +345,26 @@ def test_tables_keep_names_whole_and_leave_start_up_banners_out(write_config: An
     assert f"{name}_multiply" in tools.stdout, tools.stdout
 
 
+def test_a_failed_servers_error_is_readable_at_80_columns(write_config: Any, home: Path) -> None:
+    """In a column of its own the last error was a few characters wide at 80 columns (item 13)."""
+    name = "a-rather-long-server-name"
+    complaint = "could not load settings.toml from the folder it was started in; see the manual, chapter 3"
+    broken = {"command": "sh", "args": ["-c", f'echo "{complaint}" >&2; exit 3']}
+    config = write_config({name: broken, "numbers": server_entry("numbers.py")})
+    table = manifold(home, "servers", str(config), env={"COLUMNS": "80"})
+    assert table.returncode == 1, table.stderr
+    lines = table.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), table.stdout
+    assert any(line.split()[:1] == [name] for line in lines), table.stdout  # whole, in the table
+    below = table.stdout[table.stdout.index("last error / stderr:") :]
+    assert complaint in " ".join(below.split()), below  # the whole reason, in words a user can read
+    assert "numbers:" not in below  # a server that runs has nothing to say there
+    as_json = manifold(home, "servers", str(config), "--json")
+    rows = {row["name"]: row for row in json.loads(as_json.stdout)}
+    assert set(rows) == {name, "numbers"} and complaint in json.dumps(rows[name]["stderr_tail"])
+    assert {"last_error", "server_info", "protocol", "breaker", "stderr_tail"} <= set(rows[name])
+
+
 def test_a_remote_server_that_cannot_be_reached_is_named_by_its_address(tmp_path: Path, home: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp?token=s3cret-value"
