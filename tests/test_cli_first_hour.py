@@ -475,3 +475,29 @@ def test_install_never_replaces_another_server_of_that_name(write_config: Any, h
 def test_register_help_names_the_settings_it_reads(home: Path) -> None:
     result = manifold(home, "register", "--help", env={"COLUMNS": "200"})
     assert result.returncode == 0 and "--discovery-dir" in result.stdout and "--ping-interval" in result.stdout
+
+
+def test_the_readmes_client_snippet_runs_against_a_served_gateway(write_config: Any, home: Path) -> None:
+    """The README's first client example, as printed there, against `manifold serve --http` (item 15)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = readme.index("```python\n", readme.index("Connect any streamable-HTTP MCP client")) + len("```python\n")
+    snippet = readme[start : readme.index("```", start)]
+    config = write_config({"numbers": server_entry("numbers.py")})
+    port = free_port()
+    env = {**os.environ, "HOME": str(home)}
+    command = [sys.executable, "-m", "mcp_manifold", "serve", str(config), "--http", "--port", str(port)]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        assert process.stderr is not None
+        assert "serving" in process.stderr.readline()
+        client = snippet.replace("127.0.0.1:8765", f"127.0.0.1:{port}")
+        result = subprocess.run(
+            [sys.executable, "-c", client], capture_output=True, text=True, timeout=90, env=env, check=False
+        )
+        assert result.returncode == 0, result.stderr
+        names, answer = result.stdout.splitlines()[:2]
+        assert "'numbers_add'" in names and "text='3" in answer, result.stdout
+    finally:
+        stop_process(process)
