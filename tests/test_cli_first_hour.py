@@ -218,6 +218,55 @@ def test_a_port_in_use_is_one_line_and_never_a_serving_line(write_config: Any, h
     ]
 
 
+# Run as `python -c`: the real command, with another process's bind played right before uvicorn's own.
+TAKE_THE_PORT_BEFORE_UVICORN = """
+import runpy, socket, sys
+import uvicorn
+
+original = uvicorn.Server.startup
+held = []
+
+async def startup(self, sockets=None):
+    try:
+        held.append(socket.create_server((self.config.host, self.config.port)))
+        print("test: took the port before uvicorn", file=sys.stderr, flush=True)
+    except OSError:
+        print("test: the port was already held", file=sys.stderr, flush=True)
+    await original(self, sockets)
+
+uvicorn.Server.startup = startup
+sys.argv = ["manifold", *sys.argv[1:]]
+runpy.run_module("mcp_manifold", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_the_port_is_held_from_the_check_on_so_nothing_can_take_it_before_uvicorn(
+    write_config: Any, home: Path
+) -> None:
+    """A port only checked could be taken before uvicorn bound it, and uvicorn then said so in a traceback.
+    Something tries to take it right before uvicorn binds: it must find it held, and the gateway serves."""
+    config = write_config({"numbers": server_entry("numbers.py")})
+    port = free_port()
+    env = {**os.environ, "HOME": str(home)}
+    serve = ["serve", str(config), "--http", "--port", str(port)]
+    process = subprocess.Popen(
+        [sys.executable, "-c", TAKE_THE_PORT_BEFORE_UVICORN, *serve],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        assert process.stderr.readline() == "test: the port was already held\n"
+        line = process.stderr.readline()
+        assert line.startswith(f"mcp-manifold: serving 1 server(s) at http://127.0.0.1:{port}/mcp"), line
+        assert process.poll() is None
+    finally:
+        stop_process(process)
+
+
 def test_version_short_help_and_completion(home: Path) -> None:
     from mcp_manifold._version import __version__
 
@@ -294,6 +343,26 @@ def test_tables_keep_names_whole_and_leave_start_up_banners_out(write_config: An
     assert name in servers.stdout and "banner" not in servers.stdout
     tools = manifold(home, "tools", str(config), env=env_80)
     assert f"{name}_multiply" in tools.stdout, tools.stdout
+
+
+def test_a_failed_servers_error_is_readable_at_80_columns(write_config: Any, home: Path) -> None:
+    """In a column of its own the last error was a few characters wide at 80 columns (item 13)."""
+    name = "a-rather-long-server-name"
+    complaint = "could not load settings.toml from the folder it was started in; see the manual, chapter 3"
+    broken = {"command": "sh", "args": ["-c", f'echo "{complaint}" >&2; exit 3']}
+    config = write_config({name: broken, "numbers": server_entry("numbers.py")})
+    table = manifold(home, "servers", str(config), env={"COLUMNS": "80"})
+    assert table.returncode == 1, table.stderr
+    lines = table.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), table.stdout
+    assert any(line.split()[:1] == [name] for line in lines), table.stdout  # whole, in the table
+    below = table.stdout[table.stdout.index("last error / stderr:") :]
+    assert complaint in " ".join(below.split()), below  # the whole reason, in words a user can read
+    assert "numbers:" not in below  # a server that runs has nothing to say there
+    as_json = manifold(home, "servers", str(config), "--json")
+    rows = {row["name"]: row for row in json.loads(as_json.stdout)}
+    assert set(rows) == {name, "numbers"} and complaint in json.dumps(rows[name]["stderr_tail"])
+    assert {"last_error", "server_info", "protocol", "breaker", "stderr_tail"} <= set(rows[name])
 
 
 def test_a_remote_server_that_cannot_be_reached_is_named_by_its_address(tmp_path: Path, home: Path) -> None:
@@ -406,3 +475,29 @@ def test_install_never_replaces_another_server_of_that_name(write_config: Any, h
 def test_register_help_names_the_settings_it_reads(home: Path) -> None:
     result = manifold(home, "register", "--help", env={"COLUMNS": "200"})
     assert result.returncode == 0 and "--discovery-dir" in result.stdout and "--ping-interval" in result.stdout
+
+
+def test_the_readmes_client_snippet_runs_against_a_served_gateway(write_config: Any, home: Path) -> None:
+    """The README's first client example, as printed there, against `manifold serve --http` (item 15)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = readme.index("```python\n", readme.index("Connect any streamable-HTTP MCP client")) + len("```python\n")
+    snippet = readme[start : readme.index("```", start)]
+    config = write_config({"numbers": server_entry("numbers.py")})
+    port = free_port()
+    env = {**os.environ, "HOME": str(home)}
+    command = [sys.executable, "-m", "mcp_manifold", "serve", str(config), "--http", "--port", str(port)]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        assert process.stderr is not None
+        assert "serving" in process.stderr.readline()
+        client = snippet.replace("127.0.0.1:8765", f"127.0.0.1:{port}")
+        result = subprocess.run(
+            [sys.executable, "-c", client], capture_output=True, text=True, timeout=90, env=env, check=False
+        )
+        assert result.returncode == 0, result.stderr
+        names, answer = result.stdout.splitlines()[:2]
+        assert "'numbers_add'" in names and "text='3" in answer, result.stdout
+    finally:
+        stop_process(process)

@@ -40,11 +40,13 @@ def serve(
         if value is not None:
             overrides[key] = value
     cfg = load(config_path(config, positional), overrides)
+    listener: socket.socket | None = None
     if cfg.settings.http:
         from mcp_manifold._front.identity import check_exposure
 
         check_exposure(cfg)  # before any server starts: an open gateway on a network interface is refused
-        _check_port_free(cfg.settings.host, cfg.settings.port)
+        # Bound now and handed to uvicorn: no other process can take the port while the servers start.
+        listener = _bind_port(cfg.settings.host, cfg.settings.port)
     from mcp_manifold._front.signals import Stopper
     from mcp_manifold._front.stdio import serve_stdio
     from mcp_manifold._runtime.gateway import Gateway
@@ -56,7 +58,9 @@ def serve(
             from mcp_manifold._front.http import serve_http
 
             announce = partial(err.print, _serving_line(cfg), markup=False, highlight=False)
-            await serve_http(gateway, cfg.settings.host, cfg.settings.port, stopper, on_listening=announce)
+            await serve_http(
+                gateway, cfg.settings.host, cfg.settings.port, stopper, on_listening=announce, listener=listener
+            )
         else:
             await serve_stdio(gateway, stopper)
 
@@ -73,7 +77,7 @@ def serve(
                 await serve(gateway, stopper)
             task_group.cancel_scope.cancel()
 
-    with contextlib.suppress(KeyboardInterrupt):
+    with contextlib.suppress(KeyboardInterrupt), listener or contextlib.nullcontext():
         anyio.run(main)
 
 
@@ -87,11 +91,13 @@ def _serving_line(cfg: Any) -> str:
     return line + (f"; {', '.join(extras)}" if extras else "")
 
 
-def _check_port_free(host: str, port: int) -> None:
-    """Stop with one line when the port is taken, before any server starts (uvicorn would say it in a traceback)."""
+def _bind_port(host: str, port: int) -> socket.socket:
+    """The listening socket, or one line when the port is taken, before any server starts (uvicorn would say
+    it in a traceback; and a port only checked could be taken again before uvicorn binds it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        with socket.create_server((host, port)):  # SO_REUSEADDR, as uvicorn binds: a port in TIME_WAIT is free
-            pass
+        # SO_REUSEADDR, as uvicorn binds: a port in TIME_WAIT is free.
+        return socket.create_server((host, port), family=family, backlog=2048)
     except OSError as exc:
         reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
         err.print(

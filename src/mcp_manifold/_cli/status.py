@@ -8,7 +8,11 @@ from typing import Any
 
 import anyio
 import typer
+from rich import box
+from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from mcp_manifold._cli.common import (
     EXTRA,
@@ -147,29 +151,36 @@ def _clients_line(clients: dict[str, Any]) -> str:
     return line
 
 
-def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = False) -> Table:
-    table = Table(title=title)
-    # Names whole however narrow the terminal (a pipe's 80 columns): the other columns wrap instead.
+def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = False) -> RenderableType:
+    """The table, then each server's last error and stderr on lines of their own below it: in a column
+    they were a few characters wide at 80 columns."""
+    # Fits 80 columns (a pipe's width): no vertical rules, names whole, each server's name and version
+    # under its name, and its last error below the table; the narrow columns wrap instead of the names.
+    table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, collapse_padding=True)
     table.add_column("name", no_wrap=True, min_width=max((len(row["name"]) for row in rows), default=4))
-    columns = ["transport", "state", *(["health"] if health else []), "breaker", "tools", "server", "protocol"]
-    for column in columns:
-        table.add_column(column)
-    table.add_column("last error / stderr", ratio=1)  # what width is left goes here
+    for column in ("transport", "state", *(["health"] if health else [])):
+        table.add_column(column, min_width=len(column))
+    table.add_column("breaker", overflow="fold")
+    table.add_column("tools", min_width=len("tools"))
+    table.add_column("protocol", overflow="fold")
     for row in rows:
         state = row["state"]
         color = {"ready": "green", "failed": "red", "disabled": "dim"}.get(state, "yellow")
-        cells = [row["name"], row["transport"], f"[{color}]{state}[/{color}]"]
+        name = Text(row["name"])
+        if row.get("server_info"):
+            name.append(f"\n  {row['server_info']}", style="dim")
+        cells: list[RenderableType] = [name, row["transport"], f"[{color}]{state}[/{color}]"]
         if health:
             cells.append(row.get("health") or "")
-        cells += [
-            _breaker_cell(row),
-            str(row["tools"]),
-            row.get("server_info") or "",
-            row.get("protocol") or "",
-            _trouble(row),
-        ]
+        cells += [_breaker_cell(row), str(row["tools"]), row.get("protocol") or ""]
         table.add_row(*cells)
-    return table
+    troubles = [(row["name"], _trouble(row)) for row in rows]
+    details: list[RenderableType] = [
+        Padding(Text.assemble((f"{name}: ", "bold"), trouble), (0, 0, 0, 2)) for name, trouble in troubles if trouble
+    ]
+    if not details:
+        return table
+    return Group(table, Text("last error / stderr:"), *details)
 
 
 def _trouble(row: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ its own view.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Generator
 from contextlib import AsyncExitStack, contextmanager
 from typing import Any
@@ -163,17 +164,25 @@ async def serve_http(
     port: int,
     stopper: Stopper | None = None,
     on_listening: Callable[[], object] | None = None,
+    listener: socket.socket | None = None,
 ) -> None:
     """Serve any number of clients over streamable HTTP at http://host:port/mcp, one session each.
 
-    `on_listening` is called once the port is bound (never when binding failed)."""
+    `on_listening` is called once the port is bound (never when binding failed). `listener`: a socket
+    already bound to host:port (`manifold serve` binds it before the servers start), else uvicorn binds."""
     async with AsyncExitStack() as stack:
         app = build_app(gateway, host, stack)
-        await _serve(app, gateway, host, port, stopper, on_listening)
+        await _serve(app, gateway, host, port, stopper, on_listening, listener)
 
 
 async def _serve(
-    app: Any, gateway: Gateway, host: str, port: int, stopper: Stopper | None, on_listening: Any = None
+    app: Any,
+    gateway: Gateway,
+    host: str,
+    port: int,
+    stopper: Stopper | None,
+    on_listening: Any = None,
+    listener: socket.socket | None = None,
 ) -> None:
     level = gateway.settings.log_level
     # uvicorn's access log only at debug: one line per MCP message is noise at any other level.
@@ -199,7 +208,7 @@ async def _serve(
     if stopper is not None:
         stopper.stop = shut_down
     try:
-        await server.serve()
+        await server.serve(sockets=[listener] if listener is not None else None)
     finally:
         if stopper is not None:
             stopper.restore()

@@ -28,6 +28,10 @@ from mcp_manifold._runtime.pool import BackendPool
 logger = logging.getLogger(__name__)
 
 BACKGROUND_STARTS = 2  # servers re-listed (so started) at once behind a catalog the listing cache filled
+# How long those re-listings wait after the cached answer: a client's first call usually follows its
+# listing at once, and the server it needs then starts on idle cores instead of beside two others.
+BACKGROUND_PAUSE = 1.0
+BACKGROUND_YIELD = 10.0  # the longest they give way to a call's server (one that hangs must not hold them)
 
 
 class CatalogSync:
@@ -91,9 +95,11 @@ class CatalogSync:
                 self._task_group.start_soon(self._start_one, name)
 
     async def _start_one(self, name: str) -> None:
+        self._in_background.add(name)  # nobody's call is waiting for it: the cached ones need not wait for it
         try:
             await self.refresh_one(name)
         finally:
+            self._in_background.discard(name)
             self._starting.pop(name).set()
 
     def extensions(self) -> list[dict[str, Any] | None]:
@@ -121,9 +127,11 @@ class CatalogSync:
         """Re-list a backend the cache answered for, a few at a time, and only while no call is starting a
         server it needs: thirty servers started at once on two cores would make a call wait its turn for the
         one it needs (which the call starts at once itself)."""
+        await anyio.sleep(BACKGROUND_PAUSE)
         async with self._background:
-            while any(b.state == "starting" and b.name not in self._in_background for b in self.pool):
-                await anyio.sleep(0.05)
+            with anyio.move_on_after(BACKGROUND_YIELD):
+                while any(b.state == "starting" and b.name not in self._in_background for b in self.pool):
+                    await anyio.sleep(0.05)
             self._in_background.add(name)
             try:
                 await self.refresh_one(name)
