@@ -352,7 +352,11 @@ async def test_a_new_replica_starts_with_the_listings_another_one_saved(
     names = {name.decode() for name in store.hkeys("manifold:listings")}
     fresh = tmp_path / "data" / "listings"  # the data_dir of the next gateway (the config's own)
     assert not fresh.exists()
-    http_gateway(config)  # returns once it listens: started, its cache filled
+    url = http_gateway(config)  # returns once its port is held: the servers may still be starting
+    async with httpx.AsyncClient(timeout=10) as http:
+        with anyio.fail_after(30):
+            while (await http.get(url.removesuffix("/mcp") + "/readyz")).status_code != 200:
+                await anyio.sleep(0.2)
     assert {path.name for path in fresh.iterdir()} >= names
 
 
