@@ -96,6 +96,21 @@ async def stdio_gateway(config: Path, *extra: str, **client_kwargs: Any) -> Asyn
         yield client
 
 
+@contextmanager
+def gateway_over_http(
+    config: Path, port: int, *, timeout: float = 20.0, **popen: Any
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A gateway serving `config` over streamable HTTP on `port`, a subprocess in a group of its own
+    (`popen`: its env, stderr, ...), once it listens; stopped with everything it started afterwards."""
+    command = manifold_command(config, "--http", "--port", str(port))
+    process = subprocess.Popen(command, start_new_session=True, **popen)
+    try:
+        wait_for_port(port, process, timeout)
+        yield process
+    finally:
+        stop_process(process)
+
+
 @pytest.fixture
 def http_gateway() -> Iterator[Callable[..., str]]:
     """Start gateways over streamable HTTP as subprocesses; returns their /mcp URLs. All stopped after."""

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from mcp_manifold._config.security import hash_key
-from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
+from tests.conftest import free_port, gateway_over_http, server_entry
 from tests.test_security import Issuer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -81,12 +81,8 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
                 }
             )
         )
-        process = subprocess.Popen(manifold_command(config, "--http", "--port", str(port)), start_new_session=True)
-        try:
-            wait_for_port(port, process)
+        with gateway_over_http(config, port) as process:
             yield Target(url, port, issuer, process)
-        finally:
-            stop_process(process)
 
 
 async def session(http: httpx2.AsyncClient, url: str, key: str = KEY) -> dict[str, str]:

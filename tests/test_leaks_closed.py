@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
+from tests.conftest import free_port, gateway_over_http, server_entry
 
 pytestmark = pytest.mark.anyio
 
@@ -61,15 +60,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     config.write_text(json.dumps({"mcpServers": servers, "manifold": settings, "profiles": profiles}))
     port = free_port()
     log = folder / "gateway.log"
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            manifold_command(config, "--http", "--port", str(port)), start_new_session=True, stderr=stderr, env=ENV
-        )
-    try:
-        wait_for_port(port, process, timeout=60)
+    with log.open("wb") as stderr, gateway_over_http(config, port, timeout=60, stderr=stderr, env=ENV):
         yield Gateway(f"http://127.0.0.1:{port}", data, log)
-    finally:
-        stop_process(process)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -22,7 +22,7 @@ import pytest
 from mcp_manifold._config.model import ApiKey, AuthConfig, OAuthConfig
 from mcp_manifold._config.security import hash_key
 from mcp_manifold._front.operators import is_operator
-from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
+from tests.conftest import free_port, gateway_over_http, server_entry
 from tests.test_security import Issuer, connect, names, poll, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -97,12 +97,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
                 }
             )
         )
-        process = subprocess.Popen(manifold_command(config, "--http", "--port", str(port)), start_new_session=True)
-        try:
-            wait_for_port(port, process)
+        with gateway_over_http(config, port):
             yield Gateway(base, config, issuer)
-        finally:
-            stop_process(process)
 
 
 def tool_names(response: httpx2.Response) -> set[str]:

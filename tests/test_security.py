@@ -33,7 +33,12 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._config.security import hash_key
-from tests.conftest import free_port, manifold_command, serve_endpoint, server_entry, stop_process, wait_for_port
+from tests.conftest import (
+    free_port,
+    gateway_over_http,
+    serve_endpoint,
+    server_entry,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -150,14 +155,8 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
                 }
             )
         )
-        process = subprocess.Popen(
-            manifold_command(config, "--http", "--port", str(port)), start_new_session=True, env=ENV
-        )
-        try:
-            wait_for_port(port, process)
+        with gateway_over_http(config, port, env=ENV) as process:
             yield Shared(url, config, issuer, process)
-        finally:
-            stop_process(process)
 
 
 @asynccontextmanager
