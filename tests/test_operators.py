@@ -229,7 +229,15 @@ async def test_a_token_whose_subject_is_a_key_principal_gets_neither_its_profile
         assert not answer.is_error and "5" in text_of(answer), text_of(answer)
 
 
-def test_audit_lines_name_the_namespaced_principal(gateway: Gateway) -> None:
+async def test_audit_lines_name_the_namespaced_principal(gateway: Gateway) -> None:
+    # Its own calls, so that it holds when run alone (the key's call may meet its spent rate limit: a
+    # refusal is audited with the same principal, profile and name).
+    async with (
+        connect(gateway.url, KEYS["dana"], mode="legacy") as key_client,
+        connect(gateway.url, gateway.token(sub="dana", groups=["readers"]), mode="legacy") as token_client,
+    ):
+        await key_client.call_tool("kitchen_echo", {"text": "x"})
+        await token_client.call_tool("numbers_add", {"a": 2, "b": 3})
     command = [sys.executable, "-m", "mcp_manifold", "audit", "--json", "-n", "10000", "--config", str(gateway.config)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     lines = [json.loads(line) for line in result.stdout.splitlines()]
