@@ -21,6 +21,7 @@ from mcp_manifold._errors import ManifoldError
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, logins_in_browser, token_path
 from tests.conftest import SERVERS, free_port, stdio_gateway, stop_process, wait_for_port
+from tests.scale_out import RedisServer, redis_server  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.anyio
 
@@ -188,3 +189,67 @@ async def test_a_command_run_by_a_person_logs_in_when_it_connects(
     assert len(opened) == 1 and "code_challenge=" in opened[0]
     assert not answer.is_error and text(answer) not in ("nobody", "machine")
     assert len(token_files(tmp_path)) == 1
+
+
+# --- tokens in the shared state (state_url): one login serves every replica --------------------------------
+
+
+async def test_a_login_on_one_replica_serves_every_replica_and_refreshes_are_taken_in_turn(
+    redis_server: RedisServer,  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    from mcp import Client
+
+    from tests.conftest import gateway_over_http
+
+    port = free_port()
+    issued = tmp_path / "issued.log"
+    with issued.open("wb") as log:  # the server names each token it issues (never the token)
+        server = subprocess.Popen(
+            [sys.executable, str(SERVERS / "oauth_protected.py"), "--http", str(port), "--token-seconds", "4"],
+            start_new_session=True,
+            stderr=log,
+        )
+    try:
+        wait_for_port(port, server)
+        remote = {"remote": {"url": f"http://127.0.0.1:{port}/mcp", "auth": {"type": "oauth"}}}
+        replicas = [
+            write_config(remote, {"state_url": redis_server.url, "data_dir": str(tmp_path / name)}, name=f"{name}.json")
+            for name in ("one", "two")
+        ]
+        env = {**os.environ, "BROWSER": f"{sys.executable} {SERVERS / 'fake_browser.py'} %s"}
+        command = [sys.executable, "-m", "mcp_manifold", "auth", "login", "remote", "--config", str(replicas[0])]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "its tokens are kept in the shared state store (key manifold:oauth:remote-" in done.stderr
+        assert not list(tmp_path.glob("*/oauth/*.json"))  # nothing in either data dir
+        (key,) = [line for line in redis_server.command("KEYS", "manifold:oauth:*").split("\r\n") if "oauth" in line]
+        stored = redis_server.command("HGET", key, "tokens")
+        access = json.loads(stored.split("\r\n")[1])["access_token"]
+        assert access not in done.stdout + done.stderr  # never shown
+
+        gateways = [free_port(), free_port()]
+        with gateway_over_http(replicas[0], gateways[0]), gateway_over_http(replicas[1], gateways[1]):
+            urls = [f"http://127.0.0.1:{p}/mcp" for p in gateways]
+            async with Client(urls[0], mode="auto") as first, Client(urls[1], mode="auto") as second:
+                whoami = [text(await client.call_tool("remote_whoami", {})) for client in (first, second)]
+                assert whoami[0] == whoami[1] not in ("nobody", "machine")  # the client the login registered
+                import anyio
+
+                await anyio.sleep(5)  # both replicas' access token expired: each must refresh or take the other's
+                answers: list[Any] = []
+
+                async def call(client: Any) -> None:
+                    answers.append(await client.call_tool("remote_whoami", {}))
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(call, first)
+                    group.start_soon(call, second)
+                assert [text(answer) for answer in answers] == [whoami[0]] * 2, [text(a) for a in answers]
+        # The login, then refreshes (one at least), each refresh token spent once: never by both replicas.
+        told = issued.read_text().splitlines()
+        assert sum(line.startswith("issued ") for line in told) >= 2
+        assert not [line for line in told if line.startswith("refused")]
+    finally:
+        stop_process(server)

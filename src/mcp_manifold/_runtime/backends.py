@@ -339,8 +339,10 @@ class Backend:
         if config.auth is not None:  # OAuth: never waits for a person (see remote_auth)
             from mcp_manifold._runtime import remote_auth  # the SDK's OAuth machinery, only for servers that use it
 
-            remote_auth.check_login(config, self.settings.data_dir)
-            auth = remote_auth.oauth_provider(config, self.settings.data_dir)
+            where = remote_auth.token_storage(config, self.settings.data_dir, self.settings.state_url)
+            storage = await stack.enter_async_context(where)  # kept open as long as the connection
+            await remote_auth.check_login(config, storage)
+            auth = await remote_auth.oauth_provider(config, storage)
         if config.transport == "sse":
             return await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
         http_client = await stack.enter_async_context(create_http_client(headers, auth))
