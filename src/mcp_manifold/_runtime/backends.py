@@ -436,7 +436,7 @@ class Backend:
         if self._needs_session and self.modern:
             logger.info("server %r: reconnecting with the handshake", self.name)
             await self.stop()
-        elif not self.modern and self.client() is None and self.declared_extensions != self.shared_extensions():
+        elif self.owner is None and not self.modern and self.client() is None and self.changed_extensions():
             # The clients sharing this session-era session now have other extensions in common (one came
             # or went): its handshake told the server otherwise, and only a new handshake can change that.
             logger.info("server %r: reconnecting to declare the extensions its clients now share", self.name)
@@ -505,6 +505,10 @@ class Backend:
         client = self.client()
         extensions = client.extensions if client is not None else self.shared_extensions()
         return dict(extensions) if extensions else None
+
+    def changed_extensions(self) -> bool:
+        """Whether this shared session declared other extensions than its clients now have in common."""
+        return self.declared_extensions != (self.shared_extensions() or None)
 
     def opening_protocol(self) -> str:
         """How the next session opens: `legacy`, `modern`, `auto` (discovery first, then the handshake),
