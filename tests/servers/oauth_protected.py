@@ -7,7 +7,7 @@ also takes the client-credentials grant for the pre-registered client `machine` 
 SDK's token handler does not). Tool `whoami` answers the client id the call's token was issued to.
 HTTP only: ``python tests/servers/oauth_protected.py --http PORT`` (``http://127.0.0.1:PORT/mcp``);
 ``--token-seconds N`` makes its access tokens last N seconds (3600 by default). Refresh tokens rotate:
-each works once.
+each works once; with ``--revoke-on-refresh`` a refresh also revokes the client's earlier access tokens.
 Every token it ever issued is printed to stderr as ``issued <client_id>`` (never the token itself), and
 every refresh it refused for a refresh token spent already as ``refused ...``.
 """
@@ -43,8 +43,9 @@ MACHINE = ("machine", "machine-secret")
 class InstantApproval:
     """An authorization server that says yes to everyone, in memory."""
 
-    def __init__(self, token_seconds: int = 3600) -> None:
+    def __init__(self, token_seconds: int = 3600, revoke_on_refresh: bool = False) -> None:
         self.token_seconds = token_seconds
+        self.revoke_on_refresh = revoke_on_refresh
         self.clients: dict[str, OAuthClientInformationFull] = {}
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
@@ -89,6 +90,9 @@ class InstantApproval:
         self, client: OAuthClientInformationFull, token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
         self.refresh.pop(token.token, None)
+        if self.revoke_on_refresh:
+            for access in [key for key, known in self.access.items() if known.client_id == client.client_id]:
+                del self.access[access]
         return self.issue(client.client_id, scopes or token.scopes, token.resource, refresh=True)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
@@ -169,10 +173,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", type=int, required=True, metavar="PORT")
     parser.add_argument("--token-seconds", type=int, default=3600, metavar="N")
+    parser.add_argument("--revoke-on-refresh", action="store_true")
     args = parser.parse_args()
     port = args.http
     base = f"http://127.0.0.1:{port}"
-    provider = InstantApproval(args.token_seconds)
+    provider = InstantApproval(args.token_seconds, args.revoke_on_refresh)
     server = MCPServer(
         "oauth_protected",
         version="1.0.0",

@@ -135,10 +135,15 @@ class StoredTokens:
         expires_at = time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None
         await self.place.save({"tokens": tokens.model_dump(mode="json", exclude_none=True), "expires_at": expires_at})
 
-    async def expires_at(self) -> float | None:
-        """When the stored access token expires (a Unix time), if known."""
-        value = (await self.place.load()).get("expires_at")
-        return float(value) if isinstance(value, int | float) else None
+    async def current(self) -> tuple[OAuthToken | None, float | None]:
+        """The stored tokens and when their access token expires (a Unix time, if known), read together."""
+        record = await self.place.load()
+        try:
+            tokens = OAuthToken.model_validate(record["tokens"]) if record.get("tokens") else None
+        except ValidationError:
+            return None, None
+        expires_at = record.get("expires_at")
+        return tokens, float(expires_at) if isinstance(expires_at, int | float) else None
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         return await self.stored_client() or self.configured
@@ -183,41 +188,62 @@ async def token_storage(
 
 
 class _SharedRefresh:
-    """What the SDK's providers get from the gateway on top of their flow: when a stored access token
-    expires (the SDK knows that only in the process that got it), and refreshes taken in turn. Before
-    refreshing, the provider waits for its place's refresh turn and reads the stored tokens again: another
-    process (a replica) may have refreshed already, and with a rotating refresh token only the first use
-    of it works."""
+    """What the SDK's providers get from the gateway on top of their flow, for tokens that other processes
+    (replicas, a `manifold auth login`) also use and renew:
+
+    - when a stored access token expires (the SDK knows that only in the process that got it), so an
+      expired one is refreshed before it is sent;
+    - refreshes taken in turn: before refreshing, the provider waits for its place's refresh turn and reads
+      the stored tokens again; another process may have refreshed already (with a rotating refresh token
+      only the first use of it works), and then its tokens are used instead;
+    - a 401 to a token that is no longer the stored one (another process refreshed, and the server revoked
+      the old token; or a new login) is answered by sending the request once more with the stored token,
+      before the SDK's flow would start an authorization from scratch (which needs a person).
+    """
 
     context: Any
     _initialized: bool
 
     async def _initialize(self) -> None:
         await super()._initialize()  # type: ignore[misc]
-        await self._take_expiry()
+        tokens, expires_at = await self.context.storage.current()
+        if tokens is not None and self.context.current_tokens is not None:
+            self._take(tokens, expires_at)
 
-    async def _take_expiry(self) -> None:
-        storage: StoredTokens = self.context.storage
-        expires_at = await storage.expires_at()
-        if expires_at is not None and self.context.current_tokens is not None:
-            lifetime = self.context.current_tokens.expires_in or 0
-            self.context.token_expiry_time = expires_at - min(_EXPIRY_MARGIN, lifetime / 10)
+    def _take(self, tokens: OAuthToken, expires_at: float | None) -> None:
+        self.context.current_tokens = tokens
+        if expires_at is not None:
+            margin = min(_EXPIRY_MARGIN, int(tokens.expires_in or 0) / 10)
+            self.context.token_expiry_time = expires_at - margin
+
+    async def _take_newer(self, sent: str | None) -> bool:
+        """Take the stored tokens if their access token is not the one `sent`; whether it did."""
+        tokens, expires_at = await self.context.storage.current()
+        if tokens is None or not tokens.access_token or tokens.access_token == sent:
+            return False
+        self._take(tokens, expires_at)
+        return True
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         context = self.context
         refreshing = self._initialized and context.current_tokens is not None and not context.is_token_valid()
-        storage: StoredTokens = context.storage
-        async with storage.place.refresh_turn() if refreshing else nullcontext():
+        async with context.storage.place.refresh_turn() if refreshing else nullcontext():
             if refreshing:
-                stored = await storage.get_tokens()
-                if stored is not None and stored.access_token != context.current_tokens.access_token:
-                    context.current_tokens = stored  # refreshed meanwhile by another process: no refresh here
-                    await self._take_expiry()
+                await self._take_newer(context.current_tokens.access_token)  # no refresh here if it did
             flow = super()._auth_flow(request)  # type: ignore[misc]
+            retried = False
             try:
                 outgoing = await flow.__anext__()
                 while True:
                     incoming = yield outgoing
+                    if outgoing is request and incoming.status_code == 401 and not retried:
+                        sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
+                        if await self._take_newer(sent):
+                            retried = True
+                            await flow.aclose()
+                            flow = super()._auth_flow(request)  # type: ignore[misc]  # sends the stored token
+                            outgoing = await flow.__anext__()
+                            continue
                     outgoing = await flow.asend(incoming)
             except StopAsyncIteration:
                 return
