@@ -385,8 +385,9 @@ class Gateway:
 
     def _sole_client(self) -> Caller | None:
         """The one client every shared session serves: a stdio gateway's, once known. Over HTTP None: a
-        shared session then promises its server nothing, since a later client may declare less (clients
-        that should be asked get sessions of their own: `session_scope: client`)."""
+        shared session then promises its server nothing it could be asked for, since a later client may
+        declare less (clients that should be asked get sessions of their own: `session_scope: client`), and
+        only the extensions all its clients declare (`common_extensions`)."""
         return self._sole
 
     async def client_arrived(self, caller: Caller) -> None:
