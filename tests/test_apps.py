@@ -31,14 +31,34 @@ async def test_the_clients_extensions_reach_the_server(
     connect: Any, write_config: Callable[..., Path], server_era: str
 ) -> None:
     # A session-era server's session is told a client's extensions when it serves that client alone: over
-    # stdio always, over HTTP with `session_scope: client` (a session-era client has a session of its own).
+    # stdio always, over HTTP with `session_scope: client` (a session-era client has a session of its own);
+    # an anonymous 2026-07-28 client shares its session, which is told what all its clients declare.
     config = write_config({"apps": server_entry("apps.py", "--era", server_era, session_scope="client")})
-    shared_for_all = server_era == "legacy" and connect.transport == "http" and connect.mode == "auto"
     async with connect(config, **apps_client()) as client:
-        answer = text(await client.call_tool("apps_show_clock", {}))
-        assert answer == ("apps: no" if shared_for_all else "apps: yes")
+        assert text(await client.call_tool("apps_show_clock", {})) == "apps: yes"
     async with connect(config) as client:
         assert text(await client.call_tool("apps_show_clock", {})) == "apps: no"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_shared_session_declares_what_all_its_clients_declare(
+    write_config: Callable[..., Path], http_gateway: Callable[..., str], mode: str
+) -> None:
+    from mcp import Client
+
+    # One session-era session to the server, shared by every client of the gateway (the default scope).
+    url = http_gateway(write_config({"apps": server_entry("apps.py", "--era", "legacy")}))
+    async with Client(url, mode=mode, **apps_client()) as first, Client(url, mode=mode, **apps_client()) as second:
+        assert text(await first.call_tool("apps_show_clock", {})) == "apps: yes"
+        assert text(await second.call_tool("apps_show_clock", {})) == "apps: yes"
+        async with Client(url, mode=mode) as plain:
+            # A client that renders no apps joined: the session is opened again declaring what all share.
+            assert text(await plain.call_tool("apps_show_clock", {})) == "apps: no"
+            assert text(await first.call_tool("apps_show_clock", {})) == "apps: no"
+        if mode == "legacy":
+            # It went away (its session ended): the others' extensions are declared again.
+            assert text(await first.call_tool("apps_show_clock", {})) == "apps: yes"
+        # (A 2026-07-28 client has no session whose end says it left: it counts for client_session_idle.)
 
 
 async def test_the_servers_extensions_are_the_gateways(
@@ -149,3 +169,36 @@ async def test_a_restarted_gateway_declares_its_servers_extensions_at_once(write
         await first.list_tools()  # starts and lists the server; its listing (extensions too) is cached
     async with stdio_gateway(config, mode="auto") as again:
         assert UI in (again.server_capabilities.extensions or {})  # before the server starts this time
+
+
+def test_what_clients_have_in_common() -> None:
+    from mcp_manifold._core.clients import Caller
+    from mcp_manifold._core.common_extensions import CommonExtensions, intersect
+
+    both = intersect([{UI: {"mimeTypes": [APP_MIME, "text/html"]}, "x/a": {}}, {UI: {"mimeTypes": [APP_MIME]}}])
+    assert both == {UI: {"mimeTypes": [APP_MIME]}}
+    assert intersect([{UI: {"v": 1, "w": 2}}, {UI: {"v": 1, "w": 3}}]) == {UI: {"v": 1}}
+    assert intersect([{UI: {}}, {}]) is None and intersect([]) is None
+
+    class Declaring(Caller):
+        def __init__(self, extensions: dict[str, Any] | None) -> None:
+            super().__init__()
+            self.told = extensions
+
+        @property
+        def extensions(self) -> dict[str, Any] | None:
+            return self.told
+
+    now = [0.0]
+    clients = CommonExtensions(remember_for=60, clock=lambda: now[0])
+    assert clients.common() is None  # no client yet: nothing promised
+    session = Declaring({UI: {}})
+    clients.client_arrived(session)
+    clients.stateless_request(Declaring({UI: {}, "x/b": {}}))
+    assert clients.common() == {UI: {}}
+    clients.stateless_request(Declaring(None))
+    assert clients.common() is None
+    now[0] = 61.0  # the 2026-07-28 kinds are forgotten; the session-era client stays until it goes
+    assert clients.common() == {UI: {}}
+    session.close()
+    assert clients.common() is None

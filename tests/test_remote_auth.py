@@ -7,7 +7,9 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from mcp_manifold._errors import ManifoldError
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, logins_in_browser, token_path
 from tests.conftest import SERVERS, free_port, stdio_gateway, stop_process, wait_for_port
+from tests.scale_out import RedisServer, redis_server  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.anyio
 
@@ -188,3 +191,108 @@ async def test_a_command_run_by_a_person_logs_in_when_it_connects(
     assert len(opened) == 1 and "code_challenge=" in opened[0]
     assert not answer.is_error and text(answer) not in ("nobody", "machine")
     assert len(token_files(tmp_path)) == 1
+
+
+# --- tokens in the shared state (state_url): one login serves every replica --------------------------------
+
+
+@contextmanager
+def shared_login(
+    redis: RedisServer, write_config: Callable[..., Path], tmp_path: Path, *server_args: str
+) -> Iterator[tuple[list[str], str, Path, str]]:
+    """The OAuth fixture server (with `server_args`), logged in to once with `manifold auth login` by a gateway
+    whose tokens go to `redis`, and two gateways over HTTP with data dirs of their own and the same store.
+    Yields their URLs, the store's key of the server's tokens, the server's log (`issued`/`refused` lines)
+    and its address."""
+    from tests.conftest import gateway_over_http
+
+    port = free_port()
+    told = tmp_path / "oauth-server.log"
+    with told.open("wb") as log:  # the server names each token it issues (never the token)
+        command = [sys.executable, str(SERVERS / "oauth_protected.py"), "--http", str(port), *server_args]
+        server = subprocess.Popen(command, start_new_session=True, stderr=log)
+    try:
+        wait_for_port(port, server)
+        remote = {"remote": {"url": f"http://127.0.0.1:{port}/mcp", "auth": {"type": "oauth"}}}
+        replicas = [
+            write_config(remote, {"state_url": redis.url, "data_dir": str(tmp_path / name)}, name=f"{name}.json")
+            for name in ("one", "two")
+        ]
+        env = {**os.environ, "BROWSER": f"{sys.executable} {SERVERS / 'fake_browser.py'} %s"}
+        login = [sys.executable, "-m", "mcp_manifold", "auth", "login", "remote", "--config", str(replicas[0])]
+        done = subprocess.run(login, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "its tokens are kept in the shared state store (key manifold:oauth:remote-" in done.stderr
+        assert not list(tmp_path.glob("*/oauth/*.json"))  # nothing in either data dir
+        (key,) = [line for line in redis.command("KEYS", "manifold:oauth:*").split("\r\n") if "oauth" in line]
+        assert stored_field(redis, key, "tokens")["access_token"] not in done.stdout + done.stderr  # never shown
+        ports = [free_port(), free_port()]
+        with gateway_over_http(replicas[0], ports[0]), gateway_over_http(replicas[1], ports[1]):
+            yield [f"http://127.0.0.1:{p}/mcp" for p in ports], key, told, f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(server)
+
+
+def stored_field(redis: RedisServer, key: str, field: str) -> Any:
+    return json.loads(redis.command("HGET", key, field).split("\r\n")[1])
+
+
+async def test_a_login_on_one_replica_serves_every_replica_and_refreshes_are_taken_in_turn(
+    redis_server: RedisServer,  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    import anyio
+    from mcp import Client
+
+    with shared_login(redis_server, write_config, tmp_path, "--token-seconds", "4") as (urls, _key, told, _server):
+        async with Client(urls[0], mode="auto") as first, Client(urls[1], mode="auto") as second:
+            whoami = [text(await client.call_tool("remote_whoami", {})) for client in (first, second)]
+            assert whoami[0] == whoami[1] not in ("nobody", "machine")  # the client the login registered
+            await anyio.sleep(5)  # both replicas' access token expired: each must refresh or take the other's
+            answers: list[Any] = []
+
+            async def call(client: Any) -> None:
+                answers.append(await client.call_tool("remote_whoami", {}))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, first)
+                group.start_soon(call, second)
+            assert [text(answer) for answer in answers] == [whoami[0]] * 2, [text(a) for a in answers]
+    # The login, then refreshes (one at least), each refresh token spent once: never by both replicas.
+    lines = told.read_text().splitlines()
+    assert sum(line.startswith("issued ") for line in lines) >= 2
+    assert not [line for line in lines if line.startswith("refused")]
+
+
+async def test_a_token_renewed_elsewhere_is_taken_when_the_old_one_is_refused(
+    redis_server: RedisServer,  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    from mcp import Client
+
+    # This server revokes a client's access tokens when it refreshes: a replica that holds the old one
+    # gets a 401, and must take the stored one rather than ask for a new login.
+    with shared_login(redis_server, write_config, tmp_path, "--revoke-on-refresh") as (urls, key, _told, server):
+        async with Client(urls[0], mode="auto") as first, Client(urls[1], mode="auto") as second:
+            whoami = [text(await client.call_tool("remote_whoami", {})) for client in (first, second)]
+            # Another process refreshes (as a third replica would) and stores what it got.
+            tokens, client = stored_field(redis_server, key, "tokens"), stored_field(redis_server, key, "client")
+            form = {
+                "grant_type": "refresh_token",
+                "refresh_token": tokens["refresh_token"],
+                "client_id": client["client_id"],
+            }
+            if client.get("client_secret"):
+                form["client_secret"] = client["client_secret"]
+            answer = httpx.post(f"{server}/token", data=form, timeout=30)
+            assert answer.status_code == 200, answer.text
+            renewed = answer.json()
+            fields = {"tokens": renewed, "expires_at": time.time() + renewed["expires_in"]}
+            redis_server.command(
+                "HSET", key, *[part for name, value in fields.items() for part in (name, json.dumps(value))]
+            )
+            for client_of_a_replica in (first, second):
+                answered = await client_of_a_replica.call_tool("remote_whoami", {})
+                assert not answered.is_error and text(answered) == whoami[0], text(answered)

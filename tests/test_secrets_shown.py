@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx2 as httpx
 import mcp_types as types
@@ -279,6 +281,39 @@ def test_the_redaction_rules() -> None:
     with pytest.raises(ConfigError) as problem:
         parse_config_data({"mcpServers": {"x": {"command": "c", "timeout": "${OPS_SECRET}"}}}, source="t", env=env)
     assert SECRET not in str(problem.value) and f"not {SHOWN!r}" in str(problem.value), str(problem.value)
+
+
+def test_a_secret_is_hidden_percent_encoded_too() -> None:
+    # An HTTP library quotes the URL it sent in its errors, with the secret's reserved characters encoded.
+    secret = "ops/Secret+4f9 a@c:ü"
+    written = "in/file secret@x"
+    config = parse_config_data(
+        {"mcpServers": {"remote": {"url": "http://127.0.0.1:9/mcp?session=${ENCODED}", "headers": {"X-Key": written}}}},
+        source="t",
+        env={"ENCODED": secret},
+    )
+    remote = config.servers["remote"]
+    sent = str(httpx.URL(remote.url))  # how httpx writes it: p%2F..., %20 or +, lower or upper hex
+    assert secret not in sent
+    lower_hex = re.sub("%[0-9A-F]{2}", lambda found: found.group().lower(), sent)
+    for shown_url in (sent, sent.replace("%20", "+"), lower_hex, quote(remote.url, safe=":/?=")):
+        said = remote.scrub(f"Client error '404 Not Found' for url '{shown_url}'")
+        assert "ops" not in said.replace("http", "") and "${ENCODED}" in said, said
+    said = remote.scrub(f"refused {httpx.QueryParams({'k': written})} and {quote(written, safe='')}")
+    assert said == "refused k=*** and ***", said
+    assert remote.endpoint() == "http://127.0.0.1:9/mcp?session=${ENCODED}"
+
+    handler_output = io.StringIO()
+    handler = logging.StreamHandler(handler_output)
+    logger = logging.getLogger(log_scrub.LOGGER)
+    logger.addHandler(handler)
+    remove = log_scrub.install(lambda: config.servers.values())
+    try:
+        logger.warning("GET %s failed", sent)
+    finally:
+        remove()
+        logger.removeHandler(handler)
+    assert handler_output.getvalue() == "GET http://127.0.0.1:9/mcp?session=${ENCODED} failed\n"
 
 
 def test_the_log_shows_no_secret_of_any_server_even_in_a_traceback() -> None:

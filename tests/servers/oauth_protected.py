@@ -5,8 +5,11 @@ registration, authorize, token with PKCE, refresh) over an in-memory provider th
 authorization at once (no login page: the redirect carries the code straight away). The token endpoint
 also takes the client-credentials grant for the pre-registered client `machine` / `machine-secret` (the
 SDK's token handler does not). Tool `whoami` answers the client id the call's token was issued to.
-HTTP only: ``python tests/servers/oauth_protected.py --http PORT`` (``http://127.0.0.1:PORT/mcp``).
-Every token it ever issued is printed to stderr as ``issued <client_id>`` (never the token itself).
+HTTP only: ``python tests/servers/oauth_protected.py --http PORT`` (``http://127.0.0.1:PORT/mcp``);
+``--token-seconds N`` makes its access tokens last N seconds (3600 by default). Refresh tokens rotate:
+each works once; with ``--revoke-on-refresh`` a refresh also revokes the client's earlier access tokens.
+Every token it ever issued is printed to stderr as ``issued <client_id>`` (never the token itself), and
+every refresh it refused for a refresh token spent already as ``refused ...``.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ MACHINE = ("machine", "machine-secret")
 class InstantApproval:
     """An authorization server that says yes to everyone, in memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, token_seconds: int = 3600, revoke_on_refresh: bool = False) -> None:
+        self.token_seconds = token_seconds
+        self.revoke_on_refresh = revoke_on_refresh
         self.clients: dict[str, OAuthClientInformationFull] = {}
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
@@ -76,12 +81,18 @@ class InstantApproval:
         return self.issue(client.client_id, code.scopes, code.resource, refresh=True)
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, token: str) -> RefreshToken | None:
-        return self.refresh.get(token)
+        known = self.refresh.get(token)
+        if known is None:
+            print("refused a refresh token spent already, or never issued", file=sys.stderr, flush=True)
+        return known
 
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
         self.refresh.pop(token.token, None)
+        if self.revoke_on_refresh:
+            for access in [key for key, known in self.access.items() if known.client_id == client.client_id]:
+                del self.access[access]
         return self.issue(client.client_id, scopes or token.scopes, token.resource, refresh=True)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
@@ -94,7 +105,11 @@ class InstantApproval:
     def issue(self, client_id: str, scopes: list[str], resource: str | None, *, refresh: bool) -> OAuthToken:
         access = secrets.token_urlsafe(24)
         self.access[access] = AccessToken(
-            token=access, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + 3600, resource=resource
+            token=access,
+            client_id=client_id,
+            scopes=scopes,
+            expires_at=int(time.time()) + self.token_seconds,
+            resource=resource,
         )
         refresh_token = None
         if refresh:
@@ -104,7 +119,10 @@ class InstantApproval:
             )
         print(f"issued {client_id}", file=sys.stderr, flush=True)
         return OAuthToken(
-            access_token=access, expires_in=3600, scope=" ".join(scopes) or None, refresh_token=refresh_token
+            access_token=access,
+            expires_in=self.token_seconds,
+            scope=" ".join(scopes) or None,
+            refresh_token=refresh_token,
         )
 
 
@@ -154,9 +172,12 @@ def client_credentials(provider: InstantApproval, app: Any) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", type=int, required=True, metavar="PORT")
-    port = parser.parse_args().http
+    parser.add_argument("--token-seconds", type=int, default=3600, metavar="N")
+    parser.add_argument("--revoke-on-refresh", action="store_true")
+    args = parser.parse_args()
+    port = args.http
     base = f"http://127.0.0.1:{port}"
-    provider = InstantApproval()
+    provider = InstantApproval(args.token_seconds, args.revoke_on_refresh)
     server = MCPServer(
         "oauth_protected",
         version="1.0.0",

@@ -10,6 +10,10 @@ Two rules. A value the config took from the environment (`${VAR}`) is shown as `
 config and in free text alike. Besides, env and header values, URL credentials and secret-named
 query parameters or command-line options may hold tokens written in the file: those are `***`.
 Values shorter than 4 characters are left alone in text: too likely to be an ordinary word.
+
+A secret with characters a URL cannot carry as they are (`p@ss/w rd`) is also found in text
+percent-encoded, however it was encoded (each character as itself or as `%XX`, either case; a space also as
+`+`): an HTTP library's error quotes the URL it sent, which holds the value encoded.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from mcp_manifold._config.variables import ENV_VAR_NAME
 
@@ -54,6 +58,8 @@ _REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 # What may stand beside references in a shown env or header value: an auth scheme (`Bearer ${TOKEN}`).
 _SCHEME = re.compile(r"(?:[A-Za-z][A-Za-z0-9-]* )?\Z")
 
+Secret = str | re.Pattern[str]  # a secret as written, or a pattern that finds its percent-encoded forms
+
 
 def reference(name: str) -> str:
     return "${" + name + "}"
@@ -69,14 +75,42 @@ def unexpand(config: Redactable, text: str) -> str:
 
 
 def show_references(text: str, expanded: Mapping[str, str]) -> str:
-    """`text` with each of the `expanded` values (4 characters or more) shown as `${NAME}`."""
-    return apply(_reference_pairs(expanded), text)
+    """`text` with each of the `expanded` values (4 characters or more) shown as `${NAME}`, written as they
+    are or percent-encoded."""
+    return apply(with_encoded(_reference_pairs(expanded)), text)
 
 
 def _reference_pairs(expanded: Mapping[str, str]) -> list[tuple[str, str]]:
     pairs = ((value, reference(name)) for name, value in expanded.items() if len(value) >= _MIN_SECRET)
     # Longest first, so a value inside a longer one does not leave the rest showing.
     return sorted(pairs, key=lambda pair: len(pair[0]), reverse=True)
+
+
+def with_encoded(pairs: Sequence[tuple[str, str]]) -> list[tuple[Secret, str]]:
+    """`pairs`, then for each secret that a URL would carry percent-encoded, a pattern of its encoded forms
+    (after all the plain ones: a plain secret is replaced first, wherever it is)."""
+    encoded = [(_encoded_forms(secret), shown) for secret, shown in pairs if quote(secret, safe="") != secret]
+    return [*pairs, *encoded]
+
+
+def _encoded_forms(secret: str) -> re.Pattern[str]:
+    """What finds `secret` percent-encoded in any way: each character as itself or as its UTF-8 `%XX`
+    bytes (hex digits in either case), a space also as `+`."""
+    parts = []
+    for char in secret:
+        choices = [
+            re.escape(char),
+            "".join(f"%{_hex_digit(byte >> 4)}{_hex_digit(byte & 15)}" for byte in char.encode()),
+        ]
+        if char == " ":
+            choices.append(r"\+")
+        parts.append(f"(?:{'|'.join(choices)})")
+    return re.compile("".join(parts))
+
+
+def _hex_digit(value: int) -> str:
+    digit = f"{value:X}"
+    return f"[{digit}{digit.lower()}]" if digit.isalpha() else digit
 
 
 def redacted(config: Redactable) -> dict[str, Any]:
@@ -112,17 +146,22 @@ def scrub(config: Redactable, text: str) -> str:
     return apply(replacements(config), text)
 
 
-def replacements(config: Redactable) -> list[tuple[str, str]]:
-    """What `scrub` replaces, in order: (secret text, what is shown instead). For filters that scrub
-    the same text of many servers (the log), which compute these once per config."""
-    pairs = [(config.url, redacted(config)["url"])] if config.url else []
-    return pairs + _reference_pairs(config.expanded) + [(secret, HIDDEN) for secret in secret_values(config)]
+def replacements(config: Redactable) -> list[tuple[Secret, str]]:
+    """What `scrub` replaces, in order: (secret text or the pattern of its encoded forms, what is shown
+    instead). For filters that scrub the same text of many servers (the log), which compute these once
+    per config."""
+    pairs: list[tuple[Secret, str]] = [(config.url, redacted(config)["url"])] if config.url else []
+    secrets = _reference_pairs(config.expanded) + [(secret, HIDDEN) for secret in secret_values(config)]
+    return pairs + with_encoded(secrets)
 
 
-def apply(pairs: Sequence[tuple[str, str]], text: str) -> str:
+def apply(pairs: Sequence[tuple[Secret, str]], text: str) -> str:
     for secret, shown in pairs:
-        if secret in text:
-            text = text.replace(secret, shown)
+        if isinstance(secret, str):
+            if secret in text:
+                text = text.replace(secret, shown)
+        elif "%" in text or "+" in text:  # an encoded form has one of them, or it is the plain one, gone already
+            text = secret.sub(lambda _found, shown=shown: shown, text)
     return text
 
 

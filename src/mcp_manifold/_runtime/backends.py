@@ -90,6 +90,7 @@ class Backend:
         hooks: BackendHooks,
         child_env: Mapping[str, str] | None = None,
         client: Callable[[], Caller | None] = lambda: None,
+        shared_extensions: Callable[[], dict[str, Any] | None] = lambda: None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -98,6 +99,9 @@ class Backend:
         # at each start; None when it serves several, or none is known yet. What the server is told it
         # may ask, and (under `protocol: auto`) how a stdio server is opened, follow from it.
         self.client = client
+        # With no one client: the extensions every client of the gateway declares (a shared session-era
+        # session tells its server only those; see common_extensions).
+        self.shared_extensions = shared_extensions
         self.declared: frozenset[Ask] = NO_ASKS
         self.declared_extensions: dict[str, Any] | None = None  # the client extensions the session declared
         # The extensions the server declared (SEP-2133), kept from its latest start (the gateway's own
@@ -335,8 +339,10 @@ class Backend:
         if config.auth is not None:  # OAuth: never waits for a person (see remote_auth)
             from mcp_manifold._runtime import remote_auth  # the SDK's OAuth machinery, only for servers that use it
 
-            remote_auth.check_login(config, self.settings.data_dir)
-            auth = remote_auth.oauth_provider(config, self.settings.data_dir)
+            where = remote_auth.token_storage(config, self.settings.data_dir, self.settings.state_url)
+            storage = await stack.enter_async_context(where)  # kept open as long as the connection
+            await remote_auth.check_login(config, storage)
+            auth = await remote_auth.oauth_provider(config, storage)
         if config.transport == "sse":
             return await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
         http_client = await stack.enter_async_context(create_http_client(headers, auth))
@@ -425,8 +431,15 @@ class Backend:
         """Reconnect with the handshake if `asks_mid_call` learned the server needs a session. Call it with
         the request that wants it counted (`serving`): it renews only while that is the only one in flight."""
         # Only between requests: the connection is shared, and another client's request may be running on it.
-        if self._needs_session and self.modern and self.state == "ready" and len(self._callers) <= 1:
+        if self.state != "ready" or len(self._callers) > 1:
+            return
+        if self._needs_session and self.modern:
             logger.info("server %r: reconnecting with the handshake", self.name)
+            await self.stop()
+        elif self.owner is None and not self.modern and self.client() is None and self.changed_extensions():
+            # The clients sharing this session-era session now have other extensions in common (one came
+            # or went): its handshake told the server otherwise, and only a new handshake can change that.
+            logger.info("server %r: reconnecting to declare the extensions its clients now share", self.name)
             await self.stop()
 
     async def ping(self) -> None:
@@ -486,11 +499,16 @@ class Backend:
         return client.asks if client is not None else NO_ASKS
 
     def declare_extensions(self) -> dict[str, Any] | None:
-        """The client extensions the session declares, by the rule of `declare`: those of the one client it
-        serves, none for a session shared by several. (At 2026-07-28 each request declares its own client's.)"""
+        """The client extensions the session declares: those of the one client it serves; for a session
+        shared by several, those every one of them declares (`shared_extensions`). (At 2026-07-28 each
+        request declares its own client's.)"""
         client = self.client()
-        extensions = client.extensions if client is not None else None
+        extensions = client.extensions if client is not None else self.shared_extensions()
         return dict(extensions) if extensions else None
+
+    def changed_extensions(self) -> bool:
+        """Whether this shared session declared other extensions than its clients now have in common."""
+        return self.declared_extensions != (self.shared_extensions() or None)
 
     def opening_protocol(self) -> str:
         """How the next session opens: `legacy`, `modern`, `auto` (discovery first, then the handshake),

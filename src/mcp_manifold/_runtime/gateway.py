@@ -29,6 +29,7 @@ from mcp_manifold._config import Config, ServerConfig, Settings
 from mcp_manifold._core.catalog import Catalog, Kind, Match, unknown_resource
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Caller, Request, most_verbose
+from mcp_manifold._core.common_extensions import CommonExtensions
 from mcp_manifold._core.limits import Limits, PrincipalLimits
 from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.result_cache import ResultCache
@@ -103,12 +104,15 @@ class Gateway:
         self.back_channel.tools_announced = self.relists.announced
         self._catalog.subscribe(self.back_channel.catalog_changed)
         child_env = child_environment(config.path)
+        # What the clients of a shared session-era session all declare of extensions (SEP-2133).
+        self.common_extensions = CommonExtensions(self._settings.client_session_idle)
         self.pool = BackendPool(
             list(config.servers.values()),
             self._settings,
             self.back_channel,
             child_env=child_env,
             client=self._sole_client,
+            shared_extensions=self.common_extensions.common,
         )
         self.client_sessions = ClientSessions(self._settings, self.back_channel, child_env, single_client=single_client)
         self._views: weakref.WeakKeyDictionary[Caller, tuple[int, int, Catalog]] = weakref.WeakKeyDictionary()
@@ -381,8 +385,9 @@ class Gateway:
 
     def _sole_client(self) -> Caller | None:
         """The one client every shared session serves: a stdio gateway's, once known. Over HTTP None: a
-        shared session then promises its server nothing, since a later client may declare less (clients
-        that should be asked get sessions of their own: `session_scope: client`)."""
+        shared session then promises its server nothing it could be asked for, since a later client may
+        declare less (clients that should be asked get sessions of their own: `session_scope: client`), and
+        only the extensions all its clients declare (`common_extensions`)."""
         return self._sole
 
     async def client_arrived(self, caller: Caller) -> None:
@@ -390,7 +395,10 @@ class Gateway:
         logger.info("client %s connected: session era (the handshake)", caller.key)
         if self._servers_log_level is not None:  # servers were asked for less: it wants every level until it says
             await self._ask_servers_log_level([caller.log_level])
-        if not self.single_client or self._sole is not None:
+        if not self.single_client:
+            self.common_extensions.client_arrived(caller)
+            return
+        if self._sole is not None:
             return
         self._sole = caller
         self.back_channel.sole_client(caller)
@@ -410,6 +418,8 @@ class Gateway:
         logger.debug("2026-07-28 request from %s", caller.key)
         self.stateless_requests += 1
         self.last_stateless_request = time.time()
+        if not self.single_client:
+            self.common_extensions.stateless_request(caller)
         if self.single_client and self._sole is None:
             self._sole = caller  # over stdio, the one client whatever its era; its capabilities ride each request
             self.back_channel.sole_client(caller)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from contextlib import suppress
 
 from mcp_manifold._config import ServerConfig
-from mcp_manifold._config.redaction import apply, replacements
+from mcp_manifold._config.redaction import Secret, apply, replacements
 
 LOGGER = "mcp_manifold"
 
@@ -26,7 +26,7 @@ class SecretFilter(logging.Filter):
         super().__init__()
         self._configs = configs
         self._known: list[ServerConfig] = []  # held, so that an id is never reused by another config
-        self._pairs: list[tuple[str, str]] = []
+        self._pairs: list[tuple[Secret, str]] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         # A record whose arguments do not format is left as it is: the handler reports it as usual.
@@ -47,7 +47,7 @@ class SecretFilter(logging.Filter):
         if record.exc_text:
             record.exc_text = apply(pairs, record.exc_text)
 
-    def _current_pairs(self) -> list[tuple[str, str]]:
+    def _current_pairs(self) -> list[tuple[Secret, str]]:
         # Computed again only when the set of configs changes (a reload, a hub instance added).
         configs = list(self._configs())
         if len(configs) != len(self._known) or any(a is not b for a, b in zip(configs, self._known, strict=True)):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -27,11 +28,13 @@ class BackendPool:
         hooks: BackendHooks,
         child_env: Mapping[str, str] | None = None,
         client: Callable[[], Caller | None] = lambda: None,
+        shared_extensions: Callable[[], dict[str, Any] | None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.child_env = dict(child_env or {})
         self.backends: dict[str, Backend] = {
-            config.name: Backend(config, settings, hooks, self.child_env, client) for config in configs
+            config.name: Backend(config, settings, hooks, self.child_env, client, shared_extensions)
+            for config in configs
         }
         # Backends added at run time (hub instances), kept apart from the configured ones so the catalog,
         # the direct surface and `manifold servers` never list them by accident.
@@ -40,6 +43,7 @@ class BackendPool:
         self.retiring: set[Backend] = set()
         self._hooks = hooks
         self._client = client
+        self._shared_extensions = shared_extensions
         self._added_cleanup = False
         self._exit: AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -74,7 +78,9 @@ class BackendPool:
         for config in configs:
             current = old.get(config.name)
             if current is None or config.name in fresh:
-                current = Backend(config, self.settings, self._hooks, self.child_env, self._client)
+                current = Backend(
+                    config, self.settings, self._hooks, self.child_env, self._client, self._shared_extensions
+                )
                 if self._task_group is not None:
                     current.attach(self._task_group)
             backends[config.name] = current

@@ -3,9 +3,11 @@
 `mcp.client.auth` does discovery (RFC 9728 protected-resource metadata, RFC 8414 authorization-server
 metadata), PKCE, dynamic registration or a client ID metadata document, scope selection and step-up,
 and refresh; `ClientCredentialsOAuthProvider` the client-credentials grant. This module gives them what
-they need from the gateway: a token file per server in the data dir (0600; tokens are never logged or
-shown), the server's `auth` config, and for the authorization-code grant a person: `login` opens the
-browser (Python's `webbrowser`, so `BROWSER` is honoured) and takes the redirect on a loopback port.
+they need from the gateway: where the tokens are kept (a file per server in the data dir, 0600; with
+`state_url`, a record per server in the shared state store, where every replica uses and refreshes the
+same ones, refreshes taken in turn: see shared_tokens.py; never logged or shown), the server's
+`auth` config, and for the authorization-code grant a person: `login` opens the browser (Python's
+`webbrowser`, so `BROWSER` is honoured) and takes the redirect on a loopback port.
 
 `serve` never waits for a person: a server whose authorization needs one fails to start at once, with
 the command to run in its last error (`manifold servers`) and in the tool error a client gets.
@@ -21,12 +23,13 @@ import re
 import socket
 import sys
 import threading
+import time
 import webbrowser
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, nullcontext
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -56,24 +59,41 @@ class LoginNeeded(BackendStartError):
         super().__init__(server, f"needs an OAuth login: run `{login_command(server)}`")
 
 
-# --- the token file -----------------------------------------------------------------------------------
+# --- where tokens are kept --------------------------------------------------------------------------
+
+
+def token_key(config: ServerConfig) -> str:
+    """The name `config`'s tokens are kept under: the server's name and a hash of its name and URL (a new
+    URL never reuses old tokens)."""
+    key = hashlib.sha256(f"{config.name}\0{config.url}".encode()).hexdigest()[:12]
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", config.name)[:40]
+    return f"{safe}-{key}"
 
 
 def token_path(data_dir: str | Path, config: ServerConfig) -> Path:
-    """Where `config`'s tokens live: one file per server name and URL (a new URL never reuses old tokens)."""
-    key = hashlib.sha256(f"{config.name}\0{config.url}".encode()).hexdigest()[:12]
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", config.name)[:40]
-    return Path(data_dir) / "oauth" / f"{safe}-{key}.json"
+    """Where `config`'s tokens live without shared state: one file per server in the data dir."""
+    return Path(data_dir) / "oauth" / f"{token_key(config)}.json"
 
 
-class TokenFile:
-    """The SDK's `TokenStorage` on one JSON file (0600, in a 0700 folder): the tokens and the registered client."""
+class Place(Protocol):
+    """Where one server's token record is kept: a file, or the shared state store."""
 
-    def __init__(self, path: Path, configured_client: OAuthClientInformationFull | None = None) -> None:
+    async def load(self) -> dict[str, Any]: ...
+
+    async def save(self, fields: dict[str, Any]) -> None: ...
+
+    def refresh_turn(self) -> AbstractAsyncContextManager[None]: ...
+
+    def where(self) -> str: ...
+
+
+class TokenFilePlace:
+    """One JSON file (0600, in a 0700 folder). One process refreshes at a time (the SDK's own lock)."""
+
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self._configured = configured_client  # a pre-registered client from the config, used when none is stored
 
-    def _read(self) -> dict[str, Any]:
+    async def load(self) -> dict[str, Any]:
         try:
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
@@ -83,43 +103,159 @@ class TokenFile:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _write(self, key: str, value: dict[str, Any]) -> None:
-        data = self._read()
-        data[key] = value
+    async def save(self, fields: dict[str, Any]) -> None:
+        data = {**await self.load(), **fields}
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write(self.path, json.dumps(data))
 
+    def refresh_turn(self) -> AbstractAsyncContextManager[None]:
+        return nullcontext()
+
+    def where(self) -> str:
+        return str(self.path)
+
+
+class StoredTokens:
+    """The SDK's `TokenStorage` on a `Place`: the tokens, when the access token expires, and the registered
+    client. Never logged or shown."""
+
+    def __init__(self, place: Place, configured_client: OAuthClientInformationFull | None = None) -> None:
+        self.place = place
+        self.configured = configured_client  # a pre-registered client from the config, used when none is stored
+
     async def get_tokens(self) -> OAuthToken | None:
         try:
-            raw = self._read().get("tokens")
+            raw = (await self.place.load()).get("tokens")
             return OAuthToken.model_validate(raw) if raw else None
         except ValidationError:
             return None
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        self._write("tokens", tokens.model_dump(mode="json", exclude_none=True))
+        # The SDK knows when a token expires only in the process that got it: kept, so every process knows.
+        expires_at = time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None
+        await self.place.save({"tokens": tokens.model_dump(mode="json", exclude_none=True), "expires_at": expires_at})
+
+    async def current(self) -> tuple[OAuthToken | None, float | None]:
+        """The stored tokens and when their access token expires (a Unix time, if known), read together."""
+        record = await self.place.load()
+        try:
+            tokens = OAuthToken.model_validate(record["tokens"]) if record.get("tokens") else None
+        except ValidationError:
+            return None, None
+        expires_at = record.get("expires_at")
+        return tokens, float(expires_at) if isinstance(expires_at, int | float) else None
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        try:
-            raw = self._read().get("client")
-            return OAuthClientInformationFull.model_validate(raw) if raw else self._configured
-        except ValidationError:
-            return self._configured
+        return await self.stored_client() or self.configured
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self._write("client", client_info.model_dump(mode="json", exclude_none=True))
+        await self.place.save({"client": client_info.model_dump(mode="json", exclude_none=True)})
 
-    def stored_client(self) -> OAuthClientInformationFull | None:
+    async def stored_client(self) -> OAuthClientInformationFull | None:
         """The client registered earlier (not the configured one), if any."""
         try:
-            raw = self._read().get("client")
+            raw = (await self.place.load()).get("client")
             return OAuthClientInformationFull.model_validate(raw) if raw else None
         except ValidationError:
             return None
 
-    def has_tokens(self) -> bool:
-        tokens = self._read().get("tokens")
+    async def has_tokens(self) -> bool:
+        tokens = (await self.place.load()).get("tokens")
         return isinstance(tokens, dict) and bool(tokens.get("access_token") or tokens.get("refresh_token"))
+
+
+class TokenFile(StoredTokens):
+    """The tokens kept in the file at `path`."""
+
+    def __init__(self, path: Path, configured_client: OAuthClientInformationFull | None = None) -> None:
+        super().__init__(TokenFilePlace(path), configured_client)
+        self.path = path
+
+
+@asynccontextmanager
+async def token_storage(
+    config: ServerConfig, data_dir: str | Path, state_url: str | None
+) -> AsyncIterator[StoredTokens]:
+    """Where `config`'s tokens are kept: the shared state store when `state_url` is set (every replica uses
+    and refreshes the same ones), else a file in the data dir."""
+    if state_url is None:
+        yield TokenFile(token_path(data_dir, config))
+        return
+    from mcp_manifold._runtime.shared_tokens import shared_token_fields
+
+    async with shared_token_fields(state_url, token_key(config)) as place:
+        yield StoredTokens(place)
+
+
+class _SharedRefresh:
+    """What the SDK's providers get from the gateway on top of their flow, for tokens that other processes
+    (replicas, a `manifold auth login`) also use and renew:
+
+    - when a stored access token expires (the SDK knows that only in the process that got it), so an
+      expired one is refreshed before it is sent;
+    - refreshes taken in turn: before refreshing, the provider waits for its place's refresh turn and reads
+      the stored tokens again; another process may have refreshed already (with a rotating refresh token
+      only the first use of it works), and then its tokens are used instead;
+    - a 401 to a token that is no longer the stored one (another process refreshed, and the server revoked
+      the old token; or a new login) is answered by sending the request once more with the stored token,
+      before the SDK's flow would start an authorization from scratch (which needs a person).
+    """
+
+    context: Any
+    _initialized: bool
+
+    async def _initialize(self) -> None:
+        await super()._initialize()  # type: ignore[misc]
+        tokens, expires_at = await self.context.storage.current()
+        if tokens is not None and self.context.current_tokens is not None:
+            self._take(tokens, expires_at)
+
+    def _take(self, tokens: OAuthToken, expires_at: float | None) -> None:
+        self.context.current_tokens = tokens
+        if expires_at is not None:
+            margin = min(_EXPIRY_MARGIN, int(tokens.expires_in or 0) / 10)
+            self.context.token_expiry_time = expires_at - margin
+
+    async def _take_newer(self, sent: str | None) -> bool:
+        """Take the stored tokens if their access token is not the one `sent`; whether it did."""
+        tokens, expires_at = await self.context.storage.current()
+        if tokens is None or not tokens.access_token or tokens.access_token == sent:
+            return False
+        self._take(tokens, expires_at)
+        return True
+
+    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        context = self.context
+        refreshing = self._initialized and context.current_tokens is not None and not context.is_token_valid()
+        async with context.storage.place.refresh_turn() if refreshing else nullcontext():
+            if refreshing:
+                await self._take_newer(context.current_tokens.access_token)  # no refresh here if it did
+            flow = super()._auth_flow(request)  # type: ignore[misc]
+            retried = False
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    incoming = yield outgoing
+                    if outgoing is request and incoming.status_code == 401 and not retried:
+                        sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
+                        if await self._take_newer(sent):
+                            retried = True
+                            await flow.aclose()
+                            flow = super()._auth_flow(request)  # type: ignore[misc]  # sends the stored token
+                            outgoing = await flow.__anext__()
+                            continue
+                    outgoing = await flow.asend(incoming)
+            except StopAsyncIteration:
+                return
+            finally:
+                await flow.aclose()
+
+
+class _PersonProvider(_SharedRefresh, OAuthClientProvider):
+    """The authorization-code grant (a person logs in once), refreshed in turn."""
+
+
+_EXPIRY_MARGIN = 30.0  # seconds before a stored token's expiry that it counts as expired (at most a tenth of its life)
 
 
 # --- the SDK's providers, set up from the config ---------------------------------------------------------
@@ -139,33 +275,35 @@ def _configured_client(config: ServerConfig, redirect_uri: str) -> OAuthClientIn
     )
 
 
-def oauth_provider(
+async def oauth_provider(
     config: ServerConfig,
-    data_dir: str | Path,
+    storage: StoredTokens,
     *,
     open_browser: Callable[[str], object] | None = None,
     timeout: float = 300.0,
 ) -> httpx2.Auth:
-    """The SDK's OAuth client for `config` (which has `auth`), its tokens in the data dir. A flow that needs
+    """The SDK's OAuth client for `config` (which has `auth`), its tokens in `storage`. A flow that needs
     a person opens `open_browser`, or the browser of `logins_in_browser`; with neither (the gateway
     serving) it stops at once with `LoginNeeded`."""
     auth = config.auth
     assert auth is not None and config.url is not None
-    storage = TokenFile(token_path(data_dir, config))
     browser = open_browser or _browser.get()
     person = None
     if browser is not None and auth.grant == "authorization_code":
         # The port the client was registered with, if it was: its redirect URI must stay the same.
-        port = auth.redirect_port or _loopback_port(storage.stored_client())
+        port = auth.redirect_port or _loopback_port(await storage.stored_client())
         person = BrowserLogin(config.name, port, browser, timeout)
     redirect_uri = person.redirect_uri if person is not None else f"http://127.0.0.1{_CALLBACK_PATH}"
     scope = " ".join(auth.scopes) or None
-    storage = TokenFile(token_path(data_dir, config), _configured_client(config, redirect_uri))
+    storage.configured = _configured_client(config, redirect_uri)
     if auth.grant == "client_credentials":
         from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 
+        class MachineProvider(_SharedRefresh, ClientCredentialsOAuthProvider):
+            """The client-credentials grant, its tokens kept like the others'."""
+
         assert auth.client_id is not None and auth.client_secret is not None
-        return ClientCredentialsOAuthProvider(
+        return MachineProvider(
             config.url,
             storage,
             auth.client_id,
@@ -189,7 +327,7 @@ def oauth_provider(
         client_name=_CLIENT_NAME,
         scope=scope,
     )
-    return OAuthClientProvider(
+    return _PersonProvider(
         config.url,
         metadata,
         storage,
@@ -199,13 +337,13 @@ def oauth_provider(
     )
 
 
-def check_login(config: ServerConfig, data_dir: str | Path) -> None:
+async def check_login(config: ServerConfig, storage: StoredTokens) -> None:
     """Raise `LoginNeeded` when `config`'s server needs a person before the gateway can connect and none is
     at hand: the authorization-code grant with no tokens stored (checked before connecting, so `serve`
     never waits), outside `logins_in_browser`."""
     auth = config.auth
     needs_person = auth is not None and auth.grant == "authorization_code" and _browser.get() is None
-    if needs_person and not TokenFile(token_path(data_dir, config)).has_tokens():
+    if needs_person and not await storage.has_tokens():
         raise LoginNeeded(config.name)
 
 
@@ -334,7 +472,7 @@ def logins_in_browser(open_browser: Callable[[str], object] = webbrowser.open) -
 
 async def login(
     config: ServerConfig,
-    data_dir: str | Path,
+    storage: StoredTokens,
     connect: Callable[[httpx2.Auth], Awaitable[None]] | None = None,
     *,
     open_browser: Callable[[str], object] = webbrowser.open,
@@ -350,29 +488,32 @@ async def login(
     if connect is None:
         connect = lambda provider: open_once(config, provider)  # noqa: E731
     if auth.grant == "client_credentials":
-        await connect(oauth_provider(config, data_dir))
+        await connect(await oauth_provider(config, storage))
         return
-    await connect(oauth_provider(config, data_dir, open_browser=open_browser, timeout=timeout))
+    await connect(await oauth_provider(config, storage, open_browser=open_browser, timeout=timeout))
 
 
-async def login_by_name(config: Config, name: str, *, open_browser: Callable[[str], object] = webbrowser.open) -> Path:
+async def login_by_name(config: Config, name: str, *, open_browser: Callable[[str], object] = webbrowser.open) -> str:
     """`manifold auth login NAME`: log the gateway in to the configured server `name`; returns where its
-    tokens are kept. A name that is not configured, or a server without `auth`, is a clear error."""
+    tokens are kept (the shared state store when `state_url` is set: every replica uses them). A name that
+    is not configured, or a server without `auth`, is a clear error."""
     server = config.servers.get(name)
     if server is None:
         known = ", ".join(sorted(n for n, s in config.servers.items() if s.auth is not None)) or "none"
         raise NotFound(f"no server {name!r} in the config (servers with OAuth: {known})")
     if server.auth is None:
         raise InvalidRequest(f"server {name!r} has no 'auth' in its config: add {{'type': 'oauth'}} to log in to it")
+    settings = config.settings
     try:
-        await login(server, config.settings.data_dir, open_browser=open_browser)
+        async with token_storage(server, settings.data_dir, settings.state_url) as storage:
+            await login(server, storage, open_browser=open_browser)
     except TimeoutError:
         raise ManifoldError(f"no answer from the browser: the login to {name!r} was not completed") from None
     except ManifoldError:
         raise
     except Exception as exc:  # the OAuth flow's own errors (refused, mismatched state, unreachable server)
         raise ManifoldError(server.scrub(f"the login to {name!r} failed: {_first_words(exc)}")) from None
-    return token_path(config.settings.data_dir, server)
+    return storage.place.where()
 
 
 def _first_words(exc: BaseException) -> str:
