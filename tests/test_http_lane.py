@@ -343,3 +343,15 @@ def test_param_headers_are_checked_against_the_listed_schema(
         assert status == 400 and "Region" in text
         status, text = modern_request(http, url, "routed_locate", arguments, 3)  # the header left out
         assert status == 400
+
+
+def test_an_http_gateway_runs_on_uvloop_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvloop (a dependency) is the HTTP gateway's event loop; `MANIFOLD_UVLOOP=0` keeps asyncio's, and a
+    stdio gateway always does."""
+    from mcp_manifold._cli.serve import _event_loop_options
+
+    monkeypatch.delenv("MANIFOLD_UVLOOP", raising=False)
+    assert _event_loop_options(True) == {"use_uvloop": True}
+    assert _event_loop_options(False) == {}
+    monkeypatch.setenv("MANIFOLD_UVLOOP", "0")
+    assert _event_loop_options(True) == {}
