@@ -159,8 +159,29 @@ def measure(url: str, tool: str, mode: str, pids: dict[str, int], args: argparse
     }
 
 
+def hidden_speedups(work: Path) -> Path:
+    """A directory that, first on PYTHONPATH, makes `import uvloop` and `import httptools` fail."""
+    folder = work / "plain"
+    for name in ("uvloop", "httptools"):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        (folder / name / "__init__.py").write_text(f"raise ImportError('{name} hidden by the benchmark')\n")
+    return folder
+
+
+def start_with_path(processes: Processes, name: str, command: list[str], port: int, path: Path) -> int:
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path), saved]))
+    try:
+        return processes.start(name, command, port)
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
 def start_targets(
-    processes: Processes, work: Path, lane: str, with_lane_off: bool, variants: list[str]
+    processes: Processes, work: Path, lane: str, with_lane_off: bool, variants: list[str], plain: bool = False
 ) -> list[dict[str, Any]]:
     kitchen = [sys.executable, str(KITCHEN)]
     direct_port = free_port()
@@ -220,6 +241,33 @@ def start_targets(
                 "backend_under": off_pid,
             }
         )
+    if plain:  # both again without uvloop and httptools: asyncio's loop, uvicorn's h11
+        folder = hidden_speedups(work)
+        plain_port = free_port()
+        plain_pid = start_with_path(
+            processes, "kitchen-http-plain", [*kitchen, "--http", str(plain_port)], plain_port, folder
+        )
+        targets.insert(
+            1,
+            {
+                "key": "direct_http_plain",
+                "description": "client -> kitchen.py (HTTP), without uvloop and httptools",
+                "url": f"http://127.0.0.1:{plain_port}/mcp",
+                "tool": "echo",
+                "pids": {"server": plain_pid},
+            },
+        )
+        url, pid = gateway("manifold-stdio-plain", {"command": kitchen[0], "args": kitchen[1:]}, path=str(folder))
+        targets.append(
+            {
+                "key": "manifold_http_stdio_plain",
+                "description": "client -> manifold (HTTP, without uvloop and httptools) -> kitchen.py (stdio)",
+                "url": url,
+                "tool": "kitchen_echo",
+                "pids": {"gateway": pid},
+                "backend_under": pid,
+            }
+        )
     for variant in variants:  # the stdio-backed gateway with DIR first on its PYTHONPATH (uvloop, httptools)
         key, _, path = variant.partition("=")
         url, pid = gateway(f"manifold-{key}", {"command": kitchen[0], "args": kitchen[1:]}, path=path)
@@ -265,6 +313,11 @@ def main() -> None:
         "--with-lane-off", action="store_true", help="also the stdio-backed gateway with the fast lane off"
     )
     parser.add_argument(
+        "--with-plain",
+        action="store_true",
+        help="also kitchen.py and the stdio-backed gateway without uvloop and httptools",
+    )
+    parser.add_argument(
         "--variant",
         action="append",
         default=[],
@@ -288,7 +341,7 @@ def main() -> None:
     processes = Processes(args.output.parent / "logs")
     try:
         with tempfile.TemporaryDirectory(prefix="manifold-http-bench-") as tmp:
-            targets = start_targets(processes, Path(tmp), args.lane, args.with_lane_off, args.variant)
+            targets = start_targets(processes, Path(tmp), args.lane, args.with_lane_off, args.variant, args.with_plain)
             for era in eras:
                 rows: dict[str, dict[str, Any]] = {}
                 for target in targets:

@@ -306,3 +306,52 @@ def test_a_session_is_its_credentials_on_the_lane_too(gateways: Callable[..., st
         response = http.post(url, content=json.dumps(body), headers=as_bob)
         assert response.status_code == 404
         assert "result" not in response.text
+
+
+def stateless_requests(url: str) -> float:
+    text = httpx.get(url.removesuffix("/mcp") + "/metrics").text
+    found = re.search(r"^manifold_stateless_requests_total (\S+)", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_the_sdk_path_checks_param_headers_without_listing_every_tool(gateways: Callable[[bool], str]) -> None:
+    """A 2026-07-28 call with arguments on the SDK's path is one request to the gateway: the `Mcp-Param-*`
+    check reads the tool's schema from the gateway (`get_tool_input_schema`), not from a whole tools/list
+    the SDK would otherwise run (and count) for every such call."""
+    url = gateways(False)
+    with httpx.Client(timeout=60) as http:
+        assert modern_request(http, url, "kitchen_echo", {"text": "warm"}, 1)[0] == 200
+        before = stateless_requests(url)
+        for index in range(3):
+            status, text = modern_request(http, url, "kitchen_echo", {"text": f"n{index}"}, 2 + index)
+            assert status == 200 and json.loads(text)["result"]["content"][0]["text"] == f"n{index}"
+        assert stateless_requests(url) - before == 3
+
+
+@pytest.mark.parametrize("lane", [False, True])
+def test_param_headers_are_checked_against_the_listed_schema(
+    gateways: Callable[..., str], lane: bool, tmp_path: Path
+) -> None:
+    """A tool whose schema mirrors `region` into `Mcp-Param-Region`: a call whose header disagrees with
+    its argument is refused (HTTP 400) and one that agrees is answered, with the lane on or off."""
+    url = gateways(lane, {"mcpServers": {"kitchen": server_entry("kitchen.py"), "routed": server_entry("routed.py")}})
+    with httpx.Client(timeout=60) as http:
+        arguments = {"region": "eu", "text": "hi"}
+        status, text = modern_request(http, url, "routed_locate", arguments, 1, **{"mcp-param-region": "eu"})
+        assert status == 200 and json.loads(text)["result"]["content"][0]["text"] == "eu: hi"
+        status, text = modern_request(http, url, "routed_locate", arguments, 2, **{"mcp-param-region": "us"})
+        assert status == 400 and "Region" in text
+        status, text = modern_request(http, url, "routed_locate", arguments, 3)  # the header left out
+        assert status == 400
+
+
+def test_an_http_gateway_runs_on_uvloop_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvloop (a dependency) is the HTTP gateway's event loop; `MANIFOLD_UVLOOP=0` keeps asyncio's, and a
+    stdio gateway always does."""
+    from mcp_manifold._cli.serve import _event_loop_options
+
+    monkeypatch.delenv("MANIFOLD_UVLOOP", raising=False)
+    assert _event_loop_options(True) == {"use_uvloop": True}
+    assert _event_loop_options(False) == {}
+    monkeypatch.setenv("MANIFOLD_UVLOOP", "0")
+    assert _event_loop_options(True) == {}

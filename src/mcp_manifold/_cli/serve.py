@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import signal
 import socket
 from functools import partial
@@ -78,7 +79,20 @@ def serve(
             task_group.cancel_scope.cancel()
 
     with contextlib.suppress(KeyboardInterrupt), listener or contextlib.nullcontext():
-        anyio.run(main)
+        anyio.run(main, backend_options=_event_loop_options(cfg.settings.http))
+
+
+def _event_loop_options(http: bool) -> dict[str, Any]:
+    """uvloop for an HTTP gateway when it is installed (and not turned off with `MANIFOLD_UVLOOP=0`): its
+    event loop and transports are C, which cuts the gateway's CPU per call over HTTP (docs/benchmarks.md).
+    A stdio gateway keeps asyncio's loop: one client's calls gain little, and it starts often."""
+    if not http or os.environ.get("MANIFOLD_UVLOOP", "1").strip().lower() in ("0", "false", "no", "off"):
+        return {}
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}
 
 
 def _serving_line(cfg: Any) -> str:

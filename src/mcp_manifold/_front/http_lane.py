@@ -33,7 +33,10 @@ import json
 import logging
 import os
 import weakref
+from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pydantic_core
@@ -54,7 +57,7 @@ from mcp_manifold._core.clients import Caller, Request, asks_of
 from mcp_manifold._core.router import Target
 from mcp_manifold._front.fast_lane import FastRequest, call_response, plain_call, plain_modern_call
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
-from mcp_manifold._front.server import _CALLER, McpFront, SessionCaller
+from mcp_manifold._front.server import _CALLER, McpFront, SessionCaller, StatelessCaller, principal_of_request
 from mcp_manifold._sdk import connection_of, open_session_transport, session_request_in_flight
 
 if TYPE_CHECKING:
@@ -68,6 +71,9 @@ _HANDSHAKE = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode()
 _PLAIN_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
+
+# The ASGI scope of the HTTP request being served, for what the SDK asks without naming the request.
+_current_scope: ContextVar[Scope | None] = ContextVar("manifold_http_scope", default=None)
 
 
 def lane_enabled() -> bool:
@@ -104,6 +110,9 @@ class HttpLane:
         self._sessions: weakref.WeakValueDictionary[str, SessionCaller] = weakref.WeakValueDictionary()
         self._mirrored: dict[str, bool] = {}  # by tool hash: does its schema mirror arguments into headers?
         front.server.middleware.append(self._remember_session)
+        # Without it the SDK's server lists every tool (a whole tools/list through its dispatch) to check
+        # a 2026-07-28 call's `Mcp-Param-*` headers, for every call with arguments on its path.
+        front.server.get_tool_input_schema = self.listed_input_schema
 
     async def _remember_session(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call":
@@ -117,6 +126,13 @@ class HttpLane:
                 self._sessions[connection.session_id] = caller
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = _current_scope.set(scope)
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            _current_scope.reset(token)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.enabled or scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != MCP_PATH:
             await self.app(scope, receive, send)
             return
@@ -209,6 +225,29 @@ class HttpLane:
             for work in request.after_answer:
                 work()
 
+    def listed_input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The `inputSchema` of tool `name` as the current HTTP request's 2026-07-28 caller is shown it in
+        `tools/list` (the SDK server's `get_tool_input_schema`), from what the gateway holds now; None
+        when it lists no such tool (the SDK then checks no header, as when its listing lacks the tool)."""
+        scope = _current_scope.get()
+        if scope is None:
+            return None
+        identity = scope.get(SCOPE_KEY)
+        principal = identity.principal if isinstance(identity, Identity) else principal_of_request()
+        # The caller the SDK path makes of such a request (`McpFront._caller`); its envelope plays no part.
+        caller = StatelessCaller(_NO_ENVELOPE, principal)  # type: ignore[arg-type]
+        if isinstance(identity, Identity):
+            caller.principal, caller.profile = identity.principal, identity.profile
+        request = Request(caller)
+        request.endpoint = dict(scope.get("path_params") or {})
+        gateway = self.gateway
+        for surface in gateway.surfaces:
+            if gateway.access.allows_surface(request, surface.name):
+                for tool in surface.list_tools(request):
+                    if tool.name == name:
+                        return tool.input_schema
+        return None
+
     def _modern_caller(self, headers: _Headers, params: dict[str, Any], identity: Identity) -> Caller | None:
         if not plain_modern_call(params) or headers.any_prefixed(_PARAM_PREFIX):
             return None
@@ -253,6 +292,9 @@ class HttpLane:
         if mirrored is None:
             mirrored = self._mirrored[entry.hash] = "x-mcp-header" in json.dumps(entry.exposed.input_schema)
         return mirrored
+
+
+_NO_ENVELOPE = SimpleNamespace(client_capabilities=None, protocol_version=None)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import mcp_types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import SERVER_INFO_META_KEY, methods
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._core.clients import Caller, ListKind, Request, at_least, merged_extensions, undeclared
 from mcp_manifold._core.wire import WireResult
@@ -115,6 +115,18 @@ class SessionCaller(Caller):
         return await connection.send_request(request)
 
 
+class _Envelope(NamedTuple):
+    """What a `StatelessCaller` reads of a request's connection, for one read from its `_meta` envelope."""
+
+    protocol_version: str
+    client_capabilities: types.ClientCapabilities | None
+
+
+_UNSEEN = object()
+_CAPABILITY_FORMS = 256  # typed forms of clients' capabilities kept (see `McpFront._capabilities`)
+_CAPABILITY_FORM_CHARS = 4096  # a longer form is typed each time, not kept
+
+
 class StatelessCaller(Caller):
     """A 2026-07-28 client: no session, so one of these per request.
 
@@ -125,7 +137,7 @@ class StatelessCaller(Caller):
 
     era = "stateless"
 
-    def __init__(self, connection: Connection, principal: str | None) -> None:
+    def __init__(self, connection: Connection | _Envelope, principal: str | None) -> None:
         super().__init__(f"principal:{principal}" if principal else None)
         self.identified = principal is not None
         self._capabilities = connection.client_capabilities
@@ -190,6 +202,7 @@ class McpFront:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self._latest: weakref.ref[SessionCaller] | None = None
+        self._typed_capabilities: dict[str, Any] = {}  # by the declared form's repr
         self.server = self._build_server()
 
     def _build_server(self) -> Server[Any]:
@@ -240,8 +253,25 @@ class McpFront:
         route = classify_inbound_request({"method": "tools/call", "params": params}, headers=headers)
         if isinstance(route, InboundLadderRejection):
             return None
-        envelope = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
+        envelope = _Envelope(route.protocol_version, self._capabilities(route.client_capabilities))
         return StatelessCaller(envelope, principal)
+
+    def _capabilities(self, declared: Any) -> types.ClientCapabilities | None:
+        """The capabilities an envelope declares, typed as the SDK types them (`Connection.from_envelope`).
+        A client sends the same ones with every request, so each form is typed once, not per call; the
+        form's `repr` is its key (parsed JSON: the same repr is the same value)."""
+        try:
+            key = repr(declared)
+        except RecursionError:  # nested too deep to be any client's capabilities: typed (refused) afresh
+            key = "?" * (_CAPABILITY_FORM_CHARS + 1)
+        typed = self._typed_capabilities.get(key, _UNSEEN) if len(key) <= _CAPABILITY_FORM_CHARS else _UNSEEN
+        if typed is _UNSEEN:
+            typed = Connection.from_envelope(LATEST_MODERN_VERSION, None, declared).client_capabilities
+            if len(key) <= _CAPABILITY_FORM_CHARS:
+                if len(self._typed_capabilities) >= _CAPABILITY_FORMS:
+                    self._typed_capabilities.clear()  # clients' forms are few; many means someone varies them
+                self._typed_capabilities[key] = typed
+        return typed  # type: ignore[return-value]
 
     async def modern_result(self, params: dict[str, Any], version: str, result: Any) -> dict[str, Any]:
         """A `tools/call` result as this server sends it at 2026-07-28: its `requestState` sealed, the
