@@ -7,11 +7,15 @@ from clients already (`_core/arguments.py`); this is the second line, for whatev
 a server: a client's answer to the server's question, a notification, a request from elsewhere.
 A request is refused to its sender (`InvalidRequest`), an answer is replaced by a JSON-RPC error (the
 server is never left waiting), and a notification is dropped with a log line.
+
+A request's `arguments` that the call path has checked already (`mark_checked`: that very object, in
+the same context) are not walked twice; the rest of the request (name, `_meta`, ...) always is.
 """
 
 from __future__ import annotations
 
 import logging
+from contextvars import ContextVar
 from typing import Any
 
 import mcp_types as types
@@ -24,6 +28,16 @@ logger = logging.getLogger(__name__)
 
 # A message's own levels (params, arguments, ...) around the client's value, which the call path limits.
 _ENVELOPE_LEVELS = 8
+
+# The arguments the call path last checked in this context, held (not an id, which a later object may
+# reuse) so that only this very object is skipped.
+_checked_arguments: ContextVar[Any] = ContextVar("manifold_checked_arguments", default=None)
+
+
+def mark_checked(arguments: Any) -> None:
+    """Say that `arguments`, about to be sent as a request's `arguments` from this context, passed
+    `encoding_problem` and will not change before they are sent: the writer then skips their walk."""
+    _checked_arguments.set(arguments)
 
 
 class EncodableWrites:
@@ -61,10 +75,23 @@ class EncodableWrites:
 
 
 def _problem(message: Any) -> str | None:
-    if isinstance(message, types.JSONRPCResponse):
-        value: Any = {"result": message.result}
+    kind = type(message)
+    if kind is types.JSONRPCRequest or kind is types.JSONRPCNotification:
+        value: Any = _unchecked_params(message.params)
+    elif isinstance(message, types.JSONRPCResponse):
+        value = {"result": message.result}
     elif isinstance(message, types.JSONRPCError):
         value = {"error": message.error.model_dump()}
     else:
-        value = {"params": message.params} if message.params else None
+        value = _unchecked_params(message.params)
     return encoding_problem(value, "field", MAX_DEPTH + _ENVELOPE_LEVELS) if value else None
+
+
+def _unchecked_params(params: Any) -> dict[str, Any] | None:
+    """`{"params": params}` for the walk, without the arguments the call path checked (see mark_checked)."""
+    if not params:
+        return None
+    checked = _checked_arguments.get()
+    if checked is not None and params.get("arguments") is checked:
+        params = {key: value for key, value in params.items() if key != "arguments"}
+    return {"params": params}
