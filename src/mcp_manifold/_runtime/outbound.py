@@ -15,6 +15,7 @@ the same context) are not walked twice; the rest of the request (name, `_meta`, 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -33,11 +34,10 @@ _ENVELOPE_LEVELS = 8
 # reuse) so that only this very object is skipped.
 _checked_arguments: ContextVar[Any] = ContextVar("manifold_checked_arguments", default=None)
 
-
-def mark_checked(arguments: Any) -> None:
-    """Say that `arguments`, about to be sent as a request's `arguments` from this context, passed
-    `encoding_problem` and will not change before they are sent: the writer then skips their walk."""
-    _checked_arguments.set(arguments)
+# `mark_checked(arguments)`: say that `arguments`, about to be sent as a request's `arguments` from this
+# context, passed `encoding_problem` and will not change before they are sent; the writer then skips
+# their walk. `mark_checked(None)` takes the mark back. (The ContextVar's own setter: no Python frame.)
+mark_checked: Callable[[Any], object] = _checked_arguments.set
 
 
 class EncodableWrites:
@@ -77,21 +77,33 @@ class EncodableWrites:
 def _problem(message: Any) -> str | None:
     kind = type(message)
     if kind is types.JSONRPCRequest or kind is types.JSONRPCNotification:
-        value: Any = _unchecked_params(message.params)
+        params = message.params
+        if not params or _params_sendable(params):
+            return None
+        checked = _checked_arguments.get()  # not walked again to name the place: the problem is elsewhere
+        value: Any = {"params": {key: item for key, item in params.items() if item is not checked}}
     elif isinstance(message, types.JSONRPCResponse):
         value = {"result": message.result}
     elif isinstance(message, types.JSONRPCError):
         value = {"error": message.error.model_dump()}
     else:
-        value = _unchecked_params(message.params)
+        value = {"params": message.params} if message.params else None
     return encoding_problem(value, "field", MAX_DEPTH + _ENVELOPE_LEVELS) if value else None
 
 
-def _unchecked_params(params: Any) -> dict[str, Any] | None:
-    """`{"params": params}` for the walk, without the arguments the call path checked (see mark_checked)."""
-    if not params:
-        return None
+def _params_sendable(params: Mapping[str, Any]) -> bool:
+    """Whether a request's or notification's params can be sent, quickly: each value is checked but the
+    arguments the call path checked (see mark_checked), and a plain ASCII string inline. On False the
+    walk of the message names the place."""
     checked = _checked_arguments.get()
-    if checked is not None and params.get("arguments") is checked:
-        params = {key: value for key, value in params.items() if key != "arguments"}
-    return {"params": params}
+    for key, value in params.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        if value is checked and key == "arguments":
+            continue
+        if type(value) is str and value.isascii():
+            continue
+        # A value of params sits two levels into the message the walk is given ({"params": {key: value}}).
+        if encoding_problem(value, "field", MAX_DEPTH + _ENVELOPE_LEVELS - 2) is not None:
+            return False
+    return True
