@@ -144,7 +144,9 @@ def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], N
     mcp 2.3.0: every request of a `ClientSession` (discovery included) goes through its private
     `_dispatcher.send_raw_request`, whose raw answer the session then validates against the negotiated
     version; nothing public sits between the two. Wrapped here, on this one session's dispatcher. Without
-    it (another layout) such answers fail the SDK's validation as before.
+    it (another layout) such answers fail the SDK's validation as before. A session that settles on a
+    session-era version (negotiated once, for the session's life) is unwrapped at its next request, so
+    its calls pay nothing for this.
     """
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -154,8 +156,17 @@ def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], N
     inner = getattr(dispatcher, "send_raw_request", None)
     if inner is None:  # pragma: no cover - another SDK layout
         return
+    own = vars(dispatcher).get("send_raw_request")  # a wrapper set before this one, kept when unwrapping
 
     async def send_raw_request(method: str, params: Any, opts: Any = None, **kwargs: Any) -> Any:
+        version = getattr(session, "_negotiated_version", None)
+        if version is not None and version not in MODERN_PROTOCOL_VERSIONS and method != "server/discover":
+            if vars(dispatcher).get("send_raw_request") is send_raw_request:  # nobody wrapped it after us
+                if own is None:
+                    del dispatcher.send_raw_request  # the class's method again
+                else:
+                    dispatcher.send_raw_request = own
+            return await inner(method, params, opts, **kwargs)
         raw = await inner(method, params, opts, **kwargs)
         version = getattr(session, "_negotiated_version", None)
         if isinstance(raw, dict) and (method == "server/discover" or version in MODERN_PROTOCOL_VERSIONS):

@@ -66,6 +66,7 @@ from mcp_manifold._errors import (
     RateLimited,
 )
 from mcp_manifold._runtime.input_bridge import MAX_ROUNDS, HeldCalls, answer_questions, backend_state, read_state
+from mcp_manifold._runtime.outbound import mark_checked
 from mcp_manifold._sdk import asked_without_back_channel, call_tool_wire, requesting_client
 
 if TYPE_CHECKING:
@@ -328,6 +329,8 @@ class CallPath:
         # Input no wire can carry is refused here, after the policy (so a hidden name still reads like a
         # missing one) and before the backend, whose connection it would end for every caller.
         error = encoding_problem(arguments) if arguments else None
+        if error is None:
+            mark_checked(arguments)  # so the writer to the server does not walk them again
         result = tool_error(error) if error is not None else self._cache.lookup(target.server, target.name, arguments)
         if error is not None:
             outcome = "error"
