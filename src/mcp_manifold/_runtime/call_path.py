@@ -42,7 +42,7 @@ from pydantic import BaseModel
 from mcp_manifold._core.apps import meta_with_exposed_app
 from mcp_manifold._core.arguments import encoding_problem
 from mcp_manifold._core.catalog import Catalog
-from mcp_manifold._core.clients import Request
+from mcp_manifold._core.clients import ASKS, Caller, Request
 from mcp_manifold._core.programs import ProgramReport
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import (
@@ -190,9 +190,22 @@ class CallPath:
         backend = self._pool.backends.get(server) or self._pool.added.get(server)
         if backend is None:
             raise NotFound(f"unknown server {server!r}")
-        if request is not None and self._client_sessions.serves(backend.config, request.caller):
+        if request is not None and (
+            self._client_sessions.serves(backend.config, request.caller)
+            or (backend.needs_session and self._own_session_can_ask(backend, request.caller))
+        ):
             return self._client_sessions.session(backend.config, request.caller)
         return backend
+
+    def _own_session_can_ask(self, backend: Backend, caller: Caller, ask: str | None = None) -> bool:
+        """Whether `caller` can answer questions (`ask`, or any) that `backend`, a shared session, never
+        told its server it could (over HTTP it promises nothing), and can have a session of its own
+        where it would (the gateway tells it apart). Such a session is where a server that asks its
+        client mid-call (`needs_session`) is reached for that caller."""
+        if backend.owner is not None or backend.config.protocol == "modern" or not caller.identified:
+            return False
+        untold = caller.asks - backend.declare()
+        return bool(untold if ask is None else ask in untold) and not self._client_sessions.single_client
 
     # --- tools ----------------------------------------------------------------------------------
 
@@ -441,7 +454,10 @@ class CallPath:
                 # A session-era server may ask mid-call, which a 2026-07-28 client can only answer by
                 # calling again: keep the server's call running meanwhile.
                 return await self._held.start(request, lambda held: self._once(held, backend, action, send, {}))
-        result = await self._once(request, backend, action, send, extra)
+        try:
+            result = await self._once(request, backend, action, send, extra)
+        except _AskElsewhere as elsewhere:  # the call that found out is made again where the server can ask
+            return await self._exchange(request, elsewhere.backend, action, send)
         for _round in range(MAX_ROUNDS):
             if not isinstance(result, types.InputRequiredResult):
                 return result
@@ -459,18 +475,40 @@ class CallPath:
             try:
                 result = await backend.request(action, lambda session: send(session, request, extra))
             except BackendRequestError as exc:
-                asked = asked_without_back_channel(str(exc)) if backend.modern else None
+                asked = self._could_not_ask(backend, str(exc))
                 if asked is None:
                     raise
+                self._ask_elsewhere(request, backend, asked, extra)
                 raise BackendRequestError(backend.name, backend.asks_mid_call(asked), exc.code) from exc
             finally:
                 requesting_client.reset(token)
         result = wire_result(result) if isinstance(result, dict) else drop_server_stamp(result)
-        if backend.modern and isinstance(result, types.CallToolResult) and result.is_error:
-            asked = asked_without_back_channel(" ".join(getattr(block, "text", "") for block in result.content))
+        if isinstance(result, (types.CallToolResult, WireResult)):
+            asked = self._could_not_ask(backend, _text_of(result))
             if asked is not None:
-                return tool_error(f"server {backend.name!r}: {backend.asks_mid_call(asked)}")
+                self._ask_elsewhere(request, backend, asked, extra)
+                if backend.modern or result.is_error:  # else the server answered in its own words: keep them
+                    return tool_error(f"server {backend.name!r}: {backend.asks_mid_call(asked)}")
         return result
+
+    @staticmethod
+    def _could_not_ask(backend: Backend, text: str) -> str | None:
+        """The method the server says it could not send its client mid-call, if the session could not have
+        carried it: 2026-07-28 has no channel for it, and a session-era session carries only what it
+        declared the client can answer."""
+        asked = asked_without_back_channel(text) if text else None
+        if asked is None or (not backend.modern and ASKS.get(asked) in backend.declared):
+            return None
+        return asked
+
+    def _ask_elsewhere(self, request: Request, backend: Backend, asked: str, extra: dict[str, Any]) -> None:
+        """When the caller can answer `asked` and can have a session of its own that says so, learn that
+        the server asks mid-call and have the call made again there (raises `_AskElsewhere`)."""
+        ask = ASKS.get(asked)
+        if extra or ask is None or not self._own_session_can_ask(backend, request.caller, ask):
+            return
+        backend.learn_it_asks(asked)
+        raise _AskElsewhere(self.backend(backend.name, request))
 
     def _meta(self, meta: Mapping[str, Any] | None, request: Request, backend: Backend) -> Mapping[str, Any] | None:
         """The `_meta` a server gets with a call: the surface's, plus the log level it should send at
@@ -673,6 +711,31 @@ class CallPath:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
                 logger.exception("call observer failed")
+
+
+class _AskElsewhere(Exception):  # a signal within the call path, never raised past it
+    """A call's server could not ask its client through `backend`'s predecessor; make it again on `backend`."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+
+# A server that could not ask its client says so in a sentence or two; longer results are not read for it.
+_SAYS_IT_COULD_NOT_ASK = 4096
+
+
+def _text_of(result: types.CallToolResult | WireResult) -> str:
+    """The text blocks of a short tool result, model or wire form, joined; "" for a long one."""
+    texts = []
+    size = 0
+    for block in result.content:
+        text = block.get("text") if isinstance(block, dict) else getattr(block, "text", None)
+        if isinstance(text, str):
+            size += len(text)
+            if size > _SAYS_IT_COULD_NOT_ASK:
+                return ""
+            texts.append(text)
+    return " ".join(texts)
 
 
 def _refuse_unencodable(kind: CallKind, target: Target, arguments: Any) -> None:
