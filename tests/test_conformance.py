@@ -37,7 +37,9 @@ needs_ts_server = pytest.mark.skipif(
 @needs_suite
 def test_the_client_scenarios_and_the_auth_suite_pass(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHON": sys.executable, "CONFORMANCE_RESULTS": str(tmp_path)}
-    done = subprocess.run([str(HERE / "run.sh"), "client"], env=env, capture_output=True, text=True, timeout=1200, check=False)
+    done = subprocess.run(
+        [str(HERE / "run.sh"), "client"], env=env, capture_output=True, text=True, timeout=1200, check=False
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert output.count("OVERALL: PASSED") == 3  # initialize, tools_call, sse-retry
@@ -84,7 +86,9 @@ def text_of(result: types.CallToolResult) -> str:
 
 @needs_ts_server
 @pytest.mark.anyio
-async def test_a_server_that_could_not_ask_is_reached_in_the_callers_own_session(tmp_path: Path, ts_server: str) -> None:
+async def test_a_server_that_could_not_ask_is_reached_in_the_callers_own_session(
+    tmp_path: Path, ts_server: str
+) -> None:
     """The TypeScript SDK server asks its client mid-call; through the gateway's one shared session, which
     promises nothing about any client, it is refused and says so in its answer ("Sampling not supported").
     The gateway recognises that, learns it for good, and makes the call again in a session of the caller's
