@@ -601,7 +601,7 @@ async def test_a_server_asking_mid_call_on_a_shared_http_session_asks_in_the_cal
     """midcall.py takes 2026-07-28 but asks with ctx.elicit; its one session of an HTTP gateway is shared, so
     nobody can be asked there. A session-era client (one the gateway tells apart) that can answer gets a
     session of its own, where the first call is made again and asks it; a 2026-07-28 client the gateway
-    cannot tell apart (no authentication) gets an error naming the setting that would, every time."""
+    cannot tell apart (no authentication) gets an error saying what would, every time."""
     host = Host()
     async with http_client(http_url, mode, host) as client:
         if mode == "legacy":
@@ -614,7 +614,7 @@ async def test_a_server_asking_mid_call_on_a_shared_http_session_asks_in_the_cal
             return
         for _ in range(2):
             shared = error_text(await client.call_tool("mid_confirm", {"action": "deploy"}))
-            assert "cannot carry" in shared and "give it `session_scope: client` in the config" in shared, shared
+            assert "cannot carry" in shared and "once it authenticates to the gateway" in shared, shared
         assert host.elicited == []
 
 

@@ -405,17 +405,19 @@ class Backend:
             what = f"it asked its client ({method}) in the middle of a request, which its session cannot carry"
         if ASKS.get(method) not in self.declare():
             # A session shared by several clients promises nothing (see `declare`).
-            if self.config.session_scope == "client" and self.owner is not None:  # this client's own session
+            if self.owner is not None:  # this client's own session
                 return f"{what}, and this client did not declare that it can answer it ({ASKS.get(method)})"
-            if self.config.session_scope == "client" or self.owner is None:
-                # Only a client the gateway can tell apart, and that can answer, gets a session of its own.
+            if self.config.session_scope == "client":
+                # Only a client the gateway can tell apart gets a session of its own.
                 return (
-                    f"{what}, and the session it shares between clients cannot either: a client that declares it "
-                    f"can answer ({ASKS.get(method)}) gets a session of its own once the gateway can tell it apart "
-                    "(a session-era client, or a 2026-07-28 one that authenticates); or give it "
-                    "`session_scope: client` in the config"
+                    f"{what}, and the session it shares between clients cannot either: a 2026-07-28 client gets "
+                    "a session of its own (`session_scope: client`) once it authenticates to the gateway"
                 )
-            return f"{what}, and this client did not declare that it can answer it ({ASKS.get(method)})"
+            return (
+                f"{what}, and its shared session cannot either: a client that can answer it gets a session of its "
+                "own once the gateway can tell it apart (a session-era client; a 2026-07-28 client once it "
+                "authenticates to the gateway)"
+            )
         self.learn_it_asks(method)
         return f"{what}; mcp-manifold now reaches it in a session, where it can ask: call again"
 
