@@ -14,12 +14,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
-from tests.conftest import answer_sampling, free_port, gateway_over_http, stop_process, wait_for_port
+from tests.conftest import answer_sampling, free_port, gateway_over_http, server_entry, stop_process, wait_for_port
 
 HERE = Path(__file__).parent / "conformance"
 SUITE = HERE / "node" / "node_modules" / ".bin" / "conformance"
@@ -119,3 +121,23 @@ async def test_a_server_that_could_not_ask_is_reached_in_the_callers_own_session
         assert "Sampling not supported" in text_of(refused), text_of(refused)
     learned = json.loads((data / "learned.json").read_text())
     assert list(learned.values()) == [["needs_session"]], learned  # kept for the next start
+
+
+# --- a server's error that asks the client to act reaches it as the server sent it ----------------------
+
+
+@pytest.mark.anyio
+async def test_a_missing_client_capability_reaches_the_client_as_the_servers_error(
+    connect: Any, write_config: Any
+) -> None:
+    """asks.py (2026-07-28) refuses a request whose client did not declare what its question needs with
+    -32021 and the capabilities in its data; through the gateway the client gets that error, code and data
+    as sent (the conformance suite's 2026-07-28 scenarios check it), not a tool's error text."""
+    config = write_config({"asks": server_entry("asks.py", "--era", "modern")})
+    async with connect(config) as client:  # declares no elicitation
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("asks_ask_name", {})
+    error = refused.value.error
+    assert error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY, error
+    assert error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}, error
+    assert "the client did not declare the form elicitation capability" in error.message, error

@@ -87,6 +87,9 @@ CallKind = Literal["tool", "resource", "prompt", "completion", "action", "progra
 # was handed the server's questions.
 Outcome = Literal["ok", "error", "cached", "input_required", "denied", "quarantined", "rate_limited"]
 Send = Callable[["ClientSession", Request, dict[str, Any]], Awaitable[Any]]
+# A server's errors to a tool call that ask the client to act (declare a capability it lacks, open a URL),
+# with what to do in their data: the client gets them as errors, not as a tool's error text.
+CLIENT_MUST_ACT = frozenset({types.MISSING_REQUIRED_CLIENT_CAPABILITY, types.URL_ELICITATION_REQUIRED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +220,8 @@ class CallPath:
         plain result comes back as the server sent it (a `WireResult`).
 
         A call the policy refuses raises (`NotFound`, `Quarantined`, `RateLimited`), as an unknown
-        name would: the caller gets a clear error, the observers a record of the refusal.
+        name would: the caller gets a clear error, the observers a record of the refusal. So does a
+        server's error that asks the client to act (`CLIENT_MUST_ACT`: a `BackendRequestError`).
         """
         if self._arounds:
             return await self._wrapped(
@@ -372,6 +376,15 @@ class CallPath:
             except BackendError as exc:
                 # Errors can quote a server's stderr or URL, where its secrets may appear.
                 error = backend.config.scrub(str(exc))
+                if isinstance(exc, BackendRequestError) and exc.code in CLIENT_MUST_ACT:
+                    # The client must act on what the error's data says: it gets the error, as sent.
+                    if self._observers or hooks:
+                        waited = time.perf_counter() - sent
+                        self._tell(
+                            self._record("tool", request, target, started, "error", error, arguments, backend=waited),
+                            hooks,
+                        )
+                    raise
                 result = tool_error(error)
             except InvalidRequest as exc:  # a retry whose requestState or answers do not fit
                 error = str(exc)
