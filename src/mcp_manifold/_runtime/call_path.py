@@ -488,11 +488,13 @@ class CallPath:
             try:
                 result = await backend.request(action, lambda session: send(session, request, extra))
             except BackendRequestError as exc:
-                asked = self._could_not_ask(backend, str(exc))
+                asked = self._could_not_ask(backend, str(exc)) or _required_untold(backend, request.caller, exc)
                 if asked is None:
                     raise
                 self._ask_elsewhere(request, backend, asked, extra)
-                raise BackendRequestError(backend.name, backend.asks_mid_call(asked), exc.code) from exc
+                # Not the client's to act on: it can answer, the gateway's session could not say so.
+                code = types.INTERNAL_ERROR if exc.code in CLIENT_MUST_ACT else exc.code
+                raise BackendRequestError(backend.name, backend.asks_mid_call(asked), code) from exc
             finally:
                 requesting_client.reset(token)
         result = wire_result(result) if isinstance(result, dict) else drop_server_stamp(result)
@@ -733,6 +735,20 @@ class _AskElsewhere(Exception):  # a signal within the call path, never raised p
         self.backend = backend
 
 
+def _required_untold(backend: Backend, caller: Caller, exc: BackendRequestError) -> str | None:
+    """A question (its method) that a session-era server refused to ask with -32021 because the session
+    never declared what `caller` can in fact answer: the session's shortcoming, not the client's. (A
+    2026-07-28 request declares its own client's capabilities: there -32021 is the client's.)"""
+    if exc.code != types.MISSING_REQUIRED_CLIENT_CAPABILITY or backend.modern or not isinstance(exc.data, dict):
+        return None
+    required = exc.data.get("requiredCapabilities")
+    for ask in required if isinstance(required, dict) else ():
+        if ask in caller.asks and ask not in backend.declared:
+            return _ASKED_WITH.get(ask)
+    return None
+
+
+_ASKED_WITH = {ask: method for method, ask in ASKS.items()}
 # A server that could not ask its client says so in a sentence or two; longer results are not read for it.
 _SAYS_IT_COULD_NOT_ASK = 4096
 
