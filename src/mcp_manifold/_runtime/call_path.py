@@ -65,8 +65,15 @@ from mcp_manifold._errors import (
     Quarantined,
     RateLimited,
 )
+from mcp_manifold._runtime.could_not_ask import (
+    CLIENT_MUST_ACT,
+    AskElsewhere,
+    could_not_ask,
+    required_untold,
+    text_of,
+)
 from mcp_manifold._runtime.input_bridge import MAX_ROUNDS, HeldCalls, answer_questions, backend_state, read_state
-from mcp_manifold._sdk import asked_without_back_channel, call_tool_wire, requesting_client
+from mcp_manifold._sdk import call_tool_wire, requesting_client
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
@@ -87,9 +94,6 @@ CallKind = Literal["tool", "resource", "prompt", "completion", "action", "progra
 # was handed the server's questions.
 Outcome = Literal["ok", "error", "cached", "input_required", "denied", "quarantined", "rate_limited"]
 Send = Callable[["ClientSession", Request, dict[str, Any]], Awaitable[Any]]
-# A server's errors to a tool call that ask the client to act (declare a capability it lacks, open a URL),
-# with what to do in their data: the client gets them as errors, not as a tool's error text.
-CLIENT_MUST_ACT = frozenset({types.MISSING_REQUIRED_CLIENT_CAPABILITY, types.URL_ELICITATION_REQUIRED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,7 +473,7 @@ class CallPath:
                 return await self._held.start(request, lambda held: self._once(held, backend, action, send, {}))
         try:
             result = await self._once(request, backend, action, send, extra)
-        except _AskElsewhere as elsewhere:  # the call that found out is made again where the server can ask
+        except AskElsewhere as elsewhere:  # the call that found out is made again where the server can ask
             return await self._exchange(request, elsewhere.backend, action, send)
         for _round in range(MAX_ROUNDS):
             if not isinstance(result, types.InputRequiredResult):
@@ -488,7 +492,7 @@ class CallPath:
             try:
                 result = await backend.request(action, lambda session: send(session, request, extra))
             except BackendRequestError as exc:
-                asked = self._could_not_ask(backend, str(exc)) or _required_untold(backend, request.caller, exc)
+                asked = could_not_ask(backend, str(exc)) or required_untold(backend, request.caller, exc)
                 if asked is None:
                     raise
                 self._ask_elsewhere(request, backend, asked, extra)
@@ -499,31 +503,21 @@ class CallPath:
                 requesting_client.reset(token)
         result = wire_result(result) if isinstance(result, dict) else drop_server_stamp(result)
         if isinstance(result, (types.CallToolResult, WireResult)):
-            asked = self._could_not_ask(backend, _text_of(result))
+            asked = could_not_ask(backend, text_of(result))
             if asked is not None:
                 self._ask_elsewhere(request, backend, asked, extra)
                 if backend.modern or result.is_error:  # else the server answered in its own words: keep them
                     return tool_error(f"server {backend.name!r}: {backend.asks_mid_call(asked)}")
         return result
 
-    @staticmethod
-    def _could_not_ask(backend: Backend, text: str) -> str | None:
-        """The method the server says it could not send its client mid-call, if the session could not have
-        carried it: 2026-07-28 has no channel for it, and a session-era session carries only what it
-        declared the client can answer."""
-        asked = asked_without_back_channel(text) if text else None
-        if asked is None or (not backend.modern and ASKS.get(asked) in backend.declared):
-            return None
-        return asked
-
     def _ask_elsewhere(self, request: Request, backend: Backend, asked: str, extra: dict[str, Any]) -> None:
         """When the caller can answer `asked` and can have a session of its own that says so, learn that
-        the server asks mid-call and have the call made again there (raises `_AskElsewhere`)."""
+        the server asks mid-call and have the call made again there (raises `AskElsewhere`)."""
         ask = ASKS.get(asked)
         if extra or ask is None or not self._own_session_can_ask(backend, request.caller, ask):
             return
         backend.learn_it_asks(asked)
-        raise _AskElsewhere(self.backend(backend.name, request))
+        raise AskElsewhere(self.backend(backend.name, request))
 
     def _meta(self, meta: Mapping[str, Any] | None, request: Request, backend: Backend) -> Mapping[str, Any] | None:
         """The `_meta` a server gets with a call: the surface's, plus the log level it should send at
@@ -726,45 +720,6 @@ class CallPath:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
                 logger.exception("call observer failed")
-
-
-class _AskElsewhere(Exception):  # a signal within the call path, never raised past it
-    """A call's server could not ask its client through `backend`'s predecessor; make it again on `backend`."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-
-
-def _required_untold(backend: Backend, caller: Caller, exc: BackendRequestError) -> str | None:
-    """A question (its method) that a session-era server refused to ask with -32021 because the session
-    never declared what `caller` can in fact answer: the session's shortcoming, not the client's. (A
-    2026-07-28 request declares its own client's capabilities: there -32021 is the client's.)"""
-    if exc.code != types.MISSING_REQUIRED_CLIENT_CAPABILITY or backend.modern or not isinstance(exc.data, dict):
-        return None
-    required = exc.data.get("requiredCapabilities")
-    for ask in required if isinstance(required, dict) else ():
-        if ask in caller.asks and ask not in backend.declared:
-            return _ASKED_WITH.get(ask)
-    return None
-
-
-_ASKED_WITH = {ask: method for method, ask in ASKS.items()}
-# A server that could not ask its client says so in a sentence or two; longer results are not read for it.
-_SAYS_IT_COULD_NOT_ASK = 4096
-
-
-def _text_of(result: types.CallToolResult | WireResult) -> str:
-    """The text blocks of a short tool result, model or wire form, joined; "" for a long one."""
-    texts = []
-    size = 0
-    for block in result.content:
-        text = block.get("text") if isinstance(block, dict) else getattr(block, "text", None)
-        if isinstance(text, str):
-            size += len(text)
-            if size > _SAYS_IT_COULD_NOT_ASK:
-                return ""
-            texts.append(text)
-    return " ".join(texts)
 
 
 def _refuse_unencodable(kind: CallKind, target: Target, arguments: Any) -> None:

@@ -43,9 +43,10 @@ from mcp_manifold._runtime.access import Access
 from mcp_manifold._runtime.audit import STREAM, AuditLog, StreamAuditLog, audit_dir
 from mcp_manifold._runtime.back_channel import BackChannel
 from mcp_manifold._runtime.backends import Backend
-from mcp_manifold._runtime.call_path import CLIENT_MUST_ACT, CallPath
+from mcp_manifold._runtime.call_path import CallPath
 from mcp_manifold._runtime.catalog_sync import CatalogSync
 from mcp_manifold._runtime.client_sessions import ClientSessions
+from mcp_manifold._runtime.could_not_ask import CLIENT_MUST_ACT
 from mcp_manifold._runtime.health import HealthMonitor
 from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.lineage import child_environment
