@@ -141,3 +141,23 @@ async def test_a_missing_client_capability_reaches_the_client_as_the_servers_err
     assert error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY, error
     assert error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}, error
     assert "the client did not declare the form elicitation capability" in error.message, error
+
+
+@pytest.mark.parametrize(
+    ("text", "method"),
+    [
+        ("Sampling not supported or error: MCP error -32600: Sampling not supported", "sampling/createMessage"),
+        ("Elicitation not supported or error: Client does not support form elicitation.", "elicitation/create"),
+        ("Client does not support sampling (required for sampling/createMessage)", "sampling/createMessage"),
+        ("Client does not support listing roots (required for roots/list)", "roots/list"),
+        ("Client does not support URL elicitation (required for elicitation/create)", "elicitation/create"),
+        ("Error: Cannot send 'roots/list': this transport context has no back-channel for ...", "roots/list"),
+        ("MCP error -32600: List roots not supported", "roots/list"),
+        ("This is a simple text response for testing.", None),
+        ("Sampling is not supported by this model", None),
+    ],
+)
+def test_what_servers_say_when_they_could_not_ask_their_client(text: str, method: str | None) -> None:
+    from mcp_manifold._sdk import asked_without_back_channel
+
+    assert asked_without_back_channel(text) == method
