@@ -123,6 +123,39 @@ async def test_a_server_that_could_not_ask_is_reached_in_the_callers_own_session
     assert list(learned.values()) == [["needs_session"]], learned  # kept for the next start
 
 
+@needs_ts_server
+@pytest.mark.anyio
+async def test_an_authenticated_2026_client_is_asked_by_a_session_era_server_in_its_own_session(
+    tmp_path: Path, ts_server: str
+) -> None:
+    """The same server and a 2026-07-28 client that authenticates (so the gateway tells it apart): its first
+    call is made again in a session of its own, where the server's mid-call question is held and handed to
+    the client as `input_required`; the SDK client answers and gets the result."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from mcp_manifold._config.security import hash_key
+
+    key = "mfk_conformance-key"
+    config = tmp_path / "mcp.json"
+    settings = {"data_dir": str(tmp_path / "data")}
+    auth = {"api_keys": {"ada": {"sha256": hash_key(key)}}}
+    servers = {"everything": {"url": ts_server, "prefix": ""}}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": settings, "auth": auth}))
+    port = free_port()
+    with gateway_over_http(config, port, timeout=60, stderr=(tmp_path / "gateway.log").open("wb")):
+        async with (
+            create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http,
+            Client(
+                streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http),
+                sampling_callback=answer_sampling,
+            ) as client,
+        ):
+            for prompt in ("first", "second"):
+                answered = await client.call_tool("test_sampling", {"prompt": prompt})
+                assert text_of(answered) == f"LLM response: answer to {prompt}", text_of(answered)
+
+
 # --- a server's error that asks the client to act reaches it as the server sent it ----------------------
 
 
