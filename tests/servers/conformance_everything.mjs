@@ -237,7 +237,8 @@ function buildServer() {
   );
 
   // The SDK lists schemas it converted from zod (no $schema, $defs or additionalProperties): list the
-  // 2020-12 tool with its own schema, the others as the SDK would.
+  // 2020-12 tool with its own schema, the others as the SDK's own handler (kept in the private
+  // `_requestHandlers` of SDK 1.32.2; there is no public way to reach it) lists them.
   const listTools = server.server._requestHandlers.get("tools/list");
   server.server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
     const listed = await listTools(request, extra);
