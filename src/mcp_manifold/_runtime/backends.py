@@ -397,17 +397,21 @@ class Backend:
         self._needs_session = True
 
     def asks_mid_call(self, method: str) -> str:
-        """The running 2026-07-28 server tried to send `method` to its client during a request, which that
-        era cannot carry (the session-era idiom, common in servers that also answer 2026-07-28). Under
-        `protocol: auto`, where a session would tell the server its client can answer, learn it: the next
-        request reconnects with the handshake, and the gateway relays the question. Returns what to tell
-        the client (after the server's name)."""
-        what = f"it asked its client ({method}) in the middle of a request, which MCP 2026-07-28 cannot carry"
-        if self.config.protocol != "auto":
-            return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
+        """The running server tried to send `method` to its client during a request, and could not: at
+        2026-07-28 there is no channel for it (the session-era idiom, common in servers that also answer
+        2026-07-28), and a session-era session carries only what it told the server its client can answer.
+        Under `protocol: auto`, where a session would tell the server its client can answer, learn it: the
+        next request reconnects with the handshake, and the gateway relays the question. Returns what to
+        tell the client (after the server's name)."""
+        if self.modern:
+            what = f"it asked its client ({method}) in the middle of a request, which MCP 2026-07-28 cannot carry"
+            if self.config.protocol != "auto":
+                return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
+        else:
+            what = f"it asked its client ({method}) in the middle of a request, which its session cannot carry"
         if ASKS.get(method) not in self.declare():
             # A session shared by several clients promises nothing (see `declare`).
-            if self.config.session_scope == "client" and self.owner is not None:  # this client's own session
+            if self.owner is not None:  # this client's own session
                 return f"{what}, and this client did not declare that it can answer it ({ASKS.get(method)})"
             if self.config.session_scope == "client":
                 # Only a client the gateway can tell apart gets a session of its own.
@@ -415,17 +419,27 @@ class Backend:
                     f"{what}, and the session it shares between clients cannot either: a 2026-07-28 client gets "
                     "a session of its own (`session_scope: client`) once it authenticates to the gateway"
                 )
-            return f"{what}, and its shared session cannot either: give it `session_scope: client` in the config"
+            return (
+                f"{what}, and its shared session cannot either: a client that can answer it gets a session of its "
+                "own once the gateway can tell it apart (a session-era client; a 2026-07-28 client once it "
+                "authenticates to the gateway)"
+            )
+        self.learn_it_asks(method)
+        return f"{what}; mcp-manifold now reaches it in a session, where it can ask: call again"
+
+    def learn_it_asks(self, method: str) -> None:
+        """Learn, once and for good (`needs_session`, kept in the data dir), that the server asks its client
+        mid-call: it is reached with the handshake from now on, and a client that can answer what a shared
+        session never told it reaches it through a session of its own (call_path)."""
         if not self._needs_session:
             self._needs_session = True
             self._learned.learn(self.config, "needs_session")
             logger.warning(
-                "server %r asks its client mid-call (%s): reconnecting to it in a session "
+                "server %r asks its client mid-call (%s): reaching it in a session where it can ask "
                 "(`protocol: legacy` for it starts it that way)",
                 self.name,
                 method,
             )
-        return f"{what}; mcp-manifold now reaches it in a session, where it can ask: call again"
 
     async def renew_if_session_needed(self) -> None:
         """Reconnect with the handshake if `asks_mid_call` learned the server needs a session. Call it with
