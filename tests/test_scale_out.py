@@ -117,6 +117,54 @@ async def test_a_servers_question_is_answered_through_another_replica(
     assert asked == 3
 
 
+async def test_a_forwarded_held_calls_progress_and_logs_reach_its_client(
+    write_config: Any, redis_server: RedisServer, replicas: Any
+) -> None:
+    """A session-era server asks mid-call, then reports progress and logs before it answers. The client's
+    retry lands on the other replica (round robin over two), which hands it to the holder: the progress and
+    log messages of the rest of the call come back through it, on the client's retry, before the result."""
+    server = server_entry("replica_probe.py", "--era", "legacy", session_scope="client")
+    config = write_config({"probe": server}, {"http": True, "state_url": redis_server.url})
+    config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": {"ada": KEY}}}))
+    cluster: Cluster = replicas(config, 2)
+    progress: list[tuple[float, float | None, str | None]] = []
+    logs: list[Any] = []
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        return ADA
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {KEY}"}) as http,
+        Client(
+            streamable_http_client(cluster.url, http_client=http),
+            elicitation_callback=elicit,
+            logging_callback=on_log,
+            log_level="info",
+        ) as client,
+    ):
+        for _ in range(2):  # the holder is whichever replica the first round reaches: try both orders
+            progress.clear()
+            logs.clear()
+            result = await client.call_tool("probe_ask_then_report", {"steps": 3}, progress_callback=on_progress)
+            assert not result.is_error, text_of(result)
+            assert text_of(result) == "reported to Ada"
+            assert progress == [(step, 3, f"step {step} of 3") for step in (1, 2, 3)]
+            assert logs == [f"step {step} for Ada" for step in (1, 2, 3)]
+    rounds = sorted(
+        (line["time"], line["outcome"], replica.id)
+        for replica in cluster.replicas
+        for line in map(json.loads, (replica.data_dir / "audit" / "audit.jsonl").read_text().splitlines())
+    )
+    assert [outcome for _time, outcome, _replica in rounds] == ["input_required", "ok"] * 2
+    assert all(rounds[i][2] != rounds[i + 1][2] for i in (0, 2)), rounds  # each retry reached the other one
+
+
 async def test_one_rate_limit_across_replicas(write_config: Any, redis_server: RedisServer, replicas: Any) -> None:
     config = probe_config(write_config, redis_server, rate_limit=0.01, rate_burst=5)
     cluster: Cluster = replicas(config)
