@@ -98,7 +98,7 @@ def gateways(folder: Path, config: Path, count: int, *, balanced: bool) -> Itera
             return
         port = free_port()
         cfg = folder / f"{config.stem}-haproxy.cfg"
-        cfg.write_text(haproxy_config(port, members, sticky=False))
+        cfg.write_text(haproxy_config(port, members, sticky=False, admin=cfg.with_name("haproxy.sock")))
         assert HAPROXY is not None
         haproxy = subprocess.Popen([HAPROXY, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, start_new_session=True)
         started.append(haproxy)
