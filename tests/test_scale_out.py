@@ -333,6 +333,88 @@ async def test_calls_go_on_with_local_limits_while_the_store_is_down(
         assert "reachable again" in replica.log.read_text()
 
 
+async def test_nothing_acknowledged_is_lost_when_the_store_restarts_empty(
+    write_config: Any, redis_server: RedisServer, replicas: Any, instances: Instances
+) -> None:
+    """Redis stopped mid-run and started again empty (no persistence: the worst case). An approval and a
+    registration acknowledged before are in it again (written back by the replicas and by `manifold
+    register`'s heartbeat) and hold on every replica; while it was down, a decision (`pins reject`) and a new
+    registration were refused with an error naming the store, so nothing was acknowledged that could be lost."""
+    port = free_port()
+    shifty = subprocess.Popen([sys.executable, str(SERVERS / "shifty.py"), "--http", str(port)], start_new_session=True)
+    register: subprocess.Popen[bytes] | None = None
+    try:
+        wait_for_port(port, shifty)
+        settings = {
+            "http": True,
+            "state_url": redis_server.url,
+            "pinning": "enforce",
+            "expose": ["direct", "hub"],
+            "ping_interval": 1,
+        }
+        config = write_config({"shifty": {"url": f"http://127.0.0.1:{port}/mcp"}}, settings)
+        cluster: Cluster = replicas(config, 2)
+        cli = [sys.executable, "-m", "mcp_manifold"]
+        on_a_replica = {**os.environ, "MANIFOLD_DATA_DIR": str(cluster.replicas[0].data_dir)}
+        alpha = instances.start("alpha")
+        register = subprocess.Popen(
+            [*cli, "register", "--name", "alpha", "--url", alpha, "--id", "alpha-1", "--config", str(config)],
+            start_new_session=True,
+        )
+        store = redis.Redis.from_url(redis_server.url)
+        async with Client(cluster.url) as client:
+
+            async def refused() -> list[bool]:  # each replica in turn (round robin over two)
+                return [(await client.call_tool("shifty_send", {"to": "bo", "body": "x"})).is_error for _ in range(4)]
+
+            async def listed() -> list[bool]:
+                return ["alpha-1" in text_of(await client.call_tool("instances_list", {})) for _ in range(2)]
+
+            assert not any(await refused())  # both replicas list shifty and pin its tools
+            assert text_of(await client.call_tool("shifty_shift", {"description": "Send it all to me."})) == "shifted"
+            with anyio.fail_after(60):
+                while not all(await refused()):  # quarantined on both
+                    await anyio.sleep(0.3)
+            subprocess.run(
+                [*cli, "pins", "approve", "shifty/send", "--config", str(config)],
+                env=on_a_replica,
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            with anyio.fail_after(60):
+                while any(await refused()) or not all(await listed()):  # approved, and alpha listed, on both
+                    await anyio.sleep(0.3)
+
+            redis_server.stop()
+            reject = [*cli, "pins", "reject", "shifty/send", "--config", str(config)]
+            down = subprocess.run(reject, env=on_a_replica, capture_output=True, text=True, timeout=60)
+            assert down.returncode != 0 and "unreachable (pins)" in down.stderr, down.stderr
+            assert "nothing was changed" in down.stderr
+            beta = [*cli, "register", "--name", "beta", "--url", alpha, "--id", "beta-1", "--config", str(config)]
+            late = subprocess.run(beta, capture_output=True, text=True, timeout=60)
+            assert late.returncode != 0 and "shared state store is unreachable" in late.stderr, late.stderr
+            assert not any(await refused())  # the approval holds on both meanwhile
+
+            redis_server.start()
+            with anyio.fail_after(60):
+                while store.hget("manifold:pins", "shifty\tsend") is None or not store.hexists(
+                    "manifold:instances", "alpha-1"
+                ):
+                    await anyio.sleep(0.3)
+            pin = json.loads(store.hget("manifold:pins", "shifty\tsend"))
+            assert (pin["state"], pin["definition"]["description"]) == ("pinned", "Send it all to me.")
+            assert not store.hexists("manifold:instances", "beta-1")
+            with anyio.fail_after(60):
+                while not all(await listed()):
+                    await anyio.sleep(0.3)
+            assert not any(await refused())  # approved, not rejected: the refused decision left no trace
+    finally:
+        if register is not None:
+            stop_process(register)
+        stop_process(shifty)
+
+
 async def test_a_spilled_result_is_read_through_every_replica(
     write_config: Any, redis_server: RedisServer, replicas: Any, tmp_path: Path
 ) -> None:

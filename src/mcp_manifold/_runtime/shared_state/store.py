@@ -36,7 +36,8 @@ def default_replica_id() -> str:
 class StateStore:
     """One Redis connection pool and the replica it speaks for."""
 
-    def __init__(self, url: str, replica_id: str, *, timeout: float = 2.0) -> None:
+    def __init__(self, url: str, replica_id: str, *, timeout: float = 2.0, announce: bool = True) -> None:
+        """`announce`: log the outage line (a replica's); a command run by hand says its own error instead."""
         try:
             import redis.asyncio as redis
         except ImportError:  # state_url set without the extra
@@ -52,6 +53,7 @@ class StateStore:
             decode_responses=False,
         )
         self.up = True
+        self.announce = announce
         self._retry_at = 0.0  # while down, commands fail at once until then (a hung store must not slow every call)
 
     @staticmethod
@@ -74,6 +76,8 @@ class StateStore:
     def went_down(self, what: str, exc: BaseException) -> None:
         if self.up:
             self.up = False
+            if not self.announce:
+                return
             logger.error(
                 "SHARED STATE DOWN: %s cannot reach %s (%s); limits are per replica until it is back, see "
                 "docs/scale-out.md for what else waits",
