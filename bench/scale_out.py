@@ -11,7 +11,8 @@ throughput
     backends) used per call, read from /proc before and after.
 admission
     the shared limits alone: one admission (the Lua script, one round trip) and its release, against the
-    in-process buckets, timed in this process (what state_url adds to a call, without HTTP noise);
+    in-process buckets, timed in this process (what state_url adds to a call, without HTTP noise); back to
+    back, and at a call's pace (one every 20 ms) beside a bare PING at the same pace;
 latency
     one gateway, no balancer, one client, sequential calls: limits off and state_url unset; limits on and
     state_url unset (the in-process buckets); limits on and state_url set (one Redis round trip per call).
@@ -225,6 +226,19 @@ async def admission(url: str, count: int) -> dict[str, Any]:
                 await shared.acquire("bench")
                 shared.release("bench")
                 timings["shared"].append((time.perf_counter_ns() - started) / 1e6)
+            # At a call's pace (one every 20 ms) Redis sleeps between admissions, and on a loaded machine
+            # waking it costs a scheduling delay: the same for an admission and for a bare PING.
+            timings["shared_paced"], timings["ping_paced"] = [], []
+            for _ in range(200):
+                await anyio.sleep(0.02)
+                started = time.perf_counter_ns()
+                await shared.acquire("bench")
+                shared.release("bench")
+                timings["shared_paced"].append((time.perf_counter_ns() - started) / 1e6)
+                await anyio.sleep(0.02)
+                started = time.perf_counter_ns()
+                await store.client.ping()
+                timings["ping_paced"].append((time.perf_counter_ns() - started) / 1e6)
             group.cancel_scope.cancel()
     finally:
         await store.close()
@@ -255,15 +269,21 @@ def main() -> None:
     try:
         limits = {"rate_limit": 1_000_000, "rate_burst": 1_000_000, "principal_max_calls": 10_000}
         shared = write_config(folder, "shared", state_url=redis.url, **limits)
-        results["admission"] = {**anyio.run(admission, redis.url, args.calls), "load_before": load()}
-        results["admission"]["load_after"] = load()
+        before = load()
+        results["admission"] = {
+            **anyio.run(admission, redis.url, args.calls),
+            "load_before": before,
+            "load_after": load(),
+        }
         print(json.dumps(results["admission"]), flush=True)
         if not args.no_throughput:
             rows = []
             for count in (1, 2, 3):
                 with gateways(folder, shared, count, balanced=True) as (url, members):
-                    rows.append({**anyio.run(throughput, url, members, args), "load_before": load()})
-                rows[-1]["load_after"] = load()
+                    before = load()
+                    rows.append(
+                        {**anyio.run(throughput, url, members, args), "load_before": before, "load_after": load()}
+                    )
                 print(rows[-1], flush=True)
             results["throughput"] = rows
         plain = write_config(folder, "plain")
