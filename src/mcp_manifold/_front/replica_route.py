@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from mcp_manifold._runtime.gateway import Gateway
-from mcp_manifold._runtime.shared_state.held import HELD_PATH, TOKEN_HEADER, HeldForwarding
+from mcp_manifold._runtime.shared_state.held import HELD_PATH, RELAY_BUFFER, TOKEN_HEADER, HeldForwarding
 
 
 def replica_routes(gateway: Gateway) -> list[BaseRoute]:
@@ -47,7 +47,7 @@ class _HeldAnswer(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [(b"content-type", b"application/x-ndjson")]  # no length: written as the call goes
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        lines, outgoing = anyio.create_memory_object_stream[bytes](256)
+        lines, outgoing = anyio.create_memory_object_stream[bytes](RELAY_BUFFER)
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(self.forwarding.answer, self.body_sent, lines)
             async with outgoing:

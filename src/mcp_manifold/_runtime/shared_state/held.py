@@ -135,7 +135,7 @@ class HeldForwarding:
         await self._client.aclose()
 
 
-_RELAY_BUFFER = 256  # progress and log lines waiting for the forwarding replica; past that, dropped (best effort)
+RELAY_BUFFER = 256  # progress and log lines waiting for the forwarding replica; past that, dropped (best effort)
 
 
 def _line(message: dict[str, Any]) -> bytes:
