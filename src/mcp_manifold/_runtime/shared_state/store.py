@@ -40,6 +40,8 @@ class StateStore:
         """`announce`: log the outage line (a replica's); a command run by hand says its own error instead."""
         try:
             import redis.asyncio as redis
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
         except ImportError:  # state_url set without the extra
             raise ManifoldError("state_url needs redis-py: pip install 'mcp-manifold[redis]'") from None
         self.url = url
@@ -51,6 +53,10 @@ class StateStore:
             socket_connect_timeout=timeout,
             health_check_interval=10,
             decode_responses=False,
+            # After a store restart, a pooled connection is dead: the command is sent once more on a new one
+            # (redis-py 8 otherwise raises "Connection closed by server" and a working store looks down).
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=[redis.ConnectionError],
         )
         self.up = True
         self.announce = announce
