@@ -124,15 +124,22 @@ class SharedLimits:
         """Remove the finished calls' slots no admission carried within `FOLD_WINDOW`, a batch per round trip,
         until the gateway stops."""
         task_status.started()
-        while True:
-            await self._wake.wait()
-            await anyio.sleep(FOLD_WINDOW)
-            self._wake = anyio.Event()
-            batch, self._finished = self._finished, []
-            if not batch:
-                continue
-            pipe = self.store.client.pipeline(transaction=False)
-            for key, slot in batch:
-                pipe.zrem(key, slot)
-            with contextlib.suppress(StateUnavailable):  # else their leases free them
-                await self.store.run("limits", pipe.execute)
+        try:
+            while True:
+                await self._wake.wait()
+                await anyio.sleep(FOLD_WINDOW)
+                self._wake = anyio.Event()
+                await self._remove_finished()
+        finally:  # a replica stopping cleanly frees its last slots now, not when their leases end
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2), contextlib.suppress(Exception):
+                await self._remove_finished()
+
+    async def _remove_finished(self) -> None:
+        batch, self._finished = self._finished, []
+        if not batch:
+            return
+        pipe = self.store.client.pipeline(transaction=False)
+        for key, slot in batch:
+            pipe.zrem(key, slot)
+        with contextlib.suppress(StateUnavailable):  # else their leases free them
+            await self.store.run("limits", pipe.execute)
