@@ -69,6 +69,7 @@ from mcp_manifold._runtime.could_not_ask import (
     CLIENT_MUST_ACT,
     AskElsewhere,
     could_not_ask,
+    may_say_it_could_not_ask,
     required_untold,
     text_of,
 )
@@ -505,7 +506,9 @@ class CallPath:
             finally:
                 requesting_client.reset(token)
         result = wire_result(result) if isinstance(result, dict) else drop_server_stamp(result)
-        if isinstance(result, (types.CallToolResult, WireResult)):
+        if isinstance(result, (types.CallToolResult, WireResult)) and may_say_it_could_not_ask(
+            backend, request.caller, result
+        ):
             asked = could_not_ask(backend, text_of(result))
             if asked is not None:
                 self._ask_elsewhere(request, backend, asked, extra)

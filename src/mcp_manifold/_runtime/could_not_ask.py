@@ -61,6 +61,13 @@ def required_untold(backend: Backend, caller: Caller, exc: BackendRequestError) 
     return None
 
 
+def may_say_it_could_not_ask(backend: Backend, caller: Caller, result: types.CallToolResult | WireResult) -> bool:
+    """Whether `result` is worth reading for that sentence (most are not, and reading costs on every call):
+    an error, or an answer in the server's own words (a session-era SDK's) when the session left out
+    something `caller` could have answered."""
+    return result.is_error or (not backend.modern and not caller.asks <= backend.declared)
+
+
 def text_of(result: types.CallToolResult | WireResult) -> str:
     """The text blocks of a short tool result, model or wire form, joined; "" for a long one."""
     texts = []
