@@ -388,14 +388,6 @@ class Backend:
         """Whether the running session speaks MCP 2026-07-28 (no handshake, no server-initiated requests)."""
         return self.protocol_version in MODERN_PROTOCOL_VERSIONS
 
-    def takes_handshake(self) -> bool:
-        """Whether the server can be reached with the handshake: a session-era session does; a 2026-07-28
-        one unless its `server/discover` listed 2026-07-28 versions only (it refuses the handshake)."""
-        if not self.modern:
-            return True
-        versions = getattr(getattr(self._session, "discover_result", None), "supported_versions", None)
-        return not versions or any(version not in MODERN_PROTOCOL_VERSIONS for version in versions)
-
     @property
     def needs_session(self) -> bool:
         """Whether the gateway learned that this server asks mid-call and so is reached in a session."""

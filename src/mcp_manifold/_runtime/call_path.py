@@ -212,8 +212,6 @@ class CallPath:
         client mid-call (`needs_session`) is reached for that caller."""
         if backend.owner is not None or backend.config.protocol == "modern" or not caller.identified:
             return False
-        if not backend.takes_handshake():  # 2026-07-28 only: no session of any client's could carry it
-            return False
         untold = caller.asks - backend.declare()
         return bool(untold if ask is None else ask in untold) and not self._client_sessions.single_client
 
