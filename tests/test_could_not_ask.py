@@ -50,3 +50,26 @@ async def test_a_modern_servers_successful_answer_that_quotes_the_sentence_is_ke
         echoed = await client.call_tool("kitchen_echo", {"text": quoted})
     assert not echoed.is_error, text_of(echoed)
     assert text_of(echoed) == quoted
+
+
+@pytest.mark.anyio
+async def test_a_server_that_speaks_only_2026_07_28_is_not_switched_to_the_handshake_by_a_quote(
+    tmp_path: Path,
+) -> None:
+    """A 2026-07-28-only server (it refuses the handshake) whose successful answer quotes the sentence to a
+    client that can sample: the gateway does not learn to reach it with the handshake, which would end it
+    for every client (and for good: what it learns is kept)."""
+    data = tmp_path / "data"
+    config = tmp_path / "mcp.json"
+    servers = {"modern": server_entry("modern_only.py")}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": {"data_dir": str(data)}}))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    quoted = "Cannot send 'sampling/createMessage': this transport context has no back-channel"
+    with gateway_over_http(config, port, timeout=60, stderr=(tmp_path / "gateway.log").open("wb")):
+        async with Client(url, mode="legacy", sampling_callback=answer_sampling) as can_sample:
+            await can_sample.call_tool("modern_echo", {"text": quoted})
+        async with Client(url, mode="legacy") as other:
+            after = await other.call_tool("modern_echo", {"text": "still there"})
+            assert not after.is_error and text_of(after) == "still there", text_of(after)
+    assert not (data / "learned.json").exists() or "needs_session" not in (data / "learned.json").read_text()

@@ -509,10 +509,17 @@ class CallPath:
             asked = could_not_ask(backend, text_of(result))
             if asked is not None and not result.is_error:
                 # The tool answered, so it may have done its work: never made again, nor its words replaced
-                # (they may merely quote the sentence); a caller that can answer has the next call go where
-                # the server can ask.
+                # (they may merely quote the sentence); a caller that can answer has the next call to a
+                # session-era server go where it can ask. (A 2026-07-28 server's SDK reports it as an error:
+                # a success only quotes it, and the handshake learned from it could end a server that
+                # speaks 2026-07-28 only, for every client.)
                 ask = ASKS.get(asked)
-                if not extra and ask is not None and self._own_session_can_ask(backend, request.caller, ask):
+                if (
+                    not extra
+                    and not backend.modern
+                    and ask is not None
+                    and self._own_session_can_ask(backend, request.caller, ask)
+                ):
                     backend.learn_it_asks(asked)
             elif asked is not None:
                 self._ask_elsewhere(request, backend, asked, extra)
