@@ -53,11 +53,11 @@ def translate_backend_errors(server: str, action: str, scrub: Callable[[str], st
 
 
 def _scrubbed(data: object, scrub: Callable[[str], str]) -> object:
-    """An error's `data` with the server's secrets hidden in its strings, however deep."""
+    """An error's `data` with the server's secrets hidden in its strings (keys too), however deep."""
     if isinstance(data, str):
         return scrub(data)
     if isinstance(data, dict):
-        return {key: _scrubbed(value, scrub) for key, value in data.items()}
+        return {_scrubbed(key, scrub): _scrubbed(value, scrub) for key, value in data.items()}
     if isinstance(data, list):
         return [_scrubbed(value, scrub) for value in data]
     return data

@@ -134,6 +134,7 @@ class Backend:
         limit = config.max_concurrency
         self._limiter = anyio.CapacityLimiter(limit) if limit else None
         self._callers: list[Any] = []  # front sessions with a request in flight here, newest last
+        self._running = 0  # requests on the session now, counted or not among `_callers` (a ping, a listing)
         # Learned: under `protocol: auto` the server took 2026-07-28 but asks its client mid-call, which
         # only a session carries; it is reconnected with the handshake (see `asks_mid_call`).
         # Both learned facts are kept in the data dir (`learned`): a restart does not fail the same way again.
@@ -443,9 +444,10 @@ class Backend:
 
     async def renew_if_session_needed(self) -> None:
         """Reconnect with the handshake if `asks_mid_call` learned the server needs a session. Call it with
-        the request that wants it counted (`serving`): it renews only while that is the only one in flight."""
+        the request that wants it counted (`serving`): it renews only while that is the only one in flight, and
+        no request (a ping, a listing) runs on the session."""
         # Only between requests: the connection is shared, and another client's request may be running on it.
-        if self.state != "ready" or len(self._callers) > 1:
+        if self.state != "ready" or len(self._callers) > 1 or self._running:
             return
         if self._needs_session and self.modern:
             logger.info("server %r: reconnecting with the handshake", self.name)
@@ -619,6 +621,7 @@ class Backend:
             # The breaker's trial is the retry: it must reach the server, not fail on the restart backoff.
             self._next_retry = 0.0
         await self.renew_if_session_needed()
+        self._running += 1
         try:
             result = await self._request(action, call)
         except (BackendStartError, BackendUnavailable, BackendTimeout, BackendClosed) as exc:
@@ -632,6 +635,8 @@ class Backend:
             if admission.trial:
                 self.breaker.abandon()  # cancelled mid-trial: the next call gets to be the trial
             raise
+        finally:
+            self._running -= 1
         self.breaker.success()
         return result
 

@@ -510,10 +510,23 @@ class CallPath:
             backend, request.caller, result
         ):
             asked = could_not_ask(backend, text_of(result))
-            if asked is not None:
+            if asked is not None and not result.is_error:
+                # The tool answered, so it may have done its work: never made again, nor its words replaced
+                # (they may merely quote the sentence); a caller that can answer has the next call to a
+                # session-era server go where it can ask. (A 2026-07-28 server's SDK reports it as an error:
+                # a success only quotes it, and the handshake learned from it could end a server that
+                # speaks 2026-07-28 only, for every client.)
+                ask = ASKS.get(asked)
+                if (
+                    not extra
+                    and not backend.modern
+                    and ask is not None
+                    and self._own_session_can_ask(backend, request.caller, ask)
+                ):
+                    backend.learn_it_asks(asked)
+            elif asked is not None:
                 self._ask_elsewhere(request, backend, asked, extra)
-                if backend.modern or result.is_error:  # else the server answered in its own words: keep them
-                    return tool_error(f"server {backend.name!r}: {backend.asks_mid_call(asked)}")
+                return tool_error(f"server {backend.name!r}: {backend.asks_mid_call(asked)}")
         return result
 
     def _ask_elsewhere(self, request: Request, backend: Backend, asked: str, extra: dict[str, Any]) -> None:

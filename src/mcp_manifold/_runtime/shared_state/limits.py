@@ -100,6 +100,12 @@ class SharedLimits:
             self.fallback.acquire(principal)  # raises RateLimited as a single gateway would
             self._mine.setdefault(who, []).append(_LOCAL)
             return
+        except BaseException:
+            # Cancelled on its way (its caller gone): the store may have run it or not. The slots it carried
+            # and the one it may have taken are removed like finished ones (removing an absent slot is a no-op).
+            self._finished[:0] = [*finished, (keys[1], slot)]
+            self._wake.set()
+            raise
         if verdict == 2:
             raise concurrency_refusal(who, int(value), self.concurrency)
         if verdict == 1:
