@@ -73,3 +73,18 @@ async def test_a_server_that_speaks_only_2026_07_28_is_not_switched_to_the_hands
             after = await other.call_tool("modern_echo", {"text": "still there"})
             assert not after.is_error and text_of(after) == "still there", text_of(after)
     assert not (data / "learned.json").exists() or "needs_session" not in (data / "learned.json").read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("Sampling not supported or error: Client does not support sampling (required for ...)", True),
+        ("  Client does not support form elicitation.", True),
+        (QUOTED, False),  # a text that quotes the sentence is no refusal
+        ("LLM response: 42", False),
+    ],
+)
+def test_a_refusal_opens_the_answer(text: str, refused: bool) -> None:
+    from mcp_manifold._runtime.could_not_ask import refused_to_ask
+
+    assert refused_to_ask(text) is refused

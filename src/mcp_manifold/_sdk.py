@@ -233,7 +233,7 @@ _ASKED_FOR = {
 }
 
 
-def asked_without_back_channel(text: str) -> str | None:
+def asked_without_back_channel(text: str, *, opening: bool = False) -> str | None:
     """The method a server tried to send its client mid-call and could not, if `text` (a tool's result
     text, or an error's message) is what the server made of that failure; None for anything else.
 
@@ -248,11 +248,13 @@ def asked_without_back_channel(text: str) -> str | None:
       declare it ("Sampling not supported", "Elicitation not supported", "List roots not supported":
       mcp 2.3.0's `_default_*_callback`), and quotes it.
     Only the caller knows whether the session could have carried the question (see call_path).
+    `opening`: only when `text` opens with the sentence (a server's refusal, not a text that quotes one).
     """
-    found = _NO_BACK_CHANNEL.search(text)
+    find = _NO_BACK_CHANNEL.match if opening else _NO_BACK_CHANNEL.search
+    found = find(text)
     if found:
         return found.group(1)
-    found = _NOT_DECLARED.search(text)
+    found = _NOT_DECLARED.match(text) if opening else _NOT_DECLARED.search(text)
     if found is None:
         return None
     said = (found.group("ts") or found.group("ours")).lower()

@@ -70,6 +70,7 @@ from mcp_manifold._runtime.could_not_ask import (
     AskElsewhere,
     could_not_ask,
     may_say_it_could_not_ask,
+    refused_to_ask,
     required_untold,
     text_of,
 )
@@ -509,13 +510,15 @@ class CallPath:
         if isinstance(result, (types.CallToolResult, WireResult)) and may_say_it_could_not_ask(
             backend, request.caller, result
         ):
-            asked = could_not_ask(backend, text_of(result))
+            text = text_of(result)
+            asked = could_not_ask(backend, text)
             if asked is not None and not result.is_error:
-                # The tool answered, so it may have done its work: never made again, nor its words replaced
-                # (they may merely quote the sentence); a caller that can answer has the next call to a
-                # session-era server go where it can ask. (A 2026-07-28 server's SDK reports it as an error:
-                # a success only quotes it, and the handshake learned from it could end a server that
-                # speaks 2026-07-28 only, for every client.)
+                # The tool answered: its words are never replaced (they may merely quote the sentence). A
+                # session-era server whose answer opens with it refused to ask (the TypeScript SDK's servers
+                # answer so): for a caller that can answer, the call is made again where it can ask, once
+                # (learned). Else a caller that can answer has its next calls go there. (A 2026-07-28
+                # server's SDK reports it as an error: a success only quotes it, and the handshake learned
+                # from it could end a server that speaks 2026-07-28 only, for every client.)
                 ask = ASKS.get(asked)
                 if (
                     not extra
@@ -523,6 +526,8 @@ class CallPath:
                     and ask is not None
                     and self._own_session_can_ask(backend, request.caller, ask)
                 ):
+                    if refused_to_ask(text):
+                        self._ask_elsewhere(request, backend, asked, extra)
                     backend.learn_it_asks(asked)
             elif asked is not None:
                 self._ask_elsewhere(request, backend, asked, extra)

@@ -48,6 +48,12 @@ def could_not_ask(backend: Backend, text: str) -> str | None:
     return asked
 
 
+def refused_to_ask(text: str) -> bool:
+    """Whether a tool's answer is the server's refusal to ask (it opens with the sentence) rather than a
+    text that quotes it somewhere."""
+    return asked_without_back_channel(text.lstrip(), opening=True) is not None
+
+
 def required_untold(backend: Backend, caller: Caller, exc: BackendRequestError) -> str | None:
     """The method of a question a session-era server refused to ask with -32021 because the session never
     declared what `caller` can in fact answer: the session's shortcoming, not the client's. (A 2026-07-28
