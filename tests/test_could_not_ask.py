@@ -75,6 +75,32 @@ async def test_a_server_that_speaks_only_2026_07_28_is_not_switched_to_the_hands
     assert not (data / "learned.json").exists() or "needs_session" not in (data / "learned.json").read_text()
 
 
+@pytest.mark.anyio
+async def test_a_server_that_speaks_only_2026_07_28_is_kept_when_its_error_says_it_could_not_ask(
+    tmp_path: Path,
+) -> None:
+    """A 2026-07-28-only server's error that says it could not ask teaches the gateway that it asks
+    mid-call (a session is where its questions travel); the handshake it is then reached with is refused,
+    and the gateway goes back to discovery for it instead of leaving it down for every client, now and
+    after a restart."""
+    data = tmp_path / "data"
+    config = tmp_path / "mcp.json"
+    servers = {"modern": server_entry("modern_only.py")}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": {"data_dir": str(data)}}))
+    said = "Cannot send 'sampling/createMessage': this transport context has no back-channel"
+    for _start in range(2):
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/mcp"
+        with gateway_over_http(config, port, timeout=60, stderr=(tmp_path / "gateway.log").open("ab")):
+            async with Client(url, mode="legacy", sampling_callback=answer_sampling) as can_sample:
+                failed = await can_sample.call_tool("modern_fail", {"text": said})
+                assert failed.is_error
+            for _call in range(2):
+                async with Client(url, mode="legacy") as other:
+                    after = await other.call_tool("modern_echo", {"text": "still there"})
+                    assert not after.is_error and text_of(after) == "still there", text_of(after)
+
+
 @pytest.mark.parametrize(
     ("text", "refused"),
     [

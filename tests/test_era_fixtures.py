@@ -164,7 +164,7 @@ async def test_modern_only_discovers_and_refuses_the_handshake(transport: str) -
 async def test_modern_only_tools_resources_prompts_progress(transport: str) -> None:
     async with server_target(transport, "modern_only.py") as target, Host().client(target, "auto") as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
-        assert tools == {"echo", "add", "progress", "add_tool", "touch", "log", "envelope"}
+        assert tools == {"echo", "fail", "add", "progress", "add_tool", "touch", "log", "envelope"}
         assert text_of(await client.call_tool("echo", {"text": "héllo"})) == "héllo"
         assert (await client.call_tool("add", {"a": 2, "b": 40})).structured_content == {"result": 42}
 

@@ -2,7 +2,8 @@
 
 It answers ``server/discover`` and requests carrying the per-request ``_meta`` envelope; the ``initialize``
 handshake (and any other request of the 2025 era) is refused with -32022 naming ``2026-07-28``.
-Tools: ``echo``, ``add``, ``progress`` (reports progress while it works), ``add_tool`` (registers a tool
+Tools: ``echo``, ``fail`` (its text as the tool's error),
+``add``, ``progress`` (reports progress while it works), ``add_tool`` (registers a tool
 and announces ``tools/list_changed`` on ``subscriptions/listen`` streams), ``touch`` (announces
 ``resources/updated``), ``log`` (a log entry, delivered only to a request that opted in with the
 ``io.modelcontextprotocol/logLevel`` ``_meta`` key) and ``envelope`` (returns the reserved ``_meta`` keys
@@ -19,6 +20,7 @@ import anyio
 from _common import lowlevel, make_parser, serve
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer, UserMessage
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import LoggingLevel
 
 server = MCPServer(
@@ -35,6 +37,12 @@ ENVELOPE_KEYS = ("io.modelcontextprotocol/", "traceparent", "tracestate")
 def echo(text: str) -> str:
     """Return the given text unchanged."""
     return text
+
+
+@server.tool(structured_output=False)
+def fail(text: str) -> str:
+    """Fail with `text` as the tool's error."""
+    raise ToolError(text)
 
 
 @server.tool()

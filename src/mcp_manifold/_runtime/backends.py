@@ -26,6 +26,7 @@ from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings, redact_url
@@ -270,8 +271,8 @@ class Backend:
                         try:
                             await negotiate(session, "legacy" if protocol == "handshake-first" else protocol)
                         except Exception as exc:
-                            if protocol != "handshake-first":
-                                raise
+                            if protocol != "handshake-first" or (self._needs_session and not isinstance(exc, MCPError)):
+                                raise  # (a server learned to ask, that did not answer at all, is not learned 2026-only)
                             # Refused (-32022 from a 2026-only server, or another error, or it hung up): a
                             # stdio connection keeps the era it was opened in, so a new one discovers.
                             raise HandshakeRefused(self.name, f"the handshake failed: {describe(exc)}") from exc
@@ -449,7 +450,7 @@ class Backend:
         # Only between requests: the connection is shared, and another client's request may be running on it.
         if self.state != "ready" or len(self._callers) > 1 or self._running:
             return
-        if self._needs_session and self.modern:
+        if self._needs_session and self.modern and not self._takes_no_handshake():
             logger.info("server %r: reconnecting with the handshake", self.name)
             await self.stop()
         elif self.owner is None and not self.modern and self.client() is None and self.changed_extensions():
@@ -526,6 +527,13 @@ class Backend:
         """Whether this shared session declared other extensions than its clients now have in common."""
         return self.declared_extensions != (self.shared_extensions() or None)
 
+    def _takes_no_handshake(self) -> bool:
+        """Whether this server refused the handshake (learned by this backend or another of the same server,
+        such as a client's own session)."""
+        if not self._discover_first and self._learned.knows(self.config, "discover_first"):
+            self._discover_first = True
+        return self._discover_first
+
     def opening_protocol(self) -> str:
         """How the next session opens: `legacy`, `modern`, `auto` (discovery first, then the handshake),
         or `handshake-first` (then discovery, in a new connection).
@@ -538,8 +546,10 @@ class Backend:
         with discovery, once. Every other session discovers first, as the spec says: over HTTP, and for a
         2026-07-28 client or several clients, whom per-request capabilities serve better.
         """
-        if self._needs_session:
-            return "legacy"
+        if self._needs_session and not self._takes_no_handshake():
+            # Refused (a 2026-07-28-only server whose words only sounded like a question it could not
+            # ask), the handshake is learned to be of no use and discovery serves it as before.
+            return "handshake-first"
         protocol = self.config.protocol
         if (
             protocol == "auto"
