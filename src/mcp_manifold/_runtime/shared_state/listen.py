@@ -27,6 +27,8 @@ from mcp.server.subscriptions import (
 
 from mcp_manifold._runtime.shared_state.store import RETRY, StateStore, StateUnavailable
 
+RESUBSCRIBE_PAUSE = 0.2  # seconds before subscribing again after a subscription ended
+
 logger = logging.getLogger(__name__)
 
 _LISTS: dict[str, type[ServerEvent]] = {
@@ -99,5 +101,5 @@ class SharedSubscriptionBus:
             if not started:
                 started = True
                 task_status.started()
-            if not subscribed:
-                await anyio.sleep(RETRY)
+            # A store that takes subscriptions and drops them at once must not make this a busy loop.
+            await anyio.sleep(RETRY if not subscribed else RESUBSCRIBE_PAUSE)

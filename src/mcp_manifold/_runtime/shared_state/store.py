@@ -55,7 +55,8 @@ class StateStore:
             decode_responses=False,
             # After a store restart, a pooled connection is dead: the command is sent once more on a new one
             # (redis-py 8 otherwise raises "Connection closed by server" and a working store looks down).
-            retry=Retry(NoBackoff(), 1),
+            # Not on a timeout: the command may have run (an admission taken twice would spend two tokens).
+            retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
             retry_on_error=[redis.ConnectionError],
         )
         self.up = True
