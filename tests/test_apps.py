@@ -202,3 +202,26 @@ def test_what_clients_have_in_common() -> None:
     assert clients.common() == {UI: {}}
     session.close()
     assert clients.common() is None
+
+
+def test_many_kinds_of_client_are_merged_without_changing_what_they_have_in_common() -> None:
+    from mcp_manifold._core.clients import Caller
+    from mcp_manifold._core.common_extensions import MAX_KINDS, CommonExtensions
+
+    class Declaring(Caller):
+        def __init__(self, extensions: dict[str, Any] | None) -> None:
+            super().__init__()
+            self.told = extensions
+
+        @property
+        def extensions(self) -> dict[str, Any] | None:
+            return self.told
+
+    now = [0.0]
+    clients = CommonExtensions(remember_for=60, clock=lambda: now[0])
+    clients.stateless_request(Declaring({UI: {"mimeTypes": [APP_MIME]}}))  # the oldest kind: merged first
+    for n in range(MAX_KINDS * 3):  # kinds that a client can make up at will
+        now[0] += 0.01
+        clients.stateless_request(Declaring({UI: {"mimeTypes": [APP_MIME, "text/html"]}, f"x/{n}": {}}))
+    assert len(clients._recent) <= MAX_KINDS
+    assert clients.common() == {UI: {"mimeTypes": [APP_MIME]}}

@@ -21,6 +21,8 @@ from mcp_manifold._core.clients import Caller
 
 _NOTHING = object()  # settings with nothing in common
 _PRUNE_EVERY = 1.0  # seconds between looks for 2026-07-28 kinds of client to forget
+MAX_KINDS = 64  # 2026-07-28 kinds of client kept apart; older ones are merged into one (`_MERGED`)
+_MERGED = "\0merged"  # no repr() of extensions looks like this
 
 
 def common_settings(values: list[Any]) -> Any:
@@ -82,9 +84,22 @@ class CommonExtensions:
         # Its kind: what it declared, spelled out (repr: a fifth of json.dumps's cost, on every request; the
         # same extensions in another order are another kind, which changes nothing in common).
         kind = repr(extensions) if extensions else ""
+        now = self._clock()
         if kind not in self._recent:
             self._stale = True
-        self._recent[kind] = (extensions or {}, self._clock())
+            while len(self._recent) >= MAX_KINDS:
+                self._merge_oldest()
+        self._recent[kind] = (extensions or {}, now)
+
+    def _merge_oldest(self) -> None:
+        """Keep the table small whatever clients send: the oldest kind joins one merged kind, which holds what
+        the merged ones have in common (so the intersection is unchanged) and is kept as long as the newest."""
+        oldest = min((kind for kind in self._recent if kind != _MERGED), key=lambda kind: self._recent[kind][1])
+        extensions, seen = self._recent.pop(oldest)
+        if _MERGED in self._recent:
+            merged, merged_seen = self._recent[_MERGED]
+            extensions, seen = intersect([merged, extensions]) or {}, max(seen, merged_seen)
+        self._recent[_MERGED] = (extensions, seen)
 
     def common(self) -> dict[str, Any] | None:
         """What every current client declares (identifier -> common settings); None when nothing, or no client."""
