@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from mcp.client.extension import advertise
 
+from mcp_manifold._core.clients import Caller
 from tests.conftest import server_entry
 
 pytestmark = pytest.mark.anyio
@@ -171,23 +172,25 @@ async def test_a_restarted_gateway_declares_its_servers_extensions_at_once(write
         assert UI in (again.server_capabilities.extensions or {})  # before the server starts this time
 
 
+class Declaring(Caller):
+    """A client that declares `extensions`."""
+
+    def __init__(self, extensions: dict[str, Any] | None) -> None:
+        super().__init__()
+        self.told = extensions
+
+    @property
+    def extensions(self) -> dict[str, Any] | None:
+        return self.told
+
+
 def test_what_clients_have_in_common() -> None:
-    from mcp_manifold._core.clients import Caller
     from mcp_manifold._core.common_extensions import CommonExtensions, intersect
 
     both = intersect([{UI: {"mimeTypes": [APP_MIME, "text/html"]}, "x/a": {}}, {UI: {"mimeTypes": [APP_MIME]}}])
     assert both == {UI: {"mimeTypes": [APP_MIME]}}
     assert intersect([{UI: {"v": 1, "w": 2}}, {UI: {"v": 1, "w": 3}}]) == {UI: {"v": 1}}
     assert intersect([{UI: {}}, {}]) is None and intersect([]) is None
-
-    class Declaring(Caller):
-        def __init__(self, extensions: dict[str, Any] | None) -> None:
-            super().__init__()
-            self.told = extensions
-
-        @property
-        def extensions(self) -> dict[str, Any] | None:
-            return self.told
 
     now = [0.0]
     clients = CommonExtensions(remember_for=60, clock=lambda: now[0])
@@ -205,17 +208,7 @@ def test_what_clients_have_in_common() -> None:
 
 
 def test_many_kinds_of_client_are_merged_without_changing_what_they_have_in_common() -> None:
-    from mcp_manifold._core.clients import Caller
     from mcp_manifold._core.common_extensions import MAX_KINDS, CommonExtensions
-
-    class Declaring(Caller):
-        def __init__(self, extensions: dict[str, Any] | None) -> None:
-            super().__init__()
-            self.told = extensions
-
-        @property
-        def extensions(self) -> dict[str, Any] | None:
-            return self.told
 
     now = [0.0]
     clients = CommonExtensions(remember_for=60, clock=lambda: now[0])
