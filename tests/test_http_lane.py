@@ -417,11 +417,21 @@ async def test_an_http_backend_answers_alike_on_the_raw_leg(
         # The calls went out on the raw leg on one gateway, and through the SDK's client on the other.
         assert "go on the raw HTTP leg" in leg_log.read_text()
         assert "go on the raw HTTP leg" not in sdk_log.read_text()
-        # A real client's calls of both eras, a log relayed from the answer's stream included.
+        # A real client's calls of both eras, and a log the server sent while answering, relayed.
         for mode in ("auto", "legacy"):
             async with Client(leg_url, mode=mode, cache=None) as client:
                 result = await client.call_tool("kitchen_echo", {"text": f"via {mode}"})
                 assert result.content == [types.TextContent(type="text", text=f"via {mode}")]
+        logs: list[Any] = []
+
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            logs.append(params.data)
+
+        async with Client(leg_url, mode="legacy", cache=None, logging_callback=on_log) as client:
+            result = await client.call_tool("kitchen_log", {"message": "from the stream", "level": "warning"})
+            assert result.content == [types.TextContent(type="text", text="logged")]
+        assert logs == ["from the stream"]
+        assert leg_log.read_text().count("go on the raw HTTP leg") == 1  # one session to the server, one leg
     finally:
         for process in processes:
             stop_process(process)

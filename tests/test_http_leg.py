@@ -17,7 +17,12 @@ from typing import Any
 import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+)
 
 from mcp_manifold._errors import BackendUnavailable
 from mcp_manifold._runtime.http_leg import HttpLeg, SseReader, refused_status, result_of
@@ -113,6 +118,22 @@ async def test_a_refusal_is_answered_as_the_sdk_answers_it(kitchen_url: str) -> 
         lost = HttpLeg(client, kitchen_url + "/elsewhere", "kitchen")
         assert await lost.post("tools/call", *modern_call("echo", {"text": "x"})) is None
         assert (lost.fallbacks, lost.posts) == (1, 0)
+
+
+async def test_a_log_in_the_answers_stream_reaches_the_session(kitchen_url: str) -> None:
+    delivered: list[tuple[str, Any]] = []
+
+    async def deliver(method: str, params: Any) -> None:
+        delivered.append((method, params))
+
+    async with httpx2.AsyncClient() as client:
+        leg = HttpLeg(client, kitchen_url, "kitchen")
+        leg.opened(deliver)
+        params, headers = modern_call("log", {"message": "on the way", "level": "warning"})
+        params["_meta"][LOG_LEVEL_META_KEY] = "debug"  # the server then answers with an SSE stream
+        result = await leg.post("tools/call", params, headers)
+    assert result is not None and result["content"] == [{"type": "text", "text": "logged"}]
+    assert [(method, params["data"]) for method, params in delivered] == [("notifications/message", "on the way")]
 
 
 def test_sse_events_are_read_as_the_spec_frames_them() -> None:

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
+import anyio
 import httpx2
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
@@ -148,6 +149,15 @@ class HttpLeg:
         sent.update(headers)
         request = self.client.build_request("POST", self.url, content=body, headers=sent)
         try:
+            return await self._exchange(request, request_id)
+        except anyio.get_cancelled_exc_class():
+            if self.session_id is not None:  # a session's server hears of it as the SDK's client tells it
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await self._cancel(request_id, sent)
+            raise  # at 2026-07-28 the POST's closed connection is the signal
+
+    async def _exchange(self, request: httpx2.Request, request_id: str) -> dict[str, Any] | None:
+        try:
             response = await self.client.send(request, stream=True)
         except _NEVER_SENT as exc:
             logger.debug("server %r: POST failed before it was sent (%s); once more", self.server, type(exc).__name__)
@@ -222,6 +232,11 @@ class HttpLeg:
                 params = message.get("params")
                 await self.deliver(str(message["method"]), params if isinstance(params, dict) else None)
         raise BackendUnavailable(self.server, "tools/call failed: the server's answer stream ended without the answer")
+
+    async def _cancel(self, request_id: str, headers: dict[str, str]) -> None:
+        cancelled = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+        with suppress(httpx2.TransportError):
+            await self.client.post(self.url, content=json.dumps(cancelled).encode(), headers=headers)
 
     async def _refuse(self, asked_id: Any, method: str) -> None:
         answer = {"jsonrpc": "2.0", "id": asked_id, "error": {"code": METHOD_NOT_FOUND, "message": "Method not found"}}
