@@ -188,6 +188,7 @@ def start_targets(
     variants: list[str],
     plain: bool = False,
     leg_off: bool = False,
+    backend_protocol: str = "auto",
 ) -> list[dict[str, Any]]:
     kitchen = [sys.executable, str(KITCHEN)]
     direct_port = free_port()
@@ -213,7 +214,8 @@ def start_targets(
         return f"http://127.0.0.1:{port}/mcp", pid
 
     stdio_url, stdio_pid = gateway("manifold-stdio", {"command": kitchen[0], "args": kitchen[1:]})
-    http_url, http_pid = gateway("manifold-http", {"url": f"http://127.0.0.1:{backend_port}/mcp"})
+    backend = {"url": f"http://127.0.0.1:{backend_port}/mcp", "protocol": backend_protocol}
+    http_url, http_pid = gateway("manifold-http", backend)
     targets = [
         {
             "key": "direct_http",
@@ -239,9 +241,7 @@ def start_targets(
         },
     ]
     if leg_off:  # the HTTP-backed chain through the SDK's streamable HTTP client, for a before/after in one run
-        noleg_url, noleg_pid = gateway(
-            "manifold-http-noleg", {"url": f"http://127.0.0.1:{backend_port}/mcp"}, leg="off"
-        )
+        noleg_url, noleg_pid = gateway("manifold-http-noleg", backend, leg="off")
         targets.append(
             {
                 "key": "manifold_http_http_noleg",
@@ -339,6 +339,12 @@ def main() -> None:
         action="store_true",
         help="also the HTTP-backed gateway with the raw HTTP backend leg off (MANIFOLD_HTTP_LEG=0)",
     )
+    parser.add_argument(
+        "--backend-protocol",
+        choices=("auto", "legacy", "modern"),
+        default="auto",
+        help="how the HTTP-backed gateways reach kitchen.py (legacy: in a session)",
+    )
     parser.add_argument("--only", default="", help="measure only direct_http and these targets (comma-separated keys)")
     parser.add_argument(
         "--with-plain",
@@ -370,7 +376,14 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="manifold-http-bench-") as tmp:
             targets = start_targets(
-                processes, Path(tmp), args.lane, args.with_lane_off, args.variant, args.with_plain, args.with_leg_off
+                processes,
+                Path(tmp),
+                args.lane,
+                args.with_lane_off,
+                args.variant,
+                args.with_plain,
+                args.with_leg_off,
+                args.backend_protocol,
             )
             if args.only:
                 keep = {"direct_http"} | {key.strip() for key in args.only.split(",")}  # the ratios need it

@@ -357,7 +357,7 @@ class Backend:
         http_client = await stack.enter_async_context(create_http_client(headers, auth))
         # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
         if auth is None and os.environ.get("MANIFOLD_HTTP_LEG", "1") != "0":
-            self._http_leg = HttpLeg(http_client, config.url, self.name)
+            self._http_leg = HttpLeg(http_client, config.url, self.name, config.scrub)
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
 
     def _login_needed(self, exc: BaseException) -> BackendError | None:

@@ -111,10 +111,13 @@ def _error_in(body: bytes) -> dict[str, Any] | None:
 class HttpLeg:
     """The raw leg of one backend session: its pooled client, its URL and its session id (session era)."""
 
-    def __init__(self, client: httpx2.AsyncClient, url: str, server: str) -> None:
+    def __init__(
+        self, client: httpx2.AsyncClient, url: str, server: str, scrub: Callable[[str], str] = lambda text: text
+    ) -> None:
         self.client = client
         self.url = url
         self.server = server
+        self.scrub = scrub  # the server's own redaction (`ServerConfig.scrub`): a transport error may quote it
         self.session_id: str | None = None
         self.deliver: Deliver | None = None  # the session's own handling of a server notification
         self.posts = 0  # POSTs answered on this leg
@@ -185,7 +188,7 @@ class HttpLeg:
     def _failed(self, exc: Exception) -> BackendUnavailable:
         # One call fails, not the session: the next call goes out on another connection.
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return BackendUnavailable(self.server, f"tools/call failed: the HTTP request broke off ({reason})")
+        return BackendUnavailable(self.server, self.scrub(f"tools/call failed: the HTTP request broke off ({reason})"))
 
     async def _answer(self, response: httpx2.Response, request_id: str) -> dict[str, Any] | None:
         status = response.status_code
