@@ -31,6 +31,7 @@ from tests.conftest import SERVERS, free_port, stop_process, wait_for_port
 pytestmark = pytest.mark.anyio
 
 MODERN = "2026-07-28"
+SESSION = "2025-11-25"
 
 
 @pytest.fixture(scope="module")
@@ -126,14 +127,53 @@ async def test_a_log_in_the_answers_stream_reaches_the_session(kitchen_url: str)
     async def deliver(method: str, params: Any) -> None:
         delivered.append((method, params))
 
+    async def refuse(request_id: Any, method: str, params: Any) -> dict[str, Any]:
+        raise MCPError(-32601, "Method not found")
+
     async with httpx2.AsyncClient() as client:
         leg = HttpLeg(client, kitchen_url, "kitchen")
-        leg.opened(deliver)
+        leg.opened(deliver, refuse)
         params, headers = modern_call("log", {"message": "on the way", "level": "warning"})
         params["_meta"][LOG_LEVEL_META_KEY] = "debug"  # the server then answers with an SSE stream
         result = await leg.post("tools/call", params, headers)
     assert result is not None and result["content"] == [{"type": "text", "text": "logged"}]
     assert [(method, params["data"]) for method, params in delivered] == [("notifications/message", "on the way")]
+
+
+async def test_a_question_in_a_sessions_answer_stream_is_answered_by_the_session(kitchen_url: str) -> None:
+    async with httpx2.AsyncClient(timeout=60) as client:
+        leg = HttpLeg(client, kitchen_url, "kitchen")
+        # A session, opened as the SDK's client opens it, through the leg's client (which notes its id).
+        opening = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": SESSION,
+                "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        base = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        (await client.post(kitchen_url, json=opening, headers=base)).raise_for_status()
+        assert leg.session_id is not None
+        headers = {**base, "mcp-session-id": leg.session_id, "mcp-protocol-version": SESSION}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await client.post(kitchen_url, json=initialized, headers=headers)).status_code == 202
+        asked: list[tuple[str, Any]] = []
+
+        async def deliver(method: str, params: Any) -> None:
+            pass
+
+        async def answer(request_id: Any, method: str, params: Any) -> dict[str, Any]:
+            asked.append((method, params["message"]))
+            return {"action": "accept", "content": {"answer": "blue"}}
+
+        leg.opened(deliver, answer)
+        params = {"name": "elicit", "arguments": {"question": "colour?"}}
+        result = await leg.post("tools/call", params, {"mcp-protocol-version": SESSION})
+    assert asked == [("elicitation/create", "colour?")]
+    assert result is not None and result["content"] == [{"type": "text", "text": "accepted: blue"}]
 
 
 def test_sse_events_are_read_as_the_spec_frames_them() -> None:

@@ -165,6 +165,23 @@ def notification_deliverer(session: Any) -> Callable[[str, Mapping[str, Any] | N
     return deliver
 
 
+def request_answerer(session: Any) -> Callable[[Any, str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]] | None:
+    """What answers a server's request read outside the session's transport as the session answers it (its
+    callbacks, or the SDK's refusal when it has none): the result, or the `MCPError` to send back.
+
+    mcp 2.3.0: `ClientSession._on_request(dctx, method, params)` is the dispatcher's private entry for
+    them; of `dctx` it reads only `request_id`. None in another layout (the raw leg then refuses them).
+    """
+    on_request = getattr(session, "_on_request", None)
+    if on_request is None:  # pragma: no cover - another SDK layout
+        return None
+
+    async def answer(request_id: Any, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        return await on_request(SimpleNamespace(request_id=request_id), method, params)
+
+    return answer
+
+
 def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], None]) -> None:
     """Make `session` read a 2026-07-28 server's answers with the meaning-fixed fields it left out filled
     in (see `_core/interop.py`), before the SDK validates them; `on_filled(method, fields)` hears of each.

@@ -62,6 +62,7 @@ from mcp_manifold._sdk import (
     negotiate,
     no_deprecation_warnings,
     notification_deliverer,
+    request_answerer,
     stamp_requesting_client,
 )
 from mcp_manifold._version import __version__
@@ -295,8 +296,9 @@ class Backend:
                     said = f"it wrote {watch.line!r} where MCP was expected"
                     raise BackendStartError(self.name, self._with_stderr(f"is not speaking MCP: {said}"))
                 self._session = session
-                if self._http_leg is not None and (deliver := notification_deliverer(session)) is not None:
-                    self._http_leg.opened(deliver)
+                deliver, answer = notification_deliverer(session), request_answerer(session)
+                if self._http_leg is not None and deliver is not None and answer is not None:
+                    self._http_leg.opened(deliver, answer)
                 else:
                     self._http_leg = None
                 self.declared = declared

@@ -41,6 +41,9 @@ _BASE_HEADERS = {"accept": "application/json, text/event-stream", "content-type"
 _NEVER_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.WriteError, httpx2.WriteTimeout)
 
 Deliver = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
+Answer = Callable[[Any, str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
+# What a POST that answers the server's question carries over from the call's request.
+_ANSWER_HEADERS = ("accept", "content-type", SESSION_HEADER, "mcp-protocol-version")
 
 
 # --- the protocol: what an answer means (no I/O) ------------------------------------------------------
@@ -83,9 +86,7 @@ def refused_status(status: int, body_error: dict[str, Any] | None) -> MCPError |
     """What a non-2xx answer becomes when the SDK's path would not be asked again: its JSON-RPC error,
     or for a 5xx the SDK's stand-in. None: the server did not take the request (see `HttpLeg.post`)."""
     if body_error is not None:
-        return MCPError(
-            int(body_error.get("code", INTERNAL_ERROR)), str(body_error.get("message", "")), body_error.get("data")
-        )
+        return _mcp_error(body_error)
     if status >= 500:
         return MCPError(INTERNAL_ERROR, "Server returned an error response")
     return None
@@ -120,6 +121,7 @@ class HttpLeg:
         self.scrub = scrub  # the server's own redaction (`ServerConfig.scrub`): a transport error may quote it
         self.session_id: str | None = None
         self.deliver: Deliver | None = None  # the session's own handling of a server notification
+        self.answer: Answer | None = None  # the session's own answer to a server's request
         self.posts = 0  # POSTs answered on this leg
         self.retries = 0  # POSTs sent again after a connection-level failure
         self.fallbacks = 0  # requests handed back to the SDK's path
@@ -131,9 +133,10 @@ class HttpLeg:
         if session_id := response.headers.get(SESSION_HEADER):
             self.session_id = session_id
 
-    def opened(self, deliver: Deliver) -> None:
-        """The session is open: stop watching answers for its id, and relay notifications to `deliver`."""
-        self.deliver = deliver
+    def opened(self, deliver: Deliver, answer: Answer) -> None:
+        """The session is open: stop watching answers for its id; what the server sends in an answer's
+        stream goes to the session, a notification to `deliver`, a request to `answer`."""
+        self.deliver, self.answer = deliver, answer
         self.client.event_hooks = {**self.client.event_hooks, "response": []}
 
     async def post(
@@ -229,8 +232,8 @@ class HttpLeg:
                 if message.get("id") == request_id:
                     return result_of(message)
                 continue
-            if "id" in message:  # the server asks its client: this session declared nothing it could ask
-                await self._refuse(message["id"], str(message["method"]))
+            if "id" in message:  # the server asks its client (a session that declared nothing: a ping, say)
+                await self._reply(message, response.request)
             elif self.deliver is not None:
                 params = message.get("params")
                 await self.deliver(str(message["method"]), params if isinstance(params, dict) else None)
@@ -241,11 +244,17 @@ class HttpLeg:
         with suppress(httpx2.TransportError):
             await self.client.post(self.url, content=json.dumps(cancelled).encode(), headers=headers)
 
-    async def _refuse(self, asked_id: Any, method: str) -> None:
-        answer = {"jsonrpc": "2.0", "id": asked_id, "error": {"code": METHOD_NOT_FOUND, "message": "Method not found"}}
-        headers = dict(_BASE_HEADERS)
-        if self.session_id:
-            headers[SESSION_HEADER] = self.session_id
-        logger.debug("server %r asked %s mid-call on the raw leg; refused", self.server, method)
+    async def _reply(self, asked: dict[str, Any], request: httpx2.Request) -> None:
+        """Answer the server's request as the session answers it, in a POST of its own (as the SDK's client does)."""
+        params = asked.get("params")
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": asked["id"]}
+        try:
+            if self.answer is None:
+                raise MCPError(METHOD_NOT_FOUND, "Method not found")
+            params = params if isinstance(params, dict) else None
+            reply["result"] = await self.answer(asked["id"], str(asked["method"]), params)
+        except MCPError as exc:
+            reply["error"] = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
+        headers = {key: request.headers[key] for key in _ANSWER_HEADERS if key in request.headers}
         with suppress(httpx2.TransportError):
-            await self.client.post(self.url, content=json.dumps(answer).encode(), headers=headers)
+            await self.client.post(self.url, content=json.dumps(reply).encode(), headers=headers)
