@@ -6,11 +6,12 @@ CPU per call more than a stdio server costs, and one POST that fails at the HTTP
 session (every call in flight fails with "connection closed"). This leg sends the request the session
 stamped (the same `_meta`, the same headers) on the backend's own pooled httpx client and reads the
 answer itself: `application/json`, or a `text/event-stream` whose notifications are handed to the
-session as if its transport had read them.
+session as if its transport had read them, and whose requests (a ping, say) the session answers.
 
 What it will not do is left to the SDK's path, which then answers exactly as it does today:
-- an answer that says the server did not take the request (a redirect, 401, 404 "session gone", any
-  other 4xx without a JSON-RPC error in it): `post` returns None and the caller sends it the SDK's way;
+- an answer that says the server did not take the request (a redirect, a 401, a 4xx without a JSON-RPC
+  error in it): `post` returns None and the caller sends it the SDK's way. A JSON-RPC error in a 4xx
+  (the SDK's server says "Session not found" so), a 5xx and a 202 are answered as the SDK's client does;
 - a POST that fails before any byte of it can have reached the server (no connection, a failed write)
   is sent once more on a fresh connection. A failure after that (the server hung up before or while
   answering) is not retried: the server may have run the tool, and a tool call is not idempotent.
