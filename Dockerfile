@@ -1,5 +1,6 @@
 # mcp-manifold as a container: slim, non-root, the search model bundled (the wheel's build hook puts it in).
 # Build: docker build -t mcp-manifold .   Run several behind a balancer: docker-compose.yml, deploy/k8s.
+# Not built in CI (no container engine there): docs/scale-out.md says what was checked instead.
 
 FROM python:3.11-slim AS build
 WORKDIR /src
@@ -27,5 +28,5 @@ WORKDIR /var/lib/manifold
 EXPOSE 8765
 # The config (with an `auth` section: the gateway refuses to serve 0.0.0.0 without one) is mounted here.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8765/healthz', timeout=2)"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('MANIFOLD_PORT', '8765'), timeout=2)"]
 ENTRYPOINT ["manifold", "serve", "--config", "/etc/manifold/config.json"]

@@ -123,7 +123,10 @@ bench-http: setup
 
 # The MCP conformance suite (npm @modelcontextprotocol/conformance, pinned with the Node 22 it needs in
 # tests/conformance/node): its client scenarios `initialize`, `tools_call`, `sse-retry` and the `auth`
-# suite, with the gateway as the client under test (tests/conformance/client.py). Needs npm.
+# suite, with the gateway as the client under test (tests/conformance/client.py); then every server
+# scenario against tests/servers/conformance_everything.mjs (TypeScript SDK, from tests/node) directly and
+# through `manifold serve --http`, failing if a check that passes directly does not pass through the
+# gateway (tests/conformance/server_scenarios.py). Needs npm.
 conformance: setup
 	@command -v npm >/dev/null 2>&1 || { echo "conformance: npm not found"; exit 1; }
 	@$(MAKE) --no-print-directory node

@@ -11,11 +11,17 @@ throughput
     backends) used per call, read from /proc before and after.
 admission
     the shared limits alone: one admission (the Lua script, one round trip) and its release, against the
-    in-process buckets, timed in this process (what state_url adds to a call, without HTTP noise);
+    in-process buckets, timed in this process (what state_url adds to a call, without HTTP noise); back to
+    back, and at a call's pace (one every 20 ms) beside a bare PING at the same pace;
 latency
     one gateway, no balancer, one client, sequential calls: limits off and state_url unset; limits on and
     state_url unset (the in-process buckets); limits on and state_url set (one Redis round trip per call).
-    The three targets take turns in `--rounds` rounds; p50 and p99 of each, and the added time of the last.
+    The three targets take turns call by call (so a burst of other work on the machine hits all three
+    alike); p50 and p99 of each, the added time of the last read two ways (the difference of the p50s, and
+    the median and p99 of the paired differences, call i with state_url set minus call i without), and the
+    Redis commands the shared gateway sent per call (from Redis's own `INFO commandstats`).
+
+Each section records the machine's load average beside its figures (other people's work shares it).
 
 Run once, niced, on a quiet machine: `nice .venv/bin/python bench/scale_out.py`. Writes
 bench/results/scale_out.json.
@@ -98,7 +104,7 @@ def gateways(folder: Path, config: Path, count: int, *, balanced: bool) -> Itera
             return
         port = free_port()
         cfg = folder / f"{config.stem}-haproxy.cfg"
-        cfg.write_text(haproxy_config(port, members, sticky=False))
+        cfg.write_text(haproxy_config(port, members, sticky=False, admin=cfg.with_name("haproxy.sock")))
         assert HAPROXY is not None
         haproxy = subprocess.Popen([HAPROXY, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, start_new_session=True)
         started.append(haproxy)
@@ -150,32 +156,51 @@ async def latency(urls: dict[str, str], args: argparse.Namespace) -> dict[str, A
             for _ in range(args.warmup):
                 await client.call_tool("kitchen_echo", {"text": "warm"})
         names = list(urls)
-        per_round = max(1, args.calls // args.rounds)
-        for round_number in range(args.rounds):
-            order = names[round_number % len(names) :] + names[: round_number % len(names)]
-            for name in order:
-                for _ in range(per_round):
-                    started = time.perf_counter_ns()
-                    result = await clients[name].call_tool("kitchen_echo", {"text": "x"})
-                    samples[name].append((time.perf_counter_ns() - started) / 1e6)
-                    assert not result.is_error
+        for number in range(args.calls):
+            shift = number % len(names)  # each target goes first as often as the others
+            for name in names[shift:] + names[:shift]:
+                started = time.perf_counter_ns()
+                result = await clients[name].call_tool("kitchen_echo", {"text": "x"})
+                samples[name].append((time.perf_counter_ns() - started) / 1e6)
+                assert not result.is_error
 
-    def cut(values: list[float]) -> dict[str, float]:
-        ordered = sorted(values)
-        return {
-            "p50_ms": round(statistics.median(ordered), 3),
-            "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1], 3),
-            "calls": len(ordered),
-        }
-
-    rows = {name: cut(values) for name, values in samples.items()}
+    rows: dict[str, Any] = {name: cut(values) for name, values in samples.items()}
     base = rows["limits_local"]
     shared = rows["limits_shared"]
+    paired = [
+        with_state - without
+        for with_state, without in zip(samples["limits_shared"], samples["limits_local"], strict=True)
+    ]
     rows["added_by_state_url"] = {
-        "p50_ms": round(shared["p50_ms"] - base["p50_ms"], 3),
-        "p99_ms": round(shared["p99_ms"] - base["p99_ms"], 3),
+        "p50_difference_ms": round(shared["p50_ms"] - base["p50_ms"], 3),
+        "p99_difference_ms": round(shared["p99_ms"] - base["p99_ms"], 3),
+        "paired_median_ms": round(statistics.median(paired), 3),
+        "paired_p99_ms": round(sorted(paired)[int(len(paired) * 0.99) - 1], 3),
     }
     return rows
+
+
+def cut(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "p50_ms": round(statistics.median(ordered), 3),
+        "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1], 3),
+        "calls": len(ordered),
+    }
+
+
+def command_counts(redis: RedisServer) -> dict[str, int]:
+    """Redis's count of each command it ran so far (`INFO commandstats`)."""
+    counts = {}
+    for line in redis.command("INFO", "commandstats").splitlines():
+        if line.startswith("cmdstat_"):
+            name, _, stats = line.removeprefix("cmdstat_").partition(":")
+            counts[name] = int(stats.split(",")[0].removeprefix("calls="))
+    return counts
+
+
+def load() -> list[float]:
+    return [round(value, 2) for value in os.getloadavg()]
 
 
 async def admission(url: str, count: int) -> dict[str, Any]:
@@ -201,6 +226,19 @@ async def admission(url: str, count: int) -> dict[str, Any]:
                 await shared.acquire("bench")
                 shared.release("bench")
                 timings["shared"].append((time.perf_counter_ns() - started) / 1e6)
+            # At a call's pace (one every 20 ms) Redis sleeps between admissions, and on a loaded machine
+            # waking it costs a scheduling delay: the same for an admission and for a bare PING.
+            timings["shared_paced"], timings["ping_paced"] = [], []
+            for _ in range(200):
+                await anyio.sleep(0.02)
+                started = time.perf_counter_ns()
+                await shared.acquire("bench")
+                shared.release("bench")
+                timings["shared_paced"].append((time.perf_counter_ns() - started) / 1e6)
+                await anyio.sleep(0.02)
+                started = time.perf_counter_ns()
+                await store.client.ping()
+                timings["ping_paced"].append((time.perf_counter_ns() - started) / 1e6)
             group.cancel_scope.cancel()
     finally:
         await store.close()
@@ -219,7 +257,6 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=16, help="calls in flight in total")
     parser.add_argument("--calls", type=int, default=2000, help="sequential calls per latency target")
-    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--no-throughput", action="store_true")
     args = parser.parse_args()
@@ -232,13 +269,21 @@ def main() -> None:
     try:
         limits = {"rate_limit": 1_000_000, "rate_burst": 1_000_000, "principal_max_calls": 10_000}
         shared = write_config(folder, "shared", state_url=redis.url, **limits)
-        results["admission"] = anyio.run(admission, redis.url, args.calls)
+        before = load()
+        results["admission"] = {
+            **anyio.run(admission, redis.url, args.calls),
+            "load_before": before,
+            "load_after": load(),
+        }
         print(json.dumps(results["admission"]), flush=True)
         if not args.no_throughput:
             rows = []
             for count in (1, 2, 3):
                 with gateways(folder, shared, count, balanced=True) as (url, members):
-                    rows.append(anyio.run(throughput, url, members, args))
+                    before = load()
+                    rows.append(
+                        {**anyio.run(throughput, url, members, args), "load_before": before, "load_after": load()}
+                    )
                 print(rows[-1], flush=True)
             results["throughput"] = rows
         plain = write_config(folder, "plain")
@@ -249,7 +294,16 @@ def main() -> None:
             gateways(folder, shared, 1, balanced=False) as (shared_url, _),
         ):
             urls = {"no_limits": plain_url, "limits_local": local_url, "limits_shared": shared_url}
+            load_before, commands_before = load(), command_counts(redis)
             results["latency"] = anyio.run(latency, urls, args)
+            sent = {
+                name: count - commands_before.get(name, 0)
+                for name, count in command_counts(redis).items()
+                if count > commands_before.get(name, 0)
+            }
+            calls = args.calls + args.warmup
+            results["latency"]["redis_commands_per_call"] = {name: round(n / calls, 3) for name, n in sent.items()}
+            results["latency"]["load"] = {"before": load_before, "after": load()}
         print(json.dumps(results["latency"], indent=2), flush=True)
     finally:
         redis.stop()

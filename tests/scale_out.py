@@ -91,6 +91,7 @@ class Cluster:
     replicas: list[Replica]
     port: int
     haproxy: subprocess.Popen[bytes]
+    admin: Path  # HAProxy's runtime API (a Unix socket)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -105,23 +106,40 @@ class Cluster:
         os.kill(replica.process.pid, signal.SIGKILL)
         replica.process.wait(timeout=10)
 
-    def wait_down(self, replica: Replica, timeout: float = 30.0) -> None:
-        """Until HAProxy's health checks have taken `replica` out of the rotation."""
+    def server_states(self) -> dict[str, str]:
+        """Each replica's state as HAProxy sees it ("UP", "DOWN", ...), from its runtime API."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as admin:
+            admin.settimeout(5)
+            admin.connect(str(self.admin))
+            admin.sendall(b"show stat\n")
+            text = b"".join(iter(lambda: admin.recv(65536), b"")).decode()
+        header, *rows = [line for line in text.splitlines() if line]
+        columns = header.lstrip("# ").split(",")
+        states = {}
+        for row in rows:
+            values = dict(zip(columns, row.split(","), strict=False))
+            if values.get("pxname") == "replicas" and values.get("svname") not in ("FRONTEND", "BACKEND"):
+                states[values["svname"]] = values["status"]
+        return states
+
+    def wait_down(self, replica: Replica, timeout: float = 60.0) -> None:
+        """Until HAProxy's health checks have taken `replica` out of the rotation (asked, not guessed: on a
+        loaded machine the checks can take much longer than `inter` x `fall`)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if replica.process.poll() is not None:
-                time.sleep(1.5)  # inter 300ms, fall 2: two failed checks and some slack
+            if replica.process.poll() is not None and self.server_states().get(replica.id, "").startswith("DOWN"):
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"replica {replica.id} is still running")
+        raise TimeoutError(f"HAProxy still has replica {replica.id} in rotation after {timeout}s")
 
 
-def haproxy_config(port: int, replicas: list[Replica], *, sticky: bool) -> str:
+def haproxy_config(port: int, replicas: list[Replica], *, sticky: bool, admin: Path) -> str:
     """Round robin per request with health checks on /healthz; `sticky`: session-era clients keep their
     replica (a stick table keyed on the mcp-session-id response header)."""
     lines = [
         "global",
         "    maxconn 2000",
+        f"    stats socket {admin} mode 600 level admin",
         "defaults",
         "    mode http",
         "    timeout connect 2s",
@@ -193,7 +211,8 @@ def replicas(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
             wait_healthy(f"http://127.0.0.1:{member.port}/healthz")
         port = free_port()
         config_file = tmp_path / "haproxy.cfg"
-        config_file.write_text(haproxy_config(port, members, sticky=sticky))
+        admin = tmp_path / "haproxy.sock"
+        config_file.write_text(haproxy_config(port, members, sticky=sticky, admin=admin))
         assert HAPROXY is not None
         haproxy = subprocess.Popen(
             [HAPROXY, "-f", str(config_file), "-db"], start_new_session=True, stdout=subprocess.DEVNULL
@@ -201,7 +220,7 @@ def replicas(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         started.append(haproxy)
         wait_for_port(port, haproxy)
         wait_healthy(f"http://127.0.0.1:{port}/healthz")
-        return Cluster(members, port, haproxy)
+        return Cluster(members, port, haproxy, admin)
 
     yield start
     for process in reversed(started):

@@ -595,16 +595,26 @@ async def test_a_2026_only_server_behind_every_surface(fresh: dict[str, Gateway]
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_server_asking_mid_call_on_a_shared_http_session_is_sent_to_session_scope(
+async def test_a_server_asking_mid_call_on_a_shared_http_session_asks_in_the_callers_own_session(
     http_url: str, mode: str
 ) -> None:
     """midcall.py takes 2026-07-28 but asks with ctx.elicit; its one session of an HTTP gateway is shared, so
-    nobody can be asked there: the error names the setting that gives each client its own, every time."""
+    nobody can be asked there. A session-era client (one the gateway tells apart) that can answer gets a
+    session of its own, where the first call is made again and asks it; a 2026-07-28 client the gateway
+    cannot tell apart (no authentication) gets an error saying what would, every time."""
     host = Host()
     async with http_client(http_url, mode, host) as client:
-        for _ in range(2):  # nothing is learned from it
+        if mode == "legacy":
+            for options in ("red, blue", "green, grey"):
+                assert (
+                    ok_text(await client.call_tool("mid_pick", {"options": options}))
+                    == f"picked: <Pick one: {options}>"
+                )
+            assert len(host.sampled) == 2
+            return
+        for _ in range(2):
             shared = error_text(await client.call_tool("mid_confirm", {"action": "deploy"}))
-            assert "cannot carry" in shared and "give it `session_scope: client` in the config" in shared, shared
+            assert "cannot carry" in shared and "once it authenticates to the gateway" in shared, shared
         assert host.elicited == []
 
 

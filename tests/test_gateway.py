@@ -16,6 +16,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import (
     SERVERS,
@@ -177,9 +178,15 @@ async def test_a_shared_session_of_an_http_gateway_promises_no_client_capability
 ) -> None:
     session_era = {**server_entry("kitchen.py"), "protocol": "legacy"}
     url = http_gateway(write_config({"kitchen": session_era, "modern": server_entry("kitchen.py")}))
+    async with Client(url, mode="legacy") as cannot_sample:
+        with pytest.raises(MCPError) as refused:  # the server's -32021, which is this client's to act on
+            await cannot_sample.call_tool("kitchen_sample", {"prompt": "2+2"})
+        assert refused.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY, refused.value.error
     async with Client(url, mode="legacy", sampling_callback=answer_sampling) as client:
-        refused = await client.call_tool("kitchen_sample", {"prompt": "2+2"})
-        assert refused.is_error and "sampling" in text_of(refused).lower(), text_of(refused)
+        # The shared session told the server nothing, so it refuses to ask (-32021); this client can answer:
+        # the call is made again in a session of its own, which says so.
+        asked = await client.call_tool("kitchen_sample", {"prompt": "2+2"})
+        assert not asked.is_error and text_of(asked) == "answer to 2+2", text_of(asked)
         # A 2026-07-28 server is told per request what the calling client can answer, so the
         # question goes to that client alone and a shared connection is no obstacle.
         answered = await client.call_tool("modern_sample", {"prompt": "2+2"})
@@ -467,7 +474,6 @@ async def test_grandchildren_die_with_their_server(connect: Any, write_config: A
 
 async def test_bad_input_to_every_request_gets_a_clear_error(connect: Any, write_config: Any) -> None:
     """Unknown names are invalid params; what a server refuses keeps the server's code and message."""
-    from mcp.shared.exceptions import MCPError
 
     async def error_of(request: Any) -> types.ErrorData:
         with pytest.raises(MCPError) as caught:

@@ -68,3 +68,28 @@ async def test_the_gap_is_logged_once_per_server(
                 assert isinstance(result, types.CallToolResult) and not result.is_error
     told = [record.getMessage() for record in caplog.records if "schema means their absence" in record.getMessage()]
     assert len(told) == 1 and "'terse'" in told[0] and "resultType" in told[0], told
+
+
+def test_a_complete_cacheable_result_comes_back_untouched_and_a_partial_one_is_filled() -> None:
+    whole = {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    filled, missing = completed_result("tools/list", whole)
+    assert filled is whole and missing == ()
+    filled, missing = completed_result("tools/list", {"tools": [], "resultType": "complete", "ttlMs": 5})
+    assert filled == {"tools": [], "resultType": "complete", "ttlMs": 5, "cacheScope": "private"}
+    assert missing == ("cacheScope",)
+
+
+@pytest.mark.parametrize(("protocol", "wrapped"), [("legacy", False), ("modern", True)])
+async def test_only_a_2026_session_keeps_the_liberal_reader(
+    write_config: Callable[..., Path], protocol: str, wrapped: bool
+) -> None:
+    """A session-era session never reads a 2026-07-28 answer: after its handshake its requests skip the
+    wrapper (one coroutine and a look at each answer per call); a 2026-07-28 one keeps it."""
+    config = write_config({"kitchen": server_entry("kitchen.py", protocol=protocol)})
+    async with Gateway(load_config(config)) as gateway:
+        backend = gateway.pool["kitchen"]
+        for _ in range(2):
+            result = await backend.request("tools/call", lambda session: session.call_tool("echo", {"text": "hi"}))
+            assert isinstance(result, types.CallToolResult) and not result.is_error
+        dispatcher = backend._session._dispatcher  # type: ignore[union-attr]
+        assert ("send_raw_request" in vars(dispatcher)) is wrapped

@@ -117,6 +117,54 @@ async def test_a_servers_question_is_answered_through_another_replica(
     assert asked == 3
 
 
+async def test_a_forwarded_held_calls_progress_and_logs_reach_its_client(
+    write_config: Any, redis_server: RedisServer, replicas: Any
+) -> None:
+    """A session-era server asks mid-call, then reports progress and logs before it answers. The client's
+    retry lands on the other replica (round robin over two), which hands it to the holder: the progress and
+    log messages of the rest of the call come back through it, on the client's retry, before the result."""
+    server = server_entry("replica_probe.py", "--era", "legacy", session_scope="client")
+    config = write_config({"probe": server}, {"http": True, "state_url": redis_server.url})
+    config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": {"ada": KEY}}}))
+    cluster: Cluster = replicas(config, 2)
+    progress: list[tuple[float, float | None, str | None]] = []
+    logs: list[Any] = []
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        return ADA
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {KEY}"}) as http,
+        Client(
+            streamable_http_client(cluster.url, http_client=http),
+            elicitation_callback=elicit,
+            logging_callback=on_log,
+            log_level="info",
+        ) as client,
+    ):
+        for _ in range(2):  # the holder is whichever replica the first round reaches: try both orders
+            progress.clear()
+            logs.clear()
+            result = await client.call_tool("probe_ask_then_report", {"steps": 3}, progress_callback=on_progress)
+            assert not result.is_error, text_of(result)
+            assert text_of(result) == "reported to Ada"
+            assert progress == [(step, 3, f"step {step} of 3") for step in (1, 2, 3)]
+            assert logs == [f"step {step} for Ada" for step in (1, 2, 3)]
+    rounds = sorted(
+        (line["time"], line["outcome"], replica.id)
+        for replica in cluster.replicas
+        for line in map(json.loads, (replica.data_dir / "audit" / "audit.jsonl").read_text().splitlines())
+    )
+    assert [outcome for _time, outcome, _replica in rounds] == ["input_required", "ok"] * 2
+    assert all(rounds[i][2] != rounds[i + 1][2] for i in (0, 2)), rounds  # each retry reached the other one
+
+
 async def test_one_rate_limit_across_replicas(write_config: Any, redis_server: RedisServer, replicas: Any) -> None:
     config = probe_config(write_config, redis_server, rate_limit=0.01, rate_burst=5)
     cluster: Cluster = replicas(config)
@@ -173,9 +221,12 @@ async def test_a_killed_replica_loses_only_its_calls_in_flight(
     write_config: Any, redis_server: RedisServer, replicas: Any, tmp_path: Path
 ) -> None:
     """SIGKILL one replica while 9 calls run (3 on each): the 3 on it fail, none runs twice, the others
-    finish; once HAProxy's health checks take it out, every later call succeeds."""
+    finish; once HAProxy's health checks take it out, every later call succeeds. The calls wait for a gate
+    the test opens after the kill, and the test asks HAProxy whether the replica is out, so a loaded machine
+    changes nothing (no call can finish before the kill, nothing is sent before the balancer knows)."""
     cluster: Cluster = replicas(probe_config(write_config, redis_server))
     journal = tmp_path / "journal.txt"
+    gate = tmp_path / "gate"
     victim = cluster.replicas[1]
     outcomes: dict[str, str] = {}
     async with Client(cluster.url, read_timeout_seconds=60) as client:
@@ -184,7 +235,9 @@ async def test_a_killed_replica_loses_only_its_calls_in_flight(
 
         async def work(token: str) -> None:
             try:
-                result = await client.call_tool("probe_work", {"token": token, "journal": str(journal), "seconds": 4})
+                result = await client.call_tool(
+                    "probe_work", {"token": token, "journal": str(journal), "gate": str(gate)}
+                )
             except Exception as exc:
                 outcomes[token] = f"failed: {type(exc).__name__}"
             else:
@@ -193,10 +246,11 @@ async def test_a_killed_replica_loses_only_its_calls_in_flight(
         async with anyio.create_task_group() as task_group:
             for number in range(9):
                 task_group.start_soon(work, f"t{number}")
-            with anyio.fail_after(30):
+            with anyio.fail_after(120):
                 while len(journal.read_text().splitlines() if journal.exists() else []) < 9:
                     await anyio.sleep(0.05)  # all nine are running
             cluster.kill(victim)
+            gate.touch()  # the others may finish now
         ran = [line.split() for line in journal.read_text().splitlines()]
         assert sorted(token for token, _pid in ran) == sorted(outcomes)  # each call ran exactly once
         on_victim = {token for token, pid in ran if int(pid) == victim.process.pid}
@@ -208,14 +262,27 @@ async def test_a_killed_replica_loses_only_its_calls_in_flight(
     assert {cluster.by_pid(int(text_of(result))).id for result in later} == {"r0", "r2"}
 
 
-async def test_a_session_stays_on_its_replica_and_moves_on_when_that_dies(
+async def test_a_session_stays_on_its_replica_and_a_new_session_carries_on_when_that_dies(
     write_config: Any, redis_server: RedisServer, replicas: Any
 ) -> None:
     """A session-era client behind HAProxy's stick table on mcp-session-id: every request of its session reaches
-    the replica that opened it; when that replica dies, another answers 404 (the SDK 2.3 client raises "Session
-    not found" and does not re-initialize by itself), and a new client session carries on on a live replica."""
+    the replica that opened it. When that replica dies, the next request with its session id is answered HTTP
+    404 by a live replica (the spec's signal to start a new session). The SDK's client (mcp 2.3) has no hook
+    to do that itself: it raises "Session not found" and keeps the dead id, so the application opens a new
+    client session, which works, sticky on a live replica. (What is checked is the 404 and the new session,
+    not a recovery the SDK does not make.)"""
     cluster: Cluster = replicas(probe_config(write_config, redis_server), sticky=True)
-    async with Client(cluster.url, mode="legacy", read_timeout_seconds=30) as client:
+    session_ids: list[str] = []
+
+    async def remember(response: httpx.Response) -> None:
+        if "mcp-session-id" in response.headers:
+            session_ids.append(response.headers["mcp-session-id"])
+
+    async with (
+        create_mcp_http_client() as http,
+        Client(streamable_http_client(cluster.url, http_client=http), mode="legacy", read_timeout_seconds=30) as client,
+    ):
+        http.event_hooks["response"].append(remember)
         pids = {int(text_of(await client.call_tool("probe_where", {}))) for _ in range(6)}
         assert len(pids) == 1  # sticky: one replica for the whole session
         home = cluster.by_pid(pids.pop())
@@ -223,6 +290,14 @@ async def test_a_session_stays_on_its_replica_and_moves_on_when_that_dies(
         cluster.wait_down(home)
         with pytest.raises(MCPError, match="Session not found"):
             await client.call_tool("probe_where", {})
+    assert session_ids and len(set(session_ids)) == 1
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {
+        "mcp-session-id": session_ids[0],
+        "mcp-protocol-version": "2025-11-25",
+        "accept": "application/json, text/event-stream",
+    }
+    assert httpx.post(cluster.url, json=listing, headers=headers, timeout=30).status_code == 404
     async with Client(cluster.url, mode="legacy", read_timeout_seconds=30) as client:
         again = {int(text_of(await client.call_tool("probe_where", {}))) for _ in range(4)}
     assert len(again) == 1  # the new session is sticky too, on a replica that lives
@@ -251,11 +326,98 @@ async def test_calls_go_on_with_local_limits_while_the_store_is_down(
         with anyio.fail_after(30):  # the replicas put the secrets they share back
             while redis_server.command("EXISTS", "manifold:secret:request-state") != ":1\r\n":
                 await anyio.sleep(0.2)
+        # Each replica tries the store again once a second (not on every call while it is down): within a
+        # few of its tries it says the store is back; asked until then, not assumed after a fixed time.
+        with anyio.fail_after(30):
+            while not all("reachable again" in replica.log.read_text() for replica in cluster.replicas):
+                await anyio.sleep(0.2)
         for _ in range(4):
             assert not (await client.call_tool("probe_where", {})).is_error
         assert redis_server.command("EXISTS", "manifold:limit:rate:anonymous") == ":1\r\n"  # shared again
     for replica in cluster.replicas:
-        assert "reachable again" in replica.log.read_text()
+        assert replica.log.read_text().count("SHARED STATE DOWN") == 1  # one outage, said once
+
+
+async def test_nothing_acknowledged_is_lost_when_the_store_restarts_empty(
+    write_config: Any, redis_server: RedisServer, replicas: Any, instances: Instances
+) -> None:
+    """Redis stopped mid-run and started again empty (no persistence: the worst case). An approval and a
+    registration acknowledged before are in it again (written back by the replicas and by `manifold
+    register`'s heartbeat) and hold on every replica; while it was down, a decision (`pins reject`) and a new
+    registration were refused with an error naming the store, so nothing was acknowledged that could be lost."""
+    port = free_port()
+    shifty = subprocess.Popen([sys.executable, str(SERVERS / "shifty.py"), "--http", str(port)], start_new_session=True)
+    register: subprocess.Popen[bytes] | None = None
+    try:
+        wait_for_port(port, shifty)
+        settings = {
+            "http": True,
+            "state_url": redis_server.url,
+            "pinning": "enforce",
+            "expose": ["direct", "hub"],
+            "ping_interval": 1,
+        }
+        config = write_config({"shifty": {"url": f"http://127.0.0.1:{port}/mcp"}}, settings)
+        cluster: Cluster = replicas(config, 2)
+        cli = [sys.executable, "-m", "mcp_manifold"]
+        on_a_replica = {**os.environ, "MANIFOLD_DATA_DIR": str(cluster.replicas[0].data_dir)}
+        alpha = instances.start("alpha")
+        register = subprocess.Popen(
+            [*cli, "register", "--name", "alpha", "--url", alpha, "--id", "alpha-1", "--config", str(config)],
+            start_new_session=True,
+        )
+        store = redis.Redis.from_url(redis_server.url)
+        async with Client(cluster.url) as client:
+
+            async def refused() -> list[bool]:  # each replica in turn (round robin over two)
+                return [(await client.call_tool("shifty_send", {"to": "bo", "body": "x"})).is_error for _ in range(4)]
+
+            async def listed() -> list[bool]:
+                return ["alpha-1" in text_of(await client.call_tool("instances_list", {})) for _ in range(2)]
+
+            assert not any(await refused())  # both replicas list shifty and pin its tools
+            assert text_of(await client.call_tool("shifty_shift", {"description": "Send it all to me."})) == "shifted"
+            with anyio.fail_after(60):
+                while not all(await refused()):  # quarantined on both
+                    await anyio.sleep(0.3)
+            subprocess.run(
+                [*cli, "pins", "approve", "shifty/send", "--config", str(config)],
+                env=on_a_replica,
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            with anyio.fail_after(60):
+                while any(await refused()) or not all(await listed()):  # approved, and alpha listed, on both
+                    await anyio.sleep(0.3)
+
+            redis_server.stop()
+            reject = [*cli, "pins", "reject", "shifty/send", "--config", str(config)]
+            down = subprocess.run(reject, env=on_a_replica, capture_output=True, text=True, timeout=60)
+            assert down.returncode != 0 and "unreachable (pins)" in down.stderr, down.stderr
+            assert "nothing was changed" in down.stderr
+            beta = [*cli, "register", "--name", "beta", "--url", alpha, "--id", "beta-1", "--config", str(config)]
+            late = subprocess.run(beta, capture_output=True, text=True, timeout=60)
+            assert late.returncode != 0 and "shared state store is unreachable" in late.stderr, late.stderr
+            assert not any(await refused())  # the approval holds on both meanwhile
+
+            redis_server.start()
+            with anyio.fail_after(60):
+                while store.hget("manifold:pins", "shifty\tsend") is None or not store.hexists(
+                    "manifold:instances", "alpha-1"
+                ):
+                    await anyio.sleep(0.3)
+            pin = json.loads(store.hget("manifold:pins", "shifty\tsend"))
+            assert (pin["state"], pin["definition"]["description"]) == ("pinned", "Send it all to me.")
+            assert not store.hexists("manifold:instances", "beta-1")
+            with anyio.fail_after(60):
+                while not all(await listed()):
+                    await anyio.sleep(0.3)
+            assert not any(await refused())  # approved, not rejected: the refused decision left no trace
+    finally:
+        if register is not None:
+            stop_process(register)
+        stop_process(shifty)
 
 
 async def test_a_spilled_result_is_read_through_every_replica(

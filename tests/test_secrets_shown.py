@@ -316,6 +316,26 @@ def test_a_secret_is_hidden_percent_encoded_too() -> None:
     assert handler_output.getvalue() == "GET http://127.0.0.1:9/mcp?session=${ENCODED} failed\n"
 
 
+def test_an_errors_data_passed_to_the_client_shows_no_secret_in_its_values_or_keys() -> None:
+    # A server's error that asks the client to act reaches it with its `data`: a secret of the server's
+    # is hidden wherever it is, a key of a map (a URL the server names, say) included.
+    from mcp.shared.exceptions import MCPError
+
+    from mcp_manifold._errors import BackendRequestError
+    from mcp_manifold._runtime.backend_errors import translate_backend_errors
+
+    config = parse_config_data(
+        {"mcpServers": {"local": {"command": "server", "env": {"TOKEN": "${OPS_SECRET}"}}}}, source="t", env=ENV
+    )
+    local = config.servers["local"]
+    url = f"https://api.example/v1?key={SECRET}"
+    data = {"elicitations": [{"url": url}], "tried": {url: "401"}}
+    with pytest.raises(BackendRequestError) as refused, translate_backend_errors("local", "tools/call", local.scrub):
+        raise MCPError(code=types.URL_ELICITATION_REQUIRED, message="open it first", data=data)
+    assert SECRET not in json.dumps(refused.value.data), refused.value.data
+    assert refused.value.data["elicitations"] == [{"url": f"https://api.example/v1?key={SHOWN}"}]
+
+
 def test_the_log_shows_no_secret_of_any_server_even_in_a_traceback() -> None:
     config = parse_config_data(
         {"mcpServers": {"local": {"command": "server", "args": ["${OPS_SECRET}"]}}}, source="t", env=ENV

@@ -120,3 +120,79 @@ async def test_a_shared_registration_beats_and_leaves(redis_server: RedisServer)
         assert await store.client.hlen(records.key) == 0
     finally:
         await store.close()
+
+
+async def test_shared_in_flight_limits_count_every_replica_and_free_finished_calls(redis_server: RedisServer) -> None:
+    """Two replicas' `SharedLimits` on one store, two calls in flight allowed per principal: a third anywhere is
+    refused; a finished call's slot is removed by the next admission (in the same round trip), or, with no
+    admission coming, in the background; the slots of other principals are theirs."""
+    import anyio
+
+    from mcp_manifold._core.limits import PrincipalLimits
+    from mcp_manifold._errors import RateLimited
+    from mcp_manifold._runtime.shared_state.limits import FOLD_WINDOW, SharedLimits
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    stores = [StateStore(redis_server.url, replica) for replica in ("r0", "r1")]
+    first, second = (SharedLimits(store, PrincipalLimits(0, 0, 2), lease=60) for store in stores)
+    check = redis.Redis.from_url(redis_server.url)
+
+    def running(principal: str) -> int:
+        return check.zcard(f"manifold:limit:flight:{principal}")
+
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(first.run)
+            await group.start(second.run)
+            await first.acquire("ada")
+            await second.acquire("ada")
+            with pytest.raises(RateLimited, match="already has 2 call"):
+                await first.acquire("ada")
+            await second.acquire("bo")  # another principal's own count
+            assert (running("ada"), running("bo")) == (2, 1)
+            first.release("ada")
+            await first.acquire("ada")  # the finished call's slot went in the same round trip
+            assert running("ada") == 2
+            first.release("ada")
+            second.release("ada")
+            second.release("bo")
+            with anyio.fail_after(10):  # no admission comes: the background removes them
+                while running("ada") or running("bo"):
+                    await anyio.sleep(FOLD_WINDOW)
+            group.cancel_scope.cancel()
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def test_an_admission_cancelled_on_its_way_leaves_no_call_in_flight(redis_server: RedisServer) -> None:
+    """An admission cancelled (its caller hung up) before the store's answer came back: whether or not the
+    store ran it, neither the slot it may have taken nor the finished call's slot it carried (finished
+    slots ride on the next admission) stays counted as a call in flight until its lease ends."""
+    import anyio
+
+    from mcp_manifold._core.limits import PrincipalLimits
+    from mcp_manifold._runtime.shared_state.limits import FOLD_WINDOW, SharedLimits
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    store = StateStore(redis_server.url, "r0")
+    limits = SharedLimits(store, PrincipalLimits(0, 0, 2), lease=60)
+    check = redis.Redis.from_url(redis_server.url)
+    key = "manifold:limit:flight:ada"
+    try:
+        for reconnect in (False, True):  # the script sent, then cancelled; cancelled while connecting
+            await limits.acquire("ada")
+            limits.release("ada")
+            if reconnect:
+                await store.client.connection_pool.disconnect()
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await limits.acquire("ada")  # cancelled at its first wait, a finished slot in hand
+            async with anyio.create_task_group() as group:
+                await group.start(limits.run)
+                with anyio.fail_after(10):
+                    while check.zcard(key):
+                        await anyio.sleep(FOLD_WINDOW)
+                group.cancel_scope.cancel()
+    finally:
+        await store.close()

@@ -9,6 +9,7 @@ front's `McpFront._answer` the single place where this tree becomes MCP errors f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 class ManifoldError(Exception):
@@ -101,6 +102,7 @@ class BackendClosed(BackendError):
 class BackendRequestError(BackendError):
     """A downstream server answered a request with an MCP error."""
 
-    def __init__(self, server: str, message: str, code: int) -> None:
+    def __init__(self, server: str, message: str, code: int, data: Any = None) -> None:
         self.code = code
+        self.data = data  # the error's `data`, as the server sent it (secrets hidden)
         super().__init__(server, message)

@@ -189,7 +189,9 @@ def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], N
     mcp 2.3.0: every request of a `ClientSession` (discovery included) goes through its private
     `_dispatcher.send_raw_request`, whose raw answer the session then validates against the negotiated
     version; nothing public sits between the two. Wrapped here, on this one session's dispatcher. Without
-    it (another layout) such answers fail the SDK's validation as before.
+    it (another layout) such answers fail the SDK's validation as before. A session that settles on a
+    session-era version (negotiated once, for the session's life) is unwrapped at its next request, so
+    its calls pay nothing for this.
     """
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -199,6 +201,7 @@ def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], N
     inner = getattr(dispatcher, "send_raw_request", None)
     if inner is None:  # pragma: no cover - another SDK layout
         return
+    own = vars(dispatcher).get("send_raw_request")  # a wrapper set before this one, kept when unwrapping
 
     def fill(method: str, raw: Any) -> Any:
         version = getattr(session, "_negotiated_version", None)
@@ -209,6 +212,14 @@ def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], N
         return raw
 
     async def send_raw_request(method: str, params: Any, opts: Any = None, **kwargs: Any) -> Any:
+        version = getattr(session, "_negotiated_version", None)
+        if version is not None and version not in MODERN_PROTOCOL_VERSIONS and method != "server/discover":
+            if vars(dispatcher).get("send_raw_request") is send_raw_request:  # nobody wrapped it after us
+                if own is None:
+                    del dispatcher.send_raw_request  # the class's method again
+                else:
+                    dispatcher.send_raw_request = own
+            return await inner(method, params, opts, **kwargs)
         return fill(method, await inner(method, params, opts, **kwargs))
 
     dispatcher.send_raw_request = send_raw_request
@@ -255,17 +266,47 @@ def stamp_requesting_client(session: Any) -> None:
 
 
 _NO_BACK_CHANNEL = re.compile(r"Cannot send '([\w/]+)': this transport context has no back-channel")
+# What a server's SDK says when its client was never declared able to answer (TypeScript SDK 1.x: its
+# `Server` checks the client's capabilities before it sends), and what the gateway's own session answers
+# a question it never declared it could take (this SDK's default callbacks), which a server quotes back.
+_NOT_DECLARED = re.compile(
+    r"Client does not support (?P<ts>sampling|elicitation|listing roots|(?:URL|url|form) elicitation)"
+    r"|\b(?P<ours>Sampling|Elicitation|List roots) not supported\b"
+)
+_ASKED_FOR = {
+    "sampling": "sampling/createMessage",
+    "elicitation": "elicitation/create",
+    "listing roots": "roots/list",
+    "list roots": "roots/list",
+}
 
 
-def asked_without_back_channel(text: str) -> str | None:
-    """The method a 2026-07-28 server tried to send its client mid-call, if `text` is the error it got.
+def asked_without_back_channel(text: str, *, opening: bool = False) -> str | None:
+    """The method a server tried to send its client mid-call and could not, if `text` (a tool's result
+    text, or an error's message) is what the server made of that failure; None for anything else.
 
-    mcp 2.3.0 raises `NoBackChannelError` in a handler that asks the session-era way (`ctx.elicit`,
-    `create_message`, `list_roots`) on a 2026-07-28 request, and its MCPServer reports it as the tool's
-    error text (a prompt's or resource's error message): the wire carries only that sentence.
+    Three sentences say it, each from an SDK (the server's wording around them is its own):
+    - mcp 2.3.0 raises `NoBackChannelError` in a handler that asks the session-era way (`ctx.elicit`,
+      `create_message`, `list_roots`) on a 2026-07-28 request ("Cannot send 'elicitation/create': this
+      transport context has no back-channel"), and its MCPServer reports it as the tool's error text;
+    - the TypeScript SDK 1.x (1.32.2) refuses to ask a client that did not declare the capability
+      ("Client does not support sampling (required for sampling/createMessage)", "Client does not
+      support form elicitation."), which its servers report as text, as an error or not;
+    - a server that asks anyway gets this SDK's default answer from the gateway's session that did not
+      declare it ("Sampling not supported", "Elicitation not supported", "List roots not supported":
+      mcp 2.3.0's `_default_*_callback`), and quotes it.
+    Only the caller knows whether the session could have carried the question (see call_path).
+    `opening`: only when `text` opens with the sentence (a server's refusal, not a text that quotes one).
     """
-    found = _NO_BACK_CHANNEL.search(text)
-    return found.group(1) if found else None
+    find = _NO_BACK_CHANNEL.match if opening else _NO_BACK_CHANNEL.search
+    found = find(text)
+    if found:
+        return found.group(1)
+    found = _NOT_DECLARED.match(text) if opening else _NOT_DECLARED.search(text)
+    if found is None:
+        return None
+    said = (found.group("ts") or found.group("ours")).lower()
+    return _ASKED_FOR.get(said, "elicitation/create")  # URL or form elicitation
 
 
 async def sealed(boundary: Any, method: str, params: Mapping[str, Any], result: Any) -> Any:

@@ -328,6 +328,13 @@ if os.environ.get("KITCHEN_EXTRAS"):
         return counters["tick"]
 
     @server.tool(structured_output=False)
+    def note(text: str, path: str) -> str:
+        """A tool with an effect: append `text` as a line to the file `path` and return `text`."""
+        with open(path, "a", encoding="utf-8") as notes:
+            notes.write(text + "\n")
+        return text
+
+    @server.tool(structured_output=False)
     def request_meta(ctx: Context) -> str:
         """Return the `_meta` this call arrived with, as JSON (shows what a gateway forwards)."""
         meta = ctx.request_context.meta

@@ -113,28 +113,46 @@ def _first_problem(value: Any, name: str, start_depth: int = 0) -> str | None:
 
 
 def _sendable(item: Any, depth: int) -> bool:
+    """Whether `item` can be sent, quickly: a string or plain child is checked inline, so the function is
+    called once per container, not per value (`json.dumps` of typical arguments is several times slower)."""
     # Recursion stops at MAX_DEPTH, well within Python's own limit.
     kind = type(item)
-    if kind is str:
-        return item.isascii() or _unicode_problem(item) is None
     if kind is dict:
         if depth >= MAX_DEPTH:
             return False
         for key, child in item.items():
-            if type(key) is str and not key.isascii() and _unicode_problem(key) is not None:
+            if type(key) is str:
+                if not key.isascii() and _unicode_problem(key) is not None:
+                    return False
+            elif isinstance(key, str) and _unicode_problem(key) is not None:
                 return False
-            if type(child) not in _PLAIN and not _sendable(child, depth + 1):
+            kind = type(child)
+            if kind is str:
+                if not child.isascii() and _unicode_problem(child) is not None:
+                    return False
+            elif kind not in _PLAIN and not _sendable(child, depth + 1):
                 return False
         return True
     if kind is list:
-        return depth < MAX_DEPTH and all(type(child) in _PLAIN or _sendable(child, depth + 1) for child in item)
+        if depth >= MAX_DEPTH:
+            return False
+        for child in item:
+            kind = type(child)
+            if kind is str:
+                if not child.isascii() and _unicode_problem(child) is not None:
+                    return False
+            elif kind not in _PLAIN and not _sendable(child, depth + 1):
+                return False
+        return True
+    if kind is str:
+        return item.isascii() or _unicode_problem(item) is None
     if kind is float:
         return item - item == 0.0  # false for NaN and the infinities
     # A subclass (never what a JSON parser makes) takes the walk.
-    return not isinstance(item, str | dict | list | float) or _first_problem(item, "", depth) is None
+    return kind in _PLAIN or not isinstance(item, str | dict | list | float) or _first_problem(item, "", depth) is None
 
 
-_PLAIN = frozenset({int, bool, type(None)})
+_PLAIN = frozenset({int, bool, type(None)})  # nothing in these can be unsendable
 
 
 def _unicode_problem(text: str) -> str | None:

@@ -22,6 +22,9 @@ _UNCACHED = {"ttlMs": 0, "cacheScope": "private"}
 def completed_result(method: str, raw: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """`raw` (a server's 2026-07-28 answer to `method`) with its missing meaning-fixed fields filled in,
     and the names of the fields filled (empty when it was complete, and then `raw` comes back as is)."""
+    kind = raw.get("resultType")
+    if kind is not None and (method not in CACHEABLE_METHODS or kind != "complete" or _UNCACHED.keys() <= raw.keys()):
+        return dict(raw) if not isinstance(raw, dict) else raw, ()  # complete already: the common case, quickly
     defaults = dict(_COMPLETE)
     if method in CACHEABLE_METHODS and raw.get("resultType", "complete") == "complete":
         defaults.update(_UNCACHED)

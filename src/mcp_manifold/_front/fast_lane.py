@@ -34,7 +34,7 @@ from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.results import tool_error
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.wire import WireResult
-from mcp_manifold._errors import ManifoldError
+from mcp_manifold._errors import BackendRequestError, ManifoldError
 
 if TYPE_CHECKING:
     from mcp_manifold._front.server import McpFront
@@ -235,6 +235,10 @@ async def call_response(
     try:
         try:
             result = await gateway.calls.call_tool(request, ToolCall(target, params.get("arguments"), wire=True))
+        except BackendRequestError as exc:  # the server's error that asks the client to act, with its data
+            error = {"code": exc.code, "message": f"tools/call failed: {exc}"}
+            response["error"] = error if exc.data is None else {**error, "data": exc.data}
+            return response, encode(response)
         except ManifoldError as exc:
             result = tool_error(str(exc))
         response["result"] = await shaped_result(front, params, version, result, session_version)

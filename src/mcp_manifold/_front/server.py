@@ -377,9 +377,9 @@ class McpFront:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except BackendRequestError as exc:
             # The server answered with an MCP error: the client gets its code (not found, invalid
-            # params, ...) as well as its message, as if it had asked the server itself.
+            # params, ...) and data as well as its message, as if it had asked the server itself.
             code = exc.code or types.INTERNAL_ERROR  # some servers answer code 0, which no client expects
-            raise MCPError(code=code, message=f"{action} failed: {exc}") from None
+            raise MCPError(code=code, message=f"{action} failed: {exc}", data=exc.data) from None
         except ManifoldError as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=f"{action} failed: {exc}") from None
 

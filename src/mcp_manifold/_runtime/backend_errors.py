@@ -34,7 +34,7 @@ def translate_backend_errors(server: str, action: str, scrub: Callable[[str], st
             raise BackendTimeout(server, f"{action} timed out: {message}") from exc
         if code == CONNECTION_CLOSED:
             raise BackendClosed(server, f"{action} failed: connection closed") from exc
-        raise BackendRequestError(server, message, code) from exc
+        raise BackendRequestError(server, message, code, _scrubbed(exc.error.data, scrub)) from exc
     except TimeoutError as exc:
         raise BackendTimeout(server, f"{action} timed out") from exc
     except (OSError, EOFError) as exc:
@@ -50,6 +50,17 @@ def translate_backend_errors(server: str, action: str, scrub: Callable[[str], st
         if name in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}:
             raise BackendClosed(server, f"{action} failed: connection closed") from exc
         raise
+
+
+def _scrubbed(data: object, scrub: Callable[[str], str]) -> object:
+    """An error's `data` with the server's secrets hidden in its strings (keys too), however deep."""
+    if isinstance(data, str):
+        return scrub(data)
+    if isinstance(data, dict):
+        return {_scrubbed(key, scrub): _scrubbed(value, scrub) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_scrubbed(value, scrub) for value in data]
+    return data
 
 
 def first_leaf(exc: BaseException) -> BaseException:

@@ -139,6 +139,7 @@ class Backend:
         limit = config.max_concurrency
         self._limiter = anyio.CapacityLimiter(limit) if limit else None
         self._callers: list[Any] = []  # front sessions with a request in flight here, newest last
+        self._running = 0  # requests on the session now, counted or not among `_callers` (a ping, a listing)
         # Learned: under `protocol: auto` the server took 2026-07-28 but asks its client mid-call, which
         # only a session carries; it is reconnected with the handshake (see `asks_mid_call`).
         # Both learned facts are kept in the data dir (`learned`): a restart does not fail the same way again.
@@ -411,17 +412,21 @@ class Backend:
         self._needs_session = True
 
     def asks_mid_call(self, method: str) -> str:
-        """The running 2026-07-28 server tried to send `method` to its client during a request, which that
-        era cannot carry (the session-era idiom, common in servers that also answer 2026-07-28). Under
-        `protocol: auto`, where a session would tell the server its client can answer, learn it: the next
-        request reconnects with the handshake, and the gateway relays the question. Returns what to tell
-        the client (after the server's name)."""
-        what = f"it asked its client ({method}) in the middle of a request, which MCP 2026-07-28 cannot carry"
-        if self.config.protocol != "auto":
-            return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
+        """The running server tried to send `method` to its client during a request, and could not: at
+        2026-07-28 there is no channel for it (the session-era idiom, common in servers that also answer
+        2026-07-28), and a session-era session carries only what it told the server its client can answer.
+        Under `protocol: auto`, where a session would tell the server its client can answer, learn it: the
+        next request reconnects with the handshake, and the gateway relays the question. Returns what to
+        tell the client (after the server's name)."""
+        if self.modern:
+            what = f"it asked its client ({method}) in the middle of a request, which MCP 2026-07-28 cannot carry"
+            if self.config.protocol != "auto":
+                return f"{what}; give it `protocol: auto` or `legacy` in the config so that it can ask in a session"
+        else:
+            what = f"it asked its client ({method}) in the middle of a request, which its session cannot carry"
         if ASKS.get(method) not in self.declare():
             # A session shared by several clients promises nothing (see `declare`).
-            if self.config.session_scope == "client" and self.owner is not None:  # this client's own session
+            if self.owner is not None:  # this client's own session
                 return f"{what}, and this client did not declare that it can answer it ({ASKS.get(method)})"
             if self.config.session_scope == "client":
                 # Only a client the gateway can tell apart gets a session of its own.
@@ -429,23 +434,34 @@ class Backend:
                     f"{what}, and the session it shares between clients cannot either: a 2026-07-28 client gets "
                     "a session of its own (`session_scope: client`) once it authenticates to the gateway"
                 )
-            return f"{what}, and its shared session cannot either: give it `session_scope: client` in the config"
+            return (
+                f"{what}, and its shared session cannot either: a client that can answer it gets a session of its "
+                "own once the gateway can tell it apart (a session-era client; a 2026-07-28 client once it "
+                "authenticates to the gateway)"
+            )
+        self.learn_it_asks(method)
+        return f"{what}; mcp-manifold now reaches it in a session, where it can ask: call again"
+
+    def learn_it_asks(self, method: str) -> None:
+        """Learn, once and for good (`needs_session`, kept in the data dir), that the server asks its client
+        mid-call: it is reached with the handshake from now on, and a client that can answer what a shared
+        session never told it reaches it through a session of its own (call_path)."""
         if not self._needs_session:
             self._needs_session = True
             self._learned.learn(self.config, "needs_session")
             logger.warning(
-                "server %r asks its client mid-call (%s): reconnecting to it in a session "
+                "server %r asks its client mid-call (%s): reaching it in a session where it can ask "
                 "(`protocol: legacy` for it starts it that way)",
                 self.name,
                 method,
             )
-        return f"{what}; mcp-manifold now reaches it in a session, where it can ask: call again"
 
     async def renew_if_session_needed(self) -> None:
         """Reconnect with the handshake if `asks_mid_call` learned the server needs a session. Call it with
-        the request that wants it counted (`serving`): it renews only while that is the only one in flight."""
+        the request that wants it counted (`serving`): it renews only while that is the only one in flight, and
+        no request (a ping, a listing) runs on the session."""
         # Only between requests: the connection is shared, and another client's request may be running on it.
-        if self.state != "ready" or len(self._callers) > 1:
+        if self.state != "ready" or len(self._callers) > 1 or self._running:
             return
         if self._needs_session and self.modern:
             logger.info("server %r: reconnecting with the handshake", self.name)
@@ -619,6 +635,7 @@ class Backend:
             # The breaker's trial is the retry: it must reach the server, not fail on the restart backoff.
             self._next_retry = 0.0
         await self.renew_if_session_needed()
+        self._running += 1
         try:
             result = await self._request(action, call)
         except (BackendStartError, BackendUnavailable, BackendTimeout, BackendClosed) as exc:
@@ -632,6 +649,8 @@ class Backend:
             if admission.trial:
                 self.breaker.abandon()  # cancelled mid-trial: the next call gets to be the trial
             raise
+        finally:
+            self._running -= 1
         self.breaker.success()
         return result
 

@@ -42,7 +42,7 @@ from pydantic import BaseModel
 from mcp_manifold._core.apps import meta_with_exposed_app
 from mcp_manifold._core.arguments import encoding_problem
 from mcp_manifold._core.catalog import Catalog
-from mcp_manifold._core.clients import Request
+from mcp_manifold._core.clients import ASKS, Caller, Request
 from mcp_manifold._core.programs import ProgramReport
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import (
@@ -65,8 +65,18 @@ from mcp_manifold._errors import (
     Quarantined,
     RateLimited,
 )
+from mcp_manifold._runtime.could_not_ask import (
+    CLIENT_MUST_ACT,
+    AskElsewhere,
+    could_not_ask,
+    may_say_it_could_not_ask,
+    refused_to_ask,
+    required_untold,
+    text_of,
+)
 from mcp_manifold._runtime.input_bridge import MAX_ROUNDS, HeldCalls, answer_questions, backend_state, read_state
-from mcp_manifold._sdk import asked_without_back_channel, call_tool_wire, requesting_client
+from mcp_manifold._runtime.outbound import mark_checked
+from mcp_manifold._sdk import call_tool_wire, requesting_client
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
@@ -190,9 +200,22 @@ class CallPath:
         backend = self._pool.backends.get(server) or self._pool.added.get(server)
         if backend is None:
             raise NotFound(f"unknown server {server!r}")
-        if request is not None and self._client_sessions.serves(backend.config, request.caller):
+        if request is not None and (
+            self._client_sessions.serves(backend.config, request.caller)
+            or (backend.needs_session and self._own_session_can_ask(backend, request.caller))
+        ):
             return self._client_sessions.session(backend.config, request.caller)
         return backend
+
+    def _own_session_can_ask(self, backend: Backend, caller: Caller, ask: str | None = None) -> bool:
+        """Whether `caller` can answer questions (`ask`, or any) that `backend`, a shared session, never
+        told its server it could (over HTTP it promises nothing), and can have a session of its own
+        where it would (the gateway tells it apart). Such a session is where a server that asks its
+        client mid-call (`needs_session`) is reached for that caller."""
+        if backend.owner is not None or backend.config.protocol == "modern" or not caller.identified:
+            return False
+        untold = caller.asks - backend.declare()
+        return bool(untold if ask is None else ask in untold) and not self._client_sessions.single_client
 
     # --- tools ----------------------------------------------------------------------------------
 
@@ -204,7 +227,8 @@ class CallPath:
         plain result comes back as the server sent it (a `WireResult`).
 
         A call the policy refuses raises (`NotFound`, `Quarantined`, `RateLimited`), as an unknown
-        name would: the caller gets a clear error, the observers a record of the refusal.
+        name would: the caller gets a clear error, the observers a record of the refusal. So does a
+        server's error that asks the client to act (`CLIENT_MUST_ACT`: a `BackendRequestError`).
         """
         if self._arounds:
             return await self._wrapped(
@@ -328,6 +352,8 @@ class CallPath:
         # Input no wire can carry is refused here, after the policy (so a hidden name still reads like a
         # missing one) and before the backend, whose connection it would end for every caller.
         error = encoding_problem(arguments) if arguments else None
+        if error is None:
+            mark_checked(arguments)  # so the writer to the server does not walk them again
         result = tool_error(error) if error is not None else self._cache.lookup(target.server, target.name, arguments)
         if error is not None:
             outcome = "error"
@@ -360,6 +386,15 @@ class CallPath:
             except BackendError as exc:
                 # Errors can quote a server's stderr or URL, where its secrets may appear.
                 error = backend.config.scrub(str(exc))
+                if isinstance(exc, BackendRequestError) and exc.code in CLIENT_MUST_ACT:
+                    # The client must act on what the error's data says: it gets the error, as sent.
+                    if self._observers or hooks:
+                        waited = time.perf_counter() - sent
+                        self._tell(
+                            self._record("tool", request, target, started, "error", error, arguments, backend=waited),
+                            hooks,
+                        )
+                    raise
                 result = tool_error(error)
             except InvalidRequest as exc:  # a retry whose requestState or answers do not fit
                 error = str(exc)
@@ -442,7 +477,10 @@ class CallPath:
                 # A session-era server may ask mid-call, which a 2026-07-28 client can only answer by
                 # calling again: keep the server's call running meanwhile.
                 return await self._held.start(request, lambda held: self._once(held, backend, action, send, {}))
-        result = await self._once(request, backend, action, send, extra)
+        try:
+            result = await self._once(request, backend, action, send, extra)
+        except AskElsewhere as elsewhere:  # the call that found out is made again where the server can ask
+            return await self._exchange(request, elsewhere.backend, action, send)
         for _round in range(MAX_ROUNDS):
             if not isinstance(result, types.InputRequiredResult):
                 return result
@@ -460,18 +498,51 @@ class CallPath:
             try:
                 result = await backend.request(action, lambda session: send(session, request, extra))
             except BackendRequestError as exc:
-                asked = asked_without_back_channel(str(exc)) if backend.modern else None
+                asked = could_not_ask(backend, str(exc)) or required_untold(backend, request.caller, exc)
                 if asked is None:
                     raise
-                raise BackendRequestError(backend.name, backend.asks_mid_call(asked), exc.code) from exc
+                self._ask_elsewhere(request, backend, asked, extra)
+                # Not the client's to act on: it can answer, the gateway's session could not say so.
+                code = types.INTERNAL_ERROR if exc.code in CLIENT_MUST_ACT else exc.code
+                raise BackendRequestError(backend.name, backend.asks_mid_call(asked), code) from exc
             finally:
                 requesting_client.reset(token)
         result = wire_result(result) if isinstance(result, dict) else drop_server_stamp(result)
-        if backend.modern and isinstance(result, types.CallToolResult) and result.is_error:
-            asked = asked_without_back_channel(" ".join(getattr(block, "text", "") for block in result.content))
-            if asked is not None:
+        if isinstance(result, (types.CallToolResult, WireResult)) and may_say_it_could_not_ask(
+            backend, request.caller, result
+        ):
+            text = text_of(result)
+            asked = could_not_ask(backend, text)
+            if asked is not None and not result.is_error:
+                # The tool answered: its words are never replaced (they may merely quote the sentence). A
+                # session-era server whose answer opens with it refused to ask (the TypeScript SDK's servers
+                # answer so): for a caller that can answer, the call is made again where it can ask, once
+                # (learned). Else a caller that can answer has its next calls go there. (A 2026-07-28
+                # server's SDK reports it as an error: a success only quotes it, and the handshake learned
+                # from it could end a server that speaks 2026-07-28 only, for every client.)
+                ask = ASKS.get(asked)
+                if (
+                    not extra
+                    and not backend.modern
+                    and ask is not None
+                    and self._own_session_can_ask(backend, request.caller, ask)
+                ):
+                    if refused_to_ask(text):
+                        self._ask_elsewhere(request, backend, asked, extra)
+                    backend.learn_it_asks(asked)
+            elif asked is not None:
+                self._ask_elsewhere(request, backend, asked, extra)
                 return tool_error(f"server {backend.name!r}: {backend.asks_mid_call(asked)}")
         return result
+
+    def _ask_elsewhere(self, request: Request, backend: Backend, asked: str, extra: dict[str, Any]) -> None:
+        """When the caller can answer `asked` and can have a session of its own that says so, learn that
+        the server asks mid-call and have the call made again there (raises `AskElsewhere`)."""
+        ask = ASKS.get(asked)
+        if extra or ask is None or not self._own_session_can_ask(backend, request.caller, ask):
+            return
+        backend.learn_it_asks(asked)
+        raise AskElsewhere(self.backend(backend.name, request))
 
     def _meta(self, meta: Mapping[str, Any] | None, request: Request, backend: Backend) -> Mapping[str, Any] | None:
         """The `_meta` a server gets with a call: the surface's, plus the log level it should send at

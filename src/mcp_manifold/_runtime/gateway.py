@@ -38,7 +38,7 @@ from mcp_manifold._core.router import Target
 from mcp_manifold._core.status import BackendStatus
 from mcp_manifold._core.suggestions import did_you_mean, quoted
 from mcp_manifold._core.summaries import bounded_list
-from mcp_manifold._errors import ManifoldError, NotFound
+from mcp_manifold._errors import BackendRequestError, ManifoldError, NotFound
 from mcp_manifold._runtime import live_status, log_scrub
 from mcp_manifold._runtime.access import Access
 from mcp_manifold._runtime.audit import STREAM, AuditLog, StreamAuditLog, audit_dir
@@ -47,6 +47,7 @@ from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.call_path import CallPath
 from mcp_manifold._runtime.catalog_sync import CatalogSync
 from mcp_manifold._runtime.client_sessions import ClientSessions
+from mcp_manifold._runtime.could_not_ask import CLIENT_MUST_ACT
 from mcp_manifold._runtime.health import HealthMonitor
 from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.lineage import child_environment
@@ -585,7 +586,8 @@ class Gateway:
         return list(tools.values())
 
     async def call_tool_by_name(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
-        """A client's `tools/call`: the surface that owns `name` answers; every failure is a tool error.
+        """A client's `tools/call`: the surface that owns `name` answers; every failure is a tool error but a
+        server's error that asks the client to act (`CLIENT_MUST_ACT`), which the client gets as sent.
 
         A name no surface owns is a tool error too, as a server answers for a tool it does not have (and
         the 2025-11-25 spec asks for input errors): it names the tool and suggests close ones, or carries a
@@ -605,6 +607,10 @@ class Gateway:
             return tool_error(f"{unknown}{did_you_mean(name, known)}")
         try:
             return await surface.call_tool(request, name, arguments)
+        except BackendRequestError as exc:
+            if exc.code in CLIENT_MUST_ACT:  # the server asks the client to act: an error, as the server sent it
+                raise
+            return tool_error(str(exc))
         except ManifoldError as exc:
             return tool_error(str(exc))
 

@@ -258,13 +258,16 @@ class HeldCalls:
             held.answers.pop(key).set()
         return await self._next(held)
 
-    async def resume_forwarded(self, state: State, responses: dict[str, Any]) -> Any:
-        """A retry another replica received and handed here: resumed for the call's own client, whose new
-        request stays on that replica (so this one's progress and logs of the rest of the call are not sent)."""
+    async def resume_forwarded(
+        self, state: State, responses: dict[str, Any], relay: Callable[[Caller], Request] | None = None
+    ) -> Any:
+        """A retry another replica received and handed here, resumed for the call's own client. Its request
+        stays on that replica: `relay(caller)` makes the stand-in through which the rest of the call's
+        progress and logs go back there (none: they are not sent)."""
         held = self._held.get(state.held_id or "")
         if held is None or state.holder != self.holder:
             return await self.resume(state, Request(Caller("forwarded")))  # the same clear error as a local retry
-        request = Request(held.request.caller, held.request.meta)
+        request = relay(held.request.caller) if relay is not None else Request(held.request.caller, held.request.meta)
         request.input_responses = responses
         return await self.resume(state, request)
 

@@ -1,9 +1,11 @@
 """What the gateway learned about how to reach a server, kept in the data dir across restarts.
 
-Two facts, each learned the hard way by one failed attempt: a server that took 2026-07-28 but asks its
-client mid-call needs a session (`needs_session`: the call that found out had to be made again), and a
-server that refused the handshake speaks 2026-07-28 only (`discover_first`). Forgotten at exit, the
-first call after every start would fail the same way again. Facts are keyed by the server's name and
+Two facts, each learned the hard way by one failed attempt: a server that asks its client mid-call
+needs a session that can carry its questions (`needs_session`: the handshake era, and, for a client that
+can answer what a shared session never told the server, a session of that client's own; the call that
+found out is made again there, or the client is told to call again), and a server that refused the
+handshake speaks 2026-07-28 only (`discover_first`). Forgotten at exit, the first call after every start
+would fail the same way again. Facts are keyed by the server's name and
 config fingerprint, so a changed command or URL starts with nothing learned.
 """
 

@@ -7,11 +7,16 @@ from clients already (`_core/arguments.py`); this is the second line, for whatev
 a server: a client's answer to the server's question, a notification, a request from elsewhere.
 A request is refused to its sender (`InvalidRequest`), an answer is replaced by a JSON-RPC error (the
 server is never left waiting), and a notification is dropped with a log line.
+
+A request's `arguments` that the call path has checked already (`mark_checked`: that very object, in
+the same context) are not walked twice; the rest of the request (name, `_meta`, ...) always is.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import mcp_types as types
@@ -24,6 +29,15 @@ logger = logging.getLogger(__name__)
 
 # A message's own levels (params, arguments, ...) around the client's value, which the call path limits.
 _ENVELOPE_LEVELS = 8
+
+# The arguments the call path last checked in this context, held (not an id, which a later object may
+# reuse) so that only this very object is skipped.
+_checked_arguments: ContextVar[Any] = ContextVar("manifold_checked_arguments", default=None)
+
+# `mark_checked(arguments)`: say that `arguments`, about to be sent as a request's `arguments` from this
+# context, passed `encoding_problem` and will not change before they are sent; the writer then skips
+# their walk. `mark_checked(None)` takes the mark back. (The ContextVar's own setter: no Python frame.)
+mark_checked: Callable[[Any], object] = _checked_arguments.set
 
 
 class EncodableWrites:
@@ -61,10 +75,35 @@ class EncodableWrites:
 
 
 def _problem(message: Any) -> str | None:
-    if isinstance(message, types.JSONRPCResponse):
-        value: Any = {"result": message.result}
+    kind = type(message)
+    if kind is types.JSONRPCRequest or kind is types.JSONRPCNotification:
+        params = message.params
+        if not params or _params_sendable(params):
+            return None
+        checked = _checked_arguments.get()  # not walked again to name the place: the problem is elsewhere
+        value: Any = {"params": {key: item for key, item in params.items() if item is not checked}}
+    elif isinstance(message, types.JSONRPCResponse):
+        value = {"result": message.result}
     elif isinstance(message, types.JSONRPCError):
         value = {"error": message.error.model_dump()}
     else:
         value = {"params": message.params} if message.params else None
     return encoding_problem(value, "field", MAX_DEPTH + _ENVELOPE_LEVELS) if value else None
+
+
+def _params_sendable(params: Mapping[str, Any]) -> bool:
+    """Whether a request's or notification's params can be sent, quickly: each value is checked but the
+    arguments the call path checked (see mark_checked), and a plain ASCII string inline. On False the
+    walk of the message names the place."""
+    checked = _checked_arguments.get()
+    for key, value in params.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        if value is checked and key == "arguments":
+            continue
+        if type(value) is str and value.isascii():
+            continue
+        # A value of params sits two levels into the message the walk is given ({"params": {key: value}}).
+        if encoding_problem(value, "field", MAX_DEPTH + _ENVELOPE_LEVELS - 2) is not None:
+            return False
+    return True

@@ -91,7 +91,7 @@ async def register_shared_until_stopped(
     from mcp_manifold._runtime.shared_state.instances import register_shared
     from mcp_manifold._runtime.shared_state.store import StateStore
 
-    store = StateStore(state_url, "register")
+    store = StateStore(state_url, "register", announce=False)
     try:
         # Out here, so an unreachable store is one plain error (not a task group's) before any "registered".
         await store.run("register", store.client.ping)

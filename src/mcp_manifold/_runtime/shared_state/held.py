@@ -3,20 +3,27 @@ its call is handed to that replica, which resumes the call and answers; the answ
 
 The sealed `requestState` names the holder (`HeldCalls.holder`); the replica directory maps it to the
 holder's internal address; the replicas show each other a shared token on the internal route
-(`/_manifold/held`), which clients cannot use. The resumed call's progress and logs stay on the holder
-(its answer and further questions come back); a holder that is gone is a clear error: call again.
+(`/_manifold/held`), which clients cannot use. The holder answers with one JSON object per line: the
+resumed call's progress and log messages as they come (the forwarding replica sends them on the client's
+request), then its answer (the result, or the next questions). A holder that is gone is a clear error:
+call again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import json
 from typing import Any
 
+import anyio
+import anyio.abc
 import httpx2 as httpx  # the MCP SDK's HTTP client
 import mcp_types as types
+from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
-from mcp_manifold._core.clients import Request
+from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._errors import ManifoldError
 from mcp_manifold._runtime.input_bridge import HeldCalls, State
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
@@ -72,33 +79,105 @@ class HeldForwarding:
         if url is None:
             raise ManifoldError(_GONE)
         responses = {key: _plain(answer) for key, answer in (request.input_responses or {}).items()}
-        body = {"holder": state.holder, "id": state.held_id, "responses": responses}
+        body = {
+            "holder": state.holder,
+            "id": state.held_id,
+            "responses": responses,
+            "progress": request.wants_progress,
+            "logLevel": request.log_level,
+        }
+        answer: dict[str, Any] | None = None
+        status = 200
         try:
-            response = await self._client.post(
-                url.rstrip("/") + HELD_PATH, json=body, headers={TOKEN_HEADER: self.token}
-            )
+            async with self._client.stream(
+                "POST", url.rstrip("/") + HELD_PATH, json=body, headers={TOKEN_HEADER: self.token}
+            ) as response:
+                status = response.status_code
+                if status == 200:
+                    async for line in response.aiter_lines():
+                        if line and (answer := await _relay(json.loads(line), request)) is not None:
+                            break
         except httpx.ConnectError:  # its row has not expired yet, but nothing listens there any more
             raise ManifoldError(_GONE) from None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, ValueError) as exc:
             raise ManifoldError(
                 f"could not reach the replica holding this call ({type(exc).__name__}); call the tool again"
             ) from None
-        if response.status_code != 200:
-            raise ManifoldError(f"the replica holding this call refused its answers (HTTP {response.status_code})")
-        return decode(response.json())
+        if status != 200:
+            raise ManifoldError(f"the replica holding this call refused its answers (HTTP {status})")
+        if answer is None:  # it stopped in the middle of its answer
+            raise ManifoldError(_GONE)
+        return decode(answer)
 
     def allowed(self, token: str | None) -> bool:
         return token is not None and hmac.compare_digest(token.encode(), self.token.encode())
 
-    async def answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The holder's side: resume the held call with the forwarded answers; its answer, encoded."""
+    async def answer(self, body: dict[str, Any], lines: anyio.abc.ObjectSendStream[bytes]) -> None:
+        """The holder's side: resume the held call with the forwarded answers. Sends its progress and logs
+        to `lines`, one JSON line each, as they come, then its answer (encoded), and closes `lines`."""
         state = State("held", held_id=str(body.get("id")), holder=str(body.get("holder")))
         responses = body.get("responses")
-        try:
-            result = await self.held.resume_forwarded(state, responses if isinstance(responses, dict) else {})
-        except Exception as exc:  # the call's own failure, as a local retry would raise it
-            return {"error": str(exc)}
-        return encode(result)
+        level = body.get("logLevel")
+
+        def relay(caller: Caller) -> Request:
+            return _RelayedRequest(caller, bool(body.get("progress")), level if isinstance(level, str) else None, lines)
+
+        async with lines:
+            try:
+                result = encode(
+                    await self.held.resume_forwarded(state, responses if isinstance(responses, dict) else {}, relay)
+                )
+            except Exception as exc:  # the call's own failure, as a local retry would raise it
+                result = {"error": str(exc)}
+            await lines.send(_line(result))
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+RELAY_BUFFER = 256  # progress and log lines waiting for the forwarding replica; past that, dropped (best effort)
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, default=str).encode() + b"\n"
+
+
+class _RelayedRequest(Request):
+    """The forwarded retry as the holder sees it: what it wants (progress, a log level) and a way back."""
+
+    def __init__(
+        self, caller: Caller, progress: bool, level: str | None, lines: anyio.abc.ObjectSendStream[bytes]
+    ) -> None:
+        meta: dict[str, Any] = {}
+        if progress:
+            meta["progressToken"] = "relayed"
+        if level is not None:
+            meta[LOG_LEVEL_META_KEY] = level
+        super().__init__(caller, meta or None)
+        self._lines = lines
+
+    def _send(self, message: dict[str, Any]) -> None:
+        # After the answer (the call goes on to its next question) or past the buffer, nothing waits for it.
+        with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._lines.send_nowait(_line(message))
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self._send({"progress": {"progress": progress, "total": total, "message": message}})
+
+    async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
+        self._send({"log": {"level": level, "data": data, "logger": logger_name}})
+
+
+async def _relay(message: dict[str, Any], request: Request) -> dict[str, Any] | None:
+    """One line from the holder: progress or a log message, sent on the client's request here (None), or
+    the answer (returned)."""
+    if "progress" in message:
+        if request.wants_progress:
+            sent = message["progress"]
+            await request.progress(float(sent["progress"]), sent.get("total"), sent.get("message"))
+        return None
+    if "log" in message:
+        sent = message["log"]
+        await request.log(sent["level"], sent.get("data"), sent.get("logger"))
+        return None
+    return message

@@ -1,9 +1,11 @@
 """Per-principal rate and in-flight limits shared by every replica: one bucket per principal in Redis.
 
-Each admission is one round trip: a Lua script that, atomically, drops expired in-flight slots, checks the
-principal's calls in flight, takes a token from its bucket (refilled by the store's own clock, so replicas'
-clocks never disagree) and records the new slot. A slot carries an expiry (`lease`), so the slots of a
-replica that died free themselves; a finished call's slot is removed in the background, off the call's path.
+Each admission is one round trip: a Lua script that, atomically, removes the slots of this replica's calls
+that finished since its last admission, drops expired slots, checks the principal's calls in flight, takes
+a token from its bucket (refilled by the store's own clock, so replicas' clocks never disagree) and records
+the new slot. Finished calls' slots thus ride on the next admission (one command per call, not two); those
+no admission took within `FOLD_WINDOW` are removed in the background, off the call's path. A slot carries
+an expiry (`lease`), so the slots of a replica that died free themselves.
 
 While the store cannot be reached, each replica applies the same limits on its own (`fallback`) and says so
 loudly: calls go on, at worst n replicas allow n times the rate until the store is back.
@@ -25,10 +27,12 @@ from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailabl
 
 logger = logging.getLogger(__name__)
 
-# KEYS: the bucket (hash: t tokens, at ms), the slots in flight (sorted set: slot -> expiry ms).
-# ARGV: rate per second, burst, concurrency, slot id, lease ms. Returns {0, 0} admitted, {1, wait ms} over
-# the rate, {2, running} over the calls in flight.
+# KEYS: the bucket (hash: t tokens, at ms), the slots in flight (sorted set: slot -> expiry ms), then the
+# sets of the finished slots to remove. ARGV: rate per second, burst, concurrency, slot id, lease ms, then
+# the finished slots (ARGV[i + 3] is in KEYS[i]). Returns {0, 0} admitted, {1, wait ms} over the rate,
+# {2, running} over the calls in flight.
 ACQUIRE = """
+for i = 3, #KEYS do redis.call('ZREM', KEYS[i], ARGV[i + 3]) end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local rate, burst, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -57,6 +61,8 @@ end
 return {0, 0}
 """
 _LOCAL = "local"  # a slot taken from the fallback while the store was down
+FOLD_WINDOW = 0.05  # seconds a finished call's slot waits for the next admission to carry its removal
+_MAX_FINISHED = 10_000  # past that the store is far behind: the slots' leases free them
 
 
 class SharedLimits:
@@ -73,7 +79,8 @@ class SharedLimits:
         self.lease_ms = math.ceil(lease * 1000)
         self._script: Any = store.client.register_script(ACQUIRE)
         self._mine: dict[str, list[str]] = {}  # principal -> the slots this replica holds
-        self._releases, self._to_release = anyio.create_memory_object_stream[tuple[str, str]](10_000)
+        self._finished: list[tuple[str, str]] = []  # (slots key, slot) of calls done, not yet removed
+        self._wake = anyio.Event()
 
     @property
     def active(self) -> bool:
@@ -82,14 +89,23 @@ class SharedLimits:
     async def acquire(self, principal: str | None) -> None:
         who = principal or ANONYMOUS
         slot = f"{self.store.replica_id}:{secrets.token_hex(6)}"
+        finished, self._finished = self._finished, []
         keys = [self.store.key("limit", "rate", who), self.store.key("limit", "flight", who)]
-        args = [self.rate, self.burst, self.concurrency, slot, self.lease_ms]
+        keys += [key for key, _slot in finished]
+        args = [self.rate, self.burst, self.concurrency, slot, self.lease_ms, *(slot for _key, slot in finished)]
         try:
             verdict, value = await self.store.run("limits", lambda: self._script(keys=keys, args=args))
         except StateUnavailable:
+            self._finished[:0] = finished  # removed once the store is back (or freed by their leases)
             self.fallback.acquire(principal)  # raises RateLimited as a single gateway would
             self._mine.setdefault(who, []).append(_LOCAL)
             return
+        except BaseException:
+            # Cancelled on its way (its caller gone): the store may have run it or not. The slots it carried
+            # and the one it may have taken are removed like finished ones (removing an absent slot is a no-op).
+            self._finished[:0] = [*finished, (keys[1], slot)]
+            self._wake.set()
+            raise
         if verdict == 2:
             raise concurrency_refusal(who, int(value), self.concurrency)
         if verdict == 1:
@@ -106,23 +122,30 @@ class SharedLimits:
             del self._mine[who]
         if slot == _LOCAL:
             self.fallback.release(principal)
-        elif self.concurrency:
-            with contextlib.suppress(anyio.WouldBlock):  # else the store is far behind: the slot's lease frees it
-                self._releases.send_nowait((who, slot))
+        elif self.concurrency and len(self._finished) < _MAX_FINISHED:
+            self._finished.append((self.store.key("limit", "flight", who), slot))
+            self._wake.set()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Remove finished calls' slots, a batch per round trip, until the gateway stops."""
+        """Remove the finished calls' slots no admission carried within `FOLD_WINDOW`, a batch per round trip,
+        until the gateway stops."""
         task_status.started()
-        async with self._to_release:
-            async for first in self._to_release:
-                batch = [first]
-                while True:
-                    try:
-                        batch.append(self._to_release.receive_nowait())
-                    except anyio.WouldBlock:
-                        break
-                pipe = self.store.client.pipeline(transaction=False)
-                for who, slot in batch:
-                    pipe.zrem(self.store.key("limit", "flight", who), slot)
-                with contextlib.suppress(StateUnavailable):  # else their leases free them
-                    await self.store.run("limits", pipe.execute)
+        try:
+            while True:
+                await self._wake.wait()
+                await anyio.sleep(FOLD_WINDOW)
+                self._wake = anyio.Event()
+                await self._remove_finished()
+        finally:  # a replica stopping cleanly frees its last slots now, not when their leases end
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2), contextlib.suppress(Exception):
+                await self._remove_finished()
+
+    async def _remove_finished(self) -> None:
+        batch, self._finished = self._finished, []
+        if not batch:
+            return
+        pipe = self.store.client.pipeline(transaction=False)
+        for key, slot in batch:
+            pipe.zrem(key, slot)
+        with contextlib.suppress(StateUnavailable):  # else their leases free them
+            await self.store.run("limits", pipe.execute)

@@ -76,8 +76,11 @@ class SharedSubscriptionBus:
         started = False
         while True:
             pubsub: Any = self.store.client.pubsub(ignore_subscribe_messages=True)
+            subscribed = False
             try:
                 await pubsub.subscribe(self.channel)
+                subscribed = True
+                self.store.came_back()
                 if not started:
                     started = True
                     task_status.started()
@@ -86,11 +89,15 @@ class SharedSubscriptionBus:
                     if heard is not None and heard[0] != self.origin:
                         await self.local.publish(heard[1])
             except self.store.errors as exc:
-                self.store.went_down("listen streams", exc)
+                # Only a failed subscription says the store is down now: a subscription that ends may report
+                # an outage that is already over (redis-py retries its reads first); subscribe again to know.
+                if not subscribed:
+                    self.store.went_down("listen streams", exc)
             finally:
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await pubsub.aclose()
             if not started:
                 started = True
                 task_status.started()
-            await anyio.sleep(RETRY)
+            if not subscribed:
+                await anyio.sleep(RETRY)

@@ -99,7 +99,7 @@ class SharedPins:
 async def publish_decisions(state_url: str, decided: list[Pin]) -> None:
     """`manifold pins approve/reject` with `state_url` set: put the decisions in the shared store directly, so
     every replica takes them within a second even when no replica runs on this machine's data dir."""
-    store = StateStore(state_url, "pins-cli")
+    store = StateStore(state_url, "pins-cli", announce=False)
     try:
         put: Any = store.client.register_script(PUT)
         keys = [store.key("pins"), store.key("pins", "version")]
@@ -113,9 +113,11 @@ async def publish_decisions(state_url: str, decided: list[Pin]) -> None:
 async def shared_pins(state_url: str) -> list[Pin]:
     """Every pin in the shared store: what `manifold pins` merges into its own data dir's store first, so a
     machine that runs no replica sees (and decides on) what the replicas pinned."""
-    store = StateStore(state_url, "pins-cli")
+    store = StateStore(state_url, "pins-cli", announce=False)
     try:
         raw = await store.run("pins", lambda: store.client.hgetall(store.key("pins")))
         return [Pin(**json.loads(text)) for text in raw.values()]
+    except StateUnavailable as exc:  # before any decision: one the replicas might never hear is not taken
+        raise StateUnavailable(f"{exc}; nothing was changed: run it again once the store answers") from None
     finally:
         await store.close()

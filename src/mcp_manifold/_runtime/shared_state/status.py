@@ -12,7 +12,7 @@ from mcp_manifold._runtime.shared_state.store import StateStore
 
 async def replica_rows(state_url: str) -> list[dict[str, Any]]:
     """The live replicas' rows, sorted by id; raises `StateUnavailable` when the store cannot be reached."""
-    store = StateStore(state_url, "status")
+    store = StateStore(state_url, "status", announce=False)
     try:
         return await ReplicaDirectory(store, "", None, dict).rows()
     finally:

@@ -36,9 +36,12 @@ def default_replica_id() -> str:
 class StateStore:
     """One Redis connection pool and the replica it speaks for."""
 
-    def __init__(self, url: str, replica_id: str, *, timeout: float = 2.0) -> None:
+    def __init__(self, url: str, replica_id: str, *, timeout: float = 2.0, announce: bool = True) -> None:
+        """`announce`: log the outage line (a replica's); a command run by hand says its own error instead."""
         try:
             import redis.asyncio as redis
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
         except ImportError:  # state_url set without the extra
             raise ManifoldError("state_url needs redis-py: pip install 'mcp-manifold[redis]'") from None
         self.url = url
@@ -50,8 +53,13 @@ class StateStore:
             socket_connect_timeout=timeout,
             health_check_interval=10,
             decode_responses=False,
+            # After a store restart, a pooled connection is dead: the command is sent once more on a new one
+            # (redis-py 8 otherwise raises "Connection closed by server" and a working store looks down).
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=[redis.ConnectionError],
         )
         self.up = True
+        self.announce = announce
         self._retry_at = 0.0  # while down, commands fail at once until then (a hung store must not slow every call)
 
     @staticmethod
@@ -74,6 +82,8 @@ class StateStore:
     def went_down(self, what: str, exc: BaseException) -> None:
         if self.up:
             self.up = False
+            if not self.announce:
+                return
             logger.error(
                 "SHARED STATE DOWN: %s cannot reach %s (%s); limits are per replica until it is back, see "
                 "docs/scale-out.md for what else waits",
