@@ -181,7 +181,14 @@ def start_with_path(processes: Processes, name: str, command: list[str], port: i
 
 
 def start_targets(
-    processes: Processes, work: Path, lane: str, with_lane_off: bool, variants: list[str], plain: bool = False
+    processes: Processes,
+    work: Path,
+    lane: str,
+    with_lane_off: bool,
+    variants: list[str],
+    plain: bool = False,
+    leg_off: bool = False,
+    backend_protocol: str = "auto",
 ) -> list[dict[str, Any]]:
     kitchen = [sys.executable, str(KITCHEN)]
     direct_port = free_port()
@@ -189,11 +196,14 @@ def start_targets(
     backend_port = free_port()  # the gateway's HTTP backend: a process of its own, measured on its own
     backend_pid = processes.start("kitchen-backend", [*kitchen, "--http", str(backend_port)], backend_port)
 
-    def gateway(name: str, server: dict[str, Any], lane: str = lane, path: str | None = None) -> tuple[str, int]:
+    def gateway(
+        name: str, server: dict[str, Any], lane: str = lane, path: str | None = None, leg: str = "on"
+    ) -> tuple[str, int]:
         config = write_manifold_config(work / f"{name}.json", server, work / f"data-{name}")
         port = free_port()
         saved = dict(os.environ)
         os.environ["MANIFOLD_HTTP_LANE"] = "0" if lane == "off" else "1"  # inherited by the gateway
+        os.environ["MANIFOLD_HTTP_LEG"] = "0" if leg == "off" else "1"
         if path is not None:
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [path, os.environ.get("PYTHONPATH")]))
         try:
@@ -204,7 +214,8 @@ def start_targets(
         return f"http://127.0.0.1:{port}/mcp", pid
 
     stdio_url, stdio_pid = gateway("manifold-stdio", {"command": kitchen[0], "args": kitchen[1:]})
-    http_url, http_pid = gateway("manifold-http", {"url": f"http://127.0.0.1:{backend_port}/mcp"})
+    backend = {"url": f"http://127.0.0.1:{backend_port}/mcp", "protocol": backend_protocol}
+    http_url, http_pid = gateway("manifold-http", backend)
     targets = [
         {
             "key": "direct_http",
@@ -229,6 +240,17 @@ def start_targets(
             "pids": {"gateway": http_pid, "backend": backend_pid},
         },
     ]
+    if leg_off:  # the HTTP-backed chain through the SDK's streamable HTTP client, for a before/after in one run
+        noleg_url, noleg_pid = gateway("manifold-http-noleg", backend, leg="off")
+        targets.append(
+            {
+                "key": "manifold_http_http_noleg",
+                "description": "client -> manifold (HTTP, raw backend leg off) -> kitchen.py (HTTP)",
+                "url": noleg_url,
+                "tool": "kitchen_echo",
+                "pids": {"gateway": noleg_pid, "backend": backend_pid},
+            }
+        )
     if with_lane_off:  # the same chain without the HTTP fast lane, for a before/after in one run
         off_url, off_pid = gateway("manifold-stdio-nolane", {"command": kitchen[0], "args": kitchen[1:]}, "off")
         targets.append(
@@ -313,6 +335,18 @@ def main() -> None:
         "--with-lane-off", action="store_true", help="also the stdio-backed gateway with the fast lane off"
     )
     parser.add_argument(
+        "--with-leg-off",
+        action="store_true",
+        help="also the HTTP-backed gateway with the raw HTTP backend leg off (MANIFOLD_HTTP_LEG=0)",
+    )
+    parser.add_argument(
+        "--backend-protocol",
+        choices=("auto", "legacy", "modern"),
+        default="auto",
+        help="how the HTTP-backed gateways reach kitchen.py (legacy: in a session)",
+    )
+    parser.add_argument("--only", default="", help="measure only direct_http and these targets (comma-separated keys)")
+    parser.add_argument(
         "--with-plain",
         action="store_true",
         help="also kitchen.py and the stdio-backed gateway without uvloop and httptools",
@@ -341,7 +375,19 @@ def main() -> None:
     processes = Processes(args.output.parent / "logs")
     try:
         with tempfile.TemporaryDirectory(prefix="manifold-http-bench-") as tmp:
-            targets = start_targets(processes, Path(tmp), args.lane, args.with_lane_off, args.variant, args.with_plain)
+            targets = start_targets(
+                processes,
+                Path(tmp),
+                args.lane,
+                args.with_lane_off,
+                args.variant,
+                args.with_plain,
+                args.with_leg_off,
+                args.backend_protocol,
+            )
+            if args.only:
+                keep = {"direct_http"} | {key.strip() for key in args.only.split(",")}  # the ratios need it
+                targets = [target for target in targets if target["key"] in keep]
             for era in eras:
                 rows: dict[str, dict[str, Any]] = {}
                 for target in targets:

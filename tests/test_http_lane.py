@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,15 @@ import pytest
 from mcp import Client
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 
-from tests.conftest import answer_sampling, free_port, manifold_command, server_entry, stop_process, wait_for_port
+from tests.conftest import (
+    SERVERS,
+    answer_sampling,
+    free_port,
+    manifold_command,
+    server_entry,
+    stop_process,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -355,3 +364,74 @@ def test_an_http_gateway_runs_on_uvloop_unless_told_not_to(monkeypatch: pytest.M
     assert _event_loop_options(False) == {}
     monkeypatch.setenv("MANIFOLD_UVLOOP", "0")
     assert _event_loop_options(True) == {}
+
+
+# --- an HTTP backend: the raw leg (`_runtime/http_leg.py`) against the SDK's streamable HTTP client ---------
+
+
+@pytest.fixture
+def kitchen_over_http() -> Iterator[str]:
+    """kitchen.py served over streamable HTTP by the SDK's own server; its /mcp URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVERS / "kitchen.py"), "--http", str(port)], start_new_session=True
+    )
+    wait_for_port(port, process, timeout=60)
+    yield f"http://127.0.0.1:{port}/mcp"
+    stop_process(process)
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])  # the backend reached at 2026-07-28, or in a session
+async def test_an_http_backend_answers_alike_on_the_raw_leg(
+    tmp_path: Path, kitchen_over_http: str, protocol: str
+) -> None:
+    processes: list[subprocess.Popen[bytes]] = []
+    extra = {"mcpServers": {"kitchen": {"url": kitchen_over_http, "protocol": protocol}}}
+
+    def start(name: str, lane: bool, leg: bool) -> tuple[str, Path]:
+        port = free_port()
+        env = {**os.environ, "MANIFOLD_HTTP_LANE": "1" if lane else "0", "MANIFOLD_HTTP_LEG": "1" if leg else "0"}
+        config = {**json.loads(gateway_config(tmp_path, name).read_text()), **extra}
+        config["manifold"]["log_level"] = "info"
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(config))
+        log = tmp_path / f"{name}.log"
+        with log.open("wb") as stderr:
+            process = subprocess.Popen(
+                manifold_command(path, "--http", "--port", str(port)), env=env, stderr=stderr, start_new_session=True
+            )
+        processes.append(process)
+        wait_for_port(port, process, timeout=60)
+        return f"http://127.0.0.1:{port}/mcp", log
+
+    try:
+        (leg_url, leg_log), (sdk_url, sdk_log) = start("leg", True, True), start("sdk", False, False)
+        on_leg, on_sdk = answers(leg_url), answers(sdk_url)
+        assert on_leg.keys() == on_sdk.keys()
+        for key in on_sdk:
+            assert on_leg[key] == on_sdk[key], key
+        status, text = on_leg["modern 6 kitchen_add"]
+        assert status == 200 and json.loads(text)["result"]["structuredContent"] == {"result": 42}
+        status, text = on_leg["session 0 kitchen_echo"]
+        assert json.loads(text)["result"]["content"] == [{"type": "text", "text": "plain"}]
+        # The calls went out on the raw leg on one gateway, and through the SDK's client on the other.
+        assert "go on the raw HTTP leg" in leg_log.read_text()
+        assert "go on the raw HTTP leg" not in sdk_log.read_text()
+        # A real client's calls of both eras, and a log the server sent while answering, relayed.
+        for mode in ("auto", "legacy"):
+            async with Client(leg_url, mode=mode, cache=None) as client:
+                result = await client.call_tool("kitchen_echo", {"text": f"via {mode}"})
+                assert result.content == [types.TextContent(type="text", text=f"via {mode}")]
+        logs: list[Any] = []
+
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            logs.append(params.data)
+
+        async with Client(leg_url, mode="legacy", cache=None, logging_callback=on_log) as client:
+            result = await client.call_tool("kitchen_log", {"message": "from the stream", "level": "warning"})
+            assert result.content == [types.TextContent(type="text", text="logged")]
+        assert logs == ["from the stream"]
+        assert leg_log.read_text().count("go on the raw HTTP leg") == 1  # one session to the server, one leg
+    finally:
+        for process in processes:
+            stop_process(process)

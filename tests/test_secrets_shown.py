@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import httpx2 as httpx
 import mcp_types as types
 import pytest
@@ -190,7 +191,12 @@ async def test_a_secret_from_the_environment_is_never_shown(gateway: Gateway) ->
             assert response.status_code == 200, (path, response.text)
             gateway.saw(path, response.text)
 
-    table = gateway.saw("manifold servers", manifold(gateway, "servers"))
+    # The live snapshot is published every 2 s (live_status.INTERVAL): wait for the one after the calls.
+    for _attempt in range(40):
+        table = gateway.saw("manifold servers", manifold(gateway, "servers"))
+        if "hub instances" in table:
+            break
+        await anyio.sleep(0.25)
     assert "hub instances" in table and "gamma" in table, table
     live = json.loads(gateway.saw("manifold servers --json", manifold(gateway, "servers", "--json")))
     assert any(SHOWN in row["endpoint"] for g in live["gateways"] for row in g["instances"]), live

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import SimpleNamespace
@@ -106,7 +106,11 @@ async def negotiate(session: Any, protocol: str) -> None:
 
 
 async def call_tool_wire(
-    session: Any, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None
+    session: Any,
+    name: str,
+    arguments: dict[str, Any] | None,
+    meta: Mapping[str, Any] | None,
+    post: Callable[[str, Any, Mapping[str, str]], Awaitable[dict[str, Any] | None]] | None = None,
 ) -> Any:
     """`tools/call` on `session`, answered with the result as the server sent it (a mapping), checked
     against the session's protocol version by the SDK's own validator, without building its models.
@@ -118,6 +122,9 @@ async def call_tool_wire(
     result; this does those steps but the models. A tool with an output schema, or one the session has
     not listed (`_tool_output_schemas`, filled by `list_tools`), goes through `call_tool` for the schema
     check and comes back as the model, as it does without the private names (another layout).
+
+    `post` (an HTTP backend's raw leg, `_runtime/http_leg.py`) sends the stamped request instead of the
+    dispatcher; when it answers None the server did not take it, and the dispatcher sends it.
     """
     stamp = getattr(session, "_stamp", None)
     dispatcher = getattr(session, "_dispatcher", None)
@@ -132,9 +139,47 @@ async def call_tool_wire(
     data = {"method": "tools/call", "params": params}
     opts: dict[str, Any] = {}
     stamp(data, opts)
-    raw = await dispatcher.send_raw_request("tools/call", data["params"], opts)
+    raw = await post("tools/call", data["params"], opts.get("headers") or {}) if post is not None else None
+    if raw is None:
+        raw = await dispatcher.send_raw_request("tools/call", data["params"], opts)
+    elif (fill := getattr(session, "_manifold_fill", None)) is not None:
+        raw = fill("tools/call", raw)  # as `accept_liberally` reads the dispatcher's answers
     methods.validate_server_result("tools/call", session.protocol_version or LATEST_HANDSHAKE_VERSION, raw)
     return raw
+
+
+def notification_deliverer(session: Any) -> Callable[[str, Mapping[str, Any] | None], Awaitable[None]] | None:
+    """What hands a server notification read outside the session's transport to the session, which then
+    treats it as one it read itself (validated, the logging callback, the message handler).
+
+    mcp 2.3.0: `ClientSession._on_notify(dctx, method, params)` is the dispatcher's private entry for
+    them; it does not read `dctx`. None in another layout (the raw leg then drops notifications).
+    """
+    on_notify = getattr(session, "_on_notify", None)
+    if on_notify is None:  # pragma: no cover - another SDK layout
+        return None
+
+    async def deliver(method: str, params: Mapping[str, Any] | None) -> None:
+        await on_notify(None, method, params)
+
+    return deliver
+
+
+def request_answerer(session: Any) -> Callable[[Any, str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]] | None:
+    """What answers a server's request read outside the session's transport as the session answers it (its
+    callbacks, or the SDK's refusal when it has none): the result, or the `MCPError` to send back.
+
+    mcp 2.3.0: `ClientSession._on_request(dctx, method, params)` is the dispatcher's private entry for
+    them; of `dctx` it reads only `request_id`. None in another layout (the raw leg then refuses them).
+    """
+    on_request = getattr(session, "_on_request", None)
+    if on_request is None:  # pragma: no cover - another SDK layout
+        return None
+
+    async def answer(request_id: Any, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        return await on_request(SimpleNamespace(request_id=request_id), method, params)
+
+    return answer
 
 
 def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], None]) -> None:
@@ -158,6 +203,14 @@ def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], N
         return
     own = vars(dispatcher).get("send_raw_request")  # a wrapper set before this one, kept when unwrapping
 
+    def fill(method: str, raw: Any) -> Any:
+        version = getattr(session, "_negotiated_version", None)
+        if isinstance(raw, dict) and (method == "server/discover" or version in MODERN_PROTOCOL_VERSIONS):
+            raw, filled = completed_result(method, raw)
+            if filled:
+                on_filled(method, filled)
+        return raw
+
     async def send_raw_request(method: str, params: Any, opts: Any = None, **kwargs: Any) -> Any:
         version = getattr(session, "_negotiated_version", None)
         if version is not None and version not in MODERN_PROTOCOL_VERSIONS and method != "server/discover":
@@ -167,15 +220,10 @@ def accept_liberally(session: Any, on_filled: Callable[[str, tuple[str, ...]], N
                 else:
                     dispatcher.send_raw_request = own
             return await inner(method, params, opts, **kwargs)
-        raw = await inner(method, params, opts, **kwargs)
-        version = getattr(session, "_negotiated_version", None)
-        if isinstance(raw, dict) and (method == "server/discover" or version in MODERN_PROTOCOL_VERSIONS):
-            raw, filled = completed_result(method, raw)
-            if filled:
-                on_filled(method, filled)
-        return raw
+        return fill(method, await inner(method, params, opts, **kwargs))
 
     dispatcher.send_raw_request = send_raw_request
+    session._manifold_fill = fill  # for answers read outside the dispatcher (the raw HTTP leg)
 
 
 # What the client a 2026-07-28 request is made for can be asked (its `sampling`, `elicitation`, `roots`

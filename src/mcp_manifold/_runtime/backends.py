@@ -12,6 +12,7 @@ grandchildren die with the server even when the server itself exits politely or 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import weakref
 from collections import deque
@@ -50,6 +51,7 @@ from mcp_manifold._runtime.backend_errors import (
     first_leaf,
     translate_backend_errors,
 )
+from mcp_manifold._runtime.http_leg import HttpLeg
 from mcp_manifold._runtime.learned import learned_facts
 from mcp_manifold._runtime.listing_fetch import list_everything
 from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
@@ -60,6 +62,8 @@ from mcp_manifold._sdk import (
     create_http_client,
     negotiate,
     no_deprecation_warnings,
+    notification_deliverer,
+    request_answerer,
     stamp_requesting_client,
 )
 from mcp_manifold._version import __version__
@@ -126,6 +130,7 @@ class Backend:
         self._listened: tuple[str, ...] = ()  # the resource URIs the open listen stream asked for
         self._resubscribe = anyio.Event()
         self._session: ClientSession | None = None
+        self._http_leg: HttpLeg | None = None  # a plain call's way to a streamable HTTP server (see http_leg)
         self._start_lock = anyio.Lock()
         self._stop: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
@@ -293,6 +298,11 @@ class Backend:
                     said = f"it wrote {watch.line!r} where MCP was expected"
                     raise BackendStartError(self.name, self._with_stderr(f"is not speaking MCP: {said}"))
                 self._session = session
+                deliver, answer = notification_deliverer(session), request_answerer(session)
+                if self._http_leg is not None and deliver is not None and answer is not None:
+                    self._http_leg.opened(deliver, answer)
+                else:
+                    self._http_leg = None
                 self.declared = declared
                 self.declared_extensions = declared_extensions
                 capabilities = session.server_capabilities
@@ -319,6 +329,7 @@ class Backend:
         finally:
             if self._stopped is stopped:
                 self._session = None
+                self._http_leg = None
             stopped.set()
 
     async def _open_transport(self, stack: AsyncExitStack, watchers: anyio.abc.TaskGroup) -> tuple[Any, Any]:
@@ -348,6 +359,9 @@ class Backend:
         if config.transport == "sse":
             return await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
         http_client = await stack.enter_async_context(create_http_client(headers, auth))
+        # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
+        if auth is None and os.environ.get("MANIFOLD_HTTP_LEG", "1") != "0":
+            self._http_leg = HttpLeg(http_client, config.url, self.name, config.scrub)
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
 
     def _login_needed(self, exc: BaseException) -> BackendError | None:
@@ -674,6 +688,14 @@ class Backend:
             raise BackendClosed(
                 self.name, self._with_stderr(f"{action} failed: the server closed the connection")
             ) from exc
+
+    def raw_leg(self, session: ClientSession) -> HttpLeg | None:
+        """The raw HTTP leg for a plain call on `session` (still the live one), when the session could not
+        be asked anything mid-call: a 2026-07-28 one, or one that declared nothing the server may ask."""
+        leg = self._http_leg
+        if leg is None or session is not self._session or not (self.modern or not self.declared):
+            return None
+        return leg
 
     async def list_all(self) -> Listing:
         """Everything the server offers, following pagination, skipping what it does not support."""

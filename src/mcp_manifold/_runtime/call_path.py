@@ -366,7 +366,8 @@ class CallPath:
             def send(session: ClientSession, serving: Request, extra: dict[str, Any]) -> Awaitable[Any]:
                 meta = self._meta(call.meta, request, backend)
                 if call.wire and progress is None and not extra:  # the answer as the server sent it
-                    return call_tool_wire(session, target.name, arguments, meta)
+                    leg = backend.raw_leg(session)
+                    return call_tool_wire(session, target.name, arguments, meta, leg.post if leg else None)
                 return session.call_tool(
                     target.name,
                     arguments,

@@ -1,0 +1,261 @@
+"""A plain `tools/call` to a streamable HTTP server as one JSON POST, outside the SDK's client transport.
+
+The SDK's streamable HTTP client runs every request's POST as a task of its transport's task group and
+hands the answer back through memory streams and its dispatcher: about a millisecond of the gateway's
+CPU per call more than a stdio server costs, and one POST that fails at the HTTP level ends the whole
+session (every call in flight fails with "connection closed"). This leg sends the request the session
+stamped (the same `_meta`, the same headers) on the backend's own pooled httpx client and reads the
+answer itself: `application/json`, or a `text/event-stream` whose notifications are handed to the
+session as if its transport had read them, and whose requests (a ping, say) the session answers.
+
+What it will not do is left to the SDK's path, which then answers exactly as it does today:
+- an answer that says the server did not take the request (a redirect, a 401, a 4xx without a JSON-RPC
+  error in it): `post` returns None and the caller sends it the SDK's way. A JSON-RPC error in a 4xx
+  (the SDK's server says "Session not found" so), a 5xx and a 202 are answered as the SDK's client does;
+- a POST that fails before any byte of it can have reached the server (no connection, a failed write)
+  is sent once more on a fresh connection. A failure after that (the server hung up before or while
+  answering) is not retried: the server may have run the tool, and a tool call is not idempotent.
+  It fails that one call (`BackendUnavailable`); the session and the other calls go on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
+from typing import Any
+
+import anyio
+import httpx2
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
+
+from mcp_manifold._errors import BackendUnavailable
+
+logger = logging.getLogger(__name__)
+
+SESSION_HEADER = "mcp-session-id"
+_BASE_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+# Failures in which the request cannot have reached the server whole: safe to send again.
+_NEVER_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.WriteError, httpx2.WriteTimeout)
+
+Deliver = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
+Answer = Callable[[Any, str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
+# What a POST that answers the server's question carries over from the call's request.
+_ANSWER_HEADERS = ("accept", "content-type", SESSION_HEADER, "mcp-protocol-version")
+
+
+# --- the protocol: what an answer means (no I/O) ------------------------------------------------------
+
+
+class SseReader:
+    """Feeds SSE lines one at a time; `feed` returns the data of an event it completes."""
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+        self._event = "message"
+
+    def feed(self, line: str) -> str | None:
+        if line:
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "data":
+                self._data.append(value)
+            elif field == "event":
+                self._event = value
+            return None
+        data, event = self._data, self._event
+        self._data, self._event = [], "message"
+        return "\n".join(data) if data and event == "message" else None
+
+
+def result_of(message: Any) -> dict[str, Any]:
+    """The result of a JSON-RPC response, or the `MCPError` its error becomes (as the SDK's dispatcher does)."""
+    if not isinstance(message, dict):
+        raise MCPError(PARSE_ERROR, "Failed to parse JSON response: not a JSON-RPC message")
+    if "error" in message and isinstance(error := message["error"], dict):
+        raise _mcp_error(error)
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise MCPError(PARSE_ERROR, "Failed to parse JSON response: no result")
+    return result
+
+
+def refused_status(status: int, body_error: dict[str, Any] | None) -> MCPError | None:
+    """What a non-2xx answer becomes when the SDK's path would not be asked again: its JSON-RPC error,
+    or for a 5xx the SDK's stand-in. None: the server did not take the request (see `HttpLeg.post`)."""
+    if body_error is not None:
+        return _mcp_error(body_error)
+    if status >= 500:
+        return MCPError(INTERNAL_ERROR, "Server returned an error response")
+    return None
+
+
+def _mcp_error(error: dict[str, Any]) -> MCPError:
+    code = error.get("code")
+    return MCPError(code if isinstance(code, int) else INTERNAL_ERROR, str(error.get("message", "")), error.get("data"))
+
+
+def _error_in(body: bytes) -> dict[str, Any] | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    error = message.get("error") if isinstance(message, dict) else None
+    return error if isinstance(error, dict) else None
+
+
+# --- the I/O -----------------------------------------------------------------------------------------
+
+
+class HttpLeg:
+    """The raw leg of one backend session: its pooled client, its URL and its session id (session era)."""
+
+    def __init__(
+        self, client: httpx2.AsyncClient, url: str, server: str, scrub: Callable[[str], str] = lambda text: text
+    ) -> None:
+        self.client = client
+        self.url = url
+        self.server = server
+        self.scrub = scrub  # the server's own redaction (`ServerConfig.scrub`): a transport error may quote it
+        self.session_id: str | None = None
+        self.deliver: Deliver | None = None  # the session's own handling of a server notification
+        self.answer: Answer | None = None  # the session's own answer to a server's request
+        self.posts = 0  # POSTs answered on this leg
+        self.retries = 0  # POSTs sent again after a connection-level failure
+        self.fallbacks = 0  # requests handed back to the SDK's path
+        self._ids = itertools.count(1)
+        client.event_hooks = {**client.event_hooks, "response": [self._note_session]}
+
+    async def _note_session(self, response: httpx2.Response) -> None:
+        # Watched only while the session opens: the handshake's answer carries the session's id.
+        if session_id := response.headers.get(SESSION_HEADER):
+            self.session_id = session_id
+
+    def opened(self, deliver: Deliver, answer: Answer) -> None:
+        """The session is open: stop watching answers for its id; what the server sends in an answer's
+        stream goes to the session, a notification to `deliver`, a request to `answer`."""
+        self.deliver, self.answer = deliver, answer
+        self.client.event_hooks = {**self.client.event_hooks, "response": []}
+
+    async def post(
+        self, method: str, params: Mapping[str, Any] | None, headers: Mapping[str, str]
+    ) -> dict[str, Any] | None:
+        """Send one request; its result, or None when the server did not take it (send it the SDK's way)."""
+        # Not an integer: the SDK's own requests on this session number theirs, and the two must not meet.
+        request_id = f"manifold-{next(self._ids)}"
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        body = json.dumps(message, separators=(",", ":")).encode()
+        sent = dict(_BASE_HEADERS)
+        if self.session_id:
+            sent[SESSION_HEADER] = self.session_id
+        sent.update(headers)
+        request = self.client.build_request("POST", self.url, content=body, headers=sent)
+        try:
+            return await self._exchange(request, request_id)
+        except anyio.get_cancelled_exc_class():
+            if self.session_id is not None:  # a session's server hears of it as the SDK's client tells it
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await self._cancel(request_id, sent)
+            raise  # at 2026-07-28 the POST's closed connection is the signal
+
+    async def _exchange(self, request: httpx2.Request, request_id: str) -> dict[str, Any] | None:
+        try:
+            response = await self.client.send(request, stream=True)
+        except _NEVER_SENT as exc:
+            logger.debug("server %r: POST failed before it was sent (%s); once more", self.server, type(exc).__name__)
+            self.retries += 1
+            try:
+                response = await self.client.send(request, stream=True)
+            except httpx2.TransportError as again:
+                raise self._failed(again) from again
+        except httpx2.TransportError as exc:
+            raise self._failed(exc) from exc
+        try:
+            result = await self._answer(response, request_id)
+        except httpx2.TransportError as exc:
+            raise self._failed(exc) from exc
+        finally:
+            await response.aclose()
+        if result is None:
+            self.fallbacks += 1
+        else:
+            if not self.posts:
+                logger.info("server %r: plain tools/call requests go on the raw HTTP leg", self.server)
+            self.posts += 1
+        return result
+
+    def _failed(self, exc: Exception) -> BackendUnavailable:
+        # One call fails, not the session: the next call goes out on another connection.
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return BackendUnavailable(self.server, self.scrub(f"tools/call failed: the HTTP request broke off ({reason})"))
+
+    async def _answer(self, response: httpx2.Response, request_id: str) -> dict[str, Any] | None:
+        status = response.status_code
+        if status == 202:
+            raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
+        if status >= 300:
+            error = None
+            if status >= 400 and response.headers.get("content-type", "").lower().startswith("application/json"):
+                error = _error_in(await response.aread())
+            refused = refused_status(status, error)
+            if refused is None:
+                return None
+            raise refused
+        content_type = response.headers.get("content-type", "").lower()
+        if content_type.startswith("application/json"):
+            try:
+                message = json.loads(await response.aread())
+            except ValueError as exc:
+                raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {exc}") from None
+            return result_of(message)
+        if content_type.startswith("text/event-stream"):
+            return await self._read_stream(response, request_id)
+        raise MCPError(INVALID_REQUEST, f"Unexpected content type: {content_type}")
+
+    async def _read_stream(self, response: httpx2.Response, request_id: str) -> dict[str, Any]:
+        reader = SseReader()
+        async for line in response.aiter_lines():
+            data = reader.feed(line)
+            if data is None:
+                continue
+            try:
+                message = json.loads(data)
+            except ValueError:
+                continue  # the SDK's reader skips what does not parse, too
+            if not isinstance(message, dict):
+                continue
+            if "method" not in message:
+                if message.get("id") == request_id:
+                    return result_of(message)
+                continue
+            if "id" in message:  # the server asks its client (a session that declared nothing: a ping, say)
+                await self._reply(message, response.request)
+            elif self.deliver is not None:
+                params = message.get("params")
+                await self.deliver(str(message["method"]), params if isinstance(params, dict) else None)
+        raise BackendUnavailable(self.server, "tools/call failed: the server's answer stream ended without the answer")
+
+    async def _cancel(self, request_id: str, headers: dict[str, str]) -> None:
+        cancelled = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+        with suppress(httpx2.TransportError):
+            await self.client.post(self.url, content=json.dumps(cancelled).encode(), headers=headers)
+
+    async def _reply(self, asked: dict[str, Any], request: httpx2.Request) -> None:
+        """Answer the server's request as the session answers it, in a POST of its own (as the SDK's client does)."""
+        params = asked.get("params")
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": asked["id"]}
+        try:
+            if self.answer is None:
+                raise MCPError(METHOD_NOT_FOUND, "Method not found")
+            params = params if isinstance(params, dict) else None
+            reply["result"] = await self.answer(asked["id"], str(asked["method"]), params)
+        except MCPError as exc:
+            reply["error"] = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
+        headers = {key: request.headers[key] for key in _ANSWER_HEADERS if key in request.headers}
+        with suppress(httpx2.TransportError):
+            await self.client.post(self.url, content=json.dumps(reply).encode(), headers=headers)

@@ -1,0 +1,196 @@
+"""The raw HTTP leg (`_runtime/http_leg.py`) against kitchen.py served by the SDK's own streamable HTTP server.
+
+Which failures are sent again: one before the request can have reached the server (no connection) is
+retried on a fresh connection; one after the server got it (the answer broke off) is not, because the
+tool may have run. The transport under the leg's httpx client is the real one, wrapped to fail once
+where a network would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+)
+
+from mcp_manifold._errors import BackendUnavailable
+from mcp_manifold._runtime.http_leg import HttpLeg, SseReader, refused_status, result_of
+from tests.conftest import SERVERS, free_port, stop_process, wait_for_port
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+SESSION = "2025-11-25"
+
+
+@pytest.fixture(scope="module")
+def kitchen_url() -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVERS / "kitchen.py"), "--http", str(port)], start_new_session=True
+    )
+    wait_for_port(port, process, timeout=60)
+    yield f"http://127.0.0.1:{port}/mcp"
+    stop_process(process)
+
+
+class FailingOnce(httpx2.AsyncBaseTransport):
+    """The real transport, but the first request fails: before it is sent (`before=True`), or after the
+    server answered it, as if the connection broke while the answer was read."""
+
+    def __init__(self, before: bool) -> None:
+        self.real = httpx2.AsyncHTTPTransport()
+        self.before = before
+        self.reached_server = 0
+        self.failed = False
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if not self.failed and self.before:
+            self.failed = True
+            raise httpx2.ConnectError("connection refused", request=request)
+        response = await self.real.handle_async_request(request)
+        self.reached_server += 1
+        if not self.failed:
+            self.failed = True
+            await response.aclose()
+            raise httpx2.ReadError("connection reset by peer", request=request)
+        return response
+
+    async def aclose(self) -> None:
+        await self.real.aclose()
+
+
+def modern_call(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    params = {
+        "name": name,
+        "arguments": arguments,
+        "_meta": {
+            PROTOCOL_VERSION_META_KEY: MODERN,
+            CLIENT_CAPABILITIES_META_KEY: {},
+            CLIENT_INFO_META_KEY: {"name": "test", "version": "1"},
+        },
+    }
+    headers = {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": name}
+    return params, headers
+
+
+async def test_a_connection_that_failed_before_sending_is_retried(kitchen_url: str) -> None:
+    transport = FailingOnce(before=True)
+    async with httpx2.AsyncClient(transport=transport) as client:
+        leg = HttpLeg(client, kitchen_url, "kitchen")
+        result = await leg.post("tools/call", *modern_call("echo", {"text": "again"}))
+    assert result is not None and result["content"] == [{"type": "text", "text": "again"}]
+    assert (leg.retries, leg.posts, transport.reached_server) == (1, 1, 1)
+
+
+async def test_an_answer_that_broke_off_is_not_retried(kitchen_url: str) -> None:
+    transport = FailingOnce(before=False)
+    async with httpx2.AsyncClient(transport=transport) as client:
+        leg = HttpLeg(client, kitchen_url, "kitchen")
+        with pytest.raises(BackendUnavailable, match="broke off"):
+            await leg.post("tools/call", *modern_call("echo", {"text": "once"}))
+        # The server got it once; the leg did not send it again, and the next call goes on.
+        assert (leg.retries, leg.posts, transport.reached_server) == (0, 0, 1)
+        result = await leg.post("tools/call", *modern_call("echo", {"text": "next"}))
+    assert result is not None and result["content"] == [{"type": "text", "text": "next"}]
+
+
+async def test_a_refusal_is_answered_as_the_sdk_answers_it(kitchen_url: str) -> None:
+    async with httpx2.AsyncClient() as client:
+        # A session the server does not know: its 404 carries a JSON-RPC error, which the SDK's client
+        # surfaces as the server's error; so does the leg.
+        leg = HttpLeg(client, kitchen_url, "kitchen")
+        leg.session_id = "gone"
+        headers = {"mcp-protocol-version": "2025-11-25"}
+        with pytest.raises(MCPError, match="Session not found"):
+            await leg.post("tools/call", {"name": "echo", "arguments": {"text": "x"}}, headers)
+        # A 404 with no JSON-RPC in it: the server did not take the request; the SDK's path sends it.
+        lost = HttpLeg(client, kitchen_url + "/elsewhere", "kitchen")
+        assert await lost.post("tools/call", *modern_call("echo", {"text": "x"})) is None
+        assert (lost.fallbacks, lost.posts) == (1, 0)
+
+
+async def test_a_log_in_the_answers_stream_reaches_the_session(kitchen_url: str) -> None:
+    delivered: list[tuple[str, Any]] = []
+
+    async def deliver(method: str, params: Any) -> None:
+        delivered.append((method, params))
+
+    async def refuse(request_id: Any, method: str, params: Any) -> dict[str, Any]:
+        raise MCPError(-32601, "Method not found")
+
+    async with httpx2.AsyncClient() as client:
+        leg = HttpLeg(client, kitchen_url, "kitchen")
+        leg.opened(deliver, refuse)
+        params, headers = modern_call("log", {"message": "on the way", "level": "warning"})
+        params["_meta"][LOG_LEVEL_META_KEY] = "debug"  # the server then answers with an SSE stream
+        result = await leg.post("tools/call", params, headers)
+    assert result is not None and result["content"] == [{"type": "text", "text": "logged"}]
+    assert [(method, params["data"]) for method, params in delivered] == [("notifications/message", "on the way")]
+
+
+async def test_a_question_in_a_sessions_answer_stream_is_answered_by_the_session(kitchen_url: str) -> None:
+    async with httpx2.AsyncClient(timeout=60) as client:
+        leg = HttpLeg(client, kitchen_url, "kitchen")
+        # A session, opened as the SDK's client opens it, through the leg's client (which notes its id).
+        opening = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": SESSION,
+                "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        base = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        (await client.post(kitchen_url, json=opening, headers=base)).raise_for_status()
+        assert leg.session_id is not None
+        headers = {**base, "mcp-session-id": leg.session_id, "mcp-protocol-version": SESSION}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await client.post(kitchen_url, json=initialized, headers=headers)).status_code == 202
+        asked: list[tuple[str, Any]] = []
+
+        async def deliver(method: str, params: Any) -> None:
+            pass
+
+        async def answer(request_id: Any, method: str, params: Any) -> dict[str, Any]:
+            asked.append((method, params["message"]))
+            return {"action": "accept", "content": {"answer": "blue"}}
+
+        leg.opened(deliver, answer)
+        params = {"name": "elicit", "arguments": {"question": "colour?"}}
+        result = await leg.post("tools/call", params, {"mcp-protocol-version": SESSION})
+    assert asked == [("elicitation/create", "colour?")]
+    assert result is not None and result["content"] == [{"type": "text", "text": "accepted: blue"}]
+
+
+def test_sse_events_are_read_as_the_spec_frames_them() -> None:
+    reader = SseReader()
+    lines = ["event: message", "id: 1", 'data: {"a":', "data: 1}", "", ": a comment", "event: other", "data: x", ""]
+    events = [data for line in lines if (data := reader.feed(line)) is not None]
+    assert events == ['{"a":\n1}']
+    assert json.loads(events[0]) == {"a": 1}
+
+
+def test_errors_are_read_as_the_sdk_reads_them() -> None:
+    with pytest.raises(MCPError, match="nope") as caught:
+        result_of({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "nope"}})
+    assert caught.value.error.code == -32602
+    assert result_of({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}) == {"content": []}
+    assert refused_status(404, None) is None  # the SDK's path answers it
+    assert refused_status(401, None) is None
+    assert refused_status(502, None) is not None  # it may have run: answered as the SDK does
+    error = refused_status(400, {"code": -32602, "message": "bad"})
+    assert error is not None and error.error.message == "bad"
