@@ -28,7 +28,7 @@ git -C "$root" archive HEAD pyproject.toml README.md hatch_build.py src | tar -x
 wheel=$(ls "$work"/wheels/*.whl)
 say "built $(basename "$wheel") ($(du -h "$wheel" | cut -f1))"
 python3 -c "import sys, zipfile; names = zipfile.ZipFile(sys.argv[1]).namelist(); \
-assert any('/_search/model/' in n and n.endswith('.onnx') for n in names), 'no search model in the wheel'" "$wheel"
+assert any('/_search/model/' in n and n.endswith('model.safetensors') for n in names), 'no search model in the wheel'" "$wheel"
 say "the search model is in the wheel"
 
 say "run stage: the wheel with the redis extra in a fresh venv"
