@@ -5,10 +5,12 @@
 # as an unprivileged user with the image's environment, deploy/config.example.json and a private
 # redis-server as `state_url`, and check the probes, the model in the wheel and an authenticated
 # MCP request. What it cannot check is the base image itself (python:3.11-slim).
-# Usage: deploy/check_recipe.sh   (PYTHON: the Python to use, 3.11 like the image; needs redis-server)
+# Usage: deploy/check_recipe.sh   (PYTHON: the Python to use, 3.11 like the image; needs redis-server and git)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-PYTHON=${PYTHON:-python3}
+# The serving user must be able to read the interpreter: a Python under /root (pyenv) is not, so as root
+# the system's is the default.
+if [ "$(id -u)" = 0 ] && [ -x /usr/bin/python3 ]; then PYTHON=${PYTHON:-/usr/bin/python3}; else PYTHON=${PYTHON:-python3}; fi
 work=$(mktemp -d)
 chmod 755 "$work"
 cleanup() {
