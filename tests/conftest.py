@@ -67,6 +67,20 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
             process.wait(timeout=5)
 
 
+@contextmanager
+def server_over_http(script: str, *args: str, timeout: float = 20.0) -> Iterator[str]:
+    """A fixture server of tests/servers/ serving streamable HTTP on a free port, stopped on leaving: its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVERS / script), *args, "--http", str(port)], start_new_session=True
+    )
+    try:
+        wait_for_port(port, process, timeout=timeout)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop_process(process)
+
+
 @pytest.fixture
 def write_config(tmp_path: Path) -> Callable[..., Path]:
     """Write an mcpServers config (plus an optional manifold section) and return its path."""

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,11 @@ from mcp import Client
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from tests.conftest import (
-    SERVERS,
     answer_sampling,
     free_port,
     manifold_command,
     server_entry,
+    server_over_http,
     stop_process,
     wait_for_port,
 )
@@ -372,13 +371,8 @@ def test_an_http_gateway_runs_on_uvloop_unless_told_not_to(monkeypatch: pytest.M
 @pytest.fixture
 def kitchen_over_http() -> Iterator[str]:
     """kitchen.py served over streamable HTTP by the SDK's own server; its /mcp URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVERS / "kitchen.py"), "--http", str(port)], start_new_session=True
-    )
-    wait_for_port(port, process, timeout=60)
-    yield f"http://127.0.0.1:{port}/mcp"
-    stop_process(process)
+    with server_over_http("kitchen.py", timeout=60) as url:
+        yield url
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])  # the backend reached at 2026-07-28, or in a session

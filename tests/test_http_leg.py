@@ -9,8 +9,6 @@ where a network would.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +24,7 @@ from mcp_types import (
 
 from mcp_manifold._errors import BackendUnavailable
 from mcp_manifold._runtime.http_leg import HttpLeg, SseReader, refused_status, result_of
-from tests.conftest import SERVERS, free_port, stop_process, wait_for_port
+from tests.conftest import server_over_http
 
 pytestmark = pytest.mark.anyio
 
@@ -36,13 +34,8 @@ SESSION = "2025-11-25"
 
 @pytest.fixture(scope="module")
 def kitchen_url() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVERS / "kitchen.py"), "--http", str(port)], start_new_session=True
-    )
-    wait_for_port(port, process, timeout=60)
-    yield f"http://127.0.0.1:{port}/mcp"
-    stop_process(process)
+    with server_over_http("kitchen.py", timeout=60) as url:
+        yield url
 
 
 class FailingOnce(httpx2.AsyncBaseTransport):

@@ -22,7 +22,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._runtime.shared_state.status import replica_rows
-from tests.conftest import SERVERS, Instances, free_port, server_entry, stop_process, wait_for_port
+from tests.conftest import SERVERS, Instances, free_port, server_entry, server_over_http, stop_process, wait_for_port
 from tests.scale_out import Cluster, RedisServer, Replica, redis_server, replicas  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -189,11 +189,8 @@ async def test_a_quarantine_and_its_approval_on_one_replica_hold_on_all(
 ) -> None:
     """One shifty server over HTTP behind every replica: the replica whose session sees the rug pull
     quarantines the tool on all of them; `manifold pins approve` on one replica's data lifts it on all."""
-    port = free_port()
-    shifty = subprocess.Popen([sys.executable, str(SERVERS / "shifty.py"), "--http", str(port)], start_new_session=True)
-    try:
-        wait_for_port(port, shifty)
-        servers = {"shifty": {"url": f"http://127.0.0.1:{port}/mcp"}}
+    with server_over_http("shifty.py") as shifty_url:
+        servers = {"shifty": {"url": shifty_url}}
         config = write_config(servers, {"http": True, "state_url": redis_server.url, "pinning": "enforce"})
         cluster: Cluster = replicas(config)
         async with Client(cluster.url) as client:
@@ -213,8 +210,6 @@ async def test_a_quarantine_and_its_approval_on_one_replica_hold_on_all(
             with anyio.fail_after(30):
                 while any(await sends()):  # served again on every replica
                     await anyio.sleep(0.3)
-    finally:
-        stop_process(shifty)
 
 
 async def test_a_killed_replica_loses_only_its_calls_in_flight(

@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 
 from mcp_manifold._runtime.shared_state.status import replica_rows
-from tests.conftest import SERVERS, Instances, free_port, server_entry, stop_process, wait_for_port
+from tests.conftest import Instances, server_entry, server_over_http
 from tests.scale_out import Cluster, RedisServer, redis_server, replicas  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -94,11 +94,8 @@ async def test_register_with_state_url_is_listed_by_every_replica_and_gone_when_
 async def test_pins_approve_on_a_data_dir_no_replica_uses_lifts_the_quarantine(
     write_config: Any, redis_server: RedisServer, http_gateway: Any, tmp_path: Path
 ) -> None:
-    port = free_port()
-    shifty = subprocess.Popen([sys.executable, str(SERVERS / "shifty.py"), "--http", str(port)], start_new_session=True)
-    try:
-        wait_for_port(port, shifty)
-        servers = {"shifty": {"url": f"http://127.0.0.1:{port}/mcp"}}
+    with server_over_http("shifty.py") as shifty_url:
+        servers = {"shifty": {"url": shifty_url}}
         config = write_config(servers, {"http": True, "state_url": redis_server.url, "pinning": "enforce"})
         async with Client(http_gateway(config)) as client:
             assert not (await client.call_tool("shifty_send", {"to": "bo", "body": "hi"})).is_error
@@ -118,8 +115,6 @@ async def test_pins_approve_on_a_data_dir_no_replica_uses_lifts_the_quarantine(
                 while (await client.call_tool("shifty_send", {"to": "bo", "body": "x"})).is_error:
                     await anyio.sleep(0.3)
             assert "published to every replica" in approve.stdout
-    finally:
-        stop_process(shifty)
 
 
 def test_audit_reads_the_configured_audit_path(write_config: Any, tmp_path: Path) -> None:
