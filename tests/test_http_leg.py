@@ -8,7 +8,6 @@ where a network would.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +22,7 @@ from mcp_types import (
 )
 
 from mcp_manifold._errors import BackendUnavailable
-from mcp_manifold._runtime.http_leg import HttpLeg, SseReader, refused_status, result_of
+from mcp_manifold._runtime.http_leg import HttpLeg, refused_status, result_of
 from tests.conftest import server_over_http
 
 pytestmark = pytest.mark.anyio
@@ -169,12 +168,18 @@ async def test_a_question_in_a_sessions_answer_stream_is_answered_by_the_session
     assert result is not None and result["content"] == [{"type": "text", "text": "accepted: blue"}]
 
 
-def test_sse_events_are_read_as_the_spec_frames_them() -> None:
-    reader = SseReader()
-    lines = ["event: message", "id: 1", 'data: {"a":', "data: 1}", "", ": a comment", "event: other", "data: x", ""]
-    events = [data for line in lines if (data := reader.feed(line)) is not None]
-    assert events == ['{"a":\n1}']
-    assert json.loads(events[0]) == {"a": 1}
+async def test_sse_events_are_read_as_the_spec_frames_them() -> None:
+    """The leg's answer from a stream: only `message` events count, their data lines joined; a comment, an
+    event of another type and a message for another request are passed over."""
+    lines = [": a comment", "event: other", 'data: {"jsonrpc": "2.0", "id": "r1", "result": {"wrong": 1}}', ""]
+    lines += ['data: {"jsonrpc": "2.0", "id": "r0", "result": {}}', ""]
+    lines += ["event: message", "id: 1", 'data: {"jsonrpc": "2.0", "id": "r1",', 'data: "result": {"a": 1}}', ""]
+    body = ("\n".join(lines) + "\n").encode()
+    request = httpx2.Request("POST", "http://127.0.0.1:9/mcp")
+    response = httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body, request=request)
+    async with httpx2.AsyncClient() as client:
+        leg = HttpLeg(client, "http://127.0.0.1:9/mcp", "kitchen")
+        assert await leg._read_stream(response, "r1") == {"a": 1}
 
 
 def test_errors_are_read_as_the_sdk_reads_them() -> None:

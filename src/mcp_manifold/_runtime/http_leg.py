@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 import httpx2
+from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
@@ -48,27 +49,6 @@ _ANSWER_HEADERS = ("accept", "content-type", SESSION_HEADER, "mcp-protocol-versi
 
 
 # --- the protocol: what an answer means (no I/O) ------------------------------------------------------
-
-
-class SseReader:
-    """Feeds SSE lines one at a time; `feed` returns the data of an event it completes."""
-
-    def __init__(self) -> None:
-        self._data: list[str] = []
-        self._event = "message"
-
-    def feed(self, line: str) -> str | None:
-        if line:
-            field, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if field == "data":
-                self._data.append(value)
-            elif field == "event":
-                self._event = value
-            return None
-        data, event = self._data, self._event
-        self._data, self._event = [], "message"
-        return "\n".join(data) if data and event == "message" else None
 
 
 def result_of(message: Any) -> dict[str, Any]:
@@ -218,13 +198,13 @@ class HttpLeg:
         raise MCPError(INVALID_REQUEST, f"Unexpected content type: {content_type}")
 
     async def _read_stream(self, response: httpx2.Response, request_id: str) -> dict[str, Any]:
-        reader = SseReader()
-        async for line in response.aiter_lines():
-            data = reader.feed(line)
-            if data is None:
+        # httpx's own SSE parser, with the SDK client's bound on one event's size (an oversized event is
+        # an `SSEError`, a transport error: that call fails, as one the SDK's client read would).
+        async for event in httpx2.EventSource(response, max_event_size=DEFAULT_MAX_SSE_EVENT_SIZE):
+            if event.event != "message" or not event.data:
                 continue
             try:
-                message = json.loads(data)
+                message = json.loads(event.data)
             except ValueError:
                 continue  # the SDK's reader skips what does not parse, too
             if not isinstance(message, dict):
