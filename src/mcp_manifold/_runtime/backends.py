@@ -57,6 +57,7 @@ from mcp_manifold._runtime.listing_fetch import list_everything
 from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
 from mcp_manifold._runtime.outbound import EncodableWrites
 from mcp_manifold._runtime.processes import open_stdio, telling_line, terminate_group
+from mcp_manifold._runtime.stdio_leg import StdioLeg, stdio_leg_enabled
 from mcp_manifold._sdk import (
     accept_liberally,
     create_http_client,
@@ -130,7 +131,9 @@ class Backend:
         self._listened: tuple[str, ...] = ()  # the resource URIs the open listen stream asked for
         self._resubscribe = anyio.Event()
         self._session: ClientSession | None = None
-        self._http_leg: HttpLeg | None = None  # a plain call's way to a streamable HTTP server (see http_leg)
+        # A plain call's way around the SDK's request machinery (see http_leg and stdio_leg).
+        self._leg: HttpLeg | StdioLeg | None = None
+        self._raw_calls_before = 0  # calls answered on the legs of earlier sessions
         self._start_lock = anyio.Lock()
         self._stop: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
@@ -299,10 +302,11 @@ class Backend:
                     raise BackendStartError(self.name, self._with_stderr(f"is not speaking MCP: {said}"))
                 self._session = session
                 deliver, answer = notification_deliverer(session), request_answerer(session)
-                if self._http_leg is not None and deliver is not None and answer is not None:
-                    self._http_leg.opened(deliver, answer)
-                else:
-                    self._http_leg = None
+                if isinstance(self._leg, HttpLeg):
+                    if deliver is not None and answer is not None:
+                        self._leg.opened(deliver, answer)
+                    else:
+                        self._drop_leg()  # it could not pass on what the server sends in an answer's stream
                 self.declared = declared
                 self.declared_extensions = declared_extensions
                 capabilities = session.server_capabilities
@@ -329,7 +333,7 @@ class Backend:
         finally:
             if self._stopped is stopped:
                 self._session = None
-                self._http_leg = None
+                self._drop_leg()
             stopped.set()
 
     async def _open_transport(self, stack: AsyncExitStack, watchers: anyio.abc.TaskGroup) -> tuple[Any, Any]:
@@ -342,10 +346,14 @@ class Backend:
                 env={**self.child_env, **config.env} or None,
                 cwd=config.cwd,
             )
-            streams, self.pid = await open_stdio(
+            (read, write), process = await open_stdio(
                 params, stack, watchers, on_stderr_line=self._on_stderr_line, on_exit=self._process_gone
             )
-            return streams
+            self.pid = process.pid if process is not None else None
+            if process is not None and stdio_leg_enabled(os.environ, self.settings.tracing):
+                leg = self._leg = StdioLeg(process.stdin, self.name)
+                read = leg.reading(read)
+            return read, write
         assert config.url is not None
         headers = dict(config.headers)
         auth = None
@@ -360,8 +368,8 @@ class Backend:
             return await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
         http_client = await stack.enter_async_context(create_http_client(headers, auth))
         # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
-        if auth is None and os.environ.get("MANIFOLD_HTTP_LEG", "1") != "0":
-            self._http_leg = HttpLeg(http_client, config.url, self.name, config.scrub)
+        if auth is None and os.environ.get("MANIFOLD_HTTP_LEG", "1") != "0" and not self.settings.tracing:
+            self._leg = HttpLeg(http_client, config.url, self.name, config.scrub)
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
 
     def _login_needed(self, exc: BaseException) -> BackendError | None:
@@ -689,11 +697,27 @@ class Backend:
                 self.name, self._with_stderr(f"{action} failed: the server closed the connection")
             ) from exc
 
-    def raw_leg(self, session: ClientSession) -> HttpLeg | None:
-        """The raw HTTP leg for a plain call on `session` (still the live one), when the session could not
-        be asked anything mid-call: a 2026-07-28 one, or one that declared nothing the server may ask."""
-        leg = self._http_leg
-        if leg is None or session is not self._session or not (self.modern or not self.declared):
+    def _drop_leg(self) -> None:
+        leg, self._leg = self._leg, None
+        if leg is not None:
+            self._raw_calls_before += leg.posts
+            if isinstance(leg, StdioLeg):
+                leg.close()
+
+    @property
+    def raw_leg_calls(self) -> int:
+        """`tools/call` requests answered on a raw leg since the gateway started (the rest took the SDK's path)."""
+        return self._raw_calls_before + (self._leg.posts if self._leg is not None else 0)
+
+    def raw_leg(self, session: ClientSession) -> HttpLeg | StdioLeg | None:
+        """The raw leg for a plain call on `session` (still the live one). A stdio server's requests
+        mid-call reach the session on its pipe either way; an HTTP server's would come in the POST's
+        answer stream, so the HTTP leg only serves sessions that could not be asked anything mid-call:
+        2026-07-28 ones, and ones that declared nothing the server may ask."""
+        leg = self._leg
+        if leg is None or session is not self._session:
+            return None
+        if isinstance(leg, HttpLeg) and not (self.modern or not self.declared):
             return None
         return leg
 

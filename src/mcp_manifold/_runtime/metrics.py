@@ -213,11 +213,18 @@ class _GatewayState(Collector):
             "manifold_backend_consecutive_failures", "Failures in a row counted by the breaker.", labels=["server"]
         )
         tools = GaugeMetricFamily("manifold_backend_tools", "Tools each server lists.", labels=["server"])
+        raw = CounterMetricFamily(
+            "manifold_backend_raw_leg_calls",
+            "tools/call requests sent to each server on a raw leg, around the SDK's client; other requests "
+            "to it took the SDK's path.",
+            labels=["server"],
+        )
         for backend in backends:
             restarts.add_metric([backend.name], backend.restarts)
             failures.add_metric([backend.name], backend.breaker.failures)
             tools.add_metric([backend.name], backend.tool_count)
-        yield from (restarts, failures, tools)
+            raw.add_metric([backend.name], backend.raw_leg_calls)
+        yield from (restarts, failures, tools, raw)
         protocol = GaugeMetricFamily(
             "manifold_backend_protocol",
             "1 for the protocol version each running server speaks.",

@@ -37,8 +37,8 @@ async def open_stdio(
     *,
     on_stderr_line: Callable[[str], None],
     on_exit: Callable[[str], None],
-) -> tuple[Any, int | None]:
-    """Start the server; returns its (read, write) streams and pid. `stack` owns the process.
+) -> tuple[Any, Any | None]:
+    """Start the server; returns its (read, write) streams and its process. `stack` owns the process.
 
     `on_stderr_line(line)` gets each line the server writes to stderr; `on_exit(reason)` is called once
     the process is gone (`process killed by SIGKILL`, `process exited with code 3`, ...). The watchers
@@ -61,7 +61,7 @@ async def open_stdio(
     watchers.start_soon(_watch_stderr, read_fd, process, on_stderr_line, on_exit)
     if process is not None:
         watchers.start_soon(_watch_exit, process, on_exit)
-    return streams, process.pid if process is not None else None
+    return streams, process
 
 
 async def _watch_stderr(
