@@ -17,7 +17,8 @@ CPU per call (user + system from ``/proc/<pid>/stat`` over the measured window, 
 Run: ``.venv/bin/python bench/http_throughput.py`` (or ``make bench-http``); writes
 ``bench/results/http_throughput.json``. ``--lane off`` starts the gateways with the HTTP fast lane off
 (``MANIFOLD_HTTP_LANE=0``); ``--with-lane-off`` adds a fourth target, the stdio-backed gateway with the lane
-off, for a before/after within one run.
+off, for a before/after within one run; ``--with-leg-off`` adds both chains with their raw backend leg off
+(``MANIFOLD_STDIO_LEG=0``, ``MANIFOLD_HTTP_LEG=0``: every request through the SDK's client).
 """
 
 from __future__ import annotations
@@ -204,6 +205,7 @@ def start_targets(
         saved = dict(os.environ)
         os.environ["MANIFOLD_HTTP_LANE"] = "0" if lane == "off" else "1"  # inherited by the gateway
         os.environ["MANIFOLD_HTTP_LEG"] = "0" if leg == "off" else "1"
+        os.environ["MANIFOLD_STDIO_LEG"] = "0" if leg == "off" else "1"
         if path is not None:
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [path, os.environ.get("PYTHONPATH")]))
         try:
@@ -240,7 +242,20 @@ def start_targets(
             "pids": {"gateway": http_pid, "backend": backend_pid},
         },
     ]
-    if leg_off:  # the HTTP-backed chain through the SDK's streamable HTTP client, for a before/after in one run
+    if leg_off:  # both chains through the SDK's client (stdio and streamable HTTP), for a before/after in one run
+        stdio_noleg_url, stdio_noleg_pid = gateway(
+            "manifold-stdio-noleg", {"command": kitchen[0], "args": kitchen[1:]}, leg="off"
+        )
+        targets.append(
+            {
+                "key": "manifold_http_stdio_noleg",
+                "description": "client -> manifold (HTTP, raw stdio leg off) -> kitchen.py (stdio)",
+                "url": stdio_noleg_url,
+                "tool": "kitchen_echo",
+                "pids": {"gateway": stdio_noleg_pid},
+                "backend_under": stdio_noleg_pid,
+            }
+        )
         noleg_url, noleg_pid = gateway("manifold-http-noleg", backend, leg="off")
         targets.append(
             {
@@ -310,7 +325,7 @@ def print_table(era: str, rows: dict[str, dict[str, Any]]) -> None:
     direct = rows["direct_http"]
     print(f"\n{era} clients ({'SDK default Client' if ERAS[era] == 'auto' else 'mode=legacy'}):")
     print(
-        f"{'target':22} {'calls/s':>8} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7}  CPU ms/call (front; ratio to direct)"
+        f"{'target':26} {'calls/s':>8} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7}  CPU ms/call (front; ratio to direct)"
     )
     for key, row in rows.items():
         cpu = row["cpu_ms_per_call"]
@@ -318,7 +333,7 @@ def print_table(era: str, rows: dict[str, dict[str, Any]]) -> None:
         others = ", ".join(f"{name} {value:.2f}" for name, value in cpu.items() if name not in ("gateway", "server"))
         ratio = front / direct["cpu_ms_per_call"]["server"] if direct["cpu_ms_per_call"]["server"] else 0.0
         print(
-            f"{key:22} {row['calls_per_s']:8.0f} {row['calls_per_s'] / direct['calls_per_s']:5.2f}x "
+            f"{key:26} {row['calls_per_s']:8.0f} {row['calls_per_s'] / direct['calls_per_s']:5.2f}x "
             f"{row['p50_ms']:7.2f} {row['p99_ms']:7.2f}  {front:.2f} ({ratio:.2f}x){'; ' + others if others else ''}"
         )
 
@@ -337,7 +352,7 @@ def main() -> None:
     parser.add_argument(
         "--with-leg-off",
         action="store_true",
-        help="also the HTTP-backed gateway with the raw HTTP backend leg off (MANIFOLD_HTTP_LEG=0)",
+        help="also both gateways with their raw backend leg off (MANIFOLD_STDIO_LEG=0, MANIFOLD_HTTP_LEG=0)",
     )
     parser.add_argument(
         "--backend-protocol",
