@@ -8,11 +8,16 @@ where a network would.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
+import mcp_types as types
 import pytest
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -23,7 +28,7 @@ from mcp_types import (
 
 from mcp_manifold._errors import BackendUnavailable
 from mcp_manifold._runtime.http_leg import HttpLeg, refused_status, result_of
-from tests.conftest import server_over_http
+from tests.conftest import free_port, gateway_over_http, server_over_http
 
 pytestmark = pytest.mark.anyio
 
@@ -192,3 +197,81 @@ def test_errors_are_read_as_the_sdk_reads_them() -> None:
     assert refused_status(502, None) is not None  # it may have run: answered as the SDK does
     error = refused_status(400, {"code": -32602, "message": "bad"})
     assert error is not None and error.error.message == "bad"
+
+
+async def open_session(client: httpx2.AsyncClient, url: str, leg: HttpLeg) -> None:
+    """A session-era session opened as the SDK's client opens it, through the leg's client (which notes its id)."""
+    opening = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": SESSION, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+    }
+    base = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    (await client.post(url, json=opening, headers=base)).raise_for_status()
+    assert leg.session_id is not None
+    headers = {**base, "mcp-session-id": leg.session_id, "mcp-protocol-version": SESSION}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await client.post(url, json=initialized, headers=headers)).status_code == 202
+
+
+async def test_an_answer_stream_closed_before_its_answer_is_resumed() -> None:
+    """A server that closes the call's stream and answers later (SEP-1699 polling, the SDK's event store):
+    the leg comes back with `Last-Event-ID` after the server's retry interval and reads the answer there,
+    and the tool ran once."""
+    with server_over_http("polling.py", timeout=60) as url:
+        async with httpx2.AsyncClient(timeout=60) as client:
+            leg = HttpLeg(client, url, "polling")
+            await open_session(client, url, leg)
+            leg.opened(lambda method, params: _nothing(), _refuse)
+            headers = {"mcp-protocol-version": SESSION}
+            result = await leg.post("tools/call", {"name": "later", "arguments": {"text": "resumed"}}, headers)
+            assert result is not None and result["content"] == [{"type": "text", "text": "resumed"}]
+            assert leg.resumed == 1
+            closes = await leg.post("tools/call", {"name": "closes", "arguments": {}}, headers)
+            assert closes is not None and closes["content"][0]["text"] == "1"
+
+
+async def test_a_stream_that_ends_without_its_answer_fails_that_call_saying_so() -> None:
+    request = httpx2.Request("POST", "http://127.0.0.1:9/mcp", headers={"mcp-session-id": "s1"})
+    ended = "\n".join(['data: {"jsonrpc": "2.0", "id": "r0", "result": {}}', "", ""]).encode()
+    resumable = "\n".join(["id: 7", "retry: 10", "data: ", "", ""]).encode()
+    async with httpx2.AsyncClient() as client:
+        leg = HttpLeg(client, f"http://127.0.0.1:{free_port()}/mcp", "kitchen")  # nothing listens there
+        response = httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=ended, request=request)
+        with pytest.raises(BackendUnavailable, match="ended without the answer"):
+            await leg._read_stream(response, "r1")
+        # With an event id to resume from, it tries twice (the SDK client's count), then says so.
+        response = httpx2.Response(
+            200, headers={"content-type": "text/event-stream"}, content=resumable, request=request
+        )
+        with pytest.raises(BackendUnavailable, match="resuming it failed 2 times"):
+            await leg._read_stream(response, "r1")
+        assert leg.resumed == 0
+
+
+async def _nothing() -> None:
+    pass
+
+
+async def _refuse(request_id: Any, method: str, params: Any) -> dict[str, Any]:
+    raise MCPError(-32601, "Method not found")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_polling_servers_calls_are_answered_through_the_gateway(tmp_path: Path, mode: str) -> None:
+    with server_over_http("polling.py", timeout=60) as backend:
+        servers = {"poll": {"url": backend, "protocol": "legacy"}}
+        config = tmp_path / "mcp.json"
+        config.write_text(json.dumps({"mcpServers": servers, "manifold": {"data_dir": str(tmp_path / "data")}}))
+        port = free_port()
+        with gateway_over_http(config, port, timeout=60):
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with Client(url, mode=mode, cache=None) as client:
+                for turn in range(1, 3):  # (a client's first call may take the SDK server's path)
+                    result = await client.call_tool("poll_later", {"text": f"turn {turn}"})
+                    assert result.content == [types.TextContent(type="text", text=f"turn {turn}")], result
+                counted = await client.call_tool("poll_closes", {})
+                assert counted.content == [types.TextContent(type="text", text="2")]  # each ran once
+            metrics = httpx2.get(f"http://127.0.0.1:{port}/metrics").text
+            assert re.search(r'manifold_backend_raw_leg_calls_total\{server="poll"\} [1-9]', metrics), metrics

@@ -16,6 +16,10 @@ What it will not do is left to the SDK's path, which then answers exactly as it 
   is sent once more on a fresh connection. A failure after that (the server hung up before or while
   answering) is not retried: the server may have run the tool, and a tool call is not idempotent.
   It fails that one call (`BackendUnavailable`); the session and the other calls go on.
+
+An answer stream that ends (or breaks) before the answer, after an event with an id, is taken up again
+as the SDK's client does: a GET with `Last-Event-ID` after the server's `retry` interval (a server that
+polls, SEP-1699, closes the stream on purpose and keeps the answer in its event store).
 """
 
 from __future__ import annotations
@@ -29,7 +33,12 @@ from typing import Any
 
 import anyio
 import httpx2
-from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
+from mcp.client.streamable_http import (
+    DEFAULT_MAX_SSE_EVENT_SIZE,
+    DEFAULT_RECONNECTION_DELAY_MS,
+    LAST_EVENT_ID,
+    MAX_RECONNECTION_ATTEMPTS,
+)
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
@@ -46,6 +55,9 @@ Deliver = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
 Answer = Callable[[Any, str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
 # What a POST that answers the server's question carries over from the call's request.
 _ANSWER_HEADERS = ("accept", "content-type", SESSION_HEADER, "mcp-protocol-version")
+# What the GET that resumes an answer stream carries over from the call's request (the client's own
+# headers, a server's credentials among them, it sends anyway).
+_RESUME_HEADERS = frozenset({SESSION_HEADER, "mcp-protocol-version"})
 
 
 # --- the protocol: what an answer means (no I/O) ------------------------------------------------------
@@ -87,6 +99,18 @@ def _error_in(body: bytes) -> dict[str, Any] | None:
     return error if isinstance(error, dict) else None
 
 
+class _Resume:
+    """Where an answer stream can be taken up again: its last event's id and the server's retry interval."""
+
+    def __init__(self) -> None:
+        self.last_event_id: str | None = None
+        self.retry_ms: int | None = None
+
+    @property
+    def delay(self) -> float:
+        return (self.retry_ms if self.retry_ms is not None else DEFAULT_RECONNECTION_DELAY_MS) / 1000
+
+
 # --- the I/O -----------------------------------------------------------------------------------------
 
 
@@ -106,6 +130,7 @@ class HttpLeg:
         self.posts = 0  # POSTs answered on this leg
         self.retries = 0  # POSTs sent again after a connection-level failure
         self.fallbacks = 0  # requests handed back to the SDK's path
+        self.resumed = 0  # answer streams taken up again with Last-Event-ID
         self._ids = itertools.count(1)
         client.event_hooks = {**client.event_hooks, "response": [self._note_session]}
 
@@ -198,27 +223,77 @@ class HttpLeg:
         raise MCPError(INVALID_REQUEST, f"Unexpected content type: {content_type}")
 
     async def _read_stream(self, response: httpx2.Response, request_id: str) -> dict[str, Any]:
-        # httpx's own SSE parser, with the SDK client's bound on one event's size (an oversized event is
-        # an `SSEError`, a transport error: that call fails, as one the SDK's client read would).
-        async for event in httpx2.EventSource(response, max_event_size=DEFAULT_MAX_SSE_EVENT_SIZE):
-            if event.event != "message" or not event.data:
-                continue
+        """The answer in `response`'s event stream; when the stream ends without it after an event with an
+        id (a server polling, SEP-1699, or a dropped connection), resumed with a GET and `Last-Event-ID`
+        after the server's `retry` interval, as the SDK's client does (up to 2 failed tries in a row)."""
+        resume = _Resume()
+        found = await self._read_events(response, request_id, resume, response.request)
+        failures = 0
+        while found is None:
+            if resume.last_event_id is None:
+                raise BackendUnavailable(
+                    self.server, "tools/call failed: the server's answer stream ended without the answer"
+                )
+            if failures >= MAX_RECONNECTION_ATTEMPTS:
+                raise BackendUnavailable(
+                    self.server,
+                    f"tools/call failed: the server's answer stream ended without the answer, and resuming it "
+                    f"failed {failures} times",
+                )
+            await anyio.sleep(resume.delay)
+            headers = {key: value for key, value in response.request.headers.items() if key in _RESUME_HEADERS}
+            headers.update(accept="text/event-stream", **{LAST_EVENT_ID: resume.last_event_id})
             try:
-                message = json.loads(event.data)
-            except ValueError:
-                continue  # the SDK's reader skips what does not parse, too
-            if not isinstance(message, dict):
-                continue
-            if "method" not in message:
-                if message.get("id") == request_id:
-                    return result_of(message)
-                continue
-            if "id" in message:  # the server asks its client (a session that declared nothing: a ping, say)
-                await self._reply(message, response.request)
-            elif self.deliver is not None:
-                params = message.get("params")
-                await self.deliver(str(message["method"]), params if isinstance(params, dict) else None)
-        raise BackendUnavailable(self.server, "tools/call failed: the server's answer stream ended without the answer")
+                async with self.client.stream("GET", self.url, headers=headers, follow_redirects=False) as again:
+                    content_type = again.headers.get("content-type", "").lower()
+                    if again.status_code != 200 or not content_type.startswith("text/event-stream"):
+                        failures += 1
+                        continue
+                    failures = 0
+                    found = await self._read_events(again, request_id, resume, response.request)
+            except httpx2.SSEError:
+                raise
+            except httpx2.TransportError:
+                failures += 1
+            else:
+                self.resumed += 1
+        return found
+
+    async def _read_events(
+        self, response: httpx2.Response, request_id: str, resume: _Resume, posted: httpx2.Request
+    ) -> dict[str, Any] | None:
+        """The answer to `request_id` (POSTed as `posted`) in one event stream, or None when the stream ends
+        (or breaks) first with something to resume from. An oversized event (the SDK client's 1 MiB bound;
+        an `SSEError`, a transport error) fails the call, as one the SDK's client read would."""
+        try:
+            async for event in httpx2.EventSource(response, max_event_size=DEFAULT_MAX_SSE_EVENT_SIZE):
+                if event.id:
+                    resume.last_event_id = event.id
+                if event.retry is not None:
+                    resume.retry_ms = event.retry
+                if event.event != "message" or not event.data:
+                    continue
+                try:
+                    message = json.loads(event.data)
+                except ValueError:
+                    continue  # the SDK's reader skips what does not parse, too
+                if not isinstance(message, dict):
+                    continue
+                if "method" not in message:
+                    if message.get("id") == request_id:
+                        return result_of(message)
+                    continue
+                if "id" in message:  # the server asks its client (a session that declared nothing: a ping, say)
+                    await self._reply(message, posted)
+                elif self.deliver is not None:
+                    params = message.get("params")
+                    await self.deliver(str(message["method"]), params if isinstance(params, dict) else None)
+        except httpx2.SSEError:
+            raise
+        except httpx2.TransportError:
+            if resume.last_event_id is None:
+                raise
+        return None
 
     async def _cancel(self, request_id: str, headers: dict[str, str]) -> None:
         cancelled = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
