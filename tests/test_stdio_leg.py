@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, JSONRPCNotification, JSONRPCResponse
 
+from mcp_manifold._errors import InvalidRequest
 from mcp_manifold._runtime.stdio_leg import StdioLeg
 from tests.conftest import free_port, manifold_command, stop_process, wait_for_port
 from tests.test_http_lane import answers, gateway_config
@@ -151,13 +152,19 @@ async def test_a_late_answer_is_dropped_and_an_ended_stream_fails_what_waits() -
         assert await session_stream.receive() is own  # the late answer was dropped on the way
     assert answers_ == [{"content": []}]
 
+    # What no wire carries is refused to its sender, and nothing reaches the server.
+    with pytest.raises(InvalidRequest, match="was not sent to server 'kitchen'"):
+        await leg.post("tools/call", {"name": "echo", "_meta": {"note": "\ud800"}}, {})
+    with pytest.raises(anyio.WouldBlock):
+        stdin_receive.receive_nowait()
+
     # A request cancelled after it was written tells the server, as the SDK's client does.
     async with anyio.create_task_group() as group:
         group.start_soon(leg.post, "tools/call", {"name": "slow"}, {})
-        assert json.loads(await stdin_receive.receive())["id"] == "manifold-2"
+        sent = json.loads(await stdin_receive.receive())["id"]
         group.cancel_scope.cancel()
     cancelled = json.loads(await stdin_receive.receive())
-    assert cancelled["method"] == "notifications/cancelled" and cancelled["params"]["requestId"] == "manifold-2"
+    assert cancelled["method"] == "notifications/cancelled" and cancelled["params"]["requestId"] == sent
 
     # The stream ends: what waits fails as a closed connection, and so does what comes after.
     failures: list[MCPError] = []

@@ -29,6 +29,8 @@ import pydantic_core
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, JSONRPCError, JSONRPCResponse
 
+from mcp_manifold._errors import InvalidRequest
+
 logger = logging.getLogger(__name__)
 
 _ID_PREFIX = "manifold-"
@@ -75,15 +77,18 @@ class StdioLeg:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
-        line = pydantic_core.to_json(message) + b"\n"
+        try:
+            line = pydantic_core.to_json(message) + b"\n"
+        except ValueError as exc:  # what no wire carries (the call path checks arguments; this is the rest)
+            raise InvalidRequest(f"{method} was not sent to server {self.server!r}: {exc}") from None
         waiting = self._waiting[request_id] = _Waiting()
         written = False
         try:
             try:
+                written = True  # a write cancelled on its way may still have gone out whole: counts as sent
                 await self._stdin.send(line)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
-            written = True
             self.posts += 1
             if self.posts == 1:
                 logger.info("server %r: plain tools/call requests go on the raw stdio leg", self.server)
