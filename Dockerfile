@@ -1,6 +1,7 @@
 # mcp-manifold as a container: slim, non-root, the search model bundled (the wheel's build hook puts it in).
 # Build: docker build -t mcp-manifold .   Run several behind a balancer: docker-compose.yml, deploy/k8s.
-# Not built in CI (no container engine there): docs/scale-out.md says what was checked instead.
+# Checked in `make test` with podman where apt can install it (deploy/check_podman.sh: built, served, and
+# docker-compose.yml up with three replicas behind HAProxy); deploy/check_recipe.sh checks its steps anywhere.
 
 FROM python:3.11-slim AS build
 WORKDIR /src
@@ -21,8 +22,8 @@ COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir "$(ls /wheels/*.whl)[redis]" \
     && rm -rf /wheels \
     && useradd --system --uid 10001 --home-dir /var/lib/manifold --create-home manifold \
-    && mkdir -p /etc/manifold \
-    && chown manifold /var/lib/manifold
+    && mkdir -p /etc/manifold /var/lib/manifold-spill \
+    && chown manifold /var/lib/manifold /var/lib/manifold-spill
 USER 10001
 WORKDIR /var/lib/manifold
 EXPOSE 8765
