@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SERVERS_VENV := tests/.venv-servers
 SERVERS_REQ  := tests/servers-requirements.txt
 
-.PHONY: demo test lint bench bench-http setup node servers browser conformance scaleout clean
+.PHONY: demo test lint bench bench-http setup node servers browser conformance scaleout containers clean
 
 # Two installs into the one venv: what the gateway needs to run (`make demo`), and on top of it the test
 # and lint tools (`make test`, `make lint`: pytest, ruff, import-linter, Playwright, OpenTelemetry).
@@ -85,6 +85,18 @@ scaleout:
 		|| echo "redis-server or haproxy could not be installed: the scale-out tests will be skipped"; \
 	else echo "redis-server or haproxy not found and apt-get needs root: the scale-out tests will be skipped"; fi
 
+# podman and what deploy/check_podman.sh needs to build the image and bring docker-compose.yml up without
+# a Docker engine or Docker Hub (debootstrap makes the stand-in base images). Installed as root where apt-get
+# works; elsewhere that test is skipped and says why.
+containers:
+	@if command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v runc >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing podman, runc and debootstrap for the container image's test"; \
+		( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman debootstrap runc uidmap \
+		  slirp4netns fuse-overlayfs >/dev/null ) \
+		|| echo "podman could not be installed: the container image's test will be skipped"; \
+	else echo "podman not found and apt-get needs root: the container image's test will be skipped"; fi
+
 demo: $(BASE_STAMP)
 	$(BIN)/manifold serve --config examples/demo.json --http --host 127.0.0.1 --port 8765
 
@@ -97,7 +109,7 @@ lint: setup
 # fit a 2-core machine. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 
-test: setup node servers browser scaleout
+test: setup node servers browser scaleout containers
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile

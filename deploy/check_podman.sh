@@ -20,10 +20,12 @@ say() { printf 'check_podman: %s\n' "$*"; }
 [ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 1; }
 start=$(date +%s)
 
-say "packages"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >/dev/null
-apt-get install -y -q podman debootstrap runc uidmap slirp4netns fuse-overlayfs python3-venv git curl >/dev/null
+if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null || ! command -v runc >/dev/null; then
+	say "packages"
+	apt-get update -q >/dev/null
+	apt-get install -y -q podman debootstrap runc uidmap slirp4netns fuse-overlayfs python3-venv git curl >/dev/null
+fi
 
 # Podman 4.3 on a VM like the CI's, in a config of this run's own (CONTAINERS_CONF; the machine's is left
 # alone): (a) without CAP_SYS_RESOURCE, crun cannot raise the rlimits to podman's defaults ("crun: setrlimit
