@@ -288,6 +288,24 @@ def test_a_lane_answer_is_json_with_the_session_id(gateways: Callable[[bool], st
     assert types.JSONRPCResponse.model_validate_json(response.text).id == 7
 
 
+def test_a_log_sent_during_a_session_call_on_the_lane_comes_before_its_answer(gateways: Callable[[bool], str]) -> None:
+    """As on the SDK's path: the server's log message goes on the call's own response stream, ahead of the
+    answer (through the session it would take the GET stream and could arrive after the answer, or never)."""
+    url = gateways(True)
+    with httpx.Client(timeout=60) as http:
+        session = SessionClient(http, url)
+        before = lane_counts(url).get("lane", 0.0)
+        params = call_params("kitchen_log", {"message": "on the way", "level": "warning"})
+        body = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": params}
+        response = http.post(url, content=json.dumps(body), headers=session.headers)
+        assert lane_counts(url)["lane"] == before + 1  # the lane answered it
+    assert response.headers["content-type"] == "text/event-stream"
+    messages = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+    assert [message.get("method") or message.get("id") for message in messages] == ["notifications/message", 8]
+    assert messages[0]["params"]["data"] == "on the way" and messages[0]["params"]["level"] == "warning"
+    assert messages[1]["result"]["content"] == [{"type": "text", "text": "logged"}]
+
+
 def test_a_rebound_host_is_refused_as_on_the_sdk_path(gateways: Callable[[bool], str]) -> None:
     """A web page that rebinds a name to the loopback gateway gets the SDK's refusal, not a lane answer."""
     url = gateways(True)

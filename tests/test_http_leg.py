@@ -268,10 +268,18 @@ async def test_a_polling_servers_calls_are_answered_through_the_gateway(tmp_path
         with gateway_over_http(config, port, timeout=60):
             url = f"http://127.0.0.1:{port}/mcp"
             async with Client(url, mode=mode, cache=None) as client:
-                for turn in range(1, 3):  # (a client's first call may take the SDK server's path)
+                await client.call_tool("poll_closes", {})  # (a client's first call may take the SDK server's path)
+                for turn in range(1, 3):
+                    before = raw_leg_calls(port)
                     result = await client.call_tool("poll_later", {"text": f"turn {turn}"})
                     assert result.content == [types.TextContent(type="text", text=f"turn {turn}")], result
+                    assert raw_leg_calls(port) == before + 1  # it went on the leg, and was resumed there
                 counted = await client.call_tool("poll_closes", {})
                 assert counted.content == [types.TextContent(type="text", text="2")]  # each ran once
-            metrics = httpx2.get(f"http://127.0.0.1:{port}/metrics").text
-            assert re.search(r'manifold_backend_raw_leg_calls_total\{server="poll"\} [1-9]', metrics), metrics
+
+
+def raw_leg_calls(port: int) -> float:
+    metrics = httpx2.get(f"http://127.0.0.1:{port}/metrics").text
+    found = re.search(r'manifold_backend_raw_leg_calls_total\{server="poll"\} (\S+)', metrics)
+    assert found is not None, metrics
+    return float(found.group(1))

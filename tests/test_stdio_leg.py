@@ -102,8 +102,11 @@ async def test_the_leg_keeps_what_the_server_says_before_its_answer(two_gateways
         logs.append(params.data)
 
     async with Client(leg_url, mode="legacy", cache=None, logging_callback=on_log) as client:
+        await client.call_tool("kitchen_echo", {"text": "warm"})  # the session's first call: the SDK server's
+        before = raw_leg_calls(leg_url)
         result = await client.call_tool("kitchen_log", {"message": "before the answer", "level": "warning"})
         assert result.content == [types.TextContent(type="text", text="logged")]
+        assert raw_leg_calls(leg_url) == before + 1  # this call went on the leg
     assert logs == ["before the answer"]
 
 
@@ -155,6 +158,8 @@ async def test_a_late_answer_is_dropped_and_an_ended_stream_fails_what_waits() -
     # What no wire carries is refused to its sender, and nothing reaches the server.
     with pytest.raises(InvalidRequest, match="was not sent to server 'kitchen'"):
         await leg.post("tools/call", {"name": "echo", "_meta": {"note": "\ud800"}}, {})
+    with pytest.raises(InvalidRequest, match="not a finite number"):
+        await leg.post("tools/call", {"name": "echo", "_meta": {"note": float("nan")}}, {})
     with pytest.raises(anyio.WouldBlock):
         stdin_receive.receive_nowait()
 

@@ -7,7 +7,8 @@ does anything. So this ASGI layer sits behind `guard` (authentication and the re
 done) and in front of the SDK's app: it reads the raw request, parses the body once, makes the call
 through the same call path as every other call (`_front/fast_lane.py`'s `call_response`, shared with
 the stdio lane) and answers `application/json` itself, byte for byte the JSON-RPC message the SDK
-server would have sent for the client's era.
+server would have sent for the client's era. A log message a server sends during a session-era call goes
+before the answer on the response's own event stream (`text/event-stream`), as on the SDK's path.
 
 Taken: a POST to exactly /mcp that passes the SDK's DNS-rebinding check (Host and Origin, on a loopback
 address), both JSON and SSE accepted (what the SDK asks of a client), a JSON body
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+import mcp_types as types
 import pydantic_core
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.transport_security import TransportSecurityMiddleware
@@ -53,7 +55,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request as StarletteRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_manifold._core.clients import Caller, Request, asks_of
+from mcp_manifold._core.clients import Caller, Request, asks_of, at_least
 from mcp_manifold._core.router import Target
 from mcp_manifold._front.fast_lane import FastRequest, call_response, plain_call, plain_modern_call
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
@@ -205,7 +207,7 @@ class HttpLane:
             session = connection.protocol_version if connection is not None else None
             self.gateway.back_channel.track(caller)
         self.counts.lane += 1
-        request = FastRequest(caller, call.params.get("_meta") if call.modern else None)
+        request = FastRequest(caller, call.params.get("_meta")) if call.modern else _SessionLaneRequest(caller)
         request.after_answer = []  # the call's records are made after the answer is on its way
         try:
             with session_request_in_flight(call.transport):
@@ -220,7 +222,8 @@ class HttpLane:
                     session,
                     encode=_modern_json if call.modern else _session_json,
                 )
-            await _respond(send, response, body, call.modern, session_id)
+            notes = request.notifications if isinstance(request, _SessionLaneRequest) else []
+            await _respond(send, response, body, call.modern, session_id, notes)
         finally:
             for work in request.after_answer:
                 work()
@@ -297,6 +300,30 @@ class HttpLane:
 _NO_ENVELOPE = SimpleNamespace(client_capabilities=None, protocol_version=None)
 
 
+class _SessionLaneRequest(FastRequest):
+    """A session-era call on the lane. A log message the server sends while it runs goes with the answer,
+    before it, on the response's own event stream, as the SDK's path sends it; through the session it
+    would take the session's GET stream and could reach the client after the answer, or not at all."""
+
+    def __init__(self, caller: Caller) -> None:
+        super().__init__(caller, None)
+        self.notifications: list[bytes] = []
+
+    async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
+        if not at_least(level, self.caller.log_level):
+            return
+        params: dict[str, Any] = {"level": level}
+        if logger_name is not None:
+            params["logger"] = logger_name
+        params["data"] = data
+        try:
+            self.notifications.append(
+                _session_json({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+            )
+        except ValueError:  # what no JSON carries (a lone surrogate): dropped, as the SDK's writer cannot send it
+            logger.debug("HTTP fast lane: a log message could not be encoded; dropped")
+
+
 @dataclass(frozen=True)
 class _LaneCall:
     caller: Caller
@@ -369,11 +396,23 @@ def _session_json(response: dict[str, Any]) -> bytes:
     return pydantic_core.to_json(response, inf_nan_mode="null")
 
 
-async def _respond(send: Send, response: dict[str, Any], body: bytes, modern: bool, session_id: bytes | None) -> None:
-    """`response`, as `body` (serialized as the SDK would for the era), sent as `application/json`."""
+async def _respond(
+    send: Send,
+    response: dict[str, Any],
+    body: bytes,
+    modern: bool,
+    session_id: bytes | None,
+    notifications: list[bytes] | None = None,
+) -> None:
+    """`response`, as `body` (serialized as the SDK would for the era), sent as `application/json`; after
+    `notifications` (messages sent while the call ran) as one event stream when there are any."""
     error = response.get("error")
     status = ERROR_CODE_HTTP_STATUS.get(error["code"], 200) if modern and error else 200
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    content_type = b"application/json"
+    if notifications:
+        body = b"".join(b"event: message\r\ndata: " + message + b"\r\n\r\n" for message in [*notifications, body])
+        content_type = b"text/event-stream"
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
     if session_id is not None and not modern:
         headers.append((MCP_SESSION_ID_HEADER.encode(), session_id))
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -337,6 +337,7 @@ class Backend:
             stopped.set()
 
     async def _open_transport(self, stack: AsyncExitStack, watchers: anyio.abc.TaskGroup) -> tuple[Any, Any]:
+        self._drop_leg()  # an earlier run's, if it has not finished stopping yet: its count is kept
         config = self.config
         if config.transport == "stdio":
             assert config.command is not None
@@ -706,7 +707,8 @@ class Backend:
 
     @property
     def raw_leg_calls(self) -> int:
-        """`tools/call` requests answered on a raw leg since the gateway started (the rest took the SDK's path)."""
+        """`tools/call` requests a raw leg took since the gateway started (the rest took the SDK's path): written
+        on a stdio server's stdin, or answered by an HTTP server's POST (not handed back to the SDK's path)."""
         return self._raw_calls_before + (self._leg.posts if self._leg is not None else 0)
 
     def raw_leg(self, session: ClientSession) -> HttpLeg | StdioLeg | None:

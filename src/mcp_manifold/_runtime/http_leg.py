@@ -42,7 +42,8 @@ from mcp.client.streamable_http import (
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
-from mcp_manifold._errors import BackendUnavailable
+from mcp_manifold._errors import BackendUnavailable, InvalidRequest
+from mcp_manifold._runtime.outbound import params_problem
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,9 @@ class HttpLeg:
         self, method: str, params: Mapping[str, Any] | None, headers: Mapping[str, str]
     ) -> dict[str, Any] | None:
         """Send one request; its result, or None when the server did not take it (send it the SDK's way)."""
+        problem = params_problem(params)
+        if problem is not None:  # refused to its sender, as the SDK's path refuses it (outbound.py)
+            raise InvalidRequest(f"{method} was not sent to server {self.server!r}: {problem}")
         # Not an integer: the SDK's own requests on this session number theirs, and the two must not meet.
         request_id = f"manifold-{next(self._ids)}"
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
@@ -249,8 +253,11 @@ class HttpLeg:
                     if again.status_code != 200 or not content_type.startswith("text/event-stream"):
                         failures += 1
                         continue
-                    failures = 0
+                    before = resume.last_event_id
                     found = await self._read_events(again, request_id, resume, response.request)
+                    # A try counts as failed unless it moved on: a server that no longer knows the event
+                    # (restarted, or another replica) answers an empty stream at once, again and again.
+                    failures = 0 if found is not None or resume.last_event_id != before else failures + 1
             except httpx2.SSEError:
                 raise
             except httpx2.TransportError:

@@ -74,15 +74,21 @@ class EncodableWrites:
         return await self._stream.__aexit__(*exc_info)
 
 
+def params_problem(params: Mapping[str, Any] | None) -> str | None:
+    """What in a request's `params` no wire can carry (None: all of it can), the checked arguments skipped:
+    the check every write to a server passes, for the raw legs that write without the SDK's transport."""
+    if not params or _params_sendable(params):
+        return None
+    checked = _checked_arguments.get()  # not walked again to name the place: the problem is elsewhere
+    value = {"params": {key: item for key, item in params.items() if item is not checked}}
+    return encoding_problem(value, "field", MAX_DEPTH + _ENVELOPE_LEVELS)
+
+
 def _problem(message: Any) -> str | None:
     kind = type(message)
     if kind is types.JSONRPCRequest or kind is types.JSONRPCNotification:
-        params = message.params
-        if not params or _params_sendable(params):
-            return None
-        checked = _checked_arguments.get()  # not walked again to name the place: the problem is elsewhere
-        value: Any = {"params": {key: item for key, item in params.items() if item is not checked}}
-    elif isinstance(message, types.JSONRPCResponse):
+        return params_problem(message.params)
+    if isinstance(message, types.JSONRPCResponse):
         value = {"result": message.result}
     elif isinstance(message, types.JSONRPCError):
         value = {"error": message.error.model_dump()}

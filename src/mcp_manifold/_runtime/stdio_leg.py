@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, JSONRPCError, JSONRPCResponse
 
 from mcp_manifold._errors import InvalidRequest
+from mcp_manifold._runtime.outbound import params_problem
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,9 @@ class StdioLeg:
         what an HTTP transport would send beside it: nothing a pipe carries."""
         if self._closed:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
+        problem = params_problem(params)
+        if problem is not None:  # refused to its sender, as the SDK's path refuses it (outbound.py)
+            raise InvalidRequest(f"{method} was not sent to server {self.server!r}: {problem}")
         request_id = f"{_ID_PREFIX}{next(self._ids)}"
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
