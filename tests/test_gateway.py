@@ -621,3 +621,14 @@ async def test_a_principals_later_client_that_can_answer_gets_the_servers_questi
 
 def http_serve_command(config: Path, port: int) -> list[str]:
     return [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config), "--http", "--port", str(port)]
+
+
+async def test_a_servers_own_server_error_does_not_restart_it(connect: Any, write_config: Any) -> None:
+    """-32000 is both JSON-RPC's first "server error" code and the SDK's code for a closed connection: the
+    server's own answer with it is an error of that call, and the server (and every other call) goes on."""
+    async with connect(write_config({"erring": server_entry("erring.py")})) as client:
+        before = text_of(await client.call_tool("erring_pid", {}))
+        failed = await client.call_tool("erring_fail", {"message": "rate limited, try later"})
+        assert failed.is_error and "rate limited, try later" in text_of(failed), text_of(failed)
+        assert "connection closed" not in text_of(failed)
+        assert text_of(await client.call_tool("erring_pid", {})) == before  # not started again

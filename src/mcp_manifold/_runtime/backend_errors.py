@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT, ErrorData
 from pydantic import ValidationError
 
 from mcp_manifold._errors import BackendClosed, BackendRequestError, BackendStartError, BackendTimeout, ManifoldError
@@ -32,7 +32,7 @@ def translate_backend_errors(server: str, action: str, scrub: Callable[[str], st
         message = scrub(exc.error.message)
         if code == REQUEST_TIMEOUT:
             raise BackendTimeout(server, f"{action} timed out: {message}") from exc
-        if code == CONNECTION_CLOSED:
+        if code == CONNECTION_CLOSED and _said_by_transport(exc.error):
             raise BackendClosed(server, f"{action} failed: connection closed") from exc
         raise BackendRequestError(server, message, code, _scrubbed(exc.error.data, scrub)) from exc
     except TimeoutError as exc:
@@ -50,6 +50,17 @@ def translate_backend_errors(server: str, action: str, scrub: Callable[[str], st
         if name in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}:
             raise BackendClosed(server, f"{action} failed: connection closed") from exc
         raise
+
+
+# The SDK's own words for a connection that ended (its dispatchers' and its streamable HTTP client's), under
+# the code a server's own error may carry too: -32000 opens JSON-RPC's "server error" range, which servers
+# use for their failures. Such an answer is the server's, its connection alive; taking it for a closed one
+# restarted the server and ended every caller's calls on it.
+_TRANSPORT_SAID = ("Connection closed", "SSE stream ")
+
+
+def _said_by_transport(error: ErrorData) -> bool:
+    return error.data is None and (error.message == _TRANSPORT_SAID[0] or error.message.startswith(_TRANSPORT_SAID[1]))
 
 
 def _scrubbed(data: object, scrub: Callable[[str], str]) -> object:
