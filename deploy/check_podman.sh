@@ -112,41 +112,6 @@ t0=$(date +%s)
 podman build --format docker -t mcp-manifold "$src" >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log"; exit 1; }
 say "built in $(($(date +%s) - t0))s: $(podman image inspect -f '{{.Id}}' mcp-manifold | cut -c1-12)"
 
-cat >"$WORK/probe.py" <<'EOF'
-# deploy/check_recipe.sh's requests: /healthz, /readyz, tools/list without the key (401) and with it (200, n times).
-import json, sys, time, urllib.error, urllib.request
-base, key, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def status(path, body=None, headers=None):
-    request = urllib.request.Request(base + path, data=body, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-    except OSError:
-        return None, b""
-deadline = time.monotonic() + 90
-while status("/healthz")[0] != 200:
-    assert time.monotonic() < deadline, "/healthz never answered 200"
-    time.sleep(0.5)
-print("check_podman:   /healthz 200")
-while status("/readyz")[0] != 200:
-    assert time.monotonic() < deadline, f"/readyz answered {status('/readyz')}"
-    time.sleep(0.5)
-print("check_podman:   /readyz 200")
-discover = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientInfo": {"name": "podman-check", "version": "1"},
-    "io.modelcontextprotocol/clientCapabilities": {}}}}
-headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-           "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
-code, _ = status("/mcp", json.dumps(discover).encode(), headers)
-assert code == 401, f"an MCP request without the API key answered {code}, not 401"
-for _ in range(n):
-    code, body = status("/mcp", json.dumps(discover).encode(), {**headers, "Authorization": f"Bearer {key}"})
-    assert code == 200 and b'"tools"' in body, (code, body[:300])
-print(f"check_podman:   tools/list with the key 200 (x{n}), without it 401")
-EOF
 
 pc=$WORK/pc-venv/bin/podman-compose
 compose() { MANIFOLD_API_KEY=$key "$pc" -p mfcheck -f "$src/docker-compose.yml" "$@"; }
@@ -165,7 +130,7 @@ podman run -d --name mfcheck-redis --network mfcheck-single --network-alias redi
 podman run -d --name mfcheck-gw --network mfcheck-single -p 127.0.0.1:18765:8765 \
 	-e MANIFOLD_STATE_URL=redis://redis:6379/0 -e MANIFOLD_AUDIT_PATH=- -e MANIFOLD_API_KEY="$key" \
 	-v "$src/deploy/config.example.json:/etc/manifold/config.json:ro" mcp-manifold >/dev/null 2>&1
-python3 "$WORK/probe.py" http://127.0.0.1:18765 "$key" 1 || { podman logs mfcheck-gw 2>&1 | tail -30; exit 1; }
+python3 "$src/deploy/probe.py" http://127.0.0.1:18765 "$key" 1 || { podman logs mfcheck-gw 2>&1 | tail -30; exit 1; }
 [ "$(podman exec mfcheck-gw id -u)" = 10001 ] || { echo "not uid 10001" >&2; exit 1; }
 podman exec mfcheck-redis redis-cli exists manifold:replicas | grep -qx 1 || { echo "no state in Redis" >&2; exit 1; }
 podman healthcheck run mfcheck-gw || { echo "the image's HEALTHCHECK failed" >&2; exit 1; }
@@ -177,7 +142,7 @@ say "docker-compose.yml with podman-compose: 3 replicas behind HAProxy"
 compose up -d >"$WORK/compose-up.log" 2>&1 || { tail -30 "$WORK/compose-up.log"; exit 1; }
 [ "$(podman ps --filter label=io.podman.compose.project=mfcheck --filter label=com.docker.compose.service=gateway -q | wc -l)" = 3 ] \
 	|| { podman ps -a; echo "not 3 gateway replicas" >&2; exit 1; }
-python3 "$WORK/probe.py" http://127.0.0.1:8765 "$key" 12 || { podman logs mfcheck_haproxy_1 2>&1 | tail; exit 1; }
+python3 "$src/deploy/probe.py" http://127.0.0.1:8765 "$key" 12 || { podman logs mfcheck_haproxy_1 2>&1 | tail; exit 1; }
 sleep 2
 up=$(podman logs mfcheck_haproxy_1 2>&1 | grep -oE 'gateways/gw[123] .* is UP' | cut -d' ' -f1 | sort -u | wc -l)
 replicas=$(podman exec mfcheck_redis_1 redis-cli hlen manifold:replicas)
@@ -185,6 +150,6 @@ say "  gateway replicas UP in HAProxy: $up of 3; registered in Redis: $replicas"
 [ "$up" = 3 ] && [ "$replicas" = 3 ] || exit 1
 podman stop -t 2 mfcheck_gateway_1 mfcheck_gateway_2 >/dev/null
 sleep 3  # HAProxy checks every 1s and takes a replica out after 2 failures
-python3 "$WORK/probe.py" http://127.0.0.1:8765 "$key" 6 >/dev/null || { podman logs mfcheck_haproxy_1 2>&1 | tail; exit 1; }
+python3 "$src/deploy/probe.py" http://127.0.0.1:8765 "$key" 6 >/dev/null || { podman logs mfcheck_haproxy_1 2>&1 | tail; exit 1; }
 say "  with two replicas stopped, calls still answered through HAProxy"
 say "ok: image built and served, compose up with 3 replicas behind HAProxy ($(($(date +%s) - start))s in all)"
