@@ -92,7 +92,7 @@ containers:
 	@if command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v runc >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing podman, runc and debootstrap for the container image's test"; \
-		( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman debootstrap runc uidmap \
+		( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman debootstrap runc uidmap curl python3-yaml \
 		  slirp4netns fuse-overlayfs >/dev/null ) \
 		|| echo "podman could not be installed: the container image's test will be skipped"; \
 	else echo "podman not found and apt-get needs root: the container image's test will be skipped"; fi

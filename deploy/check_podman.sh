@@ -24,7 +24,7 @@ export DEBIAN_FRONTEND=noninteractive
 if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null || ! command -v runc >/dev/null; then
 	say "packages"
 	apt-get update -q >/dev/null
-	apt-get install -y -q podman debootstrap runc uidmap slirp4netns fuse-overlayfs python3-venv git curl >/dev/null
+	apt-get install -y -q podman debootstrap runc uidmap slirp4netns fuse-overlayfs python3-venv python3-yaml git curl >/dev/null
 fi
 
 # Podman 4.3 on a VM like the CI's, in a config of this run's own (CONTAINERS_CONF; the machine's is left
