@@ -57,44 +57,6 @@ env -i PATH="$work/app/bin:/usr/bin:/bin" HOME="$work/data" PYTHONDONTWRITEBYTEC
 	$run_as "$work/app/bin/manifold" serve --config "$work/etc/config.json" >"$work/gateway.log" 2>&1 &
 gateway=$!
 
-"$work/app/bin/python" - "$port" "$key" <<'EOF' || { tail -30 "$work/gateway.log"; exit 1; }
-import json, sys, time, urllib.error, urllib.request
-
-port, key = sys.argv[1], sys.argv[2]
-base = f"http://127.0.0.1:{port}"
-
-
-def status(path, body=None, headers=None):
-    request = urllib.request.Request(base + path, data=body, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-    except OSError:
-        return None, b""
-
-
-deadline = time.monotonic() + 60
-while status("/healthz")[0] != 200:
-    assert time.monotonic() < deadline, "/healthz never answered 200"
-    time.sleep(0.5)
-print("check_recipe: /healthz 200")
-ready = None
-while time.monotonic() < deadline and ready != 200:
-    ready = status("/readyz")[0]
-    time.sleep(0.5)
-print(f"check_recipe: /readyz {ready} (the example's server is not reachable here)")
-discover = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientInfo": {"name": "recipe", "version": "1"},
-    "io.modelcontextprotocol/clientCapabilities": {}}}}
-headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-           "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
-code, _ = status("/mcp", json.dumps(discover).encode(), headers)
-assert code == 401, f"an MCP request without the API key answered {code}, not 401"
-code, body = status("/mcp", json.dumps(discover).encode(), {**headers, "Authorization": f"Bearer {key}"})
-assert code == 200 and b'"tools"' in body, (code, body[:300])
-print("check_recipe: an MCP request with the API key answered (tools/list), without it 401")
-EOF
+"$work/app/bin/python" "$root/deploy/probe.py" "http://127.0.0.1:$port" "$key" 1 check_recipe: \
+	|| { tail -30 "$work/gateway.log"; exit 1; }
 say "ok: the recipe builds, bundles the model, and serves as a non-root user with shared state"

@@ -140,23 +140,7 @@ async def test_a_log_in_the_answers_stream_reaches_the_session(kitchen_url: str)
 async def test_a_question_in_a_sessions_answer_stream_is_answered_by_the_session(kitchen_url: str) -> None:
     async with httpx2.AsyncClient(timeout=60) as client:
         leg = HttpLeg(client, kitchen_url, "kitchen")
-        # A session, opened as the SDK's client opens it, through the leg's client (which notes its id).
-        opening = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": SESSION,
-                "capabilities": {"elicitation": {}},
-                "clientInfo": {"name": "test", "version": "1"},
-            },
-        }
-        base = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-        (await client.post(kitchen_url, json=opening, headers=base)).raise_for_status()
-        assert leg.session_id is not None
-        headers = {**base, "mcp-session-id": leg.session_id, "mcp-protocol-version": SESSION}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await client.post(kitchen_url, json=initialized, headers=headers)).status_code == 202
+        await open_session(client, kitchen_url, leg, {"elicitation": {}})
         asked: list[tuple[str, Any]] = []
 
         async def deliver(method: str, params: Any) -> None:
@@ -199,13 +183,19 @@ def test_errors_are_read_as_the_sdk_reads_them() -> None:
     assert error is not None and error.error.message == "bad"
 
 
-async def open_session(client: httpx2.AsyncClient, url: str, leg: HttpLeg) -> None:
+async def open_session(
+    client: httpx2.AsyncClient, url: str, leg: HttpLeg, capabilities: dict[str, Any] | None = None
+) -> None:
     """A session-era session opened as the SDK's client opens it, through the leg's client (which notes its id)."""
     opening = {
         "jsonrpc": "2.0",
         "id": 0,
         "method": "initialize",
-        "params": {"protocolVersion": SESSION, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+        "params": {
+            "protocolVersion": SESSION,
+            "capabilities": capabilities or {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
     }
     base = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     (await client.post(url, json=opening, headers=base)).raise_for_status()

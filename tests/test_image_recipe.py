@@ -26,4 +26,5 @@ def test_the_image_recipe_builds_bundles_the_model_and_serves() -> None:
     assert done.returncode == 0, "\n".join(said[-40:])
     assert "check_recipe: the search model is in the wheel" in done.stdout
     assert "check_recipe: /healthz 200" in done.stdout
-    assert "an MCP request with the API key answered (tools/list), without it 401" in done.stdout
+    assert "check_recipe: /readyz 200" in done.stdout
+    assert "check_recipe: tools/list with the key 200 (x1), without it 401" in done.stdout
