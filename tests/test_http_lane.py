@@ -191,12 +191,18 @@ def answers(url: str) -> dict[str, tuple[int, str]]:
     return found
 
 
+def same_answers(url: str, other: str) -> dict[str, tuple[int, str]]:
+    """Every corpus answer of the gateway at `url`, each checked to be the same as the one at `other` gives."""
+    found, expected = answers(url), answers(other)
+    assert found.keys() == expected.keys()
+    for key in expected:
+        assert found[key] == expected[key], key
+    return found
+
+
 async def test_the_lane_answers_byte_for_byte_as_the_sdk_path(gateways: Callable[[bool], str]) -> None:
     lane_url, sdk_url = gateways(True), gateways(False)
-    on_lane, on_sdk = answers(lane_url), answers(sdk_url)
-    assert on_lane.keys() == on_sdk.keys()
-    for key in on_sdk:
-        assert on_lane[key] == on_sdk[key], key
+    on_lane = same_answers(lane_url, sdk_url)
     # The answers are the real ones, not two alike failures.
     status, text = on_lane["session 0 kitchen_echo"]
     assert status == 200 and json.loads(text)["result"]["content"] == [{"type": "text", "text": "plain"}]
@@ -418,10 +424,7 @@ async def test_an_http_backend_answers_alike_on_the_raw_leg(
 
     try:
         (leg_url, leg_log), (sdk_url, sdk_log) = start("leg", True, True), start("sdk", False, False)
-        on_leg, on_sdk = answers(leg_url), answers(sdk_url)
-        assert on_leg.keys() == on_sdk.keys()
-        for key in on_sdk:
-            assert on_leg[key] == on_sdk[key], key
+        on_leg = same_answers(leg_url, sdk_url)
         status, text = on_leg["modern 6 kitchen_add"]
         assert status == 200 and json.loads(text)["result"]["structuredContent"] == {"result": 42}
         status, text = on_leg["session 0 kitchen_echo"]

@@ -31,7 +31,7 @@ from mcp_types import CONNECTION_CLOSED, JSONRPCNotification, JSONRPCResponse
 from mcp_manifold._errors import InvalidRequest
 from mcp_manifold._runtime.stdio_leg import StdioLeg
 from tests.conftest import free_port, manifold_command, stop_process, wait_for_port
-from tests.test_http_lane import answers, gateway_config
+from tests.test_http_lane import gateway_config, same_answers
 
 pytestmark = pytest.mark.anyio
 
@@ -72,10 +72,7 @@ def raw_leg_calls(url: str) -> float:
 
 async def test_a_stdio_backend_answers_alike_on_the_raw_leg(two_gateways: tuple[str, str]) -> None:
     leg_url, sdk_url = two_gateways
-    on_leg, on_sdk = answers(leg_url), answers(sdk_url)
-    assert on_leg.keys() == on_sdk.keys()
-    for key in on_sdk:
-        assert on_leg[key] == on_sdk[key], key
+    on_leg = same_answers(leg_url, sdk_url)
     # Real answers, not two alike failures.
     status, text = on_leg["modern 6 kitchen_add"]
     assert status == 200 and json.loads(text)["result"]["structuredContent"] == {"result": 42}

@@ -123,8 +123,8 @@ async def call_tool_wire(
     not listed (`_tool_output_schemas`, filled by `list_tools`), goes through `call_tool` for the schema
     check and comes back as the model, as it does without the private names (another layout).
 
-    `post` (an HTTP backend's raw leg, `_runtime/http_leg.py`) sends the stamped request instead of the
-    dispatcher; when it answers None the server did not take it, and the dispatcher sends it.
+    `post` (a backend's raw leg, `_runtime/http_leg.py` or `stdio_leg.py`) sends the stamped request instead
+    of the dispatcher; when it answers None the server did not take it, and the dispatcher sends it.
     """
     stamp = getattr(session, "_stamp", None)
     dispatcher = getattr(session, "_dispatcher", None)

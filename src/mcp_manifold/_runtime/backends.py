@@ -57,7 +57,7 @@ from mcp_manifold._runtime.listing_fetch import list_everything
 from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
 from mcp_manifold._runtime.outbound import EncodableWrites
 from mcp_manifold._runtime.processes import open_stdio, telling_line, terminate_group
-from mcp_manifold._runtime.stdio_leg import StdioLeg, stdio_leg_enabled
+from mcp_manifold._runtime.stdio_leg import StdioLeg
 from mcp_manifold._sdk import (
     accept_liberally,
     create_http_client,
@@ -133,7 +133,7 @@ class Backend:
         self._session: ClientSession | None = None
         # A plain call's way around the SDK's request machinery (see http_leg and stdio_leg).
         self._leg: HttpLeg | StdioLeg | None = None
-        self._raw_calls_before = 0  # calls answered on the legs of earlier sessions
+        self._raw_calls_before = 0  # calls the legs of earlier sessions took
         self._start_lock = anyio.Lock()
         self._stop: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
@@ -351,7 +351,7 @@ class Backend:
                 params, stack, watchers, on_stderr_line=self._on_stderr_line, on_exit=self._process_gone
             )
             self.pid = process.pid if process is not None else None
-            if process is not None and stdio_leg_enabled(os.environ, self.settings.tracing):
+            if process is not None and self._leg_allowed("MANIFOLD_STDIO_LEG"):
                 leg = self._leg = StdioLeg(process.stdin, self.name)
                 read = leg.reading(read)
             return read, write
@@ -369,7 +369,7 @@ class Backend:
             return await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
         http_client = await stack.enter_async_context(create_http_client(headers, auth))
         # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
-        if auth is None and os.environ.get("MANIFOLD_HTTP_LEG", "1") != "0" and not self.settings.tracing:
+        if auth is None and self._leg_allowed("MANIFOLD_HTTP_LEG"):
             self._leg = HttpLeg(http_client, config.url, self.name, config.scrub)
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
 
@@ -697,6 +697,10 @@ class Backend:
             raise BackendClosed(
                 self.name, self._with_stderr(f"{action} failed: the server closed the connection")
             ) from exc
+
+    def _leg_allowed(self, switch: str) -> bool:
+        """A raw leg is used unless its switch is `0`, or tracing wants the SDK client's span per request."""
+        return os.environ.get(switch, "1") != "0" and not self.settings.tracing
 
     def _drop_leg(self) -> None:
         leg, self._leg = self._leg, None

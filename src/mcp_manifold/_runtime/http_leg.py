@@ -42,8 +42,8 @@ from mcp.client.streamable_http import (
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
-from mcp_manifold._errors import BackendUnavailable, InvalidRequest
-from mcp_manifold._runtime.outbound import params_problem
+from mcp_manifold._errors import BackendUnavailable
+from mcp_manifold._runtime.outbound import raw_request
 
 logger = logging.getLogger(__name__)
 
@@ -150,14 +150,7 @@ class HttpLeg:
         self, method: str, params: Mapping[str, Any] | None, headers: Mapping[str, str]
     ) -> dict[str, Any] | None:
         """Send one request; its result, or None when the server did not take it (send it the SDK's way)."""
-        problem = params_problem(params)
-        if problem is not None:  # refused to its sender, as the SDK's path refuses it (outbound.py)
-            raise InvalidRequest(f"{method} was not sent to server {self.server!r}: {problem}")
-        # Not an integer: the SDK's own requests on this session number theirs, and the two must not meet.
-        request_id = f"manifold-{next(self._ids)}"
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
+        request_id, message = raw_request(next(self._ids), method, params, self.server)
         body = json.dumps(message, separators=(",", ":")).encode()
         sent = dict(_BASE_HEADERS)
         if self.session_id:

@@ -53,7 +53,7 @@ class EncodableWrites:
         if problem is None:
             await self._stream.send(item)
         elif isinstance(message, types.JSONRPCRequest):
-            raise InvalidRequest(f"{message.method} was not sent to server {self._server!r}: {problem}")
+            raise not_sent(message.method, self._server, problem)
         elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             logger.warning(
                 "server %r: an answer to its request %r could not be encoded: %s", self._server, message.id, problem
@@ -74,9 +74,30 @@ class EncodableWrites:
         return await self._stream.__aexit__(*exc_info)
 
 
+# A raw leg's request ids (`_runtime/http_leg.py`, `stdio_leg.py`): strings, so that they never meet the
+# integers the SDK's session numbers its own requests with on the same connection.
+RAW_ID_PREFIX = "manifold-"
+
+
+def raw_request(number: int, method: str, params: Mapping[str, Any] | None, server: str) -> tuple[str, dict[str, Any]]:
+    """A raw leg's request `number` to `server`: its id and its JSON-RPC message. Refused to its sender
+    (`InvalidRequest`), as on the SDK's path, when `params` hold what no wire can carry."""
+    problem = params_problem(params)
+    if problem is not None:
+        raise not_sent(method, server, problem)
+    request_id = f"{RAW_ID_PREFIX}{number}"
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return request_id, message
+
+
+def not_sent(method: str, server: str, problem: str) -> InvalidRequest:
+    return InvalidRequest(f"{method} was not sent to server {server!r}: {problem}")
+
+
 def params_problem(params: Mapping[str, Any] | None) -> str | None:
-    """What in a request's `params` no wire can carry (None: all of it can), the checked arguments skipped:
-    the check every write to a server passes, for the raw legs that write without the SDK's transport."""
+    """What in a request's `params` no wire can carry (None: all of it can), the checked arguments skipped."""
     if not params or _params_sendable(params):
         return None
     checked = _checked_arguments.get()  # not walked again to name the place: the problem is elsewhere

@@ -12,7 +12,7 @@ before the answer (a log message, a request) is handled first, exactly as on the
 
 Everything else (the handshake, listings, notifications, the server's requests and their answers,
 the process's life) stays with the SDK's transport and session. Request ids are strings
-(`manifold-N`): the session numbers its own requests, and the two never meet.
+(`outbound.raw_request`): the session numbers its own requests, and the two never meet.
 """
 
 from __future__ import annotations
@@ -29,12 +29,10 @@ import pydantic_core
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, JSONRPCError, JSONRPCResponse
 
-from mcp_manifold._errors import InvalidRequest
-from mcp_manifold._runtime.outbound import params_problem
+from mcp_manifold._runtime.outbound import RAW_ID_PREFIX, not_sent, raw_request
 
 logger = logging.getLogger(__name__)
 
-_ID_PREFIX = "manifold-"
 _CANCEL_TIMEOUT = 2.0  # seconds a courtesy cancel may take to write before it is given up
 
 
@@ -64,9 +62,6 @@ class StdioLeg:
         """`read` (the transport's stream to the session) with this leg's answers taken out of it."""
         return _Answers(read, self)
 
-    def opened(self, deliver: Any, answer: Any) -> None:
-        """Nothing to do: the server's notifications and requests reach the session on its own stream."""
-
     async def post(
         self, method: str, params: Mapping[str, Any] | None, headers: Mapping[str, str]
     ) -> dict[str, Any] | None:
@@ -74,17 +69,11 @@ class StdioLeg:
         what an HTTP transport would send beside it: nothing a pipe carries."""
         if self._closed:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
-        problem = params_problem(params)
-        if problem is not None:  # refused to its sender, as the SDK's path refuses it (outbound.py)
-            raise InvalidRequest(f"{method} was not sent to server {self.server!r}: {problem}")
-        request_id = f"{_ID_PREFIX}{next(self._ids)}"
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
+        request_id, message = raw_request(next(self._ids), method, params, self.server)
         try:
             line = pydantic_core.to_json(message) + b"\n"
-        except ValueError as exc:  # what no wire carries (the call path checks arguments; this is the rest)
-            raise InvalidRequest(f"{method} was not sent to server {self.server!r}: {exc}") from None
+        except ValueError as exc:  # anything else the encoder refuses: refused to the sender all the same
+            raise not_sent(method, self.server, str(exc)) from None
         waiting = self._waiting[request_id] = _Waiting()
         written = False
         try:
@@ -112,7 +101,7 @@ class StdioLeg:
     def answered(self, message: Any) -> bool:
         """Take `message` (one the transport read) if it answers a request of this leg."""
         request_id = message.id
-        if not isinstance(request_id, str) or not request_id.startswith(_ID_PREFIX):
+        if not isinstance(request_id, str) or not request_id.startswith(RAW_ID_PREFIX):
             return False
         waiting = self._waiting.get(request_id)
         if waiting is None:
@@ -171,8 +160,3 @@ class _Answers(anyio.abc.ObjectReceiveStream[Any]):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)  # what else the SDK may read off its stream (`last_context`)
-
-
-def stdio_leg_enabled(environ: Mapping[str, str], tracing: bool) -> bool:
-    """The leg is on unless `MANIFOLD_STDIO_LEG=0`, or tracing wants the SDK client's span per request."""
-    return environ.get("MANIFOLD_STDIO_LEG", "1") != "0" and not tracing
