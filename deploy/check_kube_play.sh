@@ -25,13 +25,8 @@ start=$(date +%s)
 mkdir -p "$WORK"
 python3 -c 'import yaml' 2>/dev/null || { apt-get install -y -q python3-yaml >/dev/null; }
 
-# The same podman config as deploy/check_podman.sh (rlimits at the host's hard limits, runc).
-hn=$(ulimit -Hn); hu=$(ulimit -Hu)
-[ "$hn" = unlimited ] && hn=1048576
-{ [ "$hu" = unlimited ] || [ "$hu" -gt 32768 ]; } && hu=32768
-printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=%s:%s"]\n[engine]\nruntime = "runc"\n' \
-	"$hn" "$hn" "$hu" "$hu" >"$WORK/containers.conf"
-export CONTAINERS_CONF=$WORK/containers.conf
+# shellcheck source=deploy/podman_config.sh
+. "$here/podman_config.sh"  # the same podman config as check_podman.sh
 for image in localhost/mcp-manifold:latest docker.io/library/redis:7-alpine; do
 	podman image exists "$image" || fail "no $image: run deploy/check_podman.sh first"
 done

@@ -27,22 +27,8 @@ if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null || ! co
 	apt-get install -y -q podman debootstrap runc uidmap slirp4netns fuse-overlayfs python3-venv python3-yaml git curl >/dev/null
 fi
 
-# Podman 4.3 on a VM like the CI's, in a config of this run's own (CONTAINERS_CONF; the machine's is left
-# alone): (a) without CAP_SYS_RESOURCE, crun cannot raise the rlimits to podman's defaults ("crun: setrlimit
-# `RLIMIT_NOFILE`: Operation not permitted"), so the host's hard limits (podman caps nproc at 32768 for its
-# children); (b) with hybrid cgroups (v1 and a v2 hierarchy holding a controller) crun refuses ("cgroups in
-# hybrid mode not supported"); runc does not.
-mkdir -p "$WORK"
-hn=$(ulimit -Hn); hu=$(ulimit -Hu)
-[ "$hn" = unlimited ] && hn=1048576
-{ [ "$hu" = unlimited ] || [ "$hu" -gt 32768 ]; } && hu=32768
-cat >"$WORK/containers.conf" <<EOF
-[containers]
-default_ulimits = ["nofile=$hn:$hn", "nproc=$hu:$hu"]
-[engine]
-runtime = "runc"
-EOF
-export CONTAINERS_CONF=$WORK/containers.conf
+# shellcheck source=deploy/podman_config.sh
+. "$(dirname "$0")/podman_config.sh"
 
 have() { podman image exists "$1"; }
 if [ "${FRESH:-0}" = 1 ] || ! have docker.io/library/python:3.11-slim; then
