@@ -51,6 +51,7 @@ def serve(
     from mcp_manifold._front.signals import Stopper
     from mcp_manifold._front.stdio import serve_stdio
     from mcp_manifold._runtime.gateway import Gateway
+    from mcp_manifold._runtime.heap import settle_after_start
 
     async def serve(gateway: Gateway, stopper: Stopper) -> None:
         if cfg.settings.http:
@@ -58,11 +59,13 @@ def serve(
             # gateway (a desktop client's child, started often) never needs.
             from mcp_manifold._front.http import serve_http
 
+            settle_after_start()
             announce = partial(err.print, _serving_line(cfg), markup=False, highlight=False)
             await serve_http(
                 gateway, cfg.settings.host, cfg.settings.port, stopper, on_listening=announce, listener=listener
             )
         else:
+            settle_after_start()
             await serve_stdio(gateway, stopper)
 
     async def main() -> None:
