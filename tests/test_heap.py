@@ -67,6 +67,21 @@ def test_a_stdio_gateway_freezes_what_start_up_built(write_config: Any, reportin
     assert assert_settled(reporting)["unfrozen"] == []
 
 
+def test_its_switch_leaves_the_collector_as_cpython_sets_it(
+    write_config: Any, reporting: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MANIFOLD_GC_FREEZE", "0")
+    config = write_config({"kitchen": server_entry("kitchen.py")})
+
+    async def main() -> None:
+        async with stdio_gateway(config) as client:
+            assert (await client.call_tool("kitchen_echo", {"text": "hi"})).content
+
+    anyio.run(main)
+    seen = json.loads(reporting.read_text())
+    assert (seen["frozen"], seen["threshold"]) == (0, list(gc.get_threshold()))
+
+
 def test_an_http_gateway_freezes_what_start_up_built(write_config: Any, reporting: Path) -> None:
     config = write_config({"kitchen": server_entry("kitchen.py")})
     port = free_port()

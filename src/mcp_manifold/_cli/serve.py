@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import signal
 import socket
 from functools import partial
@@ -24,6 +23,7 @@ from mcp_manifold._cli.common import (
     parse_extra,
     settings_help,
 )
+from mcp_manifold._config.switches import speed_up_on
 
 
 @app.command(context_settings=EXTRA, epilog=settings_help(), options_metavar=WITH_CONFIG)
@@ -89,7 +89,7 @@ def _event_loop_options(http: bool) -> dict[str, Any]:
     """uvloop for an HTTP gateway when it is installed (and not turned off with `MANIFOLD_UVLOOP=0`): its
     event loop and transports are C, which cuts the gateway's CPU per call over HTTP (docs/benchmarks.md).
     A stdio gateway keeps asyncio's loop: one client's calls gain little, and it starts often."""
-    if not http or os.environ.get("MANIFOLD_UVLOOP", "1").strip().lower() in ("0", "false", "no", "off"):
+    if not http or not speed_up_on("MANIFOLD_UVLOOP"):
         return {}
     try:
         import uvloop  # noqa: F401

@@ -23,7 +23,7 @@ T = TypeVar("T")
 # Names as clients and LLM APIs accept them; an explicit prefix is used verbatim, so it must be one.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
-_FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
 
 # --- coercions ---------------------------------------------------------------------------------
@@ -36,7 +36,7 @@ def as_bool(value: Any) -> bool:
         word = value.strip().lower()
         if word in _TRUE_WORDS:
             return True
-        if word in _FALSE_WORDS:
+        if word in FALSE_WORDS:
             return False
         raise Invalid(f"must be true or false (or 1/0, yes/no, on/off), not {value!r}")
     raise Invalid(f"must be true or false, not {kind(value)}")

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import weakref
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -55,6 +54,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request as StarletteRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_manifold._config.switches import speed_up_on
 from mcp_manifold._core.clients import Caller, Request, asks_of, at_least
 from mcp_manifold._core.router import Target
 from mcp_manifold._front.fast_lane import FastRequest, call_response, plain_call, plain_modern_call
@@ -79,7 +79,7 @@ _current_scope: ContextVar[Scope | None] = ContextVar("manifold_http_scope", def
 
 
 def lane_enabled() -> bool:
-    return os.environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return speed_up_on(ENABLE_ENV)
 
 
 class LaneCounts:

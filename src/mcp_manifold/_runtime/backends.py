@@ -12,7 +12,6 @@ grandchildren die with the server even when the server itself exits politely or 
 from __future__ import annotations
 
 import logging
-import os
 import time
 import weakref
 from collections import deque
@@ -32,6 +31,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings, redact_url
 from mcp_manifold._config.redaction import scrub_data
+from mcp_manifold._config.switches import speed_up_on
 from mcp_manifold._core.breaker import CircuitBreaker
 from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller, Waiting
 from mcp_manifold._core.listing import Listing
@@ -699,8 +699,8 @@ class Backend:
             ) from exc
 
     def _leg_allowed(self, switch: str) -> bool:
-        """A raw leg is used unless its switch is `0`, or tracing wants the SDK client's span per request."""
-        return os.environ.get(switch, "1") != "0" and not self.settings.tracing
+        """A raw leg is used unless its switch is off, or tracing wants the SDK client's span per request."""
+        return speed_up_on(switch) and not self.settings.tracing
 
     def _drop_leg(self) -> None:
         leg, self._leg = self._leg, None

@@ -17,12 +17,14 @@ collects once (one pause of that length, per reload) and freezes what survives, 
 leftovers are ever held.
 
 Only a served gateway (`manifold serve`) does this: a program that embeds the gateway keeps its own
-collector settings.
+collector settings. `MANIFOLD_GC_FREEZE=0` leaves CPython's settings.
 """
 
 from __future__ import annotations
 
 import gc
+
+from mcp_manifold._config.switches import speed_up_on
 
 YOUNG_THRESHOLD = 10_000  # new container objects between young collections (CPython's default is 700)
 
@@ -33,6 +35,8 @@ def settle_after_start() -> None:
     """Freeze what start-up built and collect the young generation less often from now on. (No collection
     first: it would add tens of milliseconds to every start, for the little garbage imports leave.)"""
     global _settled
+    if not speed_up_on("MANIFOLD_GC_FREEZE"):
+        return
     gc.freeze()
     young, middle, old = gc.get_threshold()
     gc.set_threshold(max(YOUNG_THRESHOLD, young), middle, old)
