@@ -125,13 +125,14 @@ bench: setup
 		|| echo "bench: fastmcp could not be installed; overhead.py will skip the FastMCP rows"; fi
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/startup.py
-	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off
+	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off --with-gc-off
 
 # Throughput over streamable HTTP (32 sessions x 200 calls, both client eras): the SDK's server by itself,
-# the gateway in front of it over stdio and over HTTP, the gateway with its HTTP fast lane off, and the
-# SDK's server and the stdio-backed gateway once more without uvloop and httptools.
+# the gateway in front of it over stdio and over HTTP, the gateway with its HTTP fast lane off, with its
+# raw backend legs off, with CPython's collector settings, and the SDK's server and the stdio-backed
+# gateway once more without uvloop and httptools.
 bench-http: setup
-	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off
+	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off --with-gc-off
 
 # The MCP conformance suite (npm @modelcontextprotocol/conformance, pinned with the Node 22 it needs in
 # tests/conformance/node): its client scenarios `initialize`, `tools_call`, `sse-retry` and the `auth`

@@ -190,6 +190,7 @@ def start_targets(
     plain: bool = False,
     leg_off: bool = False,
     backend_protocol: str = "auto",
+    gc_off: bool = False,
 ) -> list[dict[str, Any]]:
     kitchen = [sys.executable, str(KITCHEN)]
     direct_port = free_port()
@@ -198,7 +199,12 @@ def start_targets(
     backend_pid = processes.start("kitchen-backend", [*kitchen, "--http", str(backend_port)], backend_port)
 
     def gateway(
-        name: str, server: dict[str, Any], lane: str = lane, path: str | None = None, leg: str = "on"
+        name: str,
+        server: dict[str, Any],
+        lane: str = lane,
+        path: str | None = None,
+        leg: str = "on",
+        env: dict[str, str] | None = None,
     ) -> tuple[str, int]:
         config = write_manifold_config(work / f"{name}.json", server, work / f"data-{name}")
         port = free_port()
@@ -206,6 +212,7 @@ def start_targets(
         os.environ["MANIFOLD_HTTP_LANE"] = "0" if lane == "off" else "1"  # inherited by the gateway
         os.environ["MANIFOLD_HTTP_LEG"] = "0" if leg == "off" else "1"
         os.environ["MANIFOLD_STDIO_LEG"] = "0" if leg == "off" else "1"
+        os.environ.update(env or {})
         if path is not None:
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [path, os.environ.get("PYTHONPATH")]))
         try:
@@ -264,6 +271,20 @@ def start_targets(
                 "url": noleg_url,
                 "tool": "kitchen_echo",
                 "pids": {"gateway": noleg_pid, "backend": backend_pid},
+            }
+        )
+    if gc_off:  # the stdio chain with the collector as CPython sets it, for a before/after in one run
+        gc_url, gc_pid = gateway(
+            "manifold-stdio-gcoff", {"command": kitchen[0], "args": kitchen[1:]}, env={"MANIFOLD_GC_FREEZE": "0"}
+        )
+        targets.append(
+            {
+                "key": "manifold_http_stdio_gcoff",
+                "description": "client -> manifold (HTTP, MANIFOLD_GC_FREEZE=0) -> kitchen.py (stdio)",
+                "url": gc_url,
+                "tool": "kitchen_echo",
+                "pids": {"gateway": gc_pid},
+                "backend_under": gc_pid,
             }
         )
     if with_lane_off:  # the same chain without the HTTP fast lane, for a before/after in one run
@@ -355,6 +376,11 @@ def main() -> None:
         help="also both gateways with their raw backend leg off (MANIFOLD_STDIO_LEG=0, MANIFOLD_HTTP_LEG=0)",
     )
     parser.add_argument(
+        "--with-gc-off",
+        action="store_true",
+        help="also the stdio-backed gateway with the collector as CPython sets it (MANIFOLD_GC_FREEZE=0)",
+    )
+    parser.add_argument(
         "--backend-protocol",
         choices=("auto", "legacy", "modern"),
         default="auto",
@@ -399,6 +425,7 @@ def main() -> None:
                 args.with_plain,
                 args.with_leg_off,
                 args.backend_protocol,
+                args.with_gc_off,
             )
             if args.only:
                 keep = {"direct_http"} | {key.strip() for key in args.only.split(",")}  # the ratios need it
