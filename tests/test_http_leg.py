@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types as types
 import pytest
@@ -268,8 +269,95 @@ async def test_a_polling_servers_calls_are_answered_through_the_gateway(tmp_path
                 assert counted.content == [types.TextContent(type="text", text="2")]  # each ran once
 
 
-def raw_leg_calls(port: int) -> float:
+def raw_leg_calls(port: int, server: str = "poll") -> float:
     metrics = httpx2.get(f"http://127.0.0.1:{port}/metrics").text
-    found = re.search(r'manifold_backend_raw_leg_calls_total\{server="poll"\} (\S+)', metrics)
+    found = re.search(rf'manifold_backend_raw_leg_calls_total\{{server="{server}"\}} (\S+)', metrics)
     assert found is not None, metrics
     return float(found.group(1))
+
+
+class Recording(httpx2.AsyncBaseTransport):
+    """The real transport, noting the `Cookie` header of each request that passes."""
+
+    def __init__(self) -> None:
+        self.real = httpx2.AsyncHTTPTransport()
+        self.cookies: list[str | None] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.cookies.append(request.headers.get("cookie"))
+        return await self.real.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.real.aclose()
+
+
+async def test_many_calls_in_flight_spread_over_a_few_clients_that_share_the_sessions_cookies(
+    kitchen_url: str,
+) -> None:
+    """httpcore checks every idle connection of a pool whenever a request starts or ends, so the leg keeps
+    its pools small: past a few calls in flight on one client it opens another like it, with the session's
+    cookie jar (a sticky load balancer's cookie reaches the same replica on every client)."""
+    transports: list[Recording] = []
+    opened: list[httpx2.AsyncClient] = []
+
+    def recording_client(cookies: Any = None) -> httpx2.AsyncClient:
+        transports.append(Recording())
+        return httpx2.AsyncClient(transport=transports[-1], cookies=cookies, timeout=60)
+
+    async with recording_client() as session_client:
+        session_client.cookies.set("lb", "replica-2")
+
+        async def open_client() -> httpx2.AsyncClient:
+            opened.append(recording_client(session_client.cookies.jar))
+            return opened[-1]
+
+        try:
+            one_at_a_time = HttpLeg(session_client, kitchen_url, "kitchen", open_client=open_client)
+            for turn in range(6):
+                result = await one_at_a_time.post("tools/call", *modern_call("echo", {"text": f"one {turn}"}))
+                assert result is not None and result["content"] == [{"type": "text", "text": f"one {turn}"}]
+            assert one_at_a_time.clients == 1 and not opened  # calls one at a time keep to the session's client
+
+            leg = HttpLeg(session_client, kitchen_url, "kitchen", open_client=open_client)
+            answers: dict[int, Any] = {}
+
+            async def call(number: int) -> None:
+                answers[number] = await leg.post("tools/call", *modern_call("slow", {"seconds": 0.5}))
+
+            async with anyio.create_task_group() as calls:
+                for number in range(20):
+                    calls.start_soon(call, number)
+            assert all(answer is not None and answer["content"][0]["text"] for answer in answers.values())
+            assert len(answers) == 20 and leg.posts == 20
+            assert leg.clients == 5  # four calls in flight on each
+            posted = [cookie for transport in transports for cookie in transport.cookies]
+            assert len(posted) == 26 and set(posted) == {"lb=replica-2"}
+        finally:
+            for client in opened:
+                await client.aclose()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_many_calls_in_flight_to_an_http_server_are_each_answered_through_the_gateway(
+    tmp_path: Path, kitchen_url: str, mode: str
+) -> None:
+    """The gateway's own leg opens its extra clients as it opens the session's (`create_http_client`)."""
+    config = tmp_path / "mcp.json"
+    servers = {"kitchen": {"url": kitchen_url}}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": {"data_dir": str(tmp_path / "data")}}))
+    port = free_port()
+    with gateway_over_http(config, port, timeout=60):
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode, cache=None) as client:
+            await client.call_tool("kitchen_echo", {"text": "first"})  # (a first call may take the SDK's path)
+            before = raw_leg_calls(port, "kitchen")
+            answers: dict[int, str] = {}
+
+            async def call(number: int) -> None:
+                result = await client.call_tool("kitchen_echo", {"text": f"call {number}"})
+                answers[number] = result.content[0].text  # type: ignore[union-attr]
+
+            async with anyio.create_task_group() as calls:
+                for number in range(24):
+                    calls.start_soon(call, number)
+            assert answers == {number: f"call {number}" for number in range(24)}
+            assert raw_leg_calls(port, "kitchen") == before + 24

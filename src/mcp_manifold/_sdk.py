@@ -351,9 +351,10 @@ def no_deprecation_warnings() -> Iterator[None]:
 HTTP_KEEPALIVE = 100
 
 
-def create_http_client(headers: Mapping[str, str] | None, auth: Any = None) -> Any:
+def create_http_client(headers: Mapping[str, str] | None, auth: Any = None, cookies: Any = None) -> Any:
     """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects), one per
-    backend session: its pool keeps up to `HTTP_KEEPALIVE` connections alive between calls.
+    backend session: its pool keeps up to `HTTP_KEEPALIVE` connections alive between calls. `cookies`, a
+    `CookieJar`, is shared with the client (another client's jar: what a load balancer set reaches both).
 
     mcp 2.3.0: `mcp.shared._httpx_utils.create_mcp_http_client` (and its default timeouts) is private;
     the public `streamable_http_client` takes a ready client, and the gateway needs its own for the
@@ -365,6 +366,7 @@ def create_http_client(headers: Mapping[str, str] | None, auth: Any = None) -> A
     return httpx2.AsyncClient(
         headers=dict(headers) if headers else None,
         auth=auth,
+        cookies=cookies,
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         limits=httpx2.Limits(max_connections=HTTP_KEEPALIVE, max_keepalive_connections=HTTP_KEEPALIVE),
     )

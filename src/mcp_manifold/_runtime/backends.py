@@ -370,7 +370,11 @@ class Backend:
         http_client = await stack.enter_async_context(create_http_client(headers, auth))
         # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
         if auth is None and self._leg_allowed("MANIFOLD_HTTP_LEG"):
-            self._leg = HttpLeg(http_client, config.url, self.name, config.scrub)
+
+            async def open_client() -> Any:  # closed with the session, as its own client is
+                return await stack.enter_async_context(create_http_client(headers, cookies=http_client.cookies.jar))
+
+            self._leg = HttpLeg(http_client, config.url, self.name, config.scrub, open_client)
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
 
     def _login_needed(self, exc: BaseException) -> BackendError | None:

@@ -4,9 +4,10 @@ The SDK's streamable HTTP client runs every request's POST as a task of its tran
 hands the answer back through memory streams and its dispatcher: about a millisecond of the gateway's
 CPU per call more than a stdio server costs, and one POST that fails at the HTTP level ends the whole
 session (every call in flight fails with "connection closed"). This leg sends the request the session
-stamped (the same `_meta`, the same headers) on the backend's own pooled httpx client and reads the
-answer itself: `application/json`, or a `text/event-stream` whose notifications are handed to the
-session as if its transport had read them, and whose requests (a ping, say) the session answers.
+stamped (the same `_meta`, the same headers) on the backend's own pooled httpx client (and, with many
+calls in flight, on a few more like it: see `_CALLS_PER_CLIENT`) and reads the answer itself:
+`application/json`, or a `text/event-stream` whose notifications are handed to the session as if its
+transport had read them, and whose requests (a ping, say) the session answers.
 
 What it will not do is left to the SDK's path, which then answers exactly as it does today:
 - an answer that says the server did not take the request (a redirect, a 401, a 4xx without a JSON-RPC
@@ -114,13 +115,30 @@ class _Resume:
 
 # --- the I/O -----------------------------------------------------------------------------------------
 
+# httpcore checks every idle connection of a pool (a poll(2) on its socket each) whenever a request starts
+# or ends there, so one pool serving 32 calls in flight spent a sixth of the gateway's CPU per call on
+# those checks. The leg spreads its POSTs over up to `_CLIENTS_MAX` pooled clients, opening the next one
+# only when each has `_CALLS_PER_CLIENT` calls in flight: one pool of a few connections each, and a single
+# client (the session's own) while calls come one at a time.
+_CALLS_PER_CLIENT = 4
+_CLIENTS_MAX = 8
+
+OpenClient = Callable[[], Awaitable[httpx2.AsyncClient]]
+
 
 class HttpLeg:
     """The raw leg of one backend session: its pooled client, its URL and its session id (session era)."""
 
     def __init__(
-        self, client: httpx2.AsyncClient, url: str, server: str, scrub: Callable[[str], str] = lambda text: text
+        self,
+        client: httpx2.AsyncClient,
+        url: str,
+        server: str,
+        scrub: Callable[[str], str] = lambda text: text,
+        open_client: OpenClient | None = None,
     ) -> None:
+        """`client` is the session's own; `open_client` opens another like it (its headers, timeouts and
+        cookie jar, closed with the session) for when many calls are in flight."""
         self.client = client
         self.url = url
         self.server = server
@@ -133,6 +151,10 @@ class HttpLeg:
         self.fallbacks = 0  # requests handed back to the SDK's path
         self.resumed = 0  # answer streams taken up again with Last-Event-ID
         self._ids = itertools.count(1)
+        self._open_client = open_client
+        self._clients = [client]
+        self._in_flight = [0]  # calls in flight on each of `_clients`
+        self._opening = False
         client.event_hooks = {**client.event_hooks, "response": [self._note_session]}
 
     async def _note_session(self, response: httpx2.Response) -> None:
@@ -156,23 +178,57 @@ class HttpLeg:
         if self.session_id:
             sent[SESSION_HEADER] = self.session_id
         sent.update(headers)
-        request = self.client.build_request("POST", self.url, content=body, headers=sent)
+        index = await self._client_with_room()
+        client = self._clients[index]
+        self._in_flight[index] += 1
         try:
-            return await self._exchange(request, request_id)
+            request = client.build_request("POST", self.url, content=body, headers=sent)
+            return await self._exchange(client, request, request_id)
         except anyio.get_cancelled_exc_class():
             if self.session_id is not None:  # a session's server hears of it as the SDK's client tells it
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                     await self._cancel(request_id, sent)
             raise  # at 2026-07-28 the POST's closed connection is the signal
+        finally:
+            self._in_flight[index] -= 1
 
-    async def _exchange(self, request: httpx2.Request, request_id: str) -> dict[str, Any] | None:
+    @property
+    def clients(self) -> int:
+        """The pooled clients the leg's POSTs have gone out on so far (the session's own included)."""
+        return len(self._clients)
+
+    async def _client_with_room(self) -> int:
+        """The index of the client the next POST goes out on: the first with fewer than `_CALLS_PER_CLIENT`
+        calls in flight, else a new one (up to `_CLIENTS_MAX`), else the least busy."""
+        in_flight = self._in_flight
+        for index, calls in enumerate(in_flight):
+            if calls < _CALLS_PER_CLIENT:
+                return index
+        if self._open_client is not None and len(self._clients) < _CLIENTS_MAX and not self._opening:
+            self._opening = True
+            try:
+                client = await self._open_client()
+            except Exception:  # never a call's failure: the clients already open serve it
+                logger.exception("server %r: could not open another HTTP client for the raw leg", self.server)
+                self._open_client = None
+            else:
+                self._clients.append(client)
+                in_flight.append(0)
+                return len(self._clients) - 1
+            finally:
+                self._opening = False
+        return min(range(len(in_flight)), key=in_flight.__getitem__)
+
+    async def _exchange(
+        self, client: httpx2.AsyncClient, request: httpx2.Request, request_id: str
+    ) -> dict[str, Any] | None:
         try:
-            response = await self.client.send(request, stream=True)
+            response = await client.send(request, stream=True)
         except _NEVER_SENT as exc:
             logger.debug("server %r: POST failed before it was sent (%s); once more", self.server, type(exc).__name__)
             self.retries += 1
             try:
-                response = await self.client.send(request, stream=True)
+                response = await client.send(request, stream=True)
             except httpx2.TransportError as again:
                 raise self._failed(again) from again
         except httpx2.TransportError as exc:
