@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 from mcp import Client
 
 from mcp_manifold._runtime.heap import YOUNG_THRESHOLD
-from tests.conftest import free_port, gateway_over_http, server_entry, stdio_gateway
+from tests.conftest import SERVERS, free_port, gateway_over_http, server_entry, stdio_gateway
 
 REPORTER = """
 import atexit, gc, json, os
@@ -95,8 +97,8 @@ def test_an_http_gateway_freezes_what_start_up_built(write_config: Any, reportin
     assert_settled(reporting)
 
 
-def test_a_reload_lets_the_collector_see_what_was_frozen_then_freezes_again(write_config: Any, reporting: Path) -> None:
-    """The old config and the servers a reload removes may hold cycles: the collector gets to free them."""
+def test_a_served_gateway_unfreezes_at_a_reload(write_config: Any, reporting: Path) -> None:
+    """The old config and the servers a reload removes may hold cycles: the collector sees them at once."""
     config = write_config({"kitchen": server_entry("kitchen.py")})
     port = free_port()
 
@@ -110,5 +112,68 @@ def test_a_reload_lets_the_collector_see_what_was_frozen_then_freezes_again(writ
 
     with gateway_over_http(config, port):
         anyio.run(main)
-    seen = assert_settled(reporting)
-    assert seen["unfrozen"] and all(count > 10_000 for count in seen["unfrozen"])  # each time with all frozen
+    seen = json.loads(reporting.read_text())
+    assert seen["unfrozen"] and seen["unfrozen"][0] > 10_000  # what start-up built, frozen until the reload
+
+
+REMOVED_SERVER_FREED = """
+import gc, json, sys, weakref
+from pathlib import Path
+import anyio
+from mcp import Client
+from mcp_manifold._config import load_config
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._runtime import heap
+from mcp_manifold._runtime.gateway import Gateway
+
+heap.AFTER_RETIRE, heap._WAKE_EVERY = 0.5, 0.1  # a fresh freeze soon after the reload, for the test
+folder, numbers, words = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+seen = {}
+
+def write(servers):
+    settings = {"data_dir": str(folder / "data"), "reload": False, "shutdown_timeout": 1}
+    (folder / "mcp.json").write_text(json.dumps({"mcpServers": servers, "manifold": settings}))
+    return folder / "mcp.json"
+
+async def main():
+    both = {"numbers": {"command": sys.executable, "args": [numbers]}}
+    both["words"] = {"command": sys.executable, "args": [words]}
+    async with anyio.create_task_group() as serving:
+        async with Gateway(load_config(write(both)), serving=True) as gateway:
+            async with Client(McpFront(gateway).server, mode="legacy") as client:
+                await client.call_tool("words_upper", {"text": "x"})
+                removed = weakref.ref(gateway.pool["words"])
+                heap.settle_after_start(serving)  # as `manifold serve` does once started
+                seen["frozen at start"] = gc.get_freeze_count()
+                write({"numbers": both["numbers"]})
+                assert (await gateway.reloader.reload()).applied
+                seen["frozen after the reload"] = gc.get_freeze_count()
+                with anyio.fail_after(30):
+                    while removed() is not None or gc.get_freeze_count() == 0:
+                        await anyio.sleep(0.1)
+                seen["frozen again"] = gc.get_freeze_count()
+        serving.cancel_scope.cancel()
+    print(json.dumps(seen))
+
+anyio.run(main)
+"""
+
+
+def test_the_servers_a_reload_removed_are_freed_and_the_rest_frozen_again(tmp_path: Path) -> None:
+    """Frozen at start-up, the removed server's session (cycles and all) would never be freed: after the
+    reload the collector sees everything, and once the retired server has stopped everything left is frozen."""
+    script = tmp_path / "removed.py"
+    script.write_text(REMOVED_SERVER_FREED)
+    numbers, words = (str(SERVERS / name) for name in ("numbers.py", "words.py"))
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), numbers, words],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["frozen at start"] > 10_000
+    assert seen["frozen after the reload"] == 0
+    assert seen["frozen again"] > 10_000

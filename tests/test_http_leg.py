@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import httpx2
@@ -29,6 +29,7 @@ from mcp_types import (
 
 from mcp_manifold._errors import BackendUnavailable
 from mcp_manifold._runtime.http_leg import HttpLeg, refused_status, result_of
+from mcp_manifold._sdk import HTTP_KEEPALIVE
 from tests.conftest import free_port, gateway_over_http, server_over_http
 
 pytestmark = pytest.mark.anyio
@@ -269,6 +270,13 @@ async def test_a_polling_servers_calls_are_answered_through_the_gateway(tmp_path
                 assert counted.content == [types.TextContent(type="text", text="2")]  # each ran once
 
 
+def leg_clients(port: int, server: str) -> float:
+    metrics = httpx2.get(f"http://127.0.0.1:{port}/metrics").text
+    found = re.search(rf'manifold_backend_raw_leg_clients\{{server="{server}"\}} (\S+)', metrics)
+    assert found is not None, metrics
+    return float(found.group(1))
+
+
 def raw_leg_calls(port: int, server: str = "poll") -> float:
     metrics = httpx2.get(f"http://127.0.0.1:{port}/metrics").text
     found = re.search(rf'manifold_backend_raw_leg_calls_total\{{server="{server}"\}} (\S+)', metrics)
@@ -277,7 +285,10 @@ def raw_leg_calls(port: int, server: str = "poll") -> float:
 
 
 class Recording(httpx2.AsyncBaseTransport):
-    """The real transport, noting the `Cookie` header of each request that passes."""
+    """The real transport, noting the `Cookie` header of each request that passes, and how many were in
+    flight at once (on every `Recording` together: `in_flight`)."""
+
+    in_flight: ClassVar[list[int]] = [0, 0]  # now, most
 
     def __init__(self) -> None:
         self.real = httpx2.AsyncHTTPTransport()
@@ -285,7 +296,15 @@ class Recording(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         self.cookies.append(request.headers.get("cookie"))
-        return await self.real.handle_async_request(request)
+        counts = Recording.in_flight
+        counts[0] += 1
+        counts[1] = max(counts)
+        try:
+            response = await self.real.handle_async_request(request)
+            await response.aread()  # the answer whole, so that the request is over when this returns
+            return response
+        finally:
+            counts[0] -= 1
 
     async def aclose(self) -> None:
         await self.real.aclose()
@@ -353,6 +372,7 @@ async def test_many_calls_in_flight_to_an_http_server_are_each_answered_through_
             answers: dict[int, str] = {}
 
             async def call(number: int) -> None:
+                await client.call_tool("kitchen_slow", {"seconds": 0.5})  # many in flight at once
                 result = await client.call_tool("kitchen_echo", {"text": f"call {number}"})
                 answers[number] = result.content[0].text  # type: ignore[union-attr]
 
@@ -360,4 +380,26 @@ async def test_many_calls_in_flight_to_an_http_server_are_each_answered_through_
                 for number in range(24):
                     calls.start_soon(call, number)
             assert answers == {number: f"call {number}" for number in range(24)}
-            assert raw_leg_calls(port, "kitchen") == before + 24
+            assert raw_leg_calls(port, "kitchen") == before + 48
+            assert leg_clients(port, "kitchen") > 1  # the gateway's leg opened clients of its own
+
+
+async def test_all_the_legs_clients_together_carry_no_more_calls_at_once_than_one_pool_did(kitchen_url: str) -> None:
+    opened: list[httpx2.AsyncClient] = []
+
+    async def open_client() -> httpx2.AsyncClient:
+        opened.append(httpx2.AsyncClient(transport=Recording(), timeout=60))
+        return opened[-1]
+
+    Recording.in_flight[:] = [0, 0]
+    async with httpx2.AsyncClient(transport=Recording(), timeout=60) as session_client:
+        leg = HttpLeg(session_client, kitchen_url, "kitchen", open_client=open_client)
+        try:
+            async with anyio.create_task_group() as calls:
+                for _ in range(HTTP_KEEPALIVE + 20):
+                    calls.start_soon(leg.post, "tools/call", *modern_call("slow", {"seconds": 0.5}))
+        finally:
+            for client in opened:
+                await client.aclose()
+    assert leg.posts == HTTP_KEEPALIVE + 20 and leg.clients == 8
+    assert Recording.in_flight[1] == HTTP_KEEPALIVE  # the rest waited their turn

@@ -10,6 +10,7 @@ from functools import partial
 from typing import Annotated, Any
 
 import anyio
+import anyio.abc
 import typer
 
 from mcp_manifold._cli.common import (
@@ -53,19 +54,19 @@ def serve(
     from mcp_manifold._runtime.gateway import Gateway
     from mcp_manifold._runtime.heap import settle_after_start
 
-    async def serve(gateway: Gateway, stopper: Stopper) -> None:
+    async def serve(gateway: Gateway, stopper: Stopper, task_group: anyio.abc.TaskGroup) -> None:
         if cfg.settings.http:
             # Imported here: the HTTP front brings uvicorn, starlette and the JOSE library, which a stdio
             # gateway (a desktop client's child, started often) never needs.
             from mcp_manifold._front.http import serve_http
 
-            settle_after_start()
+            settle_after_start(task_group)
             announce = partial(err.print, _serving_line(cfg), markup=False, highlight=False)
             await serve_http(
                 gateway, cfg.settings.host, cfg.settings.port, stopper, on_listening=announce, listener=listener
             )
         else:
-            settle_after_start()
+            settle_after_start(task_group)
             await serve_stdio(gateway, stopper)
 
     async def main() -> None:
@@ -78,7 +79,7 @@ def serve(
                 if cfg.settings.http and gateway.reloader is not None:
                     # A daemon's SIGHUP: read the config again (over stdio a hang-up still stops it).
                     stopper.on_hangup = partial(gateway.reloader.request, "signal")
-                await serve(gateway, stopper)
+                await serve(gateway, stopper, task_group)
             task_group.cancel_scope.cancel()
 
     with contextlib.suppress(KeyboardInterrupt), listener or contextlib.nullcontext():

@@ -66,6 +66,7 @@ from mcp_manifold._sdk import (
     notification_deliverer,
     request_answerer,
     stamp_requesting_client,
+    tls_context,
 )
 from mcp_manifold._version import __version__
 
@@ -367,12 +368,16 @@ class Backend:
             auth = await remote_auth.oauth_provider(config, storage)
         if config.transport == "sse":
             return await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
-        http_client = await stack.enter_async_context(create_http_client(headers, auth))
+        tls = tls_context()
+        http_client = await stack.enter_async_context(create_http_client(headers, auth, tls=tls))
         # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
         if auth is None and self._leg_allowed("MANIFOLD_HTTP_LEG"):
 
             async def open_client() -> Any:  # closed with the session, as its own client is
-                return await stack.enter_async_context(create_http_client(headers, cookies=http_client.cookies.jar))
+                if http_client.is_closed:  # the session has ended: a client opened now would never close
+                    raise RuntimeError("the session's HTTP client is closed")
+                jar = http_client.cookies.jar
+                return await stack.enter_async_context(create_http_client(headers, cookies=jar, tls=tls))
 
             self._leg = HttpLeg(http_client, config.url, self.name, config.scrub, open_client)
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))
@@ -718,6 +723,11 @@ class Backend:
         """`tools/call` requests a raw leg took since the gateway started (the rest took the SDK's path): written
         on a stdio server's stdin, or answered by an HTTP server's POST (not handed back to the SDK's path)."""
         return self._raw_calls_before + (self._leg.posts if self._leg is not None else 0)
+
+    @property
+    def raw_leg_clients(self) -> int | None:
+        """The HTTP clients the raw leg of this HTTP server's session has sent on (None: no such leg)."""
+        return self._leg.clients if isinstance(self._leg, HttpLeg) else None
 
     def raw_leg(self, session: ClientSession) -> HttpLeg | StdioLeg | None:
         """The raw leg for a plain call on `session` (still the live one). A stdio server's requests

@@ -45,6 +45,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_E
 
 from mcp_manifold._errors import BackendUnavailable
 from mcp_manifold._runtime.outbound import raw_request
+from mcp_manifold._sdk import HTTP_KEEPALIVE
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +120,8 @@ class _Resume:
 # or ends there, so one pool serving 32 calls in flight spent a sixth of the gateway's CPU per call on
 # those checks. The leg spreads its POSTs over up to `_CLIENTS_MAX` pooled clients, opening the next one
 # only when each has `_CALLS_PER_CLIENT` calls in flight: one pool of a few connections each, and a single
-# client (the session's own) while calls come one at a time.
+# client (the session's own) while calls come one at a time. All of them together carry at most
+# `HTTP_KEEPALIVE` calls at once, as the one pool did; more wait their turn.
 _CALLS_PER_CLIENT = 4
 _CLIENTS_MAX = 8
 
@@ -155,6 +157,7 @@ class HttpLeg:
         self._clients = [client]
         self._in_flight = [0]  # calls in flight on each of `_clients`
         self._opening = False
+        self._room = anyio.Semaphore(HTTP_KEEPALIVE)  # calls in flight on all of them
         client.event_hooks = {**client.event_hooks, "response": [self._note_session]}
 
     async def _note_session(self, response: httpx2.Response) -> None:
@@ -178,19 +181,20 @@ class HttpLeg:
         if self.session_id:
             sent[SESSION_HEADER] = self.session_id
         sent.update(headers)
-        index = await self._client_with_room()
-        client = self._clients[index]
-        self._in_flight[index] += 1
-        try:
-            request = client.build_request("POST", self.url, content=body, headers=sent)
-            return await self._exchange(client, request, request_id)
-        except anyio.get_cancelled_exc_class():
-            if self.session_id is not None:  # a session's server hears of it as the SDK's client tells it
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await self._cancel(request_id, sent)
-            raise  # at 2026-07-28 the POST's closed connection is the signal
-        finally:
-            self._in_flight[index] -= 1
+        async with self._room:
+            index = await self._client_with_room()
+            client = self._clients[index]
+            self._in_flight[index] += 1
+            try:
+                request = client.build_request("POST", self.url, content=body, headers=sent)
+                return await self._exchange(client, request, request_id)
+            except anyio.get_cancelled_exc_class():
+                if self.session_id is not None:  # a session's server hears of it as the SDK's client tells it
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                        await self._cancel(request_id, sent)
+                raise  # at 2026-07-28 the POST's closed connection is the signal
+            finally:
+                self._in_flight[index] -= 1
 
     @property
     def clients(self) -> int:

@@ -219,12 +219,20 @@ class _GatewayState(Collector):
             "to it took the SDK's path.",
             labels=["server"],
         )
+        clients = GaugeMetricFamily(
+            "manifold_backend_raw_leg_clients",
+            "HTTP clients the raw leg of each HTTP server's session sends on: one, and more (each a pool of its "
+            "own) while many calls are in flight.",
+            labels=["server"],
+        )
         for backend in backends:
             restarts.add_metric([backend.name], backend.restarts)
             failures.add_metric([backend.name], backend.breaker.failures)
             tools.add_metric([backend.name], backend.tool_count)
             raw.add_metric([backend.name], backend.raw_leg_calls)
-        yield from (restarts, failures, tools, raw)
+            if (leg_clients := backend.raw_leg_clients) is not None:
+                clients.add_metric([backend.name], leg_clients)
+        yield from (restarts, failures, tools, raw, clients)
         protocol = GaugeMetricFamily(
             "manifold_backend_protocol",
             "1 for the protocol version each running server speaks.",

@@ -37,7 +37,7 @@ import anyio.abc
 from mcp_manifold._config import Config, Settings, load_config
 from mcp_manifold._config.changes import ConfigChanges, diff_configs
 from mcp_manifold._errors import ConfigError
-from mcp_manifold._runtime.heap import settle_after_reload
+from mcp_manifold._runtime.heap import reloaded
 
 if TYPE_CHECKING:
     from mcp_manifold._core.result_cache import ResultCache
@@ -199,7 +199,7 @@ class ConfigReloader:
                 section,
             )
         logger.info("config reloaded from %s: %s", self.path, changes.summary())
-        settle_after_reload()  # what the old config held is the collector's to free again
+        reloaded(self.gateway.settings.shutdown_timeout)  # what the old config held is the collector's to free
         self.applied += 1
         return ReloadOutcome(time.time(), trigger, applied=True, changes=changes)
 
