@@ -56,11 +56,12 @@ def translate_backend_errors(server: str, action: str, scrub: Callable[[str], st
 # the code a server's own error may carry too: -32000 opens JSON-RPC's "server error" range, which servers
 # use for their failures. Such an answer is the server's, its connection alive; taking it for a closed one
 # restarted the server and ended every caller's calls on it.
-_TRANSPORT_SAID = ("Connection closed", "SSE stream ")
+_CLOSED_SAID = "Connection closed"
+_SSE_ENDED_SAYS = "SSE stream "  # the opening of the streamable HTTP client's words for a stream it lost
 
 
 def _said_by_transport(error: ErrorData) -> bool:
-    return error.data is None and (error.message == _TRANSPORT_SAID[0] or error.message.startswith(_TRANSPORT_SAID[1]))
+    return error.data is None and (error.message == _CLOSED_SAID or error.message.startswith(_SSE_ENDED_SAYS))
 
 
 def _scrubbed(data: object, scrub: Callable[[str], str]) -> object:
