@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +59,26 @@ def assert_settled(report: Path) -> dict[str, Any]:
     return seen
 
 
-def test_a_stdio_gateway_freezes_what_start_up_built(write_config: Any, reporting: Path) -> None:
-    config = write_config({"kitchen": server_entry("kitchen.py")})
+def serve_kitchen(config: Path, *, http: bool, then: Callable[[Client], Awaitable[None]] | None = None) -> None:
+    """Serve `config` (kitchen.py) over HTTP or stdio, call kitchen_echo once through it, then `then(client)`;
+    the gateway has exited (and reported) when this returns."""
 
-    async def main() -> None:
-        async with stdio_gateway(config) as client:
+    async def main(url: str | None) -> None:
+        async with Client(url, cache=None) if url is not None else stdio_gateway(config) as client:
             assert (await client.call_tool("kitchen_echo", {"text": "hi"})).content
+            if then is not None:
+                await then(client)
 
-    anyio.run(main)
+    if not http:
+        anyio.run(main, None)
+        return
+    port = free_port()
+    with gateway_over_http(config, port):
+        anyio.run(main, f"http://127.0.0.1:{port}/mcp")
+
+
+def test_a_stdio_gateway_freezes_what_start_up_built(write_config: Any, reporting: Path) -> None:
+    serve_kitchen(write_config({"kitchen": server_entry("kitchen.py")}), http=False)
     assert assert_settled(reporting)["unfrozen"] == []
 
 
@@ -73,45 +86,26 @@ def test_its_switch_leaves_the_collector_as_cpython_sets_it(
     write_config: Any, reporting: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MANIFOLD_GC_FREEZE", "0")
-    config = write_config({"kitchen": server_entry("kitchen.py")})
-
-    async def main() -> None:
-        async with stdio_gateway(config) as client:
-            assert (await client.call_tool("kitchen_echo", {"text": "hi"})).content
-
-    anyio.run(main)
+    serve_kitchen(write_config({"kitchen": server_entry("kitchen.py")}), http=False)
     seen = json.loads(reporting.read_text())
     assert (seen["frozen"], seen["threshold"]) == (0, list(gc.get_threshold()))
 
 
 def test_an_http_gateway_freezes_what_start_up_built(write_config: Any, reporting: Path) -> None:
-    config = write_config({"kitchen": server_entry("kitchen.py")})
-    port = free_port()
-
-    async def main() -> None:
-        async with Client(f"http://127.0.0.1:{port}/mcp", cache=None) as client:
-            assert (await client.call_tool("kitchen_echo", {"text": "hi"})).content
-
-    with gateway_over_http(config, port):
-        anyio.run(main)
+    serve_kitchen(write_config({"kitchen": server_entry("kitchen.py")}), http=True)
     assert_settled(reporting)
 
 
 def test_a_served_gateway_unfreezes_at_a_reload(write_config: Any, reporting: Path) -> None:
     """The old config and the servers a reload removes may hold cycles: the collector sees them at once."""
-    config = write_config({"kitchen": server_entry("kitchen.py")})
-    port = free_port()
 
-    async def main() -> None:
-        async with Client(f"http://127.0.0.1:{port}/mcp", cache=None) as client:
-            assert (await client.call_tool("kitchen_echo", {"text": "hi"})).content
-            write_config({"numbers": server_entry("numbers.py")})  # the gateway watches its file: a reload
-            with anyio.fail_after(30):
-                while "numbers_add" not in {tool.name for tool in (await client.list_tools()).tools}:
-                    await anyio.sleep(0.1)
+    async def reload(client: Client) -> None:
+        write_config({"numbers": server_entry("numbers.py")})  # the gateway watches its file: a reload
+        with anyio.fail_after(30):
+            while "numbers_add" not in {tool.name for tool in (await client.list_tools()).tools}:
+                await anyio.sleep(0.1)
 
-    with gateway_over_http(config, port):
-        anyio.run(main)
+    serve_kitchen(write_config({"kitchen": server_entry("kitchen.py")}), http=True, then=reload)
     seen = json.loads(reporting.read_text())
     assert seen["unfrozen"] and seen["unfrozen"][0] > 10_000  # what start-up built, frozen until the reload
 
