@@ -130,7 +130,8 @@ async def test_a_late_answer_is_dropped_and_an_ended_stream_fails_what_waits() -
     stream, what it leaves in it, and how a request ends when the connection does."""
     stdin_send, stdin_receive = anyio.create_memory_object_stream[bytes](10)
     read_send, read_receive = anyio.create_memory_object_stream[Any](10)
-    leg = StdioLeg(stdin_send, "kitchen")
+    leg = StdioLeg("kitchen")
+    leg.attach(stdin_send)
     session_stream = leg.reading(read_receive)
     async with anyio.create_task_group() as group:
         answers_: list[Any] = []

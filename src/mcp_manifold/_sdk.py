@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from types import SimpleNamespace
 from typing import Any
 
+import anyio.abc
 import mcp.client.stdio as _sdk_stdio
 from mcp_types import methods
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
@@ -39,12 +40,16 @@ def connection_of(ctx: Any) -> Any:
 
 # Spawns made while this holds a list (one backend's start, in its own task) are appended to it.
 _spawned: ContextVar[list[Any] | None] = ContextVar("manifold_spawned", default=None)
+# While set, what the SDK's reader reads of a spawned process's stdout goes through this first.
+_stdout_reader: ContextVar[Callable[[Any], Any] | None] = ContextVar("manifold_stdout_reader", default=None)
 
 
 def _hook_stdio_spawn() -> None:
     """mcp 2.3.0: `stdio_client` creates its process with the private `_create_platform_compatible_process`
-    and keeps it to itself; the gateway needs it for the pid, the exit status and the process group.
-    If the function is gone, nothing is hooked: the gateway then works without pid or group sweep.
+    and keeps it to itself; the gateway needs it for the pid, the exit status and the process group,
+    and the raw stdio leg (`_runtime/stdio_leg.py`) wants to read its own answers off stdout before the
+    SDK's reader parses them. If the function is gone, nothing is hooked: the gateway then works without
+    pid or group sweep, and the leg's answers go through the SDK's reader.
     """
     original = getattr(_sdk_stdio, "_create_platform_compatible_process", None)
     if original is None or getattr(original, "manifold_hook", False):
@@ -52,6 +57,9 @@ def _hook_stdio_spawn() -> None:
 
     async def spawn(*args: Any, **kwargs: Any) -> Any:
         process = await original(*args, **kwargs)
+        wrap_stdout = _stdout_reader.get()
+        if wrap_stdout is not None and process.stdout is not None:
+            process = _StdoutReadThrough(process, wrap_stdout(process.stdout))
         sink = _spawned.get()
         if sink is not None:
             sink.append(process)
@@ -61,16 +69,66 @@ def _hook_stdio_spawn() -> None:
     _sdk_stdio._create_platform_compatible_process = spawn  # type: ignore[attr-defined]
 
 
+class _StdoutReadThrough(anyio.abc.Process):
+    """`process` with its stdout read through `stdout`. An anyio `Process` itself, as the SDK asserts; what
+    else the SDK reaches for by name (`_process`, to close the subprocess transport) is the real one's."""
+
+    def __init__(self, process: anyio.abc.Process, stdout: anyio.abc.ByteReceiveStream) -> None:
+        self._inner = process
+        self._stdout = stdout
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def wait(self) -> int:
+        return await self._inner.wait()
+
+    def terminate(self) -> None:
+        self._inner.terminate()
+
+    def kill(self) -> None:
+        self._inner.kill()
+
+    def send_signal(self, signal: Any) -> None:
+        self._inner.send_signal(signal)
+
+    @property
+    def pid(self) -> int:
+        return self._inner.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._inner.returncode
+
+    @property
+    def stdin(self) -> anyio.abc.ByteSendStream | None:
+        return self._inner.stdin
+
+    @property
+    def stdout(self) -> anyio.abc.ByteReceiveStream:
+        return self._stdout
+
+    @property
+    def stderr(self) -> anyio.abc.ByteReceiveStream | None:
+        return self._inner.stderr
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 _hook_stdio_spawn()
 
 
 @contextmanager
-def capture_spawned(into: list[Any]) -> Iterator[None]:
-    """Collect in `into` the processes `stdio_client` starts in this task while the block runs."""
+def capture_spawned(into: list[Any], read_stdout: Callable[[Any], Any] | None = None) -> Iterator[None]:
+    """Collect in `into` the processes `stdio_client` starts in this task while the block runs; with
+    `read_stdout`, the SDK reads each one's stdout through `read_stdout(stdout)` (a byte stream)."""
     token = _spawned.set(into)
+    reader_token = _stdout_reader.set(read_stdout)
     try:
         yield
     finally:
+        _stdout_reader.reset(reader_token)
         _spawned.reset(token)
 
 

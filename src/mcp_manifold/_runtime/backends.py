@@ -348,12 +348,19 @@ class Backend:
                 env={**self.child_env, **config.env} or None,
                 cwd=config.cwd,
             )
+            leg = StdioLeg(self.name) if self._leg_allowed("MANIFOLD_STDIO_LEG") else None
             (read, write), process = await open_stdio(
-                params, stack, watchers, on_stderr_line=self._on_stderr_line, on_exit=self._process_gone
+                params,
+                stack,
+                watchers,
+                on_stderr_line=self._on_stderr_line,
+                on_exit=self._process_gone,
+                read_stdout=leg.reading_stdout if leg is not None else None,
             )
             self.pid = process.pid if process is not None else None
-            if process is not None and self._leg_allowed("MANIFOLD_STDIO_LEG"):
-                leg = self._leg = StdioLeg(process.stdin, self.name)
+            if process is not None and leg is not None:
+                leg.attach(process.stdin)
+                self._leg = leg
                 read = leg.reading(read)
             return read, write
         assert config.url is not None

@@ -37,12 +37,14 @@ async def open_stdio(
     *,
     on_stderr_line: Callable[[str], None],
     on_exit: Callable[[str], None],
+    read_stdout: Callable[[anyio.abc.ByteReceiveStream], anyio.abc.ByteReceiveStream] | None = None,
 ) -> tuple[Any, Any | None]:
     """Start the server; returns its (read, write) streams and its process. `stack` owns the process.
 
     `on_stderr_line(line)` gets each line the server writes to stderr; `on_exit(reason)` is called once
     the process is gone (`process killed by SIGKILL`, `process exited with code 3`, ...). The watchers
-    run in `watchers`, which must outlive the transport.
+    run in `watchers`, which must outlive the transport. With `read_stdout`, the SDK's transport reads
+    the server's stdout through `read_stdout(stdout)` (the raw stdio leg takes its answers there).
     """
     read_fd, write_fd = os.pipe()
     errlog = os.fdopen(write_fd, "w")
@@ -50,7 +52,7 @@ async def open_stdio(
     # Pushed before the transport so it runs after the SDK has stopped the server.
     stack.push_async_callback(kill_group_leftovers, spawned)
     try:
-        with capture_spawned(spawned):
+        with capture_spawned(spawned, read_stdout):
             streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
     except BaseException:
         os.close(read_fd)

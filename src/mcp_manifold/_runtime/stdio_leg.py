@@ -1,14 +1,21 @@
-"""A plain `tools/call` to a stdio server written straight to its stdin, its answer taken off the session's
-read stream, outside the SDK's request machinery.
+"""A plain `tools/call` to a stdio server written straight to its stdin, and its answer read straight off
+its stdout, outside the SDK's request machinery.
 
 The SDK's client sends a request by building its model, parking a pair of memory streams for the
 answer, opening a tracing span, handing the model to its transport's writer task (which dumps it to
 JSON) and waking the caller from its dispatcher task when the answer comes: three task switches and
 two model round trips per call, about a fifth of the gateway's CPU for a plain call over HTTP. This
 leg writes the request the session stamped (the same `_meta`) as one JSON line on the server's stdin,
-beside the SDK's writer (each message is one write, so lines never interleave), and picks its answer
-out of what the SDK's transport read, in the session's own receive loop: so whatever the server sent
-before the answer (a log message, a request) is handled first, exactly as on the SDK's path.
+beside the SDK's writer (each message is one write, so lines never interleave).
+
+Its answers are taken where the SDK's transport reads the server's stdout (`reading_stdout`): a line
+that is a well-formed answer to one of the leg's requests wakes that request from the reader's task,
+and is never decoded, validated into a model or passed through the session's read stream (two more task
+switches). Everything else the server writes goes on to the SDK's reader whole lines at a time, in
+order: lines written before an answer reach the session before the answer is taken, so a log message or
+a request the server sends mid-call is handled first, as on the SDK's path. An answer the byte reader
+does not recognise (its id written with escapes, say) still reaches its request: the session's read
+stream is read through `reading`, which takes the leg's answers out of the messages the SDK parsed.
 
 Everything else (the handshake, listings, notifications, the server's requests and their answers,
 the process's life) stays with the SDK's transport and session. Request ids are strings
@@ -19,12 +26,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import pydantic_core
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, JSONRPCError, JSONRPCResponse
@@ -34,6 +42,11 @@ from mcp_manifold._runtime.outbound import RAW_ID_PREFIX, not_sent, raw_request
 logger = logging.getLogger(__name__)
 
 _CANCEL_TIMEOUT = 2.0  # seconds a courtesy cancel may take to write before it is given up
+# Every answer to the leg names its id so, unless the server writes the string with escapes.
+_ANSWER_MARK = b'"' + RAW_ID_PREFIX.encode()
+_RESULT_KEYS = frozenset({"jsonrpc", "id", "result"})
+_ERROR_KEYS = frozenset({"jsonrpc", "id", "error"})
+_ERROR_DATA_KEYS = frozenset({"code", "message", "data"})
 
 
 class _Waiting:
@@ -50,13 +63,21 @@ class _Waiting:
 class StdioLeg:
     """The raw leg of one stdio backend session: the server's stdin and the requests waiting on it."""
 
-    def __init__(self, stdin: anyio.abc.ByteSendStream, server: str) -> None:
+    def __init__(self, server: str) -> None:
         self.server = server
         self.posts = 0  # requests written on this leg
-        self._stdin = stdin
+        self._stdin: anyio.abc.ByteSendStream | None = None  # until `attach`
         self._ids = itertools.count(1)
         self._waiting: dict[str, _Waiting] = {}
         self._closed = False
+
+    def reading_stdout(self, stdout: anyio.abc.ByteReceiveStream) -> anyio.abc.ByteReceiveStream:
+        """The server's `stdout` as the SDK's transport should read it: less the answers to this leg."""
+        return _StdoutAnswers(stdout, self)
+
+    def attach(self, stdin: anyio.abc.ByteSendStream) -> None:
+        """The server's stdin, once its process is up: the leg writes its requests there."""
+        self._stdin = stdin
 
     def reading(self, read: Any) -> _Answers:
         """`read` (the transport's stream to the session) with this leg's answers taken out of it."""
@@ -67,7 +88,8 @@ class StdioLeg:
     ) -> dict[str, Any] | None:
         """Send one request and wait for its result (an `MCPError` for an error answer). `headers` is
         what an HTTP transport would send beside it: nothing a pipe carries."""
-        if self._closed:
+        stdin = self._stdin
+        if self._closed or stdin is None:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
         request_id, message = raw_request(next(self._ids), method, params, self.server)
         try:
@@ -79,7 +101,7 @@ class StdioLeg:
         try:
             try:
                 written = True  # a write cancelled on its way may still have gone out whole: counts as sent
-                await self._stdin.send(line)
+                await stdin.send(line)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
             self.posts += 1
@@ -114,6 +136,36 @@ class StdioLeg:
         waiting.done.set()
         return True
 
+    def answered_line(self, line: bytes) -> bool:
+        """Take `line` (one the server wrote, with its newline) if it is a well-formed answer to a request
+        of this leg. Anything else, however close, is left to the SDK's reader (and so to `answered`)."""
+        try:
+            message = pydantic_core.from_json(line)  # the parser the SDK's reader uses
+        except ValueError:
+            return False
+        if type(message) is not dict or message.get("jsonrpc") != "2.0":
+            return False
+        request_id = message.get("id")
+        if type(request_id) is not str or not request_id.startswith(RAW_ID_PREFIX):
+            return False
+        keys = message.keys()
+        result = error = None
+        if keys == _RESULT_KEYS:
+            result = message["result"]
+            if type(result) is not dict:
+                return False
+        elif keys == _ERROR_KEYS:
+            error = _error_of(message["error"])
+            if error is None:
+                return False
+        else:
+            return False
+        waiting = self._waiting.get(request_id)
+        if waiting is not None and not waiting.done.is_set():  # else late, to a request given up: dropped
+            waiting.result, waiting.error = result, error
+            waiting.done.set()
+        return True
+
     def close(self) -> None:
         """The connection is gone: every request still waiting fails as the SDK's own would."""
         self._closed = True
@@ -123,6 +175,8 @@ class StdioLeg:
                 waiting.done.set()
 
     async def _cancel(self, request_id: str) -> None:
+        if self._stdin is None:
+            return
         cancelled = {
             "jsonrpc": "2.0",
             "method": "notifications/cancelled",
@@ -130,6 +184,90 @@ class StdioLeg:
         }
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):  # gone: nothing to stop
             await self._stdin.send(pydantic_core.to_json(cancelled) + b"\n")
+
+
+def _error_of(error: Any) -> MCPError | None:
+    """The error a JSON-RPC `error` member says, when it has the shape the SDK's model requires."""
+    if type(error) is not dict or not _ERROR_DATA_KEYS.issuperset(error):
+        return None
+    code, message = error.get("code"), error.get("message")
+    if type(code) is not int or type(message) is not str:
+        return None
+    return MCPError(code=code, message=message, data=error.get("data"))
+
+
+class _StdoutAnswers(anyio.abc.ByteReceiveStream):
+    """A server's stdout, as the SDK's transport reads it, less the answers to the leg, which are taken
+    here. It hands over whole lines only, so an answer is never split between the two readers."""
+
+    def __init__(self, inner: anyio.abc.ByteReceiveStream, leg: StdioLeg) -> None:
+        self._inner = inner
+        self._leg = leg
+        self._lines = b""  # whole lines read and not yet handed over; the first may be an answer to take
+        self._tail: list[bytes] = []  # the start of the line being read (a long line comes in many reads)
+        self._handed = False  # lines went to the SDK's reader since an answer was last taken
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:
+            if self._lines:
+                if self._handed:
+                    # What went before goes first. The SDK's session starts a task for each notification
+                    # it reads; one pass of the loop lets it start those before this answer wakes its
+                    # caller, so a log the server wrote before its answer is relayed before the answer.
+                    self._handed = False
+                    await anyio.lowlevel.checkpoint()
+                handed = self._hand_over()
+                if handed:
+                    return handed
+            try:
+                data = await self._inner.receive(max_bytes)
+            except anyio.EndOfStream:
+                rest = b"".join(self._tail)  # a last line with no newline: the SDK's reader decides
+                self._tail.clear()
+                if rest:
+                    return rest
+                raise
+            end = data.rfind(b"\n") + 1
+            if not end:
+                self._tail.append(data)
+                continue
+            lines = data[:end]
+            if self._tail:
+                lines = b"".join([*self._tail, lines])
+                self._tail.clear()
+            if end < len(data):
+                self._tail.append(data[end:])
+            if _ANSWER_MARK not in lines:  # the usual read while no call is answered: all for the SDK
+                self._handed = True
+                return lines
+            self._lines = lines
+
+    def _hand_over(self) -> bytes:
+        """Take the leg's answers at the front of the lines read, then hand over what follows, up to the
+        next line that may be one (b"" when every line was an answer)."""
+        lines, size, position = self._lines, len(self._lines), 0
+        while position < size:
+            end = lines.index(b"\n", position) + 1
+            if lines.find(_ANSWER_MARK, position, end) < 0 or not self._leg.answered_line(lines[position:end]):
+                break
+            position = end
+        start = position
+        while position < size:
+            end = lines.index(b"\n", position) + 1
+            if position > start and lines.find(_ANSWER_MARK, position, end) >= 0:
+                break
+            position = end
+        self._lines = lines[position:]
+        if position > start:
+            self._handed = True
+        return lines[start:position]
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    @property
+    def extra_attributes(self) -> Mapping[Any, Callable[[], Any]]:
+        return self._inner.extra_attributes
 
 
 class _Answers(anyio.abc.ObjectReceiveStream[Any]):
