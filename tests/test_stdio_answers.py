@@ -6,17 +6,23 @@ whole lines at a time, and what came before an answer is handed over before the 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import random
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
+from mcp_types import JSONRPCResponse
 
 from mcp_manifold._runtime.stdio_leg import StdioLeg
+from mcp_manifold._sdk import _StdoutReadThrough
 
 
 class _Reads(anyio.abc.ByteReceiveStream):
@@ -26,6 +32,7 @@ class _Reads(anyio.abc.ByteReceiveStream):
         self.chunks = list(chunks)
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
+        await anyio.lowlevel.checkpoint()  # as a pipe's read may: a reader that never stops can be timed out
         if not self.chunks:
             raise anyio.EndOfStream
         return self.chunks.pop(0)
@@ -71,6 +78,17 @@ async def _run(others: list[str], late: bool, errors: list[bool], seed: int, cut
     stdin_send, stdin_receive = anyio.create_memory_object_stream[bytes](10)
     leg.attach(stdin_send)
     outcomes: dict[str, Any] = {}
+    handed: list[bytes] = []
+    taken_after: dict[bytes, int] = {}  # each answer taken: the bytes handed over by then
+    take = leg.answered_line
+
+    def answered_line(line: bytes) -> bool:
+        taken = take(line)
+        if taken:
+            taken_after[line] = sum(map(len, handed))
+        return taken
+
+    leg.answered_line = answered_line  # type: ignore[method-assign]
 
     async def call(number: int) -> None:
         try:
@@ -94,14 +112,22 @@ async def _run(others: list[str], late: bool, errors: list[bool], seed: int, cut
             points = sorted({cut % len(data) for cut in cuts} - {0})
             chunks = [data[start:end] for start, end in zip([0, *points], [*points, len(data)], strict=True)]
             stdout = leg.reading_stdout(_Reads(chunks))
-            handed: list[bytes] = []
-            while True:
+            for _ in range(len(data) + 2):  # a reader that never ends fails rather than spins
                 try:
                     handed.append(await stdout.receive())
                 except anyio.EndOfStream:
                     break
+            else:
+                raise AssertionError("the reader never ended")
 
     kept = [line for line in lines if line not in answers and line != LATE]
+    # Each answer is taken once every line written before it was handed over, and not before.
+    offset = 0
+    for line in lines:
+        if line in kept:
+            offset += len(line)
+        else:
+            assert taken_after[line] == offset
     assert b"".join(handed) == b"".join(kept)
     assert all(piece.endswith(b"\n") for piece in handed)  # whole lines only
     assert outcomes == {
@@ -124,9 +150,15 @@ def test_answers_are_taken_and_everything_else_reaches_the_sdk_unchanged(
     anyio.run(_run, others, late, errors, seed, cuts)
 
 
-def test_a_log_written_before_an_answer_is_handled_before_the_answer_wakes_its_request() -> None:
+@pytest.mark.parametrize("reads", ["one read", "two reads"])
+@pytest.mark.parametrize("relay_steps", [0, 1])
+def test_a_log_written_before_an_answer_is_handled_before_the_answer_wakes_its_request(
+    reads: str, relay_steps: int
+) -> None:
     """Shaped like the SDK's stdio transport and session: a reader task reads lines off stdout and hands
-    each, on a stream with no buffer, to a dispatcher task, which starts a task for each notification."""
+    each, on a stream with no buffer, to a dispatcher task, which starts a task for each notification.
+    That task may take a step before it relays the log (`relay_steps`), as it could when the answers
+    came through the session's read stream."""
 
     async def main() -> None:
         leg = StdioLeg("kitchen")
@@ -147,6 +179,8 @@ def test_a_log_written_before_an_answer_is_handled_before_the_answer_wakes_its_r
                             await to_session.send(line)
 
         async def note(line: bytes) -> None:
+            for _ in range(relay_steps):
+                await anyio.lowlevel.checkpoint()
             seen.append(json.loads(line)["params"]["data"])
 
         async def dispatcher() -> None:
@@ -160,9 +194,10 @@ def test_a_log_written_before_an_answer_is_handled_before_the_answer_wakes_its_r
                 request_id = json.loads(await stdin_receive.receive())["id"]
                 group.start_soon(dispatcher)
                 await anyio.wait_all_tasks_blocked()  # the session waits for what the server says
-                log = OTHERS["notification"]
-                # One read holds both, as when the server writes them back to back under load.
-                group.start_soon(reader, leg.reading_stdout(_Reads([log + _answer(request_id, 1, False)])))
+                log, answer = OTHERS["notification"], _answer(request_id, 1, False)
+                # In one read, as when the server writes them back to back under load, or one after the other.
+                chunks = [log + answer] if reads == "one read" else [log, answer]
+                group.start_soon(reader, leg.reading_stdout(_Reads(chunks)))
         assert seen == ["x", "answer"]
 
     anyio.run(main)
@@ -175,3 +210,39 @@ def test_a_last_line_without_its_newline_still_reaches_the_sdk() -> None:
         assert await stdout.receive() == b'{"jsonrpc":"2.0","method":"m"}'
 
     anyio.run(main)
+
+
+def test_a_second_answer_to_one_request_changes_nothing() -> None:
+    """Whichever way each comes (read off stdout, or picked out of the session's stream), the first answer
+    to a request is the one its caller gets."""
+
+    async def main() -> None:
+        leg = StdioLeg("kitchen")
+        stdin_send, stdin_receive = anyio.create_memory_object_stream[bytes](10)
+        leg.attach(stdin_send)
+        answered: list[Any] = []
+
+        async def call() -> None:
+            answered.append(await leg.post("tools/call", {"name": "echo"}, {}))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                request_id = json.loads(await stdin_receive.receive())["id"]
+                assert leg.answered_line(_answer(request_id, 1, False))
+                assert leg.answered_line(_answer(request_id, 2, False))
+                assert leg.answered(JSONRPCResponse(jsonrpc="2.0", id=request_id, result={"content": []}))
+        assert answered == [{"content": [{"type": "text", "text": "é1"}]}]
+
+    anyio.run(main)
+
+
+def test_the_process_read_through_the_leg_is_still_the_process() -> None:
+    """What the SDK and the gateway read off the process they were handed: the real one's, but stdout."""
+    real = SimpleNamespace(pid=4321, returncode=None, stdin="stdin", stderr=None, _process="asyncio's")
+    stdout = _Reads([])
+    process = _StdoutReadThrough(real, stdout)  # type: ignore[arg-type]
+    assert isinstance(process, anyio.abc.Process)  # the SDK asserts it before it ends the process group
+    assert (process.pid, process.returncode, process.stdin, process.stdout) == (4321, None, "stdin", stdout)
+    assert process._process == "asyncio's"  # type: ignore[attr-defined]  # the SDK closes its transport
+    assert copy.copy(process).pid == 4321  # no endless lookup while a copy is built

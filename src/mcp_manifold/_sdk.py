@@ -113,6 +113,8 @@ class _StdoutReadThrough(anyio.abc.Process):
         return self._inner.stderr
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_inner":  # not set yet (a copy being made): no endless lookup
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
 

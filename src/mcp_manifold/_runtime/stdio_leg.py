@@ -126,8 +126,8 @@ class StdioLeg:
         if not isinstance(request_id, str) or not request_id.startswith(RAW_ID_PREFIX):
             return False
         waiting = self._waiting.get(request_id)
-        if waiting is None:
-            return True  # a late answer to a request given up: nobody else is waiting for it either
+        if waiting is None or waiting.done.is_set():
+            return True  # late, to a request given up or already answered: nobody else is waiting for it
         if isinstance(message, JSONRPCResponse):
             waiting.result = message.result
         else:
@@ -198,7 +198,9 @@ def _error_of(error: Any) -> MCPError | None:
 
 class _StdoutAnswers(anyio.abc.ByteReceiveStream):
     """A server's stdout, as the SDK's transport reads it, less the answers to the leg, which are taken
-    here. It hands over whole lines only, so an answer is never split between the two readers."""
+    here. It hands over whole lines only, so an answer is never split between the two readers: a line
+    longer than `max_bytes` comes whole, in one piece (the SDK's reader splits what it reads into lines
+    whatever the size)."""
 
     def __init__(self, inner: anyio.abc.ByteReceiveStream, leg: StdioLeg) -> None:
         self._inner = inner
@@ -211,11 +213,13 @@ class _StdoutAnswers(anyio.abc.ByteReceiveStream):
         while True:
             if self._lines:
                 if self._handed:
-                    # What went before goes first. The SDK's session starts a task for each notification
-                    # it reads; one pass of the loop lets it start those before this answer wakes its
-                    # caller, so a log the server wrote before its answer is relayed before the answer.
-                    self._handed = False
+                    # What went before goes first. The SDK's session takes each line it was handed and
+                    # starts a task for a notification (one pass of the loop); that task then gets a pass
+                    # of its own before this answer wakes its caller, as on the session's read stream, so
+                    # a log the server wrote before its answer is relayed before the answer.
                     await anyio.lowlevel.checkpoint()
+                    await anyio.lowlevel.checkpoint()
+                    self._handed = False
                 handed = self._hand_over()
                 if handed:
                     return handed
