@@ -125,15 +125,11 @@ class StdioLeg:
         request_id = message.id
         if not isinstance(request_id, str) or not request_id.startswith(RAW_ID_PREFIX):
             return False
-        waiting = self._waiting.get(request_id)
-        if waiting is None or waiting.done.is_set():
-            return True  # late, to a request given up or already answered: nobody else is waiting for it
         if isinstance(message, JSONRPCResponse):
-            waiting.result = message.result
+            self._settle(request_id, message.result, None)
         else:
             error = message.error
-            waiting.error = MCPError(code=error.code, message=error.message, data=error.data)
-        waiting.done.set()
+            self._settle(request_id, None, MCPError(code=error.code, message=error.message, data=error.data))
         return True
 
     def answered_line(self, line: bytes) -> bool:
@@ -160,11 +156,16 @@ class StdioLeg:
                 return False
         else:
             return False
+        self._settle(request_id, result, error)
+        return True
+
+    def _settle(self, request_id: str, result: dict[str, Any] | None, error: MCPError | None) -> None:
+        """Wake the request `request_id` with its answer, the first one it gets; a later answer, or one to a
+        request given up, is dropped (nobody else is waiting for it either)."""
         waiting = self._waiting.get(request_id)
-        if waiting is not None and not waiting.done.is_set():  # else late, to a request given up: dropped
+        if waiting is not None and not waiting.done.is_set():
             waiting.result, waiting.error = result, error
             waiting.done.set()
-        return True
 
     def close(self) -> None:
         """The connection is gone: every request still waiting fails as the SDK's own would."""
