@@ -41,6 +41,14 @@ class _Reads(anyio.abc.ByteReceiveStream):
         self.chunks.clear()
 
 
+def _leg_on_memory() -> tuple[StdioLeg, anyio.abc.ObjectReceiveStream[bytes]]:
+    """A leg whose "stdin" is a memory stream, and that stream's other end: what the leg writes."""
+    leg = StdioLeg("kitchen")
+    stdin_send, stdin_receive = anyio.create_memory_object_stream[bytes](10)
+    leg.attach(stdin_send)  # type: ignore[arg-type]
+    return leg, stdin_receive
+
+
 def _line(message: Any) -> bytes:
     return json.dumps(message, ensure_ascii=False).encode() + b"\n"
 
@@ -74,9 +82,7 @@ def _answer(request_id: str, number: int, error: bool) -> bytes:
 
 
 async def _run(others: list[str], late: bool, errors: list[bool], seed: int, cuts: list[int]) -> None:
-    leg = StdioLeg("kitchen")
-    stdin_send, stdin_receive = anyio.create_memory_object_stream[bytes](10)
-    leg.attach(stdin_send)
+    leg, stdin_receive = _leg_on_memory()
     outcomes: dict[str, Any] = {}
     handed: list[bytes] = []
     taken_after: dict[bytes, int] = {}  # each answer taken: the bytes handed over by then
@@ -161,9 +167,7 @@ def test_a_log_written_before_an_answer_is_handled_before_the_answer_wakes_its_r
     came through the session's read stream."""
 
     async def main() -> None:
-        leg = StdioLeg("kitchen")
-        stdin_send, stdin_receive = anyio.create_memory_object_stream[bytes](10)
-        leg.attach(stdin_send)
+        leg, stdin_receive = _leg_on_memory()
         seen: list[str] = []
         to_session, session = anyio.create_memory_object_stream[bytes](0)
 
@@ -217,9 +221,7 @@ def test_a_second_answer_to_one_request_changes_nothing() -> None:
     to a request is the one its caller gets."""
 
     async def main() -> None:
-        leg = StdioLeg("kitchen")
-        stdin_send, stdin_receive = anyio.create_memory_object_stream[bytes](10)
-        leg.attach(stdin_send)
+        leg, stdin_receive = _leg_on_memory()
         answered: list[Any] = []
 
         async def call() -> None:
