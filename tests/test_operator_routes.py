@@ -149,6 +149,7 @@ async def test_a_listen_stream_counts_as_a_connected_2026_client(front: Front) -
 
 async def test_tool_labels_are_bounded(front: Front, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(metrics, "TOOL_LABELS", 2)  # small, to see the bound at work; read by a new app
+    monkeypatch.setattr(metrics, "_SERIES_CACHED", 1)  # the series looked up again for nearly every call
     async with AsyncExitStack() as stack:
         app = build_app(front.gateway, "127.0.0.1", stack)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:

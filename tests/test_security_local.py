@@ -12,6 +12,8 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import Client
 
 from mcp_manifold._core.listing import Listing
@@ -199,6 +201,34 @@ def test_the_audit_log_keeps_writing_when_its_file_is_moved_away_and_never_cuts_
     kept.close()
     assert log_files(tmp_path / "b") == [tmp_path / "b" / "audit.jsonl"]
     assert len(list(read_entries(tmp_path / "b"))) == 12  # nothing cut
+
+
+def test_an_audit_line_is_written_whatever_its_error_says(tmp_path: Path) -> None:
+    """A remote server's error can carry a lone surrogate (a JSON escape Python's parser reads): no UTF-8
+    encodes it, and the line must not be lost for that. Other text stays as it is, in UTF-8."""
+    from mcp_manifold._core.router import Target
+    from mcp_manifold._runtime.audit import AuditLog
+    from mcp_manifold._runtime.call_path import CallRecord
+
+    errors = ["server 'remote': tools/call failed: bad \ud800 half", "café, 東京 and \u2028", None]
+    log = AuditLog(tmp_path, max_bytes=1_000_000, backups=1)
+    for error in errors:
+        target = Target("remote", "echo", "remote_echo", "direct")
+        log(CallRecord("tool", target, "c", 0.001, "error" if error else "ok", error, arguments_size=3))
+    log.close()
+    assert [line.get("error") for line in read_entries(tmp_path)] == errors
+    assert "café, 東京".encode() in (tmp_path / "audit.jsonl").read_bytes()  # not escaped
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
+def test_an_audit_lines_time_is_datetimes_to_the_millisecond(now: float) -> None:
+    """The line's time, formatted a second at a time, says what datetime's ISO format says of the instant."""
+    from datetime import UTC, datetime
+
+    from mcp_manifold._runtime.audit import timestamp
+
+    assert timestamp(now) == datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 async def test_jwt_keys_from_a_file_and_a_new_key_id_reloads_them(tmp_path: Path) -> None:

@@ -21,8 +21,11 @@ import time
 from collections.abc import Iterator
 from contextlib import suppress
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO
+
+import pydantic_core
 
 from mcp_manifold._files import open_private, private_dir
 from mcp_manifold._runtime.call_path import CallRecord
@@ -41,11 +44,25 @@ def audit_dir(data_dir: str | Path, audit_path: str | None = None) -> Path:
     return Path(data_dir).expanduser() / "audit"
 
 
+@lru_cache(maxsize=2)
+def _second(whole: int) -> str:
+    return datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def timestamp(now: float) -> str:
+    """`now` as a line's time, UTC to the millisecond: 2026-11-26T18:00:00.123Z (the second's part is
+    formatted once per second, not once per line)."""
+    whole = int(now)
+    micros = round((now - whole) * 1_000_000)  # to the microsecond first, as datetime does
+    if micros == 1_000_000:
+        whole, micros = whole + 1, 0
+    return f"{_second(whole)}.{micros // 1000:03d}Z"
+
+
 def entry(record: CallRecord, now: float | None = None) -> dict[str, Any]:
     """One record as the JSON object of its line."""
-    stamp = datetime.fromtimestamp(time.time() if now is None else now, UTC)
     line: dict[str, Any] = {
-        "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "time": timestamp(time.time() if now is None else now),
         "principal": record.principal,
         "profile": record.profile,
         "surface": record.target.surface or None,
@@ -88,8 +105,7 @@ class AuditLog:
         line = entry(record)
         if self.replica is not None:
             line["replica"] = self.replica
-        data = json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        self._write(data)
+        self._write(_encoded(line))
 
     def _write(self, line: bytes) -> None:
         if self.backups > 0:
@@ -115,6 +131,16 @@ class AuditLog:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _encoded(line: dict[str, Any]) -> bytes:
+    """The line as compact JSON in UTF-8, with its newline. A lone surrogate (a remote server's error can
+    carry one, as a JSON escape) is no UTF-8: such a line is written with ASCII escapes instead, so it is
+    never lost."""
+    try:
+        return pydantic_core.to_json(line) + b"\n"
+    except pydantic_core.PydanticSerializationError:
+        return json.dumps(line, separators=(",", ":")).encode() + b"\n"
 
 
 def _open_log(path: Path) -> BinaryIO:

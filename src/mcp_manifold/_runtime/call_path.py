@@ -26,7 +26,6 @@ and no policy, a call pays for none of them: one truth test each.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -36,6 +35,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import mcp_types as types
+import pydantic_core
 from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
@@ -764,6 +764,6 @@ def _json_size(value: Any) -> int | None:
     if isinstance(value, BaseModel):
         return len(value.model_dump_json(by_alias=True, exclude_none=True).encode())
     try:
-        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
-    except (TypeError, ValueError):
+        return len(pydantic_core.to_json(value, fallback=str))
+    except pydantic_core.PydanticSerializationError:  # a lone surrogate: no UTF-8, so no size in bytes
         return None

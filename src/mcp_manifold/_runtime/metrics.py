@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 TOOL_LABELS = 500
 SERVER_LABELS = 100
+_SERIES_CACHED = 4096  # tool calls' series kept at hand, by (server, tool, outcome)
 OTHER = "_other"
 # Seconds: from a cached answer (well under a millisecond) to a long tool call.
 CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -123,6 +125,7 @@ class GatewayMetrics:
         ProcessCollector(registry=registry)
         self._tools = BoundedLabels(TOOL_LABELS)
         self._servers = BoundedLabels(SERVER_LABELS)
+        self._tool_series: dict[tuple[str, str, str], _ToolSeries] = {}
         self._detach: list[Callable[[], None]] = []
 
     def attach(self) -> Callable[[], None]:
@@ -146,13 +149,11 @@ class GatewayMetrics:
             self.programs.labels(record.outcome).inc()
             self.call_seconds.labels("", "program").observe(record.duration)
             return
-        server = self._server(record.target.server)
         if record.kind == "tool":
-            tool = record.target.name if self._tools.admit((server, record.target.name)) else OTHER
-            self.tool_calls.labels(server, tool, record.outcome).inc()
-            if record.spilled:
-                self.spilled.labels(server).inc()
-        elif record.kind == "action":  # a fixed set of names per surface: bounded labels
+            self._observe_tool(record)
+            return
+        server = self._server(record.target.server)
+        if record.kind == "action":  # a fixed set of names per surface: bounded labels
             self.actions.labels(record.target.surface, record.target.name, record.outcome).inc()
         else:
             self.reads.labels(server, record.kind, record.outcome).inc()
@@ -160,6 +161,41 @@ class GatewayMetrics:
         if record.backend is not None:
             self.backend_seconds.labels(server, record.kind).observe(record.backend)
             self.gateway_seconds.labels(record.kind).observe(max(0.0, record.duration - record.backend))
+
+    def _observe_tool(self, record: CallRecord) -> None:
+        # The series a tool call counts in, looked up once per (server, tool, outcome) rather than by
+        # label values (validated and locked) four times per call.
+        target = record.target
+        key = (target.server, target.name, record.outcome)
+        series = self._tool_series.get(key)
+        if series is None:
+            if len(self._tool_series) >= _SERIES_CACHED:  # servers come and go (hub instances)
+                self._tool_series.clear()
+            server = self._server(target.server)
+            tool = target.name if self._tools.admit((server, target.name)) else OTHER
+            series = self._tool_series[key] = _ToolSeries(
+                server,
+                self.tool_calls.labels(server, tool, record.outcome),
+                self.call_seconds.labels(server, "tool"),
+                self.backend_seconds.labels(server, "tool"),
+                self.gateway_seconds.labels("tool"),
+            )
+        series.calls.inc()
+        if record.spilled:
+            self.spilled.labels(series.server).inc()
+        series.duration.observe(record.duration)
+        if record.backend is not None:
+            series.backend.observe(record.backend)
+            series.added.observe(max(0.0, record.duration - record.backend))
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolSeries:
+    server: str  # the label: the server's name, or OTHER
+    calls: Any
+    duration: Any
+    backend: Any
+    added: Any
 
 
 class _GatewayState(Collector):
