@@ -20,6 +20,9 @@ from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_manifold._config import load_config
+from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.router import Target
+from mcp_manifold._errors import NotFound
 from mcp_manifold._front.http import build_app
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._runtime import metrics
@@ -162,6 +165,22 @@ async def test_tool_labels_are_bounded(front: Front, monkeypatch: pytest.MonkeyP
     assert samples("manifold_tool_calls_total", server="numbers", tool="multiply", outcome="ok") == 1
     assert samples("manifold_tool_calls_total", server="kitchen", tool="_other", outcome="ok") == 1
     assert samples("manifold_tool_calls_total", server="kitchen", tool="echo", outcome="ok") == 0
+
+
+async def test_a_call_whose_error_is_no_utf8_never_breaks_the_recent_calls(front: Front) -> None:
+    """A record quoting a lone surrogate (no UTF-8 encodes it) is served with ASCII escapes; before, the
+    page's list of calls answered 500 to every operator until 200 more calls pushed it out."""
+    last = (await front.http.get("/ui/api/calls")).json()["last"]
+    target = Target("kitchen", "echo", "kitchen_echo", "direct")
+    front.gateway.calls.refused(Request(Caller("odd")), "tool", target, NotFound("no tool 'a\ud800b' here"))
+    await front.client.call_tool("numbers_add", {"a": 1, "b": 2})
+    answer = await front.http.get("/ui/api/calls", params={"after": last})
+    assert answer.status_code == 200, answer.text
+    calls = answer.json()["calls"]
+    assert [(call["name"], call["error"]) for call in calls] == [
+        ("kitchen_echo", "no tool 'a\ud800b' here"),
+        ("numbers_add", None),
+    ]
 
 
 async def test_a_killed_server_shows_as_failed_with_a_restart_after(front: Front) -> None:

@@ -19,6 +19,7 @@ the HTTP front's business (`_front/http.py`); the page itself holds no data, and
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from collections.abc import Callable
@@ -261,7 +262,18 @@ class Dashboard:
 
 
 def _json(data: Any, status: int = 200) -> Response:
-    return JSONResponse(data, status_code=status, headers={"Cache-Control": "no-store"})
+    return _Json(data, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+class _Json(JSONResponse):
+    """JSON in UTF-8; with ASCII escapes when some text is no UTF-8 (a lone surrogate in an error a call
+    record quotes, say), so that one odd record never breaks the page for every operator."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
 
 
 def _static(name: str) -> Response:
