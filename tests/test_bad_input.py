@@ -22,8 +22,9 @@ from mcp_manifold._core.arguments import MAX_DEPTH, encoding_problem
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.router import Target
 from mcp_manifold._errors import InvalidRequest
+from mcp_manifold._runtime.audit import read_entries
 from mcp_manifold._runtime.gateway import Gateway
-from tests.conftest import server_entry, stdio_gateway
+from tests.conftest import server_entry, server_over_http, stdio_gateway
 from tests.raw_wire import RawStdio, live_backends
 
 SURFACES = ["direct", "proxy", "dispatch", "retrieve", "hub"]
@@ -205,6 +206,35 @@ async def test_a_server_answer_no_reader_accepts_costs_that_call_only(write_conf
         assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
         statuses = await live_backends(tmp_path / "data")
     assert statuses["garbled"]["restarts"] == 0, statuses["garbled"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_remote_server_answer_no_reader_accepts_costs_that_call_only(
+    write_config: Any, tmp_path: Path, mode: str
+) -> None:
+    """Over HTTP, where the gateway reads a plain call's answer itself: a lone surrogate in the answer, or in
+    its error's message, is refused as the SDK's client refuses it (a tool error that says so), never
+    passed on to break the client's stream, nor to cost the call's audit line. It used to be read with
+    Python's `json` (which takes it), and the call ended in an internal error."""
+    with server_over_http("garbled.py") as url:
+        path = write_config({"garbled": {"url": url, "timeout": 3}}, {"expose": ["direct"]})
+        async with stdio_gateway(path, mode=mode) as client:
+            assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
+            for tool in ("garbled_garble", "garbled_garble_error"):
+                refused = await client.call_tool(tool, {})
+                assert refused.is_error, text_of(refused)
+                assert text_of(refused).startswith("server 'garbled': Failed to parse JSON response: "), text_of(
+                    refused
+                )
+            assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
+    lines = [(line["name"], line["outcome"]) for line in read_entries(tmp_path / "data" / "audit")]
+    assert lines == [
+        ("garbled_fine", "ok"),
+        ("garbled_garble", "error"),
+        ("garbled_garble_error", "error"),
+        ("garbled_fine", "ok"),
+    ]
 
 
 @pytest.mark.anyio

@@ -7,7 +7,9 @@ session (every call in flight fails with "connection closed"). This leg sends th
 stamped (the same `_meta`, the same headers) on the backend's own pooled httpx client (and, with many
 calls in flight, on a few more like it: see `_CALLS_PER_CLIENT`) and reads the answer itself:
 `application/json`, or a `text/event-stream` whose notifications are handed to the session as if its
-transport had read them, and whose requests (a ping, say) the session answers.
+transport had read them, and whose requests (a ping, say) the session answers. It reads JSON with the
+parser the SDK's client reads it with (pydantic's), so both refuse alike what is no JSON text (a lone
+surrogate escaped in a string, say, which Python's `json` would let through to break the client's stream).
 
 What it will not do is left to the SDK's path, which then answers exactly as it does today:
 - an answer that says the server did not take the request (a redirect, a 401, a 4xx without a JSON-RPC
@@ -34,6 +36,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import pydantic_core
 from mcp.client.streamable_http import (
     DEFAULT_MAX_SSE_EVENT_SIZE,
     DEFAULT_RECONNECTION_DELAY_MS,
@@ -95,7 +98,7 @@ def _mcp_error(error: dict[str, Any]) -> MCPError:
 
 def _error_in(body: bytes) -> dict[str, Any] | None:
     try:
-        message = json.loads(body)
+        message = pydantic_core.from_json(body)
     except ValueError:
         return None
     error = message.get("error") if isinstance(message, dict) else None
@@ -271,7 +274,7 @@ class HttpLeg:
         content_type = response.headers.get("content-type", "").lower()
         if content_type.startswith("application/json"):
             try:
-                message = json.loads(await response.aread())
+                message = pydantic_core.from_json(await response.aread())
             except ValueError as exc:
                 raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {exc}") from None
             return result_of(message)
@@ -334,7 +337,7 @@ class HttpLeg:
                 if event.event != "message" or not event.data:
                     continue
                 try:
-                    message = json.loads(event.data)
+                    message = pydantic_core.from_json(event.data)
                 except ValueError:
                     continue  # the SDK's reader skips what does not parse, too
                 if not isinstance(message, dict):
