@@ -1,11 +1,16 @@
 """Throughput over streamable HTTP: many sessions calling at once, the gateway against the server it fronts.
 
-One run, three targets, both client eras (the SDK's default ``Client``, which speaks MCP 2026-07-28, and
+One run, four targets, both client eras (the SDK's default ``Client``, which speaks MCP 2026-07-28, and
 ``mode="legacy"``, a session-era client):
 
     direct_http          client -> kitchen.py --http (the official SDK's server by itself)
     manifold_http_stdio  client -> manifold --http -> kitchen.py over stdio
     manifold_http_http   client -> manifold --http -> kitchen.py --http (its own process)
+    manifold_http_bare   client -> manifold --http -> bare_echo.py over stdio (no SDK: next to no CPU)
+
+The last one measures the gateway's own capacity. The gateway shares this machine's cores with the
+server behind it, and the SDK's stdio server costs about as much per call as the SDK's HTTP server
+alone; bare_echo.py answers in a few hundredths of a millisecond.
 
 For each (era, target): ``--sessions`` client sessions (default 32) each make ``--calls`` sequential
 ``echo`` calls (default 200), all sessions at once. The sessions are spread over ``--workers`` client
@@ -54,6 +59,7 @@ from overhead import (
 
 BENCH = Path(__file__).resolve().parent
 DEFAULT_OUTPUT = BENCH / "results" / "http_throughput.json"
+BARE_ECHO = BENCH / "bare_echo.py"
 ERAS = {"2026-07-28": "auto", "session": "legacy"}
 
 
@@ -223,6 +229,7 @@ def start_targets(
         return f"http://127.0.0.1:{port}/mcp", pid
 
     stdio_url, stdio_pid = gateway("manifold-stdio", {"command": kitchen[0], "args": kitchen[1:]})
+    bare_url, bare_pid = gateway("manifold-bare", {"command": sys.executable, "args": [str(BARE_ECHO)]})
     backend = {"url": f"http://127.0.0.1:{backend_port}/mcp", "protocol": backend_protocol}
     http_url, http_pid = gateway("manifold-http", backend)
     targets = [
@@ -249,6 +256,16 @@ def start_targets(
             "pids": {"gateway": http_pid, "backend": backend_pid},
         },
     ]
+    targets.append(
+        {
+            "key": "manifold_http_bare",
+            "description": "client -> manifold (HTTP) -> bare_echo.py (stdio, no SDK): the gateway's own capacity",
+            "url": bare_url,
+            "tool": "kitchen_echo",
+            "pids": {"gateway": bare_pid},
+            "backend_under": bare_pid,
+        }
+    )
     if leg_off:  # both chains through the SDK's client (stdio and streamable HTTP), for a before/after in one run
         stdio_noleg_url, stdio_noleg_pid = gateway(
             "manifold-stdio-noleg", {"command": kitchen[0], "args": kitchen[1:]}, leg="off"
@@ -414,8 +431,9 @@ def main() -> None:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     (args.output.parent / "logs").mkdir(exist_ok=True)
     processes = Processes(args.output.parent / "logs")
-    try:
-        with tempfile.TemporaryDirectory(prefix="manifold-http-bench-") as tmp:
+    # The processes stop before their folder goes: a gateway still writing in it would fail its removal.
+    with tempfile.TemporaryDirectory(prefix="manifold-http-bench-") as tmp:
+        try:
             targets = start_targets(
                 processes,
                 Path(tmp),
@@ -459,8 +477,8 @@ def main() -> None:
                     rows[target["key"]] = measure(target["url"], target["tool"], ERAS[era], target["pids"], args)
                 results["eras"][era] = rows
                 print_table(era, rows)
-    finally:
-        processes.stop_all()
+        finally:
+            processes.stop_all()
     results["targets"] = {target["key"]: target["description"] for target in targets}
     args.output.write_text(json.dumps(results, indent=2))
     print(f"\nwritten to {args.output}")
