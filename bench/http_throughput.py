@@ -197,6 +197,7 @@ def start_targets(
     leg_off: bool = False,
     backend_protocol: str = "auto",
     gc_off: bool = False,
+    variant_server: str = "kitchen",
 ) -> list[dict[str, Any]]:
     kitchen = [sys.executable, str(KITCHEN)]
     direct_port = free_port()
@@ -343,13 +344,17 @@ def start_targets(
                 "backend_under": pid,
             }
         )
-    for variant in variants:  # the stdio-backed gateway with DIR first on its PYTHONPATH (uvloop, httptools)
+    # the stdio-backed gateway with DIR first on its PYTHONPATH (uvloop, httptools), in front of kitchen.py or
+    # of bare_echo.py (where the gateway's own cost is most of the CPU, so a change to it shows best)
+    behind = [sys.executable, str(BARE_ECHO)] if variant_server == "bare" else kitchen
+    for variant in variants:
         key, _, path = variant.partition("=")
-        url, pid = gateway(f"manifold-{key}", {"command": kitchen[0], "args": kitchen[1:]}, path=path)
+        url, pid = gateway(f"manifold-{key}", {"command": behind[0], "args": behind[1:]}, path=path)
         targets.append(
             {
                 "key": f"manifold_http_stdio_{key}",
-                "description": f"client -> manifold (HTTP, {path} first on its PYTHONPATH) -> kitchen.py (stdio)",
+                "description": f"client -> manifold (HTTP, {path} first on its PYTHONPATH) -> "
+                f"{Path(behind[1]).name} (stdio)",
                 "url": url,
                 "tool": "kitchen_echo",
                 "pids": {"gateway": pid},
@@ -416,6 +421,12 @@ def main() -> None:
         metavar="KEY=DIR",
         help="also the stdio-backed gateway with DIR first on its PYTHONPATH (e.g. uvloop and httptools there)",
     )
+    parser.add_argument(
+        "--variant-server",
+        choices=("kitchen", "bare"),
+        default="kitchen",
+        help="the stdio server behind the --variant gateways (bare: bare_echo.py, next to no CPU per call)",
+    )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args()
     eras = [era.strip() for era in args.eras.split(",") if era.strip()]
@@ -444,6 +455,7 @@ def main() -> None:
                 args.with_leg_off,
                 args.backend_protocol,
                 args.with_gc_off,
+                args.variant_server,
             )
             if args.only:
                 keep = {"direct_http"} | {key.strip() for key in args.only.split(",")}  # the ratios need it

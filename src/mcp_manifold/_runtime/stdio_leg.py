@@ -24,6 +24,7 @@ the process's life) stays with the SDK's transport and session. Request ids are 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Mapping
@@ -67,6 +68,7 @@ class StdioLeg:
         self.server = server
         self.posts = 0  # requests written on this leg
         self._stdin: anyio.abc.ByteSendStream | None = None  # until `attach`
+        self._writer: asyncio.StreamWriter | None = None  # the asyncio stream under it, when there is one
         self._ids = itertools.count(1)
         self._waiting: dict[str, _Waiting] = {}
         self._closed = False
@@ -78,6 +80,12 @@ class StdioLeg:
     def attach(self, stdin: anyio.abc.ByteSendStream) -> None:
         """The server's stdin, once its process is up: the leg writes its requests there."""
         self._stdin = stdin
+        # anyio's send yields to the loop after every write, in a shielded cancel scope: a pass of the
+        # loop and two scopes per call, where the leg waits for the answer right after anyway. So the
+        # leg writes to the asyncio stream under it (what `open_process` makes on asyncio), and waits
+        # only when the pipe is full; any other stream is written to through anyio.
+        writer = getattr(stdin, "_stream", None)
+        self._writer = writer if isinstance(writer, asyncio.StreamWriter) else None
 
     def reading(self, read: Any) -> _Answers:
         """`read` (the transport's stream to the session) with this leg's answers taken out of it."""
@@ -101,7 +109,7 @@ class StdioLeg:
         try:
             try:
                 written = True  # a write cancelled on its way may still have gone out whole: counts as sent
-                await stdin.send(line)
+                await self._write(stdin, line)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
             self.posts += 1
@@ -119,6 +127,17 @@ class StdioLeg:
             raise waiting.error
         assert waiting.result is not None
         return waiting.result
+
+    async def _write(self, stdin: anyio.abc.ByteSendStream, line: bytes) -> None:
+        writer = self._writer
+        if writer is None:
+            await stdin.send(line)
+            return
+        try:
+            writer.write(line)
+            await writer.drain()  # returns at once unless the pipe is full (or gone)
+        except RuntimeError:  # uvloop's, on a closed pipe (as anyio's send allows for)
+            raise anyio.BrokenResourceError from None
 
     def answered(self, message: Any) -> bool:
         """Take `message` (one the transport read) if it answers a request of this leg."""
