@@ -125,10 +125,12 @@ bench: setup
 		|| echo "bench: fastmcp could not be installed; overhead.py will skip the FastMCP rows"; fi
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/observers.py
 	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off --with-gc-off
 
 # Throughput over streamable HTTP (32 sessions x 200 calls, both client eras): the SDK's server by itself,
-# the gateway in front of it over stdio and over HTTP, the gateway with its HTTP fast lane off, with its
+# the gateway in front of it over stdio and over HTTP, the gateway in front of bench/bare_echo.py (a stdio
+# server without the SDK, next to no CPU: the gateway's own capacity), the gateway with its HTTP fast lane off, with its
 # raw backend legs off, with CPython's collector settings, and the SDK's server and the stdio-backed
 # gateway once more without uvloop and httptools.
 bench-http: setup
