@@ -9,6 +9,7 @@ import contextlib
 import copy
 import json
 import random
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -248,3 +249,65 @@ def test_the_process_read_through_the_leg_is_still_the_process() -> None:
     assert (process.pid, process.returncode, process.stdin, process.stdout) == (4321, None, "stdin", stdout)
     assert process._process == "asyncio's"  # type: ignore[attr-defined]  # the SDK closes its transport
     assert copy.copy(process).pid == 4321  # no endless lookup while a copy is built
+
+
+# A process that copies what it reads on stdin into the file it is given: the server's side of the pipe.
+_RECORDER = "import shutil, sys; shutil.copyfileobj(sys.stdin.buffer, open(sys.argv[1], 'wb'), 1)"
+LOOPS = pytest.mark.parametrize("uvloop", [False, True], ids=["asyncio", "uvloop"])
+
+
+async def _recorded(record: Any, work: Any) -> list[str]:
+    """Run `work(leg)` with the leg on a real pipe to a recorder (into the file `record`); the methods it was sent."""
+    process = await anyio.open_process([sys.executable, "-c", _RECORDER, str(record)])
+    leg = StdioLeg("kitchen")
+    assert process.stdin is not None
+    leg.attach(process.stdin)
+    try:
+        with anyio.fail_after(20):
+            await work(leg)
+    finally:
+        await process.stdin.aclose()
+        with anyio.fail_after(20):
+            await process.wait()
+    return [json.loads(line)["method"] for line in record.read_text().splitlines()]
+
+
+@LOOPS
+def test_a_call_given_up_before_it_went_out_never_reaches_the_server(tmp_path: Any, uvloop: bool) -> None:
+    """The leg writes to the pipe itself, not through anyio's send: a call whose scope was cancelled before
+    it was written (while shielded, as a limiter's acquire is) must not run on the server."""
+
+    async def cancelled_first(leg: StdioLeg) -> None:
+        with anyio.CancelScope() as outer:
+            with anyio.CancelScope(shield=True):
+                outer.cancel()
+                await anyio.lowlevel.checkpoint()  # shielded: the cancellation waits
+            await leg.post("tools/call", {"name": "echo"}, {})
+        assert outer.cancelled_caught
+
+    async def cancelled_waiting(leg: StdioLeg) -> None:  # the control: written, then given up while waiting
+        with anyio.move_on_after(0.5):
+            await leg.post("tools/call", {"name": "echo"}, {})
+
+    assert anyio.run(_recorded, tmp_path / "a.jsonl", cancelled_first, backend_options={"use_uvloop": uvloop}) == []
+    sent = anyio.run(_recorded, tmp_path / "b.jsonl", cancelled_waiting, backend_options={"use_uvloop": uvloop})
+    assert sent == ["tools/call", "notifications/cancelled"]
+
+
+@LOOPS
+def test_a_request_on_a_pipe_whose_server_is_gone_fails_as_a_closed_connection(tmp_path: Any, uvloop: bool) -> None:
+    """asyncio says so with ConnectionResetError or BrokenPipeError, uvloop with a RuntimeError: either way the
+    caller gets the SDK's "Connection closed"."""
+
+    async def main() -> None:
+        process = await anyio.open_process([sys.executable, "-c", "pass"])  # reads nothing, and is gone
+        await process.wait()
+        leg = StdioLeg("kitchen")
+        assert process.stdin is not None
+        leg.attach(process.stdin)
+        with anyio.fail_after(20):
+            for _ in range(3):  # the first write may still be taken by the pipe's buffer
+                with pytest.raises(MCPError, match=r"^Connection closed$"):
+                    await leg.post("tools/call", {"name": "echo", "arguments": {"text": "x" * 100_000}}, {})
+
+    anyio.run(main, backend_options={"use_uvloop": uvloop})

@@ -108,6 +108,9 @@ class StdioLeg:
         written = False
         try:
             try:
+                # A call given up on before it went out (its scope cancelled while shielded, say, as a
+                # limiter's acquire is) never goes out, and needs no cancel either.
+                await anyio.lowlevel.checkpoint_if_cancelled()
                 written = True  # a write cancelled on its way may still have gone out whole: counts as sent
                 await self._write(stdin, line)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
