@@ -26,6 +26,7 @@ from mcp_manifold._errors import NotFound
 from mcp_manifold._front.http import build_app
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._runtime import metrics
+from mcp_manifold._runtime.call_path import CallRecord
 from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry
 
@@ -181,6 +182,39 @@ async def test_a_call_whose_error_is_no_utf8_never_breaks_the_recent_calls(front
         ("kitchen_echo", "no tool 'a\ud800b' here"),
         ("numbers_add", None),
     ]
+
+
+def test_a_tool_call_counts_by_its_outcome_and_only_a_call_that_reached_its_server_in_the_backend_series() -> None:
+    """Each call's series are looked up once per (server, tool, outcome) and kept: a call counts in its own
+    outcome's, and a refused or cached call (no backend part) makes no empty backend series."""
+    observed = metrics.GatewayMetrics(None)  # type: ignore[arg-type]  # counting needs no gateway
+
+    def samples(metric: Any) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in metric.collect()
+            for sample in family.samples
+            if "le" not in sample.labels
+        }
+
+    fail = Target("kitchen", "fail", "kitchen_fail", "direct")
+    for outcome, backend in [("ok", 0.001), ("error", 0.001), ("ok", 0.002), ("denied", None), ("error", None)]:
+        observed.observe_call(CallRecord("tool", fail, "c", 0.003, outcome, backend=backend))
+    observed.observe_call(CallRecord("tool", Target("locked", "x", "locked_x", "direct"), "c", 0.0, "denied"))
+
+    def label(**labels: str) -> frozenset[tuple[str, str]]:
+        return frozenset(labels.items())
+
+    calls = samples(observed.tool_calls)
+    for outcome, count in [("ok", 2), ("error", 2), ("denied", 1)]:
+        assert calls["manifold_tool_calls_total", label(server="kitchen", tool="fail", outcome=outcome)] == count
+    assert (
+        samples(observed.call_seconds)["manifold_call_duration_seconds_count", label(server="kitchen", kind="tool")]
+        == 5
+    )
+    backend = samples(observed.backend_seconds)
+    assert backend["manifold_backend_duration_seconds_count", label(server="kitchen", kind="tool")] == 3
+    assert not [labels for _, labels in backend if ("server", "locked") in labels]  # only refused: no series
 
 
 async def test_a_killed_server_shows_as_failed_with_a_restart_after(front: Front) -> None:

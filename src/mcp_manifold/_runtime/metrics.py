@@ -125,7 +125,7 @@ class GatewayMetrics:
         ProcessCollector(registry=registry)
         self._tools = BoundedLabels(TOOL_LABELS)
         self._servers = BoundedLabels(SERVER_LABELS)
-        self._tool_series: dict[tuple[str, str, str], _ToolSeries] = {}
+        self._tool_series: dict[tuple[str, str, str, bool], _ToolSeries] = {}
         self._detach: list[Callable[[], None]] = []
 
     def attach(self) -> Callable[[], None]:
@@ -166,7 +166,8 @@ class GatewayMetrics:
         # The series a tool call counts in, looked up once per (server, tool, outcome) rather than by
         # label values (validated and locked) four times per call.
         target = record.target
-        key = (target.server, target.name, record.outcome)
+        timed = record.backend is not None  # a refused or cached call has no backend part: no series for it
+        key = (target.server, target.name, record.outcome, timed)
         series = self._tool_series.get(key)
         if series is None:
             if len(self._tool_series) >= _SERIES_CACHED:  # servers come and go (hub instances)
@@ -177,14 +178,14 @@ class GatewayMetrics:
                 server,
                 self.tool_calls.labels(server, tool, record.outcome),
                 self.call_seconds.labels(server, "tool"),
-                self.backend_seconds.labels(server, "tool"),
-                self.gateway_seconds.labels("tool"),
+                self.backend_seconds.labels(server, "tool") if timed else None,
+                self.gateway_seconds.labels("tool") if timed else None,
             )
         series.calls.inc()
         if record.spilled:
             self.spilled.labels(series.server).inc()
         series.duration.observe(record.duration)
-        if record.backend is not None:
+        if record.backend is not None and series.backend is not None and series.added is not None:
             series.backend.observe(record.backend)
             series.added.observe(max(0.0, record.duration - record.backend))
 
@@ -194,8 +195,8 @@ class _ToolSeries:
     server: str  # the label: the server's name, or OTHER
     calls: Any
     duration: Any
-    backend: Any
-    added: Any
+    backend: Any | None  # with the next one, only for calls that reached their backend
+    added: Any | None
 
 
 class _GatewayState(Collector):
