@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -204,20 +205,33 @@ def test_the_audit_log_keeps_writing_when_its_file_is_moved_away_and_never_cuts_
 
 
 def test_an_audit_line_is_written_whatever_its_error_says(tmp_path: Path) -> None:
-    """A remote server's error can carry a lone surrogate (a JSON escape Python's parser reads): no UTF-8
-    encodes it, and the line must not be lost for that. Other text stays as it is, in UTF-8."""
+    """A server's error can carry a lone surrogate (a JSON escape Python's parser reads): no UTF-8 encodes
+    it. The line is not lost for that, and it is written as the escape's text, which `manifold audit` can
+    print. Other text stays as it is, in UTF-8."""
     from mcp_manifold._core.router import Target
     from mcp_manifold._runtime.audit import AuditLog
     from mcp_manifold._runtime.call_path import CallRecord
 
     errors = ["server 'remote': tools/call failed: bad \ud800 half", "café, 東京 and \u2028", None]
-    log = AuditLog(tmp_path, max_bytes=1_000_000, backups=1)
+    log = AuditLog(tmp_path / "audit", max_bytes=1_000_000, backups=1)
     for error in errors:
         target = Target("remote", "echo", "remote_echo", "direct")
         log(CallRecord("tool", target, "c", 0.001, "error" if error else "ok", error, arguments_size=3))
     log.close()
-    assert [line.get("error") for line in read_entries(tmp_path)] == errors
-    assert "café, 東京".encode() in (tmp_path / "audit.jsonl").read_bytes()  # not escaped
+    printed = ["server 'remote': tools/call failed: bad \\ud800 half", "café, 東京 and \u2028", None]
+    assert [line.get("error") for line in read_entries(tmp_path / "audit")] == printed
+    assert "café, 東京".encode() in (tmp_path / "audit" / "audit.jsonl").read_bytes()  # not escaped
+    config = write(tmp_path, {"audit_path": str(tmp_path / "audit")})
+    for extra in ([], ["--json"]):  # a table, and the lines as written
+        shown = subprocess.run(
+            [*manifold_command(config)[:3], "audit", "--config", str(config), *extra],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert "ud800 half" in shown.stdout, shown.stdout
 
 
 @settings(max_examples=2000, deadline=None)

@@ -134,13 +134,21 @@ class AuditLog:
 
 
 def _encoded(line: dict[str, Any]) -> bytes:
-    """The line as compact JSON in UTF-8, with its newline. A lone surrogate (a remote server's error can
-    carry one, as a JSON escape) is no UTF-8: such a line is written with ASCII escapes instead, so it is
-    never lost."""
+    """The line as compact JSON in UTF-8, with its newline. A lone surrogate (a server's error or a token's
+    subject can carry one, as a JSON escape) is no UTF-8: it is written as the text of its escape
+    (`\\ud800`, six characters), so the line is neither lost nor one that a reader in UTF-8 (`manifold
+    audit`, a log collector) cannot print."""
     try:
         return pydantic_core.to_json(line) + b"\n"
     except pydantic_core.PydanticSerializationError:
-        return json.dumps(line, separators=(",", ":")).encode() + b"\n"
+        printable = {key: _printable(value) for key, value in line.items()}
+        return pydantic_core.to_json(printable) + b"\n"
+
+
+def _printable(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _open_log(path: Path) -> BinaryIO:
