@@ -9,6 +9,7 @@ through for a direct tool. The call path now refuses it with an error naming the
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+from mcp import Client
 
 from mcp_manifold._config import load_config
 from mcp_manifold._core.arguments import MAX_DEPTH, encoding_problem
@@ -211,30 +213,47 @@ async def test_a_server_answer_no_reader_accepts_costs_that_call_only(write_conf
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_remote_server_answer_no_reader_accepts_costs_that_call_only(
-    write_config: Any, tmp_path: Path, mode: str
+    write_config: Any, http_gateway: Any, tmp_path: Path, mode: str
 ) -> None:
-    """Over HTTP, where the gateway reads a plain call's answer itself: a lone surrogate in the answer, or in
-    its error's message, is refused as the SDK's client refuses it (a tool error that says so), never
+    """Over HTTP, where the gateway's raw leg reads a plain call's answer itself: a lone surrogate in the
+    answer, or in its error's message, is refused in the words of the SDK's client (a tool error), never
     passed on to break the client's stream, nor to cost the call's audit line. It used to be read with
-    Python's `json` (which takes it), and the call ended in an internal error."""
+    Python's `json` (which takes it), and the call ended in an internal error. The same calls with the leg
+    off (every call through the SDK's client) say the same."""
+    texts: dict[str, list[str]] = {}
     with server_over_http("garbled.py") as url:
-        path = write_config({"garbled": {"url": url, "timeout": 3}}, {"expose": ["direct"]})
-        async with stdio_gateway(path, mode=mode) as client:
-            assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
-            for tool in ("garbled_garble", "garbled_garble_error"):
-                refused = await client.call_tool(tool, {})
-                assert refused.is_error, text_of(refused)
-                assert text_of(refused).startswith("server 'garbled': Failed to parse JSON response: "), text_of(
-                    refused
-                )
-            assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
+        for leg in ("1", "0"):
+            path = write_config({"garbled": {"url": url, "timeout": 3}}, {"expose": ["direct"]}, name=f"leg{leg}.json")
+            os.environ["MANIFOLD_HTTP_LEG"] = leg  # inherited by the gateway
+            try:
+                gateway = http_gateway(path)
+            finally:
+                del os.environ["MANIFOLD_HTTP_LEG"]
+            async with Client(gateway, mode=mode) as client:
+                assert text_of(await client.call_tool("garbled_fine", {})) == "fine"  # the server is up: the lane
+                said = texts[leg] = []
+                for tool in ("garbled_garble", "garbled_garble_error"):
+                    refused = await client.call_tool(tool, {})
+                    assert refused.is_error, text_of(refused)
+                    said.append(text_of(refused))
+                assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
+            async with httpx2.AsyncClient() as http:
+                scraped = (await http.get(gateway.removesuffix("/mcp") + "/metrics")).text
+            taken = f'manifold_backend_raw_leg_calls_total{{server="garbled"}} {3.0 if leg == "1" else 0.0}'
+            assert taken in scraped, [line for line in scraped.splitlines() if "raw_leg_calls" in line]
+    # The leg's words are the SDK client's, up to where the line breaks off (the request ids differ).
+    assert [text.split(" at line ")[0] for text in texts["1"]] == [text.split(" at line ")[0] for text in texts["0"]]
+    for text in texts["1"]:
+        assert text.startswith("server 'garbled': Failed to parse JSON response: 1 validation error for union["), text
+        assert "Invalid JSON: unexpected end of hex escape at line 1" in text, text
     lines = [(line["name"], line["outcome"]) for line in read_entries(tmp_path / "data" / "audit")]
-    assert lines == [
+    calls = [
         ("garbled_fine", "ok"),
         ("garbled_garble", "error"),
         ("garbled_garble_error", "error"),
         ("garbled_fine", "ok"),
     ]
+    assert lines == calls * 2
 
 
 @pytest.mark.anyio

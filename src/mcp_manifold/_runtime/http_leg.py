@@ -44,7 +44,8 @@ from mcp.client.streamable_http import (
     MAX_RECONNECTION_ATTEMPTS,
 )
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, jsonrpc_message_adapter
+from pydantic import ValidationError
 
 from mcp_manifold._errors import BackendUnavailable
 from mcp_manifold._runtime.outbound import raw_request
@@ -94,6 +95,16 @@ def refused_status(status: int, body_error: dict[str, Any] | None) -> MCPError |
 def _mcp_error(error: dict[str, Any]) -> MCPError:
     code = error.get("code")
     return MCPError(code if isinstance(code, int) else INTERNAL_ERROR, str(error.get("message", "")), error.get("data"))
+
+
+def _parse_failure(body: bytes) -> str:
+    """Why `body` is no JSON, in the words the SDK's client uses for it (its message adapter's error), so
+    that a call says the same whichever path took it."""
+    try:
+        jsonrpc_message_adapter.validate_json(body, by_name=False)
+    except ValidationError as exc:
+        return str(exc)
+    return "not JSON"  # the adapter read what the parser could not: not met so far
 
 
 def _error_in(body: bytes) -> dict[str, Any] | None:
@@ -151,7 +162,7 @@ class HttpLeg:
         self.session_id: str | None = None
         self.deliver: Deliver | None = None  # the session's own handling of a server notification
         self.answer: Answer | None = None  # the session's own answer to a server's request
-        self.posts = 0  # POSTs answered on this leg
+        self.posts = 0  # POSTs answered on this leg (with a result or an error)
         self.retries = 0  # POSTs sent again after a connection-level failure
         self.fallbacks = 0  # requests handed back to the SDK's path
         self.resumed = 0  # answer streams taken up again with Last-Event-ID
@@ -244,15 +255,21 @@ class HttpLeg:
             result = await self._answer(response, request_id)
         except httpx2.TransportError as exc:
             raise self._failed(exc) from exc
+        except MCPError:  # answered on the leg, with an error (the server's, or an answer that did not parse)
+            self._answered()
+            raise
         finally:
             await response.aclose()
         if result is None:
             self.fallbacks += 1
         else:
-            if not self.posts:
-                logger.info("server %r: plain tools/call requests go on the raw HTTP leg", self.server)
-            self.posts += 1
+            self._answered()
         return result
+
+    def _answered(self) -> None:
+        if not self.posts:
+            logger.info("server %r: plain tools/call requests go on the raw HTTP leg", self.server)
+        self.posts += 1
 
     def _failed(self, exc: Exception) -> BackendUnavailable:
         # One call fails, not the session: the next call goes out on another connection.
@@ -273,10 +290,11 @@ class HttpLeg:
             raise refused
         content_type = response.headers.get("content-type", "").lower()
         if content_type.startswith("application/json"):
+            body = await response.aread()
             try:
-                message = pydantic_core.from_json(await response.aread())
-            except ValueError as exc:
-                raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {exc}") from None
+                message = pydantic_core.from_json(body)
+            except ValueError:
+                raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {_parse_failure(body)}") from None
             return result_of(message)
         if content_type.startswith("text/event-stream"):
             return await self._read_stream(response, request_id)
