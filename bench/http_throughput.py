@@ -347,12 +347,13 @@ def start_targets(
     # the stdio-backed gateway with DIR first on its PYTHONPATH (uvloop, httptools), in front of kitchen.py or
     # of bare_echo.py (where the gateway's own cost is most of the CPU, so a change to it shows best)
     behind = [sys.executable, str(BARE_ECHO)] if variant_server == "bare" else kitchen
+    chain = "bare" if variant_server == "bare" else "stdio"  # in the key: never compared with the other by mistake
     for variant in variants:
         key, _, path = variant.partition("=")
         url, pid = gateway(f"manifold-{key}", {"command": behind[0], "args": behind[1:]}, path=path)
         targets.append(
             {
-                "key": f"manifold_http_stdio_{key}",
+                "key": f"manifold_http_{chain}_{key}",
                 "description": f"client -> manifold (HTTP, {path} first on its PYTHONPATH) -> "
                 f"{Path(behind[1]).name} (stdio)",
                 "url": url,

@@ -1,7 +1,9 @@
 """What the call path's observers cost per call, in-process: the audit line, the Prometheus series, the
 dashboard's recent calls, and the record's argument size (bytes of the arguments as JSON).
 
-Each is run `--records` times on one plain tool call's record, best of five rounds, in microseconds.
+Each is run `--records` times on one plain tool call's record, best of five rounds, in microseconds: the
+steady state of a gateway whose tools have been called before (the first call of a tool also sets up its
+Prometheus series).
 For a before and after, run it with the other tree first on the path:
 ``PYTHONPATH=/other/checkout/src .venv/bin/python bench/observers.py``.
 """
