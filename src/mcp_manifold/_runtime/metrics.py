@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 TOOL_LABELS = 500
 SERVER_LABELS = 100
-_SERIES_CACHED = 4096  # tool calls' series kept at hand, by (server, tool, outcome)
+_SERIES_CACHED = 4096  # tool calls' series kept at hand, by server, tool, outcome and whether it reached its server
 OTHER = "_other"
 # Seconds: from a cached answer (well under a millisecond) to a long tool call.
 CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -163,7 +163,7 @@ class GatewayMetrics:
             self.gateway_seconds.labels(record.kind).observe(max(0.0, record.duration - record.backend))
 
     def _observe_tool(self, record: CallRecord) -> None:
-        # The series a tool call counts in, looked up once per (server, tool, outcome) rather than by
+        # The series a tool call counts in, looked up once per (server, tool, outcome, timed) rather than by
         # label values (validated and locked) four times per call.
         target = record.target
         timed = record.backend is not None  # a refused or cached call has no backend part: no series for it
