@@ -206,7 +206,7 @@ class StdioLeg:
             "params": {"requestId": request_id, "reason": "caller cancelled"},
         }
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):  # gone: nothing to stop
-            await self._stdin.send(pydantic_core.to_json(cancelled) + b"\n")
+            await self._write(self._stdin, pydantic_core.to_json(cancelled) + b"\n")
 
 
 def _error_of(error: Any) -> MCPError | None:
