@@ -200,6 +200,7 @@ def start_targets(
     variant_server: str = "kitchen",
 ) -> list[dict[str, Any]]:
     kitchen = [sys.executable, str(KITCHEN)]
+    bare = [sys.executable, str(BARE_ECHO)]
     direct_port = free_port()
     direct_pid = processes.start("kitchen-http", [*kitchen, "--http", str(direct_port)], direct_port)
     backend_port = free_port()  # the gateway's HTTP backend: a process of its own, measured on its own
@@ -230,7 +231,7 @@ def start_targets(
         return f"http://127.0.0.1:{port}/mcp", pid
 
     stdio_url, stdio_pid = gateway("manifold-stdio", {"command": kitchen[0], "args": kitchen[1:]})
-    bare_url, bare_pid = gateway("manifold-bare", {"command": sys.executable, "args": [str(BARE_ECHO)]})
+    bare_url, bare_pid = gateway("manifold-bare", {"command": bare[0], "args": bare[1:]})
     backend = {"url": f"http://127.0.0.1:{backend_port}/mcp", "protocol": backend_protocol}
     http_url, http_pid = gateway("manifold-http", backend)
     targets = [
@@ -256,8 +257,6 @@ def start_targets(
             "tool": "kitchen_echo",
             "pids": {"gateway": http_pid, "backend": backend_pid},
         },
-    ]
-    targets.append(
         {
             "key": "manifold_http_bare",
             "description": "client -> manifold (HTTP) -> bare_echo.py (stdio, no SDK): the gateway's own capacity",
@@ -265,8 +264,8 @@ def start_targets(
             "tool": "kitchen_echo",
             "pids": {"gateway": bare_pid},
             "backend_under": bare_pid,
-        }
-    )
+        },
+    ]
     if leg_off:  # both chains through the SDK's client (stdio and streamable HTTP), for a before/after in one run
         stdio_noleg_url, stdio_noleg_pid = gateway(
             "manifold-stdio-noleg", {"command": kitchen[0], "args": kitchen[1:]}, leg="off"
@@ -346,7 +345,7 @@ def start_targets(
         )
     # the stdio-backed gateway with DIR first on its PYTHONPATH (uvloop, httptools), in front of kitchen.py or
     # of bare_echo.py (where the gateway's own cost is most of the CPU, so a change to it shows best)
-    behind = [sys.executable, str(BARE_ECHO)] if variant_server == "bare" else kitchen
+    behind = bare if variant_server == "bare" else kitchen
     chain = "bare" if variant_server == "bare" else "stdio"  # in the key: never compared with the other by mistake
     for variant in variants:
         key, _, path = variant.partition("=")
