@@ -204,6 +204,39 @@ def test_the_audit_log_keeps_writing_when_its_file_is_moved_away_and_never_cuts_
     assert len(list(read_entries(tmp_path / "b"))) == 12  # nothing cut
 
 
+async def test_the_audit_lines_of_one_pass_of_the_loop_are_written_together_in_order_and_none_is_lost(
+    tmp_path: Path,
+) -> None:
+    """Calls that end in one pass of the event loop have their lines written at the end of it, in the
+    order the calls ended: not before (one write for them all), not lost, and rotation still by size."""
+    from mcp_manifold._core.router import Target
+    from mcp_manifold._runtime.audit import AuditLog, log_files
+    from mcp_manifold._runtime.call_path import CallRecord
+
+    def record(number: int) -> CallRecord:
+        return CallRecord("tool", Target("numbers", "add", f"numbers_add_{number}", "direct"), "c", 0.001, "ok")
+
+    path = tmp_path / "a" / "audit.jsonl"
+    log = AuditLog(path.parent, max_bytes=1_000_000, backups=1)
+    for number in range(3):
+        log(record(number))
+    assert path.read_bytes() == b""  # still this pass of the loop
+    await anyio.sleep(0)
+    assert [line["name"] for line in read_entries(path.parent)] == ["numbers_add_0", "numbers_add_1", "numbers_add_2"]
+    log(record(3))
+    log.close()  # what is waiting for the end of the pass is written before the file closes
+    assert [line["name"] for line in read_entries(path.parent)][-1] == "numbers_add_3"
+
+    rotated = AuditLog(tmp_path / "b", max_bytes=600, backups=20)
+    for number in range(30):
+        rotated(record(number))
+        if number % 4 == 3:
+            await anyio.sleep(0)
+    rotated.close()
+    assert len(log_files(tmp_path / "b")) > 2
+    assert [line["name"] for line in read_entries(tmp_path / "b")] == [f"numbers_add_{n}" for n in range(30)]
+
+
 def test_an_audit_line_is_written_whatever_its_error_says(tmp_path: Path) -> None:
     """A server's error can carry a lone surrogate (a JSON escape Python's parser reads): no UTF-8 encodes
     it. The line is not lost for that, and it is written as the escape's text, which `manifold audit` can
