@@ -52,28 +52,18 @@ _CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-u
 
 
 class RecentCalls:
-    """The last calls the call path saw, numbered, for the dashboard (an observer: no arguments, no content)."""
+    """The last calls the call path saw, numbered, for the dashboard (an observer: no arguments, no content).
+
+    Each call is kept as it came (its number, time and record) and described only when the dashboard asks:
+    a call costs an append, not a dict the dashboard may never read."""
 
     def __init__(self, size: int = RECENT_CALLS) -> None:
-        self._calls: deque[dict[str, Any]] = deque(maxlen=size)
+        self._calls: deque[tuple[int, float, CallRecord]] = deque(maxlen=size)
         self._count = 0
 
     def __call__(self, record: CallRecord) -> None:
         self._count += 1
-        target = record.target
-        self._calls.append(
-            {
-                "n": self._count,
-                "at": time.time(),
-                "kind": record.kind,
-                "name": target.exposed,
-                "server": target.server,
-                "surface": target.surface,
-                "ms": round(record.duration * 1000, 2),
-                "outcome": record.outcome,
-                "error": record.error,
-            }
-        )
+        self._calls.append((self._count, time.time(), record))
 
     @property
     def last(self) -> int:
@@ -81,7 +71,22 @@ class RecentCalls:
         return self._count
 
     def since(self, after: int) -> list[dict[str, Any]]:
-        return [call for call in self._calls if call["n"] > after]
+        return [_described(number, at, record) for number, at, record in self._calls if number > after]
+
+
+def _described(number: int, at: float, record: CallRecord) -> dict[str, Any]:
+    target = record.target
+    return {
+        "n": number,
+        "at": at,
+        "kind": record.kind,
+        "name": target.exposed,
+        "server": target.server,
+        "surface": target.surface,
+        "ms": round(record.duration * 1000, 2),
+        "outcome": record.outcome,
+        "error": record.error,
+    }
 
 
 class ConfigCheck:
