@@ -320,7 +320,53 @@ def test_a_rebound_host_is_refused_as_on_the_sdk_path(gateways: Callable[[bool],
         taken = lane_counts(url)["lane"]
         assert modern_request(http, url, "kitchen_echo", {"text": "x"}, 2, host="evil.example:80")[0] == 421
         assert modern_request(http, url, "kitchen_echo", {"text": "x"}, 3, origin="http://evil.example")[0] == 403
-    assert lane_counts(url)["lane"] == taken
+        assert lane_counts(url)["lane"] == taken
+        # The lane keeps each verdict by the headers checked: asked again, each answer is the same.
+        assert modern_request(http, url, "kitchen_echo", {"text": "x"}, 4, host="evil.example:80")[0] == 421
+        assert modern_request(http, url, "kitchen_echo", {"text": "ok"}, 5)[0] == 200
+        assert modern_request(http, url, "kitchen_echo", {"text": "x"}, 6, origin="http://evil.example")[0] == 403
+    assert lane_counts(url)["lane"] == taken + 1
+
+
+def test_routing_headers_the_sdk_refuses_get_its_refusal_on_the_lane_too(gateways: Callable[[bool], str]) -> None:
+    """The lane reads a 2026-07-28 call's routing headers (the version, `Mcp-Method`, `Mcp-Name`) as the
+    SDK's ladder does: one that disagrees with the body, or one sent twice, leaves the call to the SDK's
+    path, which refuses it, alike with the lane on and off."""
+    lane_url, sdk_url = gateways(True), gateways(False)
+    meta = {PROTOCOL_VERSION_META_KEY: MODERN, CLIENT_CAPABILITIES_META_KEY: {}}
+    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "kitchen_echo", "_meta": meta}}
+    base = [("accept", ACCEPT), ("content-type", "application/json"), ("mcp-protocol-version", MODERN)]
+    cases = {
+        "another name": [*base, ("mcp-method", "tools/call"), ("mcp-name", "kitchen_add")],
+        "the method twice": [
+            *base,
+            ("mcp-method", "tools/call"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "kitchen_echo"),
+        ],
+        "the name twice": [
+            *base,
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "kitchen_echo"),
+            ("Mcp-Name", "kitchen_echo"),
+        ],
+        "the version twice": [
+            *base,
+            ("MCP-Protocol-Version", MODERN),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "kitchen_echo"),
+        ],
+    }
+    plain = [*base, ("mcp-method", "tools/call"), ("mcp-name", "kitchen_echo")]
+    with httpx.Client(timeout=60) as http:
+        assert http.post(lane_url, content=json.dumps(body), headers=plain).status_code == 200  # its server up
+        taken = lane_counts(lane_url)["lane"]
+        for case, headers in cases.items():
+            found = [http.post(url, content=json.dumps(body), headers=headers) for url in (lane_url, sdk_url)]
+            assert found[0].status_code == found[1].status_code and found[0].status_code >= 400, case
+            assert found[0].text == found[1].text, case
+        assert http.post(lane_url, content=json.dumps(body), headers=plain).status_code == 200  # the control
+    assert lane_counts(lane_url)["lane"] == taken + 1
 
 
 def test_a_session_is_its_credentials_on_the_lane_too(gateways: Callable[..., str], tmp_path: Path) -> None:

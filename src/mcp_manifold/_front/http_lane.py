@@ -45,6 +45,8 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
     MCP_PARAM_HEADER_PREFIX,
     MCP_PROTOCOL_VERSION_HEADER,
     find_duplicated_routing_header,
@@ -73,6 +75,8 @@ _HANDSHAKE = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode()
 _PLAIN_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
+_ROUTING = frozenset(name.encode() for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER))
+_SECURITY_VERDICTS = 64  # DNS-rebinding verdicts kept (by Content-Type, Host and Origin)
 
 # The ASGI scope of the HTTP request being served, for what the SDK asks without naming the request.
 _current_scope: ContextVar[Scope | None] = ContextVar("manifold_http_scope", default=None)
@@ -107,6 +111,7 @@ class HttpLane:
         self.counts = counts
         # The SDK's DNS-rebinding check (Host, Origin) of every request it serves, for the lane's too.
         self.security = TransportSecurityMiddleware(session_manager.security_settings)
+        self._security_verdicts: dict[tuple[bytes | None, ...], bool] = {}
         self.enabled = enabled  # off, it only counts the calls the SDK's path answers
         # Each open session's caller, by session id, as the SDK server's requests reveal it.
         self._sessions: weakref.WeakValueDictionary[str, SessionCaller] = weakref.WeakValueDictionary()
@@ -150,7 +155,7 @@ class HttpLane:
         ):
             await self.app(scope, receive, send)
             return
-        if await self.security.validate_request(StarletteRequest(scope), is_post=True) is not None:
+        if not await self._passes_security(scope, headers):
             await self.app(scope, receive, send)  # which refuses it, saying why
             return
         body, receive = await _read_body(receive)
@@ -163,6 +168,20 @@ class HttpLane:
             await self.app(scope, receive, send)
             return
         await self._answer(call, send, headers.get(MCP_SESSION_ID_HEADER.encode()))
+
+    async def _passes_security(self, scope: Scope, headers: _Headers) -> bool:
+        """The SDK's DNS-rebinding check of this request. mcp 2.3.0's reads only the Content-Type, Host and
+        Origin headers (the first of each) against fixed settings, so its verdict is kept per such three: a
+        client sends the same ones with every call. (Many different ones empty the table: it stays small
+        whatever clients send.)"""
+        key = (headers.get(b"content-type"), headers.get(b"host"), headers.get(b"origin"))
+        passes = self._security_verdicts.get(key)
+        if passes is None:
+            passes = await self.security.validate_request(StarletteRequest(scope), is_post=True) is None
+            if len(self._security_verdicts) >= _SECURITY_VERDICTS:
+                self._security_verdicts.clear()
+            self._security_verdicts[key] = passes
+        return passes
 
     def _qualify(self, scope: Scope, headers: _Headers, body: bytes) -> _LaneCall | None:
         """The call to make when the request qualifies; None leaves it (its body unread by anyone else) to
@@ -254,7 +273,7 @@ class HttpLane:
     def _modern_caller(self, headers: _Headers, params: dict[str, Any], identity: Identity) -> Caller | None:
         if not plain_modern_call(params) or headers.any_prefixed(_PARAM_PREFIX):
             return None
-        pairs = headers.decoded()
+        pairs = headers.routing()  # all the SDK's ladder reads of the headers (mcp 2.3.0)
         if find_duplicated_routing_header(pairs) is not None:
             return None
         caller = self.front.envelope_caller(params, identity.principal, dict(pairs))
@@ -349,8 +368,9 @@ class _Headers:
     def any_prefixed(self, prefix: bytes) -> bool:
         return any(key.startswith(prefix) for key, _ in self.raw)
 
-    def decoded(self) -> list[tuple[str, str]]:
-        return [(key.decode("latin-1"), value.decode("latin-1")) for key, value in self.raw]
+    def routing(self) -> list[tuple[str, str]]:
+        """The routing headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`), decoded, each time given."""
+        return [(key.decode("latin-1"), value.decode("latin-1")) for key, value in self.raw if key in _ROUTING]
 
 
 def _accepts_json_and_sse(accept: bytes | None) -> bool:
