@@ -276,6 +276,22 @@ async def test_http_answers_a_request_whose_id_json_rpc_does_not_allow(
             assert answer.status_code == 400, (request_id, answer.status_code, answer.text)
             assert answer.json()["error"]["message"] == "Invalid request: 'id' must be a string or an integer"
             assert answer.json()["id"] is None
+        # A plain tools/call of either era, which the HTTP lane would take with a usable id, is answered alike.
+        modern = {
+            **headers,
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": "kitchen_echo",
+        }
+        envelope = '"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", '
+        envelope += '"io.modelcontextprotocol/clientCapabilities": {}}'
+        for request_id in ("1.5", "null", "true"):
+            for sent, extra in ((session, ""), (modern, ", " + envelope)):
+                params = f'{{"name": "kitchen_echo", "arguments": {{"text": "x"}}{extra}}}'
+                body = f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", "params": {params}}}'
+                answer = await client.post(url, headers=sent, content=body)
+                assert answer.status_code == 400, (request_id, answer.status_code, answer.text)
+                assert answer.json()["error"]["message"] == "Invalid request: 'id' must be a string or an integer"
         # A notification (no id) is still accepted, and a request with a good id still answered.
         notified = await client.post(
             url, headers=session, content=b'{"jsonrpc":"2.0","method":"notifications/initialized"}'

@@ -64,7 +64,10 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
         add_instance_endpoints(starlette_app)
     # Plain tools/call requests, answered without the SDK's HTTP machinery (counted either way).
     manager = front.server.session_manager
-    app = HttpLane(front, without_phantom_sessions(starlette_app), manager, lane_counts, enabled=lane_enabled())
+    # A request with an `id` JSON-RPC does not allow is answered before the SDK sees it; the lane takes
+    # only string and integer ids, so what it answers never needs that look.
+    sdk_app = answering_misread_requests(without_phantom_sessions(starlette_app))
+    app = HttpLane(front, sdk_app, manager, lane_counts, enabled=lane_enabled())
     # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
     dashboard = gateway.settings.dashboard
     # Served without a client's credential: the probes and the dashboard's page hold no data; the replicas'
@@ -74,7 +77,7 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
     def open_path(path: str) -> bool:
         return path in unguarded or (dashboard and dashboard_page(path))
 
-    return guard(answering_misread_requests(app), lambda: gateway.config, open_path)
+    return guard(app, lambda: gateway.config, open_path)
 
 
 def dashboard_page(path: str) -> bool:

@@ -76,7 +76,7 @@ _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode()
 _PLAIN_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 _ROUTING = frozenset(name.encode() for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER))
-_SECURITY_VERDICTS = 64  # DNS-rebinding verdicts kept (by Content-Type, Host and Origin)
+_VERDICTS_KEPT = 64  # verdicts kept on the headers a client repeats (Accept; Content-Type, Host and Origin)
 
 # The ASGI scope of the HTTP request being served, for what the SDK asks without naming the request.
 _current_scope: ContextVar[Scope | None] = ContextVar("manifold_http_scope", default=None)
@@ -178,7 +178,7 @@ class HttpLane:
         passes = self._security_verdicts.get(key)
         if passes is None:
             passes = await self.security.validate_request(StarletteRequest(scope), is_post=True) is None
-            if len(self._security_verdicts) >= _SECURITY_VERDICTS:
+            if len(self._security_verdicts) >= _VERDICTS_KEPT:
                 self._security_verdicts.clear()
             self._security_verdicts[key] = passes
         return passes
@@ -190,7 +190,8 @@ class HttpLane:
         modern = version_header is not None and version_header.decode("latin-1") not in _HANDSHAKE
         try:
             # The parser each SDK path uses, so both read the same message.
-            message = json.loads(body) if modern else pydantic_core.from_json(body)
+            # (`json.loads` of bytes first guesses their encoding; a body that is not UTF-8 is left to the SDK.)
+            message = json.loads(body.decode()) if modern else pydantic_core.from_json(body)
         except (ValueError, RecursionError):
             return None
         params = plain_call(message)
@@ -374,9 +375,22 @@ class _Headers:
 
 
 def _accepts_json_and_sse(accept: bytes | None) -> bool:
-    """What the SDK's transport asks of a POST's `Accept` (`check_accept_headers`): JSON and SSE both."""
+    """What the SDK's transport asks of a POST's `Accept` (`check_accept_headers`): JSON and SSE both. (A
+    client sends the same `Accept` with every request: the answer is kept for a few.)"""
     if accept is None:
         return False
+    verdict = _ACCEPT_VERDICTS.get(accept)
+    if verdict is None:
+        if len(_ACCEPT_VERDICTS) >= _VERDICTS_KEPT:
+            _ACCEPT_VERDICTS.clear()
+        verdict = _ACCEPT_VERDICTS[accept] = _accepts(accept)
+    return verdict
+
+
+_ACCEPT_VERDICTS: dict[bytes, bool] = {}
+
+
+def _accepts(accept: bytes) -> bool:
     types = {part.split(b";")[0].strip().lower() for part in accept.split(b",")}
     if b"*/*" in types:
         return True
