@@ -237,7 +237,7 @@ async def test_call_timeout_and_cancellation(connect: Any, write_config: Any) ->
     config = write_config({"kitchen": server_entry("kitchen.py", timeout=1.5)})
     async with connect(config) as client:
         timed_out = await client.call_tool("kitchen_slow", {"seconds": 10})
-        assert timed_out.is_error and "timed out" in text_of(timed_out)
+        assert timed_out.is_error and "(timeout 1.5s) timed out" in text_of(timed_out), text_of(timed_out)
 
         # A client that gives up on a call: the gateway keeps serving it.
         with anyio.move_on_after(0.5):

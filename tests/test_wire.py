@@ -72,3 +72,54 @@ def test_an_answer_that_is_not_mcp_is_a_clear_error_that_does_not_quote_it() -> 
     with pytest.raises(BackendRequestError) as refused, translate_backend_errors("kitchen", "tools/call", str):
         methods.validate_server_result("tools/call", "2025-11-25", {"content": "token=abc"})
     assert str(refused.value) == "server 'kitchen': tools/call: the server's answer is not valid MCP (at content)"
+
+
+def test_the_backend_boundary_turns_each_failure_into_the_gateways_error_and_lets_the_rest_through() -> None:
+    """What `translate_backend_errors` makes of each failure met while talking to a server, the request
+    worded only when an error needs it; a cancellation, the gateway's own errors and other bugs go on as
+    they are."""
+    import asyncio
+
+    import anyio
+    import pytest
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    from mcp_manifold._errors import BackendClosed, BackendRequestError, BackendTimeout, InvalidRequest
+    from mcp_manifold._runtime.backend_errors import translate_backend_errors
+
+    worded: list[str] = []
+
+    def action() -> str:
+        worded.append("tools/call (timeout 2s)")
+        return worded[-1]
+
+    def scrub(text: str) -> str:
+        return text.replace("s3cret", "***")
+
+    cases: list[tuple[BaseException, type[BaseException], str]] = [
+        (MCPError(code=-32602, message="no s3cret"), BackendRequestError, "server 'k': no ***"),
+        (
+            MCPError(code=REQUEST_TIMEOUT, message="late"),
+            BackendTimeout,
+            "server 'k': tools/call (timeout 2s) timed out: late",
+        ),
+        (MCPError(code=CONNECTION_CLOSED, message="Connection closed"), BackendClosed, "connection closed"),
+        (TimeoutError(), BackendTimeout, "server 'k': tools/call (timeout 2s) timed out"),
+        (BrokenPipeError("pipe s3cret"), BackendClosed, "failed: BrokenPipeError: pipe ***"),
+        (anyio.BrokenResourceError(), BackendClosed, "failed: connection closed"),
+    ]
+    for raised, becomes, says in cases:
+        with pytest.raises(becomes) as caught, translate_backend_errors("k", action, scrub):
+            raise raised
+        assert says in str(caught.value), (raised, str(caught.value))
+        assert caught.value.__cause__ is raised
+    passing: list[BaseException] = [InvalidRequest("bad"), KeyError("bug"), asyncio.CancelledError()]
+    for raised in passing:
+        with pytest.raises(type(raised)) as caught, translate_backend_errors("k", action, scrub):
+            raise raised
+        assert caught.value is raised
+    worded.clear()
+    with translate_backend_errors("k", action, scrub):
+        pass
+    assert worded == []  # nothing went wrong: nothing worded

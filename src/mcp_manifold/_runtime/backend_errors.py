@@ -9,8 +9,7 @@ a completion, a list, a ping).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT, ErrorData
@@ -19,37 +18,53 @@ from pydantic import ValidationError
 from mcp_manifold._errors import BackendClosed, BackendRequestError, BackendStartError, BackendTimeout, ManifoldError
 
 
-@contextmanager
-def translate_backend_errors(server: str, action: str, scrub: Callable[[str], str]) -> Iterator[None]:
+def translate_backend_errors(server: str, action: str | Callable[[], str], scrub: Callable[[str], str]) -> _Translated:
     """Turn SDK, transport and OS errors raised while talking to `server` into `BackendError`s, with what
-    the server or the transport said passed through `scrub`."""
-    try:
-        yield
-    except ManifoldError:
-        raise
-    except MCPError as exc:
-        code = exc.error.code
-        message = scrub(exc.error.message)
-        if code == REQUEST_TIMEOUT:
-            raise BackendTimeout(server, f"{action} timed out: {message}") from exc
-        if code == CONNECTION_CLOSED and _said_by_transport(exc.error):
+    the server or the transport said passed through `scrub`. `action` names the request in the errors (or
+    words it when one needs it)."""
+    return _Translated(server, action, scrub)
+
+
+class _Translated:
+    """`translate_backend_errors`'s context manager. A class rather than a generator: it is entered on
+    every request to every server, and a generator's context manager costs several calls more."""
+
+    __slots__ = ("action", "scrub", "server")
+
+    def __init__(self, server: str, action: str | Callable[[], str], scrub: Callable[[str], str]) -> None:
+        self.server = server
+        self.action = action  # or what words it, only when an error needs it
+        self.scrub = scrub
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: object) -> None:
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, ManifoldError):
+            return  # nothing raised, a cancellation, or already the gateway's own error: as it is
+        server, scrub = self.server, self.scrub
+        action = self.action if isinstance(self.action, str) else self.action()
+        if isinstance(exc, MCPError):
+            code = exc.error.code
+            message = scrub(exc.error.message)
+            if code == REQUEST_TIMEOUT:
+                raise BackendTimeout(server, f"{action} timed out: {message}") from exc
+            if code == CONNECTION_CLOSED and _said_by_transport(exc.error):
+                raise BackendClosed(server, f"{action} failed: connection closed") from exc
+            raise BackendRequestError(server, message, code, _scrubbed(exc.error.data, scrub)) from exc
+        if isinstance(exc, TimeoutError):
+            raise BackendTimeout(server, f"{action} timed out") from exc
+        if isinstance(exc, OSError | EOFError):
+            raise BackendClosed(server, f"{action} failed: {type(exc).__name__}: {scrub(str(exc))}") from exc
+        if isinstance(exc, ValidationError):
+            # The server's answer does not fit the protocol. Only where it went wrong, never the input
+            # (pydantic quotes it, and it is the server's data).
+            where = "; ".join(".".join(str(part) for part in error["loc"]) or "result" for error in exc.errors()[:3])
+            message = f"{action}: the server's answer is not valid MCP (at {where})"
+            raise BackendRequestError(server, message, INTERNAL_ERROR) from exc
+        # anyio's closed/broken stream errors and the like
+        if type(exc).__name__ in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}:
             raise BackendClosed(server, f"{action} failed: connection closed") from exc
-        raise BackendRequestError(server, message, code, _scrubbed(exc.error.data, scrub)) from exc
-    except TimeoutError as exc:
-        raise BackendTimeout(server, f"{action} timed out") from exc
-    except (OSError, EOFError) as exc:
-        raise BackendClosed(server, f"{action} failed: {type(exc).__name__}: {scrub(str(exc))}") from exc
-    except ValidationError as exc:
-        # The server's answer does not fit the protocol. Only where it went wrong, never the input
-        # (pydantic quotes it, and it is the server's data).
-        where = "; ".join(".".join(str(part) for part in error["loc"]) or "result" for error in exc.errors()[:3])
-        message = f"{action}: the server's answer is not valid MCP (at {where})"
-        raise BackendRequestError(server, message, INTERNAL_ERROR) from exc
-    except Exception as exc:  # anyio's closed/broken stream errors and the like
-        name = type(exc).__name__
-        if name in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}:
-            raise BackendClosed(server, f"{action} failed: connection closed") from exc
-        raise
 
 
 # The SDK's own words for a connection that ended (its dispatchers' and its streamable HTTP client's), under

@@ -699,13 +699,17 @@ class Backend:
 
     async def _request(self, action: str, call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
         session = await self.session()
+        timeout = self.call_timeout
         try:
-            with translate_backend_errors(self.name, f"{action} (timeout {self.call_timeout:g}s)", self.config.scrub):
-                with anyio.fail_after(self.call_timeout):
+            with translate_backend_errors(self.name, lambda: f"{action} (timeout {timeout:g}s)", self.config.scrub):
+                # `anyio.fail_after`, less its two generators: a cancel scope with the deadline. Only the
+                # deadline cancels it, so leaving it without an answer is the timeout.
+                with anyio.CancelScope(deadline=anyio.current_time() + timeout):
                     if self._limiter is None:
                         return await call(session)
                     async with self._limiter:
                         return await call(session)
+                raise TimeoutError
         except BackendClosed as exc:
             # A session replaced meanwhile (stopped on purpose to renew it, say) must not take its successor down.
             if self._session is session:
