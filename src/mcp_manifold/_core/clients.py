@@ -77,6 +77,31 @@ def undeclared(capabilities: types.ClientCapabilities | None, method: str) -> ty
     )
 
 
+# The facts of capabilities objects seen lately, by identity (each held, so its id is not reused while
+# kept): a 2026-07-28 client is a new caller on every request, with the same capabilities object each time
+# (`McpFront` types each form once), so its facts are worked out once, not per request.
+_FACTS_KEPT = 256
+_facts_seen: dict[int, tuple[Any, frozenset[Ask], Mapping[str, Any]]] = {}
+
+
+def _facts_of(capabilities: Any) -> tuple[Any, frozenset[Ask], Mapping[str, Any]]:
+    """(capabilities, what a server may ask of such a client, what it is told it may ask)."""
+    known = _facts_seen.get(id(capabilities))
+    if known is not None and known[0] is capabilities:
+        return known
+    asks = asks_of(capabilities)
+    dumped = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True) if capabilities else {}
+    told: dict[str, Any] = {ask: dumped[ask] for ask in asks}
+    if dumped.get("extensions"):
+        told["extensions"] = dumped["extensions"]
+    known = (capabilities, asks, MappingProxyType(told))
+    if capabilities is not None:
+        if len(_facts_seen) >= _FACTS_KEPT:
+            _facts_seen.clear()
+        _facts_seen[id(capabilities)] = known
+    return known
+
+
 _keys = itertools.count(1)
 
 
@@ -145,12 +170,7 @@ class Caller:
         capabilities = self.capabilities
         known = self._asks_of
         if known is None or known[0] is not capabilities:
-            asks = asks_of(capabilities)
-            dumped = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True) if capabilities else {}
-            told: dict[str, Any] = {ask: dumped[ask] for ask in asks}
-            if dumped.get("extensions"):
-                told["extensions"] = dumped["extensions"]
-            known = self._asks_of = (capabilities, asks, MappingProxyType(told))
+            known = self._asks_of = _facts_of(capabilities)
         return known[1], known[2]
 
     def on_close(self, callback: Callable[[], object]) -> None:
