@@ -200,3 +200,32 @@ def test_concurrency_limit_counts_calls_in_flight() -> None:
         limits.acquire(None)
     limits.release(None)
     limits.acquire(None)
+
+
+def test_what_a_client_may_be_asked_follows_its_capabilities_object_whoever_holds_it() -> None:
+    """A 2026-07-28 client is a new caller on every request, holding the same capabilities object; what
+    its capabilities let a server ask is the same for each, and another object (other capabilities) is
+    read afresh, for any caller."""
+    import mcp_types as types
+
+    from mcp_manifold._core.clients import Caller
+
+    class Holding(Caller):
+        def __init__(self, capabilities: types.ClientCapabilities | None) -> None:
+            super().__init__()
+            self.held = capabilities
+
+        @property
+        def capabilities(self) -> types.ClientCapabilities | None:
+            return self.held
+
+    sampling = types.ClientCapabilities(sampling=types.SamplingCapability(), extensions={"io.x/apps": {"v": 1}})
+    first, second = Holding(sampling), Holding(sampling)
+    assert first.asks == second.asks == frozenset({"sampling"})
+    assert dict(second.askable) == {"sampling": {}, "extensions": {"io.x/apps": {"v": 1}}}
+    assert second.extensions == {"io.x/apps": {"v": 1}}
+    first.held = types.ClientCapabilities(roots=types.RootsCapability(listChanged=True))
+    assert first.asks == frozenset({"roots"}) and first.extensions is None
+    assert dict(first.askable) == {"roots": {"listChanged": True}}
+    assert second.asks == frozenset({"sampling"})  # the other caller's object is unchanged
+    assert Holding(None).asks == frozenset() and dict(Holding(None).askable) == {}
