@@ -204,6 +204,36 @@ def test_the_audit_log_keeps_writing_when_its_file_is_moved_away_and_never_cuts_
     assert len(list(read_entries(tmp_path / "b"))) == 12  # nothing cut
 
 
+def test_an_audit_line_left_waiting_by_a_loop_that_stopped_is_written_with_the_next(tmp_path: Path) -> None:
+    """A line added on an event loop that stops before it comes round again is not stranded: the next line,
+    on another loop or on none, writes it first."""
+    import asyncio
+
+    from mcp_manifold._core.router import Target
+    from mcp_manifold._runtime.audit import AuditLog
+    from mcp_manifold._runtime.call_path import CallRecord
+
+    def record(number: int) -> CallRecord:
+        return CallRecord("tool", Target("numbers", "add", f"numbers_add_{number}", "direct"), "c", 0.001, "ok")
+
+    log = AuditLog(tmp_path, max_bytes=1_000_000, backups=1)
+
+    for number in range(2):
+        loop = asyncio.new_event_loop()
+
+        def add_and_stop(number: int = number, loop: asyncio.AbstractEventLoop = loop) -> None:
+            log(record(number))  # due when this loop comes round, which it never does
+            loop.stop()
+
+        loop.call_soon(add_and_stop)
+        loop.run_forever()
+        loop.close()
+    log(record(2))  # no loop now: what waits, then this line
+    names = [line["name"] for line in read_entries(tmp_path)]
+    log.close()
+    assert names == ["numbers_add_0", "numbers_add_1", "numbers_add_2"]
+
+
 async def test_the_audit_lines_of_one_pass_of_the_loop_are_written_together_in_order_and_none_is_lost(
     tmp_path: Path,
 ) -> None:

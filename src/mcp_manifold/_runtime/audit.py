@@ -95,9 +95,10 @@ class AuditLog:
     A plain append instead of the standard library's `RotatingFileHandler`: that handler builds a log
     record, formats the line twice and stats the file twice for every line, which was several per cent
     of the gateway's CPU per call over stdio (bench/overhead.py). The lines of the calls that end in one
-    pass of the event loop are written together at the end of it (`_Coalesced`): one write and one size
-    check for them all, where a system call or two per line was a tenth of an HTTP gateway's own CPU
-    per call (bench/http_app.py). Without a running loop each line is written at once.
+    pass of the event loop are written together when the loop next comes round (`_Coalesced`): one write
+    and one size check for them all, where a system call or two per line was a tenth of an HTTP gateway's
+    own CPU per call (bench/http_app.py). Without a running loop each line is written at once. (A file may
+    so pass `max_bytes` by one pass's lines before it rotates.)
     """
 
     def __init__(self, directory: str | Path, max_bytes: int, backups: int, replica: str | None = None) -> None:
@@ -122,7 +123,7 @@ class AuditLog:
             if size and size + len(lines) > self.max_bytes:
                 self._rotate()
         self._file.write(lines)
-        self._file.flush()  # on disk (in the page cache) within the pass of the loop that answered the calls
+        self._file.flush()  # on disk (in the page cache) as the loop comes round after the calls were answered
 
     def _rotate(self) -> None:
         self._file.close()
@@ -143,25 +144,30 @@ class AuditLog:
 
 
 class _Coalesced:
-    """Lines added during one pass of the event loop, handed to `put` together at the end of it."""
+    """Lines added on the event loop, handed to `put` together when the loop next comes round (a call
+    soon after the pass that added them). Called from the loop's thread, or with no loop at all."""
 
     def __init__(self, put: Callable[[bytes], None]) -> None:
         self._put = put
         self._lines: list[bytes] = []
+        self._due_on: asyncio.AbstractEventLoop | None = None  # the loop that will write the waiting lines
 
     def add(self, line: bytes) -> None:
-        if self._lines:  # a write is already due at the end of this pass
-            self._lines.append(line)
-            return
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no event loop (the CLI, a test): at once
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (the CLI, a test): what waits first, then this line, at once
+            loop = None
+        if loop is None:
+            self.flush()
             self._put(line)
             return
         self._lines.append(line)
-        loop.call_soon(self.flush)
+        if self._due_on is not loop:  # nothing due yet, or due on a loop that has since stopped
+            self._due_on = loop
+            loop.call_soon(self.flush)
 
     def flush(self) -> None:
+        self._due_on = None
         lines, self._lines = self._lines, []
         if not lines:
             return
