@@ -212,6 +212,28 @@ async def test_a_server_answer_no_reader_accepts_costs_that_call_only(write_conf
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("leg", ["1", "0"])
+async def test_a_server_result_that_is_no_mcp_is_that_calls_error_on_either_path(
+    write_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, leg: str
+) -> None:
+    """A result that is JSON but no MCP result (content that is no list): a tool error naming where it went
+    wrong and never quoting it, alike on the stdio leg (which checks it as the SDK's client does) and on
+    the SDK's client; the server stays up for the next call."""
+    monkeypatch.setenv("MANIFOLD_STDIO_LEG", leg)
+    path = write_config({"garbled": server_entry("garbled.py", timeout=10)}, {"expose": ["direct"]})
+    async with stdio_gateway(path, mode=mode) as client:
+        assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
+        misshapen = await client.call_tool("garbled_misshapen", {})
+        said = text_of(misshapen)
+        assert misshapen.is_error and "the server's answer is not valid MCP (at content)" in said, said
+        assert "token=abc" not in said
+        assert text_of(await client.call_tool("garbled_fine", {})) == "fine"
+        statuses = await live_backends(tmp_path / "data")
+    assert statuses["garbled"]["restarts"] == 0, statuses["garbled"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_remote_server_answer_no_reader_accepts_costs_that_call_only(
     write_config: Any, http_gateway: Any, tmp_path: Path, mode: str
 ) -> None:

@@ -2,7 +2,8 @@
 
 Its answer to `garble` carries a lone surrogate (`"\\ud800"`), which Python's `json` reads but the SDK's
 reader (pydantic) refuses, and so does `garble_error`'s JSON-RPC error message; `nan` answers with `NaN`
-in its structured content (no JSON either, but the SDK's reader takes it); `fine` answers `fine`. Written
+in its structured content (no JSON either, but the SDK's reader takes it); `misshapen` answers with content
+that is no list (JSON, but no MCP result); `fine` answers `fine`. Written
 without the SDK, message by message, since the SDK cannot write such a message. For the tests that a
 server's unreadable answer costs that call only.
 
@@ -19,6 +20,7 @@ TOOLS = [
     {"name": "garble_error", "description": "Fail with a lone surrogate.", "inputSchema": {"type": "object"}},
     {"name": "fine", "description": "Answer 'fine'.", "inputSchema": {"type": "object"}},
     {"name": "nan", "description": "Answer with NaN in its structured content.", "inputSchema": {"type": "object"}},
+    {"name": "misshapen", "description": "Answer with content that is no list.", "inputSchema": {"type": "object"}},
 ]
 
 
@@ -38,6 +40,8 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
         result = {"content": [{"type": "text", "text": "\ud800"}]}  # json.dumps writes \ud800
     elif method == "tools/call" and name == "garble_error":
         return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": "bad \ud800 half"}}
+    elif method == "tools/call" and name == "misshapen":
+        result = {"content": "token=abc"}  # JSON, but no MCP result: its content must be a list
     elif method == "tools/call" and name == "nan":
         structured = {"x": float("nan")}  # json.dumps writes NaN, which is no JSON
         result = {"content": [{"type": "text", "text": "nan"}], "structuredContent": structured}
