@@ -127,6 +127,7 @@ bench: setup
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/observers.py
 	$(BIN)/python bench/http_app.py
+	$(BIN)/python bench/http_app.py --era session
 	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off --with-gc-off
 
 # Throughput over streamable HTTP (32 sessions x 200 calls, both client eras): the SDK's server by itself,

@@ -3,11 +3,11 @@ no client process, a server behind it that costs next to nothing (`bare_echo.py`
 
 `http_throughput.py` measures the whole chain on two shared cores, where a change of a few per cent is
 inside one run's noise. This drives the app the HTTP front serves (`build_app`: authentication, the lane,
-the call path, the stdio leg) with one 2026-07-28 request at a time, as uvicorn would hand it over, and
-counts the process's CPU time per call (the gateway's, the pipe's system calls included; not the server's,
-which is another process), with `--callers` calls in flight at once. The best of `--rounds` rounds of
-`--calls` calls, in microseconds. `--setting audit=false` (any setting, its value as JSON) shows what a
-feature costs.
+the call path, the stdio leg) with plain calls as uvicorn would hand them over, from `--callers` clients
+at once (2026-07-28 ones, or with `--era session` session-era ones, each with its session), and counts the
+process's CPU time per call (the gateway's, the pipe's system calls included; not the server's, which is
+another process). The best of `--rounds` rounds of `--calls` calls, in microseconds. `--setting
+audit=false` (any setting, its value as JSON) shows what a feature costs.
 
 For a before and after, run it with the other tree first on the path:
 ``PYTHONPATH=/other/checkout/src .venv/bin/python bench/http_app.py``.
@@ -30,18 +30,17 @@ import anyio
 BARE_ECHO = Path(__file__).with_name("bare_echo.py")
 HOST = "127.0.0.1"
 MODERN = "2026-07-28"
+SESSION = "2025-11-25"
 
 
-def request_scope(body: bytes) -> dict[str, Any]:
-    """The scope uvicorn makes of a 2026-07-28 client's POST of `body` (the SDK client's headers)."""
+def request_scope(body: bytes, extra: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """The scope uvicorn makes of an SDK client's POST of `body`, with its MCP headers (`extra`)."""
     headers = [
         (b"host", b"127.0.0.1:8765"),
         (b"accept", b"application/json, text/event-stream"),
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
-        (b"mcp-protocol-version", MODERN.encode()),
-        (b"mcp-method", b"tools/call"),
-        (b"mcp-name", b"bare_echo"),
+        *extra,
         (b"user-agent", b"python-httpx/0.28.1"),
         (b"accept-encoding", b"gzip, deflate"),
         (b"connection", b"keep-alive"),
@@ -63,15 +62,64 @@ def request_scope(body: bytes) -> dict[str, Any]:
     }
 
 
-def call_body(request_id: int) -> bytes:
-    """A plain `echo` call with the envelope the SDK's 2026-07-28 client sends."""
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    params = {"name": "bare_echo", "arguments": {"text": "hello world from the bench"}, "_meta": meta}
+def call_body(request_id: int, session: bool) -> bytes:
+    """A plain `echo` call, with the envelope the SDK's 2026-07-28 client sends (none in a session)."""
+    params: dict[str, Any] = {"name": "bare_echo", "arguments": {"text": "hello world from the bench"}}
+    if not session:
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
+
+
+async def post(app: Any, body: bytes, extra: list[tuple[bytes, bytes]]) -> tuple[dict[bytes, bytes], bytes]:
+    """POST `body` to the app at /mcp: the response's headers and body."""
+    sent = False
+    head: dict[bytes, bytes] = {}
+    answer: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+        raise AssertionError  # pragma: no cover
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            head.update(message.get("headers", []))
+        elif message["type"] == "http.response.body":
+            answer.append(message.get("body", b""))
+
+    await app(request_scope(body, extra), receive, send)
+    return head, b"".join(answer)
+
+
+class Caller:
+    """One client of an era: a 2026-07-28 one (no session), or a session-era one with its session."""
+
+    def __init__(self, app: Any, era: str) -> None:
+        self.app = app
+        self.session = era == "session"
+        self.headers = [(b"mcp-protocol-version", MODERN.encode()), (b"mcp-method", b"tools/call")]
+        self.headers.append((b"mcp-name", b"bare_echo"))
+
+    async def open(self) -> None:
+        """A session-era client's handshake: initialize, initialized, and a first request."""
+        if not self.session:
+            return
+        opening = {"protocolVersion": SESSION, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+        message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": opening}
+        head, _ = await post(self.app, json.dumps(message).encode(), [])
+        self.headers = [(b"mcp-session-id", head[b"mcp-session-id"]), (b"mcp-protocol-version", SESSION.encode())]
+        await post(self.app, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', self.headers)
+        await post(self.app, b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', self.headers)
+
+    async def call(self, request_id: int) -> bytes:
+        return (await post(self.app, call_body(request_id, self.session), self.headers))[1]
 
 
 async def lifespan(app: Any, task_group: anyio.abc.TaskGroup) -> Any:
@@ -92,44 +140,31 @@ async def lifespan(app: Any, task_group: anyio.abc.TaskGroup) -> Any:
     return stop
 
 
-async def one_call(app: Any, request_id: int) -> bytes:
-    body = call_body(request_id)
-    scope = request_scope(body)
-    sent = False
-    answer: list[bytes] = []
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await anyio.sleep_forever()
-        raise AssertionError  # pragma: no cover
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.body":
-            answer.append(message.get("body", b""))
-
-    await app(scope, receive, send)
-    return b"".join(answer)
-
-
-async def calls_of(app: Any, first_id: int, count: int) -> None:
+async def calls_of(caller: Caller, first_id: int, count: int) -> None:
     for number in range(count):
-        await one_call(app, first_id + number)
+        await caller.call(first_id + number)
 
 
-async def round_of(app: Any, first_id: int, per_caller: int, callers: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of this process for `callers` callers making `per_caller` calls each."""
+async def round_of(callers: list[Caller], first_id: int, per_caller: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of this process while each of `callers` makes `per_caller` calls."""
     before = resource.getrusage(resource.RUSAGE_SELF)
     async with anyio.create_task_group() as task_group:
-        for caller in range(callers):
-            task_group.start_soon(calls_of, app, first_id + caller * per_caller, per_caller)
+        for number, caller in enumerate(callers):
+            task_group.start_soon(calls_of, caller, first_id + number * per_caller, per_caller)
     after = resource.getrusage(resource.RUSAGE_SELF)
     return after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
 
 
-async def measure(calls: int, rounds: int, callers: int, settings: dict[str, Any]) -> tuple[float, float, str]:
+def message_of(body: bytes) -> dict[str, Any]:
+    """The JSON-RPC message of an answer: a JSON body, or the last `data:` of an event stream."""
+    if body.startswith(b"event:") or body.startswith(b"data:"):
+        body = [line for line in body.splitlines() if line.startswith(b"data:")][-1][5:]
+    return json.loads(body)
+
+
+async def measure(
+    era: str, calls: int, rounds: int, callers: int, settings: dict[str, Any]
+) -> tuple[float, float, str]:
     """The best round's (user, system) microseconds per call, and the first call's answer."""
     from mcp_manifold._cli.common import load
     from mcp_manifold._front.http import build_app
@@ -148,14 +183,17 @@ async def measure(calls: int, rounds: int, callers: int, settings: dict[str, Any
                 app = build_app(gateway, HOST, stack)
                 settle_after_start(task_group)  # as `manifold serve` does
                 stop = await lifespan(app, task_group)
-                first = await one_call(app, 0)
-                result = json.loads(first).get("result") or {}
+                clients = [Caller(app, era) for _ in range(callers)]
+                for client in clients:
+                    await client.open()
+                first = await clients[0].call(10)
+                result = message_of(first).get("result") or {}
                 if result.get("isError") is not False or "hello world" not in first.decode():
                     raise SystemExit(f"the call failed: {first[:300]!r}")
-                await calls_of(app, 1, 500)  # warm: the first calls set up series, caches and the leg
+                await round_of(clients, 100, 500 // callers + 1)  # warm: series, caches, the leg
                 best = (float("inf"), 0.0)
                 for number in range(rounds):
-                    user, system = await round_of(app, (number + 1) * 1_000_000, per_caller, callers)
+                    user, system = await round_of(clients, (number + 1) * 1_000_000, per_caller)
                     best = min(best, (user + system, system))
                 await stop()
             task_group.cancel_scope.cancel()
@@ -168,7 +206,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=4_000, help="calls per round")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--callers", type=int, default=32, help="calls in flight at once")
+    parser.add_argument("--callers", type=int, default=32, help="clients calling at once, one call each at a time")
+    parser.add_argument(
+        "--era", choices=("2026-07-28", "session"), default="2026-07-28", help="the clients' protocol era"
+    )
     parser.add_argument("--show", action="store_true", help="print the first answer")
     parser.add_argument(
         "--setting", action="append", default=[], metavar="NAME=JSON", help="a gateway setting (audit=false, ...)"
@@ -176,7 +217,9 @@ def main() -> None:
     args = parser.parse_args()
     settings = {name: json.loads(value) for name, value in (item.split("=", 1) for item in args.setting)}
     options = {"use_uvloop": True} if importlib.util.find_spec("uvloop") else {}  # as an HTTP gateway runs
-    user, system, first = anyio.run(measure, args.calls, args.rounds, args.callers, settings, backend_options=options)
+    user, system, first = anyio.run(
+        measure, args.era, args.calls, args.rounds, args.callers, settings, backend_options=options
+    )
     if args.show:
         print(first)
     total = user + system
