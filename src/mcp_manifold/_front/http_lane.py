@@ -36,6 +36,7 @@ import weakref
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import lru_cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -376,20 +377,11 @@ class _Headers:
 
 def _accepts_json_and_sse(accept: bytes | None) -> bool:
     """What the SDK's transport asks of a POST's `Accept` (`check_accept_headers`): JSON and SSE both. (A
-    client sends the same `Accept` with every request: the answer is kept for a few.)"""
-    if accept is None:
-        return False
-    verdict = _ACCEPT_VERDICTS.get(accept)
-    if verdict is None:
-        if len(_ACCEPT_VERDICTS) >= _VERDICTS_KEPT:
-            _ACCEPT_VERDICTS.clear()
-        verdict = _ACCEPT_VERDICTS[accept] = _accepts(accept)
-    return verdict
+    client sends the same `Accept` with every request: the answers for a few are kept.)"""
+    return accept is not None and _accepts(accept)
 
 
-_ACCEPT_VERDICTS: dict[bytes, bool] = {}
-
-
+@lru_cache(maxsize=_VERDICTS_KEPT)
 def _accepts(accept: bytes) -> bool:
     types = {part.split(b";")[0].strip().lower() for part in accept.split(b",")}
     if b"*/*" in types:
