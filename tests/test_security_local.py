@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,7 @@ def test_an_audit_line_left_waiting_by_a_loop_that_stopped_is_written_with_the_n
     on another loop or on none, writes it first."""
     import asyncio
 
+    from mcp_manifold._core.clients import run_after_answer
     from mcp_manifold._core.router import Target
     from mcp_manifold._runtime.audit import AuditLog
     from mcp_manifold._runtime.call_path import CallRecord
@@ -222,7 +224,7 @@ def test_an_audit_line_left_waiting_by_a_loop_that_stopped_is_written_with_the_n
         loop = asyncio.new_event_loop()
 
         def add_and_stop(number: int = number, loop: asyncio.AbstractEventLoop = loop) -> None:
-            log(record(number))  # due when this loop comes round, which it never does
+            run_after_answer([partial(log, record(number))])  # due when this loop comes round, which it never does
             loop.stop()
 
         loop.call_soon(add_and_stop)
@@ -237,8 +239,11 @@ def test_an_audit_line_left_waiting_by_a_loop_that_stopped_is_written_with_the_n
 async def test_the_audit_lines_of_one_pass_of_the_loop_are_written_together_in_order_and_none_is_lost(
     tmp_path: Path,
 ) -> None:
-    """Calls that end in one pass of the event loop have their lines written at the end of it, in the
-    order the calls ended: not before (one write for them all), not lost, and rotation still by size."""
+    """Calls a fast lane records after their answers, in one pass of the event loop, have their lines
+    written when the loop comes round, in the order the calls ended: not before (one write for them all),
+    not lost, and rotation still by size. A call recorded before its answer (the SDK's path) has its line
+    in the file at once, after those still waiting: the client never has an answer before its line."""
+    from mcp_manifold._core.clients import run_after_answer
     from mcp_manifold._core.router import Target
     from mcp_manifold._runtime.audit import AuditLog, log_files
     from mcp_manifold._runtime.call_path import CallRecord
@@ -246,20 +251,25 @@ async def test_the_audit_lines_of_one_pass_of_the_loop_are_written_together_in_o
     def record(number: int) -> CallRecord:
         return CallRecord("tool", Target("numbers", "add", f"numbers_add_{number}", "direct"), "c", 0.001, "ok")
 
+    def names(folder: Path) -> list[str]:
+        return [line["name"] for line in read_entries(folder)]
+
     path = tmp_path / "a" / "audit.jsonl"
     log = AuditLog(path.parent, max_bytes=1_000_000, backups=1)
-    for number in range(3):
-        log(record(number))
+    run_after_answer([partial(log, record(number)) for number in range(3)])
     assert path.read_bytes() == b""  # still this pass of the loop
     await anyio.sleep(0)
-    assert [line["name"] for line in read_entries(path.parent)] == ["numbers_add_0", "numbers_add_1", "numbers_add_2"]
-    log(record(3))
-    log.close()  # what is waiting for the end of the pass is written before the file closes
-    assert [line["name"] for line in read_entries(path.parent)][-1] == "numbers_add_3"
+    assert names(path.parent) == ["numbers_add_0", "numbers_add_1", "numbers_add_2"]
+    run_after_answer([partial(log, record(3))])
+    log(record(4))  # recorded before its answer: at once, after the one waiting
+    assert names(path.parent)[-2:] == ["numbers_add_3", "numbers_add_4"]
+    run_after_answer([partial(log, record(5))])
+    log.close()  # what is waiting for the loop is written before the file closes
+    assert names(path.parent)[-1] == "numbers_add_5"
 
     rotated = AuditLog(tmp_path / "b", max_bytes=600, backups=20)
     for number in range(30):
-        rotated(record(number))
+        run_after_answer([partial(rotated, record(number))])
         if number % 4 == 3:
             await anyio.sleep(0)
     rotated.close()

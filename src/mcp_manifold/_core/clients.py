@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
@@ -100,6 +101,21 @@ def _facts_of(capabilities: Any) -> tuple[Any, frozenset[Ask], Mapping[str, Any]
             _facts_seen.clear()
         _facts_seen[id(capabilities)] = known
     return known
+
+
+# True while the work a front left until after a call's answer (`Request.after_answer`) runs: what it
+# records may be written a moment later still (the audit log gathers such lines; others go out at once).
+AFTER_ANSWER: ContextVar[bool] = ContextVar("manifold_after_answer", default=False)
+
+
+def run_after_answer(work: Iterable[Callable[[], object]]) -> None:
+    """Do the work a front left until the client had its answer (`Request.after_answer`), in order."""
+    token = AFTER_ANSWER.set(True)
+    try:
+        for item in work:
+            item()
+    finally:
+        AFTER_ANSWER.reset(token)
 
 
 _keys = itertools.count(1)

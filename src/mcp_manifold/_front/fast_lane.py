@@ -30,7 +30,7 @@ import mcp_types as types
 from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, methods
 
 from mcp_manifold._core.arguments import encoding_problem
-from mcp_manifold._core.clients import Caller, Request
+from mcp_manifold._core.clients import Caller, Request, run_after_answer
 from mcp_manifold._core.results import tool_error
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.wire import WireResult
@@ -175,8 +175,7 @@ class FastLane:
                 await self.send(frame)
         finally:
             self._in_flight.pop(request_id, None)
-            for work in request.after_answer:  # also when cancelled: a call is never left unrecorded
-                work()
+            run_after_answer(request.after_answer)  # also when cancelled: a call is never left unrecorded
         # A cancelled request gets no response, as the protocol says.
 
 

@@ -58,7 +58,7 @@ from starlette.requests import Request as StarletteRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._config.switches import speed_up_on
-from mcp_manifold._core.clients import Caller, Request, asks_of, at_least
+from mcp_manifold._core.clients import Caller, Request, asks_of, at_least, run_after_answer
 from mcp_manifold._core.router import Target
 from mcp_manifold._front.fast_lane import FastRequest, call_response, plain_call, plain_modern_call
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
@@ -246,8 +246,7 @@ class HttpLane:
             notes = request.notifications if isinstance(request, _SessionLaneRequest) else []
             await _respond(send, response, body, call.modern, session_id, notes)
         finally:
-            for work in request.after_answer:
-                work()
+            run_after_answer(request.after_answer)
 
     def listed_input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The `inputSchema` of tool `name` as the current HTTP request's 2026-07-28 caller is shown it in

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 import pydantic_core
 
+from mcp_manifold._core.clients import AFTER_ANSWER
 from mcp_manifold._files import open_private, private_dir
 from mcp_manifold._runtime.call_path import CallRecord
 
@@ -94,11 +95,11 @@ class AuditLog:
 
     A plain append instead of the standard library's `RotatingFileHandler`: that handler builds a log
     record, formats the line twice and stats the file twice for every line, which was several per cent
-    of the gateway's CPU per call over stdio (bench/overhead.py). The lines of the calls that end in one
-    pass of the event loop are written together when the loop next comes round (`_Coalesced`): one write
-    and one size check for them all, where a system call or two per line was a tenth of an HTTP gateway's
-    own CPU per call (bench/http_app.py). Without a running loop each line is written at once. (A file may
-    so pass `max_bytes` by one pass's lines before it rotates.)
+    of the gateway's CPU per call over stdio (bench/overhead.py). The lines the fast lanes record after
+    their answers, in one pass of the event loop, are written together when the loop next comes round
+    (`_Coalesced`): one write and one size check for them all, where a system call or two per line was a
+    tenth of an HTTP gateway's own CPU per call (bench/http_app.py). Every other line is written at once.
+    (A file may so pass `max_bytes` by one pass's lines before it rotates.)
     """
 
     def __init__(self, directory: str | Path, max_bytes: int, backups: int, replica: str | None = None) -> None:
@@ -123,7 +124,7 @@ class AuditLog:
             if size and size + len(lines) > self.max_bytes:
                 self._rotate()
         self._file.write(lines)
-        self._file.flush()  # on disk (in the page cache) as the loop comes round after the calls were answered
+        self._file.flush()  # on disk (in the page cache): before the answer, or as the loop comes round after it
 
     def _rotate(self) -> None:
         self._file.close()
@@ -144,8 +145,10 @@ class AuditLog:
 
 
 class _Coalesced:
-    """Lines added on the event loop, handed to `put` together when the loop next comes round (a call
-    soon after the pass that added them). Called from the loop's thread, or with no loop at all."""
+    """Lines handed to `put`: at once, after any still waiting, for a call recorded before its answer (as
+    the SDK's path records them: the line is in the file before the client has the answer); gathered and
+    handed over together when the loop next comes round for calls recorded after their answers (the fast
+    lanes', `AFTER_ANSWER`). Called from the loop's thread, or with no loop at all."""
 
     def __init__(self, put: Callable[[bytes], None]) -> None:
         self._put = put
@@ -153,10 +156,10 @@ class _Coalesced:
         self._due_on: asyncio.AbstractEventLoop | None = None  # the loop that will write the waiting lines
 
     def add(self, line: bytes) -> None:
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:  # no event loop (the CLI, a test): what waits first, then this line, at once
-            loop = None
+        loop: asyncio.AbstractEventLoop | None = None
+        if AFTER_ANSWER.get():
+            with suppress(RuntimeError):  # no event loop: at once
+                loop = asyncio.get_running_loop()
         if loop is None:
             self.flush()
             self._put(line)
