@@ -9,6 +9,10 @@ process's CPU time per call (the gateway's, the pipe's system calls included; no
 another process). The best of `--rounds` rounds of `--calls` calls, in microseconds. `--setting
 audit=false` (any setting, its value as JSON) shows what a feature costs.
 
+`--server kitchen` puts the SDK's kitchen.py behind instead, which answers a call in about 0.9 ms: then
+the gateway waits on its server between calls, each pass of its event loop handles one call, and the same
+work costs it much more per call than when calls come together (docs/benchmarks.md).
+
 For a before and after, run it with the other tree first on the path:
 ``PYTHONPATH=/other/checkout/src .venv/bin/python bench/http_app.py``.
 """
@@ -27,7 +31,12 @@ from typing import Any
 
 import anyio
 
-BARE_ECHO = Path(__file__).with_name("bare_echo.py")
+BENCH = Path(__file__).resolve().parent
+SERVERS = {  # the stdio server behind the gateway, by --server
+    "bare": BENCH / "bare_echo.py",
+    "kitchen": BENCH.parent / "tests" / "servers" / "kitchen.py",
+    "kitchen_pipes": BENCH / "kitchen_pipes.py",
+}
 HOST = "127.0.0.1"
 MODERN = "2026-07-28"
 SESSION = "2025-11-25"
@@ -64,7 +73,7 @@ def request_scope(body: bytes, extra: list[tuple[bytes, bytes]]) -> dict[str, An
 
 def call_body(request_id: int, session: bool) -> bytes:
     """A plain `echo` call, with the envelope the SDK's 2026-07-28 client sends (none in a session)."""
-    params: dict[str, Any] = {"name": "bare_echo", "arguments": {"text": "hello world from the bench"}}
+    params: dict[str, Any] = {"name": "bench_echo", "arguments": {"text": "hello world from the bench"}}
     if not session:
         params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -105,7 +114,7 @@ class Caller:
         self.app = app
         self.session = era == "session"
         self.headers = [(b"mcp-protocol-version", MODERN.encode()), (b"mcp-method", b"tools/call")]
-        self.headers.append((b"mcp-name", b"bare_echo"))
+        self.headers.append((b"mcp-name", b"bench_echo"))
 
     async def open(self) -> None:
         """A session-era client's handshake: initialize, initialized, and a first request."""
@@ -163,7 +172,7 @@ def message_of(body: bytes) -> dict[str, Any]:
 
 
 async def measure(
-    era: str, calls: int, rounds: int, callers: int, settings: dict[str, Any]
+    era: str, calls: int, rounds: int, callers: int, settings: dict[str, Any], script: Path
 ) -> tuple[float, float, str]:
     """The best round's (user, system) microseconds per call, and the first call's answer."""
     from mcp_manifold._cli.common import load
@@ -174,9 +183,9 @@ async def measure(
     per_caller = max(1, calls // callers)
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "manifold.json"
-        server = {"command": sys.executable, "args": [str(BARE_ECHO)]}
+        server = {"command": sys.executable, "args": [str(script)]}
         manifold = {"data_dir": f"{folder}/data", **settings}
-        config.write_text(json.dumps({"mcpServers": {"bare": server}, "manifold": manifold}))
+        config.write_text(json.dumps({"mcpServers": {"bench": server}, "manifold": manifold}))
         cfg = load(config, {"http": True})
         async with anyio.create_task_group() as task_group:
             async with Gateway(cfg, serving=True, single_client=False) as gateway, AsyncExitStack() as stack:
@@ -210,6 +219,13 @@ def main() -> None:
     parser.add_argument(
         "--era", choices=("2026-07-28", "session"), default="2026-07-28", help="the clients' protocol era"
     )
+    parser.add_argument(
+        "--server",
+        choices=tuple(SERVERS),
+        default="bare",
+        help="the stdio server behind: bare_echo.py (default), or the SDK's kitchen.py, which answers in about "
+        "0.9 ms, as it is or with its transport on the event loop (kitchen_pipes.py)",
+    )
     parser.add_argument("--show", action="store_true", help="print the first answer")
     parser.add_argument(
         "--setting", action="append", default=[], metavar="NAME=JSON", help="a gateway setting (audit=false, ...)"
@@ -218,7 +234,14 @@ def main() -> None:
     settings = {name: json.loads(value) for name, value in (item.split("=", 1) for item in args.setting)}
     options = {"use_uvloop": True} if importlib.util.find_spec("uvloop") else {}  # as an HTTP gateway runs
     user, system, first = anyio.run(
-        measure, args.era, args.calls, args.rounds, args.callers, settings, backend_options=options
+        measure,
+        args.era,
+        args.calls,
+        args.rounds,
+        args.callers,
+        settings,
+        SERVERS[args.server],
+        backend_options=options,
     )
     if args.show:
         print(first)

@@ -23,7 +23,9 @@ Run: ``.venv/bin/python bench/http_throughput.py`` (or ``make bench-http``); wri
 ``bench/results/http_throughput.json``. ``--lane off`` starts the gateways with the HTTP fast lane off
 (``MANIFOLD_HTTP_LANE=0``); ``--with-lane-off`` adds a fourth target, the stdio-backed gateway with the lane
 off, for a before/after within one run; ``--with-leg-off`` adds both chains with their raw backend leg off
-(``MANIFOLD_STDIO_LEG=0``, ``MANIFOLD_HTTP_LEG=0``: every request through the SDK's client).
+(``MANIFOLD_STDIO_LEG=0``, ``MANIFOLD_HTTP_LEG=0``: every request through the SDK's client);
+``--with-pipes`` adds the gateway in front of kitchen_pipes.py, the SDK's stdio server without its
+transport's worker-thread hops (``bench/stdio_alone.py`` measures the stdio servers by themselves).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from overhead import (
 BENCH = Path(__file__).resolve().parent
 DEFAULT_OUTPUT = BENCH / "results" / "http_throughput.json"
 BARE_ECHO = BENCH / "bare_echo.py"
+KITCHEN_PIPES = BENCH / "kitchen_pipes.py"
 ERAS = {"2026-07-28": "auto", "session": "legacy"}
 
 
@@ -198,9 +201,11 @@ def start_targets(
     backend_protocol: str = "auto",
     gc_off: bool = False,
     variant_server: str = "kitchen",
+    pipes: bool = False,
 ) -> list[dict[str, Any]]:
     kitchen = [sys.executable, str(KITCHEN)]
     bare = [sys.executable, str(BARE_ECHO)]
+    kitchen_pipes = [sys.executable, str(KITCHEN_PIPES)]
     direct_port = free_port()
     direct_pid = processes.start("kitchen-http", [*kitchen, "--http", str(direct_port)], direct_port)
     backend_port = free_port()  # the gateway's HTTP backend: a process of its own, measured on its own
@@ -266,6 +271,18 @@ def start_targets(
             "backend_under": bare_pid,
         },
     ]
+    if pipes:  # the SDK's server without its stdio transport's thread hops (bench/kitchen_pipes.py)
+        pipes_url, pipes_pid = gateway("manifold-pipes", {"command": kitchen_pipes[0], "args": kitchen_pipes[1:]})
+        targets.append(
+            {
+                "key": "manifold_http_pipes",
+                "description": "client -> manifold (HTTP) -> kitchen_pipes.py (stdio, the SDK's transport on the loop)",
+                "url": pipes_url,
+                "tool": "kitchen_echo",
+                "pids": {"gateway": pipes_pid},
+                "backend_under": pipes_pid,
+            }
+        )
     if leg_off:  # both chains through the SDK's client (stdio and streamable HTTP), for a before/after in one run
         stdio_noleg_url, stdio_noleg_pid = gateway(
             "manifold-stdio-noleg", {"command": kitchen[0], "args": kitchen[1:]}, leg="off"
@@ -403,6 +420,12 @@ def main() -> None:
         help="also the stdio-backed gateway with the collector as CPython sets it (MANIFOLD_GC_FREEZE=0)",
     )
     parser.add_argument(
+        "--with-pipes",
+        action="store_true",
+        help="also the gateway in front of kitchen_pipes.py: the SDK's stdio server without a worker-thread hop "
+        "per line read, write and flush",
+    )
+    parser.add_argument(
         "--backend-protocol",
         choices=("auto", "legacy", "modern"),
         default="auto",
@@ -456,6 +479,7 @@ def main() -> None:
                 args.backend_protocol,
                 args.with_gc_off,
                 args.variant_server,
+                args.with_pipes,
             )
             if args.only:
                 keep = {"direct_http"} | {key.strip() for key in args.only.split(",")}  # the ratios need it
