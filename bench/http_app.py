@@ -32,10 +32,11 @@ from typing import Any
 import anyio
 
 BENCH = Path(__file__).resolve().parent
-SERVERS = {  # the stdio server behind the gateway, by --server
-    "bare": BENCH / "bare_echo.py",
-    "kitchen": BENCH.parent / "tests" / "servers" / "kitchen.py",
-    "kitchen_pipes": BENCH / "kitchen_pipes.py",
+SERVERS = {  # the stdio server behind the gateway (its script and arguments), by --server
+    "bare": [str(BENCH / "bare_echo.py")],
+    "bare_modern": [str(BENCH / "bare_echo.py"), "--modern"],  # reached at 2026-07-28, as kitchen.py is
+    "kitchen": [str(BENCH.parent / "tests" / "servers" / "kitchen.py")],
+    "kitchen_pipes": [str(BENCH / "kitchen_pipes.py")],
 }
 HOST = "127.0.0.1"
 MODERN = "2026-07-28"
@@ -172,7 +173,7 @@ def message_of(body: bytes) -> dict[str, Any]:
 
 
 async def measure(
-    era: str, calls: int, rounds: int, callers: int, settings: dict[str, Any], script: Path
+    era: str, calls: int, rounds: int, callers: int, settings: dict[str, Any], server_args: list[str]
 ) -> tuple[float, float, str]:
     """The best round's (user, system) microseconds per call, and the first call's answer."""
     from mcp_manifold._cli.common import load
@@ -183,7 +184,7 @@ async def measure(
     per_caller = max(1, calls // callers)
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "manifold.json"
-        server = {"command": sys.executable, "args": [str(script)]}
+        server = {"command": sys.executable, "args": server_args}
         manifold = {"data_dir": f"{folder}/data", **settings}
         config.write_text(json.dumps({"mcpServers": {"bench": server}, "manifold": manifold}))
         cfg = load(config, {"http": True})
@@ -223,8 +224,8 @@ def main() -> None:
         "--server",
         choices=tuple(SERVERS),
         default="bare",
-        help="the stdio server behind: bare_echo.py (default), or the SDK's kitchen.py, which answers in about "
-        "0.9 ms, as it is or with its transport on the event loop (kitchen_pipes.py)",
+        help="the stdio server behind: bare_echo.py (default; bare_modern: reached at 2026-07-28), or the SDK's "
+        "kitchen.py, which answers in about 0.9 ms, as it is or with its transport on the event loop (kitchen_pipes)",
     )
     parser.add_argument("--show", action="store_true", help="print the first answer")
     parser.add_argument(
