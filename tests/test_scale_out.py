@@ -224,7 +224,12 @@ async def test_a_killed_replica_loses_only_its_calls_in_flight(
     gate = tmp_path / "gate"
     victim = cluster.replicas[1]
     outcomes: dict[str, str] = {}
-    async with Client(cluster.url, read_timeout_seconds=60) as client:
+    # A connection per request. HAProxy answers a request whose replica dies before answering with 502
+    # only when it is the first on its client connection; a later one on a kept-alive connection gets
+    # the connection closed without an answer (so that a browser may retry it), and the SDK's client
+    # (mcp 2.3) then fails as a whole, not that call (docs/scale-out.md, "A replica that dies").
+    fresh = httpx.AsyncClient(timeout=httpx.Timeout(30, read=300), limits=httpx.Limits(max_keepalive_connections=0))
+    async with fresh, Client(streamable_http_client(cluster.url, http_client=fresh), read_timeout_seconds=60) as client:
         for _replica in cluster.replicas:  # every replica has started its probe before the calls that count
             await client.call_tool("probe_where", {})
 
