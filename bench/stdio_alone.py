@@ -11,7 +11,7 @@ HTTP server alone. This measures the stdio server's part of that sum, for:
   line read, every write and every flush);
 - ``kitchen_pipes``: the same server with its stdio transport reading and writing on the event loop
   (bench/kitchen_pipes.py);
-- ``bare``: bench/bare_echo.py, the server of a few lines without the SDK.
+- ``bare``: bench/bare_echo.py (``--modern``: both eras), the server of a few lines without the SDK.
 
 The era is the request's: 2026-07-28 (`server/discover`, then each call with the `_meta` envelope, as the
 gateway sends it) or the session era (the `initialize` handshake, then plain calls). Best of `--rounds`
@@ -34,10 +34,10 @@ from overhead import KITCHEN, PAYLOAD, cpu_seconds, git_state, package_version
 
 BENCH = Path(__file__).resolve().parent
 DEFAULT_OUTPUT = BENCH / "results" / "stdio_alone.json"
-SERVERS = {
-    "kitchen": KITCHEN,
-    "kitchen_pipes": BENCH / "kitchen_pipes.py",
-    "bare": BENCH / "bare_echo.py",
+SERVERS = {  # each server's script and arguments
+    "kitchen": [str(KITCHEN)],
+    "kitchen_pipes": [str(BENCH / "kitchen_pipes.py")],
+    "bare": [str(BENCH / "bare_echo.py"), "--modern"],  # --modern: it speaks both eras
 }
 ENVELOPE = {  # what the gateway's session stamps on each 2026-07-28 request
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -50,9 +50,10 @@ SESSION_VERSION = "2025-11-25"
 class Pipe:
     """One server process and the requests written to it, one JSON line each."""
 
-    def __init__(self, script: Path) -> None:
+    def __init__(self, command: list[str]) -> None:
+        self.name = Path(command[0]).name
         self.process = subprocess.Popen(
-            [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+            [sys.executable, *command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._stdin = self.process.stdin
@@ -72,15 +73,15 @@ class Pipe:
         self.process.wait(timeout=30)
 
 
-def opened(script: Path, era: str) -> Pipe:
-    pipe = Pipe(script)
+def opened(command: list[str], era: str) -> Pipe:
+    pipe = Pipe(command)
     if era == "2026-07-28":
         pipe.send({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": ENVELOPE}})
     else:
         params = {"protocolVersion": SESSION_VERSION, "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}}
         pipe.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
     if "error" in (first := pipe.answer()):
-        raise RuntimeError(f"{script.name} refused the {era} opening: {first['error']}")
+        raise RuntimeError(f"{pipe.name} refused the {era} opening: {first['error']}")
     if era != "2026-07-28":
         pipe.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     return pipe
@@ -99,8 +100,8 @@ def checked(answer: dict[str, Any]) -> None:
         raise RuntimeError(f"unexpected answer {answer!r}")
 
 
-def one_round(script: Path, era: str, calls: int, window: int) -> dict[str, float]:
-    pipe = opened(script, era)
+def one_round(command: list[str], era: str, calls: int, window: int) -> dict[str, float]:
+    pipe = opened(command, era)
     try:
         for number in range(200):  # warm: the tool's models, the validators
             call(pipe, number, era)
@@ -148,8 +149,6 @@ def main() -> None:
     print(f"{'server':14} {'era':11} {'CPU ms/call':>11} {'calls/s':>8}  (best of {args.rounds} by CPU)")
     for name in names:
         for era in eras:
-            if name == "bare" and era == "2026-07-28":
-                continue  # bare_echo speaks the session era only
             rounds = [one_round(SERVERS[name], era, args.calls, args.window) for _ in range(args.rounds)]
             best = min(rounds, key=lambda row: row["cpu_ms_per_call"])
             results["servers"].setdefault(name, {})[era] = {"best": best, "rounds": rounds}
