@@ -70,7 +70,8 @@ def main() -> None:
         at_2026 = modern and (method == "server/discover" or (params.get("_meta") or {}).get(VERSION_KEY) == MODERN)
         if at_2026 and method == "subscriptions/listen":
             continue  # a listen stays open: nothing here ever changes
-        result = result_of(method, params) if at_2026 or method != "server/discover" else None
+        # `server/discover` is answered only with --modern; other requests in either era
+        result = result_of(method, params) if modern or method != "server/discover" else None
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
         if result is None:
             answer["error"] = {"code": -32601, "message": f"Method not found: {method}"}
