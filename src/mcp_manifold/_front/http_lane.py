@@ -78,6 +78,7 @@ _PLAIN_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 _ROUTING = frozenset(name.encode() for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER))
 _VERDICTS_KEPT = 64  # verdicts kept on the headers a client repeats (Accept; Content-Type, Host and Origin)
+_SCHEMAS_KEPT = 4096  # tool versions whose header mirroring is kept (servers that change their tools add more)
 
 # The ASGI scope of the HTTP request being served, for what the SDK asks without naming the request.
 _current_scope: ContextVar[Scope | None] = ContextVar("manifold_http_scope", default=None)
@@ -313,7 +314,10 @@ class HttpLane:
             return True
         mirrored = self._mirrored.get(entry.hash)
         if mirrored is None:
-            mirrored = self._mirrored[entry.hash] = "x-mcp-header" in json.dumps(entry.exposed.input_schema)
+            mirrored = "x-mcp-header" in json.dumps(entry.exposed.input_schema)
+            if len(self._mirrored) >= _SCHEMAS_KEPT:
+                self._mirrored.clear()  # a server that keeps changing its tools never grows the table past this
+            self._mirrored[entry.hash] = mirrored
         return mirrored
 
 
