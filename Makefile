@@ -129,7 +129,7 @@ bench: setup
 	$(BIN)/python bench/http_app.py
 	$(BIN)/python bench/http_app.py --era session
 	$(BIN)/python bench/stdio_alone.py
-	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off --with-gc-off --with-pipes
+	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off --with-gc-off --with-pipes --with-floor
 
 # Throughput over streamable HTTP (32 sessions x 200 calls, both client eras): the SDK's server by itself,
 # the gateway in front of it over stdio and over HTTP, the gateway in front of bench/bare_echo.py (a stdio
@@ -138,7 +138,7 @@ bench: setup
 # gateway once more without uvloop and httptools, and the gateway in front of bench/kitchen_pipes.py (the
 # SDK's server without its stdio transport's thread hops).
 bench-http: setup
-	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off --with-gc-off --with-pipes
+	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off --with-gc-off --with-pipes --with-floor
 
 # The MCP conformance suite (npm @modelcontextprotocol/conformance, pinned with the Node 22 it needs in
 # tests/conformance/node): its client scenarios `initialize`, `tools_call`, `sse-retry` and the `auth`

@@ -25,7 +25,9 @@ Run: ``.venv/bin/python bench/http_throughput.py`` (or ``make bench-http``); wri
 off, for a before/after within one run; ``--with-leg-off`` adds both chains with their raw backend leg off
 (``MANIFOLD_STDIO_LEG=0``, ``MANIFOLD_HTTP_LEG=0``: every request through the SDK's client);
 ``--with-pipes`` adds the gateway in front of kitchen_pipes.py, the SDK's stdio server without its
-transport's worker-thread hops (``bench/stdio_alone.py`` measures the stdio servers by themselves).
+transport's worker-thread hops (``bench/stdio_alone.py`` measures the stdio servers by themselves);
+``--with-floor`` adds floor_front.py in front of kitchen.py, a front that forwards each request and does
+nothing else, at 2026-07-28 (what the server and the machine allow whatever the front).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ BENCH = Path(__file__).resolve().parent
 DEFAULT_OUTPUT = BENCH / "results" / "http_throughput.json"
 BARE_ECHO = BENCH / "bare_echo.py"
 KITCHEN_PIPES = BENCH / "kitchen_pipes.py"
+FLOOR_FRONT = BENCH / "floor_front.py"
 ERAS = {"2026-07-28": "auto", "session": "legacy"}
 
 
@@ -202,6 +205,7 @@ def start_targets(
     gc_off: bool = False,
     variant_server: str = "kitchen",
     pipes: bool = False,
+    floor: bool = False,
 ) -> list[dict[str, Any]]:
     kitchen = [sys.executable, str(KITCHEN)]
     bare = [sys.executable, str(BARE_ECHO)]
@@ -281,6 +285,21 @@ def start_targets(
                 "tool": "kitchen_echo",
                 "pids": {"gateway": pipes_pid},
                 "backend_under": pipes_pid,
+            }
+        )
+    if floor:  # the least a Python front does in front of kitchen.py (bench/floor_front.py): 2026-07-28 only
+        floor_port = free_port()
+        floor_pid = processes.start(
+            "floor-front", [sys.executable, str(FLOOR_FRONT), str(floor_port), *kitchen], floor_port
+        )
+        targets.append(
+            {
+                "key": "floor_http_stdio",
+                "description": "client -> floor_front.py (HTTP, forwards and nothing else) -> kitchen.py (stdio)",
+                "url": f"http://127.0.0.1:{floor_port}/mcp",
+                "tool": "echo",
+                "pids": {"gateway": floor_pid, "backend": descendants(floor_pid)[1]},  # started with the front
+                "eras": ["2026-07-28"],
             }
         )
     if leg_off:  # both chains through the SDK's client (stdio and streamable HTTP), for a before/after in one run
@@ -426,6 +445,12 @@ def main() -> None:
         "per line read, write and flush",
     )
     parser.add_argument(
+        "--with-floor",
+        action="store_true",
+        help="also floor_front.py in front of kitchen.py: a front that forwards and does nothing else "
+        "(2026-07-28 clients only)",
+    )
+    parser.add_argument(
         "--backend-protocol",
         choices=("auto", "legacy", "modern"),
         default="auto",
@@ -480,6 +505,7 @@ def main() -> None:
                 args.with_gc_off,
                 args.variant_server,
                 args.with_pipes,
+                args.with_floor,
             )
             if args.only:
                 keep = {"direct_http"} | {key.strip() for key in args.only.split(",")}  # the ratios need it
@@ -487,6 +513,8 @@ def main() -> None:
             for era in eras:
                 rows: dict[str, dict[str, Any]] = {}
                 for target in targets:
+                    if era not in target.get("eras", [era]):
+                        continue
                     print(f"  {era}: {target['key']} ...", flush=True)
                     if "backend_under" in target and "backend" not in target["pids"]:
                         # The stdio backend starts with the first call: warm up once, then find it.
