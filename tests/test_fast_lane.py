@@ -163,7 +163,16 @@ async def test_what_a_2026_call_needs_the_sdk_server_for_is_left_to_it(modern_la
     unknown = {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "1900-01-01"}
     assert not lane.take(call_line(4, "kitchen_echo", {"text": "x"}, _meta=unknown))  # -32022 is the SDK's answer
     assert not lane.take(call_line(5, "kitchen_echo", {"text": "x"}, _meta={"progressToken": "p", **ENVELOPE}))
+    # What the SDK server refuses as invalid params is its to refuse: an envelope of the wrong shape, a null
+    # progress token, params it types beyond the name and arguments.
+    nameless = {**ENVELOPE, "io.modelcontextprotocol/clientInfo": {"name": 5, "version": "1"}}
+    assert not lane.take(call_line(6, "kitchen_echo", {"text": "x"}, _meta=nameless))
+    odd = {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": {"sampling": 5}}
+    assert not lane.take(call_line(7, "kitchen_echo", {"text": "x"}, _meta=odd))
+    assert not lane.take(call_line(8, "kitchen_echo", {"text": "x"}, _meta={**ENVELOPE, "progressToken": None}))
+    assert not lane.take(call_line(9, "kitchen_echo", {"text": "x"}, _meta=ENVELOPE, task={"ttl": 5}))
     assert lane.frames == [] and lane.lane.gateway.stateless_requests == 0
+    assert lane.take(call_line(10, "kitchen_echo", {"text": "x"}, _meta={**ENVELOPE, "example.com/mine": 1}))
 
 
 async def test_a_session_lane_leaves_2026_calls_alone(lane: Lane) -> None:
@@ -187,6 +196,8 @@ async def test_what_needs_the_full_path_is_left_to_it(lane: Lane) -> None:
     # A trace to continue: the SDK server carries the client's traceparent on to the backend.
     traced = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
     assert not lane.take(call_line(6, "kitchen_echo", {"text": "t"}, _meta=traced))
+    assert not lane.take(call_line(7, "kitchen_echo", {"text": "t"}, _meta={"progressToken": None}))  # refused there
+    assert not lane.take(call_line(8, "kitchen_echo", {"text": "t"}, task={"ttl": "soon"}))
     assert lane.frames == []
 
 

@@ -216,6 +216,63 @@ async def test_the_lane_answers_byte_for_byte_as_the_sdk_path(gateways: Callable
     assert lane_counts(sdk_url) == {"lane": 0, "sdk": 2 * len(CORPUS + PROFILE_CORPUS)}  # the lane off
 
 
+ENVELOPE = {
+    PROTOCOL_VERSION_META_KEY: MODERN,
+    CLIENT_CAPABILITIES_META_KEY: {},
+    CLIENT_INFO_META_KEY: {"name": "raw", "version": "1"},
+}
+# (era, what replaces or joins the call's `_meta` or params, whether the SDK accepts it)
+ODD_REQUESTS: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
+    ("modern", {CLIENT_INFO_META_KEY: {"name": 5, "version": "1"}}, {}, False),
+    ("modern", {CLIENT_INFO_META_KEY: {"name": "no version"}}, {}, False),
+    ("modern", {CLIENT_CAPABILITIES_META_KEY: None}, {}, False),
+    ("modern", {CLIENT_CAPABILITIES_META_KEY: []}, {}, False),
+    ("modern", {CLIENT_CAPABILITIES_META_KEY: {"sampling": 5}}, {}, False),
+    ("modern", {"progressToken": None}, {}, False),
+    ("modern", {"example.com/note": [1, {"x": None}]}, {}, True),  # a key of the client's own: fine
+    ("session", {"progressToken": None}, {}, False),
+    ("session", {"progressToken": [1]}, {}, False),
+    ("session", {"example.com/note": "mine"}, {}, True),
+    ("session", {}, {"task": {"ttl": "soon"}}, False),  # params the SDK types beyond name and arguments
+]
+
+
+def odd_answers(url: str) -> list[tuple[int, str]]:
+    """The gateway's answers to each of `ODD_REQUESTS`, a `kitchen_echo` call each."""
+    found = []
+    with httpx.Client(timeout=60) as http:
+        session = SessionClient(http, url)
+        for index, (era, meta, extra, _) in enumerate(ODD_REQUESTS):
+            params: dict[str, Any] = {"name": "kitchen_echo", "arguments": {"text": "odd"}, **extra}
+            if era == "session":
+                params["_meta"] = meta
+                found.append(session.request("tools/call", params, index))
+                continue
+            params["_meta"] = {**ENVELOPE, **meta}
+            headers = {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "kitchen_echo"}
+            body = {"jsonrpc": "2.0", "id": index, "method": "tools/call", "params": params}
+            response = http.post(url, content=json.dumps(body), headers={**session.headers, **headers})
+            found.append((response.status_code, message_text(response, index)))
+    return found
+
+
+def test_the_lane_leaves_what_the_sdk_refuses_in_a_calls_meta_to_the_sdk(gateways: Callable[[bool], str]) -> None:
+    """A 2026-07-28 envelope of the wrong shape, a null progress token, a task: the SDK path refuses them
+    (invalid params); the lane must not answer them as plain calls."""
+    lane_url, sdk_url = gateways(True), gateways(False)
+    before = lane_counts(lane_url)
+    on_lane, on_sdk = odd_answers(lane_url), odd_answers(sdk_url)
+    assert on_lane == on_sdk
+    for (era, meta, extra, accepted), (_, text) in zip(ODD_REQUESTS, on_lane, strict=True):
+        message = json.loads(text)
+        if accepted:
+            assert message["result"]["content"] == [{"type": "text", "text": "odd"}], (era, meta, extra)
+        else:
+            assert message["error"]["code"] == types.INVALID_PARAMS, (era, meta, extra)
+    taken = lane_counts(lane_url)["lane"] - before.get("lane", 0)
+    assert taken == sum(accepted for *_, accepted in ODD_REQUESTS)
+
+
 def progress_into(steps: list[float]) -> Any:
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         steps.append(progress)

@@ -28,6 +28,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, methods
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from mcp_manifold._core.arguments import encoding_problem
 from mcp_manifold._core.clients import Caller, Request, run_after_answer
@@ -35,6 +36,7 @@ from mcp_manifold._core.results import tool_error
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.wire import WireResult
 from mcp_manifold._errors import BackendRequestError, ManifoldError
+from mcp_manifold._front.request_meta import meta_accepted
 
 if TYPE_CHECKING:
     from mcp_manifold._front.server import McpFront
@@ -129,6 +131,8 @@ class FastLane:
             if meta is not None and PROTOCOL_VERSION_META_KEY in meta:
                 return False  # a 2026-07-28 envelope on a session: the SDK server refuses it
             caller = self._caller()
+            if not meta_accepted(session_version(caller), meta):
+                return False
         route = self.gateway.fast_route(params["name"], caller)
         if route is None:
             return False
@@ -183,22 +187,31 @@ class FastLane:
 
 
 def plain_call(message: Any) -> dict[str, Any] | None:
-    """The params of `message` when it is a `tools/call` request with nothing special asked for (no
-    progress token, no trace to continue), else None: the SDK server's to answer."""
+    """The params of `message` when it is a `tools/call` request with nothing special asked for (a name,
+    arguments and `_meta` only; no progress token, not even a null one, no trace to continue), else None:
+    the SDK server's to answer."""
     if not isinstance(message, dict) or message.get("method") != "tools/call" or "id" not in message:
         return None
     params = message.get("params")
-    if not isinstance(params, dict) or not isinstance(params.get("name"), str):
-        return None
+    if not isinstance(params, dict) or not isinstance(params.get("name"), str) or not _PLAIN_PARAMS.issuperset(params):
+        return None  # a task, a retry's state or answers, anything else: the SDK server's to check and do
     arguments = params.get("arguments")
     meta = params.get("_meta")
     if arguments is not None and not isinstance(arguments, dict):
         return None
-    if meta is not None and (
-        not isinstance(meta, dict) or meta.get("progressToken") is not None or "traceparent" in meta
-    ):
+    if meta is not None and (not isinstance(meta, dict) or "progressToken" in meta or "traceparent" in meta):
         return None  # progress, and a trace to continue, are the SDK server's to carry on
     return params
+
+
+_PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
+
+
+def session_version(caller: Caller) -> str:
+    """The protocol version a session-era caller's session settled on (the latest the SDK speaks before
+    its handshake is known)."""
+    connection = getattr(caller, "connection", None)
+    return getattr(connection, "protocol_version", None) or LATEST_HANDSHAKE_VERSION
 
 
 def plain_modern_call(params: dict[str, Any]) -> bool:

@@ -60,8 +60,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_manifold._config.switches import speed_up_on
 from mcp_manifold._core.clients import Caller, Request, asks_of, at_least, run_after_answer
 from mcp_manifold._core.router import Target
-from mcp_manifold._front.fast_lane import FastRequest, call_response, plain_call, plain_modern_call
+from mcp_manifold._front.fast_lane import (
+    FastRequest,
+    call_response,
+    plain_call,
+    plain_modern_call,
+    session_version,
+)
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
+from mcp_manifold._front.request_meta import meta_accepted
 from mcp_manifold._front.server import _CALLER, McpFront, SessionCaller, StatelessCaller, principal_of_request
 from mcp_manifold._sdk import connection_of, open_session_transport, session_request_in_flight
 
@@ -75,7 +82,6 @@ ENABLE_ENV = "MANIFOLD_HTTP_LANE"  # "0" turns the lane off
 _HANDSHAKE = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode()
 _PLAIN_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
-_PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 _ROUTING = frozenset(name.encode() for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER))
 _VERDICTS_KEPT = 64  # verdicts kept on the headers a client repeats (Accept; Content-Type, Host and Origin)
 _SCHEMAS_KEPT = 4096  # tool versions whose header mirroring is kept (servers that change their tools add more)
@@ -202,8 +208,6 @@ class HttpLane:
         request_id = message["id"]
         if not isinstance(request_id, int | str) or isinstance(request_id, bool):
             return None
-        if not _PLAIN_PARAMS.issuperset(params):
-            return None
         identity: Identity = scope[SCOPE_KEY]
         transport = None
         if modern:
@@ -297,6 +301,8 @@ class HttpLane:
         caller = self._sessions.get(key)
         if caller is None or not caller.arrived or asks_of(caller.capabilities):
             return None, None
+        if not meta_accepted(session_version(caller), meta):
+            return None, None  # the SDK server refuses it, saying why
         if (identity.principal, identity.profile) != (caller.principal, caller.profile):
             return None, None  # the SDK path refuses a session used with another profile
         transport = open_session_transport(self.session_manager, key, scope.get("user"))

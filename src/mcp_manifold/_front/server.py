@@ -32,6 +32,7 @@ from mcp_manifold._core.wire import WireResult
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._front.identity import request_identity
 from mcp_manifold._front.listen import GatewayListenHandler
+from mcp_manifold._front.request_meta import meta_accepted
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._sdk import connection_of, no_deprecation_warnings, sealed
 from mcp_manifold._version import __version__
@@ -251,7 +252,7 @@ class McpFront:
         it (over HTTP with the request's `headers`, which must agree with it; stdio: no principal); None
         when the envelope fails the SDK's checks (the SDK answers those)."""
         route = classify_inbound_request({"method": "tools/call", "params": params}, headers=headers)
-        if isinstance(route, InboundLadderRejection):
+        if isinstance(route, InboundLadderRejection) or not meta_accepted(route.protocol_version, params.get("_meta")):
             return None
         envelope = _Envelope(route.protocol_version, self._capabilities(route.client_capabilities))
         return StatelessCaller(envelope, principal)
