@@ -7,15 +7,21 @@ does anything. So this ASGI layer sits behind `guard` (authentication and the re
 done) and in front of the SDK's app: it reads the raw request, parses the body once, makes the call
 through the same call path as every other call (`_front/fast_lane.py`'s `call_response`, shared with
 the stdio lane) and answers `application/json` itself, byte for byte the JSON-RPC message the SDK
-server would have sent for the client's era. A log message a server sends during a session-era call goes
-before the answer on the response's own event stream (`text/event-stream`), as on the SDK's path.
+server would have sent for the client's era.
+
+What the SDK's path does while a call runs, the lane does too (`_Reply`). A log message a server sends
+during a session-era call goes on the response's own event stream (`text/event-stream`) as it comes,
+ahead of the answer. A call silent for the SDK's window (15 s) streams, with a ping each window, so an
+idle-read timeout on the way never cuts it. A 2026-07-28 client that hangs up cancels its call (the
+only cancel that era has over HTTP); a session-era client's `notifications/cancelled` for a lane call
+stops it and answers it `Request cancelled`.
 
 Taken: a POST to exactly /mcp that passes the SDK's DNS-rebinding check (Host and Origin, on a loopback
 address), both JSON and SSE accepted (what the SDK asks of a client), a JSON body
 within the SDK's size limit that is one `tools/call` request (`plain_call`), and
 
 - at 2026-07-28 (an `MCP-Protocol-Version` header of that era): an envelope and headers the SDK's
-  ladder accepts (`McpFront.envelope_caller`), no log level, no retry, no `Mcp-Param-*` header and no
+  ladder and its params checks accept (`McpFront.envelope_caller`), no log level, no retry, no `Mcp-Param-*` header and no
   header-mirrored argument in the tool's schema; the caller is the request's principal, as in server.py;
 - in the session era: the `Mcp-Session-Id` of a session that is open and was opened by this request's
   credential (checked with the SDK's session manager), whose client has finished its `initialize` and
@@ -30,6 +36,7 @@ and the benchmark compare the two paths with it).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import weakref
@@ -40,9 +47,10 @@ from functools import lru_cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types as types
 import pydantic_core
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, REQUEST_CANCELLED
 from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
@@ -84,6 +92,18 @@ _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode()
 _PLAIN_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _ROUTING = frozenset(name.encode() for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER))
 _VERDICTS_KEPT = 64  # verdicts kept on the headers a client repeats (Accept; Content-Type, Host and Origin)
+# The SDK's 2026-07-28 path: a call silent this long (seconds) streams, pinged each window after.
+_PING_WINDOW = 15.0
+_PING = b": ping\r\n\r\n"
+_STREAM_HEADERS = [  # what the SDK's path opens a response's event stream with
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+]
+_MIND_AFTER = 0.5  # seconds a call runs before its client's connection is watched (most have finished by then)
+_CANCELLED = b'"notifications/cancelled"'
+_CANCELLED_ERROR = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}  # the SDK's answer to such a call
 _SCHEMAS_KEPT = 4096  # tool versions whose header mirroring is kept (servers that change their tools add more)
 
 # The ASGI scope of the HTTP request being served, for what the SDK asks without naming the request.
@@ -124,6 +144,8 @@ class HttpLane:
         # Each open session's caller, by session id, as the SDK server's requests reveal it.
         self._sessions: weakref.WeakValueDictionary[str, SessionCaller] = weakref.WeakValueDictionary()
         self._mirrored: dict[str, bool] = {}  # by tool hash: does its schema mirror arguments into headers?
+        # The session-era calls running on the lane, by (session id, request id), for their client's cancel.
+        self._in_flight: dict[tuple[bytes, Any], tuple[_Reply, Caller]] = {}
         front.server.middleware.append(self._remember_session)
         # Without it the SDK's server lists every tool (a whole tools/list through its dispatch) to check
         # a 2026-07-28 call's `Mcp-Param-*` headers, for every call with arguments on its path.
@@ -166,16 +188,37 @@ class HttpLane:
         if not await self._passes_security(scope, headers):
             await self.app(scope, receive, send)  # which refuses it, saying why
             return
-        body, receive = await _read_body(receive)
+        body, replay = await _read_body(receive)
         try:
+            if self._in_flight and _CANCELLED in body:
+                self._cancel(scope, headers, body)  # then answered by the SDK, as any notification is
             call = self._qualify(scope, headers, body)
         except Exception:  # a request the lane misreads is still answered, by the SDK
             logger.exception("HTTP fast lane: could not read a request; the SDK's path answers it")
             call = None
         if call is None:
-            await self.app(scope, receive, send)
+            await self.app(scope, replay, send)
             return
-        await self._answer(call, send, headers.get(MCP_SESSION_ID_HEADER.encode()))
+        await self._answer(call, receive, send, headers.get(MCP_SESSION_ID_HEADER.encode()))
+
+    def _cancel(self, scope: Scope, headers: _Headers, body: bytes) -> None:
+        """A session-era client's `notifications/cancelled` for a call the lane is running: the call stops
+        and is answered `Request cancelled`, as on the SDK's path (which never saw the call)."""
+        message = json.loads(body)
+        params = message.get("params") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled" or "id" in message:
+            return
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        session_id = headers.get(MCP_SESSION_ID_HEADER.encode())
+        if session_id is None or type(request_id) not in (int, str):  # not 1.0 or True for the call 1
+            return
+        running = self._in_flight.get((session_id, request_id))
+        identity = scope.get(SCOPE_KEY)
+        if running is None or not isinstance(identity, Identity):
+            return
+        reply, caller = running
+        if (identity.principal, identity.profile) == (caller.principal, caller.profile):  # its own client only
+            reply.cancel(by_client=True)
 
     async def _passes_security(self, scope: Scope, headers: _Headers) -> bool:
         """The SDK's DNS-rebinding check of this request. mcp 2.3.0's reads only the Content-Type, Host and
@@ -221,7 +264,7 @@ class HttpLane:
             return None
         return _LaneCall(caller, target, request_id, params, modern, transport)
 
-    async def _answer(self, call: _LaneCall, send: Send, session_id: bytes | None) -> None:
+    async def _answer(self, call: _LaneCall, receive: Receive, send: Send, session_id: bytes | None) -> None:
         caller = call.caller
         version: str | None = None
         session: str | None = None
@@ -233,10 +276,18 @@ class HttpLane:
             session = connection.protocol_version if connection is not None else None
             self.gateway.back_channel.track(caller)
         self.counts.lane += 1
-        request = FastRequest(caller, call.params.get("_meta")) if call.modern else _SessionLaneRequest(caller)
+        reply = _Reply(send, call.modern, session_id)
+        request = FastRequest(caller, call.params.get("_meta")) if call.modern else _SessionLaneRequest(caller, reply)
         request.after_answer = []  # the call's records are made after the answer is on its way
+        key = (session_id, call.request_id) if session_id is not None and not call.modern else None
+        if key is not None:
+            if key in self._in_flight:  # the same id twice at once: only the first can be cancelled
+                key = None
+            else:
+                self._in_flight[key] = (reply, caller)
+        minding = asyncio.get_running_loop().call_later(_MIND_AFTER, self._start_minding, reply, receive)
         try:
-            with session_request_in_flight(call.transport):
+            with session_request_in_flight(call.transport), reply.call:
                 response, body = await call_response(
                     self.gateway,
                     self.front,
@@ -248,10 +299,26 @@ class HttpLane:
                     session,
                     encode=_modern_json if call.modern else _session_json,
                 )
-            notes = request.notifications if isinstance(request, _SessionLaneRequest) else []
-            await _respond(send, response, body, call.modern, session_id, notes)
+                await reply.finish(response, body)
+            if reply.call.cancelled_caught and reply.cancelled_by_client:
+                response = {"jsonrpc": "2.0", "id": call.request_id, "error": _CANCELLED_ERROR}
+                await reply.finish(response, _session_json(response))
         finally:
+            minding.cancel()
+            if reply.minder is not None:  # only then: anyio's cancel formats the task's repr, a cost per call
+                reply.minder.cancel()
+            if key is not None:
+                del self._in_flight[key]
             run_after_answer(request.after_answer)
+
+    def _start_minding(self, reply: _Reply, receive: Receive) -> None:
+        if reply.finished:
+            return
+        reply.minder = anyio.CancelScope()
+        try:
+            self.gateway.task_group.start_soon(reply.mind, receive, reply.minder)
+        except RuntimeError:  # the gateway is closing: its calls are ending anyway
+            logger.debug("HTTP fast lane: a call outlasted the gateway's task group")
 
     def listed_input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The `inputSchema` of tool `name` as the current HTTP request's 2026-07-28 caller is shown it in
@@ -331,13 +398,13 @@ _NO_ENVELOPE = SimpleNamespace(client_capabilities=None, protocol_version=None)
 
 
 class _SessionLaneRequest(FastRequest):
-    """A session-era call on the lane. A log message the server sends while it runs goes with the answer,
-    before it, on the response's own event stream, as the SDK's path sends it; through the session it
-    would take the session's GET stream and could reach the client after the answer, or not at all."""
+    """A session-era call on the lane. A log message the server sends while it runs goes on the response's
+    own event stream, ahead of the answer, as the SDK's path sends it; through the session it would take
+    the session's GET stream and could reach the client after the answer, or not at all."""
 
-    def __init__(self, caller: Caller) -> None:
+    def __init__(self, caller: Caller, reply: _Reply) -> None:
         super().__init__(caller, None)
-        self.notifications: list[bytes] = []
+        self.reply = reply
 
     async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
         if not at_least(level, self.caller.log_level):
@@ -347,11 +414,83 @@ class _SessionLaneRequest(FastRequest):
             params["logger"] = logger_name
         params["data"] = data
         try:
-            self.notifications.append(
-                _session_json({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
-            )
+            message = _session_json({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         except ValueError:  # what no JSON carries (a lone surrogate): dropped, as the SDK's writer cannot send it
             logger.debug("HTTP fast lane: a log message could not be encoded; dropped")
+            return
+        await self.reply.stream(_event(message))
+
+
+class _Reply:
+    """A lane call's answer on its way out: one JSON body when the answer comes first, as for most calls.
+    Otherwise an event stream, as the SDK's path sends one: from the first message the server sends
+    mid-call (session era), or once the call has been silent for the SDK's window, with a ping each window
+    after, so that an idle-read timeout between client and gateway never cuts a long call. Sends may come
+    from the call's task, a log's and the minder's (`mind`): the lock, made once a second one may send,
+    keeps them whole and in order."""
+
+    def __init__(self, send: Send, modern: bool, session_id: bytes | None) -> None:
+        self._send = send
+        self.modern = modern
+        self.session_id = session_id
+        self.call = anyio.CancelScope()  # the call's own: its client's cancel, or its hanging up (2026-07-28)
+        self.minder: anyio.CancelScope | None = None  # the minder's, once it is started
+        self.cancelled_by_client = False
+        self.streaming = False
+        self.finished = False
+        self._lock: anyio.Lock | None = None
+
+    def cancel(self, by_client: bool) -> None:
+        self.cancelled_by_client = by_client
+        self.call.cancel()
+
+    async def mind(self, receive: Receive, scope: anyio.CancelScope) -> None:
+        """While the call runs on: its client hanging up cancels it at 2026-07-28, where that is the only
+        cancel there is (the SDK's path does the same; in a session the call goes on, as there); a call
+        silent for a window streams, pinged each window."""
+        with scope:
+            wait = _PING_WINDOW - _MIND_AFTER
+            while True:
+                with anyio.move_on_after(wait):
+                    if (await receive())["type"] == "http.disconnect":
+                        if self.modern:
+                            self.cancel(by_client=False)
+                        return
+                    continue
+                await self.stream(_PING)
+                wait = _PING_WINDOW
+
+    async def stream(self, chunk: bytes) -> None:
+        """`chunk` (an event, or a ping) on the response's event stream, opened first if need be."""
+        if self._lock is None:
+            self._lock = anyio.Lock(fast_acquire=True)
+        async with self._lock:
+            if self.finished:
+                return  # the answer went: what comes after it has no stream to go on
+            if not self.streaming:
+                self.streaming = True
+                headers = [*_STREAM_HEADERS]
+                if self.session_id is not None and not self.modern:
+                    headers.append((MCP_SESSION_ID_HEADER.encode(), self.session_id))
+                await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+            await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    async def finish(self, response: dict[str, Any], body: bytes) -> None:
+        """The answer: the stream's last event, or the whole response."""
+        if self.finished:
+            return
+        if self._lock is None:  # nobody else has sent, nor can now: the answer alone
+            self.finished = True
+            await _respond(self._send, response, body, self.modern, self.session_id)
+            return
+        async with self._lock:
+            if self.finished:
+                return
+            self.finished = True
+            if self.streaming:
+                await self._send({"type": "http.response.body", "body": _event(body), "more_body": False})
+            else:
+                await _respond(self._send, response, body, self.modern, self.session_id)
 
 
 @dataclass(frozen=True)
@@ -431,24 +570,16 @@ def _session_json(response: dict[str, Any]) -> bytes:
     return pydantic_core.to_json(response, inf_nan_mode="null")
 
 
-async def _respond(
-    send: Send,
-    response: dict[str, Any],
-    body: bytes,
-    modern: bool,
-    session_id: bytes | None,
-    notifications: list[bytes] | None = None,
-) -> None:
-    """`response`, as `body` (serialized as the SDK would for the era), sent as `application/json`; after
-    `notifications` (messages sent while the call ran) as one event stream when there are any."""
+async def _respond(send: Send, response: dict[str, Any], body: bytes, modern: bool, session_id: bytes | None) -> None:
+    """`response`, as `body` (serialized as the SDK would for the era), sent as `application/json`."""
     error = response.get("error")
     status = ERROR_CODE_HTTP_STATUS.get(error["code"], 200) if modern and error else 200
-    content_type = b"application/json"
-    if notifications:
-        body = b"".join(b"event: message\r\ndata: " + message + b"\r\n\r\n" for message in [*notifications, body])
-        content_type = b"text/event-stream"
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if session_id is not None and not modern:
         headers.append((MCP_SESSION_ID_HEADER.encode(), session_id))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def _event(message: bytes) -> bytes:
+    return b"event: message\r\ndata: " + message + b"\r\n\r\n"

@@ -1,0 +1,253 @@
+"""Long calls and clients that give up, on the HTTP fast lane and on the SDK's path, compared.
+
+The app `build_app` assembles is called in this process with raw ASGI messages, so a test sees every
+message the app sends, and a client can hang up at a moment of its choosing. The window after which a
+silent 2026-07-28 call switches to an event stream is 15 s in the SDK; here both the SDK's and the
+lane's are shortened to a fraction of a second. The server behind is kitchen.py, one call at a time
+(`max_concurrency: 1`), so a call the gateway failed to stop holds up the next one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+from mcp.server import _streamable_http_modern
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+
+from mcp_manifold._config import load_config
+from mcp_manifold._front import http_lane
+from mcp_manifold._front.http import build_app
+from mcp_manifold._runtime.gateway import Gateway
+from tests.conftest import server_entry
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+SESSION = "2025-11-25"
+WINDOW = 0.6  # seconds a call may be silent before its answer streams (the SDK's 15, shortened)
+ENVELOPE = {
+    PROTOCOL_VERSION_META_KEY: MODERN,
+    CLIENT_CAPABILITIES_META_KEY: {},
+    CLIENT_INFO_META_KEY: {"name": "raw", "version": "1"},
+}
+BOTH_PATHS = pytest.mark.parametrize("lane", [True, False], ids=["lane", "sdk"])
+
+
+@pytest.fixture(autouse=True)
+def short_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_streamable_http_modern, "_SSE_PING_INTERVAL", WINDOW)
+    monkeypatch.setattr(http_lane, "_PING_WINDOW", WINDOW)
+    monkeypatch.setattr(http_lane, "_MIND_AFTER", 0.1)
+
+
+class Exchange:
+    """One POST to the app: what it sent back (each ASGI message), and a way for its client to hang up."""
+
+    def __init__(self, body: dict[str, Any], headers: dict[str, str]) -> None:
+        self.raw = json.dumps(body).encode()
+        self.headers = [(b"host", b"127.0.0.1:8765"), (b"content-length", str(len(self.raw)).encode())]
+        self.headers += [(name.encode(), value.encode()) for name, value in headers.items()]
+        self.sent: list[dict[str, Any]] = []
+        self.over = anyio.Event()  # the response ended, or the client hung up
+        self._read = False
+
+    def hang_up(self) -> None:
+        self.over.set()
+
+    async def run(self, app: Any) -> None:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.4"},
+            "http_version": "1.1",
+            "server": ("127.0.0.1", 8765),
+            "client": ("127.0.0.1", 50000),
+            "scheme": "http",
+            "method": "POST",
+            "root_path": "",
+            "path": "/mcp",
+            "raw_path": b"/mcp",
+            "query_string": b"",
+            "headers": self.headers,
+            "state": {},
+        }
+        await app(scope, self._receive, self._send)
+
+    async def _receive(self) -> dict[str, Any]:
+        if not self._read:
+            self._read = True
+            return {"type": "http.request", "body": self.raw, "more_body": False}
+        await self.over.wait()  # as uvicorn: nothing more until the client goes or the response ends
+        return {"type": "http.disconnect"}
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.over.set()
+
+    @property
+    def head(self) -> dict[str, Any]:
+        return next(message for message in self.sent if message["type"] == "http.response.start")
+
+    @property
+    def chunks(self) -> list[bytes]:
+        return [message["body"] for message in self.sent if message["type"] == "http.response.body"]
+
+
+@asynccontextmanager
+async def app_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool) -> AsyncIterator[Any]:
+    """The HTTP front's app over a gateway in front of kitchen.py, with the lane on or off, its lifespan run."""
+    monkeypatch.setenv("MANIFOLD_HTTP_LANE", "1" if lane else "0")
+    folder = tmp_path / ("lane" if lane else "sdk")
+    folder.mkdir()
+    path = folder / "mcp.json"
+    servers = {"kitchen": server_entry("kitchen.py", max_concurrency=1)}
+    manifold = {"data_dir": str(folder / "data"), "ping_interval": 0, "lazy": False}
+    path.write_text(json.dumps({"mcpServers": servers, "manifold": manifold}))
+    async with (
+        Gateway(load_config(path), serving=True) as gateway,
+        AsyncExitStack() as stack,
+        anyio.create_task_group() as task_group,
+    ):
+        app = build_app(gateway, "127.0.0.1", stack)
+        stop = await lifespan(app, task_group)
+        try:
+            yield app
+        finally:
+            await stop()
+            task_group.cancel_scope.cancel()
+
+
+async def lifespan(app: Any, task_group: anyio.abc.TaskGroup) -> Any:
+    to_app, app_reads = anyio.create_memory_object_stream[dict[str, Any]](4)
+    app_says, from_app = anyio.create_memory_object_stream[dict[str, Any]](4)
+    task_group.start_soon(
+        app, {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, app_reads.receive, app_says.send
+    )
+    await to_app.send({"type": "lifespan.startup"})
+    assert (await from_app.receive())["type"] == "lifespan.startup.complete"
+
+    async def stop() -> None:
+        await to_app.send({"type": "lifespan.shutdown"})
+        await from_app.receive()
+
+    return stop
+
+
+def modern_call(request_id: Any, name: str, arguments: dict[str, Any]) -> Exchange:
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, "_meta": ENVELOPE},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": name,
+    }
+    return Exchange(body, headers)
+
+
+def answer_of(exchange: Exchange) -> dict[str, Any]:
+    """The JSON-RPC message a finished exchange answered with (a JSON body, or an event stream's last event)."""
+    body = b"".join(exchange.chunks)
+    if body.startswith(b"{"):
+        return json.loads(body)
+    data = [line for line in body.split(b"\r\n") if line.startswith(b"data: ")]
+    return json.loads(data[-1][6:])
+
+
+async def answered(app: Any, exchange: Exchange, within: float = 30) -> dict[str, Any]:
+    with anyio.fail_after(within):
+        await exchange.run(app)
+    return answer_of(exchange)
+
+
+async def silent_call_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool) -> Exchange:
+    async with app_of(tmp_path, monkeypatch, lane) as app:
+        warm = await answered(app, modern_call(1, "kitchen_echo", {"text": "warm"}))  # the server is up
+        assert warm["result"]["content"] == [{"type": "text", "text": "warm"}]
+        slow = modern_call(2, "kitchen_slow", {"seconds": 2.5 * WINDOW})
+        assert (await answered(app, slow))["result"]["content"] == [{"type": "text", "text": "slept"}]
+        return slow
+
+
+async def test_a_silent_2026_call_streams_with_pings_as_on_the_sdk_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that outlasts the window: an event stream, a ping each window, the answer its last event; so
+    a proxy's idle-read timeout never cuts it. The lane's response is the SDK path's, message for message."""
+    on_lane = await silent_call_streams(tmp_path, monkeypatch, lane=True)
+    on_sdk = await silent_call_streams(tmp_path, monkeypatch, lane=False)
+    for exchange in (on_lane, on_sdk):
+        head, chunks = exchange.head, exchange.chunks
+        assert head["status"] == 200 and (b"content-type", b"text/event-stream") in head["headers"]
+        assert chunks[0] == b": ping\r\n\r\n" and all(chunk == chunks[0] for chunk in chunks[:-1])
+        assert chunks[-1].startswith(b"event: message\r\ndata: ")
+    assert on_lane.head == on_sdk.head
+    assert on_lane.chunks[-1] == on_sdk.chunks[-1]
+
+
+@BOTH_PATHS
+async def test_a_2026_client_that_hangs_up_cancels_its_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool
+) -> None:
+    """At 2026-07-28 closing the connection is how a client cancels: the call stops, its server's one slot
+    is free for the next call at once, and nothing is sent to the client that left."""
+    async with app_of(tmp_path, monkeypatch, lane) as app:
+        await answered(app, modern_call(1, "kitchen_echo", {"text": "warm"}))
+        slow = modern_call(2, "kitchen_slow", {"seconds": 120})
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(slow.run, app)
+                await anyio.sleep(0.5)
+                slow.hang_up()
+        assert slow.sent == []
+        after = await answered(app, modern_call(3, "kitchen_echo", {"text": "next"}))  # not 120 s later
+        assert after["result"]["content"] == [{"type": "text", "text": "next"}]
+
+
+async def session_of(app: Any) -> dict[str, str]:
+    """A session-era client's headers, once its session is open and known to the gateway."""
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    opening = {"protocolVersion": SESSION, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    first = Exchange({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": opening}, headers)
+    await first.run(app)
+    session_id = dict(first.head["headers"])[b"mcp-session-id"].decode()
+    headers = {**headers, "mcp-session-id": session_id, "mcp-protocol-version": SESSION}
+    await Exchange({"jsonrpc": "2.0", "method": "notifications/initialized"}, headers).run(app)
+    await Exchange({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}, headers).run(app)
+    return headers
+
+
+@BOTH_PATHS
+async def test_a_session_clients_cancel_stops_its_call_and_is_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool
+) -> None:
+    """A session-era client cancels with `notifications/cancelled`: the call stops and its request gets
+    `Request cancelled` (the SDK path's answer, though the call never went through the SDK on the lane)."""
+    async with app_of(tmp_path, monkeypatch, lane) as app:
+        headers = await session_of(app)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+        slow = Exchange({**call, "params": {"name": "kitchen_slow", "arguments": {"seconds": 120}}}, headers)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "no"}}
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(slow.run, app)
+                await anyio.sleep(0.5)
+                cancelling = Exchange(cancel, headers)
+                await cancelling.run(app)
+        assert cancelling.head["status"] == 202
+        assert answer_of(slow) == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}
+        echo = {**call, "id": 8, "params": {"name": "kitchen_echo", "arguments": {"text": "next"}}}
+        after = await answered(app, Exchange(echo, headers))
+        assert after["result"]["content"] == [{"type": "text", "text": "next"}]
