@@ -360,3 +360,64 @@ def framing(draw: st.DrawFn) -> Case:
 
 def cases(era: str) -> st.SearchStrategy[Case]:
     return weighted((5, messages(era)), (1, framing()))
+
+
+# --- plain calls, for the HTTP lane against the SDK's path (tests/test_fuzz.py, `test_fuzz_lane`) ---------
+
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+# What a client may add to a call's `_meta`, each with values to try: the lane takes some and leaves others.
+META_EXTRAS = {
+    "progressToken": st.one_of(st.none(), st.integers(), nasty_text, wrong_types),
+    "traceparent": st.just("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+    "io.modelcontextprotocol/logLevel": name_or(["debug", "info", "warning"]),
+    "io.modelcontextprotocol/clientInfo": st.one_of(
+        st.fixed_dictionaries({"name": nasty_text, "version": nasty_text}), values
+    ),
+    "io.modelcontextprotocol/clientCapabilities": st.one_of(
+        st.fixed_dictionaries({}, optional={"sampling": values, "elicitation": values, "roots": values}), values
+    ),
+    "io.modelcontextprotocol/protocolVersion": name_or(["2026-07-28", "2025-11-25", "1900-01-01"]),
+}
+PLAIN_ARGUMENTS = {
+    "kitchen_echo": st.fixed_dictionaries({"text": nasty_text}),
+    "kitchen_add": st.fixed_dictionaries({"a": nasty_numbers, "b": nasty_numbers}),
+    "kitchen_fail": st.fixed_dictionaries({}, optional={"message": nasty_text}),
+    "kitchen_mixed": st.just({}),
+    "kitchen_image": st.just({}),
+    "numbers_add": st.fixed_dictionaries({"a": nasty_numbers, "b": nasty_numbers}),
+    "numbers_sqrt": st.fixed_dictionaries({"x": nasty_numbers}),
+}
+
+
+@st.composite
+def plain_calls(draw: st.DrawFn, era: str) -> Case:
+    """A `tools/call` of a direct tool, mostly as a client sends one, now and then with one thing changed:
+    its arguments, an envelope key, something added to `_meta` or the params, its id, the wire's framing."""
+    name = draw(st.sampled_from(sorted(PLAIN_ARGUMENTS)))
+    params: dict[str, Any] = {"name": name}
+    params["arguments"] = draw(weighted((6, PLAIN_ARGUMENTS[name]), (1, objects), (1, wrong_types)))
+    meta: dict[str, Any] | None = dict(ENVELOPE) if era == "modern" else None
+    if draw(rarely(3)):
+        meta = dict(meta or {})
+        for key in draw(st.lists(st.sampled_from(sorted(META_EXTRAS)), min_size=1, max_size=2, unique=True)):
+            meta[key] = draw(META_EXTRAS[key])
+        if era == "modern" and draw(rarely(4)):
+            del meta[draw(st.sampled_from(sorted(ENVELOPE)))]
+    if meta is not None:
+        params["_meta"] = meta
+    if draw(rarely(8)):
+        params[draw(st.sampled_from(["task", "requestState", "inputResponses", "cursor"]))] = draw(values)
+    good = draw(st.integers(0, 4)) < 4
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": draw(st.integers(0, 2**31) if good else request_ids)}
+    message.update(method="tools/call", params=params)
+    if draw(rarely(20)):
+        message["jsonrpc"] = draw(scalars)
+    strategy = "plain"
+    if draw(st.booleans()):
+        message, strategy = clean(message), "plain-clean"
+    headers = draw(modern_headers("tools/call", message["params"])) if era == "modern" else ()
+    return Case(strategy, "tools/call", dump(message), headers)

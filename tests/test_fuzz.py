@@ -11,7 +11,10 @@ What must hold for every line a client may send, however broken:
 - another client's calls, made meanwhile, all succeed (on HTTP a second client in its own thread, in
   both eras; on stdio, which serves one client, a good call after each fuzzed line on the same wire).
 
-`make test` runs it for `MANIFOLD_FUZZ_SECONDS` (default 30) shared by the three gateways; `make fuzz`
+And one differential fuzzer (`test_fuzz_lane`): plain calls, and plain calls with one thing changed,
+sent to two gateways alike but for the HTTP fast lane, must get the same answers, byte for byte.
+
+`make test` runs it for `MANIFOLD_FUZZ_SECONDS` (default 40) shared by the four tests; `make fuzz`
 runs it longer (`FUZZ_MINUTES`, default 10) and prints what it tried: counts per strategy and method,
 the answers, and every failure. The backends are kitchen (its harmless tools only: no crash, sleep or
 questions to the client, which would break the invariants on purpose rather than by input) and numbers.
@@ -35,12 +38,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
-from tests.fuzz_strategies import Case, cases
+from tests.fuzz_strategies import Case, cases, plain_calls
 
 # Seconds for the whole file, the backends' checks included (not the gateways' starts): MANIFOLD_FUZZ_SECONDS,
-# else FUZZ_MINUTES (make fuzz), else 30 (make test: with the starts, under a minute).
-FUZZ_SECONDS = float(os.environ.get("MANIFOLD_FUZZ_SECONDS") or float(os.environ.get("FUZZ_MINUTES") or 0.5) * 60)
-GATEWAYS = 3  # the budget is shared by the three tests below
+# else FUZZ_MINUTES (make fuzz), else 40 (make test: with the starts, about a minute).
+FUZZ_SECONDS = float(os.environ.get("MANIFOLD_FUZZ_SECONDS") or float(os.environ.get("FUZZ_MINUTES") or 2 / 3) * 60)
+GATEWAYS = 4  # the budget is shared by the four tests below
 ANSWER_TIMEOUT = 60.0  # seconds; generous: a loaded machine is slow, and silence is what this looks for
 CHUNK = 5  # examples of the first run, which measures what one costs
 CHECK_RESERVE = 3.0  # seconds of each test's share kept for the final check of the backends
@@ -62,7 +65,7 @@ MODERN_META = {
 SESSION_VERSION = "2025-11-25"
 
 
-def fuzz_config(tmp_path: Path, expose: list[str]) -> Path:
+def fuzz_config(tmp_path: Path, expose: list[str], **settings: Any) -> Path:
     servers = {
         "kitchen": server_entry("kitchen.py", tools={"include": KITCHEN_TOOLS}),
         "numbers": server_entry("numbers.py"),
@@ -72,6 +75,7 @@ def fuzz_config(tmp_path: Path, expose: list[str]) -> Path:
         "expose": expose,
         "discovery_dir": str(tmp_path / "instances"),
         "call_timeout": 30,
+        **settings,
     }
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": servers, "manifold": manifold}))
@@ -493,4 +497,70 @@ def test_fuzz_http(http_url: tuple[str, Path]) -> None:
         assert after == before, f"a backend was restarted: {before} -> {after}"
     finally:
         peer.close()
+        report.print()
+
+
+def raw_messages(response: httpx2.Response) -> list[str]:
+    """Each JSON-RPC message of a response as the text it was sent as: the JSON body, or each event's data."""
+    if "text/event-stream" in response.headers.get("content-type", ""):
+        lines = response.text.replace("\r\n", "\n").split("\n")
+        return [line[5:].strip() for line in lines if line.startswith("data:") and line[5:].strip()]
+    return [response.text] if response.text.strip() else []
+
+
+@pytest.fixture
+def lane_and_sdk(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """Two gateways alike but for the HTTP lane: on in the first, off in the second (the SDK's path)."""
+    processes, urls, logs = [], [], []
+    try:
+        for lane in ("1", "0"):
+            folder = tmp_path / f"lane-{lane}"
+            folder.mkdir()
+            # No breaker: a run of server errors would pause a server on one gateway a moment before the other.
+            config = fuzz_config(folder, ["direct"], breaker_threshold=10**9)
+            port = free_port()
+            logs.append((folder / "gateway-stderr.log").open("ab"))
+            env = {**os.environ, "MANIFOLD_HTTP_LANE": lane}
+            command = manifold_command(config, "--http", "--port", str(port))
+            processes.append(subprocess.Popen(command, start_new_session=True, stderr=logs[-1], env=env))
+            wait_for_port(port, processes[-1], timeout=60)
+            urls.append(f"http://127.0.0.1:{port}/mcp")
+        yield urls[0], urls[1]
+    finally:
+        for process in processes:
+            stop_process(process)
+        for log in logs:
+            log.close()
+
+
+def test_fuzz_lane(lane_and_sdk: tuple[str, str]) -> None:
+    """The HTTP lane against the SDK's path. Each plain call, and each one with something changed (its
+    arguments, its envelope, what its `_meta` or params carry, its id), is sent to a gateway with the lane
+    and to one without: the JSON-RPC messages that come back must be the same bytes, with the same status
+    at 2026-07-28 (a session's answer is JSON on the lane and an event on the SDK's path, as designed)."""
+    lane_url, sdk_url = lane_and_sdk
+    report = Report("http lane against the SDK's path (both eras)")
+    on_lane, on_sdk = HttpSession(lane_url), HttpSession(sdk_url)
+    assert on_lane.echo("warm", "session") and on_lane.echo("warm-modern", "modern")
+    assert on_sdk.echo("warm", "session") and on_sdk.echo("warm-modern", "modern")
+
+    def check(example: tuple[str, Case]) -> None:
+        era, case = example
+        report.tried[(f"{case.strategy}/{era}", case.method)] += 1
+        lane, sdk = on_lane.post_case(case, era), on_sdk.post_case(case, era)
+        if era == "modern" and lane.status_code != sdk.status_code:
+            report.fail(case, f"({era}) status {lane.status_code} on the lane, {sdk.status_code} on the SDK's path")
+        expected = raw_messages(sdk)
+        if raw_messages(lane) != expected:
+            report.fail(
+                case, f"({era}) the lane answered {raw_messages(lane)!r:.600}, the SDK's path {expected!r:.600}"
+            )
+        report.outcomes[outcome(answers(read_messages(sdk), expected_id(case.line)[1]))] += 1
+
+    strategy = st.sampled_from(["session", "modern"]).flatmap(lambda era: st.tuples(st.just(era), plain_calls(era)))
+    try:
+        run_for(report.share_left(), strategy, check)
+        taken = httpx2.get(lane_url.removesuffix("/mcp") + "/metrics").text
+        assert 'manifold_http_tool_calls_total{path="lane"} 0.0' not in taken  # the lane took calls to compare
+    finally:
         report.print()
