@@ -85,23 +85,30 @@ async def test_a_lone_surrogate_is_refused_on_every_surface_and_the_server_keeps
 
 @pytest.mark.anyio
 async def test_the_stdio_fast_lane_refuses_what_no_wire_carries(write_config: Any, tmp_path: Path) -> None:
+    """What the SDK's reader can read but no wire carries (a number that is not finite) is a tool error of
+    the call path's, on the lane as on the SDK's path; what it cannot read (a lone surrogate, nesting past
+    its parser's depth) the front refuses as an invalid request naming the argument, lane or not."""
     async with RawStdio(config(write_config, tmp_path, ["direct"])) as gateway:  # the lane serves `direct` alone
         await gateway.open_session()
         warm = await gateway.request("tools/call", {"name": "kitchen_echo", "arguments": {"text": "warm"}})
         assert warm["result"]["content"][0]["text"] == "warm"  # the server runs: the lane takes its calls
         pid = (await gateway.backends())["kitchen"]["pid"]
         cases = {
-            '{"text": "\\ud800"}': REFUSED,
-            '{"text": "ok", "n": NaN}': "argument 'n' is not a finite number",
-            '{"text": "ok", "n": [1e400]}': "argument 'n[0]' is not a finite number",
-            '{"text": "ok", "deep": ' + "[" * 300 + "]" * 300 + "}": "is nested deeper than 100 levels",
-            '{"text": "ok", "\\udfff": 1}': "argument key '\\udfff' is not valid Unicode",
+            '{"text": "\\ud800"}': ("error", REFUSED),
+            '{"text": "ok", "n": NaN}': ("tool error", "argument 'n' is not a finite number"),
+            '{"text": "ok", "n": [1e400]}': ("tool error", "argument 'n[0]' is not a finite number"),
+            '{"text": "ok", "deep": ' + "[" * 300 + "]" * 300 + "}": ("error", "is nested deeper than 100 levels"),
+            '{"text": "ok", "\\udfff": 1}': ("error", "argument key '\\udfff' is not valid Unicode"),
         }
-        for number, (arguments, expected) in enumerate(cases.items()):
+        for number, (arguments, (kind, expected)) in enumerate(cases.items()):
             line = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"kitchen_echo","arguments":%s}}'
             answer = await gateway.ask_raw((line % (number, arguments)).encode(), number)
-            assert "result" in answer and answer["result"]["isError"], answer
-            assert expected in answer["result"]["content"][0]["text"], answer
+            if kind == "error":
+                assert answer["error"]["code"] == types.INVALID_REQUEST, answer
+                assert expected in answer["error"]["message"], answer
+            else:
+                assert "result" in answer and answer["result"]["isError"], answer
+                assert expected in answer["result"]["content"][0]["text"], answer
         # Past what Python's parser takes (it raises RecursionError, which used to escape the lane and end
         # the gateway): a parse error, and the gateway still serves.
         deep = "[" * 5000 + "]" * 5000

@@ -11,10 +11,11 @@ What must hold for every line a client may send, however broken:
 - another client's calls, made meanwhile, all succeed (on HTTP a second client in its own thread, in
   both eras; on stdio, which serves one client, a good call after each fuzzed line on the same wire).
 
-And one differential fuzzer (`test_fuzz_lane`): plain calls, and plain calls with one thing changed,
-sent to two gateways alike but for the HTTP fast lane, must get the same answers, byte for byte.
+And differential fuzzers of the fast lanes (`test_fuzz_lane` over HTTP, `test_fuzz_stdio_lane`): plain
+calls, and plain calls with one thing changed, sent to two gateways alike but for the lane, must get the
+same answers (over HTTP byte for byte).
 
-`make test` runs it for `MANIFOLD_FUZZ_SECONDS` (default 40) shared by the four tests; `make fuzz`
+`make test` runs it for `MANIFOLD_FUZZ_SECONDS` (default 50) shared by the five tests; `make fuzz`
 runs it longer (`FUZZ_MINUTES`, default 10) and prints what it tried: counts per strategy and method,
 the answers, and every failure. The backends are kitchen (its harmless tools only: no crash, sleep or
 questions to the client, which would break the invariants on purpose rather than by input) and numbers.
@@ -41,9 +42,9 @@ from tests.conftest import free_port, manifold_command, server_entry, stop_proce
 from tests.fuzz_strategies import Case, cases, plain_calls
 
 # Seconds for the whole file, the backends' checks included (not the gateways' starts): MANIFOLD_FUZZ_SECONDS,
-# else FUZZ_MINUTES (make fuzz), else 40 (make test: with the starts, about a minute).
-FUZZ_SECONDS = float(os.environ.get("MANIFOLD_FUZZ_SECONDS") or float(os.environ.get("FUZZ_MINUTES") or 2 / 3) * 60)
-GATEWAYS = 4  # the budget is shared by the four tests below
+# else FUZZ_MINUTES (make fuzz), else 50 (make test: with the starts, over a minute).
+FUZZ_SECONDS = float(os.environ.get("MANIFOLD_FUZZ_SECONDS") or float(os.environ.get("FUZZ_MINUTES") or 5 / 6) * 60)
+GATEWAYS = 5  # the budget is shared by the five tests below
 ANSWER_TIMEOUT = 60.0  # seconds; generous: a loaded machine is slow, and silence is what this looks for
 CHUNK = 5  # examples of the first run, which measures what one costs
 CHECK_RESERVE = 3.0  # seconds of each test's share kept for the final check of the backends
@@ -211,10 +212,14 @@ def backends_now(data_dir: Path, timeout: float = 30.0) -> dict[str, tuple[int |
 class StdioWire:
     """A gateway on stdio, written to line by line; a thread collects what it writes back."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
         self.log = (config.parent / "gateway-stderr.log").open("ab")
         self.process = subprocess.Popen(
-            manifold_command(config), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log
+            manifold_command(config),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env={**os.environ, **(env or {})},
         )
         self.messages: list[dict[str, Any]] = []
         self.arrived = threading.Condition()
@@ -281,23 +286,28 @@ def echoed(answer: dict[str, Any] | None, token: str) -> bool:
     return not result.get("isError") and content[0].get("text") == token
 
 
+def open_wire(wire: StdioWire, era: str) -> None:
+    """The client's opening of its era, then a first call (which starts the backends)."""
+    if era == "session":
+        opened = wire.request(
+            "initialize",
+            {"protocolVersion": SESSION_VERSION, "capabilities": {}, "clientInfo": {"name": "f", "version": "1"}},
+        )
+        assert opened is not None and "result" in opened, opened
+        wire.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    else:
+        opened = wire.request("server/discover", {"_meta": MODERN_META})
+        assert opened is not None and "result" in opened, opened
+    assert echoed(wire.request("tools/call", echo_params("warm", era)), "warm")
+
+
 @pytest.fixture
 def stdio_wire(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[StdioWire, str, Path]]:
     era, expose = request.param
     config = fuzz_config(tmp_path, expose)
     wire = StdioWire(config)
     try:
-        if era == "session":
-            opened = wire.request(
-                "initialize",
-                {"protocolVersion": SESSION_VERSION, "capabilities": {}, "clientInfo": {"name": "f", "version": "1"}},
-            )
-            assert opened is not None and "result" in opened, opened
-            wire.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-        else:
-            opened = wire.request("server/discover", {"_meta": MODERN_META})
-            assert opened is not None and "result" in opened, opened
-        assert echoed(wire.request("tools/call", echo_params("warm", era)), "warm")  # the backends run
+        open_wire(wire, era)
         yield wire, era, tmp_path / "data"
     finally:
         wire.close()
@@ -336,6 +346,58 @@ def test_fuzz_stdio(stdio_wire: tuple[StdioWire, str, Path]) -> None:
         run_for(report.share_left(), cases(era), check)
         after = backends_now(data_dir)
         assert after == before, f"a backend was restarted: {before} -> {after}"
+    finally:
+        report.print()
+
+
+@pytest.fixture
+def stdio_lane_and_sdk(tmp_path: Path) -> Iterator[dict[str, tuple[StdioWire, StdioWire]]]:
+    """Per era, two stdio gateways alike but for the fast lane: on in the first, off in the second."""
+    wires: dict[str, tuple[StdioWire, StdioWire]] = {}
+    opened: list[StdioWire] = []
+    try:
+        for era in ("session", "modern"):
+            pair = []
+            for lane in ("1", "0"):
+                folder = tmp_path / f"{era}-lane-{lane}"
+                folder.mkdir()
+                config = fuzz_config(folder, ["direct"], breaker_threshold=10**9)  # no breaker: see lane_and_sdk
+                wire = StdioWire(config, {"MANIFOLD_STDIO_LANE": lane})
+                opened.append(wire)
+                open_wire(wire, era)
+                pair.append(wire)
+            wires[era] = (pair[0], pair[1])
+        yield wires
+    finally:
+        for wire in opened:
+            wire.close()
+
+
+def test_fuzz_stdio_lane(stdio_lane_and_sdk: dict[str, tuple[StdioWire, StdioWire]]) -> None:
+    """The stdio fast lane against the SDK server's path, as `test_fuzz_lane` does for HTTP: the same
+    lines to two gateways alike but for the lane, the same answers (compared as JSON: the lane writes
+    non-ASCII characters as they are, the SDK's writer too, but their escapes of others may differ)."""
+    report = Report("stdio lane against the SDK's path (both eras)")
+
+    def check(example: tuple[str, Case]) -> None:
+        era, case = example
+        report.tried[(f"{case.strategy}/{era}", case.method)] += 1
+        due, request_id = expected_id(case.line)
+        found = []
+        for wire in stdio_lane_and_sdk[era]:
+            start = len(wire.messages)
+            wire.send(case.line)
+            answer = wire.wait(lambda messages, start=start: answers(messages[start:], request_id)) if due else None
+            if due and answer is None:
+                report.fail(case, f"({era}) no answer")
+            found.append(answer)
+        if found[0] != found[1]:
+            report.fail(case, f"({era}) the lane answered {found[0]!r:.600}, the SDK's path {found[1]!r:.600}")
+        report.outcomes[outcome(found[1])] += 1
+
+    strategy = st.sampled_from(["session", "modern"]).flatmap(lambda era: st.tuples(st.just(era), plain_calls(era)))
+    try:
+        run_for(report.share_left(), strategy, check)
     finally:
         report.print()
 

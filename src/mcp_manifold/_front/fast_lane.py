@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import mcp_types as types
+import pydantic_core
 from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, methods
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
@@ -192,6 +193,8 @@ def plain_call(message: Any) -> dict[str, Any] | None:
     the SDK server's to answer."""
     if not isinstance(message, dict) or message.get("method") != "tools/call" or "id" not in message:
         return None
+    if message.get("jsonrpc") != "2.0" or not _PLAIN_KEYS.issuperset(message):
+        return None  # the SDK's to refuse, saying why
     params = message.get("params")
     if not isinstance(params, dict) or not isinstance(params.get("name"), str) or not _PLAIN_PARAMS.issuperset(params):
         return None  # a task, a retry's state or answers, anything else: the SDK server's to check and do
@@ -204,6 +207,7 @@ def plain_call(message: Any) -> dict[str, Any] | None:
     return params
 
 
+_PLAIN_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 
 
@@ -285,9 +289,11 @@ async def shaped_result(
 
 
 def _decode(line: bytes) -> dict[str, Any] | None:
+    """The line's message, read by the parser the SDK's stdio reader uses, so a line it cannot read (nested
+    too deep, a lone surrogate) is never taken here but answered as the SDK's path answers it."""
     try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):  # deep nesting ends Python's parser with RecursionError
+        message = pydantic_core.from_json(line)
+    except ValueError:
         return None
     return message if isinstance(message, dict) else None
 

@@ -21,8 +21,9 @@ address), both JSON and SSE accepted (what the SDK asks of a client), a JSON bod
 within the SDK's size limit that is one `tools/call` request (`plain_call`), and
 
 - at 2026-07-28 (an `MCP-Protocol-Version` header of that era): an envelope and headers the SDK's
-  ladder and its params checks accept (`McpFront.envelope_caller`), no log level, no retry, no `Mcp-Param-*` header and no
-  header-mirrored argument in the tool's schema; the caller is the request's principal, as in server.py;
+  ladder and its params checks accept (`McpFront.envelope_caller`), no log level, no retry, no
+  `Mcp-Param-*` header and no header-mirrored argument in the tool's schema; the caller is the
+  request's principal, as in server.py;
 - in the session era: the `Mcp-Session-Id` of a session that is open and was opened by this request's
   credential (checked with the SDK's session manager), whose client has finished its `initialize` and
   declared nothing a server may ask it mid-call (sampling, elicitation, roots: those go on the request's
@@ -89,7 +90,6 @@ MCP_PATH = "/mcp"
 ENABLE_ENV = "MANIFOLD_HTTP_LANE"  # "0" turns the lane off
 _HANDSHAKE = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode()
-_PLAIN_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _ROUTING = frozenset(name.encode() for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER))
 _VERDICTS_KEPT = 64  # verdicts kept on the headers a client repeats (Accept; Content-Type, Host and Origin)
 # The SDK's 2026-07-28 path: a call silent this long (seconds) streams, pinged each window after.
@@ -246,7 +246,7 @@ class HttpLane:
         except (ValueError, RecursionError):
             return None
         params = plain_call(message)
-        if params is None or not _PLAIN_KEYS.issuperset(message) or message.get("jsonrpc") != "2.0":
+        if params is None:
             return None
         request_id = message["id"]
         if not isinstance(request_id, int | str) or isinstance(request_id, bool):

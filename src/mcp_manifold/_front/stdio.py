@@ -27,6 +27,7 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from mcp_manifold._config.switches import speed_up_on
 from mcp_manifold._core.framing import misread_request_answer, unreadable_line_answer
 from mcp_manifold._front.fast_lane import FastLane
 from mcp_manifold._front.server import McpFront
@@ -37,6 +38,7 @@ from mcp_manifold._sdk import create_context_streams
 logger = logging.getLogger(__name__)
 
 # One JSON-RPC line may carry a large tool result; asyncio's default 64 KiB line limit is too small.
+LANE_SWITCH = "MANIFOLD_STDIO_LANE"  # "0" turns the fast lane off
 _LINE_LIMIT = 256 * 1024 * 1024
 
 Send = Callable[[bytes], Awaitable[None]]
@@ -224,5 +226,6 @@ async def serve_stdio(gateway: Gateway, stopper: Stopper | None = None) -> None:
     def lane(send: Send) -> FastLane:
         return FastLane(gateway, send, caller=lambda: front.latest_caller, front=front)
 
-    async with stdio_streams(lane, on_hangup) as (read_stream, write_stream):
+    lane_on = speed_up_on(LANE_SWITCH)  # off: every line goes to the SDK server (for comparisons)
+    async with stdio_streams(lane if lane_on else None, on_hangup) as (read_stream, write_stream):
         await front.server.run(read_stream, write_stream, front.initialization_options())
