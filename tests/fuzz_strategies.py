@@ -382,24 +382,32 @@ META_EXTRAS = {
     ),
     "io.modelcontextprotocol/protocolVersion": name_or(["2026-07-28", "2025-11-25", "1900-01-01"]),
 }
-PLAIN_ARGUMENTS = {
-    "kitchen_echo": st.fixed_dictionaries({"text": nasty_text}),
-    "kitchen_add": st.fixed_dictionaries({"a": nasty_numbers, "b": nasty_numbers}),
-    "kitchen_fail": st.fixed_dictionaries({}, optional={"message": nasty_text}),
-    "kitchen_mixed": st.just({}),
-    "kitchen_image": st.just({}),
-    "numbers_add": st.fixed_dictionaries({"a": nasty_numbers, "b": nasty_numbers}),
-    "numbers_sqrt": st.fixed_dictionaries({"x": nasty_numbers}),
+PLAIN_ARGUMENTS = {  # by fixture server, by tool
+    "kitchen.py": {
+        "echo": st.fixed_dictionaries({"text": nasty_text}),
+        "add": st.fixed_dictionaries({"a": nasty_numbers, "b": nasty_numbers}),
+        "fail": st.fixed_dictionaries({}, optional={"message": nasty_text}),
+        "mixed": st.just({}),
+        "image": st.just({}),
+    },
+    "numbers.py": {
+        "add": st.fixed_dictionaries({"a": nasty_numbers, "b": nasty_numbers}),
+        "sqrt": st.fixed_dictionaries({"x": nasty_numbers}),
+    },
 }
+PLAIN_SERVERS = {"kitchen": "kitchen.py", "numbers": "numbers.py"}  # the fuzzed gateways' servers, by name
 
 
 @st.composite
-def plain_calls(draw: st.DrawFn, era: str) -> Case:
-    """A `tools/call` of a direct tool, mostly as a client sends one, now and then with one thing changed:
-    its arguments, an envelope key, something added to `_meta` or the params, its id, the wire's framing."""
-    name = draw(st.sampled_from(sorted(PLAIN_ARGUMENTS)))
-    params: dict[str, Any] = {"name": name}
-    params["arguments"] = draw(weighted((6, PLAIN_ARGUMENTS[name]), (1, objects), (1, wrong_types)))
+def plain_calls(draw: st.DrawFn, era: str, servers: dict[str, str] = PLAIN_SERVERS) -> Case:
+    """A `tools/call` of a direct tool of `servers` (name: fixture script), mostly as a client sends one,
+    now and then with one thing changed: its arguments, an envelope key, something added to `_meta` or the
+    params, its id, the wire's framing."""
+    server = draw(st.sampled_from(sorted(servers)))
+    tools = PLAIN_ARGUMENTS[servers[server]]
+    tool = draw(st.sampled_from(sorted(tools)))
+    params: dict[str, Any] = {"name": f"{server}_{tool}"}
+    params["arguments"] = draw(weighted((6, tools[tool]), (1, objects), (1, wrong_types)))
     meta: dict[str, Any] | None = dict(ENVELOPE) if era == "modern" else None
     if draw(rarely(3)):
         meta = dict(meta or {})

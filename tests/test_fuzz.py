@@ -11,11 +11,12 @@ What must hold for every line a client may send, however broken:
 - another client's calls, made meanwhile, all succeed (on HTTP a second client in its own thread, in
   both eras; on stdio, which serves one client, a good call after each fuzzed line on the same wire).
 
-And differential fuzzers of the fast lanes (`test_fuzz_lane` over HTTP, `test_fuzz_stdio_lane`): plain
-calls, and plain calls with one thing changed, sent to two gateways alike but for the lane, must get the
-same answers (over HTTP byte for byte).
+And differential fuzzers of the speed-ups that answer in the SDK's place: the fast lanes
+(`test_fuzz_lane` over HTTP, `test_fuzz_stdio_lane`) and the raw backend legs (`test_fuzz_legs`, to a
+server over HTTP and one over stdio). Plain calls, and plain calls with one thing changed, sent to two
+gateways alike but for the speed-up, must get the same answers (over HTTP byte for byte).
 
-`make test` runs it for `MANIFOLD_FUZZ_SECONDS` (default 50) shared by the five tests; `make fuzz`
+`make test` runs it for `MANIFOLD_FUZZ_SECONDS` (default 60) shared by the six tests; `make fuzz`
 runs it longer (`FUZZ_MINUTES`, default 10) and prints what it tried: counts per strategy and method,
 the answers, and every failure. The backends are kitchen (its harmless tools only: no crash, sleep or
 questions to the client, which would break the invariants on purpose rather than by input) and numbers.
@@ -30,6 +31,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +40,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
-from tests.fuzz_strategies import Case, cases, plain_calls
+from tests.conftest import free_port, manifold_command, server_entry, server_over_http, stop_process, wait_for_port
+from tests.fuzz_strategies import PLAIN_SERVERS, Case, cases, plain_calls
 
 # Seconds for the whole file, the backends' checks included (not the gateways' starts): MANIFOLD_FUZZ_SECONDS,
-# else FUZZ_MINUTES (make fuzz), else 50 (make test: with the starts, over a minute).
-FUZZ_SECONDS = float(os.environ.get("MANIFOLD_FUZZ_SECONDS") or float(os.environ.get("FUZZ_MINUTES") or 5 / 6) * 60)
-GATEWAYS = 5  # the budget is shared by the five tests below
+# else FUZZ_MINUTES (make fuzz), else 60 (make test: with the starts, about a minute and a half).
+FUZZ_SECONDS = float(os.environ.get("MANIFOLD_FUZZ_SECONDS") or float(os.environ.get("FUZZ_MINUTES") or 1) * 60)
+GATEWAYS = 6  # the budget is shared by the six tests below
 ANSWER_TIMEOUT = 60.0  # seconds; generous: a loaded machine is slow, and silence is what this looks for
 CHUNK = 5  # examples of the first run, which measures what one costs
 CHECK_RESERVE = 3.0  # seconds of each test's share kept for the final check of the backends
@@ -66,8 +68,9 @@ MODERN_META = {
 SESSION_VERSION = "2025-11-25"
 
 
-def fuzz_config(tmp_path: Path, expose: list[str], **settings: Any) -> Path:
-    servers = {
+def fuzz_config(tmp_path: Path, expose: list[str], servers: dict[str, Any] | None = None, **settings: Any) -> Path:
+    """The fuzzed gateway's config: kitchen.py (its harmless tools) and numbers.py, or `servers`."""
+    servers = servers or {
         "kitchen": server_entry("kitchen.py", tools={"include": KITCHEN_TOOLS}),
         "numbers": server_entry("numbers.py"),
     }
@@ -570,19 +573,22 @@ def raw_messages(response: httpx2.Response) -> list[str]:
     return [response.text] if response.text.strip() else []
 
 
-@pytest.fixture
-def lane_and_sdk(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """Two gateways alike but for the HTTP lane: on in the first, off in the second (the SDK's path)."""
+@contextmanager
+def gateway_pair(
+    tmp_path: Path, switches: list[str], servers: dict[str, Any] | None = None
+) -> Iterator[tuple[str, str]]:
+    """Two gateways over HTTP alike but for the speed-ups behind environment variables `switches`: on in
+    the first, off in the second."""
     processes, urls, logs = [], [], []
     try:
-        for lane in ("1", "0"):
-            folder = tmp_path / f"lane-{lane}"
+        for on in ("1", "0"):
+            folder = tmp_path / f"speed-ups-{on}"
             folder.mkdir()
             # No breaker: a run of server errors would pause a server on one gateway a moment before the other.
-            config = fuzz_config(folder, ["direct"], breaker_threshold=10**9)
+            config = fuzz_config(folder, ["direct"], servers, breaker_threshold=10**9)
             port = free_port()
             logs.append((folder / "gateway-stderr.log").open("ab"))
-            env = {**os.environ, "MANIFOLD_HTTP_LANE": lane}
+            env = {**os.environ, **dict.fromkeys(switches, on)}
             command = manifold_command(config, "--http", "--port", str(port))
             processes.append(subprocess.Popen(command, start_new_session=True, stderr=logs[-1], env=env))
             wait_for_port(port, processes[-1], timeout=60)
@@ -595,34 +601,58 @@ def lane_and_sdk(tmp_path: Path) -> Iterator[tuple[str, str]]:
             log.close()
 
 
-def test_fuzz_lane(lane_and_sdk: tuple[str, str]) -> None:
-    """The HTTP lane against the SDK's path. Each plain call, and each one with something changed (its
-    arguments, its envelope, what its `_meta` or params carry, its id), is sent to a gateway with the lane
-    and to one without: the JSON-RPC messages that come back must be the same bytes, with the same status
-    at 2026-07-28 (a session's answer is JSON on the lane and an event on the SDK's path, as designed)."""
-    lane_url, sdk_url = lane_and_sdk
-    report = Report("http lane against the SDK's path (both eras)")
-    on_lane, on_sdk = HttpSession(lane_url), HttpSession(sdk_url)
-    assert on_lane.echo("warm", "session") and on_lane.echo("warm-modern", "modern")
-    assert on_sdk.echo("warm", "session") and on_sdk.echo("warm-modern", "modern")
+def fuzz_pair(name: str, first: str, second: str, counter: str, servers: dict[str, str] = PLAIN_SERVERS) -> None:
+    """Plain calls, and plain calls with one thing changed, to two gateways over HTTP: the JSON-RPC messages
+    that come back must be the same bytes, with the same status at 2026-07-28 (a session's answer is JSON
+    on the lane and an event on the SDK's path, as designed). `counter`: a /metrics line of the first
+    gateway that must have grown, so the speed-up compared did take calls."""
+    report = Report(name)
+    clients = HttpSession(first), HttpSession(second)
+    for client in clients:
+        assert client.echo("warm", "session") and client.echo("warm-modern", "modern")
 
     def check(example: tuple[str, Case]) -> None:
         era, case = example
         report.tried[(f"{case.strategy}/{era}", case.method)] += 1
-        lane, sdk = on_lane.post_case(case, era), on_sdk.post_case(case, era)
-        if era == "modern" and lane.status_code != sdk.status_code:
-            report.fail(case, f"({era}) status {lane.status_code} on the lane, {sdk.status_code} on the SDK's path")
-        expected = raw_messages(sdk)
-        if raw_messages(lane) != expected:
-            report.fail(
-                case, f"({era}) the lane answered {raw_messages(lane)!r:.600}, the SDK's path {expected!r:.600}"
-            )
-        report.outcomes[outcome(answers(read_messages(sdk), expected_id(case.line)[1]))] += 1
+        one, other = (client.post_case(case, era) for client in clients)
+        if era == "modern" and one.status_code != other.status_code:
+            report.fail(case, f"({era}) status {one.status_code} against {other.status_code}")
+        expected = raw_messages(other)
+        if raw_messages(one) != expected:
+            report.fail(case, f"({era}) answered {raw_messages(one)!r:.600} against {expected!r:.600}")
+        report.outcomes[outcome(answers(read_messages(other), expected_id(case.line)[1]))] += 1
 
-    strategy = st.sampled_from(["session", "modern"]).flatmap(lambda era: st.tuples(st.just(era), plain_calls(era)))
+    eras = st.sampled_from(["session", "modern"])
+    strategy = eras.flatmap(lambda era: st.tuples(st.just(era), plain_calls(era, servers)))
     try:
         run_for(report.share_left(), strategy, check)
-        taken = httpx2.get(lane_url.removesuffix("/mcp") + "/metrics").text
-        assert 'manifold_http_tool_calls_total{path="lane"} 0.0' not in taken  # the lane took calls to compare
+        metrics = httpx2.get(first.removesuffix("/mcp") + "/metrics").text
+        counted = [line for line in metrics.splitlines() if line.startswith(counter)]
+        assert counted and all(not line.endswith(" 0.0") for line in counted), counted  # it took calls
     finally:
         report.print()
+
+
+def test_fuzz_lane(tmp_path: Path) -> None:
+    """The HTTP fast lane against the SDK's path."""
+    with gateway_pair(tmp_path, ["MANIFOLD_HTTP_LANE"]) as (lane, sdk):
+        fuzz_pair(
+            "http lane against the SDK's path (both eras)", lane, sdk, 'manifold_http_tool_calls_total{path="lane"}'
+        )
+
+
+def test_fuzz_legs(tmp_path: Path) -> None:
+    """The raw backend legs against the SDK's client: kitchen.py over HTTP (the HTTP leg) and over stdio
+    (the stdio leg), each reached both ways."""
+    with server_over_http("kitchen.py") as url:
+        tools = {"include": KITCHEN_TOOLS}
+        servers = {"kitchen": {"url": url, "tools": tools}, "piped": server_entry("kitchen.py", tools=tools)}
+        with gateway_pair(tmp_path, ["MANIFOLD_HTTP_LEG", "MANIFOLD_STDIO_LEG"], servers) as (legs, sdk):
+            counter = "manifold_backend_raw_leg_calls_total"
+            fuzz_pair(
+                "raw legs against the SDK's client (both eras)",
+                legs,
+                sdk,
+                counter,
+                dict.fromkeys(servers, "kitchen.py"),
+            )
