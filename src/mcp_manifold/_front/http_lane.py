@@ -204,7 +204,10 @@ class HttpLane:
     def _cancel(self, scope: Scope, headers: _Headers, body: bytes) -> None:
         """A session-era client's `notifications/cancelled` for a call the lane is running: the call stops
         and is answered `Request cancelled`, as on the SDK's path (which never saw the call)."""
-        message = json.loads(body)
+        try:
+            message = json.loads(body)
+        except (ValueError, RecursionError):  # not for the lane: the SDK answers it
+            return
         params = message.get("params") if isinstance(message, dict) else None
         if not isinstance(message, dict) or message.get("method") != "notifications/cancelled" or "id" in message:
             return
@@ -453,7 +456,7 @@ class _Reply:
             while True:
                 with anyio.move_on_after(wait):
                     if (await receive())["type"] == "http.disconnect":
-                        if self.modern:
+                        if self.modern and not self.finished:  # (after the answer, the end of the response)
                             self.cancel(by_client=False)
                         return
                     continue
