@@ -56,6 +56,7 @@ class RawStdio:
         self.data_dir = Path(json.loads(config.read_text())["manifold"]["data_dir"])
         self.command = manifold_command(config, *extra)
         self.answers: list[dict[str, Any]] = []  # every answer (a message with an id, no method), in order
+        self.messages: list[dict[str, Any]] = []  # everything the gateway wrote, notifications too, in order
         self.lines = 0  # lines read from the gateway
         self._arrived = anyio.Event()
         self._next_id = 0
@@ -110,6 +111,7 @@ class RawStdio:
                 break
             self.lines += 1
             message = json.loads(line)
+            self.messages.append(message)
             if "method" not in message:  # requests and notifications from the gateway are not answers
                 self.answers.append(message)
             self._arrived.set()

@@ -37,8 +37,8 @@ from mcp_manifold._sdk import create_context_streams
 
 logger = logging.getLogger(__name__)
 
-# One JSON-RPC line may carry a large tool result; asyncio's default 64 KiB line limit is too small.
 LANE_SWITCH = "MANIFOLD_STDIO_LANE"  # "0" turns the fast lane off
+# One JSON-RPC line may carry a large tool result; asyncio's default 64 KiB line limit is too small.
 _LINE_LIMIT = 256 * 1024 * 1024
 
 Send = Callable[[bytes], Awaitable[None]]
@@ -80,18 +80,12 @@ async def stdio_streams(
         if on_hangup is not None:
             on_hangup(reader.feed_eof)
         read_sender, read_stream = create_context_streams(SessionMessage | Exception)
-        write_stream, write_receiver = create_context_streams(SessionMessage)
-
-        async def send(frame: bytes) -> None:
-            writer.write(frame)  # one write per frame, so frames from several writers never interleave
-            await writer.drain()
-
-        lane = interceptor(send) if interceptor is not None else None
+        wire = _ClientWire(writer)
+        lane = interceptor(wire.write) if interceptor is not None else None
         async with anyio.create_task_group() as task_group:
-            task_group.start_soon(_pump_in, reader, read_sender, lane, task_group, send)
-            task_group.start_soon(_pump_out, write_receiver, writer)
+            task_group.start_soon(_pump_in, reader, read_sender, lane, task_group, wire.write)
             try:
-                yield read_stream, write_stream
+                yield read_stream, wire
             finally:
                 task_group.cancel_scope.cancel()
 
@@ -191,24 +185,48 @@ def _taken(lane: Interceptor, line: bytes, task_group: anyio.abc.TaskGroup) -> b
         return False
 
 
-async def _pump_out(receiver: Any, writer: asyncio.StreamWriter) -> None:
-    async with receiver:
-        async for session_message in receiver:
-            message = session_message.message
-            try:
-                data = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-            except Exception as exc:
-                # Content no wire can carry must cost this message, never the connection.
-                logger.error("a message to the client could not be encoded, sent an error instead: %s", exc)
-                request_id = getattr(message, "id", None)
-                if request_id is None or isinstance(message, types.JSONRPCRequest):
-                    continue
-                reason = "the answer could not be encoded as JSON"
-                data = json.dumps(
-                    {"jsonrpc": "2.0", "id": request_id, "error": {"code": types.INTERNAL_ERROR, "message": reason}}
-                ).encode()
-            writer.write(data + b"\n")
-            await writer.drain()
+class _ClientWire:
+    """The client's end of stdout, for the SDK server's messages (it is the server's write stream) and for
+    the lane's answers alike. Each message is written in the task that sends it, at once, so the client
+    reads them in the order they were sent: a log a server sent during a call comes before the call's
+    answer, whichever path answered it (through a stream and a writer task of its own, the server's log
+    could be overtaken by the lane's answer, written straight to the pipe). One `write` per message, so
+    messages from several tasks never interleave."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, frame: bytes) -> None:
+        self._writer.write(frame)
+        await self._writer.drain()
+
+    async def send(self, session_message: SessionMessage) -> None:
+        message = session_message.message
+        try:
+            data = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        except Exception as exc:
+            # Content no wire can carry must cost this message, never the connection.
+            logger.error("a message to the client could not be encoded, sent an error instead: %s", exc)
+            request_id = getattr(message, "id", None)
+            if request_id is None or isinstance(message, types.JSONRPCRequest):
+                return
+            reason = "the answer could not be encoded as JSON"
+            data = json.dumps(
+                {"jsonrpc": "2.0", "id": request_id, "error": {"code": types.INTERNAL_ERROR, "message": reason}}
+            ).encode()
+        await self.write(data + b"\n")
+
+    def close(self) -> None:
+        """Nothing to close: the pipe outlives the server's use of it (`stdio_streams` closes it)."""
+
+    async def aclose(self) -> None:
+        self.close()
+
+    async def __aenter__(self) -> _ClientWire:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 def _frame(message: dict[str, Any]) -> bytes:
