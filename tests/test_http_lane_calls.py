@@ -24,6 +24,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOC
 from mcp_manifold._config import load_config
 from mcp_manifold._front import http_lane
 from mcp_manifold._front.http import build_app
+from mcp_manifold._runtime.audit import audit_dir, read_entries
 from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry
 
@@ -214,6 +215,13 @@ async def test_a_2026_client_that_hangs_up_cancels_its_call(
         assert slow.sent == []
         after = await answered(app, modern_call(3, "kitchen_echo", {"text": "next"}))  # not 120 s later
         assert after["result"]["content"] == [{"type": "text", "text": "next"}]
+    assert audited(tmp_path, lane) == [("kitchen_echo", "ok"), ("kitchen_slow", "cancelled"), ("kitchen_echo", "ok")]
+
+
+def audited(tmp_path: Path, lane: bool) -> list[tuple[str, str]]:
+    """The (tool, outcome) of each call in the audit log of the gateway `app_of` made."""
+    entries = read_entries(audit_dir(tmp_path / ("lane" if lane else "sdk") / "data"))
+    return [(entry["name"], entry["outcome"]) for entry in entries if entry["kind"] == "tool"]
 
 
 async def session_of(app: Any) -> dict[str, str]:
@@ -251,3 +259,4 @@ async def test_a_session_clients_cancel_stops_its_call_and_is_answered(
         echo = {**call, "id": 8, "params": {"name": "kitchen_echo", "arguments": {"text": "next"}}}
         after = await answered(app, Exchange(echo, headers))
         assert after["result"]["content"] == [{"type": "text", "text": "next"}]
+    assert audited(tmp_path, lane) == [("kitchen_slow", "cancelled"), ("kitchen_echo", "ok")]

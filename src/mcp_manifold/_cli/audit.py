@@ -21,7 +21,10 @@ def audit(
     principal: Annotated[str | None, typer.Option(help="Only this principal.")] = None,
     profile: Annotated[str | None, typer.Option(help="Only this profile.")] = None,
     outcome: Annotated[
-        str | None, typer.Option(help="Only this outcome: ok, error, cached, denied, quarantined, rate_limited.")
+        str | None,
+        typer.Option(
+            help="Only this outcome: ok, error, cached, denied, quarantined, rate_limited, input_required, cancelled."
+        ),
     ] = None,
     server: Annotated[str | None, typer.Option(help="Only this server.")] = None,
     name: Annotated[str | None, typer.Option(help="Only this exposed name (a trailing * matches a prefix).")] = None,

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import anyio
 import mcp_types as types
 import pydantic_core
 from mcp_types import LOG_LEVEL_META_KEY
@@ -94,8 +95,8 @@ logger = logging.getLogger(__name__)
 CallKind = Literal["tool", "resource", "prompt", "completion", "action", "program"]
 # denied: the caller's profile does not allow it; quarantined: the tool changed since it was approved;
 # rate_limited: the principal is over its rate or calls in flight; input_required: a 2026-07-28 client
-# was handed the server's questions.
-Outcome = Literal["ok", "error", "cached", "input_required", "denied", "quarantined", "rate_limited"]
+# was handed the server's questions; cancelled: the caller gave up on a call its server had been sent.
+Outcome = Literal["ok", "error", "cached", "input_required", "denied", "quarantined", "rate_limited", "cancelled"]
 Send = Callable[["ClientSession", Request, dict[str, Any]], Awaitable[Any]]
 
 
@@ -383,6 +384,16 @@ class CallPath:
                 if isinstance(result, WireResult) and not call.wire:
                     # A held call started by a lane's request, finished by this retry, which wants the model.
                     result = result.model()
+            except anyio.get_cancelled_exc_class():
+                # Its client cancelled it or hung up (a timeout is the backend's error, below): no answer
+                # follows, so its line is written now; a call its server was sent is never left unaudited.
+                if self._observers or hooks:
+                    waited = time.perf_counter() - sent
+                    record = self._record(
+                        "tool", request, target, started, "cancelled", None, arguments, backend=waited
+                    )
+                    self._tell(record, hooks)
+                raise
             except BackendError as exc:
                 # Errors can quote a server's stderr or URL, where its secrets may appear.
                 error = backend.config.scrub(str(exc))
