@@ -22,7 +22,7 @@ from mcp.server import _streamable_http_modern
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from mcp_manifold._config import load_config
-from mcp_manifold._front import http_lane
+from mcp_manifold._front import lane_reply
 from mcp_manifold._front.http import build_app
 from mcp_manifold._runtime.audit import audit_dir, read_entries
 from mcp_manifold._runtime.gateway import Gateway
@@ -44,8 +44,8 @@ BOTH_PATHS = pytest.mark.parametrize("lane", [True, False], ids=["lane", "sdk"])
 @pytest.fixture(autouse=True)
 def short_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_streamable_http_modern, "_SSE_PING_INTERVAL", WINDOW)
-    monkeypatch.setattr(http_lane, "_PING_WINDOW", WINDOW)
-    monkeypatch.setattr(http_lane, "_MIND_AFTER", 0.1)
+    monkeypatch.setattr(lane_reply, "PING_WINDOW", WINDOW)
+    monkeypatch.setattr(lane_reply, "MIND_AFTER", 0.1)
 
 
 class Exchange:

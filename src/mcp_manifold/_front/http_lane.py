@@ -9,12 +9,10 @@ through the same call path as every other call (`_front/fast_lane.py`'s `call_re
 the stdio lane) and answers `application/json` itself, byte for byte the JSON-RPC message the SDK
 server would have sent for the client's era.
 
-What the SDK's path does while a call runs, the lane does too (`_Reply`). A log message a server sends
-during a session-era call goes on the response's own event stream (`text/event-stream`) as it comes,
-ahead of the answer. A call silent for the SDK's window (15 s) streams, with a ping each window, so an
-idle-read timeout on the way never cuts it. A 2026-07-28 client that hangs up cancels its call (the
-only cancel that era has over HTTP); a session-era client's `notifications/cancelled` for a lane call
-stops it and answers it `Request cancelled`.
+While a call runs, the lane does what the SDK's path does (`_front/lane_reply.py`: logs streamed as they
+come, pings past the SDK's 15 s window, a 2026-07-28 client's hanging up cancelling its call), and a
+session-era client's `notifications/cancelled` for a lane call stops it and answers it `Request
+cancelled`.
 
 Taken: a POST to exactly /mcp that passes the SDK's DNS-rebinding check (Host and Origin, on a loopback
 address), both JSON and SSE accepted (what the SDK asks of a client), a JSON body
@@ -54,7 +52,6 @@ import pydantic_core
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, REQUEST_CANCELLED
 from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.inbound import (
-    ERROR_CODE_HTTP_STATUS,
     MCP_METHOD_HEADER,
     MCP_NAME_HEADER,
     MCP_PARAM_HEADER_PREFIX,
@@ -69,6 +66,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_manifold._config.switches import speed_up_on
 from mcp_manifold._core.clients import Caller, Request, asks_of, at_least, run_after_answer
 from mcp_manifold._core.router import Target
+from mcp_manifold._front import lane_reply
 from mcp_manifold._front.fast_lane import (
     FastRequest,
     call_response,
@@ -77,6 +75,7 @@ from mcp_manifold._front.fast_lane import (
     session_version,
 )
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
+from mcp_manifold._front.lane_reply import Reply, event
 from mcp_manifold._front.request_meta import meta_accepted
 from mcp_manifold._front.server import _CALLER, McpFront, SessionCaller, StatelessCaller, principal_of_request
 from mcp_manifold._sdk import connection_of, open_session_transport, session_request_in_flight
@@ -92,16 +91,6 @@ _HANDSHAKE = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode()
 _ROUTING = frozenset(name.encode() for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER))
 _VERDICTS_KEPT = 64  # verdicts kept on the headers a client repeats (Accept; Content-Type, Host and Origin)
-# The SDK's 2026-07-28 path: a call silent this long (seconds) streams, pinged each window after.
-_PING_WINDOW = 15.0
-_PING = b": ping\r\n\r\n"
-_STREAM_HEADERS = [  # what the SDK's path opens a response's event stream with
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"connection", b"keep-alive"),
-    (b"x-accel-buffering", b"no"),
-]
-_MIND_AFTER = 0.5  # seconds a call runs before its client's connection is watched (most have finished by then)
 _CANCELLED = b'"notifications/cancelled"'
 _CANCELLED_ERROR = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}  # the SDK's answer to such a call
 _SCHEMAS_KEPT = 4096  # tool versions whose header mirroring is kept (servers that change their tools add more)
@@ -145,7 +134,7 @@ class HttpLane:
         self._sessions: weakref.WeakValueDictionary[str, SessionCaller] = weakref.WeakValueDictionary()
         self._mirrored: dict[str, bool] = {}  # by tool hash: does its schema mirror arguments into headers?
         # The session-era calls running on the lane, by (session id, request id), for their client's cancel.
-        self._in_flight: dict[tuple[bytes, Any], tuple[_Reply, Caller]] = {}
+        self._in_flight: dict[tuple[bytes, Any], tuple[Reply, Caller]] = {}
         front.server.middleware.append(self._remember_session)
         # Without it the SDK's server lists every tool (a whole tools/list through its dispatch) to check
         # a 2026-07-28 call's `Mcp-Param-*` headers, for every call with arguments on its path.
@@ -279,7 +268,7 @@ class HttpLane:
             session = connection.protocol_version if connection is not None else None
             self.gateway.back_channel.track(caller)
         self.counts.lane += 1
-        reply = _Reply(send, call.modern, session_id)
+        reply = Reply(send, call.modern, session_id)
         request = FastRequest(caller, call.params.get("_meta")) if call.modern else _SessionLaneRequest(caller, reply)
         request.after_answer = []  # the call's records are made after the answer is on its way
         key = (session_id, call.request_id) if session_id is not None and not call.modern else None
@@ -288,7 +277,7 @@ class HttpLane:
                 key = None
             else:
                 self._in_flight[key] = (reply, caller)
-        minding = asyncio.get_running_loop().call_later(_MIND_AFTER, self._start_minding, reply, receive)
+        minding = asyncio.get_running_loop().call_later(lane_reply.MIND_AFTER, self._start_minding, reply, receive)
         try:
             with session_request_in_flight(call.transport), reply.call:
                 response, body = await call_response(
@@ -314,7 +303,7 @@ class HttpLane:
                 del self._in_flight[key]
             run_after_answer(request.after_answer)
 
-    def _start_minding(self, reply: _Reply, receive: Receive) -> None:
+    def _start_minding(self, reply: Reply, receive: Receive) -> None:
         if reply.finished:
             return
         reply.minder = anyio.CancelScope()
@@ -405,7 +394,7 @@ class _SessionLaneRequest(FastRequest):
     own event stream, ahead of the answer, as the SDK's path sends it; through the session it would take
     the session's GET stream and could reach the client after the answer, or not at all."""
 
-    def __init__(self, caller: Caller, reply: _Reply) -> None:
+    def __init__(self, caller: Caller, reply: Reply) -> None:
         super().__init__(caller, None)
         self.reply = reply
 
@@ -421,79 +410,7 @@ class _SessionLaneRequest(FastRequest):
         except ValueError:  # what no JSON carries (a lone surrogate): dropped, as the SDK's writer cannot send it
             logger.debug("HTTP fast lane: a log message could not be encoded; dropped")
             return
-        await self.reply.stream(_event(message))
-
-
-class _Reply:
-    """A lane call's answer on its way out: one JSON body when the answer comes first, as for most calls.
-    Otherwise an event stream, as the SDK's path sends one: from the first message the server sends
-    mid-call (session era), or once the call has been silent for the SDK's window, with a ping each window
-    after, so that an idle-read timeout between client and gateway never cuts a long call. Sends may come
-    from the call's task, a log's and the minder's (`mind`): the lock, made once a second one may send,
-    keeps them whole and in order."""
-
-    def __init__(self, send: Send, modern: bool, session_id: bytes | None) -> None:
-        self._send = send
-        self.modern = modern
-        self.session_id = session_id
-        self.call = anyio.CancelScope()  # the call's own: its client's cancel, or its hanging up (2026-07-28)
-        self.minder: anyio.CancelScope | None = None  # the minder's, once it is started
-        self.cancelled_by_client = False
-        self.streaming = False
-        self.finished = False
-        self._lock: anyio.Lock | None = None
-
-    def cancel(self, by_client: bool) -> None:
-        self.cancelled_by_client = by_client
-        self.call.cancel()
-
-    async def mind(self, receive: Receive, scope: anyio.CancelScope) -> None:
-        """While the call runs on: its client hanging up cancels it at 2026-07-28, where that is the only
-        cancel there is (the SDK's path does the same; in a session the call goes on, as there); a call
-        silent for a window streams, pinged each window."""
-        with scope:
-            wait = _PING_WINDOW - _MIND_AFTER
-            while True:
-                with anyio.move_on_after(wait):
-                    if (await receive())["type"] == "http.disconnect":
-                        if self.modern and not self.finished:  # (after the answer, the end of the response)
-                            self.cancel(by_client=False)
-                        return
-                    continue
-                await self.stream(_PING)
-                wait = _PING_WINDOW
-
-    async def stream(self, chunk: bytes) -> None:
-        """`chunk` (an event, or a ping) on the response's event stream, opened first if need be."""
-        if self._lock is None:
-            self._lock = anyio.Lock(fast_acquire=True)
-        async with self._lock:
-            if self.finished:
-                return  # the answer went: what comes after it has no stream to go on
-            if not self.streaming:
-                self.streaming = True
-                headers = [*_STREAM_HEADERS]
-                if self.session_id is not None and not self.modern:
-                    headers.append((MCP_SESSION_ID_HEADER.encode(), self.session_id))
-                await self._send({"type": "http.response.start", "status": 200, "headers": headers})
-            await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-    async def finish(self, response: dict[str, Any], body: bytes) -> None:
-        """The answer: the stream's last event, or the whole response."""
-        if self.finished:
-            return
-        if self._lock is None:  # nobody else has sent, nor can now: the answer alone
-            self.finished = True
-            await _respond(self._send, response, body, self.modern, self.session_id)
-            return
-        async with self._lock:
-            if self.finished:
-                return
-            self.finished = True
-            if self.streaming:
-                await self._send({"type": "http.response.body", "body": _event(body), "more_body": False})
-            else:
-                await _respond(self._send, response, body, self.modern, self.session_id)
+        await self.reply.stream(event(message))
 
 
 @dataclass(frozen=True)
@@ -571,18 +488,3 @@ def _modern_json(response: dict[str, Any]) -> bytes:
 def _session_json(response: dict[str, Any]) -> bytes:
     # The SDK's session transport (`model_dump_json`), which writes a NaN or Infinity as null.
     return pydantic_core.to_json(response, inf_nan_mode="null")
-
-
-async def _respond(send: Send, response: dict[str, Any], body: bytes, modern: bool, session_id: bytes | None) -> None:
-    """`response`, as `body` (serialized as the SDK would for the era), sent as `application/json`."""
-    error = response.get("error")
-    status = ERROR_CODE_HTTP_STATUS.get(error["code"], 200) if modern and error else 200
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if session_id is not None and not modern:
-        headers.append((MCP_SESSION_ID_HEADER.encode(), session_id))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-def _event(message: bytes) -> bytes:
-    return b"event: message\r\ndata: " + message + b"\r\n\r\n"

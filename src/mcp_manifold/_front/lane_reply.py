@@ -1,0 +1,115 @@
+"""A lane call's answer on its way out to an HTTP client, as the SDK's path sends one (`Reply`).
+
+Most calls answer at once: one `application/json` response. While a call runs, what the SDK's path does
+is done here too: a session-era server's log message goes out as it comes, on the response's own event
+stream; a call silent for the SDK's window streams, with a ping each window, so an idle-read timeout on
+the way never cuts it; a 2026-07-28 client that hangs up cancels its call (that era's only cancel over
+HTTP). The HTTP lane (`_front/http_lane.py`) decides which calls are its own and makes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+from starlette.types import Receive, Send
+
+# The SDK's 2026-07-28 path: a call silent this long (seconds) streams, pinged each window after.
+PING_WINDOW = 15.0
+MIND_AFTER = 0.5  # seconds a call runs before its client's connection is watched (most have finished by then)
+_PING = b": ping\r\n\r\n"
+_STREAM_HEADERS = [  # what the SDK's path opens a response's event stream with
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class Reply:
+    """A lane call's answer on its way out: one JSON body when the answer comes first, as for most calls.
+    Otherwise an event stream, as the SDK's path sends one: from the first message the server sends
+    mid-call (session era), or once the call has been silent for the SDK's window, with a ping each window
+    after, so that an idle-read timeout between client and gateway never cuts a long call. Sends may come
+    from the call's task, a log's and the minder's (`mind`): the lock, made once a second one may send,
+    keeps them whole and in order."""
+
+    def __init__(self, send: Send, modern: bool, session_id: bytes | None) -> None:
+        self._send = send
+        self.modern = modern
+        self.session_id = session_id
+        self.call = anyio.CancelScope()  # the call's own: its client's cancel, or its hanging up (2026-07-28)
+        self.minder: anyio.CancelScope | None = None  # the minder's, once it is started
+        self.cancelled_by_client = False
+        self.streaming = False
+        self.finished = False
+        self._lock: anyio.Lock | None = None
+
+    def cancel(self, by_client: bool) -> None:
+        self.cancelled_by_client = by_client
+        self.call.cancel()
+
+    async def mind(self, receive: Receive, scope: anyio.CancelScope) -> None:
+        """While the call runs on: its client hanging up cancels it at 2026-07-28, where that is the only
+        cancel there is (the SDK's path does the same; in a session the call goes on, as there); a call
+        silent for a window streams, pinged each window."""
+        with scope:
+            wait = PING_WINDOW - MIND_AFTER
+            while True:
+                with anyio.move_on_after(wait):
+                    if (await receive())["type"] == "http.disconnect":
+                        if self.modern and not self.finished:  # (after the answer, the end of the response)
+                            self.cancel(by_client=False)
+                        return
+                    continue
+                await self.stream(_PING)
+                wait = PING_WINDOW
+
+    async def stream(self, chunk: bytes) -> None:
+        """`chunk` (an event, or a ping) on the response's event stream, opened first if need be."""
+        if self._lock is None:
+            self._lock = anyio.Lock(fast_acquire=True)
+        async with self._lock:
+            if self.finished:
+                return  # the answer went: what comes after it has no stream to go on
+            if not self.streaming:
+                self.streaming = True
+                headers = [*_STREAM_HEADERS]
+                if self.session_id is not None and not self.modern:
+                    headers.append((MCP_SESSION_ID_HEADER.encode(), self.session_id))
+                await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+            await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    async def finish(self, response: dict[str, Any], body: bytes) -> None:
+        """The answer: the stream's last event, or the whole response."""
+        if self.finished:
+            return
+        if self._lock is None:  # nobody else has sent, nor can now: the answer alone
+            self.finished = True
+            await respond(self._send, response, body, self.modern, self.session_id)
+            return
+        async with self._lock:
+            if self.finished:
+                return
+            self.finished = True
+            if self.streaming:
+                await self._send({"type": "http.response.body", "body": event(body), "more_body": False})
+            else:
+                await respond(self._send, response, body, self.modern, self.session_id)
+
+
+async def respond(send: Send, response: dict[str, Any], body: bytes, modern: bool, session_id: bytes | None) -> None:
+    """`response`, as `body` (serialized as the SDK would for the era), sent as `application/json`."""
+    error = response.get("error")
+    status = ERROR_CODE_HTTP_STATUS.get(error["code"], 200) if modern and error else 200
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if session_id is not None and not modern:
+        headers.append((MCP_SESSION_ID_HEADER.encode(), session_id))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def event(message: bytes) -> bytes:
+    return b"event: message\r\ndata: " + message + b"\r\n\r\n"
