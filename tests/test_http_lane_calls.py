@@ -57,6 +57,7 @@ class Exchange:
         self.headers += [(name.encode(), value.encode()) for name, value in headers.items()]
         self.sent: list[dict[str, Any]] = []
         self.over = anyio.Event()  # the response ended, or the client hung up
+        self.method = "POST"
         self._read = False
 
     def hang_up(self) -> None:
@@ -70,7 +71,7 @@ class Exchange:
             "server": ("127.0.0.1", 8765),
             "client": ("127.0.0.1", 50000),
             "scheme": "http",
-            "method": "POST",
+            "method": self.method,
             "root_path": "",
             "path": "/mcp",
             "raw_path": b"/mcp",
@@ -203,18 +204,25 @@ async def test_a_2026_client_that_hangs_up_cancels_its_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool
 ) -> None:
     """At 2026-07-28 closing the connection is how a client cancels: the call stops, its server's one slot
-    is free for the next call at once, and nothing is sent to the client that left."""
+    is free for the next call at once, and no answer is sent to the client that left."""
     async with app_of(tmp_path, monkeypatch, lane) as app:
         await answered(app, modern_call(1, "kitchen_echo", {"text": "warm"}))
         slow = modern_call(2, "kitchen_slow", {"seconds": 120})
+        queued = modern_call(3, "kitchen_echo", {"text": "queued"})  # behind it, for the server's one slot
         with anyio.fail_after(30):
             async with anyio.create_task_group() as task_group:
                 task_group.start_soon(slow.run, app)
+                await anyio.sleep(0.3)
+                task_group.start_soon(queued.run, app)
                 await anyio.sleep(0.5)
+                queued.hang_up()
+                await anyio.sleep(0.3)
                 slow.hang_up()
-        assert slow.sent == []
-        after = await answered(app, modern_call(3, "kitchen_echo", {"text": "next"}))  # not 120 s later
+        # No answer went to either (the first may have had pings: it ran past the shortened window).
+        assert not any(b"data:" in chunk for chunk in slow.chunks + queued.chunks), slow.sent + queued.sent
+        after = await answered(app, modern_call(4, "kitchen_echo", {"text": "next"}))  # not 120 s later
         assert after["result"]["content"] == [{"type": "text", "text": "next"}]
+    # The call its server was sent is audited as cancelled; the one that never left the queue is not.
     assert audited(tmp_path, lane) == [("kitchen_echo", "ok"), ("kitchen_slow", "cancelled"), ("kitchen_echo", "ok")]
 
 
@@ -260,3 +268,66 @@ async def test_a_session_clients_cancel_stops_its_call_and_is_answered(
         after = await answered(app, Exchange(echo, headers))
         assert after["result"]["content"] == [{"type": "text", "text": "next"}]
     assert audited(tmp_path, lane) == [("kitchen_slow", "cancelled"), ("kitchen_echo", "ok")]
+
+
+@BOTH_PATHS
+async def test_a_call_ends_unanswered_when_its_session_is_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool
+) -> None:
+    """A session-era client that ends its session (DELETE) while a call runs on it: the call stops (its
+    server's one slot is free for another session's call at once) and its response ends without an
+    answer, as the SDK's path ends it."""
+    async with app_of(tmp_path, monkeypatch, lane) as app:
+        headers = await session_of(app)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+        slow = Exchange({**call, "params": {"name": "kitchen_slow", "arguments": {"seconds": 120}}}, headers)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(slow.run, app)
+                await anyio.sleep(0.5)
+                ending = Exchange({}, headers)
+                ending.raw, ending.method = b"", "DELETE"
+                await ending.run(app)
+        assert ending.head["status"] == 200
+        assert slow.head["status"] == 200 and b"".join(slow.chunks) == b""  # a stream that ends with nothing
+        other = await session_of(app)
+        echo = {**call, "id": 8, "params": {"name": "kitchen_echo", "arguments": {"text": "next"}}}
+        after = await answered(app, Exchange(echo, other))
+        assert after["result"]["content"] == [{"type": "text", "text": "next"}]
+    assert audited(tmp_path, lane) == [("kitchen_slow", "cancelled"), ("kitchen_echo", "ok")]
+
+
+class SlowReader(Exchange):
+    """An exchange whose client reads slowly: the first piece of the body waits until `release` is set."""
+
+    def __init__(self, body: dict[str, Any], headers: dict[str, str]) -> None:
+        super().__init__(body, headers)
+        self.writing = anyio.Event()  # the answer is on its way, held up at the client
+        self.release = anyio.Event()
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message.get("body") and not self.release.is_set():
+            self.writing.set()
+            await self.release.wait()
+        await super()._send(message)
+
+
+@BOTH_PATHS
+async def test_a_cancel_that_comes_while_the_answer_is_written_does_not_cut_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool
+) -> None:
+    """The call has its answer and the answer is on its way to a slow client when the client's cancel
+    comes: too late, and the client still gets the whole answer (never headers without a body)."""
+    async with app_of(tmp_path, monkeypatch, lane) as app:
+        headers = await session_of(app)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+        slow = SlowReader({**call, "params": {"name": "kitchen_slow", "arguments": {"seconds": 0.2}}}, headers)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "no"}}
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(slow.run, app)
+                await slow.writing.wait()
+                await Exchange(cancel, headers).run(app)
+                await anyio.sleep(0.2)
+                slow.release.set()
+        assert answer_of(slow)["result"]["content"] == [{"type": "text", "text": "slept"}]

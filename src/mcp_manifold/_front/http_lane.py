@@ -160,6 +160,9 @@ class HttpLane:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.enabled or scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != MCP_PATH:
+            if self._in_flight and scope["type"] == "http" and scope["method"] == "DELETE":
+                await self._delete(scope, receive, send)
+                return
             await self.app(scope, receive, send)
             return
         headers = _Headers(scope["headers"])
@@ -210,7 +213,25 @@ class HttpLane:
             return
         reply, caller = running
         if (identity.principal, identity.profile) == (caller.principal, caller.profile):  # its own client only
-            reply.cancel(by_client=True)
+            reply.cancel("client")
+
+    async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A DELETE, answered by the SDK. When it ends a session, the lane's calls on that session end
+        too, unanswered, as the SDK's path ends the calls it runs for it."""
+        status = 0
+
+        async def watched(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        await self.app(scope, receive, watched)
+        session_id = _Headers(scope["headers"]).get(MCP_SESSION_ID_HEADER.encode())
+        if 200 <= status < 300 and session_id is not None and scope["path"] == MCP_PATH:
+            for (owner, _), (reply, _) in list(self._in_flight.items()):
+                if owner == session_id:
+                    reply.cancel("session ended")
 
     async def _passes_security(self, scope: Scope, headers: _Headers) -> bool:
         """The SDK's DNS-rebinding check of this request. mcp 2.3.0's reads only the Content-Type, Host and
@@ -278,9 +299,10 @@ class HttpLane:
             else:
                 self._in_flight[key] = (reply, caller)
         minding = asyncio.get_running_loop().call_later(lane_reply.MIND_AFTER, self._start_minding, reply, receive)
+        answer: tuple[dict[str, Any], bytes] | None = None
         try:
             with session_request_in_flight(call.transport), reply.call:
-                response, body = await call_response(
+                answer = await call_response(
                     self.gateway,
                     self.front,
                     request,
@@ -291,10 +313,16 @@ class HttpLane:
                     session,
                     encode=_modern_json if call.modern else _session_json,
                 )
-                await reply.finish(response, body)
-            if reply.call.cancelled_caught and reply.cancelled_by_client:
-                response = {"jsonrpc": "2.0", "id": call.request_id, "error": _CANCELLED_ERROR}
-                await reply.finish(response, _session_json(response))
+            # Out of the call's scope: a cancel that comes once the call has its answer is too late to
+            # cut that answer short.
+            if answer is not None:
+                await reply.finish(*answer)
+            elif reply.cancelled_for == "client":
+                cancelled = {"jsonrpc": "2.0", "id": call.request_id, "error": _CANCELLED_ERROR}
+                await reply.finish(cancelled, _session_json(cancelled))
+            elif reply.cancelled_for == "session ended":
+                await reply.end_unanswered()
+            # else its client hung up: there is nobody to answer
         finally:
             minding.cancel()
             if reply.minder is not None:  # only then: anyio's cancel formats the task's repr, a cost per call

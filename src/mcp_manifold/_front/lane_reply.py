@@ -9,7 +9,7 @@ HTTP). The HTTP lane (`_front/http_lane.py`) decides which calls are its own and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
@@ -42,14 +42,17 @@ class Reply:
         self.session_id = session_id
         self.call = anyio.CancelScope()  # the call's own: its client's cancel, or its hanging up (2026-07-28)
         self.minder: anyio.CancelScope | None = None  # the minder's, once it is started
-        self.cancelled_by_client = False
+        self.cancelled_for: str | None = None  # why the call was cancelled (see `cancel`)
         self.streaming = False
         self.finished = False
         self._lock: anyio.Lock | None = None
 
-    def cancel(self, by_client: bool) -> None:
-        self.cancelled_by_client = by_client
-        self.call.cancel()
+    def cancel(self, reason: Literal["client", "hung up", "session ended"]) -> None:
+        """Stop the call: its client cancelled it (it is answered so), hung up (nobody to answer), or
+        ended its session (the response ends unanswered)."""
+        if self.cancelled_for is None:
+            self.cancelled_for = reason
+            self.call.cancel()
 
     async def mind(self, receive: Receive, scope: anyio.CancelScope) -> None:
         """While the call runs on: its client hanging up cancels it at 2026-07-28, where that is the only
@@ -61,7 +64,7 @@ class Reply:
                 with anyio.move_on_after(wait):
                     if (await receive())["type"] == "http.disconnect":
                         if self.modern and not self.finished:  # (after the answer, the end of the response)
-                            self.cancel(by_client=False)
+                            self.cancel("hung up")
                         return
                     continue
                 await self.stream(_PING)
@@ -76,11 +79,27 @@ class Reply:
                 return  # the answer went: what comes after it has no stream to go on
             if not self.streaming:
                 self.streaming = True
-                headers = [*_STREAM_HEADERS]
-                if self.session_id is not None and not self.modern:
-                    headers.append((MCP_SESSION_ID_HEADER.encode(), self.session_id))
-                await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+                await self._send({"type": "http.response.start", "status": 200, "headers": self._stream_headers()})
             await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    async def end_unanswered(self) -> None:
+        """End the response without an answer, as the SDK's path ends the event stream of a call whose
+        session ended."""
+        if self._lock is None:
+            self._lock = anyio.Lock(fast_acquire=True)
+        async with self._lock:
+            if self.finished:
+                return
+            self.finished = True
+            if not self.streaming:
+                await self._send({"type": "http.response.start", "status": 200, "headers": self._stream_headers()})
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _stream_headers(self) -> list[tuple[bytes, bytes]]:
+        headers = [*_STREAM_HEADERS]
+        if self.session_id is not None and not self.modern:
+            headers.append((MCP_SESSION_ID_HEADER.encode(), self.session_id))
+        return headers
 
     async def finish(self, response: dict[str, Any], body: bytes) -> None:
         """The answer: the stream's last event, or the whole response."""

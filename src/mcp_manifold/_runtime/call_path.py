@@ -363,8 +363,11 @@ class CallPath:
         else:
             arguments = self._internal_uris(target, arguments)
             progress = request.progress if request.wants_progress else None
+            handed = False  # to the server: past its start and its concurrency queue
 
             def send(session: ClientSession, serving: Request, extra: dict[str, Any]) -> Awaitable[Any]:
+                nonlocal handed
+                handed = True
                 meta = self._meta(call.meta, request, backend)
                 if call.wire and progress is None and not extra:  # the answer as the server sent it
                     leg = backend.raw_leg(session)
@@ -387,7 +390,7 @@ class CallPath:
             except anyio.get_cancelled_exc_class():
                 # Its client cancelled it or hung up (a timeout is the backend's error, below): no answer
                 # follows, so its line is written now; a call its server was sent is never left unaudited.
-                if self._observers or hooks:
+                if handed and (self._observers or hooks):
                     waited = time.perf_counter() - sent
                     record = self._record(
                         "tool", request, target, started, "cancelled", None, arguments, backend=waited
