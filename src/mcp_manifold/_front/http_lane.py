@@ -212,8 +212,11 @@ class HttpLane:
         if running is None or not isinstance(identity, Identity):
             return
         reply, caller = running
-        if (identity.principal, identity.profile) == (caller.principal, caller.profile):  # its own client only
-            reply.cancel("client")
+        if (identity.principal, identity.profile) != (caller.principal, caller.profile):
+            return  # its own client's only
+        if open_session_transport(self.session_manager, session_id.decode("latin-1"), scope.get("user")) is None:
+            return  # a session that has ended, or a credential other than the one that opened it
+        reply.cancel("client")
 
     async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A DELETE, answered by the SDK. When it ends a session, the lane's calls on that session end
