@@ -245,6 +245,31 @@ async def session_of(app: Any) -> dict[str, str]:
     return headers
 
 
+def session_call(request_id: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    params = {"name": name, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def slow_call(request_id: Any, seconds: float) -> dict[str, Any]:
+    return session_call(request_id, "kitchen_slow", {"seconds": seconds})
+
+
+def echo_call(request_id: Any, text: str) -> dict[str, Any]:
+    return session_call(request_id, "kitchen_echo", {"text": text})
+
+
+async def while_running(app: Any, call: Exchange, then: Exchange) -> None:
+    """`call` sent, and half a second later (it runs on) `then`; both to their end."""
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(call.run, app)
+            await anyio.sleep(0.5)
+            await then.run(app)
+
+
+CANCEL_7 = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "no"}}
+
+
 @BOTH_PATHS
 async def test_a_session_clients_cancel_stops_its_call_and_is_answered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool
@@ -253,19 +278,11 @@ async def test_a_session_clients_cancel_stops_its_call_and_is_answered(
     `Request cancelled` (the SDK path's answer, though the call never went through the SDK on the lane)."""
     async with app_of(tmp_path, monkeypatch, lane) as app:
         headers = await session_of(app)
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
-        slow = Exchange({**call, "params": {"name": "kitchen_slow", "arguments": {"seconds": 120}}}, headers)
-        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "no"}}
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as task_group:
-                task_group.start_soon(slow.run, app)
-                await anyio.sleep(0.5)
-                cancelling = Exchange(cancel, headers)
-                await cancelling.run(app)
+        slow, cancelling = Exchange(slow_call(7, 120), headers), Exchange(CANCEL_7, headers)
+        await while_running(app, slow, cancelling)
         assert cancelling.head["status"] == 202
         assert answer_of(slow) == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}
-        echo = {**call, "id": 8, "params": {"name": "kitchen_echo", "arguments": {"text": "next"}}}
-        after = await answered(app, Exchange(echo, headers))
+        after = await answered(app, Exchange(echo_call(8, "next"), headers))
         assert after["result"]["content"] == [{"type": "text", "text": "next"}]
     assert audited(tmp_path, lane) == [("kitchen_slow", "cancelled"), ("kitchen_echo", "ok")]
 
@@ -279,20 +296,13 @@ async def test_a_call_ends_unanswered_when_its_session_is_deleted(
     answer, as the SDK's path ends it."""
     async with app_of(tmp_path, monkeypatch, lane) as app:
         headers = await session_of(app)
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
-        slow = Exchange({**call, "params": {"name": "kitchen_slow", "arguments": {"seconds": 120}}}, headers)
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as task_group:
-                task_group.start_soon(slow.run, app)
-                await anyio.sleep(0.5)
-                ending = Exchange({}, headers)
-                ending.raw, ending.method = b"", "DELETE"
-                await ending.run(app)
+        slow, ending = Exchange(slow_call(7, 120), headers), Exchange({}, headers)
+        ending.raw, ending.method = b"", "DELETE"
+        await while_running(app, slow, ending)
         assert ending.head["status"] == 200
         assert slow.head["status"] == 200 and b"".join(slow.chunks) == b""  # a stream that ends with nothing
         other = await session_of(app)
-        echo = {**call, "id": 8, "params": {"name": "kitchen_echo", "arguments": {"text": "next"}}}
-        after = await answered(app, Exchange(echo, other))
+        after = await answered(app, Exchange(echo_call(8, "next"), other))
         assert after["result"]["content"] == [{"type": "text", "text": "next"}]
     assert audited(tmp_path, lane) == [("kitchen_slow", "cancelled"), ("kitchen_echo", "ok")]
 
@@ -320,14 +330,12 @@ async def test_a_cancel_that_comes_while_the_answer_is_written_does_not_cut_it(
     comes: too late, and the client still gets the whole answer (never headers without a body)."""
     async with app_of(tmp_path, monkeypatch, lane) as app:
         headers = await session_of(app)
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
-        slow = SlowReader({**call, "params": {"name": "kitchen_slow", "arguments": {"seconds": 0.2}}}, headers)
-        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "no"}}
+        slow = SlowReader(slow_call(7, 0.2), headers)
         with anyio.fail_after(30):
             async with anyio.create_task_group() as task_group:
                 task_group.start_soon(slow.run, app)
                 await slow.writing.wait()
-                await Exchange(cancel, headers).run(app)
+                await Exchange(CANCEL_7, headers).run(app)
                 await anyio.sleep(0.2)
                 slow.release.set()
         assert answer_of(slow)["result"]["content"] == [{"type": "text", "text": "slept"}]
