@@ -72,9 +72,7 @@ class Reply:
 
     async def stream(self, chunk: bytes) -> None:
         """`chunk` (an event, or a ping) on the response's event stream, opened first if need be."""
-        if self._lock is None:
-            self._lock = anyio.Lock(fast_acquire=True)
-        async with self._lock:
+        async with self._sending():
             if self.finished:
                 return  # the answer went: what comes after it has no stream to go on
             if not self.streaming:
@@ -85,15 +83,19 @@ class Reply:
     async def end_unanswered(self) -> None:
         """End the response without an answer, as the SDK's path ends the event stream of a call whose
         session ended."""
-        if self._lock is None:
-            self._lock = anyio.Lock(fast_acquire=True)
-        async with self._lock:
+        async with self._sending():
             if self.finished:
                 return
             self.finished = True
             if not self.streaming:
                 await self._send({"type": "http.response.start", "status": 200, "headers": self._stream_headers()})
             await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _sending(self) -> anyio.Lock:
+        """The lock of the sends, made when a second task may send (a log's, or the minder's)."""
+        if self._lock is None:
+            self._lock = anyio.Lock(fast_acquire=True)
+        return self._lock
 
     def _stream_headers(self) -> list[tuple[bytes, bytes]]:
         headers = [*_STREAM_HEADERS]
@@ -107,7 +109,7 @@ class Reply:
             return
         if self._lock is None:  # nobody else has sent, nor can now: the answer alone
             self.finished = True
-            await respond(self._send, response, body, self.modern, self.session_id)
+            await _respond(self._send, response, body, self.modern, self.session_id)
             return
         async with self._lock:
             if self.finished:
@@ -116,10 +118,10 @@ class Reply:
             if self.streaming:
                 await self._send({"type": "http.response.body", "body": event(body), "more_body": False})
             else:
-                await respond(self._send, response, body, self.modern, self.session_id)
+                await _respond(self._send, response, body, self.modern, self.session_id)
 
 
-async def respond(send: Send, response: dict[str, Any], body: bytes, modern: bool, session_id: bytes | None) -> None:
+async def _respond(send: Send, response: dict[str, Any], body: bytes, modern: bool, session_id: bytes | None) -> None:
     """`response`, as `body` (serialized as the SDK would for the era), sent as `application/json`."""
     error = response.get("error")
     status = ERROR_CODE_HTTP_STATUS.get(error["code"], 200) if modern and error else 200
