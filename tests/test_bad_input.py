@@ -374,3 +374,22 @@ async def test_a_server_answer_that_is_no_json_never_reaches_a_client(write_conf
         assert "holds a number JSON cannot carry (NaN or Infinity)" in answer["result"]["content"][0]["text"]
         fine = await gateway.request("tools/call", {"name": "garbled_fine", "arguments": {}})
         assert fine["result"]["content"][0]["text"] == "fine"
+
+
+@pytest.mark.anyio
+async def test_a_result_that_does_not_fit_its_output_schema_is_the_servers_tool_error(
+    connect: Any, write_config: Any
+) -> None:
+    """`numbers_add` of two numbers whose sum overflows: the server's structured result carries null where
+    its schema says number, which the SDK's client refuses. The caller gets a tool error naming the server
+    and where the result failed (never the server's data), on every path, lane or not; the gateway and the
+    server go on."""
+    path = write_config({"numbers": server_entry("numbers.py")}, {"expose": ["direct"]})
+    async with connect(path) as client:
+        result = await client.call_tool("numbers_add", {"a": 1e308, "b": 1e308})
+        assert result.is_error, text_of(result)
+        said = text_of(result)
+        assert "numbers" in said and "does not fit its output schema (at $.result: type)" in said, said
+        assert "None" not in said
+        sum_ = await client.call_tool("numbers_add", {"a": 1, "b": 2})
+        assert not sum_.is_error and sum_.structured_content == {"result": 3}

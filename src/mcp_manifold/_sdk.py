@@ -385,6 +385,33 @@ def asked_without_back_channel(text: str, *, opening: bool = False) -> str | Non
     return _ASKED_FOR.get(said, "elicitation/create")  # URL or form elicitation
 
 
+_OUTPUT_SCHEMA_SAID = re.compile(
+    r"(?:Invalid structured content returned by tool |Tool .* has an output schema but did not return structured"
+    r" content|Invalid schema for tool )",
+    re.DOTALL,
+)
+
+
+def output_schema_refusal(exc: BaseException) -> str | None:
+    """What the SDK's client says when a tool's result does not fit the tool's output schema, in words
+    that name where but never quote the server's data; None for any other error.
+
+    mcp 2.3.0: `ClientSession.call_tool` checks a result's structured content against the output schema
+    the tool listed and raises a plain `RuntimeError` (the jsonschema error as its cause, which quotes the
+    offending value) when it is missing or does not fit, or when the schema cannot be resolved.
+    """
+    if not isinstance(exc, RuntimeError) or not _OUTPUT_SCHEMA_SAID.match(str(exc)):
+        return None
+    cause = exc.__cause__
+    where = getattr(cause, "json_path", None)
+    rule = getattr(cause, "validator", None)
+    if isinstance(where, str) and isinstance(rule, str):
+        return f"the tool's structured content does not fit its output schema (at {where}: {rule})"
+    if str(exc).startswith("Tool "):
+        return "the tool has an output schema but returned no structured content"
+    return "the tool's output schema cannot be resolved"
+
+
 async def sealed(boundary: Any, method: str, params: Mapping[str, Any], result: Any) -> Any:
     """`result` (an `input_required` answer to `method` with `params`) with its `requestState` sealed the
     way the SDK server's `RequestStateBoundary` seals what a handler returns.

@@ -16,6 +16,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT, ErrorD
 from pydantic import ValidationError
 
 from mcp_manifold._errors import BackendClosed, BackendRequestError, BackendStartError, BackendTimeout, ManifoldError
+from mcp_manifold._sdk import output_schema_refusal
 
 
 def translate_backend_errors(server: str, action: str | Callable[[], str], scrub: Callable[[str], str]) -> _Translated:
@@ -62,6 +63,9 @@ class _Translated:
             where = "; ".join(".".join(str(part) for part in error["loc"]) or "result" for error in exc.errors()[:3])
             message = f"{action}: the server's answer is not valid MCP (at {where})"
             raise BackendRequestError(server, message, INTERNAL_ERROR) from exc
+        refusal = output_schema_refusal(exc)
+        if refusal is not None:  # the server's result, refused by the SDK's client: the server's fault
+            raise BackendRequestError(server, f"{action}: {refusal}", INTERNAL_ERROR) from exc
         # anyio's closed/broken stream errors and the like
         if type(exc).__name__ in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}:
             raise BackendClosed(server, f"{action} failed: connection closed") from exc
