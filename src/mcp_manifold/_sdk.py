@@ -386,8 +386,9 @@ def asked_without_back_channel(text: str, *, opening: bool = False) -> str | Non
 
 
 _OUTPUT_SCHEMA_SAID = re.compile(
-    r"(?:Invalid structured content returned by tool |Tool .* has an output schema but did not return structured"
-    r" content|Invalid schema for tool )",
+    r"(?P<unfit>Invalid structured content returned by tool )"
+    r"|(?P<missing>Tool .* has an output schema but did not return structured content)"
+    r"|(?P<unresolved>Invalid schema for tool )",
     re.DOTALL,
 )
 
@@ -400,16 +401,16 @@ def output_schema_refusal(exc: BaseException) -> str | None:
     the tool listed and raises a plain `RuntimeError` (the jsonschema error as its cause, which quotes the
     offending value) when it is missing or does not fit, or when the schema cannot be resolved.
     """
-    if not isinstance(exc, RuntimeError) or not _OUTPUT_SCHEMA_SAID.match(str(exc)):
+    said = _OUTPUT_SCHEMA_SAID.match(str(exc)) if isinstance(exc, RuntimeError) else None
+    if said is None:
         return None
-    cause = exc.__cause__
-    where = getattr(cause, "json_path", None)
-    rule = getattr(cause, "validator", None)
-    if isinstance(where, str) and isinstance(rule, str):
-        return f"the tool's structured content does not fit its output schema (at {where}: {rule})"
-    if str(exc).startswith("Tool "):
+    if said.lastgroup == "missing":
         return "the tool has an output schema but returned no structured content"
-    return "the tool's output schema cannot be resolved"
+    if said.lastgroup == "unresolved":
+        return "the tool's output schema cannot be resolved"
+    where, rule = getattr(exc.__cause__, "json_path", None), getattr(exc.__cause__, "validator", None)
+    place = f" (at {where}: {rule})" if isinstance(where, str) and isinstance(rule, str) else ""
+    return f"the tool's structured content does not fit its output schema{place}"
 
 
 async def sealed(boundary: Any, method: str, params: Mapping[str, Any], result: Any) -> Any:

@@ -160,7 +160,8 @@ class HttpLane:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.enabled or scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != MCP_PATH:
-            if self._in_flight and scope["type"] == "http" and scope["method"] == "DELETE":
+            ends_session = scope["type"] == "http" and scope["method"] == "DELETE" and scope["path"] == MCP_PATH
+            if self._in_flight and ends_session:
                 await self._delete(scope, receive, send)
                 return
             await self.app(scope, receive, send)
@@ -212,11 +213,8 @@ class HttpLane:
         if running is None or not isinstance(identity, Identity):
             return
         reply, caller = running
-        if (identity.principal, identity.profile) != (caller.principal, caller.profile):
-            return  # its own client's only
-        if open_session_transport(self.session_manager, session_id.decode("latin-1"), scope.get("user")) is None:
-            return  # a session that has ended, or a credential other than the one that opened it
-        reply.cancel("client")
+        if self._session_transport(scope, identity, caller, session_id.decode("latin-1")) is not None:
+            reply.cancel("client")  # by its own client only
 
     async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A DELETE, answered by the SDK. When it ends a session, the lane's calls on that session end
@@ -231,7 +229,7 @@ class HttpLane:
 
         await self.app(scope, receive, watched)
         session_id = _Headers(scope["headers"]).get(MCP_SESSION_ID_HEADER.encode())
-        if 200 <= status < 300 and session_id is not None and scope["path"] == MCP_PATH:
+        if 200 <= status < 300 and session_id is not None:
             for (owner, _), (reply, _) in list(self._in_flight.items()):
                 if owner == session_id:
                     reply.cancel("session ended")
@@ -393,12 +391,18 @@ class HttpLane:
             return None, None
         if not meta_accepted(session_version(caller), meta):
             return None, None  # the SDK server refuses it, saying why
-        if (identity.principal, identity.profile) != (caller.principal, caller.profile):
-            return None, None  # the SDK path refuses a session used with another profile
-        transport = open_session_transport(self.session_manager, key, scope.get("user"))
+        transport = self._session_transport(scope, identity, caller, key)
         if transport is None:
             return None, None
         return caller, transport
+
+    def _session_transport(self, scope: Scope, identity: Identity, caller: Caller, session_id: str) -> Any:
+        """The SDK transport of session `session_id` (`caller`'s) when this request may use it: the same
+        principal and profile as the session's, and the credential that opened it (the session manager's
+        own check); None when the session has ended or is another's, which the SDK path refuses."""
+        if (identity.principal, identity.profile) != (caller.principal, caller.profile):
+            return None
+        return open_session_transport(self.session_manager, session_id, scope.get("user"))
 
     def _header_mirrored(self, caller: Caller, params: dict[str, Any]) -> bool:
         """Whether the tool's schema mirrors arguments into `Mcp-Param-*` headers, which the SDK's path
