@@ -139,7 +139,8 @@ class HeldCall:
     questions: dict[str, tuple[str, Any]] = field(default_factory=dict)  # key -> (method, params), unanswered
     answers: dict[str, anyio.Event] = field(default_factory=dict)
     replies: dict[str, Any] = field(default_factory=dict)
-    touched: float = field(default_factory=time.monotonic)
+    touched: float = field(default_factory=time.monotonic)  # when its client was last handed questions
+    awaiting_client: bool = False  # its questions are with the client, and no request of its waits for it
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     _keys: int = 0
 
@@ -200,9 +201,10 @@ class HeldCalls:
             while True:
                 await anyio.sleep(max(0.5, min(30.0, self.timeout / 4)))
                 deadline = time.monotonic() - self.timeout
-                for held in [
-                    held for held in self._held.values() if held.touched < deadline and not held.done.is_set()
-                ]:
+                # Only calls whose questions wait for the client: one that a request waits for runs as long
+                # as its client waits (and stops when it cancels). One that ended meanwhile (its server
+                # failed, say) is dropped all the same: nobody comes for it.
+                for held in [held for held in self._held.values() if held.awaiting_client and held.touched < deadline]:
                     logger.info("gave up on held call %s: its client did not answer within %gs", held.id, self.timeout)
                     self._held.pop(held.id, None)
                     held.scope.cancel()
@@ -218,10 +220,13 @@ class HeldCalls:
             with held.scope:
                 try:
                     held.result = await work(HeldRequest(held))
-                except BaseException as exc:
+                except Exception as exc:
                     held.failure = exc
-                    if not isinstance(exc, Exception):
-                        raise
+                except BaseException:
+                    # Stopped (its client gone, or the gateway stopping): a request still waiting gets an
+                    # error of its own, never this task's cancellation.
+                    held.failure = ManifoldError("the call was stopped before it finished")
+                    raise
                 finally:
                     held.done.set()
                     held.asked.set()
@@ -245,13 +250,13 @@ class HeldCalls:
                 "to answer, so the gateway gave it up; call it again"
             )
         held.request = request
-        held.touched = time.monotonic()
         responses = request.input_responses or {}
         missing = [key for key in held.questions if key not in responses]
         if missing:
             raise InvalidRequest(
                 f"inputResponses has no answer for {', '.join(missing)}: answer every inputRequests key"
             )
+        held.awaiting_client = False
         for key, (method, _params) in list(held.questions.items()):
             held.replies[key] = as_response(method, responses[key])
             del held.questions[key]
@@ -274,10 +279,18 @@ class HeldCalls:
     async def _next(self, held: HeldCall) -> Any:
         """Wait for the held call to finish or to ask; answer with its result or its questions."""
         held.asked = anyio.Event()
-        if not held.done.is_set() and not held.questions:
-            await held.asked.wait()
+        try:
+            if not held.done.is_set() and not held.questions:
+                await held.asked.wait()
+        except anyio.get_cancelled_exc_class():
+            # Its client cancelled or hung up (a 2026-07-28 client's only way over HTTP): the server's call
+            # stops too, as any call's does, and nothing of it is kept.
+            self._held.pop(held.id, None)
+            held.scope.cancel()
+            raise
         if held.questions and not held.done.is_set():
             questions = {key: as_input_request(method, params) for key, (method, params) in held.questions.items()}
+            held.awaiting_client, held.touched = True, time.monotonic()
             return types.InputRequiredResult(input_requests=questions, request_state=held_state(held.id, self.holder))
         self._held.pop(held.id, None)
         if held.failure is not None:
