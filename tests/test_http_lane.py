@@ -14,6 +14,8 @@ import json
 import os
 import re
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -493,6 +495,33 @@ def test_a_session_is_its_credentials_on_the_lane_too(gateways: Callable[..., st
         response = http.post(url, content=json.dumps(body), headers=as_bob)
         assert response.status_code == 404
         assert "result" not in response.text
+
+
+def test_a_cancel_with_another_credential_stops_nothing(gateways: Callable[..., str]) -> None:
+    """Bob's `notifications/cancelled` naming Alice's session and call gets the SDK's 404 and leaves her call
+    running; her own cancel, sent after it, still stops it (so Bob's came while it could have)."""
+    keys = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
+    auth = {"api_keys": {name: {"sha256": hashlib.sha256(key.encode()).hexdigest()} for name, key in keys.items()}}
+    profiles = {"team": {"principals": ["alice", "bob"], "servers": ["kitchen"]}}
+    url = gateways(True, {"auth": auth, "profiles": profiles})
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9, "reason": "mine"}}
+    with httpx.Client(timeout=60) as http, httpx.Client(timeout=60) as other:
+        alice = SessionClient(http, url, {"authorization": f"Bearer {keys['alice']}"})
+        answered: list[tuple[int, str]] = []
+        call = threading.Thread(
+            target=lambda: answered.append(alice.request("tools/call", call_params("kitchen_slow", {"seconds": 30}), 9))
+        )
+        call.start()
+        time.sleep(1.0)  # the call is on its way to kitchen.py
+        as_bob = {**alice.headers, "authorization": f"Bearer {keys['bob']}"}
+        refused = other.post(url, content=json.dumps(cancel), headers=as_bob)
+        assert refused.status_code == 404
+        call.join(0.5)
+        assert call.is_alive() and not answered  # still running
+        assert other.post(url, content=json.dumps(cancel), headers=alice.headers).status_code == 202
+        call.join(20)
+    assert answered and answered[0][0] == 200
+    assert json.loads(answered[0][1])["error"] == {"code": -32800, "message": "Request cancelled"}
 
 
 def stateless_requests(url: str) -> float:
