@@ -17,6 +17,8 @@ from typing import Any, Literal, get_args
 
 import mcp_types as types
 
+from mcp_manifold._core.bounded import BoundedTable
+
 logger = logging.getLogger(__name__)
 
 Era = Literal["session", "stateless"]  # session era (2025-11-25 and before) or 2026-07-28
@@ -82,7 +84,7 @@ def undeclared(capabilities: types.ClientCapabilities | None, method: str) -> ty
 # kept): a 2026-07-28 client is a new caller on every request, with the same capabilities object each time
 # (`McpFront` types each form once), so its facts are worked out once, not per request.
 _FACTS_KEPT = 256
-_facts_seen: dict[int, tuple[Any, frozenset[Ask], Mapping[str, Any]]] = {}
+_facts_seen: BoundedTable[int, tuple[Any, frozenset[Ask], Mapping[str, Any]]] = BoundedTable(_FACTS_KEPT)
 
 
 def _facts_of(capabilities: Any) -> tuple[Any, frozenset[Ask], Mapping[str, Any]]:
@@ -97,9 +99,7 @@ def _facts_of(capabilities: Any) -> tuple[Any, frozenset[Ask], Mapping[str, Any]
         told["extensions"] = dumped["extensions"]
     known = (capabilities, asks, MappingProxyType(told))
     if capabilities is not None:
-        if len(_facts_seen) >= _FACTS_KEPT:
-            _facts_seen.clear()
-        _facts_seen[id(capabilities)] = known
+        _facts_seen.keep(id(capabilities), known)
     return known
 
 

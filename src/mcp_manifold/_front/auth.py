@@ -49,6 +49,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_manifold._config import Config
 from mcp_manifold._config.model import ApiKey, OAuthConfig
+from mcp_manifold._core.bounded import BoundedTable
 from mcp_manifold._core.profiles import profile_for, token_principal
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
 from mcp_manifold._front.operators import is_operator
@@ -244,7 +245,7 @@ class Verifier:
     def __init__(self, keys: ApiKeys, jwts: JwtVerifier | None) -> None:
         self.keys = keys
         self.jwts = jwts
-        self._verified: dict[str, Principal] = {}
+        self._verified: BoundedTable[str, Principal] = BoundedTable(_TOKEN_CACHE)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         found = self.keys.verify(token)
@@ -256,10 +257,7 @@ class Verifier:
         if cached is not None and (cached.expires_at or 0) > time.time():
             return cached
         verified = await self.jwts.verify(token)
-        if len(self._verified) >= _TOKEN_CACHE:
-            self._verified.clear()
-        self._verified[token] = verified
-        return verified
+        return self._verified.keep(token, verified)
 
 
 # --- the wrap -------------------------------------------------------------------------------------------

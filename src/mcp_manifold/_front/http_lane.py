@@ -64,6 +64,7 @@ from starlette.requests import Request as StarletteRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._config.switches import speed_up_on
+from mcp_manifold._core.bounded import BoundedTable
 from mcp_manifold._core.clients import Caller, Request, asks_of, at_least, run_after_answer
 from mcp_manifold._core.router import Target
 from mcp_manifold._front import lane_reply
@@ -128,11 +129,13 @@ class HttpLane:
         self.counts = counts
         # The SDK's DNS-rebinding check (Host, Origin) of every request it serves, for the lane's too.
         self.security = TransportSecurityMiddleware(session_manager.security_settings)
-        self._security_verdicts: dict[tuple[bytes | None, ...], bool] = {}
+        self._security_verdicts: BoundedTable[tuple[bytes | None, ...], bool] = BoundedTable(_VERDICTS_KEPT)
         self.enabled = enabled  # off, it only counts the calls the SDK's path answers
         # Each open session's caller, by session id, as the SDK server's requests reveal it.
         self._sessions: weakref.WeakValueDictionary[str, SessionCaller] = weakref.WeakValueDictionary()
-        self._mirrored: dict[str, bool] = {}  # by tool hash: does its schema mirror arguments into headers?
+        self._mirrored: BoundedTable[str, bool] = BoundedTable(
+            _SCHEMAS_KEPT
+        )  # by tool hash: does its schema mirror arguments into headers?
         # The session-era calls running on the lane, by (session id, request id), for their client's cancel.
         self._in_flight: dict[tuple[bytes, Any], tuple[Reply, Caller]] = {}
         front.server.middleware.append(self._remember_session)
@@ -243,9 +246,7 @@ class HttpLane:
         passes = self._security_verdicts.get(key)
         if passes is None:
             passes = await self.security.validate_request(StarletteRequest(scope), is_post=True) is None
-            if len(self._security_verdicts) >= _VERDICTS_KEPT:
-                self._security_verdicts.clear()
-            self._security_verdicts[key] = passes
+            self._security_verdicts.keep(key, passes)
         return passes
 
     def _qualify(self, scope: Scope, headers: _Headers, body: bytes) -> _LaneCall | None:
@@ -415,9 +416,7 @@ class HttpLane:
         mirrored = self._mirrored.get(entry.hash)
         if mirrored is None:
             mirrored = "x-mcp-header" in json.dumps(entry.exposed.input_schema)
-            if len(self._mirrored) >= _SCHEMAS_KEPT:
-                self._mirrored.clear()  # a server that keeps changing its tools never grows the table past this
-            self._mirrored[entry.hash] = mirrored
+            self._mirrored.keep(entry.hash, mirrored)  # a server that keeps changing its tools adds entries
         return mirrored
 
 

@@ -13,6 +13,8 @@ from typing import Any
 import mcp_types as types
 from mcp_types import methods
 
+from mcp_manifold._core.bounded import BoundedTable
+
 
 def meta_accepted(version: str, meta: dict[str, Any] | None) -> bool:
     """Whether the SDK server accepts a plain call's `_meta` at `version`: both its checks, run on the
@@ -35,12 +37,10 @@ def meta_accepted(version: str, meta: dict[str, Any] | None) -> bool:
         except (ValueError, KeyError, RecursionError):  # pydantic's ValidationError is a ValueError
             accepted = False
         if len(key[1]) <= _META_FORM_CHARS:
-            if len(_meta_verdicts) >= _META_FORMS:
-                _meta_verdicts.clear()  # clients' forms are few; many means someone varies them
-            _meta_verdicts[key] = accepted
+            _meta_verdicts.keep(key, accepted)
     return accepted
 
 
 _META_FORMS = 256  # verdicts kept
 _META_FORM_CHARS = 4096  # a longer `_meta` is checked afresh each time
-_meta_verdicts: dict[tuple[str, str], bool] = {}
+_meta_verdicts: BoundedTable[tuple[str, str], bool] = BoundedTable(_META_FORMS)

@@ -27,6 +27,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types import SERVER_INFO_META_KEY, methods
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
+from mcp_manifold._core.bounded import BoundedTable
 from mcp_manifold._core.clients import Caller, ListKind, Request, at_least, merged_extensions, undeclared
 from mcp_manifold._core.wire import WireResult
 from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldError, NotFound
@@ -203,7 +204,7 @@ class McpFront:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self._latest: weakref.ref[SessionCaller] | None = None
-        self._typed_capabilities: dict[str, Any] = {}  # by the declared form's repr
+        self._typed_capabilities: BoundedTable[str, Any] = BoundedTable(_CAPABILITY_FORMS)  # by the form's repr
         self.server = self._build_server()
 
     def _build_server(self) -> Server[Any]:
@@ -269,9 +270,7 @@ class McpFront:
         if typed is _UNSEEN:
             typed = Connection.from_envelope(LATEST_MODERN_VERSION, None, declared).client_capabilities
             if len(key) <= _CAPABILITY_FORM_CHARS:
-                if len(self._typed_capabilities) >= _CAPABILITY_FORMS:
-                    self._typed_capabilities.clear()  # clients' forms are few; many means someone varies them
-                self._typed_capabilities[key] = typed
+                self._typed_capabilities.keep(key, typed)
         return typed  # type: ignore[return-value]
 
     async def modern_result(self, params: dict[str, Any], version: str, result: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from mcp_manifold._core.bounded import BoundedTable
 from mcp_manifold._core.breaker import BreakerState
 from mcp_manifold._core.health import HealthState
 from mcp_manifold._core.status import State
@@ -125,7 +126,7 @@ class GatewayMetrics:
         ProcessCollector(registry=registry)
         self._tools = BoundedLabels(TOOL_LABELS)
         self._servers = BoundedLabels(SERVER_LABELS)
-        self._tool_series: dict[tuple[str, str, str, bool], _ToolSeries] = {}
+        self._tool_series: BoundedTable[tuple[str, str, str, bool], _ToolSeries] = BoundedTable(_SERIES_CACHED)
         self._detach: list[Callable[[], None]] = []
 
     def attach(self) -> Callable[[], None]:
@@ -170,17 +171,16 @@ class GatewayMetrics:
         key = (target.server, target.name, record.outcome, timed)
         series = self._tool_series.get(key)
         if series is None:
-            if len(self._tool_series) >= _SERIES_CACHED:  # servers come and go (hub instances)
-                self._tool_series.clear()
             server = self._server(target.server)
             tool = target.name if self._tools.admit((server, target.name)) else OTHER
-            series = self._tool_series[key] = _ToolSeries(
+            series = _ToolSeries(
                 server,
                 self.tool_calls.labels(server, tool, record.outcome),
                 self.call_seconds.labels(server, "tool"),
                 self.backend_seconds.labels(server, "tool") if timed else None,
                 self.gateway_seconds.labels("tool") if timed else None,
             )
+            self._tool_series.keep(key, series)  # servers come and go (hub instances): bounded
         series.calls.inc()
         if record.spilled:
             self.spilled.labels(series.server).inc()
