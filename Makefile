@@ -129,8 +129,6 @@ bench: setup
 	$(BIN)/python bench/http_app.py
 	$(BIN)/python bench/http_app.py --era session
 	$(BIN)/python bench/stdio_alone.py
-	$(BIN)/python bench/one_write.py
-	$(BIN)/python bench/one_write.py --clients 1 --requests 15000 --rounds 6 --output bench/results/one_write_one_client.json
 	$(BIN)/python bench/http_throughput.py --with-lane-off --with-plain --with-leg-off --with-gc-off --with-pipes --with-floor
 
 # Throughput over streamable HTTP (32 sessions x 200 calls, both client eras): the SDK's server by itself,
