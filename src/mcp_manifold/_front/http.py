@@ -31,7 +31,6 @@ from mcp_manifold._front.auth import guard
 from mcp_manifold._front.http_lane import HttpLane, LaneCounts, lane_enabled
 from mcp_manifold._front.identity import check_exposure
 from mcp_manifold._front.misread import answering_misread_requests
-from mcp_manifold._front.one_write import OneWriteHttpToolsProtocol
 from mcp_manifold._front.operators import OperatorsOnly
 from mcp_manifold._front.probes import PROBE_PATHS, probe_routes
 from mcp_manifold._front.server import McpFront
@@ -197,7 +196,6 @@ async def _serve(
         log_level=level,
         lifespan="on",
         access_log=level == "debug",
-        http=OneWriteHttpToolsProtocol,  # a response's head and body in one write (`_front/one_write.py`)
         # A client's standing SSE stream never finishes on its own: unbounded, a graceful shutdown
         # would wait for every connected client to leave.
         timeout_graceful_shutdown=gateway.settings.shutdown_timeout,
