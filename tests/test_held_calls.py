@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mcp_manifold._core.clients import Caller, Request
-from mcp_manifold._errors import ManifoldError
+from mcp_manifold._errors import InvalidRequest, ManifoldError
 from mcp_manifold._runtime.input_bridge import HeldCalls, read_state
 from tests.conftest import server_entry
 from tests.test_eras import Host, http_gateway, ok_text, stdio_gateway, write_config
@@ -90,23 +90,120 @@ class _Asker(Caller):
 QUESTION = types.ElicitRequestFormParams(message="Your name?", requested_schema={"type": "object", "properties": {}})
 
 
+def asking(responses: dict[str, Any] | None = None) -> Request:
+    request = Request(_Asker())
+    request.input_responses = responses
+    return request
+
+
+ACCEPTED = {"action": "accept", "content": {}}
+
+
+async def asks_then(request: Request, after: Any = None) -> Any:
+    """A server's call: one question, then `after` (seconds to work on, or an exception to fail with)."""
+    await request.ask("elicitation/create", QUESTION)
+    if isinstance(after, BaseException):
+        raise after
+    await anyio.sleep(after or 0)
+    return "done"
+
+
+@asynccontextmanager
+async def holding(timeout: float) -> AsyncIterator[HeldCalls]:
+    held = HeldCalls(timeout=timeout)
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(held.run)
+        yield held
+        task_group.cancel_scope.cancel()
+
+
+async def first_questions(held: HeldCalls, work: Any) -> Any:
+    asked = await held.start(asking(), work)
+    assert isinstance(asked, types.InputRequiredResult)
+    state = read_state(asked.request_state)
+    assert state is not None
+    return state
+
+
 async def test_a_call_that_ends_while_its_questions_wait_is_dropped_after_the_timeout() -> None:
     """Its server failed while the client held its questions, and the client never came back: the call is
     not kept for ever (before, only calls still running were ever given up)."""
-    held = HeldCalls(timeout=0.2)
 
     async def fails_after_asking(request: Request) -> Any:
         with anyio.move_on_after(0.1):
             await request.ask("elicitation/create", QUESTION)
         raise ManifoldError("server 'inst' went away")
 
-    async with anyio.create_task_group() as task_group:
-        await task_group.start(held.run)
-        asked = await held.start(Request(_Asker()), fails_after_asking)
-        assert isinstance(asked, types.InputRequiredResult)
-        state = read_state(asked.request_state)
-        assert state is not None
+    async with holding(timeout=0.2) as held:
+        state = await first_questions(held, fails_after_asking)
         await anyio.sleep(1.5)  # past the timeout, and a round of the reaper (every 0.5 s at the least)
         with pytest.raises(ManifoldError, match="no longer held"):
-            await held.resume(state, Request(_Asker()))
-        task_group.cancel_scope.cancel()
+            await held.resume(state, asking({"q1": ACCEPTED}))
+
+
+async def test_a_retry_for_a_call_whose_server_failed_gets_that_failure() -> None:
+    """Its question is no longer open once the server's call ended: the retry gets the failure, not a
+    demand for an answer."""
+
+    async def fails_after_asking(request: Request) -> Any:
+        with anyio.move_on_after(0.1):
+            await request.ask("elicitation/create", QUESTION)
+        raise ManifoldError("server 'inst' broke")
+
+    async with holding(timeout=30) as held:
+        state = await first_questions(held, fails_after_asking)
+        await anyio.sleep(0.3)
+        with pytest.raises(ManifoldError, match="server 'inst' broke"), anyio.fail_after(5):
+            await held.resume(state, asking({}))
+
+
+async def test_a_retry_with_a_bad_answer_is_refused_and_leaves_the_call_as_it_was() -> None:
+    async with holding(timeout=0.3) as held:
+        state = await first_questions(held, asks_then)
+        with pytest.raises(InvalidRequest, match="q1"):
+            await held.resume(state, asking({"q1": {"action": "bogus"}}))
+        with anyio.fail_after(5):
+            assert await held.resume(state, asking({"q1": ACCEPTED})) == "done"  # a good retry still works
+
+        state = await first_questions(held, asks_then)
+        with pytest.raises(InvalidRequest):
+            await held.resume(state, asking({"q1": {"action": "bogus"}}))
+        await anyio.sleep(1.5)  # and one never followed by a good retry is given up after the timeout
+        with pytest.raises(ManifoldError, match="no longer held"):
+            await held.resume(state, asking({"q1": ACCEPTED}))
+
+
+async def test_two_retries_with_one_state_the_second_is_refused_the_first_answered() -> None:
+    answers: dict[str, Any] = {}
+
+    async def retry(name: str, state: Any) -> None:
+        try:
+            with anyio.fail_after(5):
+                answers[name] = await held.resume(state, asking({"q1": ACCEPTED}))
+        except InvalidRequest as refused:
+            answers[name] = str(refused)
+
+    async with holding(timeout=30) as held:
+        state = await first_questions(held, lambda request: asks_then(request, 0.3))
+        async with anyio.create_task_group() as retries:
+            retries.start_soon(retry, "first", state)
+            await anyio.sleep(0.05)
+            retries.start_soon(retry, "second", state)
+    assert answers["first"] == "done"
+    assert "already given" in answers["second"]
+
+
+async def answers_ok(request: Request) -> str:
+    return "ok"
+
+
+async def test_a_stray_cancellation_ends_one_held_call_not_the_others() -> None:
+    async def cancelled_by_nobody(request: Request) -> Any:
+        raise anyio.get_cancelled_exc_class()("stray")
+
+    async with holding(timeout=30) as held:
+        with pytest.raises(ManifoldError, match="stopped before it finished"):
+            await held.start(asking(), cancelled_by_nobody)
+        await anyio.sleep(0.1)
+        with anyio.fail_after(5):
+            assert await held.start(asking(), answers_ok) == "ok"

@@ -87,14 +87,16 @@ def as_input_request(method: str, params: Any) -> types.InputRequest:
     return _REQUEST_TYPES[method](params=params)
 
 
-def as_response(method: str, raw: Any) -> Any:
-    """A client's answer (from a retry's `inputResponses`) as the result the server's request expects."""
+def as_response(key: str, method: str, raw: Any) -> Any:
+    """A client's answer `key` (from a retry's `inputResponses`) as the result the server's request expects."""
     try:
         if method == "roots/list":
             return types.ListRootsResult.model_validate(raw) if isinstance(raw, dict) else raw
         return _RESPONSE.validate_python(raw) if isinstance(raw, dict) else raw
     except ValidationError as exc:
-        raise InvalidRequest(f"the answer to {method} is not a valid result: {exc.errors()[0]['msg']}") from None
+        raise InvalidRequest(
+            f"inputResponses[{key!r}] is not a valid answer to {method}: {exc.errors()[0]['msg']}"
+        ) from None
 
 
 # --- asking a session-era client for a 2026-07-28 server ----------------------------------------------
@@ -154,7 +156,11 @@ class HeldCall:
         self.questions[key] = (method, params)
         answered = self.answers[key] = anyio.Event()
         self.asked.set()
-        await answered.wait()
+        try:
+            await answered.wait()
+        finally:  # answered, or the server's call stopped: either way the question is no longer open
+            self.questions.pop(key, None)
+            self.answers.pop(key, None)
         return self.replies.pop(key)
 
 
@@ -198,16 +204,22 @@ class HeldCalls:
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
             task_status.started()
-            while True:
-                await anyio.sleep(max(0.5, min(30.0, self.timeout / 4)))
-                deadline = time.monotonic() - self.timeout
-                # Only calls whose questions wait for the client: one that a request waits for runs as long
-                # as its client waits (and stops when it cancels). One that ended meanwhile (its server
-                # failed, say) is dropped all the same: nobody comes for it.
-                for held in [held for held in self._held.values() if held.awaiting_client and held.touched < deadline]:
-                    logger.info("gave up on held call %s: its client did not answer within %gs", held.id, self.timeout)
-                    self._held.pop(held.id, None)
-                    held.scope.cancel()
+            try:
+                await self._give_up_on_the_silent()
+            finally:
+                self._task_group = None  # a call started now gets a clear error
+
+    async def _give_up_on_the_silent(self) -> None:
+        while True:
+            await anyio.sleep(max(0.5, min(30.0, self.timeout / 4)))
+            deadline = time.monotonic() - self.timeout
+            # Only calls whose questions wait for the client: one that a request waits for runs as long
+            # as its client waits (and stops when it cancels). One that ended meanwhile (its server
+            # failed, say) is dropped all the same: nobody comes for it.
+            for held in [held for held in self._held.values() if held.awaiting_client and held.touched < deadline]:
+                logger.info("gave up on held call %s: its client did not answer within %gs", held.id, self.timeout)
+                self._held.pop(held.id, None)
+                held.scope.cancel()
 
     async def start(self, request: Request, work: Callable[[Request], Awaitable[Any]]) -> Any:
         """Run `work` (the server's call) held: its result, or `input_required` with its first questions."""
@@ -222,11 +234,14 @@ class HeldCalls:
                     held.result = await work(HeldRequest(held))
                 except Exception as exc:
                     held.failure = exc
-                except BaseException:
-                    # Stopped (its client gone, or the gateway stopping): a request still waiting gets an
-                    # error of its own, never this task's cancellation.
+                except BaseException as exc:
+                    # Stopped: a request still waiting gets an error of its own, never this task's cancellation.
                     held.failure = ManifoldError("the call was stopped before it finished")
-                    raise
+                    if _asked_for(exc, held.scope):
+                        raise
+                    # A cancellation nothing here asked for would end every held call and the reaper with
+                    # them (anyio cancels the whole group): it ends this call only.
+                    logger.error("held call %s ended by a cancellation nothing asked for", held.id)
                 finally:
                     held.done.set()
                     held.asked.set()
@@ -246,19 +261,25 @@ class HeldCalls:
         held = self._held.get(state.held_id or "")
         if held is None:
             raise ManifoldError(
-                f"the call these answers are for is no longer held: its client took longer than {self.timeout:g}s "
-                "to answer, so the gateway gave it up; call it again"
+                "the call these answers are for is no longer held: it was cancelled, or its client took longer "
+                f"than {self.timeout:g}s to answer and the gateway gave it up; call it again"
             )
-        held.request = request
+        if not held.awaiting_client:
+            raise InvalidRequest(
+                "these answers were already given: another request with this requestState is waiting for the call"
+            )
         responses = request.input_responses or {}
         missing = [key for key in held.questions if key not in responses]
         if missing:
             raise InvalidRequest(
                 f"inputResponses has no answer for {', '.join(missing)}: answer every inputRequests key"
             )
+        # Every answer read before anything changes: a retry with a bad one leaves the call as it was.
+        replies = {key: as_response(key, method, responses[key]) for key, (method, _params) in held.questions.items()}
+        held.request = request
         held.awaiting_client = False
-        for key, (method, _params) in list(held.questions.items()):
-            held.replies[key] = as_response(method, responses[key])
+        for key, reply in replies.items():
+            held.replies[key] = reply
             del held.questions[key]
             held.answers.pop(key).set()
         return await self._next(held)
@@ -296,3 +317,11 @@ class HeldCalls:
         if held.failure is not None:
             raise held.failure
         return held.result
+
+
+def _asked_for(exc: BaseException, scope: anyio.CancelScope) -> bool:
+    """Whether `exc`, which ended a held call's task, should go on ending it: anything but a cancellation,
+    the call's own cancel (`scope`), or one of the scopes around it (the gateway stopping)."""
+    if not isinstance(exc, anyio.get_cancelled_exc_class()):
+        return True
+    return scope.cancel_called or anyio.current_effective_deadline() == float("-inf")
