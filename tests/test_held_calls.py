@@ -26,7 +26,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._errors import InvalidRequest, ManifoldError
+from mcp_manifold._front.replica_route import _HeldAnswer
 from mcp_manifold._runtime.input_bridge import HeldCalls, read_state
+from mcp_manifold._runtime.shared_state import held as shared_held
 from tests.conftest import server_entry
 from tests.test_eras import Host, http_gateway, ok_text, stdio_gateway, write_config
 
@@ -207,3 +209,64 @@ async def test_a_stray_cancellation_ends_one_held_call_not_the_others() -> None:
         await anyio.sleep(0.1)
         with anyio.fail_after(5):
             assert await held.start(asking(), answers_ok) == "ok"
+
+
+# --- a retry forwarded from another replica (shared_state/held.py, _front/replica_route.py) ----------------
+
+
+async def asks_then_answers_late(request: Request) -> types.CallToolResult:
+    await asks_then(request, 0.55)
+    return types.CallToolResult(content=[types.TextContent(type="text", text="done")])
+
+
+async def test_a_forwarded_call_that_runs_long_keeps_its_forwarding_replica_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The holder writes blank lines while the call says nothing, so the forwarding replica's read timeout
+    (held_call_timeout + 30 s) never ends a call that simply takes long."""
+    monkeypatch.setattr(shared_held, "KEEP_ALIVE", 0.1)
+    async with holding(timeout=30) as held:
+        forwarding = shared_held.HeldForwarding(held, None, "token", 30)  # type: ignore[arg-type]
+        state = await first_questions(held, asks_then_answers_late)
+        body = {"holder": held.holder, "id": state.held_id, "responses": {"q1": ACCEPTED}}
+        send, receive = anyio.create_memory_object_stream[bytes](16)
+        with anyio.fail_after(5):
+            await forwarding.answer(body, send)
+            lines = [line async for line in receive]
+        await forwarding.close()
+    assert lines[:-1] and set(lines[:-1]) == {b"\n"}  # blank lines while it ran, then its answer
+    assert json.loads(lines[-1])["result"]["content"][0]["text"] == "done"
+
+
+async def test_a_forwarding_replica_that_hangs_up_stops_the_call_on_the_holder() -> None:
+    """Its client cancelled (so it hung up): the holder stops the call, as a local client's cancel does."""
+    stopped = anyio.Event()
+
+    async def asks_then_works_long(request: Request) -> str:
+        await request.ask("elicitation/create", QUESTION)
+        try:
+            await anyio.sleep(60)
+        finally:
+            stopped.set()
+        return "done"
+
+    hung_up = anyio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await hung_up.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    async with holding(timeout=30) as held:
+        forwarding = shared_held.HeldForwarding(held, None, "token", 30)  # type: ignore[arg-type]
+        state = await first_questions(held, asks_then_works_long)
+        body = {"holder": held.holder, "id": state.held_id, "responses": {"q1": ACCEPTED}}
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_HeldAnswer(forwarding, body), {"type": "http"}, receive, send)
+            await anyio.sleep(0.2)
+            hung_up.set()
+            with anyio.fail_after(5):
+                await stopped.wait()
+        await forwarding.close()

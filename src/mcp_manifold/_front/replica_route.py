@@ -49,8 +49,18 @@ class _HeldAnswer(Response):
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         lines, outgoing = anyio.create_memory_object_stream[bytes](RELAY_BUFFER)
         async with anyio.create_task_group() as task_group:
+            # The forwarding replica hangs up when its client cancels: the call stops here too, as a local
+            # client's cancel stops it.
+            task_group.start_soon(_cancel_on_hang_up, receive, task_group.cancel_scope)
             task_group.start_soon(self.forwarding.answer, self.body_sent, lines)
             async with outgoing:
                 async for line in outgoing:
                     await send({"type": "http.response.body", "body": line, "more_body": True})
+            task_group.cancel_scope.cancel()  # answered: nothing more to watch
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _cancel_on_hang_up(receive: Receive, scope: anyio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()

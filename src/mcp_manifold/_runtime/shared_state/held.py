@@ -29,6 +29,9 @@ from mcp_manifold._runtime.input_bridge import HeldCalls, State
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
 
 HELD_PATH = "/_manifold/held"
+# Seconds between the blank lines a holder writes while the call it resumed says nothing: the forwarding
+# replica's read never times out on a call that runs long (held_call_timeout bounds only a client's answer).
+KEEP_ALIVE = 10.0
 TOKEN_HEADER = "x-manifold-replica-token"
 # What a held call can end with (tools/call, resources/read, prompts/get), by the name sent along.
 _RESULTS: dict[str, type[BaseModel]] = {
@@ -123,12 +126,15 @@ class HeldForwarding:
             return _RelayedRequest(caller, bool(body.get("progress")), level if isinstance(level, str) else None, lines)
 
         async with lines:
-            try:
-                result = encode(
-                    await self.held.resume_forwarded(state, responses if isinstance(responses, dict) else {}, relay)
-                )
-            except Exception as exc:  # the call's own failure, as a local retry would raise it
-                result = {"error": str(exc)}
+            async with anyio.create_task_group() as beating:
+                beating.start_soon(_keep_alive, lines)
+                try:
+                    result = encode(
+                        await self.held.resume_forwarded(state, responses if isinstance(responses, dict) else {}, relay)
+                    )
+                except Exception as exc:  # the call's own failure, as a local retry would raise it
+                    result = {"error": str(exc)}
+                beating.cancel_scope.cancel()
             await lines.send(_line(result))
 
     async def close(self) -> None:
@@ -136,6 +142,13 @@ class HeldForwarding:
 
 
 RELAY_BUFFER = 256  # progress and log lines waiting for the forwarding replica; past that, dropped (best effort)
+
+
+async def _keep_alive(lines: anyio.abc.ObjectSendStream[bytes]) -> None:
+    while True:
+        await anyio.sleep(KEEP_ALIVE)
+        with contextlib.suppress(anyio.WouldBlock):  # a full buffer: lines are flowing anyway
+            lines.send_nowait(b"\n")  # a blank line, which the forwarding replica skips
 
 
 def _line(message: dict[str, Any]) -> bytes:
