@@ -142,7 +142,7 @@ async def lifespan(app: Any, task_group: anyio.abc.TaskGroup) -> Any:
     return stop
 
 
-def modern_call(request_id: Any, name: str, arguments: dict[str, Any]) -> Exchange:
+def modern_call(request_id: Any, name: str, arguments: dict[str, Any], kind: type[Exchange] = Exchange) -> Exchange:
     body = {
         "jsonrpc": "2.0",
         "id": request_id,
@@ -156,7 +156,7 @@ def modern_call(request_id: Any, name: str, arguments: dict[str, Any]) -> Exchan
         "mcp-method": "tools/call",
         "mcp-name": name,
     }
-    return Exchange(body, headers)
+    return kind(body, headers)
 
 
 def answer_of(exchange: Exchange) -> dict[str, Any]:
@@ -224,6 +224,28 @@ async def test_a_2026_client_that_hangs_up_cancels_its_call(
         assert after["result"]["content"] == [{"type": "text", "text": "next"}]
     # The call its server was sent is audited as cancelled; the one that never left the queue is not.
     assert audited(tmp_path, lane) == [("kitchen_echo", "ok"), ("kitchen_slow", "cancelled"), ("kitchen_echo", "ok")]
+
+
+class _BrokenReceive(Exchange):
+    """A request whose `receive` fails once its body is read (a server's fault, not a client's)."""
+
+    async def _receive(self) -> dict[str, Any]:
+        if not self._read:
+            return await super()._receive()
+        raise RuntimeError("receive broke")
+
+
+async def test_a_failure_while_the_lane_minds_a_call_ends_the_minding_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lane watches a long call's connection from the gateway's own task group: an error there ends
+    that watch, never the gateway; the call is answered and the next one too."""
+    async with app_of(tmp_path, monkeypatch, lane=True) as app:
+        await answered(app, modern_call(1, "kitchen_echo", {"text": "warm"}))
+        broken = modern_call(2, "kitchen_slow", {"seconds": 3 * lane_reply.MIND_AFTER}, _BrokenReceive)
+        assert (await answered(app, broken))["result"]["content"] == [{"type": "text", "text": "slept"}]
+        after = await answered(app, modern_call(3, "kitchen_echo", {"text": "next"}))
+        assert after["result"]["content"] == [{"type": "text", "text": "next"}]
 
 
 def audited(tmp_path: Path, lane: bool) -> list[tuple[str, str]]:

@@ -9,12 +9,15 @@ HTTP). The HTTP lane (`_front/http_lane.py`) decides which calls are its own and
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 import anyio
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from starlette.types import Receive, Send
+
+logger = logging.getLogger(__name__)
 
 # The SDK's 2026-07-28 path: a call silent this long (seconds) streams, pinged each window after.
 PING_WINDOW = 15.0
@@ -59,16 +62,22 @@ class Reply:
         cancel there is (the SDK's path does the same; in a session the call goes on, as there); a call
         silent for a window streams, pinged each window."""
         with scope:
-            wait = PING_WINDOW - MIND_AFTER
-            while True:
-                with anyio.move_on_after(wait):
-                    if (await receive())["type"] == "http.disconnect":
-                        if self.modern and not self.finished:  # (after the answer, the end of the response)
-                            self.cancel("hung up")
-                        return
-                    continue
-                await self.stream(_PING)
-                wait = PING_WINDOW
+            try:
+                await self._mind(receive)
+            except Exception:  # it runs in the gateway's task group: whatever happens ends this call's minding only
+                logger.exception("HTTP fast lane: minding a call failed; the call goes on unminded")
+
+    async def _mind(self, receive: Receive) -> None:
+        wait = PING_WINDOW - MIND_AFTER
+        while True:
+            with anyio.move_on_after(wait):
+                if (await receive())["type"] == "http.disconnect":
+                    if self.modern and not self.finished:  # (after the answer, the end of the response)
+                        self.cancel("hung up")
+                    return
+                continue
+            await self.stream(_PING)
+            wait = PING_WINDOW
 
     async def stream(self, chunk: bytes) -> None:
         """`chunk` (an event, or a ping) on the response's event stream, opened first if need be."""
