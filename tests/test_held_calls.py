@@ -127,14 +127,16 @@ async def first_questions(held: HeldCalls, work: Any) -> Any:
     return state
 
 
+async def fails_after_asking(request: Request) -> Any:
+    """A server's call that asks, then fails a moment later, its question still with the client."""
+    with anyio.move_on_after(0.1):
+        await request.ask("elicitation/create", QUESTION)
+    raise ManifoldError("server 'inst' broke")
+
+
 async def test_a_call_that_ends_while_its_questions_wait_is_dropped_after_the_timeout() -> None:
     """Its server failed while the client held its questions, and the client never came back: the call is
     not kept for ever (before, only calls still running were ever given up)."""
-
-    async def fails_after_asking(request: Request) -> Any:
-        with anyio.move_on_after(0.1):
-            await request.ask("elicitation/create", QUESTION)
-        raise ManifoldError("server 'inst' went away")
 
     async with holding(timeout=0.2) as held:
         state = await first_questions(held, fails_after_asking)
@@ -146,11 +148,6 @@ async def test_a_call_that_ends_while_its_questions_wait_is_dropped_after_the_ti
 async def test_a_retry_for_a_call_whose_server_failed_gets_that_failure() -> None:
     """Its question is no longer open once the server's call ended: the retry gets the failure, not a
     demand for an answer."""
-
-    async def fails_after_asking(request: Request) -> Any:
-        with anyio.move_on_after(0.1):
-            await request.ask("elicitation/create", QUESTION)
-        raise ManifoldError("server 'inst' broke")
 
     async with holding(timeout=30) as held:
         state = await first_questions(held, fails_after_asking)
