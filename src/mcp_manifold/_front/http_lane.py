@@ -133,9 +133,8 @@ class HttpLane:
         self.enabled = enabled  # off, it only counts the calls the SDK's path answers
         # Each open session's caller, by session id, as the SDK server's requests reveal it.
         self._sessions: weakref.WeakValueDictionary[str, SessionCaller] = weakref.WeakValueDictionary()
-        self._mirrored: BoundedTable[str, bool] = BoundedTable(
-            _SCHEMAS_KEPT
-        )  # by tool hash: does its schema mirror arguments into headers?
+        # By tool hash: does its schema mirror arguments into headers?
+        self._mirrored: BoundedTable[str, bool] = BoundedTable(_SCHEMAS_KEPT)
         # The session-era calls running on the lane, by (session id, request id), for their client's cancel.
         self._in_flight: dict[tuple[bytes, Any], tuple[Reply, Caller]] = {}
         front.server.middleware.append(self._remember_session)
