@@ -10,6 +10,7 @@ gives it sessions of its own to servers: docs/clients.md). Over HTTP such a clie
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -208,6 +209,54 @@ async def test_a_stray_cancellation_ends_one_held_call_not_the_others() -> None:
             assert await held.start(asking(), answers_ok) == "ok"
 
 
+async def test_a_question_asked_a_moment_after_the_first_goes_out_next() -> None:
+    """The client was handed the first only: its answer to that is enough, and the second comes back."""
+
+    async def asks_twice(request: Request) -> str:
+        async with anyio.create_task_group() as questions:
+            questions.start_soon(request.ask, "elicitation/create", QUESTION)
+            await anyio.sleep(0.05)
+            questions.start_soon(request.ask, "elicitation/create", QUESTION)
+        return "done"
+
+    async with holding(timeout=30) as held:
+        first = await held.start(asking(), asks_twice)
+        assert list(first.input_requests) == ["q1"]
+        state = read_state(first.request_state)
+        await anyio.sleep(0.2)  # the second is asked meanwhile
+        with anyio.fail_after(5):
+            second = await held.resume(state, asking({"q1": ACCEPTED}))
+            assert isinstance(second, types.InputRequiredResult) and list(second.input_requests) == ["q2"]
+            assert await held.resume(read_state(second.request_state), asking({"q2": ACCEPTED})) == "done"
+
+
+async def test_a_foreign_cancellation_meeting_the_calls_own_cancel_ends_that_call_only() -> None:
+    """A cancellation from outside anyio lands as the call is cancelled (by its client, or the reaper):
+    anyio's scope does not take it, and before it ended every held call and the reaper."""
+    waiting: dict[str, Any] = {}
+
+    async def awaits_a_future(request: Request) -> str:
+        waiting["future"] = asyncio.get_running_loop().create_future()
+        await waiting["future"]
+        return "never"
+
+    async def victim() -> None:
+        with pytest.raises(ManifoldError, match="stopped before it finished"):
+            await held.start(asking(), awaits_a_future)
+
+    async with holding(timeout=30) as held, anyio.create_task_group() as calls:
+        bystander = await first_questions(held, lambda request: asks_then(request, 0))
+        calls.start_soon(victim)
+        await anyio.sleep(0.1)
+        (call,) = [call for call in held._held.values() if not call.awaiting_client]
+        waiting["future"].cancel()  # the foreign one first ...
+        call.scope.cancel()  # ... while the call is being cancelled
+        await anyio.sleep(0.2)
+        with anyio.fail_after(5):
+            assert await held.resume(bystander, asking({"q1": ACCEPTED})) == "done"  # the others live on
+            assert await held.start(asking(), answers_ok) == "ok"
+
+
 # --- a retry forwarded from another replica (shared_state/held.py, _front/replica_route.py) ----------------
 
 
@@ -267,3 +316,17 @@ async def test_a_forwarding_replica_that_hangs_up_stops_the_call_on_the_holder()
             with anyio.fail_after(5):
                 await stopped.wait()
         await forwarding.close()
+
+
+async def test_a_forwarded_retry_refused_for_what_it_sent_is_refused_as_such() -> None:
+    async with holding(timeout=30) as held:
+        forwarding = shared_held.HeldForwarding(held, None, "token", 30)  # type: ignore[arg-type]
+        state = await first_questions(held, asks_then)
+        body = {"holder": held.holder, "id": state.held_id, "responses": {"q1": {"action": "bogus"}}}
+        send, receive = anyio.create_memory_object_stream[bytes](16)
+        with anyio.fail_after(5):
+            await forwarding.answer(body, send)
+            (line,) = [line async for line in receive]
+        await forwarding.close()
+    with pytest.raises(InvalidRequest, match="q1"):
+        shared_held.decode(json.loads(line))

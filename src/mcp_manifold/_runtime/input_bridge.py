@@ -143,6 +143,7 @@ class HeldCall:
     replies: dict[str, Any] = field(default_factory=dict)
     touched: float = field(default_factory=time.monotonic)  # when its client was last handed questions
     awaiting_client: bool = False  # its questions are with the client, and no request of its waits for it
+    handed: set[str] = field(default_factory=set)  # the keys of the questions the client was last handed
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     _keys: int = 0
 
@@ -229,22 +230,26 @@ class HeldCalls:
         self._held[held.id] = held
 
         async def run() -> None:
-            with held.scope:
-                try:
-                    held.result = await work(HeldRequest(held))
-                except Exception as exc:
-                    held.failure = exc
-                except BaseException as exc:
-                    # Stopped: a request still waiting gets an error of its own, never this task's cancellation.
-                    held.failure = ManifoldError("the call was stopped before it finished")
-                    if _asked_for(exc, held.scope):
+            try:
+                with held.scope:  # the call's own cancel (its client's, the reaper's) ends here
+                    try:
+                        held.result = await work(HeldRequest(held))
+                    except Exception as exc:
+                        held.failure = exc
+                    except BaseException:
+                        # A request still waiting gets an error of its own, never this task's cancellation.
+                        held.failure = ManifoldError("the call was stopped before it finished")
                         raise
-                    # A cancellation nothing here asked for would end every held call and the reaper with
-                    # them (anyio cancels the whole group): it ends this call only.
-                    logger.error("held call %s ended by a cancellation nothing asked for", held.id)
-                finally:
-                    held.done.set()
-                    held.asked.set()
+                    finally:
+                        held.done.set()
+                        held.asked.set()
+            except anyio.get_cancelled_exc_class():
+                if anyio.current_effective_deadline() == float("-inf"):
+                    raise  # a scope around it was cancelled: the gateway is stopping
+                # Any other that got past the call's scope (one from outside anyio, or a cancel that met
+                # the scope's own) would end every held call and the reaper with them, as anyio cancels
+                # the whole group: it ends this call only.
+                logger.error("held call %s ended by a cancellation that was not its own", held.id)
 
         self._task_group.start_soon(run)
         return await self._next(held)
@@ -269,13 +274,15 @@ class HeldCalls:
                 "these answers were already given: another request with this requestState is waiting for the call"
             )
         responses = request.input_responses or {}
-        missing = [key for key in held.questions if key not in responses]
+        # Only what the client was handed: a question the server asked a moment later goes out next.
+        asked = [key for key in held.questions if key in held.handed]
+        missing = [key for key in asked if key not in responses]
         if missing:
             raise InvalidRequest(
                 f"inputResponses has no answer for {', '.join(missing)}: answer every inputRequests key"
             )
         # Every answer read before anything changes: a retry with a bad one leaves the call as it was.
-        replies = {key: as_response(key, method, responses[key]) for key, (method, _params) in held.questions.items()}
+        replies = {key: as_response(key, held.questions[key][0], responses[key]) for key in asked}
         held.request = request
         held.awaiting_client = False
         for key, reply in replies.items():
@@ -311,17 +318,9 @@ class HeldCalls:
             raise
         if held.questions and not held.done.is_set():
             questions = {key: as_input_request(method, params) for key, (method, params) in held.questions.items()}
-            held.awaiting_client, held.touched = True, time.monotonic()
+            held.awaiting_client, held.touched, held.handed = True, time.monotonic(), set(held.questions)
             return types.InputRequiredResult(input_requests=questions, request_state=held_state(held.id, self.holder))
         self._held.pop(held.id, None)
         if held.failure is not None:
             raise held.failure
         return held.result
-
-
-def _asked_for(exc: BaseException, scope: anyio.CancelScope) -> bool:
-    """Whether `exc`, which ended a held call's task, should go on ending it: anything but a cancellation,
-    the call's own cancel (`scope`), or one of the scopes around it (the gateway stopping)."""
-    if not isinstance(exc, anyio.get_cancelled_exc_class()):
-        return True
-    return scope.cancel_called or anyio.current_effective_deadline() == float("-inf")

@@ -24,7 +24,7 @@ from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
 from mcp_manifold._core.clients import Caller, Request
-from mcp_manifold._errors import ManifoldError
+from mcp_manifold._errors import InvalidRequest, ManifoldError
 from mcp_manifold._runtime.input_bridge import HeldCalls, State
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
 
@@ -49,8 +49,8 @@ def encode(result: Any) -> dict[str, Any]:
 
 
 def decode(answer: dict[str, Any]) -> Any:
-    if "error" in answer:
-        raise ManifoldError(str(answer["error"]))
+    if "error" in answer:  # a retry refused for what it sent is refused as such, as on the holder
+        raise (InvalidRequest if answer.get("invalid") else ManifoldError)(str(answer["error"]))
     model = _RESULTS.get(str(answer.get("type")))
     if model is None:
         raise ManifoldError("the replica holding this call sent an answer this replica cannot read; call it again")
@@ -75,7 +75,11 @@ class HeldForwarding:
         self.directory = directory
         self.token = token
         self.timeout = timeout
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout + 30, connect=5))
+        # Each forwarded retry holds a connection for as long as its call runs (a call may run long): no cap
+        # on connections, so one client's long calls never leave another's retry queued for a slot.
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout + 30, connect=5), limits=httpx.Limits(max_connections=None)
+        )
 
     async def forward(self, state: State, request: Request) -> Any:
         url = await self.directory.address(state.holder or "")
@@ -133,7 +137,7 @@ class HeldForwarding:
                         await self.held.resume_forwarded(state, responses if isinstance(responses, dict) else {}, relay)
                     )
                 except Exception as exc:  # the call's own failure, as a local retry would raise it
-                    result = {"error": str(exc)}
+                    result = {"error": str(exc), "invalid": isinstance(exc, InvalidRequest)}
                 beating.cancel_scope.cancel()
             await lines.send(_line(result))
 
@@ -147,7 +151,8 @@ RELAY_BUFFER = 256  # progress and log lines waiting for the forwarding replica;
 async def _keep_alive(lines: anyio.abc.ObjectSendStream[bytes]) -> None:
     while True:
         await anyio.sleep(KEEP_ALIVE)
-        with contextlib.suppress(anyio.WouldBlock):  # a full buffer: lines are flowing anyway
+        # A full buffer: lines are flowing anyway. A closed one: the forwarding replica is gone.
+        with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
             lines.send_nowait(b"\n")  # a blank line, which the forwarding replica skips
 
 
