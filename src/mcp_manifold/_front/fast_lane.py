@@ -37,6 +37,7 @@ from mcp_manifold._core.results import tool_error
 from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.wire import WireResult
 from mcp_manifold._errors import BackendRequestError, ManifoldError
+from mcp_manifold._front import stray_cancel
 from mcp_manifold._front.request_meta import meta_accepted
 
 if TYPE_CHECKING:
@@ -178,6 +179,12 @@ class FastLane:
                     self.gateway, self._front, request, request_id, target, params, version, encode=_frame
                 )
                 await self.send(frame)
+        except anyio.get_cancelled_exc_class():
+            if stray_cancel.asked_for():
+                raise
+            stray_cancel.log_stray(f"fast lane: tools/call {target.exposed}")
+            failed = {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"}
+            await self.send(_frame({"jsonrpc": "2.0", "id": request_id, "error": failed}))
         finally:
             self._in_flight.pop(request_id, None)
             run_after_answer(request.after_answer)  # also when cancelled: a call is never left unrecorded

@@ -34,6 +34,7 @@ from mcp_manifold._errors import BackendRequestError, InvalidRequest, ManifoldEr
 from mcp_manifold._front.identity import request_identity
 from mcp_manifold._front.listen import GatewayListenHandler
 from mcp_manifold._front.request_meta import meta_accepted
+from mcp_manifold._front.stray_cancel import refusing_stray_cancellations
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._sdk import connection_of, no_deprecation_warnings, sealed
 from mcp_manifold._version import __version__
@@ -231,6 +232,7 @@ class McpFront:
         server.extensions_now = lambda: merged_extensions(self.gateway.sync.extensions())
         for method in TASK_METHODS:
             server.add_request_handler(method, _TaskParams, self._no_tasks)
+        server.middleware.append(refusing_stray_cancellations)  # first: around everything else
         server.middleware.append(self._track_client)
         # The state 2026-07-28 clients echo back is sealed on the way out and checked on the way in.
         self.state_boundary = RequestStateBoundary(

@@ -1,0 +1,95 @@
+"""A cancellation nothing asked for ends one request with an error, never the connection (`_front/stray_cancel.py`).
+
+anyio ends a whole task group when one of its tasks ends in such a cancellation; on stdio that group is the
+client's connection, and so the gateway. A held call once raised one (test_held_calls); here the call path
+raises one on purpose for one call, and the SDK server's path (a real SDK client in both modes, in-process)
+and the stdio fast lane must answer that call with an error and go on serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from mcp_manifold._config import load_config
+from mcp_manifold._front.fast_lane import FastLane
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._runtime.call_path import CallPath
+from mcp_manifold._runtime.gateway import Gateway
+from tests.conftest import server_entry
+
+pytestmark = pytest.mark.anyio
+
+STRAY = "stray"  # the text whose echo meets a cancellation nothing asked for
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateway]:
+    original = CallPath.call_tool
+
+    async def call_tool(self: CallPath, request: Any, call: Any) -> Any:
+        if (call.arguments or {}).get("text") == STRAY:
+            raise asyncio.CancelledError  # from outside anyio: no scope asked for it
+        return await original(self, request, call)
+
+    monkeypatch.setattr(CallPath, "call_tool", call_tool)
+    path = tmp_path / "mcp.json"
+    manifold = {"data_dir": str(tmp_path / "data"), "lazy": False, "expose": ["direct"]}  # `direct` alone: the lane's
+    path.write_text(json.dumps({"mcpServers": {"kitchen": server_entry("kitchen.py")}, "manifold": manifold}))
+    async with Gateway(load_config(path), serving=True) as running:
+        yield running
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_sdk_servers_path_answers_the_request_an_error_and_serves_on(gateway: Gateway, mode: str) -> None:
+    async with Client(McpFront(gateway).server, mode=mode, read_timeout_seconds=10) as client:
+        with pytest.raises(MCPError) as failed, anyio.fail_after(10):
+            await client.call_tool("kitchen_echo", {"text": STRAY})
+        assert failed.value.error.code == types.INTERNAL_ERROR
+        assert failed.value.error.message == "the request failed in the gateway"
+        with anyio.fail_after(10):
+            after = await client.call_tool("kitchen_echo", {"text": "next"})
+        assert after.content[0].text == "next"  # type: ignore[union-attr]
+
+
+def call_line(request_id: int, text: str) -> bytes:
+    params = {"name": "kitchen_echo", "arguments": {"text": text}}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
+
+
+async def test_the_stdio_lane_answers_the_call_an_error_and_serves_on(gateway: Gateway) -> None:
+    frames: list[dict[str, Any]] = []
+    answered = anyio.Event()
+
+    async def send(frame: bytes) -> None:
+        frames.append(json.loads(frame))
+        if len(frames) == 2:
+            answered.set()
+
+    with anyio.fail_after(30):  # the lane takes calls to a running server only
+        while gateway.pool.backends["kitchen"].state != "ready":
+            await anyio.sleep(0.05)
+    lane = FastLane(gateway, send)
+    lane.open, lane.era = True, "session"  # a session-era client past its handshake
+    async with anyio.create_task_group() as connection:  # on stdio, the client's connection
+        assert lane.take(call_line(1, STRAY), connection)
+        await anyio.sleep(0.1)
+        assert lane.take(call_line(2, "next"), connection)
+        with anyio.fail_after(10):
+            await answered.wait()
+    failed, after = sorted(frames, key=lambda frame: frame["id"])
+    assert failed == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"},
+    }
+    assert after["result"]["content"] == [{"type": "text", "text": "next"}]
