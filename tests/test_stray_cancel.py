@@ -17,12 +17,15 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from anyio._backends._asyncio import _task_states
 from mcp import Client
+from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._config import load_config
 from mcp_manifold._front.fast_lane import FastLane
 from mcp_manifold._front.server import McpFront
+from mcp_manifold._front.stray_cancel import refusing_stray_cancellations
 from mcp_manifold._runtime.call_path import CallPath
 from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry
@@ -93,3 +96,30 @@ async def test_the_stdio_lane_answers_the_call_an_error_and_serves_on(gateway: G
         "error": {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"},
     }
     assert after["result"]["content"] == [{"type": "text", "text": "next"}]
+
+
+async def test_one_that_lands_with_the_requests_own_cancel_still_ends_that_request_only() -> None:
+    """A cancellation from outside anyio in the same pass as the request's own cancel: the request's scope
+    is cancelled, but anyio's scope takes only its own cancellations, so this one must not be let through
+    (it would end the connection). The SDK's plain `Server` with the guard, to reach the request's scope."""
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name == STRAY:
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+            # The dispatcher's scope for this request (anyio keeps no public handle on a task's scope).
+            request_scope = _task_states[asyncio.current_task()].cancel_scope  # type: ignore[index]
+            loop.call_soon(lambda: (future.cancel(), request_scope.cancel()))
+            await future
+        return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[])
+
+    server: Server[Any] = Server("stray", on_call_tool=call_tool, on_list_tools=list_tools)
+    server.middleware.append(refusing_stray_cancellations)
+    async with Client(server, mode="legacy", read_timeout_seconds=5) as client:
+        with pytest.raises(MCPError), anyio.fail_after(5):
+            await client.call_tool(STRAY, {})
+        with anyio.fail_after(5):
+            assert (await client.call_tool("next", {})).content[0].text == "ok"  # type: ignore[union-attr]

@@ -173,18 +173,21 @@ class FastLane:
     ) -> None:
         request = FastRequest(caller, params.get("_meta") if version is not None else None)
         request.after_answer = []  # the call's records are made after the answer is on its way
+        answering = False
         try:
             with scope:
                 _, frame = await call_response(
                     self.gateway, self._front, request, request_id, target, params, version, encode=_frame
                 )
+                answering = True
                 await self.send(frame)
-        except anyio.get_cancelled_exc_class():
-            if stray_cancel.asked_for():
+        except anyio.get_cancelled_exc_class() as exc:
+            if stray_cancel.asked_for(exc):
                 raise
             stray_cancel.log_stray(f"fast lane: tools/call {target.exposed}")
-            failed = {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"}
-            await self.send(_frame({"jsonrpc": "2.0", "id": request_id, "error": failed}))
+            if not answering:  # one answer per request: the one already on its way stands
+                failed = {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"}
+                await self.send(_frame({"jsonrpc": "2.0", "id": request_id, "error": failed}))
         finally:
             self._in_flight.pop(request_id, None)
             run_after_answer(request.after_answer)  # also when cancelled: a call is never left unrecorded

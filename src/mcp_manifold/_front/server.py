@@ -232,7 +232,7 @@ class McpFront:
         server.extensions_now = lambda: merged_extensions(self.gateway.sync.extensions())
         for method in TASK_METHODS:
             server.add_request_handler(method, _TaskParams, self._no_tasks)
-        server.middleware.append(refusing_stray_cancellations)  # first: around everything else
+        server.middleware.append(refusing_stray_cancellations)  # ours first: around the rest (inside the SDK's tracing)
         server.middleware.append(self._track_client)
         # The state 2026-07-28 clients echo back is sealed on the way out and checked on the way in.
         self.state_boundary = RequestStateBoundary(

@@ -17,15 +17,24 @@ import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+try:  # anyio's own test of whether a cancellation came from one of its scopes (private, on asyncio)
+    from anyio._backends._asyncio import is_anyio_cancellation as _from_a_scope
+except ImportError:  # pragma: no cover - another anyio layout: every cancellation counts as a scope's
+
+    def _from_a_scope(exc: BaseException) -> bool:  # type: ignore[misc]
+        return True
+
+
 logger = logging.getLogger(__name__)
 
 FAILED = "the request failed in the gateway"
 
 
-def asked_for() -> bool:
-    """In an `except` for a cancellation: whether a scope around this code was cancelled (so the
-    cancellation is the request's own, or the gateway's stopping) rather than one nothing asked for."""
-    return anyio.current_effective_deadline() == float("-inf")
+def asked_for(exc: BaseException) -> bool:
+    """In an `except` for the cancellation `exc`: whether it is one a scope around this code asked for (the
+    request's own cancel, the gateway stopping), which that scope will take. One from outside anyio is
+    never taken by a scope, even a cancelled one: it would go on to end the whole task group."""
+    return anyio.current_effective_deadline() == float("-inf") and _from_a_scope(exc)
 
 
 def log_stray(what: str) -> None:
@@ -36,8 +45,9 @@ async def refusing_stray_cancellations(ctx: ServerRequestContext[object, object]
     """The SDK server's middleware: such a cancellation becomes the request's internal error."""
     try:
         return await call_next(ctx)
-    except anyio.get_cancelled_exc_class():
-        if asked_for():
+    except anyio.get_cancelled_exc_class() as exc:
+        if asked_for(exc):
             raise
-        log_stray(f"request {ctx.request_id!r}")
+        log_stray(ctx.method)
+        # A request its client cancelled meanwhile gets no answer all the same (the SDK sends none).
         raise MCPError(code=types.INTERNAL_ERROR, message=FAILED) from None
