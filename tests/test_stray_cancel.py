@@ -23,6 +23,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._config import load_config
+from mcp_manifold._core.clients import Caller
 from mcp_manifold._front.fast_lane import FastLane
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.stray_cancel import refusing_stray_cancellations
@@ -64,6 +65,13 @@ async def test_the_sdk_servers_path_answers_the_request_an_error_and_serves_on(g
         assert after.content[0].text == "next"  # type: ignore[union-attr]
 
 
+async def lane_takes_echo(gateway: Gateway) -> None:
+    """Until the lane may take `kitchen_echo`: its server running and its tools in the catalog."""
+    with anyio.fail_after(30):
+        while gateway.fast_route("kitchen_echo", Caller("lane")) is None:
+            await anyio.sleep(0.05)
+
+
 def call_line(request_id: int, text: str) -> bytes:
     params = {"name": "kitchen_echo", "arguments": {"text": text}}
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
@@ -78,9 +86,7 @@ async def test_the_stdio_lane_answers_the_call_an_error_and_serves_on(gateway: G
         if len(frames) == 2:
             answered.set()
 
-    with anyio.fail_after(30):  # the lane takes calls to a running server only
-        while gateway.pool.backends["kitchen"].state != "ready":
-            await anyio.sleep(0.05)
+    await lane_takes_echo(gateway)
     lane = FastLane(gateway, send)
     lane.open, lane.era = True, "session"  # a session-era client past its handshake
     async with anyio.create_task_group() as connection:  # on stdio, the client's connection
@@ -123,3 +129,28 @@ async def test_one_that_lands_with_the_requests_own_cancel_still_ends_that_reque
             await client.call_tool(STRAY, {})
         with anyio.fail_after(5):
             assert (await client.call_tool("next", {})).content[0].text == "ok"  # type: ignore[union-attr]
+
+
+async def test_one_that_meets_the_lanes_answer_on_its_way_out_adds_no_second_answer(gateway: Gateway) -> None:
+    """The answer was written and its drain met the cancellation: the request has its answer, and gets no
+    error after it (one answer per request), and the lane serves on."""
+    frames: list[dict[str, Any]] = []
+    answered = anyio.Event()
+
+    async def send(frame: bytes) -> None:
+        frames.append(json.loads(frame))
+        if len(frames) == 1:
+            raise asyncio.CancelledError  # as the write's drain, from outside anyio
+        answered.set()
+
+    await lane_takes_echo(gateway)
+    lane = FastLane(gateway, send)
+    lane.open, lane.era = True, "session"
+    async with anyio.create_task_group() as connection:
+        assert lane.take(call_line(1, "first"), connection)
+        await anyio.sleep(0.2)
+        assert lane.take(call_line(2, "next"), connection)
+        with anyio.fail_after(10):
+            await answered.wait()
+    assert [frame["id"] for frame in frames] == [1, 2]
+    assert [frame["result"]["content"][0]["text"] for frame in frames] == ["first", "next"]
