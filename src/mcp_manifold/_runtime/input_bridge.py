@@ -142,10 +142,15 @@ class HeldCall:
     answers: dict[str, anyio.Event] = field(default_factory=dict)
     replies: dict[str, Any] = field(default_factory=dict)
     touched: float = field(default_factory=time.monotonic)  # when its client was last handed questions
-    awaiting_client: bool = False  # its questions are with the client, and no request of its waits for it
-    handed: set[str] = field(default_factory=set)  # the keys of the questions the client was last handed
+    # The keys of the questions its client was handed and has not answered yet (no request of its waits).
+    handed: set[str] = field(default_factory=set)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     _keys: int = 0
+
+    @property
+    def awaiting_client(self) -> bool:
+        """Its questions are with the client, and no request of its waits for it."""
+        return bool(self.handed)
 
     async def ask(self, method: str, params: Any) -> Any:
         """The server's question: park it until the client's next call answers it."""
@@ -284,7 +289,7 @@ class HeldCalls:
         # Every answer read before anything changes: a retry with a bad one leaves the call as it was.
         replies = {key: as_response(key, held.questions[key][0], responses[key]) for key in asked}
         held.request = request
-        held.awaiting_client = False
+        held.handed = set()
         for key, reply in replies.items():
             held.replies[key] = reply
             del held.questions[key]
@@ -318,7 +323,7 @@ class HeldCalls:
             raise
         if held.questions and not held.done.is_set():
             questions = {key: as_input_request(method, params) for key, (method, params) in held.questions.items()}
-            held.awaiting_client, held.touched, held.handed = True, time.monotonic(), set(held.questions)
+            held.touched, held.handed = time.monotonic(), set(held.questions)
             return types.InputRequiredResult(input_requests=questions, request_state=held_state(held.id, self.holder))
         self._held.pop(held.id, None)
         if held.failure is not None:
