@@ -186,8 +186,7 @@ class FastLane:
                 raise
             stray_cancel.log_stray(f"fast lane: tools/call {target.exposed}")
             if not answering:  # one answer per request: the one already on its way stands
-                failed = {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"}
-                await self.send(_frame({"jsonrpc": "2.0", "id": request_id, "error": failed}))
+                await self.send(_frame({"jsonrpc": "2.0", "id": request_id, "error": _FAILED_IN_GATEWAY}))
         finally:
             self._in_flight.pop(request_id, None)
             run_after_answer(request.after_answer)  # also when cancelled: a call is never left unrecorded
@@ -277,7 +276,7 @@ async def call_response(
     except Exception:  # never leave the client waiting on an answer, nor tell it our internals
         logger.exception("fast lane: tools/call %s failed", target.exposed)
         response.pop("result", None)
-        response["error"] = {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"}
+        response["error"] = _FAILED_IN_GATEWAY
         return response, encode(response)
 
 
@@ -308,6 +307,8 @@ def _decode(line: bytes) -> dict[str, Any] | None:
     return message if isinstance(message, dict) else None
 
 
+# What a call that failed in the gateway itself is answered (never its internals); sent as it is, never changed.
+_FAILED_IN_GATEWAY = {"code": types.INTERNAL_ERROR, "message": "tools/call failed in the gateway"}
 _NOT_JSON = "its answer holds a number JSON cannot carry (NaN or Infinity), so it was not passed on"
 
 
