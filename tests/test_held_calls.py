@@ -197,9 +197,20 @@ async def answers_ok(request: Request) -> str:
     return "ok"
 
 
-async def test_a_stray_cancellation_ends_one_held_call_not_the_others() -> None:
+def stray(kind: str) -> BaseException:
+    """A cancellation nothing asked for: alone, in an exception group, or in one beside an error."""
+    cancelled = anyio.get_cancelled_exc_class()("stray")
+    if kind == "alone":
+        return cancelled
+    return BaseExceptionGroup("a task group's", [cancelled] if kind == "grouped" else [cancelled, ValueError("x")])
+
+
+@pytest.mark.parametrize("kind", ["alone", "grouped", "beside an error"])
+async def test_a_stray_cancellation_ends_one_held_call_not_the_others(kind: str) -> None:
+    """Before, one in an exception group got past the check and ended every held call and the reaper."""
+
     async def cancelled_by_nobody(request: Request) -> Any:
-        raise anyio.get_cancelled_exc_class()("stray")
+        raise stray(kind)
 
     async with holding(timeout=30) as held:
         with pytest.raises(ManifoldError, match="stopped before it finished"):

@@ -28,12 +28,14 @@ from mcp_manifold._front.fast_lane import FastLane
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.stray_cancel import refusing_stray_cancellations
 from mcp_manifold._runtime.call_path import CallPath
+from mcp_manifold._runtime.cancellation import stray_cancellation
 from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry
 
 pytestmark = pytest.mark.anyio
 
 STRAY = "stray"  # the text whose echo meets a cancellation nothing asked for
+STRAY_GROUPED = "stray, grouped"  # ... one in an exception group, as a task group lets it out
 
 
 @pytest.fixture
@@ -41,8 +43,11 @@ async def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
     original = CallPath.call_tool
 
     async def call_tool(self: CallPath, request: Any, call: Any) -> Any:
-        if (call.arguments or {}).get("text") == STRAY:
+        text = (call.arguments or {}).get("text")
+        if text == STRAY:
             raise asyncio.CancelledError  # from outside anyio: no scope asked for it
+        if text == STRAY_GROUPED:
+            raise BaseExceptionGroup("a task group's", [asyncio.CancelledError()])
         return await original(self, request, call)
 
     monkeypatch.setattr(CallPath, "call_tool", call_tool)
@@ -53,11 +58,14 @@ async def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
         yield running
 
 
+@pytest.mark.parametrize("stray", [STRAY, STRAY_GROUPED])
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_the_sdk_servers_path_answers_the_request_an_error_and_serves_on(gateway: Gateway, mode: str) -> None:
+async def test_the_sdk_servers_path_answers_the_request_an_error_and_serves_on(
+    gateway: Gateway, mode: str, stray: str
+) -> None:
     async with Client(McpFront(gateway).server, mode=mode, read_timeout_seconds=10) as client:
         with pytest.raises(MCPError) as failed, anyio.fail_after(10):
-            await client.call_tool("kitchen_echo", {"text": STRAY})
+            await client.call_tool("kitchen_echo", {"text": stray})
         assert failed.value.error.code == types.INTERNAL_ERROR
         assert failed.value.error.message == "the request failed in the gateway"
         with anyio.fail_after(10):
@@ -77,7 +85,8 @@ def call_line(request_id: int, text: str) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
 
 
-async def test_the_stdio_lane_answers_the_call_an_error_and_serves_on(gateway: Gateway) -> None:
+@pytest.mark.parametrize("stray", [STRAY, STRAY_GROUPED])
+async def test_the_stdio_lane_answers_the_call_an_error_and_serves_on(gateway: Gateway, stray: str) -> None:
     frames: list[dict[str, Any]] = []
     answered = anyio.Event()
 
@@ -90,7 +99,7 @@ async def test_the_stdio_lane_answers_the_call_an_error_and_serves_on(gateway: G
     lane = FastLane(gateway, send)
     lane.open, lane.era = True, "session"  # a session-era client past its handshake
     async with anyio.create_task_group() as connection:  # on stdio, the client's connection
-        assert lane.take(call_line(1, STRAY), connection)
+        assert lane.take(call_line(1, stray), connection)
         await anyio.sleep(0.1)
         assert lane.take(call_line(2, "next"), connection)
         with anyio.fail_after(10):
@@ -154,3 +163,29 @@ async def test_one_that_meets_the_lanes_answer_on_its_way_out_adds_no_second_ans
             await answered.wait()
     assert [frame["id"] for frame in frames] == [1, 2]
     assert [frame["result"]["content"][0]["text"] for frame in frames] == ["first", "next"]
+
+
+async def test_which_exceptions_count_as_stray_cancellations() -> None:
+    cancelled = asyncio.CancelledError("from outside anyio")
+    group = BaseExceptionGroup
+    # Outside any cancelled scope: any cancellation is stray, alone or grouped, beside errors too.
+    assert stray_cancellation(cancelled)
+    assert stray_cancellation(group("g", [cancelled]))
+    assert stray_cancellation(group("g", [group("inner", [cancelled]), ValueError("x")]))
+    # Nothing to do with cancellation, or something that must end the process: not ours to stop.
+    assert not stray_cancellation(ValueError("x"))
+    assert not stray_cancellation(ExceptionGroup("g", [ValueError("x")]))
+    assert not stray_cancellation(KeyboardInterrupt())
+    assert not stray_cancellation(group("g", [cancelled, SystemExit(1)]))
+    # Inside a cancelled scope: its own cancellation was asked for; one from outside anyio still is not.
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await anyio.sleep(1)
+        except asyncio.CancelledError as own:
+            assert not stray_cancellation(own)
+            assert not stray_cancellation(group("g", [own]))
+            assert stray_cancellation(cancelled)
+            assert stray_cancellation(group("g", [own, cancelled]))
+            raise
+    assert scope.cancelled_caught  # the checks above ran

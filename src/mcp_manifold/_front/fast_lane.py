@@ -39,6 +39,7 @@ from mcp_manifold._core.wire import WireResult
 from mcp_manifold._errors import BackendRequestError, ManifoldError
 from mcp_manifold._front import stray_cancel
 from mcp_manifold._front.request_meta import meta_accepted
+from mcp_manifold._runtime.cancellation import stray_cancellation
 
 if TYPE_CHECKING:
     from mcp_manifold._front.server import McpFront
@@ -181,8 +182,8 @@ class FastLane:
                 )
                 answering = True
                 await self.send(frame)
-        except anyio.get_cancelled_exc_class() as exc:
-            if stray_cancel.asked_for(exc):
+        except BaseException as exc:
+            if not stray_cancellation(exc):
                 raise
             stray_cancel.log_stray(f"fast lane: tools/call {target.exposed}")
             if not answering:  # one answer per request: the one already on its way stands

@@ -4,37 +4,24 @@ anyio cancels a whole task group when one of its tasks ends in a cancellation th
 scopes asked for. Over stdio that group is the client's connection: a single request meeting such a
 cancellation (a bug of ours, or a cancel from code outside anyio) would end the gateway without a word,
 as a held call once did (`_runtime/input_bridge.py`). The requests the stdio front serves (the SDK
-server's and the fast lane's) are guarded here; a cancellation that a scope around the request did ask
-for (its client's cancel, the gateway stopping) goes on as it must.
+server's and the fast lane's) are guarded here, with `_runtime/cancellation.py`'s test; a cancellation
+that a scope around the request did ask for (its client's cancel, the gateway stopping) goes on as it
+must.
 """
 
 from __future__ import annotations
 
 import logging
 
-import anyio
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-try:  # anyio's own test of whether a cancellation came from one of its scopes (private, on asyncio)
-    from anyio._backends._asyncio import is_anyio_cancellation as _from_a_scope
-except ImportError:  # pragma: no cover - another anyio layout: every cancellation counts as a scope's
-
-    def _from_a_scope(exc: BaseException) -> bool:  # type: ignore[misc]
-        return True
-
+from mcp_manifold._runtime.cancellation import stray_cancellation
 
 logger = logging.getLogger(__name__)
 
 FAILED = "the request failed in the gateway"
-
-
-def asked_for(exc: BaseException) -> bool:
-    """In an `except` for the cancellation `exc`: whether it is one a scope around this code asked for (the
-    request's own cancel, the gateway stopping), which that scope will take. One from outside anyio is
-    never taken by a scope, even a cancelled one: it would go on to end the whole task group."""
-    return anyio.current_effective_deadline() == float("-inf") and _from_a_scope(exc)
 
 
 def log_stray(what: str) -> None:
@@ -45,8 +32,8 @@ async def refusing_stray_cancellations(ctx: ServerRequestContext[object, object]
     """The SDK server's middleware: such a cancellation becomes the request's internal error."""
     try:
         return await call_next(ctx)
-    except anyio.get_cancelled_exc_class() as exc:
-        if asked_for(exc):
+    except BaseException as exc:
+        if not stray_cancellation(exc):
             raise
         log_stray(ctx.method)
         # A request its client cancelled meanwhile gets no answer all the same (the SDK sends none).

@@ -36,6 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from mcp_manifold._core.clients import Caller, Request, undeclared
 from mcp_manifold._errors import InvalidRequest, ManifoldError
+from mcp_manifold._runtime.cancellation import stray_cancellation
 
 logger = logging.getLogger(__name__)
 
@@ -248,12 +249,12 @@ class HeldCalls:
                     finally:
                         held.done.set()
                         held.asked.set()
-            except anyio.get_cancelled_exc_class():
-                if anyio.current_effective_deadline() == float("-inf"):
-                    raise  # a scope around it was cancelled: the gateway is stopping
-                # Any other that got past the call's scope (one from outside anyio, or a cancel that met
-                # the scope's own) would end every held call and the reaper with them, as anyio cancels
-                # the whole group: it ends this call only.
+            except BaseException as exc:
+                if not stray_cancellation(exc):
+                    raise  # the gateway stopping, or the process ending
+                # Any other that got past the call's scope (one from outside anyio, one that met the
+                # scope's own cancel, one in an exception group) would end every held call and the reaper
+                # with them, as anyio cancels the whole group: it ends this call only.
                 logger.error("held call %s ended by a cancellation that was not its own", held.id)
 
         self._task_group.start_soon(run)
