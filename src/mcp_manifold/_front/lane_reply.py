@@ -17,6 +17,8 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from starlette.types import Receive, Send
 
+from mcp_manifold._runtime.cancellation import stray_cancellation
+
 logger = logging.getLogger(__name__)
 
 # The SDK's 2026-07-28 path: a call silent this long (seconds) streams, pinged each window after.
@@ -66,6 +68,10 @@ class Reply:
                 await self._mind(receive)
             except Exception:  # it runs in the gateway's task group: whatever happens ends this call's minding only
                 logger.exception("HTTP fast lane: minding a call failed; the call goes on unminded")
+            except BaseException as exc:  # one nothing asked for would end the gateway's task group
+                if not stray_cancellation(exc):
+                    raise
+                logger.error("HTTP fast lane: minding a call ended by a cancellation nothing asked for")
 
     async def _mind(self, receive: Receive) -> None:
         wait = PING_WINDOW - MIND_AFTER
