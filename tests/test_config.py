@@ -107,6 +107,33 @@ def test_yaml_boolean_env_value_is_a_problem_with_a_hint() -> None:
     assert "quote it" in problem.message
 
 
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ({"command": "srv\x00"}, "command"),
+        ({"command": "srv", "args": ["--ok", "a\x00b"]}, "args[1]"),
+        ({"command": "srv", "env": {"TOKEN": "a\x00b"}}, "env.TOKEN"),
+        ({"command": "srv", "cwd": "/tmp\x00"}, "cwd"),
+    ],
+)
+def test_a_nul_character_for_a_process_is_a_problem_naming_its_field(entry: dict[str, Any], field: str) -> None:
+    """No command line, environment or path can hold one: the server could never start."""
+    problem = bad_server(entry)
+    assert (problem.field, problem.message) == (field, "must not contain a NUL character (\\u0000)")
+
+
+@pytest.mark.parametrize("name", ["A=B", "A\x00", ""])
+def test_an_env_name_no_process_can_have_is_a_problem(name: str) -> None:
+    problem = bad_server({"command": "srv", "env": {name: "1"}})
+    assert problem.field == "env" and "without '=' or a NUL character" in problem.message
+
+
+def test_a_list_changed_exec_with_a_nul_character_is_a_problem() -> None:
+    """It runs in the background on a caller's search: it would fail where nobody sees it."""
+    problem = one_problem({"manifold": {"list_changed_exec": "touch a\x00b"}})
+    assert (problem.field, problem.message) == ("list_changed_exec", "must not contain a NUL character (\\u0000)")
+
+
 def test_empty_yaml_file_is_an_empty_config(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text("")

@@ -293,3 +293,16 @@ async def test_call_tool_takes_arguments_as_mcp_names_them_and_names_a_stray_key
         assert both.is_error and "not both" in text_of(both)
         stray = await client.call_tool("call_tool", {"name": "numbers_add", "params": {"a": 1, "b": 2}})
         assert stray.is_error and "not params" in text_of(stray) and "missing required" not in text_of(stray)
+
+
+async def test_a_list_changed_exec_that_cannot_start_fails_alone(write_config: Any, tmp_path: Path) -> None:
+    """The command runs in the gateway's task group: before, one that could not start for any reason but
+    an OSError (a NUL character, which the config now refuses) ended the gateway with it."""
+    from mcp_manifold._config import load_config
+    from mcp_manifold._runtime.gateway import Gateway
+
+    config = write_config({"numbers": server_entry("numbers.py")}, {"expose": ["direct"]})
+    async with Gateway(load_config(config)) as gateway:
+        gateway.start_command("echo a\x00b", timeout=1)
+        await anyio.sleep(0.2)
+        assert not gateway.task_group.cancel_scope.cancel_called  # a task's failure would have cancelled it

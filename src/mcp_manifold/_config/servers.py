@@ -28,12 +28,13 @@ from mcp_manifold._config.values import (
     as_float,
     as_int,
     as_str,
-    as_text,
     checked,
     expand_user,
+    for_a_process,
     http_url_problem,
     non_negative,
     not_blank,
+    nul_problem,
     positive,
     prefix_problem,
 )
@@ -143,6 +144,7 @@ class _ServerReader:
 
 # Converters of server fields that are a shared coercion plus a shared check.
 _non_empty = checked(as_str, not_blank)
+_process_text = checked(as_str, lambda value: not_blank(value) or nul_problem(value))  # a command, a cwd
 _http_url = checked(lambda value: as_str(value).strip(), http_url_problem)
 _prefix = checked(as_str, prefix_problem)
 
@@ -153,7 +155,7 @@ def _text_list(value: Any, key: str) -> tuple[str, ...]:
     items = []
     for index, item in enumerate(value):
         try:
-            items.append(as_text(item))
+            items.append(for_a_process(item))
         except Invalid as exc:
             raise Invalid(str(exc), f"{key}[{index}]") from None
     return tuple(items)
@@ -164,10 +166,10 @@ def _text_map(value: Any, key: str) -> dict[str, str]:
         raise Invalid(f"must be a mapping of names to strings, not {kind(value)}")
     result = {}
     for name, item in value.items():
-        if not isinstance(name, str) or not name:
-            raise Invalid(f"names must be non-empty strings, not {name!r}")
+        if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
+            raise Invalid(f"names must be non-empty strings without '=' or a NUL character, not {name!r}")
         try:
-            result[name] = as_text(item)
+            result[name] = for_a_process(item)
         except Invalid as exc:
             raise Invalid(str(exc), f"{key}.{name}") from None
     return result
@@ -280,10 +282,10 @@ def _parse_server(
     read = _ServerReader(name, values, broken, problems)
     transport = read.transport()
     config = {
-        "command": read.get("command", lambda value: _from_folder(expand_user(_non_empty(value), env), base)),
+        "command": read.get("command", lambda value: _from_folder(expand_user(_process_text(value), env), base)),
         "args": read.get("args", lambda value: _text_list(value, "args"), ()),
         "env": read.get("env", lambda value: _text_map(value, "env"), {}),
-        "cwd": read.get("cwd", lambda value: _from_folder(expand_user(_non_empty(value), env), base, bare=True)),
+        "cwd": read.get("cwd", lambda value: _from_folder(expand_user(_process_text(value), env), base, bare=True)),
         "url": read.get("url", _http_url),
         "headers": read.get("headers", lambda value: _text_map(value, "headers"), {}),
         "enabled": _enabled(read),

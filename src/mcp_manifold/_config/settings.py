@@ -30,6 +30,7 @@ from mcp_manifold._config.values import (
     long_secrets,
     non_negative,
     not_blank,
+    nul_problem,
     positive,
     tool_name_problem,
 )
@@ -174,7 +175,9 @@ class Settings:
         "How found tools are called: call_tool (through a gateway tool) or dynamic (added to the tool list).",
         choices=("call_tool", "dynamic"),
     )
-    list_changed_exec: str | None = _setting(None, "Command run when the tool list changes.", live=True)
+    list_changed_exec: str | None = _setting(
+        None, "Command run when the tool list changes.", check=nul_problem, live=True
+    )
     list_changed_exec_timeout: float = _setting(5.0, "Seconds list_changed_exec may run.", check=positive, live=True)
     discovery_dir: str | None = _setting(
         None,

@@ -95,6 +95,20 @@ def as_text(value: Any) -> str:
     raise Invalid(f"must be a string, not {kind(value)}{hint}")
 
 
+def nul_problem(value: str | None) -> str | None:
+    """A NUL character, which no command line, environment or path can hold: the process would not start
+    (and a command run in the background would fail where nobody sees it)."""
+    return "must not contain a NUL character (\\u0000)" if value and "\x00" in value else None
+
+
+def for_a_process(value: Any) -> str:
+    """A scalar handed to a process (an argument, an env value): text without a NUL character."""
+    text = as_text(value)
+    if problem := nul_problem(text):
+        raise Invalid(problem)
+    return text
+
+
 def expand_user(path: str, env: Mapping[str, str]) -> str:
     """`~` and `~/...` become the home directory; HOME comes from `env` so tests stay hermetic."""
     if path != "~" and not path.startswith(("~/", "~\\")):

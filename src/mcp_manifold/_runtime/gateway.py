@@ -505,7 +505,7 @@ class Gateway:
     async def _run_command(self, command: str, timeout: float) -> None:
         try:
             code = await run_shell(command, timeout)
-        except OSError as exc:
+        except Exception as exc:  # it runs in the gateway's task group: a failure is this command's only
             logger.warning("command %r failed: %s", command, exc)
             return
         if code is None:
