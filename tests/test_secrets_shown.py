@@ -322,6 +322,44 @@ def test_a_secret_is_hidden_percent_encoded_too() -> None:
     assert handler_output.getvalue() == "GET http://127.0.0.1:9/mcp?session=${ENCODED} failed\n"
 
 
+def test_a_token_that_ends_in_a_newline_is_a_config_problem_that_does_not_show_it() -> None:
+    """Read from a file, a token often ends in a newline. As a header no HTTP library sends it, and httpx's
+    error quoted it (`Illegal header value b'Bearer <token>\\n'`) to every caller of the server's tools,
+    spelled so that the secret as given was not found in it to hide."""
+    env = {"OPS_SECRET": SECRET + "\n"}
+    url = "https://h.example/mcp"
+    for headers in ({"Authorization": "Bearer ${OPS_SECRET}"}, {"X-Key": " padded"}, {"X-Key": "a\r\nX-Injected: 1"}):
+        with pytest.raises(ConfigError) as problem:
+            parse_config_data({"mcpServers": {"r": {"url": url, "headers": headers}}}, source="t", env=env)
+        said = str(problem.value)
+        (name,) = headers
+        assert f"field 'headers.{name}'" in said and "no line break" in said, said
+        assert SECRET not in said and "padded" not in said and "Injected" not in said, said
+    with pytest.raises(ConfigError, match="'X Key' is no HTTP header name"):
+        parse_config_data({"mcpServers": {"r": {"url": url, "headers": {"X Key": "v"}}}}, source="t", env=env)
+
+
+def test_a_secret_is_hidden_however_an_error_spells_it() -> None:
+    """A stdio server's env may still end in a newline: an error that quotes it escaped, or without the
+    newline, hides it all the same."""
+    env = {"OPS_SECRET": SECRET + "\n", "ODD": "tok\u00e9n-with-\\-and-'"}
+    config = parse_config_data(
+        {"mcpServers": {"s": {"command": "srv", "env": {"TOKEN": "${OPS_SECRET}", "OTHER": "${ODD}"}}}},
+        source="t",
+        env=env,
+    )
+    server = config.servers["s"]
+    for said in (
+        f"Illegal header value {('Bearer ' + SECRET + chr(10)).encode()!r}",
+        f"refused {SECRET + chr(10)!r}",
+        f"refused {SECRET}.",
+        f"refused {env['ODD']!r} and {env['ODD'].encode()!r}",
+    ):
+        shown = server.scrub(said)
+        assert SECRET not in shown and "with-" not in shown, shown
+        assert "${OPS_SECRET}" in shown or "${ODD}" in shown, shown
+
+
 def test_an_errors_data_passed_to_the_client_shows_no_secret_in_its_values_or_keys() -> None:
     # A server's error that asks the client to act reaches it with its `data`: a secret of the server's
     # is hidden wherever it is, a key of a map (a URL the server names, say) included.

@@ -87,10 +87,20 @@ def _reference_pairs(expanded: Mapping[str, str]) -> list[tuple[str, str]]:
 
 
 def with_encoded(pairs: Sequence[tuple[str, str]]) -> list[tuple[Secret, str]]:
-    """`pairs`, then for each secret that a URL would carry percent-encoded, a pattern of its encoded forms
-    (after all the plain ones: a plain secret is replaced first, wherever it is)."""
+    """`pairs`, then the other ways an error message may spell each secret (escaped as Python writes a
+    string or bytes, without the whitespace around it), then for each secret that a URL would carry
+    percent-encoded, a pattern of its encoded forms (after all the plain ones: a plain secret is replaced
+    first, wherever it is)."""
+    spelled = [(other, shown) for secret, shown in pairs for other in _other_spellings(secret)]
     encoded = [(_encoded_forms(secret), shown) for secret, shown in pairs if quote(secret, safe="") != secret]
-    return [*pairs, *encoded]
+    return [*pairs, *spelled, *encoded]
+
+
+def _other_spellings(secret: str) -> list[str]:
+    # A token read from a file often ends in a newline, which the HTTP library refuses, quoting the value
+    # as `b'...\\n'`: the secret as given is not in that message, but these are.
+    forms = {secret.strip(), repr(secret)[1:-1], repr(secret.encode(errors="backslashreplace"))[2:-1]}
+    return sorted((form for form in forms - {secret} if len(form) >= _MIN_SECRET), key=len, reverse=True)
 
 
 def _encoded_forms(secret: str) -> re.Pattern[str]:

@@ -8,6 +8,7 @@ everything to fix; across entries, two enabled servers may not expose the same p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, get_args
@@ -161,6 +162,27 @@ def _text_list(value: Any, key: str) -> tuple[str, ...]:
     return tuple(items)
 
 
+# What HTTP lets a header be (RFC 9110): a name of token characters; a value of visible ASCII, with spaces
+# or tabs only between them. Anything else fails every request to the server, and the HTTP library's
+# error would quote the value, which is often a secret.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?\Z")
+
+
+def _header_map(value: Any, key: str) -> dict[str, str]:
+    headers = _text_map(value, key)
+    for name, text in headers.items():
+        if not _HEADER_NAME.match(name):
+            raise Invalid(f"{name!r} is no HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)", key)
+        if not _HEADER_VALUE.match(text):  # the value is not shown: it may be a secret
+            raise Invalid(
+                "must be printable ASCII, with no line break or other control character and no space at "
+                "either end (does an environment variable in it end with a newline?)",
+                f"{key}.{name}",
+            )
+    return headers
+
+
 def _text_map(value: Any, key: str) -> dict[str, str]:
     if not isinstance(value, Mapping):
         raise Invalid(f"must be a mapping of names to strings, not {kind(value)}")
@@ -287,7 +309,7 @@ def _parse_server(
         "env": read.get("env", lambda value: _text_map(value, "env"), {}),
         "cwd": read.get("cwd", lambda value: _from_folder(expand_user(_process_text(value), env), base, bare=True)),
         "url": read.get("url", _http_url),
-        "headers": read.get("headers", lambda value: _text_map(value, "headers"), {}),
+        "headers": read.get("headers", lambda value: _header_map(value, "headers"), {}),
         "enabled": _enabled(read),
         "prefix": read.get("prefix", _prefix),
         "tools": read.get("tools", _tool_filter, ToolFilter()),
