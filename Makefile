@@ -25,6 +25,8 @@ $(BASE_STAMP): pyproject.toml | $(BIN)/python
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	@echo "installing mcp-manifold with its test and lint tools into $(VENV)"
+	@# quickjs-ng replaced the quickjs package (both install a module `quickjs`): an older venv drops it first.
+	$(BIN)/pip uninstall -q -y quickjs 2>/dev/null || true
 	$(BIN)/pip install -q --disable-pip-version-check -e ".[dev]"
 	touch $(STAMP) $(BASE_STAMP)
 

@@ -131,7 +131,7 @@ async def test_escapes_fail_cleanly_and_the_gateway_serves_on(connect: Any, writ
         assert bomb.is_error and "ran out of memory (32 MB)" in text_of(bomb), text_of(bomb)
 
         deep = await run(client, "function f(n) { return f(n + 1) + 1 } return f(0)")
-        assert deep.is_error and "stack overflow" in text_of(deep), text_of(deep)
+        assert deep.is_error and "Maximum call stack size exceeded" in text_of(deep), text_of(deep)
 
         loud = await run(client, "for (let i = 0; i < 100000; i++) console.log('y'.repeat(100)); return 'done'")
         text = text_of(loud)
@@ -234,6 +234,20 @@ def test_without_the_engine_the_gateway_says_how_to_install_it(write_config: Any
     assert "needs the QuickJS engine" in done.stderr and "pip install 'mcp-manifold[code]'" in done.stderr
 
 
+def test_with_the_older_engine_package_the_gateway_says_to_replace_it(write_config: Any, tmp_path: Path) -> None:
+    """The `quickjs` package also installs a module named quickjs; its regular expressions ignore the time
+    limit (a program ran for hours past code_timeout)."""
+    older = tmp_path / "older" / "quickjs-1.19.4.dist-info"
+    older.mkdir(parents=True)
+    (older / "METADATA").write_text("Metadata-Version: 2.1\nName: quickjs\nVersion: 1.19.4\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(older.parent), os.environ.get("PYTHONPATH", "")])}
+    config = write_config({}, {"expose": ["code"]})
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config)]
+    done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "pip uninstall quickjs && pip install quickjs-ng" in done.stderr, done.stderr[-500:]
+
+
 async def test_a_program_is_a_span_and_its_calls_are_its_children(tmp_path: Path, write_config: Any) -> None:
     pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra is not installed")
     from tests.test_tracing import Collector
@@ -307,6 +321,60 @@ async def test_a_programs_calls_count_against_its_principal(write_config: Any) -
             "}\n"
             "return seen;",
         )
+        # The program took the burst's last token: the next program is refused as any call would be.
+        again = await client.call_tool("execute_code", {"code": "return 1"})
     seen = json.loads(text_of(answer).removeprefix("Returned: "))
-    assert seen[:3] == ["ok", "ok", "ok"]
-    assert all("over its rate limit of 0.01 call(s) per second" in said for said in seen[3:]), seen
+    assert seen[:2] == ["ok", "ok"]  # the program itself is one of the three calls the burst allows
+    assert all("over its rate limit of 0.01 call(s) per second" in said for said in seen[2:]), seen
+    assert again.is_error and "over its rate limit of 0.01 call(s) per second" in text_of(again), text_of(again)
+
+
+async def test_a_tool_value_that_is_no_json_throws_in_the_program_which_goes_on(
+    connect: Any, write_config: Any
+) -> None:
+    """A server's NaN ended the whole program with a parser's error (no catch could take it)."""
+    config = write_config({"garbled": server_entry("garbled.py")}, {"expose": ["code"]})
+    async with connect(config) as client:
+        answer = await run(
+            client, "let v; try { v = await tools.garbled_nan({}); } catch (e) { v = e.message; } return ['on', v]"
+        )
+    said = json.loads(text_of(answer).removeprefix("Returned: "))
+    assert said == ["on", "tools.garbled_nan returned a number that is not finite (NaN or Infinity)"], said
+
+
+async def test_a_cancelled_program_keeps_its_slot_while_its_thread_runs(
+    write_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the request gave its slot back when cancelled while its program ran on, so starting and
+    cancelling programs ran any number at once (code_max_programs 1 here)."""
+    from mcp_manifold._config import load_config
+    from mcp_manifold._front.server import McpFront
+    from mcp_manifold._runtime.gateway import Gateway
+    from mcp_manifold._surfaces.code.sandbox import Sandbox
+
+    running: list[int] = [0, 0]  # now, most at once
+    original = Sandbox.run
+
+    def counted(self: Sandbox, *args: Any) -> Any:
+        running[0] += 1
+        running[1] = max(running)
+        try:
+            return original(self, *args)
+        finally:
+            running[0] -= 1
+
+    monkeypatch.setattr(Sandbox, "run", counted)
+    settings = {"expose": ["code"], "code_max_programs": 1, "code_timeout": 2}
+    async with (
+        Gateway(load_config(write_config(SERVERS, settings))) as gateway,
+        Client(McpFront(gateway).server, mode="legacy") as client,
+    ):
+        assert text_of(await run(client, "return 1")) == "Returned: 1"  # the catalog ready: programs start at once
+        for _ in range(3):
+            with anyio.move_on_after(0.5):
+                await run(client, "for (;;) {}")
+        with anyio.fail_after(30):
+            while running[0]:
+                await anyio.sleep(0.05)
+        assert running[1] == 1
+        assert text_of(await run(client, "return 2")) == "Returned: 2"  # and the slot is free again

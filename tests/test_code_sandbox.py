@@ -63,3 +63,62 @@ def test_declarations_come_from_the_schemas() -> None:
         '// List files. One per line.\nfunction ["files-list"](args?: {folder?: string, depth?: integer}): '
         "Promise<{paths?: string[]}>;"
     )
+
+
+# --- what a program cannot do (found by a review; each failed on the code before) ------------------------
+
+
+def test_a_runaway_regular_expression_ends_at_the_time_limit() -> None:
+    """The old engine's regular expressions never looked at the time limit: this ran for hours."""
+    outcome = Sandbox([], Limits(seconds=1)).run("return /(a+)+$/.test('a'.repeat(40) + 'b')", echo_rounds([]))
+    assert (outcome.kind, outcome.error) == ("timeout", "the program ran out of time (1 s)")
+
+
+FORGERIES = {
+    # The queue of calls, reached through a replaced Array.prototype.push, filled past the limit.
+    "the call queue": (
+        "let queue; const push = Array.prototype.push;\n"
+        "Array.prototype.push = function (...items) { if (items[0] && items[0].arguments) queue = this;"
+        " return push.apply(this, items); };\n"
+        "const first = tools.x({}); Array.prototype.push = push;\n"
+        "for (let i = 0; i < 40; i++) queue.push({id: 1000 + i, name: 'x', arguments: '{}'});\n"
+        "await first; return 'forged';"
+    ),
+    # The state the host reads, rewritten by a replaced JSON.stringify or a toJSON on every object.
+    "the state": (
+        "const stringify = JSON.stringify;\n"
+        "JSON.stringify = (value, ...rest) => (value && typeof value === 'object' && 'dropped' in value)"
+        " ? stringify({outcome: {ok: true, value: 5}, output: 7, dropped: -1}) : stringify(value, ...rest);\n"
+        "Object.prototype.toJSON = function () { return {output: 'x'.repeat(1e5), dropped: 0, outcome: null}; };\n"
+        "await tools.x({}); console.log('ok'); return 1;"
+    ),
+    # Items the host would have handed to the call path as they came.
+    "the drained calls": (
+        "const stringify = JSON.stringify;\n"
+        "JSON.stringify = (value, ...rest) => Array.isArray(value)"
+        ' ? \'[{"id": 99, "name": {"x": 1}, "arguments": "[1]"}]\' : stringify(value, ...rest);\n'
+        "await tools.x({n: 1}); return 'called';"
+    ),
+}
+
+
+def test_a_program_that_replaces_built_ins_cannot_forge_what_the_host_reads() -> None:
+    for title, code in FORGERIES.items():
+        rounds: list[list[str]] = []
+        outcome = Sandbox(["x"], Limits(max_calls=5, output_chars=100)).run(code, echo_rounds(rounds))
+        made = sum(len(batch) for batch in rounds)
+        assert made <= 5 and outcome.calls == made, (title, outcome, rounds)
+        assert len(outcome.output) <= 100 and isinstance(outcome.output, str), title
+        assert outcome.value in (None, "1", '"called"', '"forged"') or not outcome.ok, (title, outcome)
+
+
+def test_values_that_cannot_be_read_or_carried_are_named() -> None:
+    perform = echo_rounds([])
+    odd = "return {toJSON() { throw new Error('no') }, toString() { throw new Error('no') }}"
+    assert Sandbox([], Limits()).run(odd, perform).value == '"(a value that cannot be shown)"'
+    thrown = Sandbox([], Limits()).run("throw {get message() { throw 1 }, toString() { throw 2 }}", perform)
+    assert thrown.error == "uncaught (a value that cannot be shown)"
+    half = Sandbox([], Limits()).run("console.log('half: \\ud800'); throw new Error('\\udc00')", perform)
+    assert (half.output, half.error) == ("half: \ufffd\n", "Error: \ufffd")  # no answer can carry a lone half
+    long = Sandbox([], Limits(output_chars=10)).run("throw new Error('x'.repeat(100000))", perform)
+    assert long.error is not None and long.error.endswith("… [cut: 99007 more characters]"), long.error[-60:]

@@ -451,16 +451,32 @@ class CallPath:
         self, request: Request, target: Target, run: Callable[[], Awaitable[ProgramReport]]
     ) -> ProgramReport:
         """Run a code-mode program: its tool calls go through `call_tool` (each its own record, inside the
-        program's span), and the program is one more record for the observers, with its call count."""
+        program's span), and the program is one more record for the observers, with its call count.
+
+        The program is admitted by the policy as a surface's own work is: over the principal's rate it is
+        refused, and it is one of the principal's calls in flight while it runs (each call it makes is one
+        more). Its record is made however it ends."""
 
         async def body(hooks: tuple[Observer, ...]) -> ProgramReport:
             started = time.perf_counter()
-            report = await run()
-            if self._observers or hooks:
-                record = self._record(
-                    "program", request, target, started, report.outcome, report.error, result_size=report.answer_size
-                )
-                self._tell(replace(record, calls=report.calls), hooks)
+            policy = self.policy
+            if policy is not None:
+                self._admit(policy, request, "program", target, started, None, "action", hooks)
+                if policy.waits:
+                    await self._acquire(policy, request, "program", target, started, None, hooks)
+            report = ProgramReport("error", "the program did not finish", 0, 0)
+            try:
+                report = await run()
+            except anyio.get_cancelled_exc_class():
+                report = ProgramReport("cancelled", "the program's request was cancelled", 0, 0)
+                raise
+            finally:
+                if policy is not None:
+                    policy.release(request)
+                if self._observers or hooks:
+                    outcome, error, size = report.outcome, report.error, report.answer_size
+                    record = self._record("program", request, target, started, outcome, error, result_size=size)
+                    self._tell(replace(record, calls=report.calls), hooks)
             return report
 
         if self._arounds:

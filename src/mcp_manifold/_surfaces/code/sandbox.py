@@ -9,6 +9,12 @@ prelude and deleted from the global object before the program's first line runs:
   promise kept in the prelude's table;
 - `print(text)` appends to the output, which is capped.
 
+The program can replace any built-in the prelude uses (`Array.prototype.push`, `JSON.stringify`,
+`Promise.prototype.then`), so the prelude keeps its own copies from before the program's first line, and
+the host trusts nothing it reads back: it counts and caps the calls itself, checks every call and the
+state for their types, and cuts the output, the value and the error to the output limit. A program that
+tampers with the channel can only spoil its own answer.
+
 The loop (`Sandbox.run`) alternates: run JavaScript until no job is left, hand every pending call to
 `perform` (which the caller makes on the event loop, the calls of one round concurrently), settle the
 promises with the answers, and again, until the program's own promise settles. Every slice of JavaScript
@@ -19,6 +25,7 @@ machine short of CPU makes it last longer in wall time. The rounds of tool calls
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 import re
@@ -37,15 +44,30 @@ class EngineMissing(InvalidRequest):
 
 
 def load_engine() -> Any:
-    """The `quickjs` module, or a clear error saying how to install it."""
+    """The `quickjs` module of quickjs-ng, or a clear error saying how to install it."""
     try:
         import quickjs
     except ImportError as exc:
         raise EngineMissing(
             "the code surface needs the QuickJS engine, which is not installed: "
-            "pip install 'mcp-manifold[code]' (or: pip install quickjs)"
+            "pip install 'mcp-manifold[code]' (or: pip install quickjs-ng)"
         ) from exc
+    # Both packages install a module named `quickjs`. The older one's regular expressions never look at the
+    # time limit, so a program's `/(a+)+$/` ran for hours past `code_timeout`, holding its slot.
+    if _installed("quickjs") or not _installed("quickjs-ng"):
+        raise EngineMissing(
+            "the code surface needs the quickjs-ng engine, and the older quickjs package is installed (its "
+            "regular expressions ignore the time limit): pip uninstall quickjs && pip install quickjs-ng"
+        )
     return quickjs
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -96,6 +118,24 @@ class ProgramStopped(Exception):
 _PRELUDE = r"""
 (() => {
   delete globalThis.__date_clock;  // an engine benchmark helper, not for programs
+  // The prelude's own copies, taken before the program can replace them.
+  const apply = Reflect.apply;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const push = Array.prototype.push;
+  const splice = Array.prototype.splice;
+  const join = Array.prototype.join;
+  const mapGet = Map.prototype.get;
+  const mapSet = Map.prototype.set;
+  const mapDelete = Map.prototype.delete;
+  const then = Promise.prototype.then;
+  const slice = String.prototype.slice;
+  const PromiseOf = Promise;
+  const ErrorOf = Error;
+  const TypeErrorOf = TypeError;
+  const StringOf = String;
+  const isArray = Array.isArray;
+  const AsyncFunction = (async () => {}).constructor;
   const limits = LIMITS;
   const queue = [];
   const pending = new Map();
@@ -103,43 +143,52 @@ _PRELUDE = r"""
   let calls = 0;
   let output = "";
   let dropped = 0;
+  const text = (value) => {  // never throws: a value whose conversion throws is named as such
+    try { return StringOf(value); } catch (e) { return "(a value that cannot be shown)"; }
+  };
   const describe = (error) => {
-    if (error instanceof Error) {
-      return `${error.name}: ${error.message}`;
-    }
-    try { return `uncaught ${JSON.stringify(error)}`; } catch (e) { return `uncaught ${String(error)}`; }
+    try {
+      if (error instanceof ErrorOf) return `${text(error.name)}: ${text(error.message)}`;
+      const shown = stringify(error);
+      return `uncaught ${shown === undefined ? text(error) : shown}`;
+    } catch (e) { return `uncaught ${text(error)}`; }
   };
   const show = (value) => {
     if (typeof value === "string") return value;
-    if (value instanceof Error) return `${value.name}: ${value.message}`;
-    if (value === undefined || typeof value === "function" || typeof value === "symbol") return String(value);
-    try { const text = JSON.stringify(value); return text === undefined ? String(value) : text; }
-    catch (e) { return String(value); }
+    try {
+      if (value instanceof ErrorOf) return `${text(value.name)}: ${text(value.message)}`;
+      if (value === undefined || typeof value === "function" || typeof value === "symbol") return text(value);
+      const shown = stringify(value);
+      return shown === undefined ? text(value) : shown;
+    } catch (e) { return text(value); }
   };
+  const refused = (error) => new PromiseOf((resolve, reject) => { reject(error); });
   const log = (...values) => {
-    const line = values.map(show).join(" ") + "\n";
+    const shown = [];
+    for (let index = 0; index < values.length; index++) apply(push, shown, [show(values[index])]);
+    const line = apply(join, shown, [" "]) + "\n";
     const room = limits.output - output.length;
     if (room >= line.length) { output += line; return; }
-    if (room > 0) output += line.slice(0, room);
-    dropped += line.length - Math.max(room, 0);
+    if (room > 0) output += apply(slice, line, [0, room]);
+    dropped += line.length - (room > 0 ? room : 0);
   };
   const tools = Object.create(null);
   for (const name of limits.names) {
     const tool = function (args) {
       if (args === undefined) args = {};
-      if (typeof args !== "object" || args === null || Array.isArray(args)) {
-        return Promise.reject(new TypeError(`tools.${name} takes one object of arguments`));
+      if (typeof args !== "object" || args === null || isArray(args)) {
+        return refused(new TypeErrorOf(`tools.${name} takes one object of arguments`));
       }
-      let text;
-      try { text = JSON.stringify(args); }
-      catch (e) { return Promise.reject(new TypeError(`tools.${name}: arguments are not JSON: ${e.message}`)); }
+      let encoded;
+      try { encoded = stringify(args); }
+      catch (e) { return refused(new TypeErrorOf(`tools.${name}: arguments are not JSON: ${text(e && e.message)}`)); }
       if (calls >= limits.calls) {
-        return Promise.reject(new Error(`the program made more than ${limits.calls} tool calls (code_max_calls)`));
+        return refused(new ErrorOf(`the program made more than ${limits.calls} tool calls (code_max_calls)`));
       }
       calls += 1;
       const id = calls;
-      queue.push({ id, name, arguments: text });
-      return new Promise((resolve, reject) => { pending.set(id, { resolve, reject }); });
+      apply(push, queue, [{ id, name, arguments: encoded }]);
+      return new PromiseOf((resolve, reject) => { apply(mapSet, pending, [id, { resolve, reject }]); });
     };
     Object.defineProperty(tools, name, { value: Object.freeze(tool), enumerable: true });
   }
@@ -148,38 +197,43 @@ _PRELUDE = r"""
   for (const [key, value] of [["tools", tools], ["console", console]]) {
     Object.defineProperty(globalThis, key, { value, writable: false, configurable: false, enumerable: false });
   }
-  const watch = (promise) => {
-    promise.then(
-      (value) => {
-        let text;
-        try { text = value === undefined ? null : JSON.stringify(value); }
-        catch (e) { text = JSON.stringify(String(value)); }
-        outcome = { ok: true, value: text === undefined ? null : text };
-      },
-      (error) => { outcome = { ok: false, error: describe(error) }; },
-    );
+  const settled = (value) => {
+    try {
+      const shown = value === undefined ? null : stringify(value);
+      outcome = { ok: true, value: shown === undefined ? null : shown };
+    } catch (e) {
+      outcome = { ok: true, value: stringify(text(value)) };
+    }
   };
-  Object.defineProperty(globalThis, "__manifold_watch", { value: watch, configurable: true });
-  return (op, id, ok, text) => {
-    if (op === "drain") return JSON.stringify(queue.splice(0, queue.length));
-    if (op === "state") return JSON.stringify({ outcome, output, dropped, calls });
-    const waiting = pending.get(id);
-    pending.delete(id);
+  const failed = (error) => { outcome = { ok: false, error: describe(error) }; };
+  return (op, id, ok, answer) => {
+    if (op === "start") {  // the program, compiled as an async function's body, in the global scope
+      apply(then, apply(AsyncFunction(answer), undefined, []), [settled, failed]);
+      return null;
+    }
+    if (op === "drain") return stringify(apply(splice, queue, [0, queue.length]));
+    if (op === "state") {  // no prototype: a toJSON the program puts on Object.prototype is not called
+      const state = Object.create(null);
+      state.outcome = outcome; state.output = output; state.dropped = dropped;
+      return stringify(state);
+    }
+    const waiting = apply(mapGet, pending, [id]);
+    apply(mapDelete, pending, [id]);
     if (waiting !== undefined) {
-      if (ok) waiting.resolve(JSON.parse(text));
-      else waiting.reject(new Error(text));
+      if (ok) waiting.resolve(parse(answer));
+      else waiting.reject(new ErrorOf(answer));
     }
     return null;
   };
 })()
 """
 
-# The program is the body of an async function (top-level await; `return` gives its value), started by
-# an arrow that took the watcher off the global object first.
-_WRAPPER = (
-    "((watch) => { delete globalThis.__manifold_watch; return watch((async () => {\n%s\n})()); })"
-    "(globalThis.__manifold_watch)"
-)
+# The function body a program is compiled as starts on this line of what the engine reports (its
+# header takes two: `(async function anonymous(` and `) {`).
+_FIRST_LINE = 3
+_SURROGATE = re.compile("[\\ud800-\\udfff]")  # a lone half of a pair, which no answer can carry
+_ERROR_ROOM = 1_000  # an error is cut at the output limit, but never shorter than this (the gateway's own words)
+_NOT_READ = "the program interfered with the sandbox's own functions, so its answer could not be read"
 
 
 class Sandbox:
@@ -189,6 +243,8 @@ class Sandbox:
         self.tool_names = tool_names
         self.limits = limits
         self._engine = load_engine()
+        self._names = frozenset(tool_names)
+        self._seen: set[int] = set()  # the ids of the calls handed out: each once, at most max_calls of them
         self._state: dict[str, Any] = {}
         self.stopped = False  # set from another thread: checked between slices
 
@@ -211,21 +267,18 @@ class Sandbox:
         host: Any = None
         try:
             host = slice_(lambda: context.eval(_PRELUDE.replace("LIMITS", json.dumps(limits))))
-            slice_(lambda: context.eval(_WRAPPER % code))
+            slice_(lambda: host("start", 0, False, code))
             while True:
                 while slice_(context.execute_pending_job):
                     pass
-                self._state = json.loads(slice_(lambda: host("state", 0, False, "")))
+                self._state = _read(slice_(lambda: host("state", 0, False, "")))
                 outcome = self._state["outcome"]
                 if outcome is not None:
                     return self._finish(outcome["ok"], outcome.get("value"), outcome.get("error"))
-                batch = [
-                    PendingCall(item["id"], item["name"], json.loads(item["arguments"]))
-                    for item in json.loads(slice_(lambda: host("drain", 0, False, "")))
-                ]
-                if not batch:
+                batch, refused = self._calls_of(slice_(lambda: host("drain", 0, False, "")))
+                if not batch and not refused:
                     return self._finish(False, None, "the program awaits a promise that nothing will settle")
-                answers = perform(batch, deadline - time.monotonic())
+                answers = [*refused, *(perform(batch, deadline - time.monotonic()) if batch else [])]
                 for answer in answers:
                     slice_(lambda answer=answer: host("settle", answer.id, answer.ok, answer.text))
         except ProgramStopped:
@@ -234,9 +287,51 @@ class Sandbox:
         except (engine.JSException, engine.StackOverflow) as exc:
             self._read_state(host, context)
             return self._engine_error(str(exc))
+        except _Tampered:
+            return self._finish(False, None, _NOT_READ)
         except Exception:  # the gateway's side failed (it is stopping, say): the runtime is freed on this thread
             logger.exception("code mode: a program could not be run to its end")
             return self._finish(False, None, "the gateway could not run the program to its end")
+
+    def _calls_of(self, drained: Any) -> tuple[list[PendingCall], list[Settled]]:
+        """The calls a round drained, checked here (the program may have forged the queue), counted against
+        `max_calls` here too; and the answers for those refused on the way (their promises throw)."""
+        try:
+            items = json.loads(drained)
+        except (TypeError, ValueError, RecursionError):
+            raise _Tampered from None
+        if type(items) is not list:
+            raise _Tampered
+        batch: list[PendingCall] = []
+        refused: list[Settled] = []
+        for item in items:
+            if (
+                type(item) is not dict
+                or type(item.get("id")) is not int
+                or item["id"] in self._seen
+                or item.get("name") not in self._names
+                or type(item.get("arguments")) is not str
+            ):
+                raise _Tampered
+            call_id, name = item["id"], item["name"]
+            self._seen.add(call_id)
+            if len(self._seen) > self.limits.max_calls:
+                limit = self.limits.max_calls
+                refused.append(
+                    Settled(call_id, False, f"the program made more than {limit} tool calls (code_max_calls)")
+                )
+                continue
+            try:
+                arguments = json.loads(item["arguments"])
+            except RecursionError:
+                refused.append(Settled(call_id, False, f"tools.{name}: its arguments are nested too deeply"))
+                continue
+            except ValueError:
+                raise _Tampered from None
+            if type(arguments) is not dict:
+                raise _Tampered
+            batch.append(PendingCall(call_id, name, arguments))
+        return batch, refused
 
     def _read_state(self, host: Any, context: Any) -> None:
         """What the program printed before the engine stopped it (best effort: it may be out of memory)."""
@@ -245,7 +340,7 @@ class Sandbox:
         try:
             context.set_time_limit(1.0)
             context.set_memory_limit(self.limits.memory_bytes + 8 * 1024 * 1024)  # room to read the output
-            self._state = json.loads(host("state", 0, False, ""))
+            self._state = _read(host("state", 0, False, ""))
         except Exception:
             pass
 
@@ -255,8 +350,8 @@ class Sandbox:
     def _engine_error(self, message: str) -> Outcome:
         lines = message.strip().splitlines() or ["the engine stopped the program"]
         line = re.search(r"<input>:(\d+)", message)
-        # The program starts on the wrapper's second line.
-        where = f" (line {int(line.group(1)) - 1})" if line and int(line.group(1)) > 1 else ""
+        number = int(line.group(1)) - _FIRST_LINE + 1 if line else 0
+        where = f" (line {number})" if number >= 1 else ""
         return self._finish(False, None, lines[0] + where)
 
     def _finish(self, ok: bool, value: str | None, error: str | None, kind: str | None = None) -> Outcome:
@@ -265,12 +360,49 @@ class Sandbox:
         elif error is not None and "InternalError: interrupted" in error:
             error, kind = self._timeout(), "timeout"
         state = self._state
+        cap = self.limits.output_chars
+        output, dropped = state.get("output", ""), state.get("dropped", 0)
+        if len(output) > cap:  # the program's own cap is its to spoil: this one holds
+            output, dropped = output[:cap], dropped + len(output) - cap
+        room = max(cap, _ERROR_ROOM)
+        if error is not None and len(error) > room:  # a thrown value can be as long as the program likes
+            error = f"{error[:room]}… [cut: {len(error) - room} more characters]"
         return Outcome(
             ok=ok,
-            value=value,
-            error=error,
-            output=state.get("output", ""),
-            output_dropped=state.get("dropped", 0),
-            calls=state.get("calls", 0),
+            value=_whole(value),
+            error=_whole(error),
+            output=_whole(output) or "",
+            output_dropped=dropped,
+            calls=min(len(self._seen), self.limits.max_calls),
             kind=kind or ("ok" if ok else "error"),
         )
+
+
+class _Tampered(Exception):
+    """What the program's side of the channel said is not what the prelude writes."""
+
+
+def _read(text: Any) -> dict[str, Any]:
+    """The program's state as the prelude writes it, checked: anything else is a program that tampered."""
+    try:
+        state = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        raise _Tampered from None
+    if type(state) is not dict or type(state.get("output")) is not str:
+        raise _Tampered
+    dropped, outcome = state.get("dropped"), state.get("outcome")
+    if type(dropped) is not int or dropped < 0:
+        raise _Tampered
+    if outcome is not None:
+        if type(outcome) is not dict or type(outcome.get("ok")) is not bool:
+            raise _Tampered
+        if outcome["ok"] and type(outcome.get("value")) not in (str, type(None)):
+            raise _Tampered
+        if not outcome["ok"] and type(outcome.get("error")) is not str:
+            raise _Tampered
+    return state
+
+
+def _whole(text: str | None) -> str | None:
+    """`text` with each lone half of a surrogate pair as U+FFFD: JavaScript strings may hold one, no answer can."""
+    return _SURROGATE.sub("\ufffd", text) if text else text

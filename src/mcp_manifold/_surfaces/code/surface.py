@@ -34,7 +34,15 @@ from mcp_manifold._core.results import SpillPolicy, ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall, tool_target
 from mcp_manifold._errors import InvalidRequest, ManifoldError
 from mcp_manifold._surfaces.base import Surface
-from mcp_manifold._surfaces.code.sandbox import Limits, Outcome, PendingCall, Sandbox, Settled, load_engine
+from mcp_manifold._surfaces.code.sandbox import (
+    Limits,
+    Outcome,
+    PendingCall,
+    ProgramStopped,
+    Sandbox,
+    Settled,
+    load_engine,
+)
 from mcp_manifold._surfaces.code.signatures import declaration
 
 logger = logging.getLogger(__name__)
@@ -171,22 +179,34 @@ class CodeSurface(Surface):
         return answer[0]
 
     async def _run(self, request: Request, sandbox: Sandbox, code: str) -> Outcome:
+        cancelled = anyio.get_cancelled_exc_class()
+
         def perform(batch: list[PendingCall], seconds_left: float) -> list[Settled]:
-            return anyio.from_thread.run(self._round, request, sandbox, batch, seconds_left)
+            try:
+                return anyio.from_thread.run(self._round, request, sandbox, batch, seconds_left)
+            except cancelled:  # the request was cancelled while the round ran: the program ends here
+                raise ProgramStopped from None
 
         if self._programs is None:  # made on the event loop, at the first program if `start` did not run
             self._programs = anyio.CapacityLimiter(self.host.settings.code_max_programs)
-        try:
-            return await anyio.to_thread.run_sync(
-                sandbox.run, code, perform, limiter=self._programs, abandon_on_cancel=True
-            )
-        finally:
-            sandbox.stopped = True  # a cancelled request leaves its thread: the next slice ends it
+        # The slot is held for as long as the program's thread runs, also when its request is cancelled:
+        # that waits for the thread (its current slice ends within the program's budget, and `stopped`
+        # ends it there). Before, a cancelled request gave its slot back while its thread ran on, so a
+        # caller could run any number of programs by starting and cancelling them.
+        async with self._programs, anyio.create_task_group() as minding:
+            minding.start_soon(_stop_when_cancelled, sandbox)
+            try:
+                return await anyio.to_thread.run_sync(sandbox.run, code, perform)
+            finally:
+                sandbox.stopped = True
+                minding.cancel_scope.cancel()
 
     async def _round(
         self, request: Request, sandbox: Sandbox, batch: list[PendingCall], seconds_left: float
     ) -> list[Settled]:
         """One round of a program's calls, concurrently; calls still running at its deadline fail."""
+        if sandbox.stopped:  # its request is gone: no call is made for it any more
+            return [Settled(call.id, False, "the program was stopped") for call in batch]
         answers: dict[int, Settled] = {}
         limiter = anyio.CapacityLimiter(_CALLS_AT_ONCE)
 
@@ -220,7 +240,10 @@ class CodeSurface(Surface):
             )
         if result.is_error:
             return Settled(call.id, False, error_text(result))
-        text = json.dumps(tool_value(result), ensure_ascii=False, separators=(",", ":"))
+        try:
+            text = json.dumps(tool_value(result), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # NaN or Infinity: no JSON, and the program's parser would end the whole program
+            return Settled(call.id, False, f"tools.{call.name} returned a number that is not finite (NaN or Infinity)")
         if len(text.encode()) > limits.value_bytes:
             return Settled(
                 call.id,
@@ -229,6 +252,13 @@ class CodeSurface(Surface):
                 f"({limits.value_bytes}, code_value_bytes)",
             )
         return Settled(call.id, True, text)
+
+
+async def _stop_when_cancelled(sandbox: Sandbox) -> None:
+    try:
+        await anyio.sleep_forever()
+    finally:
+        sandbox.stopped = True  # the thread checks it between slices of JavaScript
 
 
 def _answer(outcome: Outcome, limits: Limits) -> types.CallToolResult:
