@@ -358,7 +358,7 @@ class Gateway:
         begun = self.relists.begin(backend.name)
         try:
             if backend.owner is None:
-                await self.sync.refresh_one(backend.name)
+                await self.sync.relist(backend)
                 return
             owner = await self.client_sessions.relist(backend)
             if owner is not None:
