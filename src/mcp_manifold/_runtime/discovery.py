@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_manifold._config import ServerConfig, Transport
+from mcp_manifold._config.values import http_url_unusable
 from mcp_manifold._files import atomic_write, pid_is_alive
 
 logger = logging.getLogger(__name__)
@@ -117,8 +118,10 @@ def parse_record(data: Any, source: str = "record") -> InstanceRecord:
     url, command = text("url"), text("command")
     if (url is None) == (command is None):
         raise RecordError(f"{source}: exactly one of 'url' and 'command' is needed")
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise RecordError(f"{source}: field 'url' must be an http:// or https:// URL")
+    # Checked as every later use parses it (the hub's listings, the live status): a URL that only starts
+    # right (`http://[::1/mcp`) made those raise, and ended the gateway.
+    if url is not None and (problem := http_url_unusable(url)) is not None:
+        raise RecordError(f"{source}: field 'url' {problem}")
     args = data.get("args", [])
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         raise RecordError(f"{source}: field 'args' must be a list of strings")

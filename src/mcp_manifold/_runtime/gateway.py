@@ -317,19 +317,22 @@ class Gateway:
             "expose": list(self._settings.expose),
             "servers": servers,
             "instances": [row for surface in self.surfaces for row in surface.live_rows()],
-            "clients": {
-                "sessions": self.back_channel.session_count(),
-                "stateless_requests": self.stateless_requests,
-                "last_stateless_request": self.last_stateless_request,
-                "listen_streams": self.back_channel.listen_streams,
-            },
+            "clients": self._clients(),
         }
 
     def replica_row(self) -> dict[str, Any]:
-        """This replica's row in the shared status: its servers' states and its clients."""
-        snapshot = self.live_snapshot()
-        servers = {row["name"]: row.get("state") for row in snapshot["servers"]}
-        return {"started_at": self.started_at, "servers": servers, "clients": snapshot["clients"]}
+        """This replica's row in the shared status: its servers' states and its clients. Built apart from
+        `live_snapshot`, so what only that one reads (the hub's instances, say) never stops the heartbeat."""
+        servers = {backend.name: backend.state for backend in self.pool}
+        return {"started_at": self.started_at, "servers": servers, "clients": self._clients()}
+
+    def _clients(self) -> dict[str, Any]:
+        return {
+            "sessions": self.back_channel.session_count(),
+            "stateless_requests": self.stateless_requests,
+            "last_stateless_request": self.last_stateless_request,
+            "listen_streams": self.back_channel.listen_streams,
+        }
 
     def _every_backend(self) -> list[Backend]:
         """Every session to a server: the shared ones, hub instances and clients' own."""
