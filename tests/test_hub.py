@@ -182,14 +182,18 @@ async def test_manifold_servers_shows_instances(
 
 @pytest.mark.parametrize(
     ("fields", "problem"),
-    [({"url": "http://[::1/mcp"}, "field 'url' must be an http:// or https:// URL with a host")],
-    ids=["unparseable-url"],
+    [
+        ({"url": "http://[::1/mcp"}, "field 'url' must be an http:// or https:// URL with a host"),
+        ({"url": "http://127.0.0.1:9/mcp", "pid": 2**64}, "field 'pid' must be a positive integer of at most"),
+    ],
+    ids=["unparseable-url", "huge-pid"],
 )
 async def test_a_bad_record_is_skipped_and_named_while_the_gateway_serves_on(
     instances: Instances, discovery: Path, write_config: Any, tmp_path: Path, fields: dict[str, Any], problem: str
 ) -> None:
     """Before, a record whose URL only started right registered, and the live status, reading its endpoint
-    every two seconds, raised in the gateway's task group: the gateway exited."""
+    every two seconds, raised in the gateway's task group: the gateway exited. A pid past what `os.kill`
+    takes failed every scan of the directory: `instances_list` failed for every client."""
     announce(discovery, "alpha", instances.start("alpha"))
     config = write_config({}, {"expose": ["hub"], "discovery_dir": str(discovery), **FAST})
     log, port = tmp_path / "gateway.log", free_port()
