@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -426,3 +427,37 @@ async def test_a_removed_server_whose_cached_listing_awaits_refresh_ends_nothing
         assert "Traceback" not in log.read_text()
     finally:
         stop_process(process)
+
+
+async def test_a_config_file_turned_into_a_symlink_loop_ends_nothing(tmp_path: Path) -> None:
+    """The live status resolved the config path every 2 s; a loop made of it (a dotfile manager linking two
+    copies at each other) raised RuntimeError there, in the gateway's task group: the gateway exited."""
+    path = write(tmp_path / "mcp.json", {"numbers": server_entry("numbers.py")})
+    log = tmp_path / "gateway.log"
+    process, url = _serve_logged(path, log)
+    try:
+        live = tmp_path / "data" / "live" / f"{process.pid}.json"
+        await until(lambda: _live_written_after(live, 0))
+        (tmp_path / "other.json").symlink_to(path)
+        (tmp_path / "mcp.json.new").symlink_to(tmp_path / "other.json")
+        (tmp_path / "mcp.json.new").replace(path)  # mcp.json -> other.json -> mcp.json
+        os.kill(process.pid, signal.SIGHUP)  # the reload is refused, the old config serves on
+        since = time.time()
+        await until(lambda: _live_written_after(live, since, process))
+        assert process.poll() is None, log.read_text()
+        assert json.loads(live.read_text())["config"] == str(tmp_path.resolve() / "mcp.json")  # as it was at start
+        async with Client(url, mode="legacy") as client:
+            assert text_of(await client.call_tool("numbers_add", {"a": 1, "b": 1})) == "2.0"
+        assert "Traceback" not in log.read_text()
+    finally:
+        stop_process(process)
+
+
+async def _live_written_after(live: Path, since: float, process: subprocess.Popen[bytes] | None = None) -> bool:
+    """Whether the live status was written after `since` (or the gateway is gone)."""
+    if process is not None and process.poll() is not None:
+        return True
+    try:
+        return float(json.loads(live.read_text())["written_at"]) > since
+    except (OSError, ValueError, KeyError):
+        return False

@@ -78,6 +78,9 @@ class Gateway:
 
     def __init__(self, config: Config, *, serving: bool = False, single_client: bool = False) -> None:
         self.config = config
+        # Whose gateway this is, for `manifold servers`: resolved once, as the file was when it was loaded. A
+        # reload keeps the path, and resolving it again later could raise (a symlink loop made of it meanwhile).
+        self._config_file = str(config.path.resolve()) if config.path is not None else None
         self._settings = config.settings
         # One client only (the stdio front): servers are told what it can be asked for, and what they
         # ask outside any call goes to it. Otherwise shared sessions promise nothing (see `_sole_client`).
@@ -312,7 +315,7 @@ class Gateway:
             servers.append(row)
         return {
             "started_at": self.started_at,
-            "config": str(self.config.path.resolve()) if self.config.path is not None else None,  # whose it is
+            "config": self._config_file,
             "replica": self.replica_id if self.shared is not None else None,
             "expose": list(self._settings.expose),
             "servers": servers,
