@@ -66,3 +66,23 @@ async def test_a_locked_pins_file_keeps_the_quarantine_in_memory_and_says_it_was
         (state,) = holder.execute("SELECT state FROM pins WHERE server = 'shifty' AND tool = 'send'").fetchone()
         holder.close()
         assert state == "pinned"  # not saved, as the log said
+
+
+async def test_a_pin_row_that_is_not_json_is_skipped_and_named(tmp_path: Path) -> None:
+    """Before, the gateway reading back another process's write (every second) met a definition that is not
+    JSON (a hand edit, another program) with JSONDecodeError in its task group, and exited."""
+    config = write(tmp_path, {"numbers": server_entry("numbers.py")})
+    log, port = tmp_path / "gateway.log", free_port()
+    with log.open("wb") as stream, gateway_over_http(config, port, stderr=stream) as process:
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            assert text_of(await client.call_tool("numbers_add", {"a": 1, "b": 2})) == "3.0"  # its tools pinned
+            editor = sqlite3.connect(tmp_path / "data" / "pins.sqlite", isolation_level=None)
+            editor.execute("UPDATE pins SET definition = '{not json' WHERE server = 'numbers' AND tool = 'add'")
+            editor.execute("UPDATE pins SET definition = '[1]' WHERE server = 'numbers' AND tool = 'sqrt'")
+            editor.close()
+            said = "the pin of tool 'add' of server 'numbers' is unreadable (Expecting property name"
+            await said_or_exited(process, log, said)
+            assert process.poll() is None, log.read_text()
+            assert "the pin of tool 'sqrt' of server 'numbers' is unreadable (expected a JSON object" in log.read_text()
+            assert text_of(await client.call_tool("numbers_add", {"a": 2, "b": 2})) == "4.0"
+        assert "Traceback" not in log.read_text()

@@ -193,6 +193,8 @@ class PinStore:
                     await on_change()
             except sqlite3.Error as exc:
                 logger.warning("could not read %s: %s", self.path, exc)
+            except Exception:  # it runs in the gateway's task group: a fault costs this round only
+                logger.exception("could not take the pins %s holds now; trying again in %gs", self.path, interval)
 
     # --- the file ------------------------------------------------------------------------------------
 
@@ -217,7 +219,17 @@ class PinStore:
             "SELECT server, tool, state, hash, definition, candidate_hash, candidate, changed_at FROM pins"
         )
         for server, tool, state, digest, definition, candidate_hash, candidate, changed_at in rows:
-            pin = Pin(server, tool, state, digest, _json(definition), candidate_hash, _json(candidate), changed_at)
+            try:
+                pin = Pin(server, tool, state, digest, _json(definition), candidate_hash, _json(candidate), changed_at)
+            except ValueError as exc:  # a hand edit, another program's row: that tool is judged as never seen
+                logger.error(
+                    "%s: the pin of tool %r of server %r is unreadable (%s); skipped: the tool is judged as new",
+                    self.path,
+                    tool,
+                    server,
+                    exc,
+                )
+                continue
             yield pin.key, pin
 
     def _keep(self, changed: list[Pin], what: str, *, tell: bool = True) -> None:
@@ -294,7 +306,13 @@ def _newer(pin: Pin, ours: Pin | None) -> bool:
 
 
 def _json(text: str | None) -> dict[str, Any] | None:
-    return json.loads(text) if text else None
+    """A stored definition; ValueError when it is not a JSON object."""
+    if not text:
+        return None
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def _text(value: dict[str, Any] | None) -> str | None:
