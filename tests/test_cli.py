@@ -295,6 +295,36 @@ def test_search_explains_where_a_tool_ranks_and_what_hid_it(write_config: Any) -
 
 
 @pytest.mark.anyio
+async def test_a_live_status_that_cannot_be_taken_is_logged_and_the_next_round_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`publish` runs in the gateway's task group: a snapshot that raises (a bug, a file it reads gone bad)
+    once ended the whole gateway. Now that round is logged, once, and the next one is written."""
+    import anyio
+
+    from mcp_manifold._runtime.live_status import publish
+
+    rounds: list[int] = []
+
+    def snapshot() -> dict[str, Any]:
+        rounds.append(1)
+        if len(rounds) <= 3:
+            raise RuntimeError("Symlink loop from 'mcp.json'")
+        return {"servers": []}
+
+    written = tmp_path / "live" / f"{os.getpid()}.json"
+    async with anyio.create_task_group() as group:
+        group.start_soon(publish, tmp_path / "live", snapshot, 0.01)
+        with anyio.fail_after(10):
+            while not written.exists():
+                await anyio.sleep(0.01)
+        group.cancel_scope.cancel()
+    said = [record for record in caplog.records if "could not take the live status" in record.getMessage()]
+    assert len(said) == 1 and said[0].exc_info is not None  # once, with its traceback; the repeats at debug
+    assert not written.exists()  # removed when publishing stops, as before
+
+
+@pytest.mark.anyio
 async def test_servers_shows_a_running_gateway_live(write_config: Any, http_gateway: Any) -> None:
     """Breaker, health and state exist only inside the running gateway; `servers` reads them from it."""
     from mcp import Client

@@ -262,6 +262,8 @@ def test_transport_follows_command_url_and_transport(entry: dict[str, Any], tran
         ({"url": "http://h", "type": "sse", "transport": "http"}, "type", "disagree"),
         ({"url": "ftp://h/x"}, "url", "http:// or https://"),
         ({"url": "http://"}, "url", "with a host"),
+        ({"url": "http://[::1/mcp"}, "url", "cannot parse (Invalid IPv6 URL)"),  # was a bare ValueError
+        ({"url": "http://h:99999/mcp"}, "url", "cannot parse (Port out of range 0-65535)"),
         ({"command": ""}, "command", "must not be empty"),
         ({"command": ["srv"]}, "command", "must be a string, not a list"),
     ],

@@ -21,7 +21,7 @@ from mcp import Client
 
 from mcp_manifold._runtime.discovery import write_record
 from mcp_manifold._runtime.registration import build_record
-from tests.conftest import Instances, free_port, server_entry, stop_process, wait_for_port
+from tests.conftest import Instances, free_port, gateway_over_http, server_entry, stop_process, wait_for_port
 
 pytestmark = pytest.mark.anyio
 
@@ -178,6 +178,51 @@ async def test_manifold_servers_shows_instances(
     rows = {row["name"]: row for row in json.loads(done.stdout)}
     assert rows["alpha"]["state"] == "ready" and rows["alpha"]["tools"] == 10
     assert rows["beta"]["state"] == "failed" and "ConnectError" in rows["beta"]["last_error"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"url": "http://[::1/mcp"}, "field 'url' must be an http:// or https:// URL with a host"),
+        ({"url": "http://127.0.0.1:9/mcp", "pid": 2**64}, "field 'pid' must be a positive integer of at most"),
+    ],
+    ids=["unparseable-url", "huge-pid"],
+)
+async def test_a_bad_record_is_skipped_and_named_while_the_gateway_serves_on(
+    instances: Instances, discovery: Path, write_config: Any, tmp_path: Path, fields: dict[str, Any], problem: str
+) -> None:
+    """Before, a record whose URL only started right registered, and the live status, reading its endpoint
+    every two seconds, raised in the gateway's task group: the gateway exited. A pid past what `os.kill`
+    takes failed every scan of the directory: `instances_list` failed for every client."""
+    announce(discovery, "alpha", instances.start("alpha"))
+    config = write_config({}, {"expose": ["hub"], "discovery_dir": str(discovery), **FAST})
+    log, port = tmp_path / "gateway.log", free_port()
+    with log.open("wb") as stream, gateway_over_http(config, port, stderr=stream) as process:
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            assert set(await listed(client)) == {"alpha"}
+            record = {"id": "bad", "pid": os.getpid(), "last_ping": time.time() + 3600, **fields}
+            (discovery / "bad.json").write_text(json.dumps(record))
+            said = f"skipping instance file bad.json: {problem}"
+            with anyio.fail_after(20):
+                while said not in log.read_text() and process.poll() is None:
+                    await anyio.sleep(0.1)
+            assert process.poll() is None, log.read_text()
+            assert set(await listed(client)) == {"alpha"}
+            since = time.time()
+            with anyio.fail_after(20):  # the live status is written again, with the bad file in the folder
+                while _live_written(tmp_path / "data", process.pid) <= since and process.poll() is None:
+                    await anyio.sleep(0.1)
+            assert process.poll() is None, log.read_text()
+            assert set(await listed(client)) == {"alpha"}
+        assert "Traceback" not in log.read_text()
+
+
+def _live_written(data_dir: Path, pid: int) -> float:
+    """When the gateway `pid` last wrote its live status (0: not yet)."""
+    try:
+        return float(json.loads((data_dir / "live" / f"{pid}.json").read_text())["written_at"])
+    except (OSError, ValueError, KeyError):
+        return 0.0
 
 
 # --- connect, lists, isolation -------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from mcp_manifold._files import pid_is_alive
 from mcp_manifold._runtime.discovery import (
     InstanceRecord,
     RecordError,
@@ -52,7 +53,11 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
         ('{"id": "x", "name": "x"}', "exactly one of 'url' and 'command'"),
         ('{"id": "x", "url": "http://h/mcp", "command": "srv"}', "exactly one of 'url' and 'command'"),
         ('{"id": "x", "url": "ftp://h/mcp"}', "'url' must be an http:// or https:// URL"),
+        ('{"id": "x", "url": "http://[::1/mcp"}', "'url' must be an http:// or https:// URL with a host, which"),
+        ('{"id": "x", "url": "http://h:99999/mcp"}', "cannot parse (Port out of range 0-65535)"),
+        ('{"id": "x", "url": "http:///mcp"}', "'url' must be an http:// or https:// URL with a host"),
         ('{"id": "x", "url": "http://h/mcp", "pid": "12"}', "'pid' must be a positive integer"),
+        ('{"id": "x", "url": "http://h/mcp", "pid": 18446744073709551616}', "'pid' must be a positive integer of"),
         ('{"id": "x", "url": "http://h/mcp", "last_ping": true}', "'last_ping' must be a number"),
         ('{"id": "x", "command": "srv", "args": [1]}', "'args' must be a list of strings"),
         ('{"id": "other", "url": "http://h/mcp", "last_ping": 1e12}', "does not match id 'other'"),
@@ -78,6 +83,16 @@ def test_stale_when_the_process_is_gone_or_the_pings_stop(tmp_path: Path) -> Non
     assert set(scan.live) == {"slow", "fine"}
     assert f"process {exited.pid} is gone" in scan.stale["gone"][1]
     assert "last ping 31s ago" in scan.stale["quiet"][1]
+
+
+def test_a_pid_no_process_can_have_is_not_alive(tmp_path: Path) -> None:
+    """`os.kill` raised OverflowError past a pid_t (what read the live status and the discovery files)."""
+    assert not pid_is_alive(2**64) and not pid_is_alive(2**31) and not pid_is_alive(0) and not pid_is_alive(-1)
+    assert pid_is_alive(os.getpid())
+    (tmp_path / "big.json").write_text(json.dumps({"id": "big", "url": "http://h/mcp", "pid": 2**64}))
+    write_record(tmp_path, record())
+    scan = read_records(tmp_path, now=NOW)  # the one bad file costs itself, not the scan
+    assert list(scan.live) == ["alpha-1"] and "field 'pid'" in scan.problems["big.json"]
 
 
 def test_server_config_for_url_and_command() -> None:

@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -354,3 +355,109 @@ async def _wait_for_files(folder: Path) -> None:
 
 async def _any_file(folder: Path) -> bool:
     return any(folder.glob("*.json"))
+
+
+# --- a server the reload removed is never listed again (its late announcement, its cached re-listing) ----
+
+
+def _serve_logged(path: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`manifold serve --http` on `path`, its log (debug) in the file `log`: the process and its /mcp URL."""
+    port = free_port()
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(path), "--http", "--port", str(port)]
+    with log.open("ab") as stream:
+        process = subprocess.Popen(
+            [*command, "--no-reload", "--log-level", "debug"], start_new_session=True, stderr=stream
+        )
+    wait_for_port(port, process)
+    return process, f"http://127.0.0.1:{port}/mcp"
+
+
+async def _logged_or_exited(process: subprocess.Popen[bytes], log: Path, line: str) -> None:
+    await until(lambda: _said_or_gone(process, log, line))
+
+
+async def _said_or_gone(process: subprocess.Popen[bytes], log: Path, line: str) -> bool:
+    return process.poll() is not None or line in log.read_text(errors="replace")
+
+
+async def test_a_removed_server_announcing_while_its_call_drains_ends_nothing(tmp_path: Path) -> None:
+    """Its announcement once the reload removed it is ignored; before, listing it again raised KeyError in the
+    back channel's task group, and the whole gateway exited."""
+    servers = {"numbers": server_entry("numbers.py"), "ann": server_entry("announcer.py")}
+    path = write(tmp_path / "mcp.json", servers, shutdown_timeout=10)
+    log = tmp_path / "gateway.log"
+    process, url = _serve_logged(path, log)
+    try:
+        async with Client(url, mode="legacy") as client:
+            assert "ann_slow_announce" in await tool_names(client)
+            async with anyio.create_task_group() as group:
+                group.start_soon(client.call_tool, "ann_slow_announce", {"seconds": 2})
+                await anyio.sleep(0.5)
+                write(path, {"numbers": servers["numbers"]}, shutdown_timeout=10)
+                os.kill(process.pid, signal.SIGHUP)
+            await _logged_or_exited(process, log, "announced a change after a config reload retired it: ignored")
+            assert process.poll() is None, log.read_text()
+            assert text_of(await client.call_tool("numbers_add", {"a": 2, "b": 3})) == "5.0"
+        assert "Traceback" not in log.read_text()
+    finally:
+        stop_process(process)
+
+
+async def test_a_removed_server_whose_cached_listing_awaits_refresh_ends_nothing(tmp_path: Path) -> None:
+    """A restart answers from the listing cache and re-lists each server a moment later; a reload removing one
+    meanwhile made that re-listing raise KeyError in the gateway's task group (the gateway exited)."""
+    servers = {"numbers": server_entry("numbers.py"), "words": server_entry("words.py")}
+    path = write(tmp_path / "mcp.json", servers)
+    log = tmp_path / "gateway.log"
+    process, url = _serve_logged(path, log)  # the first run fills the listing cache
+    try:
+        async with Client(url, mode="legacy") as client:
+            assert "words_upper" in await tool_names(client)
+    finally:
+        stop_process(process)
+    process, url = _serve_logged(path, log)
+    try:
+        async with Client(url, mode="legacy") as client:
+            assert "words_upper" in await tool_names(client)  # from the cache; re-listed in a second
+            write(path, {"numbers": servers["numbers"]})
+            os.kill(process.pid, signal.SIGHUP)
+            await _logged_or_exited(process, log, "server 'words': not listed: a config reload removed it")
+            assert process.poll() is None, log.read_text()
+            assert await tool_names(client) == {"numbers_add", "numbers_multiply", "numbers_sqrt"}
+        assert "Traceback" not in log.read_text()
+    finally:
+        stop_process(process)
+
+
+async def test_a_config_file_turned_into_a_symlink_loop_ends_nothing(tmp_path: Path) -> None:
+    """The live status resolved the config path every 2 s; a loop made of it (a dotfile manager linking two
+    copies at each other) raised RuntimeError there, in the gateway's task group: the gateway exited."""
+    path = write(tmp_path / "mcp.json", {"numbers": server_entry("numbers.py")})
+    log = tmp_path / "gateway.log"
+    process, url = _serve_logged(path, log)
+    try:
+        live = tmp_path / "data" / "live" / f"{process.pid}.json"
+        await until(lambda: _live_written_after(live, 0))
+        (tmp_path / "other.json").symlink_to(path)
+        (tmp_path / "mcp.json.new").symlink_to(tmp_path / "other.json")
+        (tmp_path / "mcp.json.new").replace(path)  # mcp.json -> other.json -> mcp.json
+        os.kill(process.pid, signal.SIGHUP)  # the reload is refused, the old config serves on
+        since = time.time()
+        await until(lambda: _live_written_after(live, since, process))
+        assert process.poll() is None, log.read_text()
+        assert json.loads(live.read_text())["config"] == str(tmp_path.resolve() / "mcp.json")  # as it was at start
+        async with Client(url, mode="legacy") as client:
+            assert text_of(await client.call_tool("numbers_add", {"a": 1, "b": 1})) == "2.0"
+        assert "Traceback" not in log.read_text()
+    finally:
+        stop_process(process)
+
+
+async def _live_written_after(live: Path, since: float, process: subprocess.Popen[bytes] | None = None) -> bool:
+    """Whether the live status was written after `since` (or the gateway is gone)."""
+    if process is not None and process.poll() is not None:
+        return True
+    try:
+        return float(json.loads(live.read_text())["written_at"]) > since
+    except (OSError, ValueError, KeyError):
+        return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from mcp_manifold._core.clients import Caller
 from mcp_manifold._front.fast_lane import FastLane
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.stray_cancel import refusing_stray_cancellations
+from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.call_path import CallPath
 from mcp_manifold._runtime.cancellation import stray_cancellation
 from mcp_manifold._runtime.gateway import Gateway
@@ -189,3 +191,39 @@ async def test_which_exceptions_count_as_stray_cancellations() -> None:
             assert stray_cancellation(group("g", [own, cancelled]))
             raise
     assert scope.cancelled_caught  # the checks above ran
+
+
+async def test_one_met_while_a_server_stops_ends_that_server_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server's connection runs in the pool's task group, which every server shares. Once the server was
+    up, `Backend._run` re-raised any cancellation, so one nothing asked for (met here while its transport
+    closes) went on into that group, which anyio then cancelled: every server's connection and the gateway."""
+    original = Backend._open_transport
+
+    async def open_transport(self: Backend, stack: AsyncExitStack, watchers: Any) -> Any:
+        opened = await original(self, stack, watchers)
+        if self.name == "kitchen":
+
+            async def stray() -> None:
+                raise asyncio.CancelledError  # from outside anyio: no scope asked for it
+
+            stack.push_async_callback(stray)  # runs as the connection closes
+        return opened
+
+    monkeypatch.setattr(Backend, "_open_transport", open_transport)
+    path = tmp_path / "mcp.json"
+    servers = {"kitchen": server_entry("kitchen.py"), "numbers": server_entry("numbers.py")}
+    path.write_text(json.dumps({"mcpServers": servers, "manifold": {"data_dir": str(tmp_path / "data")}}))
+    async with (
+        Gateway(load_config(path), serving=True) as gateway,
+        Client(McpFront(gateway).server, mode="legacy", read_timeout_seconds=30) as client,
+    ):
+        with anyio.fail_after(30):
+            assert (await client.call_tool("kitchen_echo", {"text": "up"})).content[0].text == "up"  # type: ignore[union-attr]
+            await client.call_tool("numbers_add", {"a": 1, "b": 2})
+        with anyio.fail_after(15):
+            await gateway.pool["kitchen"].stop()
+            after = await client.call_tool("numbers_add", {"a": 2, "b": 2})
+        assert after.content[0].text == "4.0"  # type: ignore[union-attr]
+        assert gateway.pool["kitchen"].state == "stopped"

@@ -79,8 +79,14 @@ def tighten(root: Path) -> tuple[list[Path], list[tuple[Path, OSError]]]:
     return tightened, failed
 
 
+PID_MAX = 2**31 - 1  # the largest pid_t; `os.kill` raises OverflowError past it
+
+
 def pid_is_alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this host (someone else's counts as alive)."""
+    """Whether a process with this pid exists on this host (someone else's counts as alive). A pid no process
+    can have (0 or less: a process group to `os.kill`; past `PID_MAX`) is not alive."""
+    if not 0 < pid <= PID_MAX:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

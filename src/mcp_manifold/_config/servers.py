@@ -91,7 +91,10 @@ def url_transport(url: Any) -> Transport:
     The rule FastMCP applies to `mcpServers` files (`http://localhost:8000/sse`, `.../sse/`), so configs
     written for smart-mcp-proxy and other FastMCP-based tools open the same way here.
     """
-    path = urlsplit(url).path if isinstance(url, str) else ""
+    try:
+        path = urlsplit(url).path if isinstance(url, str) else ""
+    except ValueError:  # an unparseable URL: the `url` field's own check says so, naming the field
+        path = ""
     return "sse" if "sse" in path.split("/") else "http"
 
 

@@ -148,9 +148,20 @@ def prefix_problem(value: str) -> str | None:
 
 
 def http_url_problem(url: str) -> str | None:
-    parts = urlsplit(url)
+    problem = http_url_unusable(url)
+    return None if problem is None else f"{problem}, not {url!r}"
+
+
+def http_url_unusable(url: str) -> str | None:
+    """Why `url` is no http(s) URL with a host that every later use can parse, or None. The reason quotes
+    no part of it (a URL may carry a token)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is no number from 0 to 65535, as every later use would
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535", ...
+        return f"must be an http:// or https:// URL with a host, which Python cannot parse ({exc})"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"must be an http:// or https:// URL with a host, not {url!r}"
+        return "must be an http:// or https:// URL with a host"
     return None
 
 

@@ -51,6 +51,7 @@ from mcp_manifold._runtime.backend_errors import (
     first_leaf,
     translate_backend_errors,
 )
+from mcp_manifold._runtime.cancellation import stray_cancellation
 from mcp_manifold._runtime.http_leg import HttpLeg
 from mcp_manifold._runtime.learned import learned_facts
 from mcp_manifold._runtime.listing_fetch import list_everything
@@ -325,7 +326,9 @@ class Backend:
             cut_context_loop(exc)
             # Decided by this run's own facts, never by `self.state`: a restart may already be under
             # way, and an old run that re-raised its transport error would take the whole pool down.
-            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            # A cancellation nothing asked for (from outside anyio) is this connection's end, not one to pass
+            # on: raised into the pool's task group, it would cancel every server's connection and the gateway.
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class()) and not stray_cancellation(exc)
             current = self._stopped is stopped
             if started and current and not stop.is_set() and not cancelled and self.state == "ready":
                 self._record_failure(f"connection ended: {describe(exc)}")

@@ -97,7 +97,7 @@ class CatalogSync:
     async def _start_one(self, name: str) -> None:
         self._in_background.add(name)  # nobody's call is waiting for it: the cached ones need not wait for it
         try:
-            await self.refresh_one(name)
+            await self.refresh_contained(name)
         finally:
             self._in_background.discard(name)
             self._starting.pop(name).set()
@@ -134,7 +134,7 @@ class CatalogSync:
                     await anyio.sleep(0.05)
             self._in_background.add(name)
             try:
-                await self.refresh_one(name)
+                await self.refresh_contained(name)
             finally:
                 self._in_background.discard(name)
 
@@ -142,7 +142,23 @@ class CatalogSync:
         """(Re)list the named backends concurrently; a failure leaves the others untouched."""
         async with anyio.create_task_group() as task_group:
             for name in names:
-                task_group.start_soon(self.refresh_one, name)
+                task_group.start_soon(self.refresh_contained, name)
+
+    async def relist(self, backend: Backend) -> None:
+        """The server said its lists changed: list it again, unless a config reload removed or replaced it
+        meanwhile (it announced while a call of its was draining): its listing is nobody's then."""
+        if self.pool.backends.get(backend.name) is not backend:
+            logger.debug("server %r announced a change after a config reload retired it: ignored", backend.name)
+            return
+        await self.refresh_contained(backend.name)
+
+    async def refresh_contained(self, name: str) -> None:
+        """Every listing runs here. They run in task groups every caller shares (the gateway's, the back
+        channel's), where one escaping exception would cancel the whole group: a fault ends this listing only."""
+        try:
+            await self.refresh_one(name)
+        except Exception:
+            logger.exception("server %r: listing it failed; the catalog keeps what it showed", name)
 
     def not_running(self, name: str, separator: str, may_use_server: Callable[[str], bool]) -> str | None:
         """Why a tool called `name` may be missing: a server the caller may use, which could own that name,
@@ -157,7 +173,10 @@ class CatalogSync:
         return None
 
     async def refresh_one(self, name: str) -> None:
-        backend = self.pool[name]
+        backend = self.pool.backends.get(name)
+        if backend is None:  # a config reload removed it while this listing waited its turn
+            logger.debug("server %r: not listed: a config reload removed it", name)
+            return
         try:
             listing = await backend.list_all()
         except ManifoldError as exc:
@@ -167,9 +186,9 @@ class CatalogSync:
                 logger.warning("%s", exc)
                 self._warned[name] = backend.last_error or str(exc)
             return
-        if self.pool.backends.get(name) is not backend:
-            return  # a config reload removed or replaced it meanwhile: this listing is stale
         async with self._lock:
+            if self.pool.backends.get(name) is not backend:
+                return  # a config reload removed or replaced it meanwhile: this listing is stale
             self._set(name, listing)
             self.live.add(name)
         if self.serving:

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from mcp_manifold._config import ServerConfig, Transport
-from mcp_manifold._files import atomic_write, pid_is_alive
+from mcp_manifold._config.values import http_url_unusable
+from mcp_manifold._files import PID_MAX, atomic_write, pid_is_alive
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +118,10 @@ def parse_record(data: Any, source: str = "record") -> InstanceRecord:
     url, command = text("url"), text("command")
     if (url is None) == (command is None):
         raise RecordError(f"{source}: exactly one of 'url' and 'command' is needed")
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise RecordError(f"{source}: field 'url' must be an http:// or https:// URL")
+    # Checked as every later use parses it (the hub's listings, the live status): a URL that only starts
+    # right (`http://[::1/mcp`) made those raise, and ended the gateway.
+    if url is not None and (problem := http_url_unusable(url)) is not None:
+        raise RecordError(f"{source}: field 'url' {problem}")
     args = data.get("args", [])
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         raise RecordError(f"{source}: field 'args' must be a list of strings")
@@ -126,8 +129,8 @@ def parse_record(data: Any, source: str = "record") -> InstanceRecord:
     if transport not in (None, "http", "sse"):
         raise RecordError(f"{source}: field 'transport' must be 'http' or 'sse'")
     pid = data.get("pid")
-    if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
-        raise RecordError(f"{source}: field 'pid' must be a positive integer")
+    if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid <= PID_MAX):
+        raise RecordError(f"{source}: field 'pid' must be a positive integer of at most {PID_MAX}")
     refresh = number("ping_interval", DEFAULT_REFRESH)
     if refresh <= 0:
         raise RecordError(f"{source}: field 'ping_interval' must be greater than 0")
@@ -243,6 +246,11 @@ def read_records(directory: Path, now: float | None = None, pid_alive: Callable[
         try:
             data = json.loads(_read_trusted(path))
             record = parse_record(data, path.name)
+            if path.stem != record.id:
+                raise RecordError(f"{path.name}: file name does not match id {record.id!r}")
+            # In here: one file's fault, whatever it is, costs that file, never the whole directory's scan
+            # (a pid past what `os.kill` takes once made every `instances_list` fail).
+            reason = record.stale_reason(now, pid_alive)
         except FileNotFoundError:
             continue  # removed between listing and reading
         except (OSError, RecordError) as exc:  # both already name the file
@@ -251,10 +259,9 @@ def read_records(directory: Path, now: float | None = None, pid_alive: Callable[
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             scan.problems[path.name] = f"{path.name}: {exc}"  # the log line must say which file
             continue
-        if path.stem != record.id:
-            scan.problems[path.name] = f"{path.name}: file name does not match id {record.id!r}"
+        except Exception as exc:
+            scan.problems[path.name] = f"{path.name}: cannot be used: {exc!r}"
             continue
-        reason = record.stale_reason(now, pid_alive)
         if reason is None:
             scan.live[record.id] = record
         else:

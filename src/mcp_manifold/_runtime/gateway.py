@@ -78,6 +78,9 @@ class Gateway:
 
     def __init__(self, config: Config, *, serving: bool = False, single_client: bool = False) -> None:
         self.config = config
+        # Whose gateway this is, for `manifold servers`: resolved once, as the file was when it was loaded. A
+        # reload keeps the path, and resolving it again later could raise (a symlink loop made of it meanwhile).
+        self._config_file = str(config.path.resolve()) if config.path is not None else None
         self._settings = config.settings
         # One client only (the stdio front): servers are told what it can be asked for, and what they
         # ask outside any call goes to it. Otherwise shared sessions promise nothing (see `_sole_client`).
@@ -312,24 +315,27 @@ class Gateway:
             servers.append(row)
         return {
             "started_at": self.started_at,
-            "config": str(self.config.path.resolve()) if self.config.path is not None else None,  # whose it is
+            "config": self._config_file,
             "replica": self.replica_id if self.shared is not None else None,
             "expose": list(self._settings.expose),
             "servers": servers,
             "instances": [row for surface in self.surfaces for row in surface.live_rows()],
-            "clients": {
-                "sessions": self.back_channel.session_count(),
-                "stateless_requests": self.stateless_requests,
-                "last_stateless_request": self.last_stateless_request,
-                "listen_streams": self.back_channel.listen_streams,
-            },
+            "clients": self._clients(),
         }
 
     def replica_row(self) -> dict[str, Any]:
-        """This replica's row in the shared status: its servers' states and its clients."""
-        snapshot = self.live_snapshot()
-        servers = {row["name"]: row.get("state") for row in snapshot["servers"]}
-        return {"started_at": self.started_at, "servers": servers, "clients": snapshot["clients"]}
+        """This replica's row in the shared status: its servers' states and its clients. Built apart from
+        `live_snapshot`, so what only that one reads (the hub's instances, say) never stops the heartbeat."""
+        servers = {backend.name: backend.state for backend in self.pool}
+        return {"started_at": self.started_at, "servers": servers, "clients": self._clients()}
+
+    def _clients(self) -> dict[str, Any]:
+        return {
+            "sessions": self.back_channel.session_count(),
+            "stateless_requests": self.stateless_requests,
+            "last_stateless_request": self.last_stateless_request,
+            "listen_streams": self.back_channel.listen_streams,
+        }
 
     def _every_backend(self) -> list[Backend]:
         """Every session to a server: the shared ones, hub instances and clients' own."""
@@ -358,7 +364,7 @@ class Gateway:
         begun = self.relists.begin(backend.name)
         try:
             if backend.owner is None:
-                await self.sync.refresh_one(backend.name)
+                await self.sync.relist(backend)
                 return
             owner = await self.client_sessions.relist(backend)
             if owner is not None:

@@ -39,12 +39,20 @@ def write_snapshot(directory: Path, snapshot: dict[str, Any]) -> Path:
 async def publish(directory: Path, snapshot: Callable[[], dict[str, Any]], interval: float = INTERVAL) -> None:
     """Keep this process's snapshot fresh until cancelled, then remove it."""
     path = directory / f"{os.getpid()}.json"
+    said: str | None = None  # the last failure logged in full: the next rounds would only repeat it
     try:
         while True:
             try:
                 write_snapshot(directory, {"pid": os.getpid(), "written_at": time.time(), **snapshot()})
+                said = None
             except OSError as exc:
                 logger.warning("could not write the live status to %s: %s", directory, exc)
+            except Exception as exc:  # it runs in the gateway's task group: a fault costs this round only
+                if said == repr(exc):
+                    logger.debug("live status still not taken: %r", exc)
+                else:
+                    logger.exception("could not take the live status (`manifold servers` shows the last one)")
+                    said = repr(exc)
             await anyio.sleep(interval)
     finally:
         path.unlink(missing_ok=True)

@@ -15,7 +15,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,7 @@ class PinStore:
                     self._tell(after, before)
         if not changed:
             return False
-        self._write(changed)
+        self._keep(changed, f"what server {server!r} listed")
         return self._recompute()
 
     def _tell(self, pin: Pin, before: Pin | None) -> None:
@@ -181,7 +181,7 @@ class PinStore:
             return False
         for pin in newer:
             self._pins[pin.key] = pin
-        self._write(newer, tell=False)
+        self._keep(newer, "another replica's pins", tell=False)
         return self._recompute()
 
     async def watch(self, on_change: Callable[[], Any], interval: float = 1.0) -> None:
@@ -193,6 +193,8 @@ class PinStore:
                     await on_change()
             except sqlite3.Error as exc:
                 logger.warning("could not read %s: %s", self.path, exc)
+            except Exception:  # it runs in the gateway's task group: a fault costs this round only
+                logger.exception("could not take the pins %s holds now; trying again in %gs", self.path, interval)
 
     # --- the file ------------------------------------------------------------------------------------
 
@@ -217,8 +219,36 @@ class PinStore:
             "SELECT server, tool, state, hash, definition, candidate_hash, candidate, changed_at FROM pins"
         )
         for server, tool, state, digest, definition, candidate_hash, candidate, changed_at in rows:
-            pin = Pin(server, tool, state, digest, _json(definition), candidate_hash, _json(candidate), changed_at)
+            try:
+                pin = Pin(server, tool, state, digest, _json(definition), candidate_hash, _json(candidate), changed_at)
+            except ValueError as exc:  # a hand edit, another program's row: that tool is judged as never seen
+                logger.error(
+                    "%s: the pin of tool %r of server %r is unreadable (%s); skipped: the tool is judged as new",
+                    self.path,
+                    tool,
+                    server,
+                    exc,
+                )
+                continue
             yield pin.key, pin
+
+    def _keep(self, changed: list[Pin], what: str, *, tell: bool = True) -> None:
+        """`_write` for what the gateway learns by itself (a listing, another replica's pins). Those run in
+        task groups every caller shares, where an error would end the gateway: a write that fails (the file
+        locked past SQLite's busy timeout, a full disk) is logged, and the pins hold in memory only."""
+        try:
+            self._write(changed, tell=tell)
+        except sqlite3.Error as exc:
+            tools = ", ".join(f"{pin.server}/{pin.tool}" for pin in changed)
+            logger.error(
+                "could not save %s (pins of %s) to %s: %s. They hold in this gateway's memory, but the decision "
+                "was not saved: `manifold pins` and other gateways do not see it, and a restart judges these "
+                "tools again",
+                what,
+                tools,
+                self.path,
+                exc,
+            )
 
     def _write(self, changed: list[Pin], *, tell: bool = True) -> None:
         assert self._db is not None
@@ -249,10 +279,12 @@ class PinStore:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield self._db
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # a COMMIT that failed (a full disk) leaves it open for the next write
+                with suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
     def _recompute(self) -> bool:
         blocked = frozenset(key for key, pin in self._pins.items() if pins.blocks(pin, self.mode))
@@ -274,7 +306,13 @@ def _newer(pin: Pin, ours: Pin | None) -> bool:
 
 
 def _json(text: str | None) -> dict[str, Any] | None:
-    return json.loads(text) if text else None
+    """A stored definition; ValueError when it is not a JSON object."""
+    if not text:
+        return None
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def _text(value: dict[str, Any] | None) -> str | None:

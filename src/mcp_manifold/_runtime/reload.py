@@ -258,4 +258,4 @@ def apply_changes(gateway: Reloadable, loaded: Config, changes: ConfigChanges) -
     ]
     for name in dict.fromkeys(relist):
         if gateway.pool[name].state != "disabled":
-            background.start_soon(gateway.sync.refresh_one, name)
+            background.start_soon(gateway.sync.refresh_contained, name)
