@@ -11,8 +11,8 @@ replica sees the change); what it changed meanwhile is written when the store is
 
 from __future__ import annotations
 
-import contextlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
@@ -22,7 +22,10 @@ import anyio.abc
 
 from mcp_manifold._core.pins import Pin
 from mcp_manifold._runtime.pin_store import PinStore
+from mcp_manifold._runtime.shared_state.pin_entries import read_pins
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
+
+logger = logging.getLogger(__name__)
 
 POLL = 0.5
 # KEYS: the pins hash, the version counter. ARGV: field, pin JSON, changed_at. Keeps the newer pin.
@@ -58,20 +61,25 @@ class SharedPins:
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         # What other replicas decided before this one started holds from its first request.
-        with contextlib.suppress(StateUnavailable):
-            await self._pull()
+        await self._exchange(flush=False)
         self.push(self.pins.pins())  # and what this one knows goes up, where newer
         task_status.started()
         while True:
             with anyio.move_on_after(POLL):
                 await self._wake.wait()
             self._wake = anyio.Event()
-            try:
+            await self._exchange(flush=True)
+
+    async def _exchange(self, *, flush: bool) -> None:
+        try:
+            if flush:
                 await self._flush()
-                if await self._pull():
-                    await self.changed()
-            except StateUnavailable:
-                pass  # pending pins stay pending until the store is back
+            if await self._pull() and flush:
+                await self.changed()
+        except StateUnavailable:
+            pass  # pending pins stay pending until the store is back
+        except Exception:  # whatever else went wrong, the next round tries again: it never ends the gateway
+            logger.exception("could not exchange pins with the shared state store")
 
     async def _flush(self) -> None:
         while self._pending:
@@ -92,8 +100,7 @@ class SharedPins:
             return False
         raw = await self.store.run("pins", lambda: self.store.client.hgetall(self.key))
         self._seen_version = version
-        others = [Pin(**json.loads(text)) for text in raw.values()]
-        return self.pins.merge(others)
+        return self.pins.merge(read_pins(raw))
 
 
 async def publish_decisions(state_url: str, decided: list[Pin]) -> None:
@@ -116,7 +123,7 @@ async def shared_pins(state_url: str) -> list[Pin]:
     store = StateStore(state_url, "pins-cli", announce=False)
     try:
         raw = await store.run("pins", lambda: store.client.hgetall(store.key("pins")))
-        return [Pin(**json.loads(text)) for text in raw.values()]
+        return read_pins(raw)
     except StateUnavailable as exc:  # before any decision: one the replicas might never hear is not taken
         raise StateUnavailable(f"{exc}; nothing was changed: run it again once the store answers") from None
     finally:
