@@ -95,3 +95,46 @@ def test_pin_fields_a_newer_version_added_are_ignored() -> None:
     pin = read_pin(json.dumps({**GOOD, "approved_by": "ops", "changed_at": 5}))
     assert pin == Pin("probe", "ok", "pinned", "h", {"name": "ok"}, changed_at=5)
 
+
+NOT_UTF8 = "caf\xc3".encode("latin-1")  # 'café' cut inside its last character
+
+
+async def test_learned_entries_that_are_not_utf8_are_skipped_and_named(
+    redis_server: RedisServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_manifold._runtime.listing_cache import ListingCache
+    from mcp_manifold._runtime.shared_state.learned import SharedLearning
+
+    good = "0123456789abcdef01234567.json"
+    check = redis.Redis.from_url(redis_server.url)
+    check.hset("manifold:listings", mapping={good: '{"format": 1}', "bad.json": NOT_UTF8, NOT_UTF8: "{}"})
+    check.sadd("manifold:asks-mid-call", NOT_UTF8, "someserver")
+    store = StateStore(redis_server.url, "r0")
+    learning = SharedLearning(store, ListingCache(tmp_path / "cache"), list)
+    caplog.set_level(logging.ERROR)
+    try:
+        await learning.prefetch()
+        await learning._exchange()
+        await learning._exchange()  # each bad entry is logged once, not every round
+    finally:
+        await store.close()
+    assert sorted(path.name for path in (tmp_path / "cache").iterdir()) == [good]
+    lines = [record.getMessage() for record in caplog.records]
+    assert sum("manifold:asks-mid-call that is not UTF-8" in line and "caf\\xc3" in line for line in lines) == 1
+    assert any("manifold:listings bad.json that is not UTF-8" in line for line in lines)
+    assert any("manifold:listings that is not UTF-8" in line for line in lines)  # the name itself
+
+
+def test_a_gateway_lives_on_with_learned_entries_that_are_not_utf8(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    config = write_config({"probe": server_entry("replica_probe.py")}, {"http": True, "state_url": redis_server.url})
+    check = redis.Redis.from_url(redis_server.url)
+
+    def spoil() -> None:
+        check.hset(
+            "manifold:listings", "0123456789abcdef01234567.json", b'{"format": 1, "tools": [{"name": "' + NOT_UTF8
+        )
+        check.sadd("manifold:asks-mid-call", NOT_UTF8)
+
+    _gateway_lives_on(config, tmp_path / "gateway.log", spoil, expect="manifold:asks-mid-call that is not UTF-8")
