@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._errors import InvalidRequest, ManifoldError
-from mcp_manifold._runtime.input_bridge import HeldCalls, State
+from mcp_manifold._runtime.input_bridge import HOLDER_GONE, HeldCalls, State
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
 
 HELD_PATH = "/_manifold/held"
@@ -57,10 +57,7 @@ def decode(answer: dict[str, Any]) -> Any:
     return model.model_validate(answer["result"])
 
 
-_GONE = (
-    "the replica holding the call these answers are for is gone (stopped or crashed), and the call with it; "
-    "call the tool again"
-)
+_GONE = HOLDER_GONE
 
 
 def _plain(answer: Any) -> Any:
@@ -83,7 +80,7 @@ class HeldForwarding:
 
     async def forward(self, state: State, request: Request) -> Any:
         url = await self.directory.address(state.holder or "")
-        if url is None:
+        if url is None or url == self.directory.url:  # this address: a run of this replica before a restart
             raise ManifoldError(_GONE)
         responses = {key: _plain(answer) for key, answer in (request.input_responses or {}).items()}
         body = {
