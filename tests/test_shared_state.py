@@ -134,7 +134,7 @@ async def test_shared_in_flight_limits_count_every_replica_and_free_finished_cal
     from mcp_manifold._runtime.shared_state.store import StateStore
 
     stores = [StateStore(redis_server.url, replica) for replica in ("r0", "r1")]
-    first, second = (SharedLimits(store, PrincipalLimits(0, 0, 2), lease=60) for store in stores)
+    first, second = (SharedLimits(store, PrincipalLimits(0, 0, 2), lease=lambda: 60) for store in stores)
     check = redis.Redis.from_url(redis_server.url)
 
     def running(principal: str) -> int:
@@ -176,7 +176,7 @@ async def test_an_admission_cancelled_on_its_way_leaves_no_call_in_flight(redis_
     from mcp_manifold._runtime.shared_state.store import StateStore
 
     store = StateStore(redis_server.url, "r0")
-    limits = SharedLimits(store, PrincipalLimits(0, 0, 2), lease=60)
+    limits = SharedLimits(store, PrincipalLimits(0, 0, 2), lease=lambda: 60)
     check = redis.Redis.from_url(redis_server.url)
     key = "manifold:limit:flight:ada"
     try:

@@ -193,7 +193,13 @@ class Gateway:
     def _limits(self) -> Limits:
         settings = self._settings
         local = PrincipalLimits(settings.rate_limit, settings.rate_burst, settings.principal_max_calls)
-        return self.shared.shared_limits(local) if self.shared is not None else local
+        return self.shared.shared_limits(local, self._longest_call) if self.shared is not None else local
+
+    def _longest_call(self) -> float:
+        """Seconds the longest call may run by the config now: a server's own `timeout` may exceed `call_timeout`,
+        and a reload may change either (a shared in-flight slot must outlive its call)."""
+        timeouts = [server.timeout for server in self.config.servers.values() if server.timeout]
+        return max([self._settings.call_timeout, *timeouts])
 
     # --- lifecycle -------------------------------------------------------------------------------
 

@@ -55,10 +55,13 @@ class SharedState:
         self.bus: SharedSubscriptionBus | None = None
         self.learning: SharedLearning | None = None
 
-    def shared_limits(self, local: PrincipalLimits) -> SharedLimits | PrincipalLimits:
+    def shared_limits(
+        self, local: PrincipalLimits, longest_call: Callable[[], float]
+    ) -> SharedLimits | PrincipalLimits:
+        """`longest_call()`: seconds the longest call may run by the config now (asked at each admission)."""
         if not local.active:
             return local
-        self.limits = SharedLimits(self.store, local, self.settings.call_timeout + _LEASE_MARGIN)
+        self.limits = SharedLimits(self.store, local, lambda: longest_call() + _LEASE_MARGIN)
         return self.limits
 
     def share_pins(self, pins: PinStore, changed: Callable[[], Awaitable[None]]) -> None:
