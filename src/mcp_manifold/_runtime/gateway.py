@@ -348,9 +348,14 @@ class Gateway:
         return await self.shared.replica_rows()
 
     @property
-    def shared_request_state_key(self) -> str | None:
-        """The key every replica seals 2026-07-28 request state with (state_url set, no request_state_keys)."""
-        return self.shared.request_state_key if self.shared is not None else None
+    def shared_request_state_codec(self) -> Any:
+        """What seals 2026-07-28 request state with the key every replica shares (state_url set, no
+        request_state_keys): a `RequestStateCodec`, or None."""
+        if self.shared is None or self.shared.request_state_key is None:
+            return None
+        from mcp_manifold._runtime.shared_state.sealing import SharedKeyCodec  # only with state_url
+
+        return SharedKeyCodec(self.shared.request_state_key)
 
     async def ready(self) -> bool:
         """Whether a balancer may send this replica requests: eager servers listed once, shared state reachable."""

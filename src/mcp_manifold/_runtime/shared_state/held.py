@@ -27,6 +27,7 @@ from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._errors import InvalidRequest, ManifoldError
 from mcp_manifold._runtime.input_bridge import HOLDER_GONE, HeldCalls, State
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
+from mcp_manifold._runtime.shared_state.shared_secrets import SharedSecret
 
 HELD_PATH = "/_manifold/held"
 # Seconds between the blank lines a holder writes while the call it resumed says nothing: the forwarding
@@ -67,7 +68,7 @@ def _plain(answer: Any) -> Any:
 class HeldForwarding:
     """Both ends: `forward` (the replica a retry reached) and `answer` (the holder)."""
 
-    def __init__(self, held: HeldCalls, directory: ReplicaDirectory, token: str, timeout: float) -> None:
+    def __init__(self, held: HeldCalls, directory: ReplicaDirectory, token: SharedSecret, timeout: float) -> None:
         self.held = held
         self.directory = directory
         self.token = token
@@ -94,7 +95,7 @@ class HeldForwarding:
         status = 200
         try:
             async with self._client.stream(
-                "POST", url.rstrip("/") + HELD_PATH, json=body, headers={TOKEN_HEADER: self.token}
+                "POST", url.rstrip("/") + HELD_PATH, json=body, headers={TOKEN_HEADER: self.token.value}
             ) as response:
                 status = response.status_code
                 if status == 200:
@@ -114,7 +115,11 @@ class HeldForwarding:
         return decode(answer)
 
     def allowed(self, token: str | None) -> bool:
-        return token is not None and hmac.compare_digest(token.encode(), self.token.encode())
+        if token is None:
+            return False
+        # Every accepted value compared (no early exit): the time taken says nothing about which matched.
+        matches = [hmac.compare_digest(token.encode(), value.encode()) for value in self.token.accepted]
+        return any(matches)
 
     async def answer(self, body: dict[str, Any], lines: anyio.abc.ObjectSendStream[bytes]) -> None:
         """The holder's side: resume the held call with the forwarded answers. Sends its progress and logs
