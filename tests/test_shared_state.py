@@ -74,14 +74,51 @@ async def test_audit_lines_go_to_stdout_and_name_the_replica(write_config: Any, 
     assert not (tmp_path / "data" / "audit").exists()  # nothing written to the data dir
 
 
-async def test_pin_decisions_published_by_the_cli_keep_the_newest(redis_server: RedisServer) -> None:
+async def test_pin_decisions_published_by_the_cli_apply_whatever_the_clock(redis_server: RedisServer) -> None:
+    """The last decision to reach the store is the one that holds, though the machine that made it has a clock
+    behind the one before (its `changed_at` earlier): no machine's clock orders them."""
     approved = Pin("shifty", "send", "pinned", "h2", {"name": "send"}, changed_at=200.0)
     await publish_decisions(redis_server.url, [approved])
-    await publish_decisions(redis_server.url, [replace(approved, state="rejected", changed_at=100.0)])  # older
+    await publish_decisions(redis_server.url, [replace(approved, state="rejected", changed_at=100.0)])  # clock behind
     store = redis.Redis.from_url(redis_server.url)
     kept = json.loads(store.hget("manifold:pins", "shifty\tsend"))
-    assert (kept["state"], kept["changed_at"]) == ("pinned", 200.0)
-    assert store.get("manifold:pins:version") == b"1"  # the older decision changed nothing
+    assert (kept["state"], kept["changed_at"]) == ("rejected", 100.0)
+    assert store.get("manifold:pins:version") == b"2"
+    await publish_decisions(redis_server.url, [replace(approved, state="rejected", changed_at=100.0)])
+    assert store.get("manifold:pins:version") == b"2"  # the same decision again changes nothing
+
+
+async def test_an_approval_reaches_a_replica_whose_clock_runs_ahead(redis_server: RedisServer, tmp_path: Path) -> None:
+    """A replica whose clock is two minutes fast quarantined a tool; an operator's approval, stamped by a correct
+    clock (earlier), lifts the quarantine on it all the same."""
+    import anyio
+
+    from mcp_manifold._runtime.pin_store import PinStore
+    from mcp_manifold._runtime.shared_state.pins import SharedPins
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    now = time.time()
+    changed = Pin("probe", "x", "changed", "old", {"name": "x"}, "new", {"name": "x", "v": 2}, changed_at=now + 120)
+    pins = PinStore(tmp_path, "enforce")
+    pins.merge([changed])
+    store = StateStore(redis_server.url, "fast")
+    shared = SharedPins(store, pins, changed=lambda: anyio.sleep(0))
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(shared.run)
+            with anyio.fail_after(10):  # its quarantine reaches the store
+                while not redis.Redis.from_url(redis_server.url).hexists("manifold:pins", "probe\tx"):
+                    await anyio.sleep(0.1)
+            assert pins.blocked("probe", "x")
+            approved = replace(changed, state="pinned", hash="new", definition=changed.candidate, changed_at=now)
+            await publish_decisions(redis_server.url, [approved])
+            with anyio.fail_after(10):
+                while pins.blocked("probe", "x"):
+                    await anyio.sleep(0.1)
+            assert pins.get("probe", "x") == approved
+            group.cancel_scope.cancel()
+    finally:
+        await store.close()
 
 
 def test_logs_name_the_store_without_its_password() -> None:
