@@ -51,3 +51,26 @@ async def test_answers_handed_to_a_replica_that_does_not_hold_the_call_are_not_h
         [line] = [json.loads(line) for line in answer.text.splitlines() if line.strip()]
         assert "the replica holding the call these answers are for is gone" in line["error"]
     assert "answers for a held call of run old-run were handed to this replica" in log.read_text()
+
+
+async def test_a_store_that_cannot_be_reached_is_not_named_to_the_client() -> None:
+    """A retry reaching a replica that cannot look the holder up (the store is down): the client is told so, but
+    not the store's host and port (redis-py's own text, which the log has)."""
+    from mcp_manifold._core.clients import Caller, Request
+    from mcp_manifold._errors import ManifoldError
+    from mcp_manifold._runtime.input_bridge import HeldCalls, State
+    from mcp_manifold._runtime.shared_state.held import HeldForwarding
+    from mcp_manifold._runtime.shared_state.shared_secrets import SharedSecret
+
+    port = free_port()  # nothing listens there
+    store = StateStore(f"redis://127.0.0.1:{port}/0", "r0")
+    forwarding = HeldForwarding(
+        HeldCalls(60), ReplicaDirectory(store, "me", None, dict), SharedSecret("replica-token", "t"), 60
+    )
+    try:
+        with pytest.raises(ManifoldError, match="the shared state store is unreachable") as raised:
+            await forwarding.forward(State("held", held_id="x", holder="other"), Request(Caller()))
+    finally:
+        await forwarding.close()
+        await store.close()
+    assert str(port) not in str(raised.value) and "127.0.0.1" not in str(raised.value)

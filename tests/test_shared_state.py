@@ -126,6 +126,8 @@ def test_logs_name_the_store_without_its_password() -> None:
 
     assert _safe_url("redis://:hunter2@cache:6379/0") == "redis://:***@cache:6379/0"
     assert _safe_url("redis://cache:6379/0") == "redis://cache:6379/0"
+    assert _safe_url("redis://cache:6379/0?password=hunter2&db=1") == "redis://cache:6379/0?password=***&db=1"
+    assert _safe_url("rediss://u:pw@cache/0?PASSWORD=x") == "rediss://u:***@cache/0?PASSWORD=***"
 
 
 async def test_a_shared_registration_beats_and_leaves(redis_server: RedisServer) -> None:

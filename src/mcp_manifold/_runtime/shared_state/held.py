@@ -28,6 +28,7 @@ from mcp_manifold._errors import InvalidRequest, ManifoldError
 from mcp_manifold._runtime.input_bridge import HOLDER_GONE, HeldCalls, State
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
 from mcp_manifold._runtime.shared_state.shared_secrets import SharedSecret
+from mcp_manifold._runtime.shared_state.store import StateUnavailable
 
 HELD_PATH = "/_manifold/held"
 # Seconds between the blank lines a holder writes while the call it resumed says nothing: the forwarding
@@ -80,7 +81,13 @@ class HeldForwarding:
         )
 
     async def forward(self, state: State, request: Request) -> Any:
-        url = await self.directory.address(state.holder or "")
+        try:
+            url = await self.directory.address(state.holder or "")
+        except StateUnavailable:  # its text names the store's host: for the log (said there), not the client
+            raise ManifoldError(
+                "could not look up the replica holding this call: the shared state store is unreachable; "
+                "call the tool again"
+            ) from None
         if url is None or url == self.directory.url:  # this address: a run of this replica before a restart
             raise ManifoldError(_GONE)
         responses = {key: _plain(answer) for key, answer in (request.input_responses or {}).items()}

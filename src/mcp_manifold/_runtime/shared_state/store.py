@@ -147,11 +147,16 @@ def _refusal(exc: BaseException) -> str:
 
 
 def _safe_url(url: str) -> str:
-    """The URL without its password (it may be in the logs)."""
-    from urllib.parse import urlsplit, urlunsplit
+    """The URL without its password (it may be in the logs): in the userinfo or, as redis-py also takes it, in
+    the query (`?password=`)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        parts = parts._replace(netloc=netloc)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(name.lower() == "password" for name, _value in query):
+        hidden = [(name, "***" if name.lower() == "password" else value) for name, value in query]
+        parts = parts._replace(query=urlencode(hidden, safe="*"))
+    return urlunsplit(parts)
