@@ -117,6 +117,29 @@ async def test_pins_approve_on_a_data_dir_no_replica_uses_lifts_the_quarantine(
             assert "published to every replica" in approve.stdout
 
 
+def test_pins_approve_holds_though_the_replica_that_quarantined_has_a_clock_ahead(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The replica that quarantined the tool stamped it by a clock two minutes fast: an approval from a machine
+    with a correct clock (an earlier stamp) is applied all the same, and said to be published."""
+    import time
+
+    import redis
+
+    changed = {"server": "probe", "tool": "x", "state": "changed", "hash": "old", "definition": {"name": "x"}}
+    changed |= {"candidate_hash": "new", "candidate": {"name": "x", "v": 2}, "changed_at": time.time() + 120}
+    store = redis.Redis.from_url(redis_server.url)
+    store.hset("manifold:pins", "probe\tx", json.dumps(changed))
+    store.incr("manifold:pins:version")
+    config = write_config(
+        {"probe": server_entry("replica_probe.py")}, {"state_url": redis_server.url, "pinning": "enforce"}
+    )
+    approve = manifold("pins", "approve", "probe/x", "--config", str(config), data_dir=tmp_path / "operator")
+    assert approve.returncode == 0, approve.stderr
+    assert "published to every replica" in approve.stdout
+    assert json.loads(store.hget("manifold:pins", "probe\tx"))["state"] == "pinned"
+
+
 def test_audit_reads_the_configured_audit_path(write_config: Any, tmp_path: Path) -> None:
     directory = tmp_path / "audit-elsewhere"
     directory.mkdir()

@@ -74,14 +74,51 @@ async def test_audit_lines_go_to_stdout_and_name_the_replica(write_config: Any, 
     assert not (tmp_path / "data" / "audit").exists()  # nothing written to the data dir
 
 
-async def test_pin_decisions_published_by_the_cli_keep_the_newest(redis_server: RedisServer) -> None:
+async def test_pin_decisions_published_by_the_cli_apply_whatever_the_clock(redis_server: RedisServer) -> None:
+    """The last decision to reach the store is the one that holds, though the machine that made it has a clock
+    behind the one before (its `changed_at` earlier): no machine's clock orders them."""
     approved = Pin("shifty", "send", "pinned", "h2", {"name": "send"}, changed_at=200.0)
     await publish_decisions(redis_server.url, [approved])
-    await publish_decisions(redis_server.url, [replace(approved, state="rejected", changed_at=100.0)])  # older
+    await publish_decisions(redis_server.url, [replace(approved, state="rejected", changed_at=100.0)])  # clock behind
     store = redis.Redis.from_url(redis_server.url)
     kept = json.loads(store.hget("manifold:pins", "shifty\tsend"))
-    assert (kept["state"], kept["changed_at"]) == ("pinned", 200.0)
-    assert store.get("manifold:pins:version") == b"1"  # the older decision changed nothing
+    assert (kept["state"], kept["changed_at"]) == ("rejected", 100.0)
+    assert store.get("manifold:pins:version") == b"2"
+    await publish_decisions(redis_server.url, [replace(approved, state="rejected", changed_at=100.0)])
+    assert store.get("manifold:pins:version") == b"2"  # the same decision again changes nothing
+
+
+async def test_an_approval_reaches_a_replica_whose_clock_runs_ahead(redis_server: RedisServer, tmp_path: Path) -> None:
+    """A replica whose clock is two minutes fast quarantined a tool; an operator's approval, stamped by a correct
+    clock (earlier), lifts the quarantine on it all the same."""
+    import anyio
+
+    from mcp_manifold._runtime.pin_store import PinStore
+    from mcp_manifold._runtime.shared_state.pins import SharedPins
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    now = time.time()
+    changed = Pin("probe", "x", "changed", "old", {"name": "x"}, "new", {"name": "x", "v": 2}, changed_at=now + 120)
+    pins = PinStore(tmp_path, "enforce")
+    pins.merge([changed])
+    store = StateStore(redis_server.url, "fast")
+    shared = SharedPins(store, pins, changed=lambda: anyio.sleep(0))
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(shared.run)
+            with anyio.fail_after(10):  # its quarantine reaches the store
+                while not redis.Redis.from_url(redis_server.url).hexists("manifold:pins", "probe\tx"):
+                    await anyio.sleep(0.1)
+            assert pins.blocked("probe", "x")
+            approved = replace(changed, state="pinned", hash="new", definition=changed.candidate, changed_at=now)
+            await publish_decisions(redis_server.url, [approved])
+            with anyio.fail_after(10):
+                while pins.blocked("probe", "x"):
+                    await anyio.sleep(0.1)
+            assert pins.get("probe", "x") == approved
+            group.cancel_scope.cancel()
+    finally:
+        await store.close()
 
 
 def test_logs_name_the_store_without_its_password() -> None:
@@ -89,6 +126,8 @@ def test_logs_name_the_store_without_its_password() -> None:
 
     assert _safe_url("redis://:hunter2@cache:6379/0") == "redis://:***@cache:6379/0"
     assert _safe_url("redis://cache:6379/0") == "redis://cache:6379/0"
+    assert _safe_url("redis://cache:6379/0?password=hunter2&db=1") == "redis://cache:6379/0?password=***&db=1"
+    assert _safe_url("rediss://u:pw@cache/0?PASSWORD=x") == "rediss://u:***@cache/0?PASSWORD=***"
 
 
 async def test_a_shared_registration_beats_and_leaves(redis_server: RedisServer) -> None:
@@ -134,7 +173,7 @@ async def test_shared_in_flight_limits_count_every_replica_and_free_finished_cal
     from mcp_manifold._runtime.shared_state.store import StateStore
 
     stores = [StateStore(redis_server.url, replica) for replica in ("r0", "r1")]
-    first, second = (SharedLimits(store, PrincipalLimits(0, 0, 2), lease=60) for store in stores)
+    first, second = (SharedLimits(store, PrincipalLimits(0, 0, 2), lease=lambda: 60) for store in stores)
     check = redis.Redis.from_url(redis_server.url)
 
     def running(principal: str) -> int:
@@ -176,7 +215,7 @@ async def test_an_admission_cancelled_on_its_way_leaves_no_call_in_flight(redis_
     from mcp_manifold._runtime.shared_state.store import StateStore
 
     store = StateStore(redis_server.url, "r0")
-    limits = SharedLimits(store, PrincipalLimits(0, 0, 2), lease=60)
+    limits = SharedLimits(store, PrincipalLimits(0, 0, 2), lease=lambda: 60)
     check = redis.Redis.from_url(redis_server.url)
     key = "manifold:limit:flight:ada"
     try:

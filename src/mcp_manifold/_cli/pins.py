@@ -27,7 +27,8 @@ def _pin_store(config: Path | None) -> Any:
     if cfg.settings.state_url:  # what the replicas pinned, however far their data dirs are from this one
         from mcp_manifold._runtime.shared_state.pins import shared_pins
 
-        store.merge(anyio.run(shared_pins, cfg.settings.state_url))
+        # The store is the judge of what came last: no clock of any machine is (they disagree).
+        store.merge(anyio.run(shared_pins, cfg.settings.state_url), as_they_are=True)
     return cfg, store
 
 

@@ -133,7 +133,7 @@ def _replicas_table(rows: list[dict[str, Any]]) -> Table:
         table.add_row(
             str(row.get("id")),
             str(row.get("url") or ""),
-            f"{max(0.0, time.time() - row.get('seen', 0)):.0f}s ago",
+            f"{row.get('age', 0):.0f}s ago",  # by the store's clock: this machine's may differ
             str(sum(state == "ready" for state in states.values())),
             f"[red]{', '.join(failed)}[/red]" if failed else "0",
             f"{clients.get('sessions', 0)} / {clients.get('stateless_requests', 0)}",

@@ -236,7 +236,7 @@ class McpFront:
         server.middleware.append(self._track_client)
         # The state 2026-07-28 clients echo back is sealed on the way out and checked on the way in.
         self.state_boundary = RequestStateBoundary(
-            request_state_security(self.gateway.settings, self.gateway.shared_request_state_key),
+            request_state_security(self.gateway.settings, self.gateway.shared_request_state_codec),
             default_audience="mcp-manifold",
         )
         server.middleware.append(self.state_boundary)
@@ -456,13 +456,13 @@ class McpFront:
         return types.EmptyResult()
 
 
-def request_state_security(settings: Any, shared_key: str | None = None) -> RequestStateSecurity:
+def request_state_security(settings: Any, shared_codec: Any = None) -> RequestStateSecurity:
     """The keys that seal request state: the configured ones (shared by gateways behind one address), else
-    the one the replicas share through `state_url`, else one made now for this process."""
+    the one the replicas share through `state_url` (`shared_codec`), else one made now for this process."""
     if settings.request_state_keys:
         return RequestStateSecurity(keys=list(settings.request_state_keys))
-    if shared_key:
-        return RequestStateSecurity(keys=[shared_key])
+    if shared_codec is not None:
+        return RequestStateSecurity(codec=shared_codec)
     return RequestStateSecurity.ephemeral()
 
 

@@ -196,7 +196,13 @@ class Gateway:
     def _limits(self) -> Limits:
         settings = self._settings
         local = PrincipalLimits(settings.rate_limit, settings.rate_burst, settings.principal_max_calls)
-        return self.shared.shared_limits(local) if self.shared is not None else local
+        return self.shared.shared_limits(local, self._longest_call) if self.shared is not None else local
+
+    def _longest_call(self) -> float:
+        """Seconds the longest call may run by the config now: a server's own `timeout` may exceed `call_timeout`,
+        and a reload may change either (a shared in-flight slot must outlive its call)."""
+        timeouts = [server.timeout for server in self.config.servers.values() if server.timeout]
+        return max([self._settings.call_timeout, *timeouts])
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -348,9 +354,14 @@ class Gateway:
         return await self.shared.replica_rows()
 
     @property
-    def shared_request_state_key(self) -> str | None:
-        """The key every replica seals 2026-07-28 request state with (state_url set, no request_state_keys)."""
-        return self.shared.request_state_key if self.shared is not None else None
+    def shared_request_state_codec(self) -> Any:
+        """What seals 2026-07-28 request state with the key every replica shares (state_url set, no
+        request_state_keys): a `RequestStateCodec`, or None."""
+        if self.shared is None or self.shared.request_state_key is None:
+            return None
+        from mcp_manifold._runtime.shared_state.sealing import SharedKeyCodec  # only with state_url
+
+        return SharedKeyCodec(self.shared.request_state_key)
 
     async def ready(self) -> bool:
         """Whether a balancer may send this replica requests: eager servers listed once, shared state reachable."""

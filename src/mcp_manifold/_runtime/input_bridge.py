@@ -193,6 +193,12 @@ class HeldRequest(Request):
         return await self.held.ask(method, params)
 
 
+HOLDER_GONE = (
+    "the replica holding the call these answers are for is gone (stopped or crashed), and the call with it; "
+    "call the tool again"
+)
+
+
 class HeldCalls:
     """The calls this gateway holds for 2026-07-28 clients, each waiting for the client's next call."""
 
@@ -303,8 +309,19 @@ class HeldCalls:
         """A retry another replica received and handed here, resumed for the call's own client. Its request
         stays on that replica: `relay(caller)` makes the stand-in through which the rest of the call's
         progress and logs go back there (none: they are not sent)."""
+        if state.holder != self.holder:
+            # Handed here as its holder by a replica whose directory names this address for another run: this
+            # process restarted there (the old run's row not yet stale), or a `replica_url` names the wrong
+            # replica. Never handed on again: that replica would be asked once more, and so on without end.
+            logger.warning(
+                "answers for a held call of run %s were handed to this replica (run %s): it restarted at that "
+                "address, or another replica's replica_url names this one's address",
+                state.holder,
+                self.holder,
+            )
+            raise ManifoldError(HOLDER_GONE)
         held = self._held.get(state.held_id or "")
-        if held is None or state.holder != self.holder:
+        if held is None:
             return await self.resume(state, Request(Caller("forwarded")))  # the same clear error as a local retry
         request = relay(held.request.caller) if relay is not None else Request(held.request.caller, held.request.meta)
         request.input_responses = responses

@@ -171,12 +171,16 @@ class PinStore:
                 self.on_change(changed)
         return self._recompute()
 
-    def merge(self, others: list[Pin]) -> bool:
-        """Take the pins another replica changed, where they are newer than ours; True when quarantines changed."""
+    def merge(self, others: list[Pin], *, as_they_are: bool = False) -> bool:
+        """Take the pins another replica changed, where they are newer than ours (`as_they_are`: wherever they
+        differ, the shared store being the judge of what came last); True when quarantines changed."""
         if self.mode == "off":
             return False
         self._open()
-        newer = [pin for pin in others if _newer(pin, self._pins.get(pin.key))]
+        if as_they_are:
+            newer = [pin for pin in others if pin != self._pins.get(pin.key)]
+        else:
+            newer = [pin for pin in others if _newer(pin, self._pins.get(pin.key))]
         if not newer:
             return False
         for pin in newer:

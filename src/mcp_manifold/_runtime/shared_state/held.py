@@ -25,8 +25,10 @@ from pydantic import BaseModel
 
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._errors import InvalidRequest, ManifoldError
-from mcp_manifold._runtime.input_bridge import HeldCalls, State
+from mcp_manifold._runtime.input_bridge import HOLDER_GONE, HeldCalls, State
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
+from mcp_manifold._runtime.shared_state.shared_secrets import SharedSecret
+from mcp_manifold._runtime.shared_state.store import StateUnavailable
 
 HELD_PATH = "/_manifold/held"
 # Seconds between the blank lines a holder writes while the call it resumed says nothing: the forwarding
@@ -57,10 +59,7 @@ def decode(answer: dict[str, Any]) -> Any:
     return model.model_validate(answer["result"])
 
 
-_GONE = (
-    "the replica holding the call these answers are for is gone (stopped or crashed), and the call with it; "
-    "call the tool again"
-)
+_GONE = HOLDER_GONE
 
 
 def _plain(answer: Any) -> Any:
@@ -70,7 +69,7 @@ def _plain(answer: Any) -> Any:
 class HeldForwarding:
     """Both ends: `forward` (the replica a retry reached) and `answer` (the holder)."""
 
-    def __init__(self, held: HeldCalls, directory: ReplicaDirectory, token: str, timeout: float) -> None:
+    def __init__(self, held: HeldCalls, directory: ReplicaDirectory, token: SharedSecret, timeout: float) -> None:
         self.held = held
         self.directory = directory
         self.token = token
@@ -82,8 +81,14 @@ class HeldForwarding:
         )
 
     async def forward(self, state: State, request: Request) -> Any:
-        url = await self.directory.address(state.holder or "")
-        if url is None:
+        try:
+            url = await self.directory.address(state.holder or "")
+        except StateUnavailable:  # its text names the store's host: for the log (said there), not the client
+            raise ManifoldError(
+                "could not look up the replica holding this call: the shared state store is unreachable; "
+                "call the tool again"
+            ) from None
+        if url is None or url == self.directory.url:  # this address: a run of this replica before a restart
             raise ManifoldError(_GONE)
         responses = {key: _plain(answer) for key, answer in (request.input_responses or {}).items()}
         body = {
@@ -97,7 +102,7 @@ class HeldForwarding:
         status = 200
         try:
             async with self._client.stream(
-                "POST", url.rstrip("/") + HELD_PATH, json=body, headers={TOKEN_HEADER: self.token}
+                "POST", url.rstrip("/") + HELD_PATH, json=body, headers={TOKEN_HEADER: self.token.value}
             ) as response:
                 status = response.status_code
                 if status == 200:
@@ -117,7 +122,11 @@ class HeldForwarding:
         return decode(answer)
 
     def allowed(self, token: str | None) -> bool:
-        return token is not None and hmac.compare_digest(token.encode(), self.token.encode())
+        if token is None:
+            return False
+        # Every accepted value compared (no early exit): the time taken says nothing about which matched.
+        matches = [hmac.compare_digest(token.encode(), value.encode()) for value in self.token.accepted]
+        return any(matches)
 
     async def answer(self, body: dict[str, Any], lines: anyio.abc.ObjectSendStream[bytes]) -> None:
         """The holder's side: resume the held call with the forwarded answers. Sends its progress and logs

@@ -7,12 +7,13 @@ is answered at once even on a fresh machine. The servers known to ask mid-call a
 names; every replica adds what it learns and takes what the others learned, every `INTERVAL` seconds.
 
 While the store is down, each replica learns on its own; what it learned is written when the store is back.
+An entry that is not UTF-8 (another writer's, a truncated one) is logged and skipped: it never ends a replica.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import logging
 from collections.abc import Callable, Iterable
 
 import anyio
@@ -21,6 +22,8 @@ import anyio.abc
 from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
+
+logger = logging.getLogger(__name__)
 
 INTERVAL = 2.0
 
@@ -39,6 +42,7 @@ class SharedLearning:
         self.asking_key = store.key("asks-mid-call")
         self._listings: dict[str, str] = {}  # saved here, not yet written to the store
         self._told: set[str] = set()  # servers this replica has put in the set
+        self._skipped: set[tuple[str, bytes]] = set()  # entries logged as unreadable (each once, not every round)
         cache.on_save = self._saved
 
     def _saved(self, name: str, text: str) -> None:
@@ -46,17 +50,27 @@ class SharedLearning:
 
     async def prefetch(self) -> None:
         """Fill the local listing cache with what every replica saved (before the first listing is needed)."""
-        with contextlib.suppress(StateUnavailable):
+        try:
             saved = await self.store.run("listing cache", lambda: self.store.client.hgetall(self.listings_key))
             for name, text in saved.items():
-                self.cache.put(_text(name), _text(text))
+                entry = self._text(name, self.listings_key), self._text(text, f"{self.listings_key} {_shown(name)}")
+                if entry[0] is not None and entry[1] is not None:
+                    self.cache.put(entry[0], entry[1])
+        except StateUnavailable:
+            pass
+        except Exception:  # the cache is only a head start: a replica starts without it rather than not at all
+            logger.exception("could not read the shared listing cache")
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
             await anyio.sleep(INTERVAL)
-            with contextlib.suppress(StateUnavailable):
+            try:
                 await self._exchange()
+            except StateUnavailable:
+                pass
+            except Exception:  # the next round tries again: what is learned never ends the gateway
+                logger.exception("could not exchange what the replicas learned about servers")
 
     async def _exchange(self) -> None:
         if self._listings:
@@ -70,7 +84,7 @@ class SharedLearning:
         if learned:
             await self.store.run("learned facts", lambda: self.store.client.sadd(self.asking_key, *learned))
             self._told |= learned
-        asking = {_text(name) for name in await self.store.run("learned facts", self._members)}
+        asking = {self._text(name, self.asking_key) for name in await self.store.run("learned facts", self._members)}
         for backend in backends:
             if not backend.needs_session and server_key(backend) in asking:
                 backend.learn_needs_session()
@@ -79,6 +93,19 @@ class SharedLearning:
     async def _members(self) -> set[bytes]:
         return await self.store.client.smembers(self.asking_key)
 
+    def _text(self, value: bytes | str, where: str) -> str | None:
+        """`value` as text; None (logged, once) when it is not UTF-8."""
+        if not isinstance(value, bytes):
+            return value
+        try:
+            return value.decode()
+        except UnicodeDecodeError as exc:
+            if (where, value) not in self._skipped:
+                self._skipped.add((where, value))
+                logger.error("skipped an entry of %s that is not UTF-8 (%s): %s", where, exc.reason, _shown(value))
+            return None
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+
+def _shown(value: bytes | str) -> str:
+    shown = value.decode(errors="backslashreplace") if isinstance(value, bytes) else value
+    return shown if len(shown) <= 80 else shown[:80] + "..."

@@ -5,7 +5,8 @@ that finished since its last admission, drops expired slots, checks the principa
 a token from its bucket (refilled by the store's own clock, so replicas' clocks never disagree) and records
 the new slot. Finished calls' slots thus ride on the next admission (one command per call, not two); those
 no admission took within `FOLD_WINDOW` are removed in the background, off the call's path. A slot carries
-an expiry (`lease`), so the slots of a replica that died free themselves.
+an expiry (`lease`), so the slots of a replica that died free themselves; the lease is asked at each
+admission, so it follows the config (a server's own `timeout`, a reload) and a call never outlives its slot.
 
 While the store cannot be reached, each replica applies the same limits on its own (`fallback`) and says so
 loudly: calls go on, at worst n replicas allow n times the rate until the store is back.
@@ -17,13 +18,14 @@ import contextlib
 import logging
 import math
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import anyio.abc
 
 from mcp_manifold._core.limits import ANONYMOUS, PrincipalLimits, concurrency_refusal, rate_refusal
-from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
+from mcp_manifold._runtime.shared_state.store import RETRY, StateStore, StateUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -70,13 +72,14 @@ class SharedLimits:
 
     waits = True
 
-    def __init__(self, store: StateStore, fallback: PrincipalLimits, lease: float) -> None:
+    def __init__(self, store: StateStore, fallback: PrincipalLimits, lease: Callable[[], float]) -> None:
+        """`lease()`: seconds a slot taken now may stay counted (longer than any call may run, by the config now)."""
         self.store = store
         self.fallback = fallback
         self.rate = fallback.rate
         self.burst = fallback.burst
         self.concurrency = fallback.concurrency
-        self.lease_ms = math.ceil(lease * 1000)
+        self.lease = lease
         self._script: Any = store.client.register_script(ACQUIRE)
         self._mine: dict[str, list[str]] = {}  # principal -> the slots this replica holds
         self._finished: list[tuple[str, str]] = []  # (slots key, slot) of calls done, not yet removed
@@ -92,7 +95,8 @@ class SharedLimits:
         finished, self._finished = self._finished, []
         keys = [self.store.key("limit", "rate", who), self.store.key("limit", "flight", who)]
         keys += [key for key, _slot in finished]
-        args = [self.rate, self.burst, self.concurrency, slot, self.lease_ms, *(slot for _key, slot in finished)]
+        lease_ms = math.ceil(self.lease() * 1000)
+        args = [self.rate, self.burst, self.concurrency, slot, lease_ms, *(slot for _key, slot in finished)]
         try:
             verdict, value = await self.store.run("limits", lambda: self._script(keys=keys, args=args))
         except StateUnavailable:
@@ -135,17 +139,26 @@ class SharedLimits:
                 await self._wake.wait()
                 await anyio.sleep(FOLD_WINDOW)
                 self._wake = anyio.Event()
-                await self._remove_finished()
+                if not await self._remove_finished():
+                    await anyio.sleep(RETRY)  # the store is down: try again when it may be back
+                    self._wake.set()
         finally:  # a replica stopping cleanly frees its last slots now, not when their leases end
             with anyio.CancelScope(shield=True), anyio.move_on_after(2), contextlib.suppress(Exception):
                 await self._remove_finished()
 
-    async def _remove_finished(self) -> None:
+    async def _remove_finished(self) -> bool:
+        """Remove the finished calls' slots; False when the store could not be reached (they wait for it)."""
         batch, self._finished = self._finished, []
         if not batch:
-            return
+            return True
         pipe = self.store.client.pipeline(transaction=False)
         for key, slot in batch:
             pipe.zrem(key, slot)
-        with contextlib.suppress(StateUnavailable):  # else their leases free them
+        try:
             await self.store.run("limits", pipe.execute)
+        except StateUnavailable:
+            # Kept for the next admission or try: dropped, each slot would count as a call in flight on every
+            # replica until its lease ends. Past `_MAX_FINISHED` the leases free the oldest.
+            self._finished[:0] = batch[: max(0, _MAX_FINISHED - len(self._finished))]
+            return False
+        return True

@@ -1,9 +1,14 @@
 """Tool pins shared by the replicas: what one replica pins, quarantines or an operator decides reaches the rest.
 
 Each replica keeps its own `pins.sqlite` (the call path asks it in memory); every pin it changes is also
-written to one Redis hash, kept only where it is newer than what is there (a Lua script compares
-`changed_at`), and a version counter moves. Every replica polls that counter twice a second and merges the
-newer pins, so `manifold pins approve` on any replica lifts the quarantine on every replica within a second.
+written to one Redis hash, and a version counter moves. Every replica polls that counter twice a second and
+takes the entries that changed since it last looked, so `manifold pins approve` on any replica lifts the
+quarantine on every replica within a second.
+
+What came last is what reached the store last: no machine's clock decides (a replica or an operator's laptop
+whose clock is behind would otherwise see its decisions dropped). A change is written as it is; what a
+replica merely knows (all its pins, sent at start and when the store lost its data) is written only where
+the store has nothing for that tool.
 
 While the store is down, each replica keeps judging its own listings (quarantines still apply where the
 replica sees the change); what it changed meanwhile is written when the store is back.
@@ -11,8 +16,8 @@ replica sees the change); what it changed meanwhile is written when the store is
 
 from __future__ import annotations
 
-import contextlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
@@ -21,17 +26,20 @@ import anyio
 import anyio.abc
 
 from mcp_manifold._core.pins import Pin
+from mcp_manifold._errors import ManifoldError
 from mcp_manifold._runtime.pin_store import PinStore
+from mcp_manifold._runtime.shared_state.pin_entries import read_pins
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
 
+logger = logging.getLogger(__name__)
+
 POLL = 0.5
-# KEYS: the pins hash, the version counter. ARGV: field, pin JSON, changed_at. Keeps the newer pin.
+# KEYS: the pins hash, the version counter. ARGV: field, pin JSON, "1" to write only where the field is absent.
+# Returns 1 when the entry is (now) the one given, 0 when another was kept.
 PUT = """
 local old = redis.call('HGET', KEYS[1], ARGV[1])
-if old then
-  local at = cjson.decode(old)['changed_at']
-  if at ~= cjson.null and at ~= nil and tonumber(at) >= tonumber(ARGV[3]) then return 0 end
-end
+if old == ARGV[2] then return 1 end
+if old and ARGV[3] == '1' then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('INCR', KEYS[2])
 return 1
@@ -46,40 +54,53 @@ class SharedPins:
         self.key = store.key("pins")
         self.version_key = store.key("pins", "version")
         self._put: Any = store.client.register_script(PUT)
-        self._pending: dict[tuple[str, str], Pin] = {}
+        self._pending: dict[tuple[str, str], tuple[Pin, bool]] = {}  # -> the pin, whether only where absent
         self._seen_version: bytes | None = None
+        self._seen: dict[Any, Any] = {}  # the hash as last read: only what changed since is taken
         self._wake = anyio.Event()
         pins.on_change = self.push
 
     def push(self, changed: list[Pin]) -> None:
+        """Pins this replica changed: written as they are."""
         for pin in changed:
-            self._pending[pin.key] = pin
+            self._pending[pin.key] = (pin, False)
+        self._wake.set()
+
+    def offer(self, known: list[Pin]) -> None:
+        """Pins this replica knows: written where the store has none (a change waiting keeps its way)."""
+        for pin in known:
+            self._pending.setdefault(pin.key, (pin, True))
         self._wake.set()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         # What other replicas decided before this one started holds from its first request.
-        with contextlib.suppress(StateUnavailable):
-            await self._pull()
-        self.push(self.pins.pins())  # and what this one knows goes up, where newer
+        await self._exchange(flush=False)
+        self.offer(self.pins.pins())  # and what this one knows goes up, where the store has nothing
         task_status.started()
         while True:
             with anyio.move_on_after(POLL):
                 await self._wake.wait()
             self._wake = anyio.Event()
-            try:
+            await self._exchange(flush=True)
+
+    async def _exchange(self, *, flush: bool) -> None:
+        try:
+            if flush:
                 await self._flush()
-                if await self._pull():
-                    await self.changed()
-            except StateUnavailable:
-                pass  # pending pins stay pending until the store is back
+            if await self._pull() and flush:
+                await self.changed()
+        except StateUnavailable:
+            pass  # pending pins stay pending until the store is back
+        except Exception:  # whatever else went wrong, the next round tries again: it never ends the gateway
+            logger.exception("could not exchange pins with the shared state store")
 
     async def _flush(self) -> None:
         while self._pending:
-            key, pin = next(iter(self._pending.items()))
-            field = f"{pin.server}\t{pin.tool}"
-            args = [field, json.dumps(asdict(pin)), pin.changed_at or 0.0]
+            key, entry = next(iter(self._pending.items()))
+            pin, absent_only = entry
+            args = [_field(pin), json.dumps(asdict(pin)), "1" if absent_only else "0"]
             await self.store.run("pins", lambda a=args: self._put(keys=[self.key, self.version_key], args=a))
-            if self._pending.get(key) is pin:
+            if self._pending.get(key) is entry:
                 del self._pending[key]
 
     async def _pull(self) -> bool:
@@ -87,13 +108,20 @@ class SharedPins:
         version = await self.store.run("pins", lambda: self.store.client.get(self.version_key))
         if version is None and self._seen_version is not None:
             # The store lost its data (restarted without persistence): what this replica knows goes up again.
-            self.push(self.pins.pins())
+            self.offer(self.pins.pins())
         if version == self._seen_version:
             return False
         raw = await self.store.run("pins", lambda: self.store.client.hgetall(self.key))
         self._seen_version = version
-        others = [Pin(**json.loads(text)) for text in raw.values()]
-        return self.pins.merge(others)
+        changed = {field: text for field, text in raw.items() if self._seen.get(field) != text}
+        self._seen = raw
+        # A change of this replica's still on its way to the store is newer than what the store has.
+        taken = [pin for pin in read_pins(changed) if not self._changing(pin.key)]
+        return self.pins.merge(taken, as_they_are=True)
+
+    def _changing(self, key: tuple[str, str]) -> bool:
+        entry = self._pending.get(key)
+        return entry is not None and not entry[1]
 
 
 async def publish_decisions(state_url: str, decided: list[Pin]) -> None:
@@ -104,10 +132,15 @@ async def publish_decisions(state_url: str, decided: list[Pin]) -> None:
         put: Any = store.client.register_script(PUT)
         keys = [store.key("pins"), store.key("pins", "version")]
         for pin in decided:
-            args = [f"{pin.server}\t{pin.tool}", json.dumps(asdict(pin)), pin.changed_at or 0.0]
-            await store.run("pins", lambda a=args: put(keys=keys, args=a))
+            args = [_field(pin), json.dumps(asdict(pin)), "0"]
+            if not await store.run("pins", lambda a=args: put(keys=keys, args=a)):
+                raise ManifoldError(f"the decision on {pin.server}/{pin.tool} was not applied in the shared store")
     finally:
         await store.close()
+
+
+def _field(pin: Pin) -> str:
+    return f"{pin.server}\t{pin.tool}"
 
 
 async def shared_pins(state_url: str) -> list[Pin]:
@@ -116,7 +149,7 @@ async def shared_pins(state_url: str) -> list[Pin]:
     store = StateStore(state_url, "pins-cli", announce=False)
     try:
         raw = await store.run("pins", lambda: store.client.hgetall(store.key("pins")))
-        return [Pin(**json.loads(text)) for text in raw.values()]
+        return read_pins(raw)
     except StateUnavailable as exc:  # before any decision: one the replicas might never hear is not taken
         raise StateUnavailable(f"{exc}; nothing was changed: run it again once the store answers") from None
     finally:

@@ -3,13 +3,17 @@
 A replica writes its row every `HEARTBEAT` seconds under the name its held calls carry (`HeldCalls.holder`);
 a row older than `STALE` counts as a replica that is gone. Another replica looks an address up here to hand
 a held call's answers to the replica that holds it, and the status shows every row.
+
+Every time here is the store's (`TIME`): a row is stamped with it and judged by it, so a replica whose clock
+is behind the others' is not taken for gone. A row that cannot be read (not JSON, `seen` not a number, an
+address that is not text: another writer's) is logged, removed and skipped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import time
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +21,8 @@ import anyio
 import anyio.abc
 
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
+
+logger = logging.getLogger(__name__)
 
 HEARTBEAT = 2.0
 STALE = 10.0
@@ -30,11 +36,10 @@ class ReplicaDirectory:
         self.snapshot = snapshot  # this replica's row for the status: servers, clients
         self.key = store.key("replicas")
 
-    def row(self) -> dict[str, Any]:
-        return {"id": self.store.replica_id, "url": self.url, "seen": time.time(), **self.snapshot()}
-
     async def beat(self) -> None:
-        row = json.dumps(self.row(), default=str)
+        seconds, micros = await self.store.run("replica heartbeat", self.store.client.time)
+        seen = seconds + micros / 1_000_000
+        row = json.dumps({"id": self.store.replica_id, "url": self.url, "seen": seen, **self.snapshot()}, default=str)
         await self.store.run("replica heartbeat", lambda: self.store.client.hset(self.key, self.holder, row))
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -52,23 +57,56 @@ class ReplicaDirectory:
             await self.store.run("replica leaving", lambda: self.store.client.hdel(self.key, self.holder))
 
     async def rows(self) -> list[dict[str, Any]]:
-        """Every live replica's row (stale rows are dropped from the hash as they are found)."""
-        raw = await self.store.run("replicas", lambda: self.store.client.hgetall(self.key))
-        now, rows, stale = time.time(), [], []
+        """Every live replica's row, with `age` (seconds since its last heartbeat, by the store's clock); stale
+        and unreadable rows are dropped from the hash as they are found."""
+        now, raw = await self.store.run("replicas", lambda: self._timed(lambda pipe: pipe.hgetall(self.key)))
+        rows, dropped = [], []
         for holder, text in raw.items():
-            row = json.loads(text)
-            if now - row.get("seen", 0) > STALE:
-                stale.append(holder)
+            row = self._read(holder, text)
+            if row is None or now - row["seen"] > STALE:
+                dropped.append(holder)
             else:
-                rows.append(row)
-        if stale:
-            await self.store.run("replicas", lambda: self.store.client.hdel(self.key, *stale))
+                rows.append({**row, "age": max(0.0, now - row["seen"])})
+        if dropped:
+            await self.store.run("replicas", lambda: self.store.client.hdel(self.key, *dropped))
         return sorted(rows, key=lambda row: str(row.get("id")))
 
     async def address(self, holder: str) -> str | None:
         """The internal address of the replica whose held calls carry `holder`, if it is alive."""
-        text = await self.store.run("replicas", lambda: self.store.client.hget(self.key, holder))
-        if text is None:
+        now, text = await self.store.run("replicas", lambda: self._timed(lambda pipe: pipe.hget(self.key, holder)))
+        row = None if text is None else self._read(holder, text)
+        if row is None or now - row["seen"] > STALE:
             return None
+        return row.get("url")
+
+    def _read(self, holder: Any, text: Any) -> dict[str, Any] | None:
+        try:
+            return read_row(text)
+        except ValueError as exc:
+            shown = holder.decode(errors="backslashreplace") if isinstance(holder, bytes) else str(holder)
+            logger.error("dropped replica row %r from %s: %s", shown, self.key, exc)
+            return None
+
+    async def _timed(self, queue: Callable[[Any], Any]) -> tuple[float, Any]:
+        """The store's time and the answer of the command `queue` puts on a pipeline, in one round trip."""
+        pipe = self.store.client.pipeline(transaction=False)
+        pipe.time()
+        queue(pipe)
+        (seconds, micros), answer = await pipe.execute()
+        return seconds + micros / 1_000_000, answer
+
+
+def read_row(text: bytes | str) -> dict[str, Any]:
+    """One replica's row; `ValueError` names what is wrong with it."""
+    try:
         row = json.loads(text)
-        return row.get("url") if time.time() - row.get("seen", 0) <= STALE else None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"a JSON {type(row).__name__}, not an object")
+    seen = row.get("seen")
+    if isinstance(seen, bool) or not isinstance(seen, int | float):
+        raise ValueError(f"seen {seen!r} is not a number")
+    if row.get("url") is not None and not isinstance(row["url"], str):
+        raise ValueError(f"url {row['url']!r} is not text")
+    return row

@@ -24,7 +24,7 @@ from mcp_manifold._runtime.shared_state.limits import SharedLimits
 from mcp_manifold._runtime.shared_state.listen import SharedSubscriptionBus
 from mcp_manifold._runtime.shared_state.pins import SharedPins
 from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
-from mcp_manifold._runtime.shared_state.shared_secrets import keep_secrets, shared_secret
+from mcp_manifold._runtime.shared_state.shared_secrets import SharedSecret, keep_secrets, shared_secret
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
 
 logger = logging.getLogger(__name__)
@@ -50,15 +50,18 @@ class SharedState:
         self.directory = ReplicaDirectory(self.store, held.holder, replica_url(settings), snapshot)
         self.limits: SharedLimits | None = None
         self.forwarding: HeldForwarding | None = None
-        self.request_state_key: str | None = None
+        self.request_state_key: SharedSecret | None = None
         self.pins: SharedPins | None = None
         self.bus: SharedSubscriptionBus | None = None
         self.learning: SharedLearning | None = None
 
-    def shared_limits(self, local: PrincipalLimits) -> SharedLimits | PrincipalLimits:
+    def shared_limits(
+        self, local: PrincipalLimits, longest_call: Callable[[], float]
+    ) -> SharedLimits | PrincipalLimits:
+        """`longest_call()`: seconds the longest call may run by the config now (asked at each admission)."""
         if not local.active:
             return local
-        self.limits = SharedLimits(self.store, local, self.settings.call_timeout + _LEASE_MARGIN)
+        self.limits = SharedLimits(self.store, local, lambda: longest_call() + _LEASE_MARGIN)
         return self.limits
 
     def share_pins(self, pins: PinStore, changed: Callable[[], Awaitable[None]]) -> None:
@@ -80,15 +83,14 @@ class SharedState:
         then keep this replica's heartbeat and background work going in `task_group`."""
         try:
             if not self.settings.request_state_keys:
-                self.request_state_key = await shared_secret(self.store, "request-state")
-            token = await shared_secret(self.store, "replica-token")
+                key = "request-state"
+                self.request_state_key = SharedSecret(key, await shared_secret(self.store, key))
+            token = SharedSecret("replica-token", await shared_secret(self.store, "replica-token"))
         except StateUnavailable as exc:
             raise StateUnavailable(f"{exc}; a replica cannot start without it") from None
         self.forwarding = HeldForwarding(self.held, self.directory, token, self.settings.held_call_timeout)
         self.held.elsewhere = self.forwarding.forward
-        known = {"replica-token": token}
-        if self.request_state_key is not None:
-            known["request-state"] = self.request_state_key
+        known = [token] if self.request_state_key is None else [token, self.request_state_key]
         task_group.start_soon(keep_secrets, self.store, known)
         await task_group.start(self.directory.run)
         if self.limits is not None:

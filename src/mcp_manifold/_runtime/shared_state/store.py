@@ -1,8 +1,11 @@
 """The connection to the shared state store (Redis 7 or Valkey, through redis-py's asyncio client).
 
 Every key starts with `manifold:`; one store serves one gateway deployment (give another deployment
-another database: `redis://host/1`). `StateStore` also notices outages: a failed command marks the store
-down and logs it once, loudly; the next command that works marks it up again and says so.
+another database: `redis://host/1`). `StateStore` also notices outages: a command that cannot reach the
+store marks it down and logs it once, loudly; the next command that works marks it up again and says so.
+A store that answers but refuses (full under `maxmemory` with `noeviction`: OOM; a key of the wrong type:
+WRONGTYPE) is reachable, and said to refuse, naming its error; the replica is not ready while any kind of
+command's last run was refused.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class StateStore:
         self.url = url
         self.replica_id = replica_id
         self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self.refusals: tuple[type[BaseException], ...] = (redis.ResponseError,)  # it answered with an error
         self.client: Any = redis.Redis.from_url(
             url,
             socket_timeout=timeout,
@@ -60,6 +64,7 @@ class StateStore:
             retry_on_error=[redis.ConnectionError],
         )
         self.up = True
+        self.refused: dict[str, str] = {}  # what -> the store's error, for each kind whose last command it refused
         self.announce = announce
         self._retry_at = 0.0  # while down, commands fail at once until then (a hung store must not slow every call)
 
@@ -73,12 +78,36 @@ class StateStore:
             raise StateUnavailable(f"the shared state store is unreachable ({what})")
         try:
             result = await command()
+        except self.refusals as exc:
+            self.came_back()  # it answered
+            why = _refusal(exc)
+            self.refusing(what, why)
+            raise StateUnavailable(f"the shared state store refused a command ({what}): {why}") from None
         except self.errors as exc:
             self.went_down(what, exc)
             self._retry_at = time.monotonic() + RETRY
             raise StateUnavailable(f"the shared state store is unreachable ({what}): {exc}") from None
         self.came_back()
+        self.accepted(what)
         return result
+
+    def refusing(self, what: str, why: str) -> None:
+        first = not self.refused
+        self.refused[what] = why
+        if first and self.announce:
+            logger.error(
+                "SHARED STATE REFUSING: %s reaches %s but it refused a command (%s): %s; limits are per replica "
+                "and this replica is not ready until it accepts them again (a full store: raise maxmemory or free "
+                "memory)",
+                self.replica_id,
+                _safe_url(self.url),
+                what,
+                why,
+            )
+
+    def accepted(self, what: str) -> None:
+        if self.refused.pop(what, None) is not None and not self.refused and self.announce:
+            logger.warning("shared state store %s accepts commands again (%s)", _safe_url(self.url), self.replica_id)
 
     def went_down(self, what: str, exc: BaseException) -> None:
         if self.up:
@@ -99,23 +128,35 @@ class StateStore:
             logger.warning("shared state store %s reachable again from %s", _safe_url(self.url), self.replica_id)
 
     async def ping(self) -> bool:
+        """Whether the store answers and accepts commands (a PING alone passes on a full store)."""
         try:
             await self.run("ping", self.client.ping)
         except StateUnavailable:
             return False
-        return True
+        return not self.refused
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
             await self.client.aclose()
 
 
+def _refusal(exc: BaseException) -> str:
+    """The store's error, with the name redis-py gives its code (it strips "OOM", keeps "WRONGTYPE")."""
+    name = type(exc).__name__
+    return str(exc) if name == "ResponseError" else f"{name}: {exc}"
+
+
 def _safe_url(url: str) -> str:
-    """The URL without its password (it may be in the logs)."""
-    from urllib.parse import urlsplit, urlunsplit
+    """The URL without its password (it may be in the logs): in the userinfo or, as redis-py also takes it, in
+    the query (`?password=`)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        parts = parts._replace(netloc=netloc)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(name.lower() == "password" for name, _value in query):
+        hidden = [(name, "***" if name.lower() == "password" else value) for name, value in query]
+        parts = parts._replace(query=urlencode(hidden, safe="*"))
+    return urlunsplit(parts)

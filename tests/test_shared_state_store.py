@@ -1,0 +1,71 @@
+# ruff: noqa: F811 - the fixtures imported from tests.scale_out are parameters of the tests
+"""A store that answers but refuses (full under `maxmemory` with `noeviction`): the log names its error, not an
+outage, once; the replica is not ready while it refuses (a PING alone still passes), and ready again once it
+accepts. A real redis-server and a real gateway."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx  # the MCP SDK's HTTP client
+import pytest
+import redis
+
+from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
+from tests.conftest import free_port, gateway_over_http, server_entry
+from tests.scale_out import RedisServer, redis_server  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.anyio
+
+
+def full(server: RedisServer, on: bool) -> None:
+    check = redis.Redis.from_url(server.url)
+    check.config_set("maxmemory-policy", "noeviction")
+    check.config_set("maxmemory", "1" if on else "0")  # 1 byte: every write is refused with OOM
+
+
+async def test_a_full_store_is_named_as_full_not_as_unreachable(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = StateStore(redis_server.url, "r0")
+    caplog.set_level(logging.WARNING)
+    try:
+        full(redis_server, True)
+        for _ in range(3):
+            with pytest.raises(StateUnavailable, match=r"refused a command \(limits\): OutOfMemoryError"):
+                await store.run("limits", lambda: store.client.set("manifold:x", "1"))
+            assert not await store.ping()  # answers, but not ready
+        full(redis_server, False)
+        await store.run("limits", lambda: store.client.set("manifold:x", "1"))
+        assert await store.ping()
+    finally:
+        await store.close()
+    lines = [record.getMessage() for record in caplog.records]
+    assert sum("SHARED STATE REFUSING" in line and "OutOfMemoryError" in line for line in lines) == 1
+    assert not any("cannot reach" in line or "reachable again" in line for line in lines)
+    assert sum("accepts commands again" in line for line in lines) == 1
+
+
+def test_a_gateway_is_not_ready_while_its_store_refuses_writes(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    config = write_config({"probe": server_entry("replica_probe.py")}, {"http": True, "state_url": redis_server.url})
+    port = free_port()
+    log = tmp_path / "gateway.log"
+
+    def until(status: int) -> None:
+        deadline = time.monotonic() + 30
+        while httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code != status:
+            assert time.monotonic() < deadline, f"/readyz never answered {status}: {log.read_text()}"
+            time.sleep(0.2)
+
+    with log.open("wb") as stderr, gateway_over_http(config, port, timeout=60, stderr=stderr):
+        until(200)
+        full(redis_server, True)
+        until(503)  # its heartbeat was refused
+        full(redis_server, False)
+        until(200)
+    assert "SHARED STATE REFUSING" in log.read_text() and "OutOfMemoryError" in log.read_text()
