@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import anyio
+import pytest
+
 from mcp_manifold._surfaces.code.sandbox import Limits, PendingCall, Sandbox, Settled
 from mcp_manifold._surfaces.code.signatures import declaration
 
@@ -122,3 +125,29 @@ def test_values_that_cannot_be_read_or_carried_are_named() -> None:
     assert (half.output, half.error) == ("half: \ufffd\n", "Error: \ufffd")  # no answer can carry a lone half
     long = Sandbox([], Limits(output_chars=10)).run("throw new Error('x'.repeat(100000))", perform)
     assert long.error is not None and long.error.endswith("… [cut: 99007 more characters]"), long.error[-60:]
+
+
+@pytest.mark.anyio
+async def test_a_programs_slot_goes_back_once_whoever_ends_last() -> None:
+    from mcp_manifold._surfaces.code.slots import ProgramSlot
+
+    limiter = anyio.CapacityLimiter(1)
+    before = ProgramSlot(limiter, "before")  # its request gives up before the thread begins
+    await before.take()
+    before.give_up()
+    assert limiter.borrowed_tokens == 0 and not before.begin()
+
+    during = ProgramSlot(limiter, "during")  # its request gives up while the thread runs
+    await during.take()
+    assert during.begin()
+    during.give_up()
+    assert limiter.borrowed_tokens == 1  # still the thread's
+    await anyio.to_thread.run_sync(during.end)  # the thread ends: it gives the slot back
+    assert limiter.borrowed_tokens == 0
+
+    after = ProgramSlot(limiter, "after")  # the thread ended, then the request was cancelled
+    await after.take()
+    assert after.begin()
+    after.end()
+    after.give_up()
+    assert limiter.borrowed_tokens == 0

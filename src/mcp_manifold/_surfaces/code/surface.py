@@ -44,6 +44,7 @@ from mcp_manifold._surfaces.code.sandbox import (
     load_engine,
 )
 from mcp_manifold._surfaces.code.signatures import declaration
+from mcp_manifold._surfaces.code.slots import ProgramSlot
 
 logger = logging.getLogger(__name__)
 
@@ -189,17 +190,26 @@ class CodeSurface(Surface):
 
         if self._programs is None:  # made on the event loop, at the first program if `start` did not run
             self._programs = anyio.CapacityLimiter(self.host.settings.code_max_programs)
-        # The slot is held for as long as the program's thread runs, also when its request is cancelled:
-        # that waits for the thread (its current slice ends within the program's budget, and `stopped`
-        # ends it there). Before, a cancelled request gave its slot back while its thread ran on, so a
-        # caller could run any number of programs by starting and cancelling them.
-        async with self._programs, anyio.create_task_group() as minding:
-            minding.start_soon(_stop_when_cancelled, sandbox)
+        slot = ProgramSlot(self._programs, sandbox)
+        await slot.take()
+
+        def run_in_its_slot() -> Outcome | None:
+            if not slot.begin():
+                return None  # its request gave up before the thread began: nothing runs
             try:
-                return await anyio.to_thread.run_sync(sandbox.run, code, perform)
+                return sandbox.run(code, perform)
             finally:
-                sandbox.stopped = True
-                minding.cancel_scope.cancel()
+                slot.end()
+
+        try:
+            outcome = await anyio.to_thread.run_sync(run_in_its_slot, abandon_on_cancel=True)
+        except BaseException:
+            sandbox.stopped = True  # a cancelled request leaves its thread: the next slice ends it
+            slot.give_up()
+            raise
+        slot.free()
+        assert outcome is not None
+        return outcome
 
     async def _round(
         self, request: Request, sandbox: Sandbox, batch: list[PendingCall], seconds_left: float
@@ -252,13 +262,6 @@ class CodeSurface(Surface):
                 f"({limits.value_bytes}, code_value_bytes)",
             )
         return Settled(call.id, True, text)
-
-
-async def _stop_when_cancelled(sandbox: Sandbox) -> None:
-    try:
-        await anyio.sleep_forever()
-    finally:
-        sandbox.stopped = True  # the thread checks it between slices of JavaScript
 
 
 def _answer(outcome: Outcome, limits: Limits) -> types.CallToolResult:
