@@ -108,7 +108,7 @@ class Guard:
     async def check(self, request: httpx2.Request) -> Sent:
         """Refuse `request` if its address breaks the rules; set its timeout and encoding otherwise."""
         url = request.url
-        sent = Sent(document_of(request), url.host or "?")
+        sent = Sent(document_of(request), f"{url.host}:{url.port}" if url.port else url.host or "?")
         if url.scheme != "https" and not (url.scheme == "http" and _loopback_name(url.host)):
             raise self.fail(
                 sent, f"refused: an OAuth endpoint must be https (or http on a loopback host), not {url.scheme}"
@@ -125,6 +125,7 @@ class Guard:
                     "(set auth.allow_private_addresses to allow it)",
                 )
         request.extensions["timeout"] = TIMEOUT.as_dict()
+        request.extensions[_MARK] = (self.server, sent)  # to name it if it goes unanswered (`unanswered`)
         request.headers["Accept-Encoding"] = "identity"  # a size cap on compressed bytes caps nothing
         return sent
 
@@ -166,6 +167,25 @@ class Guard:
         return self.fail(sent, f"HTTP {response.status_code}")
 
 
+_MARK = "manifold_oauth"
+
+
+def unanswered(exc: BaseException) -> OAuthRequestFailed | None:
+    """`exc` as the failure of an OAuth request it is about (a timeout, a refused connection), if it is one:
+    httpx2 raises those outside the auth flow, which never learns of them."""
+    if not isinstance(exc, httpx2.TransportError):
+        return None
+    try:
+        mark = exc.request.extensions.get(_MARK)
+    except RuntimeError:  # no request attached
+        return None
+    if mark is None:
+        return None
+    server, sent = mark
+    what = "no answer in time" if isinstance(exc, httpx2.TimeoutException) else "no answer"
+    return OAuthRequestFailed(server, f"{sent.what} at {sent.host}: {what} ({type(exc).__name__})")
+
+
 class _Capped(httpx2.AsyncByteStream):
     """A response body that stops at `MAX_BODY` bytes or `BODY_DEADLINE` seconds."""
 
@@ -184,6 +204,21 @@ class _Capped(httpx2.AsyncByteStream):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class _WithoutBodies(logging.Filter):
+    """The SDK logs each failed flow with its traceback, whose message may hold an answer's whole body: the
+    record is kept, without it (`Guard.failed_answer` logs a short, scrubbed excerpt instead)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info is not None and record.exc_info[1] is not None:
+            name = type(record.exc_info[1]).__name__
+            record.msg, record.args = "OAuth flow error (%s; not logged: it may hold an answer's body)", (name,)
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_WithoutBodies())
 
 
 def _problems(exc: ValidationError) -> str:
