@@ -20,6 +20,7 @@ import html
 import json
 import logging
 import re
+import secrets
 import socket
 import sys
 import threading
@@ -49,7 +50,7 @@ from mcp_manifold._config import Config, ServerConfig
 from mcp_manifold._errors import BackendStartError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._files import atomic_write
 from mcp_manifold._runtime.oauth_issuer import as_stored, look_up, origin_metadata, same_issuer, stored_metadata
-from mcp_manifold._runtime.oauth_requests import Guard, OAuthRequestFailed, Sent, is_local_url
+from mcp_manifold._runtime.oauth_requests import Guard, OAuthRequestFailed, Sent, is_local_url, unanswered
 
 logger = logging.getLogger(__name__)
 
@@ -340,12 +341,12 @@ class _SharedRefresh:
                     outgoing = await flow.asend(incoming)
                 except (OAuthRequestFailed, LoginNeeded, StopAsyncIteration):
                     raise
-                except OAuthFlowError as exc:  # the SDK's own checks: its words name no body
-                    raise (self.guard.fail(sent, str(exc)) if sent is not None else exc) from None
                 except (OAuthTokenError, OAuthRegistrationError, ValueError) as exc:  # may carry the body
                     if sent is None:
                         raise
                     raise self.guard.failed_answer(incoming, sent, exc) from None
+                except OAuthFlowError as exc:  # the SDK's own checks: its words name no body
+                    raise (self.guard.fail(sent, str(exc)) if sent is not None else exc) from None
         except StopAsyncIteration:
             return
         finally:
@@ -499,6 +500,8 @@ def login_needed_in(exc: BaseException) -> BackendStartError | None:
         seen.add(id(current))
         if isinstance(current, LoginNeeded | OAuthRequestFailed):
             return current
+        if (failed := unanswered(current)) is not None:
+            return failed
         if isinstance(current, BaseExceptionGroup):
             stack.extend(current.exceptions)
         for linked in (current.__cause__, current.__context__):
@@ -549,8 +552,11 @@ class BrowserLogin:
         self._open_browser = open_browser
         self._timeout = timeout
         self._listener: Any = None
+        self._state = ""
 
     async def show_page(self, url: str) -> None:
+        # The state the SDK put in the page's address: only a redirect that carries it back is the answer.
+        self._state = parse_qs(urlsplit(url).query).get("state", [""])[0]
         self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
         logger.info("opening the authorization page of server %r in the browser", self.server)
         # In a thread of its own, not awaited: a browser command may wait until its page is done, and the
@@ -571,7 +577,7 @@ class BrowserLogin:
             raise RuntimeError("the authorization page was never opened")
         arrived, answers = anyio.create_memory_object_stream[AuthorizationCodeResult | Exception](1)
         async with listener, anyio.create_task_group() as group:
-            group.start_soon(_serve_redirect, listener, arrived, self.server)
+            group.start_soon(_serve_redirect, listener, arrived, self.server, self._state)
             try:
                 with anyio.fail_after(self._timeout):
                     answer = await answers.receive()
@@ -673,9 +679,14 @@ def _first_words(exc: BaseException) -> str:
 
 
 async def _serve_redirect(
-    listener: Any, arrived: anyio.abc.ObjectSendStream[AuthorizationCodeResult | Exception], server: str
+    listener: Any,
+    arrived: anyio.abc.ObjectSendStream[AuthorizationCodeResult | Exception],
+    server: str,
+    state: str,
 ) -> None:
-    """Answer requests on the loopback port until the one that carries the authorization response."""
+    """Answer requests on the loopback port until the one that carries the authorization response: the
+    one with the login's `state` (anything else may come from any page in the person's browser, and is
+    answered 400 while the login goes on)."""
 
     async def handle(stream: Any) -> None:
         async with stream:
@@ -690,8 +701,11 @@ async def _serve_redirect(
                 await _answer(stream, 404, "Not found.")
                 return
             query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+            if not state or not secrets.compare_digest(query.get("state", "").encode(), state.encode()):
+                await _answer(stream, 400, "This is not the answer to the login under way.")
+                return
             if "error" in query:
-                words = query.get("error_description") or query["error"]
+                words = _printable(query.get("error_description") or query["error"])
                 await _answer(stream, 400, f"The authorization server refused: {words}. You can close this window.")
                 await arrived.send(RuntimeError(f"the authorization server refused the login: {words}"))
                 return
@@ -704,6 +718,11 @@ async def _serve_redirect(
             )
 
     await listener.serve(handle)
+
+
+def _printable(text: str, limit: int = 300) -> str:
+    """`text` without control characters (a terminal would act on escape sequences), cut to `limit`."""
+    return "".join(c for c in text if c.isprintable())[:limit]
 
 
 async def _read_head(stream: Any) -> str:
