@@ -151,20 +151,23 @@ class Guard:
         except ValidationError as exc:
             raise self.fail(sent, f"HTTP 200, not a valid document ({_problems(exc)})") from None
 
-    def failed_answer(self, response: httpx2.Response | None, sent: Sent, exc: BaseException) -> OAuthRequestFailed:
-        """What the SDK's error about `response` means, without the body it may have put in it."""
-        if response is None:
-            return self.fail(sent, f"no answer ({type(exc).__name__})")
-        body = response.content if hasattr(response, "_content") else b""
-        excerpt = _scrubbed(body)
-        logger.info(
-            "server %r: %s at %s answered %s: %r", self.server, sent.what, sent.host, response.status_code, excerpt
-        )
-        if isinstance(exc, ValidationError):
-            return self.fail(sent, f"HTTP {response.status_code}, not a valid document ({_problems(exc)})")
-        if 200 <= response.status_code < 300:
-            return self.fail(sent, f"HTTP {response.status_code}, refused: {type(exc).__name__}")
-        return self.fail(sent, f"HTTP {response.status_code}")
+    def failed_answer(self, response: httpx2.Response, sent: Sent, exc: BaseException) -> OAuthRequestFailed:
+        """What the SDK's error about `response` means, without the body it may have put in it (the log
+        keeps a short, scrubbed excerpt, at debug level)."""
+        try:
+            body = response.content
+        except httpx2.ResponseNotRead:
+            body = b""
+        status = response.status_code
+        logger.debug("server %r: %s at %s answered %s: %r", self.server, sent.what, sent.host, status, _scrubbed(body))
+        cause = exc if isinstance(exc, ValidationError) else exc.__cause__
+        if isinstance(cause, ValidationError):
+            return self.fail(sent, f"HTTP {status}, not a valid document ({_problems(cause)})")
+        if isinstance(cause, ValueError):
+            return self.fail(sent, f"HTTP {status}, not valid JSON")
+        if 200 <= status < 300:  # the SDK refused what it was given: its words, which quote a field at most
+            return self.fail(sent, f"HTTP {status}, refused: {printable(str(exc), 200)}")
+        return self.fail(sent, f"HTTP {status}")
 
 
 _MARK = "manifold_oauth"
@@ -234,6 +237,9 @@ _SECRETISH = re.compile(r'("?(?:access_token|refresh_token|client_secret|id_toke
 
 def _scrubbed(body: bytes) -> str:
     """A short excerpt of an answer for the log: printable text only, token-like fields blanked."""
-    text = body[:200].decode("utf-8", "replace")
-    text = "".join(c if c.isprintable() else "?" for c in text)
-    return _SECRETISH.sub(r"\1***", text)
+    return _SECRETISH.sub(r"\1***", printable(body[:200].decode("utf-8", "replace"), 200))
+
+
+def printable(text: str, limit: int = 300) -> str:
+    """`text` without control characters (a terminal acts on escape sequences), cut to `limit`."""
+    return "".join(c for c in text if c.isprintable())[:limit]

@@ -50,7 +50,14 @@ from mcp_manifold._config import Config, ServerConfig
 from mcp_manifold._errors import BackendStartError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._files import atomic_write
 from mcp_manifold._runtime.oauth_issuer import as_stored, look_up, origin_metadata, same_issuer, stored_metadata
-from mcp_manifold._runtime.oauth_requests import Guard, OAuthRequestFailed, Sent, is_local_url, unanswered
+from mcp_manifold._runtime.oauth_requests import (
+    Guard,
+    OAuthRequestFailed,
+    Sent,
+    is_local_url,
+    printable,
+    unanswered,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -270,12 +277,13 @@ class _SharedRefresh:
                     login_command(self.guard.server),
                 )
                 tokens = tokens.model_copy(update={"refresh_token": None})
+        self._take(tokens, expires_at, server)
+
+    def _take(self, tokens: OAuthToken, expires_at: float | None, server: OAuthMetadata | None) -> None:
+        """Use `tokens`, and refresh them at `server` (the SDK would otherwise use the MCP server's origin)."""
         if server is not None:
             self.context.oauth_metadata = server
             self.context.auth_server_url = str(server.issuer)
-        self._take(tokens, expires_at)
-
-    def _take(self, tokens: OAuthToken, expires_at: float | None) -> None:
         self.context.current_tokens = tokens
         if expires_at is not None:
             margin = min(_EXPIRY_MARGIN, int(tokens.expires_in or 0) / 10)
@@ -292,7 +300,7 @@ class _SharedRefresh:
             return False  # issued by another authorization server (or unknown): never sent to this one
         if server is None:  # where they came from is unknown: never refreshed (see `_initialize`)
             tokens = tokens.model_copy(update={"refresh_token": None})
-        self._take(tokens, expires_at)
+        self._take(tokens, expires_at, server)
         return True
 
     def _select_authorization_server(self, advertised: list[str]) -> str:
@@ -311,7 +319,7 @@ class _SharedRefresh:
         # With an issuer configured, authorization-server metadata must name it, on every path.
         return self.configured_issuer or super()._expected_issuer()  # type: ignore[misc, no-any-return]
 
-    def _refuse_elsewhere(self, sent: Sent, request: httpx2.Request) -> None:
+    def _refuse_elsewhere(self, sent: Sent) -> None:
         """A registration or token request goes only to the authorization server the client may use: the
         configured issuer's, and never the MCP server's origin (the SDK's fallback) when the issuer is known."""
         if sent.what not in ("token endpoint", "client registration"):
@@ -332,7 +340,7 @@ class _SharedRefresh:
                 sent = None
                 if outgoing is not request:
                     sent = await self.guard.check(outgoing)
-                    self._refuse_elsewhere(sent, outgoing)
+                    self._refuse_elsewhere(sent)
                 incoming = yield outgoing
                 if sent is not None:
                     self.guard.cap(incoming, sent)
@@ -705,7 +713,7 @@ async def _serve_redirect(
                 await _answer(stream, 400, "This is not the answer to the login under way.")
                 return
             if "error" in query:
-                words = _printable(query.get("error_description") or query["error"])
+                words = printable(query.get("error_description") or query["error"])
                 await _answer(stream, 400, f"The authorization server refused: {words}. You can close this window.")
                 await arrived.send(RuntimeError(f"the authorization server refused the login: {words}"))
                 return
@@ -718,11 +726,6 @@ async def _serve_redirect(
             )
 
     await listener.serve(handle)
-
-
-def _printable(text: str, limit: int = 300) -> str:
-    """`text` without control characters (a terminal would act on escape sequences), cut to `limit`."""
-    return "".join(c for c in text if c.isprintable())[:limit]
 
 
 async def _read_head(stream: Any) -> str:
