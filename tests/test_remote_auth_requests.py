@@ -137,6 +137,7 @@ async def test_an_oauth_request_that_hangs_times_out(
     ("options", "words"),
     [
         (("--token", "error"), "token endpoint at {host}: HTTP 400"),
+        (("--token", "html"), "token endpoint at {host}: HTTP 200, not a valid document (document: Invalid JSON"),
         (
             ("--prm", "malformed"),
             "protected-resource metadata at {host}: HTTP 200, not a valid document (authorization_servers: ",

@@ -11,7 +11,8 @@ authorization page redirects at once with a code and the state it was given.
 - ``--prm MODE``: ``ok``, ``huge`` (valid JSON padded to ``--huge-mb`` MB), ``malformed``
   (``authorization_servers`` a string);
 - ``--token MODE``: ``ok`` (tokens ``hostile-access``/``hostile-refresh``), ``hang`` (never answers),
-  ``error`` (400 with a body that is not UTF-8 and carries ``HOSTILE-BODY``);
+  ``error`` (400 with a body that is not UTF-8 and carries ``HOSTILE-BODY``), ``html`` (200, a web page
+  carrying ``HOSTILE-BODY``);
 - ``/internal/...``: 403 with ``INTERNAL-ONLY`` in the body (an address a remote party should not reach).
 """
 
@@ -94,6 +95,8 @@ def build(args: argparse.Namespace) -> Starlette:
         await record(request)
         if args.token == "hang":
             await asyncio.sleep(3600)
+        if args.token == "html":
+            return Response(b"<html>HOSTILE-BODY</html>", media_type="text/html")
         if args.token == "error":
             return Response(b"\xff\xfe HOSTILE-BODY \xff", status_code=400, media_type="application/json")
         tokens = {"access_token": "hostile-access", "token_type": "Bearer", "expires_in": 3600}
@@ -128,7 +131,7 @@ def main() -> None:
     parser.add_argument("--registration-url")
     parser.add_argument("--prm", choices=["ok", "huge", "malformed"], default="ok")
     parser.add_argument("--huge-mb", type=int, default=5)
-    parser.add_argument("--token", choices=["ok", "hang", "error"], default="ok")
+    parser.add_argument("--token", choices=["ok", "hang", "error", "html"], default="ok")
     args = parser.parse_args()
     uvicorn.run(build(args), host="127.0.0.1", port=args.http, log_level="warning")
 

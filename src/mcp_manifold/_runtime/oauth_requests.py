@@ -137,9 +137,13 @@ class Guard:
         response.stream = _Capped(response.stream, self, sent)  # type: ignore[arg-type]
 
     async def checked_document(self, response: httpx2.Response, sent: Sent) -> None:
-        """A 200 answer to a metadata request must be that document: the SDK skips a malformed one silently
-        (protected-resource metadata) or with a bare parse error; say what is wrong instead."""
+        """A JSON 200 answer to a metadata or token request must be that document: the SDK skips a malformed
+        one silently (metadata) or with a bare parse error; say what is wrong instead. A 200 that is not
+        JSON at all (a web page served at a well-known path) is left to the SDK, which tries the next one."""
         if response.status_code != 200 or sent.what == "client registration":
+            return
+        if "json" not in response.headers.get("content-type", "").lower():
+            logger.debug("server %r: %s at %s is not JSON", self.server, sent.what, sent.host)
             return
         model = {
             "protected-resource metadata": ProtectedResourceMetadata,
@@ -160,7 +164,7 @@ class Guard:
             body = b""
         status = response.status_code
         logger.debug("server %r: %s at %s answered %s: %r", self.server, sent.what, sent.host, status, _scrubbed(body))
-        cause = exc if isinstance(exc, ValidationError) else exc.__cause__
+        cause = exc if isinstance(exc, ValidationError) else exc.__cause__ or exc.__context__
         if isinstance(cause, ValidationError):
             return self.fail(sent, f"HTTP {status}, not a valid document ({_problems(cause)})")
         if isinstance(cause, ValueError):
