@@ -133,6 +133,19 @@ async def test_an_oauth_request_that_hangs_times_out(
     )
 
 
+async def test_an_answer_that_never_ends_is_cut_off(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+) -> None:
+    # A byte every 2 seconds keeps every read within its timeout: the whole answer has a deadline too.
+    evil = hostile("--token", "trickle")
+    started = time.monotonic()
+    told = await refusal(remote(write_config, evil))  # init_timeout is 60s
+    assert time.monotonic() - started < 50
+    host = evil.base.removeprefix("http://")
+    assert f"(token endpoint at {host}: the answer took longer than 30s)" in told, told
+
+
 @pytest.mark.parametrize(
     ("options", "words"),
     [

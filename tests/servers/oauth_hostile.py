@@ -11,6 +11,7 @@ authorization page redirects at once with a code and the state it was given.
 - ``--prm MODE``: ``ok``, ``huge`` (valid JSON padded to ``--huge-mb`` MB), ``malformed``
   (``authorization_servers`` a string);
 - ``--token MODE``: ``ok`` (tokens ``hostile-access``/``hostile-refresh``), ``hang`` (never answers),
+  ``trickle`` (a 200 whose body comes a byte every 2 seconds, for ever),
   ``error`` (400 with a body that is not UTF-8 and carries ``HOSTILE-BODY``), ``html`` (200, a web page
   carrying ``HOSTILE-BODY``);
 - ``/internal/...``: 403 with ``INTERNAL-ONLY`` in the body (an address a remote party should not reach).
@@ -95,6 +96,14 @@ def build(args: argparse.Namespace) -> Starlette:
         await record(request)
         if args.token == "hang":
             await asyncio.sleep(3600)
+        if args.token == "trickle":
+
+            async def slowly() -> AsyncIterator[bytes]:
+                while True:
+                    yield b" "
+                    await asyncio.sleep(2)
+
+            return StreamingResponse(slowly(), media_type="application/json")
         if args.token == "html":
             return Response(b"<html>HOSTILE-BODY</html>", media_type="text/html")
         if args.token == "error":
@@ -131,7 +140,7 @@ def main() -> None:
     parser.add_argument("--registration-url")
     parser.add_argument("--prm", choices=["ok", "huge", "malformed"], default="ok")
     parser.add_argument("--huge-mb", type=int, default=5)
-    parser.add_argument("--token", choices=["ok", "hang", "error", "html"], default="ok")
+    parser.add_argument("--token", choices=["ok", "hang", "trickle", "error", "html"], default="ok")
     args = parser.parse_args()
     uvicorn.run(build(args), host="127.0.0.1", port=args.http, log_level="warning")
 

@@ -669,7 +669,10 @@ async def login_by_name(config: Config, name: str, *, open_browser: Callable[[st
         async with token_storage(server, settings.data_dir, settings.state_url) as storage:
             await login(server, storage, open_browser=open_browser)
     except TimeoutError:
-        raise ManifoldError(f"no answer from the browser: the login to {name!r} was not completed") from None
+        # The browser's wait, or the login's own deadline (servers that kept it slow, request after request).
+        raise ManifoldError(
+            f"the login to {name!r} was not completed in time: no answer from the browser, or the servers were too slow"
+        ) from None
     except ManifoldError:
         raise
     except Exception as exc:  # the OAuth flow's own errors (refused, mismatched state, unreachable server)
