@@ -296,3 +296,48 @@ async def test_a_token_renewed_elsewhere_is_taken_when_the_old_one_is_refused(
             for client_of_a_replica in (first, second):
                 answered = await client_of_a_replica.call_tool("remote_whoami", {})
                 assert not answered.is_error and text(answered) == whoami[0], text(answered)
+
+
+# --- the login's loopback redirect: only the answer to this login ends it ----------------------------------
+
+
+def _redirect_uri(page: str) -> tuple[str, str]:
+    from urllib.parse import parse_qs, urlsplit
+
+    query = parse_qs(urlsplit(page).query)
+    return query["redirect_uri"][0], query["state"][0]
+
+
+async def test_a_login_ends_only_on_the_redirect_that_carries_its_state(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    # Any page in the person's browser can reach the loopback port: with no state, or the wrong one, it is
+    # answered 400 and the login goes on to the real redirect.
+    config = load_config(write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth"}}}))
+    refused: list[int] = []
+
+    def browser(page: str) -> bool:
+        redirect, _state = _redirect_uri(page)
+        for forged in ("?error=access_denied&error_description=gone", "?code=forged&state=not-it"):
+            refused.append(httpx.get(redirect + forged, timeout=10).status_code)
+        return httpx.get(page, follow_redirects=True, timeout=30).status_code == 200
+
+    where = await login_by_name(config, "remote", open_browser=browser)
+    assert refused == [400, 400]
+    assert json.loads(Path(where).read_text())["tokens"]["access_token"]
+
+
+async def test_a_refusal_is_shown_without_control_characters(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    config = load_config(write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth"}}}))
+
+    def browser(page: str) -> bool:
+        redirect, state = _redirect_uri(page)
+        words = "access_denied&error_description=%1b%5b31mred%1b%5b0m%07%0aforged line"
+        return httpx.get(f"{redirect}?state={state}&error={words}", timeout=10).status_code == 400
+
+    with pytest.raises(ManifoldError) as raised:
+        await login_by_name(config, "remote", open_browser=browser)
+    assert "the authorization server refused the login: [31mred[0mforged line" in str(raised.value)
+    assert not any(ord(c) < 32 or ord(c) == 127 for c in str(raised.value))

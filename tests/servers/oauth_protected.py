@@ -10,11 +10,17 @@ HTTP only: ``python tests/servers/oauth_protected.py --http PORT`` (``http://127
 each works once; with ``--revoke-on-refresh`` a refresh also revokes the client's earlier access tokens.
 Every token it ever issued is printed to stderr as ``issued <client_id>`` (never the token itself), and
 every refresh it refused for a refresh token spent already as ``refused ...``.
+
+``--split AS_PORT`` puts the authorization server on an origin of its own: the issuer is
+``http://127.0.0.1:AS_PORT``, which the protected-resource metadata names, and the same app answers on both
+ports (so a token request sent to the MCP server's origin would work too, and must be caught). Every token
+request is printed as ``token request on port N (<grant_type>)``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import secrets
 import sys
@@ -141,6 +147,7 @@ def client_credentials(provider: InstantApproval, app: Any) -> Any:
                 break
         body = b"".join(chunks)
         form = {key: values[0] for key, values in parse_qs(body.decode()).items()}
+        print(f"token request on port {scope['server'][1]} ({form.get('grant_type')})", file=sys.stderr, flush=True)
         if form.get("grant_type") != "client_credentials":
             sent = False
 
@@ -174,9 +181,11 @@ def main() -> None:
     parser.add_argument("--http", type=int, required=True, metavar="PORT")
     parser.add_argument("--token-seconds", type=int, default=3600, metavar="N")
     parser.add_argument("--revoke-on-refresh", action="store_true")
+    parser.add_argument("--split", type=int, metavar="AS_PORT")
     args = parser.parse_args()
     port = args.http
     base = f"http://127.0.0.1:{port}"
+    issuer = f"http://127.0.0.1:{args.split}" if args.split else base
     provider = InstantApproval(args.token_seconds, args.revoke_on_refresh)
     server = MCPServer(
         "oauth_protected",
@@ -184,7 +193,7 @@ def main() -> None:
         log_level="WARNING",
         auth_server_provider=provider,
         auth=AuthSettings(
-            issuer_url=base,
+            issuer_url=issuer,
             resource_server_url=f"{base}/mcp",
             client_registration_options=ClientRegistrationOptions(enabled=True),
         ),
@@ -196,8 +205,18 @@ def main() -> None:
         token = get_access_token()
         return token.client_id if token is not None else "nobody"
 
-    app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
-    uvicorn.run(client_credentials(provider, app), host="127.0.0.1", port=port, log_level="warning")
+    app = client_credentials(provider, server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1"))
+    ports = [port] + ([args.split] if args.split else [])
+    # The lifespan (the MCP sessions' manager) runs once, with the first server.
+    servers = [
+        uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=p, log_level="warning", lifespan=life))
+        for p, life in zip(ports, ["auto", "off"], strict=False)
+    ]
+
+    async def serve_all() -> None:
+        await asyncio.gather(*(one.serve() for one in servers))
+
+    asyncio.run(serve_all())
 
 
 if __name__ == "__main__":

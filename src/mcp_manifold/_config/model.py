@@ -39,6 +39,8 @@ class RemoteOAuth:
     issuer: str | None = None  # the authorization server the client credentials belong to
     client_metadata_url: str | None = None  # a client ID metadata document (an https URL), instead of registering
     redirect_port: int | None = None  # the loopback port of the login's redirect (none: any free one)
+    # OAuth endpoints on loopback, link-local or private addresses, for a server that is not on one itself.
+    allow_private_addresses: bool = False
 
     def identity(self) -> dict[str, Any]:
         """What defines the authorization, less the secret (shown in status, hashed into the fingerprint)."""
@@ -48,7 +50,7 @@ class RemoteOAuth:
             "scopes": list(self.scopes),
             "issuer": self.issuer,
             "client_metadata_url": self.client_metadata_url,
-        }
+        } | ({"allow_private_addresses": True} if self.allow_private_addresses else {})
 
 
 @dataclass(frozen=True)

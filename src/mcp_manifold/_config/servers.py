@@ -73,6 +73,7 @@ _AUTH_FIELDS = (
     "issuer",
     "client_metadata_url",
     "redirect_port",
+    "allow_private_addresses",
 )
 
 
@@ -202,7 +203,7 @@ def _text_map(value: Any, key: str) -> dict[str, str]:
 
 def _oauth(value: Any) -> RemoteOAuth:
     """`auth: {type: oauth, grant?, client_id?, client_secret?, scopes?, issuer?, client_metadata_url?,
-    redirect_port?}`: OAuth to a remote server, checked field by field."""
+    redirect_port?, allow_private_addresses?}`: OAuth to a remote server, checked field by field."""
     if not isinstance(value, Mapping):
         raise Invalid(f"must be a mapping such as {{'type': 'oauth'}}, not {kind(value)}")
     for key in value:
@@ -247,6 +248,10 @@ def _oauth(value: Any) -> RemoteOAuth:
         if not 1 <= port <= 65535:
             raise Invalid(f"must be a port number from 1 to 65535, not {port}", "auth.redirect_port")
         fields["redirect_port"] = port
+    if "allow_private_addresses" in value:
+        fields["allow_private_addresses"] = _auth_field(
+            value["allow_private_addresses"], "allow_private_addresses", as_bool
+        )
     return RemoteOAuth(**fields)
 
 

@@ -20,6 +20,7 @@ import html
 import json
 import logging
 import re
+import secrets
 import socket
 import sys
 import threading
@@ -34,13 +35,29 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
-from mcp.client.auth import OAuthClientProvider
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthRegistrationError, OAuthTokenError
+from mcp.client.auth.utils import issuers_match
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthMetadata,
+    OAuthToken,
+)
 from pydantic import ValidationError
 
 from mcp_manifold._config import Config, ServerConfig
 from mcp_manifold._errors import BackendStartError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._files import atomic_write
+from mcp_manifold._runtime.oauth_issuer import as_stored, look_up, origin_metadata, same_issuer, stored_metadata
+from mcp_manifold._runtime.oauth_requests import (
+    Guard,
+    OAuthRequestFailed,
+    Sent,
+    is_local_url,
+    printable,
+    unanswered,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +133,17 @@ class TokenFilePlace:
 
 
 class StoredTokens:
-    """The SDK's `TokenStorage` on a `Place`: the tokens, when the access token expires, and the registered
-    client. Never logged or shown."""
+    """The SDK's `TokenStorage` on a `Place`: the tokens, when the access token expires, the authorization
+    server they were issued by (`oauth_issuer`), and the registered client. Never logged or shown."""
 
     def __init__(self, place: Place, configured_client: OAuthClientInformationFull | None = None) -> None:
         self.place = place
         self.configured = configured_client  # a pre-registered client from the config, used when none is stored
+        # The authorization server the tokens being stored come from (the provider's, set by `oauth_provider`).
+        self.issued_by: Callable[[], OAuthMetadata | None] = lambda: None
+        # False in a process that cannot complete a login (`serve`): a client it registers is not kept, so a
+        # server that leads it to another authorization server cannot replace the one a login registered.
+        self.keep_registrations = True
 
     async def get_tokens(self) -> OAuthToken | None:
         try:
@@ -133,22 +155,38 @@ class StoredTokens:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         # The SDK knows when a token expires only in the process that got it: kept, so every process knows.
         expires_at = time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None
-        await self.place.save({"tokens": tokens.model_dump(mode="json", exclude_none=True), "expires_at": expires_at})
+        server = self.issued_by()
+        await self.place.save(
+            {
+                "tokens": tokens.model_dump(mode="json", exclude_none=True),
+                "expires_at": expires_at,
+                "authorization_server": as_stored(server) if server is not None else None,
+            }
+        )
 
     async def current(self) -> tuple[OAuthToken | None, float | None]:
         """The stored tokens and when their access token expires (a Unix time, if known), read together."""
+        tokens, expires_at, _server = await self.record()
+        return tokens, expires_at
+
+    async def record(self) -> tuple[OAuthToken | None, float | None, OAuthMetadata | None]:
+        """The stored tokens, when their access token expires, and the authorization server they came from."""
         record = await self.place.load()
         try:
             tokens = OAuthToken.model_validate(record["tokens"]) if record.get("tokens") else None
         except ValidationError:
-            return None, None
+            return None, None, None
         expires_at = record.get("expires_at")
-        return tokens, float(expires_at) if isinstance(expires_at, int | float) else None
+        expiry = float(expires_at) if isinstance(expires_at, int | float) else None
+        return tokens, expiry, stored_metadata(record.get("authorization_server"))
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         return await self.stored_client() or self.configured
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        if not self.keep_registrations:
+            logger.info("not keeping a client registered without a login (%s)", self.place.where())
+            return
         await self.place.save({"client": client_info.model_dump(mode="json", exclude_none=True)})
 
     async def stored_client(self) -> OAuthClientInformationFull | None:
@@ -193,36 +231,134 @@ class _SharedRefresh:
 
     - when a stored access token expires (the SDK knows that only in the process that got it), so an
       expired one is refreshed before it is sent;
+    - the authorization server the stored tokens came from (`oauth_issuer`), so a refresh goes there and
+      never to the MCP server's own origin; tokens are only used with the issuer they were issued by;
     - refreshes taken in turn: before refreshing, the provider waits for its place's refresh turn and reads
       the stored tokens again; another process may have refreshed already (with a rotating refresh token
       only the first use of it works), and then its tokens are used instead;
     - a 401 to a token that is no longer the stored one (another process refreshed, and the server revoked
       the old token; or a new login) is answered by sending the request once more with the stored token,
-      before the SDK's flow would start an authorization from scratch (which needs a person).
+      before the SDK's flow would start an authorization from scratch (which needs a person);
+    - every request of the flow itself held to `oauth_requests.Guard`'s rules.
     """
 
     context: Any
     _initialized: bool
+    guard: Guard
+    configured_issuer: str | None = None  # `auth.issuer`: the only authorization server the client may use
+
+    def _bound_issuer(self) -> str | None:
+        """The issuer the client's tokens must come from: the configured one, else the stored client's."""
+        client = self.context.client_info
+        return self.configured_issuer or (client.issuer if client is not None else None)
 
     async def _initialize(self) -> None:
         await super()._initialize()  # type: ignore[misc]
-        tokens, expires_at = await self.context.storage.current()
-        if tokens is not None and self.context.current_tokens is not None:
-            self._take(tokens, expires_at)
+        tokens, expires_at, server = await self.context.storage.record()
+        if tokens is None or self.context.current_tokens is None:
+            return
+        expected = self._bound_issuer()
+        if server is not None and expected is not None and not same_issuer(server, expected):
+            logger.warning(
+                "server %r: its stored tokens come from %s, not %s: not used",
+                self.guard.server,
+                server.issuer,
+                expected,
+            )
+            self.context.clear_tokens()
+            return
+        if server is None and tokens.refresh_token:  # kept before the authorization server was kept with them
+            server = await look_up(expected, self.context.server_url, self.guard) if expected is not None else None
+            if server is None:
+                logger.warning(
+                    "server %r: the authorization server of its stored tokens is unknown: they are not refreshed "
+                    "(run `%s` when they expire)",
+                    self.guard.server,
+                    login_command(self.guard.server),
+                )
+                tokens = tokens.model_copy(update={"refresh_token": None})
+        self._take(tokens, expires_at, server)
 
-    def _take(self, tokens: OAuthToken, expires_at: float | None) -> None:
+    def _take(self, tokens: OAuthToken, expires_at: float | None, server: OAuthMetadata | None) -> None:
+        """Use `tokens`, and refresh them at `server` (the SDK would otherwise use the MCP server's origin)."""
+        if server is not None:
+            self.context.oauth_metadata = server
+            self.context.auth_server_url = str(server.issuer)
         self.context.current_tokens = tokens
         if expires_at is not None:
             margin = min(_EXPIRY_MARGIN, int(tokens.expires_in or 0) / 10)
             self.context.token_expiry_time = expires_at - margin
 
     async def _take_newer(self, sent: str | None) -> bool:
-        """Take the stored tokens if their access token is not the one `sent`; whether it did."""
-        tokens, expires_at = await self.context.storage.current()
+        """Take the stored tokens if their access token is not the one `sent` and they come from the
+        authorization server in use; whether it did."""
+        tokens, expires_at, server = await self.context.storage.record()
         if tokens is None or not tokens.access_token or tokens.access_token == sent:
             return False
-        self._take(tokens, expires_at)
+        in_use = self.context.oauth_metadata
+        if in_use is not None and (server is None or not same_issuer(server, str(in_use.issuer))):
+            return False  # issued by another authorization server (or unknown): never sent to this one
+        if server is None:  # where they came from is unknown: never refreshed (see `_initialize`)
+            tokens = tokens.model_copy(update={"refresh_token": None})
+        self._take(tokens, expires_at, server)
         return True
+
+    def _select_authorization_server(self, advertised: list[str]) -> str:
+        if self.configured_issuer is None:
+            return super()._select_authorization_server(advertised)  # type: ignore[misc, no-any-return]
+        for server in advertised:
+            if issuers_match(server, self.configured_issuer):
+                return server
+        hosts = ", ".join(sorted({urlsplit(server).netloc for server in advertised}))
+        raise OAuthRequestFailed(
+            self.guard.server,
+            f"it names the authorization server {hosts}, not the configured issuer {self.configured_issuer}",
+        )
+
+    def _expected_issuer(self) -> str:
+        # With an issuer configured, authorization-server metadata must name it, on every path.
+        return self.configured_issuer or super()._expected_issuer()  # type: ignore[misc, no-any-return]
+
+    def _refuse_elsewhere(self, sent: Sent) -> None:
+        """A registration or token request goes only to the authorization server the client may use: the
+        configured issuer's, and never the MCP server's origin (the SDK's fallback) when the issuer is known."""
+        if sent.what not in ("token endpoint", "client registration"):
+            return
+        metadata = self.context.oauth_metadata
+        expected = self._bound_issuer() if sent.what == "token endpoint" else self.configured_issuer
+        if expected is None:
+            return
+        if metadata is None or not same_issuer(metadata, expected):
+            raise self.guard.fail(sent, f"refused: not an endpoint of the authorization server {expected}")
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        """The SDK's flow (redirects included), each of its own requests checked and its answer capped."""
+        flow = super().async_auth_flow(request)  # type: ignore[misc]
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                sent = None
+                if outgoing is not request:
+                    sent = await self.guard.check(outgoing)
+                    self._refuse_elsewhere(sent)
+                incoming = yield outgoing
+                if sent is not None:
+                    self.guard.cap(incoming, sent)
+                    await self.guard.checked_document(incoming, sent)
+                try:
+                    outgoing = await flow.asend(incoming)
+                except (OAuthRequestFailed, LoginNeeded, StopAsyncIteration):
+                    raise
+                except (OAuthTokenError, OAuthRegistrationError, ValueError) as exc:  # may carry the body
+                    if sent is None:
+                        raise
+                    raise self.guard.failed_answer(incoming, sent, exc) from None
+                except OAuthFlowError as exc:  # the SDK's own checks: its words name no body
+                    raise (self.guard.fail(sent, str(exc)) if sent is not None else exc) from None
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         context = self.context
@@ -272,6 +408,7 @@ def _configured_client(config: ServerConfig, redirect_uri: str) -> OAuthClientIn
         grant_types=["authorization_code", "refresh_token"],
         token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
         client_name=_CLIENT_NAME,
+        issuer=auth.issuer,  # its secret goes to that authorization server only
     )
 
 
@@ -296,6 +433,10 @@ async def oauth_provider(
     redirect_uri = person.redirect_uri if person is not None else f"http://127.0.0.1{_CALLBACK_PATH}"
     scope = " ".join(auth.scopes) or None
     storage.configured = _configured_client(config, redirect_uri)
+    # A client registered by a process that cannot log in is not kept (see `StoredTokens`).
+    storage.keep_registrations = person is not None or auth.grant != "authorization_code"
+    guard = Guard(config.name, auth.allow_private_addresses or await is_local_url(config.url))
+    provider: _SharedRefresh
     if auth.grant == "client_credentials":
         from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 
@@ -303,7 +444,7 @@ async def oauth_provider(
             """The client-credentials grant, its tokens kept like the others'."""
 
         assert auth.client_id is not None and auth.client_secret is not None
-        return MachineProvider(
+        provider = MachineProvider(
             config.url,
             storage,
             auth.client_id,
@@ -312,29 +453,37 @@ async def oauth_provider(
             scope=scope,
             issuer=auth.issuer,
         )
+    else:
 
-    async def no_person(_url: str) -> None:
-        raise LoginNeeded(config.name)
+        async def no_person(_url: str) -> None:
+            raise LoginNeeded(config.name)
 
-    async def no_callback() -> AuthorizationCodeResult:
-        raise LoginNeeded(config.name)  # pragma: no cover - the redirect handler stops first
+        async def no_callback() -> AuthorizationCodeResult:
+            raise LoginNeeded(config.name)  # pragma: no cover - the redirect handler stops first
 
-    metadata = OAuthClientMetadata(
-        redirect_uris=[redirect_uri],  # type: ignore[list-item]
-        grant_types=["authorization_code", "refresh_token"],
-        response_types=["code"],
-        token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
-        client_name=_CLIENT_NAME,
-        scope=scope,
-    )
-    return _PersonProvider(
-        config.url,
-        metadata,
-        storage,
-        redirect_handler=person.show_page if person is not None else no_person,
-        callback_handler=person.take_redirect if person is not None else no_callback,
-        client_metadata_url=auth.client_metadata_url,
-    )
+        metadata = OAuthClientMetadata(
+            redirect_uris=[redirect_uri],  # type: ignore[list-item]
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
+            client_name=_CLIENT_NAME,
+            scope=scope,
+        )
+        provider = _PersonProvider(
+            config.url,
+            metadata,
+            storage,
+            redirect_handler=person.show_page if person is not None else no_person,
+            callback_handler=person.take_redirect if person is not None else no_callback,
+            client_metadata_url=auth.client_metadata_url,
+        )
+    provider.guard = guard
+    provider.configured_issuer = auth.issuer
+    server_url = config.url
+    # Tokens are stored with the authorization server they came from: the discovered one, else (a server
+    # that publishes no metadata) its own origin, which the SDK then uses.
+    storage.issued_by = lambda: provider.context.oauth_metadata or origin_metadata(server_url)
+    return provider  # type: ignore[return-value]
 
 
 async def check_login(config: ServerConfig, storage: StoredTokens) -> None:
@@ -347,8 +496,9 @@ async def check_login(config: ServerConfig, storage: StoredTokens) -> None:
         raise LoginNeeded(config.name)
 
 
-def login_needed_in(exc: BaseException) -> LoginNeeded | None:
-    """The `LoginNeeded` somewhere in `exc` (a transport wraps what its auth raised in groups and causes)."""
+def login_needed_in(exc: BaseException) -> BackendStartError | None:
+    """The `LoginNeeded` or `OAuthRequestFailed` somewhere in `exc` (a transport wraps what its auth raised
+    in groups and causes): it says what happened without what a remote party answered."""
     seen: set[int] = set()
     stack = [exc]
     while stack:
@@ -356,8 +506,10 @@ def login_needed_in(exc: BaseException) -> LoginNeeded | None:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, LoginNeeded):
+        if isinstance(current, LoginNeeded | OAuthRequestFailed):
             return current
+        if (failed := unanswered(current)) is not None:
+            return failed
         if isinstance(current, BaseExceptionGroup):
             stack.extend(current.exceptions)
         for linked in (current.__cause__, current.__context__):
@@ -408,8 +560,11 @@ class BrowserLogin:
         self._open_browser = open_browser
         self._timeout = timeout
         self._listener: Any = None
+        self._state = ""
 
     async def show_page(self, url: str) -> None:
+        # The state the SDK put in the page's address: only a redirect that carries it back is the answer.
+        self._state = parse_qs(urlsplit(url).query).get("state", [""])[0]
         self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
         logger.info("opening the authorization page of server %r in the browser", self.server)
         # In a thread of its own, not awaited: a browser command may wait until its page is done, and the
@@ -430,7 +585,7 @@ class BrowserLogin:
             raise RuntimeError("the authorization page was never opened")
         arrived, answers = anyio.create_memory_object_stream[AuthorizationCodeResult | Exception](1)
         async with listener, anyio.create_task_group() as group:
-            group.start_soon(_serve_redirect, listener, arrived, self.server)
+            group.start_soon(_serve_redirect, listener, arrived, self.server, self._state)
             try:
                 with anyio.fail_after(self._timeout):
                     answer = await answers.receive()
@@ -487,10 +642,16 @@ async def login(
         raise ValueError(f"server {config.name!r} has no 'auth' in its config: there is nothing to log in to")
     if connect is None:
         connect = lambda provider: open_once(config, provider)  # noqa: E731
-    if auth.grant == "client_credentials":
-        await connect(await oauth_provider(config, storage))
-        return
-    await connect(await oauth_provider(config, storage, open_browser=open_browser, timeout=timeout))
+    # One deadline for the whole login: each OAuth request has a timeout of its own, but a server that
+    # answers slowly, request after request, must not keep `manifold auth login` waiting for ever.
+    with anyio.fail_after(timeout + _LOGIN_MARGIN):
+        if auth.grant == "client_credentials":
+            await connect(await oauth_provider(config, storage))
+            return
+        await connect(await oauth_provider(config, storage, open_browser=open_browser, timeout=timeout))
+
+
+_LOGIN_MARGIN = 60.0  # seconds a login may take beyond the time the person has to answer in the browser
 
 
 async def login_by_name(config: Config, name: str, *, open_browser: Callable[[str], object] = webbrowser.open) -> str:
@@ -508,10 +669,16 @@ async def login_by_name(config: Config, name: str, *, open_browser: Callable[[st
         async with token_storage(server, settings.data_dir, settings.state_url) as storage:
             await login(server, storage, open_browser=open_browser)
     except TimeoutError:
-        raise ManifoldError(f"no answer from the browser: the login to {name!r} was not completed") from None
+        # The browser's wait, or the login's own deadline (servers that kept it slow, request after request).
+        raise ManifoldError(
+            f"the login to {name!r} was not completed in time: no answer from the browser, or the servers were too slow"
+        ) from None
     except ManifoldError:
         raise
     except Exception as exc:  # the OAuth flow's own errors (refused, mismatched state, unreachable server)
+        found = login_needed_in(exc)
+        if isinstance(found, OAuthRequestFailed):  # says which document, where, and what: never an answer's body
+            raise ManifoldError(f"the login to {name!r} failed: {found}") from None
         raise ManifoldError(server.scrub(f"the login to {name!r} failed: {_first_words(exc)}")) from None
     return storage.place.where()
 
@@ -523,9 +690,14 @@ def _first_words(exc: BaseException) -> str:
 
 
 async def _serve_redirect(
-    listener: Any, arrived: anyio.abc.ObjectSendStream[AuthorizationCodeResult | Exception], server: str
+    listener: Any,
+    arrived: anyio.abc.ObjectSendStream[AuthorizationCodeResult | Exception],
+    server: str,
+    state: str,
 ) -> None:
-    """Answer requests on the loopback port until the one that carries the authorization response."""
+    """Answer requests on the loopback port until the one that carries the authorization response: the
+    one with the login's `state` (anything else may come from any page in the person's browser, and is
+    answered 400 while the login goes on)."""
 
     async def handle(stream: Any) -> None:
         async with stream:
@@ -540,8 +712,11 @@ async def _serve_redirect(
                 await _answer(stream, 404, "Not found.")
                 return
             query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+            if not state or not secrets.compare_digest(query.get("state", "").encode(), state.encode()):
+                await _answer(stream, 400, "This is not the answer to the login under way.")
+                return
             if "error" in query:
-                words = query.get("error_description") or query["error"]
+                words = printable(query.get("error_description") or query["error"])
                 await _answer(stream, 400, f"The authorization server refused: {words}. You can close this window.")
                 await arrived.send(RuntimeError(f"the authorization server refused the login: {words}"))
                 return

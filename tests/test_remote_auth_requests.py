@@ -1,0 +1,169 @@
+"""OAuth to remote servers: the flow's own requests, held to rules (oauth_requests.Guard).
+
+A hostile remote server that is its own authorization server (`oauth_hostile.py`), real gateways on stdio,
+real MCP clients: where the flow may go, how long and how much it reads, and what a caller is told."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from mcp_manifold._config import parse_config_data
+from tests.conftest import stdio_gateway
+from tests.oauth_servers import Hostile, hostile, login  # noqa: F401 - a fixture
+
+pytestmark = pytest.mark.anyio
+
+MACHINE = {"type": "oauth", "grant": "client_credentials", "client_id": "machine", "client_secret": "machine-secret"}
+
+
+async def refusal(config: Path) -> str:
+    """What a client calling the remote server's tool is told (the call must fail): it carries the server's
+    last error, as `manifold servers` shows it."""
+    async with stdio_gateway(config, mode="auto") as client:
+        answer = await client.call_tool("remote_whoami", {})
+    assert answer.is_error
+    return str(answer.content[0].text)
+
+
+def remote(write_config: Callable[..., Path], server: Hostile, auth: dict[str, Any] = MACHINE) -> Path:
+    return write_config({"remote": {"url": f"{server.base}/mcp", "auth": auth}}, {"init_timeout": 60})
+
+
+async def test_an_answers_body_never_reaches_a_caller(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+) -> None:
+    # The server names an internal address as its token endpoint; what that answers stays out of errors.
+    first = hostile()
+    evil = hostile("--token-url", f"{first.base}/internal/token")
+    told = await refusal(remote(write_config, evil))
+    assert (
+        f"its server 'remote' is not running (token endpoint at {first.base.removeprefix('http://')}: HTTP 403" in told
+    ), told
+    assert "INTERNAL-ONLY" not in told
+
+
+async def test_a_registration_answers_body_never_reaches_the_person_logging_in(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+) -> None:
+    first = hostile()
+    evil = hostile("--registration-url", f"{first.base}/internal/register")
+    done = login(remote(write_config, evil, {"type": "oauth"}))
+    assert done.returncode == 1
+    host = first.base.removeprefix("http://")
+    assert f"the login to 'remote' failed: server 'remote': client registration at {host}: HTTP 403" in done.stderr
+    assert "INTERNAL-ONLY" not in done.stdout + done.stderr
+
+
+async def test_an_oauth_endpoint_must_be_https_unless_on_loopback(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+) -> None:
+    evil = hostile("--as-url", "http://198.51.100.7")  # plain http to another host
+    started = time.monotonic()
+    told = await refusal(remote(write_config, evil))
+    assert (
+        "its server 'remote' is not running (authorization-server metadata at 198.51.100.7: refused: "
+        "an OAuth endpoint must be https (or http on a loopback host), not http"
+    ) in told, told
+    assert time.monotonic() - started < 30  # refused, not tried
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1:9/token",
+        "https://localhost/token",
+        "https://10.1.2.3/register",
+        "https://169.254.169.254/latest/meta-data",
+        "https://[::1]/token",
+        "https://[::ffff:192.168.1.1]/token",
+    ],
+)
+async def test_a_public_servers_flow_never_reaches_a_local_address(url: str) -> None:
+    """The real resolver, the real check: a server that is not local itself cannot lead the flow home."""
+    from mcp_manifold._runtime.oauth_requests import Guard, OAuthRequestFailed, is_local_url
+
+    assert not await is_local_url("https://93.184.215.14/mcp") and await is_local_url("http://127.0.0.1:9/mcp")
+    with pytest.raises(OAuthRequestFailed, match="refused: it is on a loopback, link-local or private address"):
+        await Guard("remote", local_ok=False).check(httpx.Request("GET", url))
+    await Guard("remote", local_ok=True).check(httpx.Request("GET", url))  # a local setup, or allowed
+
+
+def test_private_addresses_can_be_allowed_per_server() -> None:
+    auth = {"type": "oauth", "allow_private_addresses": True}
+    config = parse_config_data({"mcpServers": {"r": {"url": "https://mcp.example/mcp", "auth": auth}}}, source="t")
+    assert config.servers["r"].auth.allow_private_addresses  # type: ignore[union-attr]
+    with pytest.raises(Exception, match=r"auth\.allow_private_addresses"):
+        bad = {"type": "oauth", "allow_private_addresses": "perhaps"}
+        parse_config_data({"mcpServers": {"r": {"url": "https://mcp.example/mcp", "auth": bad}}}, source="t")
+
+
+async def test_an_oversized_document_is_refused_at_a_megabyte(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+) -> None:
+    evil = hostile("--prm", "huge", "--huge-mb", "4")
+    told = await refusal(remote(write_config, evil))
+    host = evil.base.removeprefix("http://")
+    assert (
+        f"its server 'remote' is not running (protected-resource metadata at {host}: the answer is larger than 1024 kB"
+        in told
+    ), told
+
+
+async def test_an_oauth_request_that_hangs_times_out(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+) -> None:
+    evil = hostile("--token", "hang")
+    started = time.monotonic()
+    told = await refusal(remote(write_config, evil))  # init_timeout is 60s: the request's own timeout ends it
+    assert time.monotonic() - started < 40
+    host = evil.base.removeprefix("http://")
+    assert f"its server 'remote' is not running (token endpoint at {host}: no answer in time (ReadTimeout)" in told, (
+        told
+    )
+
+
+async def test_an_answer_that_never_ends_is_cut_off(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+) -> None:
+    # A byte every 2 seconds keeps every read within its timeout: the whole answer has a deadline too.
+    evil = hostile("--token", "trickle")
+    started = time.monotonic()
+    told = await refusal(remote(write_config, evil))  # init_timeout is 60s
+    assert time.monotonic() - started < 50
+    host = evil.base.removeprefix("http://")
+    assert f"(token endpoint at {host}: the answer took longer than 30s)" in told, told
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (("--token", "error"), "token endpoint at {host}: HTTP 400"),
+        (("--token", "html"), "token endpoint at {host}: HTTP 200, not a valid document (document: Invalid JSON"),
+        (
+            ("--prm", "malformed"),
+            "protected-resource metadata at {host}: HTTP 200, not a valid document (authorization_servers: ",
+        ),
+    ],
+)
+async def test_malformed_documents_are_named(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+    options: tuple[str, ...],
+    words: str,
+) -> None:
+    evil = hostile(*options)
+    told = await refusal(remote(write_config, evil))
+    assert f"its server 'remote' is not running ({words.format(host=evil.base.removeprefix('http://'))}" in told, told
+    assert "HOSTILE-BODY" not in told and "UnicodeDecodeError" not in told
