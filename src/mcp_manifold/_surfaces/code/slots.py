@@ -28,7 +28,10 @@ class ProgramSlot:
 
     async def take(self) -> None:
         """Wait for a free slot (on the event loop)."""
-        await self._limiter.acquire_on_behalf_of(self._holder)
+        try:  # a free slot is taken without a pass of the event loop (the thread's start makes one anyway)
+            self._limiter.acquire_on_behalf_of_nowait(self._holder)
+        except anyio.WouldBlock:
+            await self._limiter.acquire_on_behalf_of(self._holder)
 
     def begin(self) -> bool:
         """On the worker thread, first: whether the program may run (False: its request gave up already)."""
