@@ -28,7 +28,7 @@ def _pin_store(config: Path | None) -> Any:
         from mcp_manifold._runtime.shared_state.pins import shared_pins
 
         # The store is the judge of what came last: no clock of any machine is (they disagree).
-        store.merge(anyio.run(shared_pins, cfg.settings.state_url), as_they_are=True)
+        store.merge(anyio.run(shared_pins, cfg.settings.state_url))
     return cfg, store
 
 

@@ -171,16 +171,13 @@ class PinStore:
                 self.on_change(changed)
         return self._recompute()
 
-    def merge(self, others: list[Pin], *, as_they_are: bool = False) -> bool:
-        """Take the pins another replica changed, where they are newer than ours (`as_they_are`: wherever they
-        differ, the shared store being the judge of what came last); True when quarantines changed."""
+    def merge(self, others: list[Pin]) -> bool:
+        """Take the pins another replica changed, wherever they differ from ours (the shared store is the judge
+        of what came last, never a machine's clock); True when quarantines changed."""
         if self.mode == "off":
             return False
         self._open()
-        if as_they_are:
-            newer = [pin for pin in others if pin != self._pins.get(pin.key)]
-        else:
-            newer = [pin for pin in others if _newer(pin, self._pins.get(pin.key))]
+        newer = [pin for pin in others if pin != self._pins.get(pin.key)]
         if not newer:
             return False
         for pin in newer:
@@ -300,13 +297,6 @@ class PinStore:
         if self._db is not None:
             self._db.close()
             self._db = None
-
-
-def _newer(pin: Pin, ours: Pin | None) -> bool:
-    """Whether `pin` (another replica's) is a later decision or observation than `ours`."""
-    if ours is None:
-        return True
-    return pin != ours and (pin.changed_at or 0.0) > (ours.changed_at or 0.0)
 
 
 def _json(text: str | None) -> dict[str, Any] | None:

@@ -164,11 +164,6 @@ class StoredTokens:
             }
         )
 
-    async def current(self) -> tuple[OAuthToken | None, float | None]:
-        """The stored tokens and when their access token expires (a Unix time, if known), read together."""
-        tokens, expires_at, _server = await self.record()
-        return tokens, expires_at
-
     async def record(self) -> tuple[OAuthToken | None, float | None, OAuthMetadata | None]:
         """The stored tokens, when their access token expires, and the authorization server they came from."""
         record = await self.place.load()

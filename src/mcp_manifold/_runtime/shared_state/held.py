@@ -59,9 +59,6 @@ def decode(answer: dict[str, Any]) -> Any:
     return model.model_validate(answer["result"])
 
 
-_GONE = HOLDER_GONE
-
-
 def _plain(answer: Any) -> Any:
     return answer.model_dump(mode="json", by_alias=True, exclude_none=True) if isinstance(answer, BaseModel) else answer
 
@@ -89,7 +86,7 @@ class HeldForwarding:
                 "call the tool again"
             ) from None
         if url is None or url == self.directory.url:  # this address: a run of this replica before a restart
-            raise ManifoldError(_GONE)
+            raise ManifoldError(HOLDER_GONE)
         responses = {key: _plain(answer) for key, answer in (request.input_responses or {}).items()}
         body = {
             "holder": state.holder,
@@ -110,7 +107,7 @@ class HeldForwarding:
                         if line and (answer := await _relay(json.loads(line), request)) is not None:
                             break
         except httpx.ConnectError:  # its row has not expired yet, but nothing listens there any more
-            raise ManifoldError(_GONE) from None
+            raise ManifoldError(HOLDER_GONE) from None
         except (httpx.HTTPError, ValueError) as exc:
             raise ManifoldError(
                 f"could not reach the replica holding this call ({type(exc).__name__}); call the tool again"
@@ -118,7 +115,7 @@ class HeldForwarding:
         if status != 200:
             raise ManifoldError(f"the replica holding this call refused its answers (HTTP {status})")
         if answer is None:  # it stopped in the middle of its answer
-            raise ManifoldError(_GONE)
+            raise ManifoldError(HOLDER_GONE)
         return decode(answer)
 
     def allowed(self, token: str | None) -> bool:

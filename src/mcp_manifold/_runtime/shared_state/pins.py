@@ -117,7 +117,7 @@ class SharedPins:
         self._seen = raw
         # A change of this replica's still on its way to the store is newer than what the store has.
         taken = [pin for pin in read_pins(changed) if not self._changing(pin.key)]
-        return self.pins.merge(taken, as_they_are=True)
+        return self.pins.merge(taken)
 
     def _changing(self, key: tuple[str, str]) -> bool:
         entry = self._pending.get(key)

@@ -185,7 +185,7 @@ class CodeSurface(Surface):
         def perform(batch: list[PendingCall], seconds_left: float) -> list[Settled]:
             try:
                 return anyio.from_thread.run(self._round, request, sandbox, batch, seconds_left)
-            except cancelled:  # the request was cancelled while the round ran: the program ends here
+            except cancelled:  # the round was cancelled (the gateway stopping): it ends the program on its thread
                 raise ProgramStopped from None
 
         if self._programs is None:  # made on the event loop, at the first program if `start` did not run
