@@ -184,3 +184,42 @@ async def test_malformed_documents_are_named(
     told = await refusal(remote(write_config, evil))
     assert f"its server 'remote' is not running ({words.format(host=evil.base.removeprefix('http://'))}" in told, told
     assert "HOSTILE-BODY" not in told and "UnicodeDecodeError" not in told
+
+
+async def test_the_address_connected_to_is_checked_too(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+) -> None:
+    """A name public when judged may resolve to a private address by connect time (DNS rebinding): a public
+    server's client refuses the connection itself, before a byte is sent, whatever the request."""
+    from mcp_manifold._runtime.oauth_requests import Guard, OAuthRequestFailed
+    from mcp_manifold._sdk import create_http_client
+
+    server = hostile()
+    for where in (server.base, server.base.replace("127.0.0.1", "localhost")):
+        public = Guard("remote", local_ok=False).network_backend()
+        async with create_http_client(None, network_backend=public) as client:
+            with pytest.raises(OAuthRequestFailed, match="refused: the name resolved to a loopback, link-local or"):
+                await client.get(f"{where}/.well-known/oauth-protected-resource/mcp")
+    local = Guard("remote", local_ok=True).network_backend()
+    assert local is None
+    async with create_http_client(None, network_backend=local) as client:
+        assert (await client.get(f"{server.base}/.well-known/oauth-protected-resource/mcp")).status_code == 200
+
+
+async def test_a_server_judged_public_is_never_connected_to_on_a_private_address(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gateway's own connection to the MCP server, not only the flow's requests: as if the server's name
+    resolved to a public address when the gateway judged it, and to loopback when it connected."""
+    from mcp_manifold._runtime import remote_auth
+
+    async def judged_public(_url: str) -> bool:
+        return False
+
+    monkeypatch.setattr(remote_auth, "is_local_url", judged_public)
+    server = hostile()
+    told = await refusal_in_process(remote(write_config, server))
+    host = server.base.removeprefix("http://")
+    assert f"its server 'remote' is not running (a connection at {host}: refused: the name resolved" in told, told

@@ -456,13 +456,18 @@ HTTP_KEEPALIVE = 100
 
 
 def create_http_client(
-    headers: Mapping[str, str] | None, auth: Any = None, cookies: Any = None, tls: Any = None
+    headers: Mapping[str, str] | None,
+    auth: Any = None,
+    cookies: Any = None,
+    tls: Any = None,
+    network_backend: Any = None,
 ) -> Any:
     """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects), one per
     backend session: its pool keeps up to `HTTP_KEEPALIVE` connections alive between calls. `cookies`, a
     `CookieJar`, is shared with the client (another client's jar: what a load balancer set reaches both);
     `tls`, an `ssl.SSLContext` from `tls_context`, is too (each client would otherwise load the CA bundle,
-    some 30 ms of the event loop's time).
+    some 30 ms of the event loop's time). `network_backend`, an httpcore2 network backend, makes its
+    direct connections (remote_auth's check of the address connected to).
 
     mcp 2.3.0: `mcp.shared._httpx_utils.create_mcp_http_client` (and its default timeouts) is private;
     the public `streamable_http_client` takes a ready client, and the gateway needs its own for the
@@ -471,14 +476,38 @@ def create_http_client(
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
+    verify = tls if tls is not None else True
+    limits = httpx2.Limits(max_connections=HTTP_KEEPALIVE, max_keepalive_connections=HTTP_KEEPALIVE)
+    transport = None
+    if network_backend is not None:
+        import httpcore2
+
+        transport = httpx2.AsyncHTTPTransport(verify=verify, limits=limits)
+        # httpx2 2.16: the transport takes no network backend; its connection pool (private) does.
+        pool = transport._pool
+        assert type(pool) is httpcore2.AsyncConnectionPool, "httpx2's transport changed: see create_http_client"
+        pool._network_backend = network_backend
     return httpx2.AsyncClient(
         headers=dict(headers) if headers else None,
         auth=auth,
         cookies=cookies,
-        verify=tls if tls is not None else True,
+        verify=verify,
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        limits=httpx2.Limits(max_connections=HTTP_KEEPALIVE, max_keepalive_connections=HTTP_KEEPALIVE),
+        limits=limits,
+        transport=transport,
     )
+
+
+def sse_http_clients(tls: Any = None, network_backend: Any = None) -> Any:
+    """`create_http_client` in the shape of the SDK's `sse_client(httpx_client_factory=...)`."""
+
+    def create(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
+        client = create_http_client(headers, auth, tls=tls, network_backend=network_backend)
+        if timeout is not None:  # the SDK's SSE timeouts (a long read for the event stream)
+            client.timeout = timeout
+        return client
+
+    return create
 
 
 def tls_context() -> Any:

@@ -66,6 +66,7 @@ from mcp_manifold._sdk import (
     no_deprecation_warnings,
     notification_deliverer,
     request_answerer,
+    sse_http_clients,
     stamp_requesting_client,
     tls_context,
 )
@@ -369,6 +370,7 @@ class Backend:
         assert config.url is not None
         headers = dict(config.headers)
         auth = None
+        connect = None  # how the client connects: OAuth servers' clients check the address connected to
         if config.auth is not None:  # OAuth: never waits for a person (see remote_auth)
             from mcp_manifold._runtime import remote_auth  # the SDK's OAuth machinery, only for servers that use it
 
@@ -376,10 +378,14 @@ class Backend:
             storage = await stack.enter_async_context(where)  # kept open as long as the connection
             await remote_auth.check_login(config, storage)
             auth = await remote_auth.oauth_provider(config, storage)
-        if config.transport == "sse":
-            return await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
+            connect = auth.guard.network_backend()
         tls = tls_context()
-        http_client = await stack.enter_async_context(create_http_client(headers, auth, tls=tls))
+        if config.transport == "sse":
+            clients = sse_http_clients(tls, connect)
+            opened = sse_client(config.url, headers=headers or None, auth=auth, httpx_client_factory=clients)
+            return await stack.enter_async_context(opened)
+        http_client = create_http_client(headers, auth, tls=tls, network_backend=connect)
+        http_client = await stack.enter_async_context(http_client)
         # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
         if auth is None and self._leg_allowed("MANIFOLD_HTTP_LEG"):
 

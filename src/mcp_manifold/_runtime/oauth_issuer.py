@@ -25,6 +25,7 @@ from mcp.shared.auth import OAuthMetadata
 from pydantic import ValidationError
 
 from mcp_manifold._runtime.oauth_requests import Guard, OAuthRequestFailed
+from mcp_manifold._sdk import create_http_client
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def same_issuer(metadata: OAuthMetadata, issuer: str) -> bool:
 async def look_up(issuer: str, server_url: str, guard: Guard) -> OAuthMetadata | None:
     """The metadata of the AS `issuer`, fetched at its own well-known addresses (never where the MCP server
     points) and checked to name it; None if it cannot be had (logged)."""
-    async with httpx2.AsyncClient() as http:
+    async with create_http_client(None, network_backend=guard.network_backend()) as http:
         for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, server_url):
             request = create_oauth_metadata_request(url)
             try:

@@ -7,8 +7,10 @@ into its error messages. Every OAuth request goes through `Guard` instead:
 
 - its address must be https, or http on a loopback host; and it may resolve to a loopback, link-local or
   private address only when the MCP server's own URL is on such an address (a local setup) or the
-  server's `auth.allow_private_addresses` says so (checked on the name's resolution just before the
-  request: httpx2 offers no simple hook at connect time);
+  server's `auth.allow_private_addresses` says so. That is checked twice: on the name's resolution just
+  before each OAuth request (to refuse it with its document named), and on the address each connection of
+  the server's client is actually made to (`PeerCheck`): a name may resolve to a public address for the
+  first check and to a private one by connect time (DNS rebinding);
 - it has a timeout of its own, and its answer is read up to `MAX_BODY` bytes, uncompressed, within
   `BODY_DEADLINE` seconds;
 - what went wrong is told as `server 'X': <document> at <host>: <what>`, the status code and never the body.
@@ -20,11 +22,12 @@ import ipaddress
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import anyio
+import httpcore2
 import httpx2
 from mcp.shared.auth import OAuthMetadata, OAuthToken, ProtectedResourceMetadata
 from pydantic import ValidationError
@@ -101,6 +104,10 @@ class Guard:
     def __init__(self, server: str, local_ok: bool) -> None:
         self.server = server
         self.local_ok = local_ok
+
+    def network_backend(self) -> httpcore2.AsyncNetworkBackend | None:
+        """What the server's HTTP client connects with: `PeerCheck` unless local addresses are allowed."""
+        return None if self.local_ok else PeerCheck(self)
 
     def fail(self, sent: Sent, what: str) -> OAuthRequestFailed:
         return OAuthRequestFailed(self.server, f"{sent.what} at {sent.host}: {what}")
@@ -191,6 +198,48 @@ def unanswered(exc: BaseException) -> OAuthRequestFailed | None:
     server, sent = mark
     what = "no answer in time" if isinstance(exc, httpx2.TimeoutException) else "no answer"
     return OAuthRequestFailed(server, f"{sent.what} at {sent.host}: {what} ({type(exc).__name__})")
+
+
+class PeerCheck(httpcore2.AsyncNetworkBackend):
+    """Connects as httpcore2 does, then refuses a connection whose peer is on a loopback, link-local or
+    private address before a byte is sent (a TLS handshake comes after). It holds for every request of the
+    client, the MCP server's own included: its name resolved to a public address when the gateway judged
+    it (`is_local_url`), so a private one now is a rebinding too."""
+
+    def __init__(self, guard: Guard) -> None:
+        self.guard = guard
+        self.inner = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        stream = await self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        peer = stream.get_extra_info("server_addr")
+        try:
+            address = ipaddress.ip_address(str(peer[0]).split("%")[0])
+        except (TypeError, IndexError, ValueError):  # not an IP socket: nothing to judge
+            return stream
+        if _is_local(address):
+            await stream.aclose()
+            raise self.guard.fail(
+                Sent("a connection", f"{host}:{port}"),
+                "refused: the name resolved to a loopback, link-local or private address when connecting, and "
+                "the server is not on one (set auth.allow_private_addresses to allow it)",
+            )
+        return stream
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None
+    ) -> httpcore2.AsyncNetworkStream:
+        return await self.inner.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
 
 
 class _Capped(httpx2.AsyncByteStream):

@@ -521,15 +521,18 @@ async def open_once(config: ServerConfig, auth: httpx2.Auth) -> None:
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
 
-    from mcp_manifold._sdk import create_http_client, negotiate
+    from mcp_manifold._sdk import create_http_client, negotiate, sse_http_clients
 
     assert config.url is not None
     headers = dict(config.headers)
     async with AsyncExitStack() as stack:
+        connect = auth.guard.network_backend() if isinstance(auth, _SharedRefresh) else None
         if config.transport == "sse":
-            read, write = await stack.enter_async_context(sse_client(config.url, headers=headers or None, auth=auth))
+            clients = sse_http_clients(network_backend=connect)
+            opened = sse_client(config.url, headers=headers or None, auth=auth, httpx_client_factory=clients)
+            read, write = await stack.enter_async_context(opened)
         else:
-            http = await stack.enter_async_context(create_http_client(headers, auth))
+            http = await stack.enter_async_context(create_http_client(headers, auth, network_backend=connect))
             read, write = await stack.enter_async_context(streamable_http_client(config.url, http_client=http))
         session = await stack.enter_async_context(ClientSession(read, write))
         await negotiate(session, config.protocol)
