@@ -378,3 +378,45 @@ async def test_a_cancelled_program_keeps_its_slot_while_its_thread_runs(
                 await anyio.sleep(0.05)
         assert running[1] == 1
         assert text_of(await run(client, "return 2")) == "Returned: 2"  # and the slot is free again
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_principals_backlog_of_programs_does_not_hold_up_another(
+    write_config: Any, http_gateway: Any, mode: str
+) -> None:
+    """Slots that come free go to the waiting principals in turn: before, in first-come order, another
+    principal's program waited behind every program one caller had queued (code_max_programs 1 here)."""
+    from contextlib import AsyncExitStack
+
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    keys = {"busy": "busy-caller-key-0001", "other": "other-caller-key-0001"}
+    kitchen = server_entry("kitchen.py", env={"KITCHEN_EXTRAS": "1"})
+    config = write_config({"kitchen": kitchen}, {"expose": ["code"], "code_max_programs": 1})
+    config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": keys}}))
+    url = http_gateway(config)
+    ran: dict[str, int] = {}  # each program's turn: the server's counter when it ran
+
+    async def client(stack: AsyncExitStack, who: str) -> Any:
+        headers = {"Authorization": f"Bearer {keys[who]}"}
+        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+        return await stack.enter_async_context(Client(streamable_http_client(url, http_client=http), mode=mode))
+
+    async with AsyncExitStack() as stack:
+        busy, other = await client(stack, "busy"), await client(stack, "other")
+        assert text_of(await run(busy, "return 1")) == "Returned: 1"  # the catalog ready
+
+        async def queued(caller: Any, name: str) -> None:
+            answer = await run(caller, "return (await tools.kitchen_tick({})).result")
+            ran[name] = int(text_of(answer).removeprefix("Returned: "))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, busy, "await tools.kitchen_slow({seconds: 4}); return 0")  # holds the slot
+            await anyio.sleep(1)
+            for name in ("busy-2", "busy-3", "busy-4"):
+                group.start_soon(queued, busy, name)
+            await anyio.sleep(1)  # all three wait for the slot before the other principal's comes
+            group.start_soon(queued, other, "other")
+    order = sorted(ran, key=ran.__getitem__)
+    assert order == ["busy-2", "other", "busy-3", "busy-4"], ran

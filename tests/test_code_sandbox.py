@@ -129,25 +129,81 @@ def test_values_that_cannot_be_read_or_carried_are_named() -> None:
 
 @pytest.mark.anyio
 async def test_a_programs_slot_goes_back_once_whoever_ends_last() -> None:
-    from mcp_manifold._surfaces.code.slots import ProgramSlot
+    from mcp_manifold._surfaces.code.slots import FairSlots, ProgramSlot
 
-    limiter = anyio.CapacityLimiter(1)
-    before = ProgramSlot(limiter, "before")  # its request gives up before the thread begins
+    slots = FairSlots(1)
+    before = ProgramSlot(slots, "before")  # its request gives up before the thread begins
     await before.take()
     before.give_up()
-    assert limiter.borrowed_tokens == 0 and not before.begin()
+    assert slots.taken == 0 and not before.begin()
 
-    during = ProgramSlot(limiter, "during")  # its request gives up while the thread runs
+    during = ProgramSlot(slots, "during")  # its request gives up while the thread runs
     await during.take()
     assert during.begin()
     during.give_up()
-    assert limiter.borrowed_tokens == 1  # still the thread's
+    assert slots.taken == 1  # still the thread's
     await anyio.to_thread.run_sync(during.end)  # the thread ends: it gives the slot back
-    assert limiter.borrowed_tokens == 0
+    assert slots.taken == 0
 
-    after = ProgramSlot(limiter, "after")  # the thread ended, then the request was cancelled
+    after = ProgramSlot(slots, "after")  # the thread ended, then the request was cancelled
     await after.take()
     assert after.begin()
     after.end()
     after.give_up()
-    assert limiter.borrowed_tokens == 0
+    assert slots.taken == 0
+
+
+@pytest.mark.anyio
+async def test_free_slots_go_to_the_waiting_principals_in_turn() -> None:
+    """One principal's backlog of programs does not make another's wait behind all of it."""
+    from mcp_manifold._surfaces.code.slots import FairSlots
+
+    slots = FairSlots(1)
+    served: list[str] = []
+
+    async def program(principal: str, name: str) -> None:
+        await slots.take(principal)
+        served.append(name)
+
+    await slots.take("busy")  # the one slot is held
+    async with anyio.create_task_group() as group:
+        for name in ("busy-2", "busy-3", "busy-4"):
+            group.start_soon(program, "busy", name)
+            await anyio.wait_all_tasks_blocked()
+        group.start_soon(program, "other", "other-1")
+        await anyio.wait_all_tasks_blocked()
+        for _ in range(4):
+            slots.give_back()  # the holder ends; the slot passes on, still taken
+            await anyio.wait_all_tasks_blocked()
+    assert served == ["busy-2", "other-1", "busy-3", "busy-4"]  # first come, first served: other-1 last
+    assert slots.taken == 1
+    slots.give_back()
+    assert slots.taken == 0
+
+
+@pytest.mark.anyio
+async def test_a_program_cancelled_while_waiting_for_a_slot_leaves_none_taken() -> None:
+    from mcp_manifold._surfaces.code.slots import FairSlots
+
+    slots = FairSlots(1)
+    await slots.take("a")
+    with anyio.move_on_after(0.05):  # waits, and is cancelled while waiting
+        await slots.take("b")
+    slots.give_back()
+    assert slots.taken == 0  # nobody was handed the slot
+
+    await slots.take("a")
+    took: list[bool] = []
+    async with anyio.create_task_group() as group:
+        waiting = anyio.CancelScope()
+
+        async def wait_in(scope: anyio.CancelScope) -> None:
+            with scope:
+                await slots.take("b")
+                took.append(True)
+
+        group.start_soon(wait_in, waiting)
+        await anyio.wait_all_tasks_blocked()
+        slots.give_back()  # handed to the waiting program...
+        waiting.cancel()  # ...which is cancelled before it runs: it has the slot only if `take` returned
+    assert slots.taken == (1 if took else 0)

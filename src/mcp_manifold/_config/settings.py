@@ -200,7 +200,10 @@ class Settings:
         8_000_000, "Largest tool result, as JSON, handed into a code-mode program as a value.", check=positive
     )
     code_max_programs: int = _setting(
-        4, "Most code-mode programs running at once (each on a thread of its own); more wait.", check=positive
+        4,
+        "Most code-mode programs running at once (each on a thread of its own); more wait, served by principal "
+        "in turn.",
+        check=positive,
     )
     ping_interval: float = _setting(
         10.0, "Seconds between health pings to servers; 0 turns pings off.", check=non_negative

@@ -44,7 +44,7 @@ from mcp_manifold._surfaces.code.sandbox import (
     load_engine,
 )
 from mcp_manifold._surfaces.code.signatures import declaration
-from mcp_manifold._surfaces.code.slots import ProgramSlot
+from mcp_manifold._surfaces.code.slots import FairSlots, ProgramSlot
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +80,10 @@ class CodeSurface(Surface):
     def __init__(self, host: Any) -> None:
         super().__init__(host)
         load_engine()  # a gateway with `expose: [code]` and no engine says so at start, not at the first call
-        self._programs: anyio.CapacityLimiter | None = None
+        self._programs: FairSlots | None = None
 
     async def start(self) -> None:
-        self._programs = anyio.CapacityLimiter(self.host.settings.code_max_programs)
+        self._programs = FairSlots(self.host.settings.code_max_programs)
 
     def reserved_tool_names(self) -> list[str]:
         return [SEARCH, EXECUTE]
@@ -189,8 +189,8 @@ class CodeSurface(Surface):
                 raise ProgramStopped from None
 
         if self._programs is None:  # made on the event loop, at the first program if `start` did not run
-            self._programs = anyio.CapacityLimiter(self.host.settings.code_max_programs)
-        slot = ProgramSlot(self._programs, sandbox)
+            self._programs = FairSlots(self.host.settings.code_max_programs)
+        slot = ProgramSlot(self._programs, request.caller.principal)
         await slot.take()
 
         def run_in_its_slot() -> Outcome | None:
