@@ -107,6 +107,58 @@ def test_zero_cooldown_goes_straight_to_half_open() -> None:
     assert b.state == "half-open" and b.admit().trial
 
 
+def test_one_principals_run_of_failures_pauses_that_principal_only() -> None:
+    b, clock = breaker(threshold=3, cooldown=10)
+    for _ in range(3):
+        assert b.admit("mallory").allowed
+        b.failure("crashed", "mallory")
+    assert b.state == "closed" and b.failures == 0  # the server goes on
+    assert b.admit("ada").allowed and b.admit(None).allowed
+    refused = b.admit("mallory")
+    assert not refused.allowed and refused.paused and refused.retry_in == pytest.approx(10.0)
+    assert b.paused() == ["mallory"]
+    clock.now += 10  # the pause is over: one call of mallory's is its trial, the next waits for it
+    trial = b.admit("mallory")
+    assert trial.allowed and trial.own_trial
+    waiting = b.admit("mallory")
+    assert not waiting.allowed and waiting.paused and waiting.retry_in == 0
+    b.failure("crashed again", "mallory")  # a failed trial pauses it again at once, for a full cooldown
+    assert b.admit("mallory").retry_in == pytest.approx(10.0) and b.failures == 0
+    clock.now += 10
+    assert b.admit("mallory").own_trial
+    b.success("mallory")
+    assert b.admit("mallory").allowed and b.paused() == []
+
+
+def test_a_run_of_two_principals_or_of_none_opens_the_breaker_for_all() -> None:
+    for who in (["ada", "mallory", "ada"], [None, None, None], ["mallory", "mallory", None]):
+        b, _ = breaker(threshold=3, cooldown=10)
+        for principal in who:
+            b.failure("down", principal)
+        assert b.state == "open", who
+        assert not b.admit("ada").allowed and not b.admit("ada").paused
+
+
+def test_an_abandoned_trial_of_a_paused_principal_gives_its_turn_back() -> None:
+    b, clock = breaker(threshold=1, cooldown=1)
+    b.failure("x", "mallory")
+    clock.now += 1
+    assert b.admit("mallory").own_trial
+    b.abandon("mallory")
+    assert b.admit("mallory").own_trial
+
+
+def test_a_paused_principals_trial_that_is_the_servers_trial_too_reopens_the_server() -> None:
+    b, clock = breaker(threshold=1, cooldown=5)
+    b.failure("mine", "mallory")  # mallory paused
+    b.failure("down", None)  # and the server open
+    clock.now += 5
+    both = b.admit("mallory")
+    assert both.trial and both.own_trial
+    b.failure("still down", "mallory")
+    assert b.state == "open" and not b.admit("ada").allowed  # not stuck half-open with a trial running
+
+
 # --- end to end ------------------------------------------------------------------------------------
 
 
@@ -199,3 +251,38 @@ async def test_a_server_that_recovers_closes_the_breaker_and_servers_shows_it_li
         with anyio.fail_after(10):
             while live_breaker() != "closed":
                 await anyio.sleep(0.5)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_one_callers_crashing_input_pauses_that_caller_not_the_server(
+    write_config: Any, http_gateway: Any, mode: str
+) -> None:
+    """A tool that one caller's input crashes: before, three such calls opened the breaker for every
+    caller, as often as that caller liked."""
+    from contextlib import AsyncExitStack
+
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    keys = {"mallory": "mallory-caller-key-01", "ada": "ada-caller-key-00001"}
+    config = write_config({"kitchen": server_entry("kitchen.py")}, {"breaker_cooldown": 60})
+    config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": keys}}))
+    url = http_gateway(config)
+
+    async def client(stack: AsyncExitStack, who: str) -> Any:
+        headers = {"Authorization": f"Bearer {keys[who]}"}
+        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+        return await stack.enter_async_context(Client(streamable_http_client(url, http_client=http), mode=mode))
+
+    async with AsyncExitStack() as stack:
+        mallory, ada = await client(stack, "mallory"), await client(stack, "ada")
+        for _ in range(3):
+            crashed = await mallory.call_tool("kitchen_crash", {})
+            assert crashed.is_error and "closed the connection" in text_of(crashed), text_of(crashed)
+        refused = await mallory.call_tool("kitchen_echo", {"text": "hi"})
+        assert refused.is_error
+        assert "your calls to it failed 3 times in a row, so yours fail fast" in text_of(refused), text_of(refused)
+        served = await ada.call_tool("kitchen_echo", {"text": "hi"})
+        assert not served.is_error and text_of(served) == "hi", text_of(served)

@@ -667,13 +667,18 @@ class Backend:
         """Every front request waiting on this backend, oldest first."""
         return tuple(self._callers)
 
-    async def request(self, action: str, call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
-        """Run one request on the session with the backend's error translation, limits and breaker."""
+    async def request(
+        self, action: str, call: Callable[[ClientSession], Awaitable[Any]], who: str | None = None
+    ) -> Any:
+        """Run one request on the session with the backend's error translation, limits and breaker; `who` is
+        the principal the request is for (None: none, or the gateway's own), whom the breaker may pause alone."""
         self.last_used = time.monotonic()
         if self.state == "disabled":
             await self.session()  # raises the clear "disabled" error; not a failure of the server
-        admission = self.breaker.admit()
+        admission = self.breaker.admit(who)
         if not admission.allowed:
+            if admission.paused:
+                raise BackendUnavailable(self.name, self._paused_message(admission.retry_in))
             raise BackendUnavailable(self.name, self._breaker_message(admission.retry_in))
         if admission.trial and self.state == "failed":
             # The breaker's trial is the retry: it must reach the server, not fail on the restart backoff.
@@ -684,19 +689,38 @@ class Backend:
             result = await self._request(action, call)
         except (BackendStartError, BackendUnavailable, BackendTimeout, BackendClosed) as exc:
             # The server could not be reached or did not answer: that counts toward opening the breaker.
-            self.breaker.failure(str(exc).removeprefix(f"server {self.name!r}: "))
+            reason = str(exc).removeprefix(f"server {self.name!r}: ")
+            paused_before = who is not None and who in self.breaker.paused()
+            self.breaker.failure(reason, who)
+            if who is not None and not paused_before and who in self.breaker.paused():
+                logger.warning(
+                    "server %r: the calls of %r failed %d times in a row (last: %s); that principal's calls to it "
+                    "fail fast for %gs, the others' go on",
+                    self.name,
+                    who,
+                    self.breaker.threshold,
+                    reason,
+                    self.breaker.cooldown,
+                )
             raise
         except BackendRequestError:
-            self.breaker.success()  # it answered, with an MCP error: the server itself is alive
+            self.breaker.success(who)  # it answered, with an MCP error: the server itself is alive
             raise
         except BaseException:
-            if admission.trial:
-                self.breaker.abandon()  # cancelled mid-trial: the next call gets to be the trial
+            if admission.trial or admission.own_trial:
+                self.breaker.abandon(who)  # cancelled mid-trial: the next call gets to be the trial
             raise
         finally:
             self._running -= 1
-        self.breaker.success()
+        self.breaker.success(who)
         return result
+
+    def _paused_message(self, retry_in: float) -> str:
+        wait = f"for another {retry_in:.1f}s" if retry_in > 0 else "until your call in progress ends"
+        return (
+            f"your calls to it failed {self.breaker.threshold} times in a row, so yours fail fast {wait} (other "
+            "callers' calls go on); then one call of yours is let through"
+        )
 
     def _breaker_message(self, retry_in: float) -> str:
         breaker = self.breaker

@@ -526,7 +526,8 @@ class CallPath:
         with backend.serving(request):
             token = requesting_client.set(request.caller.askable)
             try:
-                result = await backend.request(action, lambda session: send(session, request, extra))
+                who = request.caller.principal
+                result = await backend.request(action, lambda session: send(session, request, extra), who)
             except BackendRequestError as exc:
                 asked = could_not_ask(backend, str(exc)) or required_untold(backend, request.caller, exc)
                 if asked is None:
@@ -698,7 +699,9 @@ class CallPath:
             )
             with backend.serving(request):
                 return await backend.request(
-                    "completion/complete", lambda session: session.complete(original, argument, context)
+                    "completion/complete",
+                    lambda session: session.complete(original, argument, context),
+                    request.caller.principal,
                 )
 
         named: CallKind = "prompt" if isinstance(ref, types.PromptReference) else "resource"
