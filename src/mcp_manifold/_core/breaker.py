@@ -33,6 +33,9 @@ class Admission:
     own_trial: bool = False  # the first call of a principal whose pause is over
 
 
+_GO = Admission(True)
+
+
 class CircuitBreaker:
     """Counts consecutive failures of one backend and decides whether a call may go ahead."""
 
@@ -44,8 +47,10 @@ class CircuitBreaker:
         self.last_failure: str | None = None
         self._opened_at: float | None = None
         self._trial_running = False
-        self._run_of: Hashable | None = None  # the one principal whose calls failed in this run, if so
-        self._run_mixed = False  # the run has failures of two principals, or of none
+        # The run of failures: the one principal whose calls failed in it, else mixed (two principals, or a
+        # call of none). Set at a run's first failure.
+        self._run_of: Hashable | None = None
+        self._run_mixed = False
         self._paused: dict[Hashable, float] = {}  # principal -> when its pause began (kept for its trial)
         self._trying: set[Hashable] = set()  # paused principals whose trial call is running
 
@@ -67,21 +72,25 @@ class CircuitBreaker:
     def admit(self, who: Hashable | None = None) -> Admission:
         """Ask before each call of principal `who` (None: none); a `trial` or `own_trial` admission must end in
         `success`, `failure` or `abandon`, with the same `who`."""
-        own_trial = False
         if self._paused and who in self._paused:
-            left = self._paused[who] + self.cooldown - self.clock()
-            if left > 0 or who in self._trying:  # paused, or its one trial call is running
-                return Admission(False, retry_in=max(left, 0.0), paused=True)
-            own_trial = True
-        state = self.state
-        if state == "closed":
-            admission = Admission(True, own_trial=own_trial)
-        elif state == "half-open" and not self._trial_running:
+            return self._admit_paused(who)
+        if self._opened_at is None:  # closed: every call of a healthy server asks, so no allocation
+            return _GO
+        return self._admit_open(False)
+
+    def _admit_open(self, own_trial: bool) -> Admission:
+        if self.state == "half-open" and not self._trial_running:
             self._trial_running = True
-            admission = Admission(True, trial=True, own_trial=own_trial)
-        else:  # open, or half-open with the trial still running: the others wait for its verdict
-            return Admission(False, retry_in=self.retry_in() or 0.0)
-        if own_trial:
+            return Admission(True, trial=True, own_trial=own_trial)
+        # Open, or half-open with the trial still running: the others wait for its verdict.
+        return Admission(False, retry_in=self.retry_in() or 0.0)
+
+    def _admit_paused(self, who: Hashable) -> Admission:
+        left = self._paused[who] + self.cooldown - self.clock()
+        if left > 0 or who in self._trying:  # paused, or its one trial call is running
+            return Admission(False, retry_in=max(left, 0.0), paused=True)
+        admission = Admission(True, own_trial=True) if self._opened_at is None else self._admit_open(True)
+        if admission.allowed:
             self._trying.add(who)
         return admission
 
@@ -90,7 +99,6 @@ class CircuitBreaker:
         self.failures = 0
         self._opened_at = None
         self._trial_running = False
-        self._run_of, self._run_mixed = None, False
         if self._paused:
             self._paused.pop(who, None)
             self._trying.discard(who)
