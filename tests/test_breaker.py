@@ -14,7 +14,7 @@ import mcp_types as types
 import pytest
 
 from mcp_manifold._core.breaker import CircuitBreaker
-from tests.conftest import SERVERS, server_entry, stdio_gateway
+from tests.conftest import SERVERS, keyed_client, server_entry, stdio_gateway
 
 
 class Clock:
@@ -260,24 +260,12 @@ async def test_one_callers_crashing_input_pauses_that_caller_not_the_server(
 ) -> None:
     """A tool that one caller's input crashes: before, three such calls opened the breaker for every
     caller, as often as that caller liked."""
-    from contextlib import AsyncExitStack
-
-    from mcp.client import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
     keys = {"mallory": "mallory-caller-key-01", "ada": "ada-caller-key-00001"}
     config = write_config({"kitchen": server_entry("kitchen.py")}, {"breaker_cooldown": 60})
     config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": keys}}))
     url = http_gateway(config)
 
-    async def client(stack: AsyncExitStack, who: str) -> Any:
-        headers = {"Authorization": f"Bearer {keys[who]}"}
-        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
-        return await stack.enter_async_context(Client(streamable_http_client(url, http_client=http), mode=mode))
-
-    async with AsyncExitStack() as stack:
-        mallory, ada = await client(stack, "mallory"), await client(stack, "ada")
+    async with keyed_client(url, keys["mallory"], mode) as mallory, keyed_client(url, keys["ada"], mode) as ada:
         for _ in range(3):
             crashed = await mallory.call_tool("kitchen_crash", {})
             assert crashed.is_error and "closed the connection" in text_of(crashed), text_of(crashed)

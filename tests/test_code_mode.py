@@ -20,7 +20,15 @@ import mcp_types as types
 import pytest
 from mcp.client import Client
 
-from tests.conftest import answer_elicitation, free_port, server_entry, stdio_gateway, stop_process, wait_for_port
+from tests.conftest import (
+    answer_elicitation,
+    free_port,
+    keyed_client,
+    server_entry,
+    stdio_gateway,
+    stop_process,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -386,11 +394,6 @@ async def test_a_principals_backlog_of_programs_does_not_hold_up_another(
 ) -> None:
     """Slots that come free go to the waiting principals in turn: before, in first-come order, another
     principal's program waited behind every program one caller had queued (code_max_programs 1 here)."""
-    from contextlib import AsyncExitStack
-
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
     keys = {"busy": "busy-caller-key-0001", "other": "other-caller-key-0001"}
     kitchen = server_entry("kitchen.py", env={"KITCHEN_EXTRAS": "1"})
     config = write_config({"kitchen": kitchen}, {"expose": ["code"], "code_max_programs": 1})
@@ -398,13 +401,7 @@ async def test_a_principals_backlog_of_programs_does_not_hold_up_another(
     url = http_gateway(config)
     ran: dict[str, int] = {}  # each program's turn: the server's counter when it ran
 
-    async def client(stack: AsyncExitStack, who: str) -> Any:
-        headers = {"Authorization": f"Bearer {keys[who]}"}
-        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
-        return await stack.enter_async_context(Client(streamable_http_client(url, http_client=http), mode=mode))
-
-    async with AsyncExitStack() as stack:
-        busy, other = await client(stack, "busy"), await client(stack, "other")
+    async with keyed_client(url, keys["busy"], mode) as busy, keyed_client(url, keys["other"], mode) as other:
         assert text_of(await run(busy, "return 1")) == "Returned: 1"  # the catalog ready
 
         async def queued(caller: Any, name: str) -> None:
