@@ -168,6 +168,34 @@ async def test_tool_labels_are_bounded(front: Front, monkeypatch: pytest.MonkeyP
     assert samples("manifold_tool_calls_total", server="kitchen", tool="echo", outcome="ok") == 0
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_names_a_caller_made_up_take_no_tool_label(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """A refused name no server has is the caller's choice (a refusal is observed when the caller has a
+    profile): once it took a label, so a caller could fill them all and every real tool counted as `_other`."""
+    monkeypatch.setattr(metrics, "TOOL_LABELS", 2)
+    path = write(tmp_path, profile="everyone")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "profiles": {"everyone": {}}}))
+    gateway = Gateway(load_config(path), serving=True)
+    async with gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        async with (
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
+            Client(McpFront(gateway).server, mode=mode) as client,
+        ):
+            for number in range(3):
+                assert (await client.call_tool(f"made_up_{number}", {})).is_error
+            await client.call_tool("numbers_add", {"a": 1, "b": 2})
+            await client.call_tool("numbers_multiply", {"a": 2, "b": 3})
+            response = await http.get("/metrics")
+    samples = Samples(text_string_to_metric_families(response.text))
+    assert samples("manifold_tool_calls_total", server="numbers", tool="add", outcome="ok") == 1
+    assert samples("manifold_tool_calls_total", server="numbers", tool="multiply", outcome="ok") == 1
+    assert samples("manifold_tool_calls_total", server="", tool="_other", outcome="denied") == 3
+    assert "made_up" not in response.text
+
+
 async def test_a_call_whose_error_is_no_utf8_never_breaks_the_recent_calls(front: Front) -> None:
     """A record quoting a lone surrogate (no UTF-8 encodes it) is served with ASCII escapes; before, the
     page's list of calls answered 500 to every operator until 200 more calls pushed it out."""
