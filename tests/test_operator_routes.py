@@ -341,6 +341,26 @@ async def test_the_config_panel_shows_what_config_check_says(front: Front) -> No
     assert (await front.http.get("/ui/api/overview")).json()["config"]["ok"] is True
 
 
+async def test_a_config_problem_never_shows_the_password_of_the_url_it_quotes(front: Front) -> None:
+    """A mistyped scheme quoted the whole URL, password included, to the dashboard (and the log, and
+    `manifold config check`)."""
+    path = front.gateway.config.path
+    assert path is not None
+    good = path.read_text()
+    data = json.loads(good)
+    data["mcpServers"]["remote"] = {"url": "htps://alice:hunter2-in-url@example.com/mcp?token=query-secret"}
+    data["manifold"]["state_url"] = "http://:redis-password@127.0.0.1:6379"
+    try:
+        path.write_text(json.dumps(data))
+        problems = (await front.http.get("/ui/api/overview")).json()["config"]["problems"]
+    finally:
+        path.write_text(good)
+    shown = "\n".join(problems)
+    assert "'htps://alice:***@example.com/mcp?token=***'" in shown and "'http://:***@127.0.0.1:6379'" in shown
+    for secret in ("hunter2-in-url", "query-secret", "redis-password"):
+        assert secret not in shown
+
+
 async def test_without_auth_every_local_user_is_an_operator(front: Front) -> None:
     for route in ("/metrics", "/ui/api/overview", "/ui/api/calls", "/ui/api/tools"):
         assert (await front.http.get(route)).status_code == 200, route
