@@ -110,6 +110,22 @@ async def test_a_loopback_gateway_picks_profiles_by_url(tmp_path: Path, http_gat
     assert "unknown profile 'nobody' (profiles: maths, writer)" in missing.json()["error_description"]
 
 
+async def test_a_profile_url_of_any_text_is_refused_with_its_name(tmp_path: Path, http_gateway: Any) -> None:
+    """The refusal's WWW-Authenticate header could not carry a name that is not Latin-1: a 500 and a
+    traceback in the log, for any local caller, instead of the 404 naming the profile."""
+    url = http_gateway(write(tmp_path, profiles=PROFILES))
+    async with httpx2.AsyncClient() as http:
+        missing = await http.post(url.replace("/mcp", '/mcp/p/\u4e2d"\\'), json={})
+        assert missing.status_code == 404
+        assert missing.json()["error_description"].startswith("unknown profile '\u4e2d\"\\\\' (profiles:")
+        assert (
+            "error_description=\"unknown profile '?'??' (profiles: maths, writer)\""
+            in missing.headers["www-authenticate"]
+        )
+        async with Client(url.replace("/mcp", "/mcp/p/writer"), mode="legacy") as writer:  # served on as before
+            assert text_of(await writer.call_tool("words_upper", {"text": "hi"})) == "HI"
+
+
 async def test_the_profile_setting_limits_and_the_audit_on_stdio(tmp_path: Path) -> None:
     config = write(tmp_path, {"profile": "maths", "rate_limit": 0.2, "rate_burst": 2}, profiles=PROFILES)
     async with stdio_gateway(config) as client:
