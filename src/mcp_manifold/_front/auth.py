@@ -288,7 +288,9 @@ def guard(app: ASGIApp, config: Callable[[], Config], open_paths: Callable[[str]
         public.routes.extend(routes)
         if routes[0].path != ROOT_METADATA_PATH:  # also where clients that try the root look (RFC 9728 §3)
             public.routes.append(Route(ROOT_METADATA_PATH, routes[0].endpoint, methods=["GET", "OPTIONS"]))
-    required = RequireAuthMiddleware(identify, list(oauth.required_scopes) if oauth else [], metadata_url)
+    # No scopes asked here: `required_scopes` are a token's, which `JwtVerifier` checks (403 insufficient_scope);
+    # asked of every credential, they refused each API key (a key carries no scopes) on every route.
+    required = RequireAuthMiddleware(identify, [], metadata_url)
     authenticated = AuthenticationMiddleware(
         required, backend=BearerAuthBackend(verifier), on_error=_refusal(str(metadata_url) if metadata_url else None)
     )
