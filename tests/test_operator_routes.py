@@ -412,3 +412,31 @@ async def test_authentication_wraps_metrics_and_the_dashboard_api(tmp_path: Path
                 assert refused.status_code == 403 and "principal 'guest' is not an operator" in refused.text, route
             assert (await http.get("/ui/api/tools", headers=guest)).status_code == 200  # its own view
             assert (await http.get("/ui/")).status_code == 200  # the page holds no data; it asks for a token
+
+
+async def test_a_non_operators_tools_revision_moves_only_with_what_it_sees(tmp_path: Path) -> None:
+    """The tools panel's revision counted every catalog change and every pin: a principal whose profile
+    hides a server saw it move when that server's tools changed, so learned that something it may not see
+    is there and busy."""
+    path = write(tmp_path, pinning="enforce", pin_new_tools="quarantine")
+    data = json.loads(path.read_text())
+    data["auth"] = {"api_keys": {"guest": "a-guest-key-012345"}}
+    data["profiles"] = {"maths": {"principals": ["guest"], "servers": ["numbers"]}}
+    path.write_text(json.dumps(data))
+    async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        guest = {"Authorization": "Bearer a-guest-key-012345"}
+        async with (
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
+            Client(McpFront(gateway).server, mode="legacy") as operator,  # in process: no profile, sees all
+        ):
+            await gateway.ensure_catalog()
+            before = (await http.get("/ui/api/tools", headers=guest)).json()
+            assert {row["server"] for row in before["tools"]} == {"numbers"}
+            await operator.call_tool("kitchen_add_tool", {"name": "hidden_new"})  # a new tool, quarantined
+
+            async def listed() -> bool:
+                return any(entry.name == "kitchen_hidden_new" for entry in gateway.catalog.tool_entries())
+
+            await until(listed)
+            assert (await http.get("/ui/api/tools", headers=guest)).json() == before
