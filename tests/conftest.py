@@ -41,13 +41,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
+def wait_for_port(
+    port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 20.0, host: str = "127.0.0.1"
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"process exited with {process.returncode} before listening on {port}")
         with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
+            if sock.connect_ex((host, port)) == 0:
                 return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listening on port {port} after {timeout}s")

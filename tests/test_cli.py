@@ -441,3 +441,56 @@ def test_sigterm_stops_the_gateway_cleanly(write_config: Any, tmp_path: Path, tr
         stop_process(process)
     assert not list(live.glob("*.json"))
     assert all(not pid_is_alive(pid) for pid in servers)
+
+
+ESC = "\x1b"
+PAINTED_TOOL = "open [link=https://evil.example]here[/link]"  # painted.py's tool, named by its server
+
+
+def test_what_a_server_writes_reaches_the_terminal_as_text_never_as_markup_or_escapes(
+    write_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A description, a tool's own name, a server's version: `[/]` once ended `manifold tools` with a
+    MarkupError, `[link=...]` made a hyperlink, and escape sequences acted on the terminal (even in
+    `manifold pins diff`, where the operator reads a changed definition to approve it)."""
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for every cell on one line
+    manifold("tools", "--config", str(write_config({"painted": server_entry("painted.py")})))  # pins it plain
+    config = str(write_config({"painted": server_entry("painted.py", "--description", "hostile")}))
+    shown = {}
+    for command in (["tools"], ["servers"], ["pins"], ["pins", "diff", f"painted/{PAINTED_TOOL}"]):
+        result = manifold(*command, "--config", config)
+        assert result.returncode == 0, (command, result.stderr)
+        assert ESC not in result.stdout + result.stderr, command
+        shown[command[-1]] = result.stdout
+    assert "[/] Opens it.\\x1b[2J" in shown["tools"]
+    assert PAINTED_TOOL in shown["pins"]  # the name as the server wrote it, not a link
+    assert "\\x1b]8;;https://evil.example" in shown[f"painted/{PAINTED_TOOL}"]
+    assert "1.0\\x1b]0;title" in shown["servers"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_name_a_caller_made_up_reaches_manifold_audit_as_one_line_of_text(tmp_path: Path, mode: str) -> None:
+    """The audit records the name a caller asked for, existing or not: its escapes must not act on the
+    operator's terminal, nor its line breaks forge another entry."""
+    from tests.conftest import stdio_gateway
+
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"numbers": server_entry("numbers.py")},
+                "profiles": {"everyone": {"principals": ["*"]}},
+                "manifold": {"data_dir": str(tmp_path / "data"), "profile": "everyone"},
+            }
+        )
+    )
+    name = f"{ESC}[2J{ESC}]0;owned{ESC}\\numbers_add\n2026-01-01T00:00:00.000Z alice ok direct db_drop"
+    async with stdio_gateway(config, mode=mode) as client:
+        assert (await client.call_tool(name, {})).is_error
+    shown = manifold("audit", "--config", str(config))
+    assert shown.returncode == 0, shown.stderr
+    assert ESC not in shown.stdout and len(shown.stdout.splitlines()) == 1, shown.stdout
+    assert "denied - \\x1b[2J\\x1b]0;owned\\x1b\\numbers_add\\n2026-01-01" in shown.stdout
+    as_json = manifold("audit", "--json", "--config", str(config))
+    assert ESC not in as_json.stdout and json.loads(as_json.stdout)["name"] == name

@@ -168,6 +168,34 @@ async def test_tool_labels_are_bounded(front: Front, monkeypatch: pytest.MonkeyP
     assert samples("manifold_tool_calls_total", server="kitchen", tool="echo", outcome="ok") == 0
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_names_a_caller_made_up_take_no_tool_label(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """A refused name no server has is the caller's choice (a refusal is observed when the caller has a
+    profile): once it took a label, so a caller could fill them all and every real tool counted as `_other`."""
+    monkeypatch.setattr(metrics, "TOOL_LABELS", 2)
+    path = write(tmp_path, profile="everyone")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "profiles": {"everyone": {}}}))
+    gateway = Gateway(load_config(path), serving=True)
+    async with gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        async with (
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
+            Client(McpFront(gateway).server, mode=mode) as client,
+        ):
+            for number in range(3):
+                assert (await client.call_tool(f"made_up_{number}", {})).is_error
+            await client.call_tool("numbers_add", {"a": 1, "b": 2})
+            await client.call_tool("numbers_multiply", {"a": 2, "b": 3})
+            response = await http.get("/metrics")
+    samples = Samples(text_string_to_metric_families(response.text))
+    assert samples("manifold_tool_calls_total", server="numbers", tool="add", outcome="ok") == 1
+    assert samples("manifold_tool_calls_total", server="numbers", tool="multiply", outcome="ok") == 1
+    assert samples("manifold_tool_calls_total", server="", tool="_other", outcome="denied") == 3
+    assert "made_up" not in response.text
+
+
 async def test_a_call_whose_error_is_no_utf8_never_breaks_the_recent_calls(front: Front) -> None:
     """A record quoting a lone surrogate (no UTF-8 encodes it) is served with ASCII escapes; before, the
     page's list of calls answered 500 to every operator until 200 more calls pushed it out."""
@@ -313,6 +341,26 @@ async def test_the_config_panel_shows_what_config_check_says(front: Front) -> No
     assert (await front.http.get("/ui/api/overview")).json()["config"]["ok"] is True
 
 
+async def test_a_config_problem_never_shows_the_password_of_the_url_it_quotes(front: Front) -> None:
+    """A mistyped scheme quoted the whole URL, password included, to the dashboard (and the log, and
+    `manifold config check`)."""
+    path = front.gateway.config.path
+    assert path is not None
+    good = path.read_text()
+    data = json.loads(good)
+    data["mcpServers"]["remote"] = {"url": "htps://alice:hunter2-in-url@example.com/mcp?token=query-secret"}
+    data["manifold"]["state_url"] = "http://:redis-password@127.0.0.1:6379"
+    try:
+        path.write_text(json.dumps(data))
+        problems = (await front.http.get("/ui/api/overview")).json()["config"]["problems"]
+    finally:
+        path.write_text(good)
+    shown = "\n".join(problems)
+    assert "'htps://alice:***@example.com/mcp?token=***'" in shown and "'http://:***@127.0.0.1:6379'" in shown
+    for secret in ("hunter2-in-url", "query-secret", "redis-password"):
+        assert secret not in shown
+
+
 async def test_without_auth_every_local_user_is_an_operator(front: Front) -> None:
     for route in ("/metrics", "/ui/api/overview", "/ui/api/calls", "/ui/api/tools"):
         assert (await front.http.get(route)).status_code == 200, route
@@ -364,3 +412,31 @@ async def test_authentication_wraps_metrics_and_the_dashboard_api(tmp_path: Path
                 assert refused.status_code == 403 and "principal 'guest' is not an operator" in refused.text, route
             assert (await http.get("/ui/api/tools", headers=guest)).status_code == 200  # its own view
             assert (await http.get("/ui/")).status_code == 200  # the page holds no data; it asks for a token
+
+
+async def test_a_non_operators_tools_revision_moves_only_with_what_it_sees(tmp_path: Path) -> None:
+    """The tools panel's revision counted every catalog change and every pin: a principal whose profile
+    hides a server saw it move when that server's tools changed, so learned that something it may not see
+    is there and busy."""
+    path = write(tmp_path, pinning="enforce", pin_new_tools="quarantine")
+    data = json.loads(path.read_text())
+    data["auth"] = {"api_keys": {"guest": "a-guest-key-012345"}}
+    data["profiles"] = {"maths": {"principals": ["guest"], "servers": ["numbers"]}}
+    path.write_text(json.dumps(data))
+    async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        guest = {"Authorization": "Bearer a-guest-key-012345"}
+        async with (
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
+            Client(McpFront(gateway).server, mode="legacy") as operator,  # in process: no profile, sees all
+        ):
+            await gateway.ensure_catalog()
+            before = (await http.get("/ui/api/tools", headers=guest)).json()
+            assert {row["server"] for row in before["tools"]} == {"numbers"}
+            await operator.call_tool("kitchen_add_tool", {"name": "hidden_new"})  # a new tool, quarantined
+
+            async def listed() -> bool:
+                return any(entry.name == "kitchen_hidden_new" for entry in gateway.catalog.tool_entries())
+
+            await until(listed)
+            assert (await http.get("/ui/api/tools", headers=guest)).json() == before

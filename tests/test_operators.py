@@ -294,3 +294,30 @@ async def test_path_tricks_reach_no_operator_data(gateway: Gateway) -> None:
             assert status != 200 or not any(marker in body for marker in markers), (path, credential, body[:200])
     status, body = await raw_get(gateway.base, "/ui/api/overview", KEYS["ops"])  # the check can see data
     assert status == 200 and '"servers"' in body
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_required_scopes_are_asked_of_tokens_and_keys_still_work(tmp_path: Path, mode: str) -> None:
+    """`required_scopes` were asked of every credential: a key carries none, so with them set every API key
+    (a scrape key for /metrics, a CI key for /mcp) was refused everywhere with 403 insufficient_scope."""
+    issuer, port = Issuer(), free_port()
+    base = f"http://127.0.0.1:{port}"
+    with issuer.serve() as jwks_url:
+        config = tmp_path / "mcp.json"
+        oauth = {"issuer": issuer.url, "jwks_url": jwks_url, "resource_url": f"{base}/mcp", "required_scopes": ["mcp"]}
+        auth = {"api_keys": {name: {"sha256": hash_key(KEYS[name])} for name in ("bob", "ops")}, "oauth": oauth}
+        settings = {"data_dir": str(tmp_path / "data"), "log_level": "error"}
+        servers = {"numbers": server_entry("numbers.py")}
+        config.write_text(
+            json.dumps({"mcpServers": servers, "manifold": settings, "auth": {**auth, "operators": ["ops"]}})
+        )
+        with gateway_over_http(config, port):
+            served = Gateway(base, config, issuer)
+            assert (await served.get("/metrics", KEYS["ops"])).status_code == 200
+            async with connect(served.url, KEYS["bob"], mode) as client:
+                assert text_of(await client.call_tool("numbers_add", {"a": 1, "b": 2})) == "3.0"
+            async with connect(served.url, served.token(sub="carol", scope="mcp"), mode) as client:
+                assert await names(client) == NUMBERS
+            unscoped = await served.get("/ui/api/tools", served.token(sub="carol"))
+            assert unscoped.status_code == 403, unscoped.text
+            assert unscoped.json()["error"] == "insufficient_scope"

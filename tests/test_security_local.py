@@ -67,6 +67,32 @@ def test_the_gateway_refuses_to_start_open_on_a_network_interface(tmp_path: Path
         assert b"WITHOUT AUTHENTICATION" in process.stderr.read()
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_gateway_on_any_loopback_address_refuses_a_rebound_host_name(tmp_path: Path, mode: str) -> None:
+    """127.0.0.2 is loopback, so the gateway serves it without authentication; a web page whose name was
+    rebound to it must not call tools nor read the dashboard (it did: the check was on for 127.0.0.1 only)."""
+    host, port = "127.0.0.2", free_port()
+    process = subprocess.Popen(
+        manifold_command(write(tmp_path), "--http", "--host", host, "--port", str(port)), start_new_session=True
+    )
+    base = f"http://{host}:{port}"
+    try:
+        wait_for_port(port, process, host=host)
+        async with Client(f"{base}/mcp", mode=mode) as client:  # a client of the address itself is served
+            assert text_of(await client.call_tool("numbers_add", {"a": 2, "b": 3})) == "5.0"
+        rebound = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "numbers_add"}}
+        accept = {"Accept": "application/json, text/event-stream"}
+        async with httpx2.AsyncClient(base_url=base) as http:
+            assert (await http.post("/mcp", json=call, headers={**rebound, **accept})).status_code == 421
+            assert (await http.get("/ui/api/overview", headers=rebound)).status_code == 421
+            cross = {"Origin": "http://evil.example"}  # a cross-site request to the address itself
+            assert (await http.post("/mcp", json=call, headers={**cross, **accept})).status_code == 403
+            assert (await http.get("/ui/api/overview")).status_code == 200
+    finally:
+        stop_process(process)
+
+
 async def test_a_loopback_gateway_picks_profiles_by_url(tmp_path: Path, http_gateway: Any) -> None:
     url = http_gateway(write(tmp_path, profiles=PROFILES))
     async with (
@@ -82,6 +108,22 @@ async def test_a_loopback_gateway_picks_profiles_by_url(tmp_path: Path, http_gat
         missing = await http.post(url.replace("/mcp", "/mcp/p/nobody"), json={})
     assert missing.status_code == 404
     assert "unknown profile 'nobody' (profiles: maths, writer)" in missing.json()["error_description"]
+
+
+async def test_a_profile_url_of_any_text_is_refused_with_its_name(tmp_path: Path, http_gateway: Any) -> None:
+    """The refusal's WWW-Authenticate header could not carry a name that is not Latin-1: a 500 and a
+    traceback in the log, for any local caller, instead of the 404 naming the profile."""
+    url = http_gateway(write(tmp_path, profiles=PROFILES))
+    async with httpx2.AsyncClient() as http:
+        missing = await http.post(url.replace("/mcp", '/mcp/p/\u4e2d"\\'), json={})
+        assert missing.status_code == 404
+        assert missing.json()["error_description"].startswith("unknown profile '\u4e2d\"\\\\' (profiles:")
+        assert (
+            "error_description=\"unknown profile '?'??' (profiles: maths, writer)\""
+            in missing.headers["www-authenticate"]
+        )
+        async with Client(url.replace("/mcp", "/mcp/p/writer"), mode="legacy") as writer:  # served on as before
+            assert text_of(await writer.call_tool("words_upper", {"text": "hi"})) == "HI"
 
 
 async def test_the_profile_setting_limits_and_the_audit_on_stdio(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from mcp_manifold._cli import pins, audit, auth  # noqa: F401
 
 # isort: on
 from mcp_manifold._cli.common import app, err
+from mcp_manifold._cli.shown import printable
 from mcp_manifold._errors import ManifoldError
 
 __all__ = ["app", "main"]
@@ -26,7 +27,7 @@ def main() -> None:
     try:
         app()
     except ManifoldError as exc:
-        err.print(f"error: {exc}", markup=False)
+        err.print(f"error: {printable(exc, lines=True)}", markup=False)
         sys.exit(1)
     except BaseExceptionGroup as group:
         # Task groups wrap what the gateway raised; our own errors still deserve a plain message.
@@ -34,7 +35,7 @@ def main() -> None:
         if ours is None or rest is not None:
             raise
         for exc in _leaves(ours):
-            err.print(f"error: {exc}", markup=False)
+            err.print(f"error: {printable(exc, lines=True)}", markup=False)
         sys.exit(1)
 
 

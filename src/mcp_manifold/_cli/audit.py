@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from mcp_manifold._cli.common import ConfigOption, app, config_path, err, load, out
+from mcp_manifold._cli.shown import json_line, printable
 
 
 @app.command()
@@ -49,7 +50,7 @@ def audit(
 
     def show(line: dict[str, Any]) -> None:
         if as_json:
-            print(json.dumps(line, ensure_ascii=False, separators=(",", ":")), flush=True)
+            print(json_line(line), flush=True)
             return
         who = line.get("principal") or "-"
         if line.get("profile"):
@@ -61,7 +62,8 @@ def audit(
         )
         if line.get("error"):
             text += f": {line['error']}"
-        out.print(text, markup=False, highlight=False, soft_wrap=True)
+        # One line per entry, whatever a caller put in the name it called or a server in its error.
+        out.print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
     for line in deque((e for e in read_entries(directory) if matches(e, filters)), maxlen=max(0, lines)):
         show(line)

@@ -21,6 +21,7 @@ from mcp_manifold._cli.common import (
     out,
     with_gateway,
 )
+from mcp_manifold._cli.shown import plain, printable
 from mcp_manifold._errors import ManifoldError
 
 
@@ -129,7 +130,11 @@ def search(
     if cfg.settings.search_embedder != "bm25" and ranking == "bm25":
         why_not_hybrid = unavailable or status.last_error or "the embedder could not be loaded"
     if why_not_hybrid:
-        err.print(f"ranked by BM25 alone, not {cfg.settings.search_embedder}: {why_not_hybrid}")
+        err.print(
+            f"ranked by BM25 alone, not {cfg.settings.search_embedder}: {printable(why_not_hybrid)}",
+            markup=False,
+            highlight=False,
+        )
     if as_json:
         rows = [
             {
@@ -161,11 +166,11 @@ def search(
         table.add_column(column)
     for match in matches:
         description = (match.entry.exposed.description or "").split("\n")[0][:90]
-        table.add_row(f"{match.score:.2f}", match.entry.name, match.entry.server, description)
+        table.add_row(f"{match.score:.2f}", match.entry.name, match.entry.server, plain(description))
     out.print(table)
     if explain and how is not None:
         for line in [*render(how), *(f"  {note}" for note in missing)]:
-            out.print(line, markup=False, highlight=False)
+            out.print(printable(line), markup=False, highlight=False)
 
 
 def _why_not_indexed(gateway: Any, name: str) -> list[str]:

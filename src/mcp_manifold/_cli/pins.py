@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from mcp_manifold._cli.common import ConfigOption, JsonOption, config_path, err, load, out, pins_app
+from mcp_manifold._cli.shown import plain, printable
 from mcp_manifold._config import Config
 from mcp_manifold._errors import ManifoldError
 
@@ -92,7 +93,7 @@ def pins(
             pin.state if pin.state == "pinned" else f"[red]{pin.state}{' (quarantined)' if quarantined else ''}[/red]"
         )
         since = time.strftime("%Y-%m-%d %H:%M", time.localtime(pin.changed_at)) if pin.changed_at else ""
-        table.add_row(pin.server, pin.tool, state, since)
+        table.add_row(plain(pin.server), plain(pin.tool), state, since)  # a tool's own name, as its server wrote it
     out.print(table)
 
 
@@ -104,7 +105,8 @@ def pins_diff(
     from mcp_manifold._core.pins import describe_change
 
     cfg, store = _pin_store(config)
-    print(describe_change(_find_pin(cfg, store, name)))
+    # What the operator reads to decide: no escape sequence in the new definition may rewrite it.
+    print(printable(describe_change(_find_pin(cfg, store, name)), lines=True))
 
 
 @pins_app.command("approve")
@@ -130,11 +132,12 @@ def _decide(names: list[str], config: Path | None, decision: str) -> None:
         for name in names:
             pin = _find_pin(cfg, store, name)
             if pin.candidate is None:
-                out.print(f"{pin.server}/{pin.tool}: nothing to {decision} (it is served as approved)")
+                shown = printable(f"{pin.server}/{pin.tool}")
+                out.print(f"{shown}: nothing to {decision} (it is served as approved)", markup=False, highlight=False)
                 continue
             after = getattr(store, decision)(pin.server, pin.tool)
             decided.append(after)
-            out.print(f"{after.server}/{after.tool}: {after.state}")
+            out.print(f"{printable(f'{after.server}/{after.tool}')}: {after.state}", markup=False, highlight=False)
     finally:
         store.close()
     if decided and cfg.settings.state_url:  # every replica takes it within a second, whatever its data dir

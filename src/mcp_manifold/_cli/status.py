@@ -26,6 +26,7 @@ from mcp_manifold._cli.common import (
     out,
     with_gateway,
 )
+from mcp_manifold._cli.shown import plain, printable
 
 
 @app.command(context_settings=EXTRA, options_metavar=WITH_CONFIG)
@@ -77,7 +78,8 @@ def _exit_if_failed(cfg: Any, rows: list[dict[str, Any]]) -> None:
     if failed:
         err.print(f"{len(failed)} enabled server(s) failed: {', '.join(sorted(failed))}", markup=False, highlight=False)
         for name in sorted(failed):  # each reason whole on one line, however narrow the table's column
-            err.print(f"  {name}: {_trouble(failed[name])}".replace("\n", "; "), markup=False, highlight=False)
+            trouble = printable(_trouble(failed[name]).replace("\n", "; "))
+            err.print(f"  {name}: {trouble}", markup=False, highlight=False)
         raise typer.Exit(1)
 
 
@@ -114,8 +116,8 @@ def _print_live(snapshots: list[dict[str, Any]], as_json: bool, replicas: list[d
                 table.add_column(column)
             for row in snapshot["instances"]:
                 table.add_row(
-                    *(str(row.get(key, "")) for key in ("id", "name", "state", "sessions", "tools", "endpoint")),
-                    str(row.get("last_error") or ""),
+                    *(plain(row.get(key, "")) for key in ("id", "name", "state", "sessions", "tools", "endpoint")),
+                    plain(row.get("last_error") or "", lines=True),
                 )
             out.print(table)
 
@@ -131,11 +133,11 @@ def _replicas_table(rows: list[dict[str, Any]]) -> Table:
         failed = sorted(name for name, state in states.items() if state == "failed")
         clients = row.get("clients") or {}
         table.add_row(
-            str(row.get("id")),
-            str(row.get("url") or ""),
+            plain(row.get("id")),
+            plain(row.get("url") or ""),
             f"{row.get('age', 0):.0f}s ago",  # by the store's clock: this machine's may differ
             str(sum(state == "ready" for state in states.values())),
-            f"[red]{', '.join(failed)}[/red]" if failed else "0",
+            plain(", ".join(failed), style="red") if failed else "0",
             f"{clients.get('sessions', 0)} / {clients.get('stateless_requests', 0)}",
         )
     return table
@@ -166,17 +168,19 @@ def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = Fal
     for row in rows:
         state = row["state"]
         color = {"ready": "green", "failed": "red", "disabled": "dim"}.get(state, "yellow")
-        name = Text(row["name"])
-        if row.get("server_info"):
-            name.append(f"\n  {row['server_info']}", style="dim")
-        cells: list[RenderableType] = [name, row["transport"], f"[{color}]{state}[/{color}]"]
+        name = plain(row["name"])
+        if row.get("server_info"):  # as the server named itself
+            name.append(f"\n  {printable(row['server_info'])}", style="dim")
+        cells: list[RenderableType] = [name, plain(row["transport"]), plain(state, style=color)]
         if health:
-            cells.append(row.get("health") or "")
-        cells += [_breaker_cell(row), str(row["tools"]), row.get("protocol") or ""]
+            cells.append(plain(row.get("health") or ""))
+        cells += [_breaker_cell(row), str(row["tools"]), plain(row.get("protocol") or "")]
         table.add_row(*cells)
     troubles = [(row["name"], _trouble(row)) for row in rows]
     details: list[RenderableType] = [
-        Padding(Text.assemble((f"{name}: ", "bold"), trouble), (0, 0, 0, 2)) for name, trouble in troubles if trouble
+        Padding(Text.assemble((f"{printable(name)}: ", "bold"), plain(trouble, lines=True)), (0, 0, 0, 2))
+        for name, trouble in troubles
+        if trouble
     ]
     if not details:
         return table
@@ -225,5 +229,5 @@ def tools(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption =
     table.add_column("server", no_wrap=True, min_width=max((len(entry.server) for entry in entries), default=6))
     table.add_column("description")
     for entry in entries:
-        table.add_row(entry.name, entry.server, (entry.exposed.description or "").split("\n")[0][:100])
+        table.add_row(entry.name, entry.server, plain((entry.exposed.description or "").split("\n")[0][:100]))
     out.print(table)

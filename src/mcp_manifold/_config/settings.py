@@ -32,6 +32,7 @@ from mcp_manifold._config.values import (
     not_blank,
     nul_problem,
     positive,
+    quoted_url,
     tool_name_problem,
 )
 from mcp_manifold._config.variables import expand_fields
@@ -47,7 +48,7 @@ SEPARATORS = ("_", "-", "__", "--", "_-", "-_")
 def state_url_problem(url: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        return f"must be a redis:// or rediss:// URL with a host, not {url!r}"
+        return f"must be a redis:// or rediss:// URL with a host, not {quoted_url(url)}"
     return None
 
 

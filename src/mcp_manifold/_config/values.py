@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from mcp_manifold._config.problems import Invalid, kind
+from mcp_manifold._config.redaction import HIDDEN, redact_url
 
 T = TypeVar("T")
 
@@ -149,7 +150,17 @@ def prefix_problem(value: str) -> str | None:
 
 def http_url_problem(url: str) -> str | None:
     problem = http_url_unusable(url)
-    return None if problem is None else f"{problem}, not {url!r}"
+    return None if problem is None else f"{problem}, not {quoted_url(url)}"
+
+
+def quoted_url(url: str) -> str:
+    """`url` as a problem quotes it, with its password (or bare user) and secret-named query values hidden:
+    a problem reaches the log, the dashboard and `manifold config check`, and a mistyped scheme is no reason
+    to show the password beside it."""
+    try:
+        return repr(redact_url(url))
+    except ValueError:  # no URL Python can split: what looks like its userinfo hidden all the same
+        return repr(re.sub(r"(?<=//)[^/?#]*@", f"{HIDDEN}@", url))
 
 
 def http_url_unusable(url: str) -> str | None:

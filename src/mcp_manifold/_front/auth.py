@@ -62,6 +62,7 @@ ROOT_METADATA_PATH = "/.well-known/oauth-protected-resource"
 _JWKS_TTL = 300.0  # seconds a fetched JWKS is used before it is fetched again
 _JWKS_RETRY = 30.0  # an unknown key id refetches the JWKS at most this often
 _TOKEN_CACHE = 1024  # verified tokens remembered (until they expire), so each request does not re-verify
+_NOT_IN_CHALLENGE = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")  # what RFC 6750's error_description may not hold
 
 
 # --- verifying tokens ---------------------------------------------------------------------------------
@@ -287,7 +288,9 @@ def guard(app: ASGIApp, config: Callable[[], Config], open_paths: Callable[[str]
         public.routes.extend(routes)
         if routes[0].path != ROOT_METADATA_PATH:  # also where clients that try the root look (RFC 9728 §3)
             public.routes.append(Route(ROOT_METADATA_PATH, routes[0].endpoint, methods=["GET", "OPTIONS"]))
-    required = RequireAuthMiddleware(identify, list(oauth.required_scopes) if oauth else [], metadata_url)
+    # No scopes asked here: `required_scopes` are a token's, which `JwtVerifier` checks (403 insufficient_scope);
+    # asked of every credential, they refused each API key (a key carries no scopes) on every route.
+    required = RequireAuthMiddleware(identify, [], metadata_url)
     authenticated = AuthenticationMiddleware(
         required, backend=BearerAuthBackend(verifier), on_error=_refusal(str(metadata_url) if metadata_url else None)
     )
@@ -303,12 +306,19 @@ def _refusal(metadata_url: str | None) -> Callable[[HTTPConnection, Authenticati
 
 
 def _error(status: int, error: str, description: str, metadata_url: str | None = None) -> Response:
-    challenge = f'Bearer error="{error}", error_description="{description.replace(chr(34), chr(39))}"'
+    challenge = f'Bearer error="{error}", error_description="{_challenge_text(description)}"'
     if metadata_url:
         challenge += f', resource_metadata="{metadata_url}"'
     return JSONResponse(
         {"error": error, "error_description": description}, status_code=status, headers={"WWW-Authenticate": challenge}
     )
+
+
+def _challenge_text(description: str) -> str:
+    """`description` as RFC 6750 lets `error_description` be: printable ASCII without `"` or `\\`, each other
+    character a `?` (the body keeps it whole). A profile named in the URL, or a principal, can be any text,
+    and a header that is not Latin-1 cannot be sent at all: the refusal became a 500 with a traceback."""
+    return _NOT_IN_CHALLENGE.sub(lambda found: "'" if found.group() == '"' else "?", description)
 
 
 class _Guard:

@@ -19,6 +19,7 @@ the HTTP front's business (`_front/http.py`); the page itself holds no data, and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections import deque
@@ -222,7 +223,9 @@ class Dashboard:
                     "quarantined": pins.blocked(entry.server, entry.original.name),
                 }
             )
-        return _json({"revision": self._tools_revision(), "tools": rows})
+        # A non-operator's revision is its own rows': the gateway's moves with servers and pins it may not see.
+        revision = self._tools_revision() if view is None else _rows_revision(rows)
+        return _json({"revision": revision, "tools": rows})
 
     def _tools_revision(self) -> str:
         """Changes when the tools panel must be fetched again: the catalog changed, or a pin did (an
@@ -264,6 +267,11 @@ class Dashboard:
         except ValueError:
             return _json({"error": f"after must be a whole number, not {raw!r}"}, status=400)
         return _json({"calls": self.calls.since(after), "last": self.calls.last})
+
+
+def _rows_revision(rows: list[dict[str, Any]]) -> str:
+    """A revision of exactly these rows: it changes when they do, and with nothing else."""
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode("utf-8", "backslashreplace")).hexdigest()[:16]
 
 
 def _json(data: Any, status: int = 200) -> Response:

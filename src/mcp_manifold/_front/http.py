@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.auth import guard
 from mcp_manifold._front.http_lane import HttpLane, LaneCounts, lane_enabled
-from mcp_manifold._front.identity import check_exposure
+from mcp_manifold._front.identity import check_exposure, is_loopback
 from mcp_manifold._front.misread import answering_misread_requests
 from mcp_manifold._front.operators import OperatorsOnly
 from mcp_manifold._front.probes import PROBE_PATHS, probe_routes
@@ -37,7 +37,7 @@ from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.signals import Stopper
 from mcp_manifold._runtime.gateway import Gateway
 
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")  # as a client writes them in Host and Origin
 
 
 def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
@@ -51,6 +51,7 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
     lane_counts = LaneCounts()
     starlette_app = front.server.streamable_http_app(
         host=host,
+        transport_security=rebinding_check(host),
         session_idle_timeout=gateway.settings.session_idle_timeout or None,
         # Past it the SDK answers a new client 503 "Too many open sessions"; open sessions carry on.
         max_sessions=gateway.settings.max_http_sessions,
@@ -131,26 +132,36 @@ def _front_door(gateway: Gateway) -> ASGIApp:
     return PlainTextResponse("\n".join(lines) + "\n")
 
 
+def rebinding_check(host: str) -> TransportSecuritySettings | None:
+    """On every loopback address, the Host and Origin a request may name: the loopback names and the address
+    served on. None elsewhere (authentication guards a network address).
+
+    The SDK turns its check on for `127.0.0.1`, `localhost` and `::1` only, where the gateway counts every
+    loopback address (`127.0.0.2`, Debian's `127.0.1.1`) as one it may serve open: there a web page whose
+    name was rebound to the address called every tool and read the dashboard.
+    """
+    if not is_loopback(host):
+        return None
+    bound = host.strip().strip("[]").lower()
+    names = [*_LOOPBACK_NAMES, f"[{bound}]" if ":" in bound else bound]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in dict.fromkeys(names)],
+        allowed_origins=[f"http://{name}:*" for name in dict.fromkeys(names)],
+    )
+
+
 class _SameHost:
-    """On a loopback host, the SDK's DNS-rebinding check of /mcp (Host and Origin headers) for an operator
-    route too: a web page the operator visits must not read the dashboard through a rebound name.
+    """On a loopback host, the DNS-rebinding check of /mcp (Host and Origin headers, `rebinding_check`) for an
+    operator route too: a web page the operator visits must not read the dashboard through a rebound name.
 
     A class, not a function: Starlette would take a function for a request handler, not an ASGI app.
     """
 
     def __init__(self, app: ASGIApp, host: str) -> None:
         self.app = app
-        self.check = (
-            TransportSecurityMiddleware(
-                TransportSecuritySettings(
-                    enable_dns_rebinding_protection=True,
-                    allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-                    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-                )
-            )
-            if host in _LOOPBACK
-            else None
-        )
+        settings = rebinding_check(host)
+        self.check = TransportSecurityMiddleware(settings) if settings is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.check is not None and scope["type"] == "http":

@@ -9,10 +9,11 @@ Two kinds of numbers:
   tool count and protocol version; clients by protocol era; catalog and search index size; spill
   bytes; reloads.
 
-Cardinality is bounded by design: a tool label is the tool's name on its server (never a name a
-client made up: unknown names never reach the call path), and once `TOOL_LABELS` distinct
-(server, tool) pairs have been seen, any further tool counts as `_other`; server labels are bounded
-the same way (`SERVER_LABELS`, for hub instances that come and go). Latency histograms have no tool
+Cardinality is bounded by design: a tool label is the tool's name on its server, never a name a
+client made up (its refusal, recorded when profiles or limits are on, counts as tool `_other` with no
+server: else any caller could take up every label and make each real tool `_other`), and once
+`TOOL_LABELS` distinct (server, tool) pairs have been seen, any further tool counts as `_other`; server
+labels are bounded the same way (`SERVER_LABELS`, for hub instances that come and go). Latency histograms have no tool
 label at all. Resource reads carry no URI.
 """
 
@@ -172,7 +173,9 @@ class GatewayMetrics:
         series = self._tool_series.get(key)
         if series is None:
             server = self._server(target.server)
-            tool = target.name if self._tools.admit((server, target.name)) else OTHER
+            # No server: a name nothing has, which the caller chose; it never takes a label of its own.
+            known = bool(target.server) and self._tools.admit((server, target.name))
+            tool = target.name if known else OTHER
             series = _ToolSeries(
                 server,
                 self.tool_calls.labels(server, tool, record.outcome),

@@ -1,0 +1,35 @@
+"""painted: a server whose words are rich markup and terminal escape sequences, for what the CLI prints.
+
+Tool ``open [link=https://evil.example]here[/link]`` (its own name is markup; answers "ok"), described by
+``--description`` (default: a plain sentence; ``hostile`` gives markup that breaks rich, ``[/]``, a screen
+clear and an OSC 8 hyperlink). Its name and version, and a line on stderr at start, carry escapes too.
+
+Run: ``python tests/servers/painted.py [--description hostile]`` (stdio) or with ``--http PORT``.
+"""
+
+import sys
+
+from _common import make_parser, run
+from mcp.server.mcpserver import MCPServer
+
+ESC = "\x1b"
+HOSTILE = f"[/] Opens it.{ESC}[2J{ESC}]8;;https://evil.example{ESC}\\click{ESC}]8;;{ESC}\\ [bold]loud[/bold]"
+TOOL_NAME = "open [link=https://evil.example]here[/link]"
+
+parser = make_parser(__doc__.splitlines()[0])
+parser.add_argument("--description", default="plain", help="plain, or hostile")
+args = parser.parse_args()
+
+server = MCPServer("painted", version=f"1.0{ESC}]0;title{ESC}\\", log_level="WARNING")
+
+
+def opened() -> str:
+    return "ok"
+
+
+description = HOSTILE if args.description == "hostile" else "Opens it."
+server.add_tool(opened, name=TOOL_NAME, description=description, structured_output=False)
+
+if __name__ == "__main__":
+    print(f"painted starting {ESC}]0;title{ESC}\\ [/]", file=sys.stderr, flush=True)
+    run(server, args)
