@@ -150,18 +150,20 @@ class SpillStore:
         roots = self._roots()
         if not given.is_absolute():
             given = roots[0] / given  # a bare file name means one in the spill directory
+        # Where it leads is checked before whether it exists: a path outside gets the same answer either
+        # way, so a client cannot probe which files the gateway's machine has.
         try:
-            real = given.resolve(strict=True)
-        except (FileNotFoundError, NotADirectoryError):
-            raise NotFound(f"'{field}': no such file {raw!r} (spilled files are deleted after a while)") from None
-        except (OSError, RuntimeError) as exc:  # symlink loops and the like
-            raise AccessDenied(f"'{field}': cannot use {raw!r}: {exc}") from None
-        if not any(real.is_relative_to(root) for root in roots):
+            real = given.resolve(strict=False)  # follows the symlinks there are
+        except (OSError, RuntimeError):  # symlink loops and the like
+            real = None
+        if real is None or not any(real.is_relative_to(root) for root in roots):
             allowed = ", ".join(str(root) for root in roots)
             raise AccessDenied(
                 f"'{field}' must name a file in the spill directory or an allowed directory ({allowed}); "
                 f"{raw!r} is outside them (symlinks are followed before checking)"
             )
+        if not real.exists():
+            raise NotFound(f"'{field}': no such file {raw!r} (spilled files are deleted after a while)")
         if not real.is_file():
             raise InvalidRequest(f"'{field}': {raw!r} is not a regular file")
         return real
