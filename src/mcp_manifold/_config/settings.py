@@ -145,6 +145,12 @@ class Settings:
     )
     spill_dir: str | None = _setting(None, "Where spilled results are written (default: under data_dir).", path=True)
     spill_ttl: float = _setting(3600.0, "Seconds a spilled result is kept.", check=positive)
+    spill_max_bytes: int = _setting(
+        1 << 30,
+        "Most bytes the spilled results of one gateway may take (each file counts as at least 4 KiB); the oldest "
+        "files are removed to make room.",
+        check=positive,
+    )
     toon: bool = _setting(
         False,
         "Render JSON tool results as TOON, a compact notation that saves tokens (with a spill threshold above 0).",
