@@ -32,7 +32,7 @@ from mcp_manifold._config.values import (
     not_blank,
     nul_problem,
     positive,
-    tool_name_problem,
+    proxy_tool_name_problem,
 )
 from mcp_manifold._config.variables import expand_fields
 from mcp_manifold._model_folders import BUNDLED, model_folder_problem
@@ -139,7 +139,9 @@ class Settings:
     host: str = _setting("127.0.0.1", "Address the HTTP endpoint listens on.", check=not_blank)
     port: int = _setting(8765, "Port the HTTP endpoint listens on (0 picks a free one).", check=_port_problem)
     http: bool = _setting(False, "Serve streamable HTTP on host:port instead of stdio.")
-    proxy_tool_name: str = _setting("proxy", "Name of the proxy surface's tool.", check=tool_name_problem)
+    proxy_tool_name: str = _setting(
+        "proxy", "Name of the proxy surface's tool (not another surface's).", check=proxy_tool_name_problem
+    )
     spill_threshold: int = _setting(
         0, "Tool results larger than this many bytes go to a file instead; 0 turns this off.", check=non_negative
     )
