@@ -84,6 +84,23 @@ async def test_a_lone_surrogate_is_refused_on_every_surface_and_the_server_keeps
 
 
 @pytest.mark.anyio
+async def test_arguments_as_a_deeply_nested_json_string_are_a_tool_error_naming_the_field(
+    write_config: Any, tmp_path: Path
+) -> None:
+    """The parser's recursion limit used to escape as a JSON-RPC error ("maximum recursion depth exceeded
+    while decoding...", a traceback on stderr) instead of a tool error naming the argument."""
+    deep = '{"a":' * 30_000 + "1" + "}" * 30_000
+    async with stdio_gateway(config(write_config, tmp_path)) as client:
+        for tool, arguments in SURFACE_CALLS.values():
+            field = "args" if "args" in arguments else "arguments"
+            result = await client.call_tool(tool, {**arguments, field: deep})
+            assert result.is_error, tool
+            assert f"'{field}' is a JSON string nested too deeply to be used as arguments" in text_of(result)
+        echoed = await client.call_tool("kitchen_echo", {"text": "still here"})
+        assert text_of(echoed) == "still here"
+
+
+@pytest.mark.anyio
 async def test_the_stdio_fast_lane_refuses_what_no_wire_carries(write_config: Any, tmp_path: Path) -> None:
     """What the SDK's reader can read but no wire carries (a number that is not finite) is a tool error of
     the call path's, on the lane as on the SDK's path; what it cannot read (a lone surrogate, nesting past

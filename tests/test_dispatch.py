@@ -674,6 +674,43 @@ async def test_global_spill_applies_to_other_surfaces_and_files_go_at_shutdown(
 
 
 @pytest.mark.anyio
+async def test_a_path_outside_the_spill_directory_never_tells_whether_it_exists(
+    write_config: Any, tmp_path: Path
+) -> None:
+    """`resultFile` and `argumentsFile` used to say "no such file" for a missing path outside the spill
+    directory and "outside them" for an existing one: any client could probe the gateway's files."""
+    there = tmp_path / "private.txt"
+    there.write_text("secret")
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        for field, action in [("resultFile", "readresult"), ("argumentsFile", "call")]:
+            extra = {"tool": "echo"} if action == "call" else {}
+            answers = [
+                (await error(client, action=action, **extra, **{field: str(path)})).replace(str(path), "PATH")
+                for path in (there, tmp_path / "missing.txt", tmp_path / "missing" / "deeper.txt")
+            ]
+            assert answers[0] == answers[1] == answers[2] and "is outside them" in answers[0]
+
+
+@pytest.mark.anyio
+async def test_spilled_files_are_bounded_in_total_the_oldest_go_first(write_config: Any) -> None:
+    """Spill files were bounded only by their TTL: a client asking for large results in files could fill the
+    gateway's disk. `spill_max_bytes` bounds them; the oldest are removed to make room."""
+    settings = {"expose": ["dispatch"], "spill_max_bytes": 25_000}
+    async with stdio_gateway(write_config(SERVERS, settings)) as client:
+        paths = []
+        for _ in range(3):
+            spilled = await dispatch(client, action="call", tool="huge", arguments={"size": 10_000}, resultToFile=True)
+            assert not spilled.is_error and spilled.meta is not None, text_of(spilled)
+            paths.append(spilled.meta["resultFile"])
+        assert "no such file" in await error(client, action="readresult", resultFile=paths[0])
+        for path in paths[1:]:
+            assert (await data(client, action="readresult", resultFile=path))["byteSize"] == 10_000
+        too_big = await error(client, action="call", tool="huge", arguments={"size": 30_000}, resultToFile=True)
+        assert "the result (30000 bytes) is larger than spill_max_bytes (25000)" in too_big
+        assert (await data(client, action="readresult", resultFile=paths[2]))["byteSize"] == 10_000
+
+
+@pytest.mark.anyio
 async def test_spilled_files_expire_after_the_ttl_while_the_gateway_runs(write_config: Any) -> None:
     async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"], "spill_ttl": 1})) as client:
         spilled = await dispatch(client, action="call", tool="echo", arguments={"text": "x"}, resultToFile=True)

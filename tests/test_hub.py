@@ -18,6 +18,7 @@ import httpx2 as httpx
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._runtime.discovery import write_record
 from mcp_manifold._runtime.registration import build_record
@@ -689,3 +690,30 @@ async def test_sigterm_stops_a_gateway_with_a_connected_instance(
         assert returncode == 0, gateway.stderr.read().decode() if gateway.stderr else ""
     finally:
         stop_process(gateway)
+
+
+async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
+    connect: Any, write_config: Any, discovery: Path
+) -> None:
+    """A configured server is a hub instance too, under its own names (`fail`, `summarize`): a profile that
+    denies `kitchen_fail` and `kitchen_summarize`, the names every other surface shows, denies them there
+    too. The hub used to judge only its own names, so `instances_call(kitchen, fail)` reached the server."""
+    profile = {"tools": ["*", "!kitchen_fail"], "prompts": ["*", "!kitchen_summarize"]}
+    settings = {"expose": ["direct", "hub"], "discovery_dir": str(discovery), "profile": "dev", **FAST}
+    config = write_config({"kitchen": server_entry("kitchen.py")}, settings)
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"dev": profile}}))
+    async with connect(config) as client:
+        # First thing, before any list has filled the catalog.
+        called = await client.call_tool(
+            "instances_call", {"instance_id": "kitchen", "tool": "fail", "arguments": {"message": "reached"}}
+        )
+        assert called.is_error and "reached" not in text_of(called)
+        unknown = await client.call_tool("instances_call", {"instance_id": "kitchen", "tool": "zzzz"})
+        assert text_of(called).replace("'fail'", "'zzzz'") == text_of(unknown)
+        connected = text_of(await client.call_tool("instances_connect", {"instance_id": "kitchen"}))
+        assert "echo" in connected and "fail" not in connected and "1 prompt(s)" in connected
+        if connect.mode == "legacy":  # a session is bound: the instance's items are in its lists
+            assert "fail" not in {tool.name for tool in (await client.list_tools()).tools}
+            assert {prompt.name for prompt in (await client.list_prompts()).prompts} == {"kitchen_greet", "greet"}
+            with pytest.raises(MCPError, match="unknown prompt 'summarize' for profile 'dev'"):
+                await client.get_prompt("summarize", {"text": "x"})

@@ -13,6 +13,7 @@ import json
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,6 +22,9 @@ import pytest
 from mcp import Client
 from pydantic import TypeAdapter
 
+from mcp_manifold._config import load_config
+from mcp_manifold._config.values import OTHER_SURFACES_TOOLS
+from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._surfaces.proxy.format import has_tag, parse_request, wire_dump
 from tests.conftest import free_port, manifold_command, server_entry, stop_process, wait_for_port
 
@@ -157,6 +161,30 @@ async def test_2_1_alternative_tool_name_may_be_configured(http_gateway: Any, wr
         result = await raw_proxy(client, tool="mcp_proxy", action="call", type="tool", path="numbers_add", args=args)
         assert result["structuredContent"] == {"result": 3.0}
         assert result["content"][0]["annotations"]["proxyPath"] == "numbers_add"
+
+
+def test_the_proxy_tool_may_not_take_another_surfaces_tool_name(write_config: Any) -> None:
+    """`proxy_tool_name: call_tool` used to start: retrieve's `call_tool` then reached the proxy (the first
+    surface in `expose`), silently. It is a config problem now, for every other surface's tool."""
+    for name, surface in OTHER_SURFACES_TOOLS.items():
+        config = write_config({}, {"expose": ["proxy", surface], "proxy_tool_name": name})
+        checked = subprocess.run(
+            [*manifold_command(config)[:3], "config", "check", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert checked.returncode != 0
+        said = checked.stdout + checked.stderr
+        assert f"'proxy_tool_name': {name!r} is the {surface} surface's tool: choose another name" in said
+
+
+def test_the_names_the_proxy_may_not_take_are_the_other_surfaces_tools(tmp_path: Path) -> None:
+    env = {"MANIFOLD_EXPOSE": "dispatch,retrieve,hub,code", "MANIFOLD_DATA_DIR": str(tmp_path)}
+    gateway = Gateway(load_config(None, env=env))
+    shown = {name: surface.name for surface in gateway.surfaces for name in surface.reserved_tool_names()}
+    assert shown == OTHER_SURFACES_TOOLS
 
 
 # --- 2.1 / 2.2 parameters -----------------------------------------------------------------------

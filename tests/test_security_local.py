@@ -389,3 +389,27 @@ async def test_jwt_keys_from_a_file_and_a_new_key_id_reloads_them(tmp_path: Path
         await verifier.verify(token(second, "three"))
     with pytest.raises(TokenRejected, match="no 'sub' claim"):
         await verifier.verify(token(first, "one", sub=""))
+
+
+async def test_dispatch_aliases_say_nothing_of_the_servers_a_profile_hides(tmp_path: Path, http_gateway: Any) -> None:
+    """The kept aliases are numbered over every configured server: the writer profile, which may use only
+    `words` (the second), saw it as c2 and so learnt that a server it may not see exists. A profile that
+    hides servers gets its own numbering; a client without one keeps the kept aliases."""
+    url = http_gateway(write(tmp_path, {"expose": ["dispatch"]}, profiles=PROFILES))
+    for mode in ("auto", "legacy"):
+        async with (
+            Client(url.replace("/mcp", "/mcp/p/writer"), mode=mode) as writer,
+            Client(url, mode=mode) as everyone,
+        ):
+            listed = json.loads(text_of(await writer.call_tool("proxy-dispatch", {"action": "list"})))
+            assert [(c["alias"], c["name"]) for c in listed["connections"]] == [("c1", "words")]
+            called = await writer.call_tool(
+                "proxy-dispatch", {"action": "call", "connection": "c1", "tool": "upper", "arguments": {"text": "hi"}}
+            )
+            assert json.loads(text_of(called))["connection"] == "c1" and "HI" in text_of(called)
+            refused = text_of(await writer.call_tool("proxy-dispatch", {"action": "list", "connection": "c2"}))
+            assert refused == "unknown connection 'c2'; known connections: c1 (words)"
+            (tool,) = (await writer.list_tools()).tools
+            assert "c1 words" in (tool.description or "") and "c2" not in (tool.description or "")
+            listed = json.loads(text_of(await everyone.call_tool("proxy-dispatch", {"action": "list"})))
+            assert [(c["alias"], c["name"]) for c in listed["connections"]] == [("c1", "numbers"), ("c2", "words")]

@@ -32,8 +32,8 @@ from mcp_manifold._config.values import (
     not_blank,
     nul_problem,
     positive,
+    proxy_tool_name_problem,
     quoted_url,
-    tool_name_problem,
 )
 from mcp_manifold._config.variables import expand_fields
 from mcp_manifold._model_folders import BUNDLED, model_folder_problem
@@ -140,12 +140,20 @@ class Settings:
     host: str = _setting("127.0.0.1", "Address the HTTP endpoint listens on.", check=not_blank)
     port: int = _setting(8765, "Port the HTTP endpoint listens on (0 picks a free one).", check=_port_problem)
     http: bool = _setting(False, "Serve streamable HTTP on host:port instead of stdio.")
-    proxy_tool_name: str = _setting("proxy", "Name of the proxy surface's tool.", check=tool_name_problem)
+    proxy_tool_name: str = _setting(
+        "proxy", "Name of the proxy surface's tool (not another surface's).", check=proxy_tool_name_problem
+    )
     spill_threshold: int = _setting(
         0, "Tool results larger than this many bytes go to a file instead; 0 turns this off.", check=non_negative
     )
     spill_dir: str | None = _setting(None, "Where spilled results are written (default: under data_dir).", path=True)
     spill_ttl: float = _setting(3600.0, "Seconds a spilled result is kept.", check=positive)
+    spill_max_bytes: int = _setting(
+        1 << 30,
+        "Most bytes the spilled results of one gateway may take (each file counts as at least 4 KiB); the oldest "
+        "files are removed to make room.",
+        check=positive,
+    )
     toon: bool = _setting(
         False,
         "Render JSON tool results as TOON, a compact notation that saves tokens (with a spill threshold above 0).",

@@ -143,6 +143,27 @@ def tool_name_problem(value: str) -> str | None:
     return None if _TOOL_NAME.match(value) else f"must be 1-64 letters, digits, '_' or '-', not {value!r}"
 
 
+# The tools the other surfaces always show (their `reserved_tool_names`; tests/test_proxy.py keeps the two
+# in step). The proxy's tool may not take one: calls of it would reach whichever surface comes first.
+OTHER_SURFACES_TOOLS = {
+    "proxy-dispatch": "dispatch",
+    "retrieve_tools": "retrieve",
+    "call_tool": "retrieve",
+    "instances_list": "hub",
+    "instances_connect": "hub",
+    "instances_disconnect": "hub",
+    "instances_call": "hub",
+    "search_tools": "code",
+    "execute_code": "code",
+}
+
+
+def proxy_tool_name_problem(value: str) -> str | None:
+    if value in OTHER_SURFACES_TOOLS:
+        return f"{value!r} is the {OTHER_SURFACES_TOOLS[value]} surface's tool: choose another name"
+    return tool_name_problem(value)
+
+
 def prefix_problem(value: str) -> str | None:
     """A server's `prefix`: a valid name part, or empty (its tools and URIs keep their own names)."""
     return None if value == "" else tool_name_problem(value)

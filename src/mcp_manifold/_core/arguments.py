@@ -33,6 +33,8 @@ def object_argument(value: Any, key: str) -> dict[str, Any]:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
             raise InvalidRequest(f"'{key}' is a string but not valid JSON: {exc}") from None
+        except RecursionError:  # thousands of nested brackets: the parser's own limit, not the caller's data
+            raise InvalidRequest(f"'{key}' is a JSON string nested too deeply to be used as arguments") from None
     if not isinstance(value, dict):
         raise InvalidRequest(f"'{key}' must be an object (or a JSON string of one), got {json_type_name(value)}")
     return value

@@ -83,6 +83,9 @@ class Catalog:
         self._app_only: dict[str, ToolEntry] = {}
         self._app_names: dict[str, ToolEntry] = {}
         self._prompts: dict[str, tuple[types.Prompt, Route]] = {}
+        # (server, original name) -> exposed name, for tools and prompts: `exposed_name`.
+        self._tool_names: dict[tuple[str, str], str] = {}
+        self._prompt_names: dict[tuple[str, str], str] = {}
         self._resources: dict[str, tuple[types.Resource, Route]] = {}
         self._templates: list[tuple[types.ResourceTemplate, str]] = []
         self._prefix_owner: dict[str, str] = {}
@@ -156,6 +159,9 @@ class Catalog:
             if server in app_servers and callable_by_app(tool.meta):
                 by_app_name.setdefault(tool.name, []).append(entry)
         self._tools = dict(sorted(tools.items()))
+        self._tool_names = {
+            (entry.server, entry.original.name): name for name, entry in [*tools.items(), *app_only.items()]
+        }
         self._app_only = app_only
         self._app_names = {name: entries[0] for name, entries in by_app_name.items() if len(entries) == 1}
 
@@ -173,6 +179,7 @@ class Catalog:
             server, prompt = origin[key]
             prompts[exposed_name] = (prompt.model_copy(update={"name": exposed_name}), Route(server, prompt.name))
         self._prompts = dict(sorted(prompts.items()))
+        self._prompt_names = {(route.server, route.original): name for name, (_, route) in prompts.items()}
 
     def _build_resources(self) -> None:
         resources: dict[str, tuple[types.Resource, Route]] = {}
@@ -268,6 +275,16 @@ class Catalog:
         """The exposed form of a backend's URI (in notifications, read results and tool results)."""
         listing = self._listings.get(server)
         return namespace_uri(listing.prefix, original_uri) if listing else original_uri
+
+    def exposed_name(self, kind: str, server: str, original: str) -> str | None:
+        """The name (a resource's: URI) under which this catalog shows a server's tool, prompt or resource,
+        or None when it shows none such (the server is not listed, or has no such item)."""
+        if kind == "tool":
+            return self._tool_names.get((server, original))
+        if kind == "prompt":
+            return self._prompt_names.get((server, original))
+        listing = self._listings.get(server)
+        return namespace_uri(listing.prefix, original) if kind == "resource" and listing else None
 
     def original_uri(self, server: str, uri: str) -> str:
         """A URI a client sent for `server`, as that server knows it (the exposed prefix taken off)."""

@@ -32,6 +32,17 @@ def _never(server: str, tool: str) -> bool:
     return False
 
 
+def allowed_as_listed(profile: Profile, catalog: Catalog, kind: str, server: str, original: str, shown: str) -> bool:
+    """Whether `profile` also allows the item under the name the catalog lists it by, where that is not `shown`.
+
+    A configured server's items reach the hub under the server's own names (`crash`, `kitchen://config`)
+    and every other surface under the catalog's (`kitchen_crash`, `kitchen+kitchen://config`): a profile
+    that denies one name denies the item under both, so no surface is a way around it.
+    """
+    listed = catalog.exposed_name(kind, server, original)
+    return listed is None or listed == shown or profile.allows_item(kind, server, listed)
+
+
 class CatalogView:
     """The catalog as one caller may see it; `profile` None and nothing blocked is the whole catalog."""
 
@@ -219,17 +230,46 @@ class CatalogView:
 
     # --- a hub instance's lists ----------------------------------------------------------------------
 
-    def listing(self, server: str, listing: Listing, original: Callable[[str], str] = str) -> Listing:
+    def listing(
+        self,
+        server: str,
+        listing: Listing,
+        original: Callable[[str], str] = str,
+        original_prompt: Callable[[str], str] = str,
+    ) -> Listing:
         """What the caller may see of a backend listed outside the catalog (a hub instance): the profile judges
-        the names shown, the pins the backend's own (`original` maps one to the other)."""
+        the names shown (and, for a configured server, the names the catalog shows), the pins the backend's own
+        (`original` and `original_prompt` map a shown tool or prompt name to the backend's)."""
         if self.unrestricted:
             return listing
         if not self.may_use_server(server):
             return Listing()
+        profile = self.profile
+
+        def listed(kind: str, shown: str, own: str) -> bool:  # allowed by the catalog's name too
+            return profile is None or allowed_as_listed(profile, self.catalog, kind, server, own, shown)
+
         return replace(
             listing,
-            tools=[tool for tool in listing.tools if self.may_use_tool(server, tool.name, original(tool.name))],
-            resources=[r for r in listing.resources if self._resource_visible(server, r.uri)],
-            templates=[t for t in listing.templates if self._resource_visible(server, t.uri_template)],
-            prompts=[p for p in listing.prompts if self._prompt_visible(server, p.name)],
+            tools=[
+                tool
+                for tool in listing.tools
+                if self.may_use_tool(server, tool.name, original(tool.name))
+                and listed("tool", tool.name, original(tool.name))
+            ],
+            resources=[
+                r
+                for r in listing.resources
+                if self._resource_visible(server, r.uri) and listed("resource", r.uri, r.uri)
+            ],
+            templates=[
+                t
+                for t in listing.templates
+                if self._resource_visible(server, t.uri_template) and listed("resource", t.uri_template, t.uri_template)
+            ],
+            prompts=[
+                p
+                for p in listing.prompts
+                if self._prompt_visible(server, p.name) and listed("prompt", p.name, original_prompt(p.name))
+            ],
         )

@@ -68,6 +68,11 @@ class Profile:
     def allows_prompt(self, server: str, name: str) -> bool:
         return matches(self.servers, server) and matches(self.prompts, name)
 
+    def allows_item(self, kind: str, server: str, name: str) -> bool:
+        """`allows_tool`, `allows_resource` or `allows_prompt`, by `kind` ("tool", "resource" or "prompt")."""
+        globs = self.tools if kind == "tool" else self.resources if kind == "resource" else self.prompts
+        return matches(self.servers, server) and matches(globs, name)
+
     def allows_surface(self, surface: str) -> bool:
         return self.surfaces is None or surface in self.surfaces
 

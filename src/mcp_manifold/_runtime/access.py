@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from mcp_manifold._config import Config
 from mcp_manifold._core.catalog import Catalog
-from mcp_manifold._core.catalog_view import CatalogView, Search
+from mcp_manifold._core.catalog_view import CatalogView, Search, allowed_as_listed
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.limits import Limits
 from mcp_manifold._core.profiles import Profile, not_available
@@ -121,10 +121,17 @@ class Access:
             self.limits.release(request.caller.principal)
 
     def _check(self, profile: Profile | None, kind: CallKind, target: Target) -> None:
-        if profile is not None and not self._allows(profile, kind, target):
+        if profile is not None and not (
+            self._allows(profile, kind, target)
+            and (kind not in ("tool", "resource", "prompt") or self._allows_as_listed(profile, kind, target))
+        ):
             raise not_available(kind, target.exposed, profile.name)
         if kind == "tool" and self.pins.blocked(target.server, target.name):
             raise quarantined(target)
+
+    def _allows_as_listed(self, profile: Profile, kind: CallKind, target: Target) -> bool:
+        # A hub call of a configured server's item names it as the server does: judged by the catalog's name too.
+        return allowed_as_listed(profile, self.catalog, kind, target.server, target.name, target.exposed)
 
     @staticmethod
     def _allows(profile: Profile, kind: CallKind, target: Target) -> bool:

@@ -134,6 +134,7 @@ class Gateway:
         self.spill = SpillStore(
             spill_base,
             ttl=self._settings.spill_ttl,
+            max_bytes=self._settings.spill_max_bytes,
             allowed_dirs=self._settings.spill_allowed_dirs,
             shared=self._settings.state_url is not None,  # spill_dir on a volume every replica mounts
         )

@@ -40,6 +40,9 @@ from mcp_manifold._runtime import result_files
 logger = logging.getLogger(__name__)
 
 _PREFIX = "gw-"
+# What a file counts for against `max_bytes` at least (about what it takes on disk), so that many tiny files
+# are bounded too.
+MIN_FILE_BYTES = 4096
 MAX_ARGUMENTS_BYTES = 64 * 1024 * 1024  # an arguments file is parsed in memory
 
 
@@ -51,6 +54,7 @@ class SpillStore:
         base: str | Path,
         *,
         ttl: float,
+        max_bytes: int = 0,
         allowed_dirs: Iterable[str | Path] = (),
         clock: Callable[[], float] = time.time,
         shared: bool = False,
@@ -58,6 +62,7 @@ class SpillStore:
         self.base = Path(base).expanduser()
         self.shared = shared
         self.ttl = ttl
+        self.max_bytes = max_bytes  # 0: no bound but the TTL
         self.allowed_dirs = [Path(d).expanduser() for d in allowed_dirs]
         self.clock = clock
         self._directory: Path | None = None
@@ -75,9 +80,12 @@ class SpillStore:
     # --- writing -----------------------------------------------------------------------------
 
     def write(self, text: str, suffix: str = ".json") -> SpilledFile:
-        """Write `text` to a new 0600 file; removes expired files first."""
+        """Write `text` to a new 0600 file; removes expired files first, and the oldest ones when the files
+        would take more than `max_bytes` (an OSError when this one alone would)."""
         self.sweep()
         data = text.encode("utf-8")
+        if self.max_bytes:
+            self._make_room(len(data))
         path = self.directory / f"result-{secrets.token_hex(8)}{suffix}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
@@ -107,6 +115,25 @@ class SpillStore:
             with contextlib.suppress(OSError):
                 if entry.stat(follow_symlinks=False).st_mtime < deadline:
                     os.unlink(entry.path)
+
+    def _make_room(self, size: int) -> None:
+        """Remove the oldest files until one of `size` bytes fits under `max_bytes`."""
+        needed = max(size, MIN_FILE_BYTES)
+        if needed > self.max_bytes:
+            raise OSError(f"the result ({size} bytes) is larger than spill_max_bytes ({self.max_bytes})")
+        files = []
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.directory):
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    files.append((info.st_mtime, max(info.st_size, MIN_FILE_BYTES), entry.path))
+        total = sum(taken for _, taken, _ in files)
+        for _, taken, path in sorted(files):
+            if total + needed <= self.max_bytes:
+                break
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                total -= taken
 
     def close(self) -> None:
         """Remove the private directory and everything in it (at gateway shutdown)."""
@@ -150,18 +177,20 @@ class SpillStore:
         roots = self._roots()
         if not given.is_absolute():
             given = roots[0] / given  # a bare file name means one in the spill directory
+        # Where it leads is checked before whether it exists: a path outside gets the same answer either
+        # way, so a client cannot probe which files the gateway's machine has.
         try:
-            real = given.resolve(strict=True)
-        except (FileNotFoundError, NotADirectoryError):
-            raise NotFound(f"'{field}': no such file {raw!r} (spilled files are deleted after a while)") from None
-        except (OSError, RuntimeError) as exc:  # symlink loops and the like
-            raise AccessDenied(f"'{field}': cannot use {raw!r}: {exc}") from None
-        if not any(real.is_relative_to(root) for root in roots):
+            real = given.resolve(strict=False)  # follows the symlinks there are
+        except (OSError, RuntimeError):  # symlink loops and the like
+            real = None
+        if real is None or not any(real.is_relative_to(root) for root in roots):
             allowed = ", ".join(str(root) for root in roots)
             raise AccessDenied(
                 f"'{field}' must name a file in the spill directory or an allowed directory ({allowed}); "
                 f"{raw!r} is outside them (symlinks are followed before checking)"
             )
+        if not real.exists():
+            raise NotFound(f"'{field}': no such file {raw!r} (spilled files are deleted after a while)")
         if not real.is_file():
             raise InvalidRequest(f"'{field}': {raw!r} is not a regular file")
         return real

@@ -107,12 +107,7 @@ class Connections:
     def resolve(self, ref: str, visible: Callable[[str], bool] | None = None) -> Connection:
         """The connection named by its alias (`c1`), its id or its server name, among those whose server
         is `visible` (the caller's profile): one it may not use is unknown, and never listed."""
-        shown = [c for c in self if visible is None or visible(c.server)]
-        for connection in shown:
-            if ref in (connection.alias, connection.id, connection.server):
-                return connection
-        known = ", ".join(f"{c.alias} ({c.server})" for c in shown)
-        raise NotFound(f"unknown connection {ref!r}; known connections: {known or 'none'}")
+        return resolve_connection([c for c in self if visible is None or visible(c.server)], ref)
 
     # --- persistence -------------------------------------------------------------------------
 
@@ -132,6 +127,16 @@ class Connections:
             return
         self._dirty = False
         self._state.save(self._known)  # on failure aliases still work for this run, just not remembered
+
+
+def resolve_connection(shown: Iterable[Connection], ref: str) -> Connection:
+    """The connection of `shown` (what the caller may use) named by its alias (`c1`), id or server name."""
+    shown = list(shown)
+    for connection in shown:
+        if ref in (connection.alias, connection.id, connection.server):
+            return connection
+    known = ", ".join(f"{c.alias} ({c.server})" for c in shown)
+    raise NotFound(f"unknown connection {ref!r}; known connections: {known or 'none'}")
 
 
 def _next_alias(taken: set[str]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -26,7 +27,7 @@ from mcp_manifold._core.router import Target, ToolCall
 from mcp_manifold._core.suggestions import did_you_mean
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold._surfaces.base import Host, Surface
-from mcp_manifold._surfaces.dispatch.connections import ALIASES_FILE, Connection, Connections
+from mcp_manifold._surfaces.dispatch.connections import ALIASES_FILE, Connection, Connections, resolve_connection
 from mcp_manifold._surfaces.retrieve import check_arguments, parameter_summary, short_description
 
 TOOL_NAME = "proxy-dispatch"
@@ -75,8 +76,8 @@ class DispatchSurface(Surface):
         return [self._tool(self.host.view(request))]
 
     def _tool(self, view: CatalogView) -> types.Tool:
-        shown = [c for c in self.connections if view.may_use_server(c.server)]
-        key = tuple(c.alias for c in shown)
+        shown = self._connections(view)
+        key = tuple(f"{c.alias} {c.server}" for c in shown)
         tool = self._tools.get(key)
         if tool is None:
             tool = self._tools[key] = dispatch_tool(shown)
@@ -102,21 +103,24 @@ class DispatchSurface(Surface):
 
     def _connections(self, view: CatalogView) -> list[Connection]:
         """The configured backends' connections this caller may use. (Backends a hub session adds stay
-        that session's own.)"""
-        connections = [
-            self.connections.get(config) for config in self.host.servers.values() if view.may_use_server(config.name)
-        ]
-        return sorted(connections, key=lambda c: int(c.alias[1:]))
+        that session's own.) A caller whose profile hides servers sees its own numbering, c1, c2, ... in the
+        same order: the kept aliases' gaps would tell it how many servers it may not see, and where."""
+        connections = sorted(
+            (self.connections.get(config) for config in self.host.servers.values() if view.may_use_server(config.name)),
+            key=lambda c: int(c.alias[1:]),
+        )
+        if view.profile is None:
+            return connections
+        return [replace(connection, alias=f"c{number}") for number, connection in enumerate(connections, start=1)]
 
     def _resolve(self, action: _Action, view: CatalogView) -> Connection | None:
         ref = action.string("connection")
         if ref is None:
             return None
-        self._connections(view)  # registers backends added since start
-        return self.connections.resolve(ref, view.may_use_server)
+        return resolve_connection(self._connections(view), ref)
 
-    def _alias(self, server: str) -> str:
-        return self.connections.get(self.host.servers[server]).alias
+    def _alias(self, view: CatalogView, server: str) -> str:
+        return next(c.alias for c in self._connections(view) if c.server == server)
 
     async def _ensure_listed(self, connections: list[Connection], view: CatalogView) -> None:
         """List the backends not listed yet; lazy ones start here. Those that cannot start are skipped."""
@@ -183,12 +187,13 @@ class DispatchSurface(Surface):
         await self._ensure_listed([only] if only else self._connections(view), view)
         matches = await view.search(query, limit=limit, server=only.server if only else None)
         results = []
+        aliases = {c.server: c.alias for c in self._connections(view)}
         for match in matches:
             entry = match.entry
-            if entry.server not in self.host.servers:
+            if entry.server not in aliases:  # a hub session's backend, not a configured connection
                 continue
             found: dict[str, Any] = {
-                "connection": self._alias(entry.server),
+                "connection": aliases[entry.server],
                 "server": entry.server,
                 "tool": entry.original.name,
                 "score": round(match.score, 3),
@@ -239,7 +244,7 @@ class DispatchSurface(Surface):
         result = await self.host.calls.call_tool(request, ToolCall(target, arguments, meta, spill))
         if isinstance(result, types.InputRequiredResult):
             return result  # the client answers the server's questions and calls proxy-dispatch again
-        facts: dict[str, Any] = {"action": "call", "tool": original, "connection": self._alias(server)}
+        facts: dict[str, Any] = {"action": "call", "tool": original, "connection": self._alias(view, server)}
         if arguments_file is not None:
             facts["arguments"] = {"_fromFile": str(arguments_file)}
         return self._shape(result, facts, spill)
@@ -271,7 +276,7 @@ class DispatchSurface(Surface):
             entry = candidates[0]
             return entry.server, entry.original.name, entry
         if candidates:
-            offered = ", ".join(f"{self._alias(e.server)} ({e.server})" for e in candidates)
+            offered = ", ".join(f"{self._alias(view, e.server)} ({e.server})" for e in candidates)
             raise InvalidRequest(f"tool {tool!r} is offered by several connections: {offered}; add 'connection'")
         view.report_miss(tool)
         unknown = [c for c in self._connections(view) if c.server not in view.catalog.servers]

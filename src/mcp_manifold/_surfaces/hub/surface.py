@@ -133,7 +133,10 @@ class HubSurface(Surface):
         if instance is None:
             await self.registry.scan()  # registered a moment ago
             instance = self.registry.get(pinned)
-        if instance is None or instance.listing is not None or self.registry.unusable(instance):
+        if instance is None:
+            return
+        await self._in_catalog(instance.id, self.host.view(request))
+        if instance.listing is not None or self.registry.unusable(instance):
             return
         try:
             await self._ensure_connected(instance)
@@ -276,10 +279,12 @@ class HubSurface(Surface):
         pinned = request.endpoint.get("instance_id")
         if pinned is not None:
             raise InvalidRequest(f"this address serves instance {pinned!r} only; connect through the hub's own address")
-        view = self.host.view(request)
-        instance = await self._known(instance_id.strip(), view)
+        instance = await self._known(instance_id.strip(), self.host.view(request))
         await self._ensure_connected(instance)
-        listing = view.listing(instance.id, await self.registry.relist(instance), instance.original_tool)
+        view = self.host.view(request)  # with the catalog `_known` may have listed
+        listing = view.listing(
+            instance.id, await self.registry.relist(instance), instance.original_tool, instance.original_prompt
+        )
         summary = (
             f"{len(listing.tools)} tool(s) ({', '.join(tool.name for tool in listing.tools) or 'none'}), "
             f"{len(listing.resources) + len(listing.templates)} resource(s), {len(listing.prompts)} prompt(s)"
@@ -313,7 +318,14 @@ class HubSurface(Surface):
         if instance is None:
             known = ", ".join(sorted(i for i in self.registry.instances if view.may_use_server(i))) or "none"
             raise NotFound(f"unknown instance {instance_id!r}; known instances: {known}. {LIST} shows them all.")
+        await self._in_catalog(instance.id, view)
         return instance
+
+    async def _in_catalog(self, instance_id: str, view: CatalogView) -> None:
+        """A configured server's items are judged by the names the catalog gives them too (a profile denying
+        `kitchen_crash` denies the hub's `crash`): have the catalog list it before the hub shows or calls them."""
+        if instance_id in self.host.servers and instance_id not in view.catalog.servers:
+            await self.host.refresh([instance_id])
 
     async def _disconnect(self, request: Request) -> types.CallToolResult:
         pinned = request.endpoint.get("instance_id")
@@ -335,10 +347,13 @@ class HubSurface(Surface):
         if not isinstance(tool, str) or not tool:
             raise InvalidRequest(f"{CALL} needs 'tool': one of the instance's tools ({CONNECT} shows them)")
         args = object_argument(arguments.get("arguments") or {}, "arguments")
-        view = self.host.view(request)
-        instance = await self._ready(await self._known(instance_id.strip(), view))
+        instance = await self._ready(await self._known(instance_id.strip(), self.host.view(request)))
+        view = self.host.view(request)  # with the catalog `_known` may have listed
         listing = view.listing(
-            instance.id, instance.listing or await self.registry.relist(instance), instance.original_tool
+            instance.id,
+            instance.listing or await self.registry.relist(instance),
+            instance.original_tool,
+            instance.original_prompt,
         )
         if listing.tool(tool) is None:
             names = [t.name for t in listing.tools]
@@ -371,7 +386,8 @@ class HubSurface(Surface):
     def _visible(self, request: Request, instance: InstanceView) -> Listing | None:
         if instance.listing is None:
             return None
-        return self.host.view(request).listing(instance.id, instance.listing, instance.original_tool)
+        view = self.host.view(request)
+        return view.listing(instance.id, instance.listing, instance.original_tool, instance.original_prompt)
 
     def _bind(self, caller: Caller, instance_id: str) -> None:
         self._unbind(caller)
