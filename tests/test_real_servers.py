@@ -176,7 +176,8 @@ async def test_each_server_answers_the_same_through_the_gateway(tmp_path: Path) 
         )
     )
     ops = [*LISTS, *(real.exposed_op(server, op) for server, calls in servers.values() for op in calls)]
-    through = await real.ts_client(real.gateway_command(config), ops)
+    # The gateway starts seven servers; on a loaded 2-core machine its first answer took over 20 s once.
+    through = await real.ts_client(real.gateway_command(config), ops, timeout_ms=60000)
 
     differences: list[str] = []
     for index, op in enumerate(LISTS):
@@ -588,7 +589,8 @@ async def test_list_changed_notifications_are_coalesced(tmp_path: Path) -> None:
     async with anyio.create_task_group() as group:
         for server in servers:
             group.start_soon(directly, server)
-    through = await real.ts_client(real.gateway_command(config), ops)
+    # The gateway starts seven servers; on a loaded 2-core machine its first answer took over 20 s once.
+    through = await real.ts_client(real.gateway_command(config), ops, timeout_ms=60000)
     got = Counter(note["method"] for note in through.notifications if note["method"].endswith("list_changed"))
     assert sent["notifications/tools/list_changed"] >= 1, "server-everything no longer announces its tools"
     too_many = {method: count for method, count in got.items() if count > sent[method]}
