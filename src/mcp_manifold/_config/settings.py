@@ -214,6 +214,12 @@ class Settings:
     max_http_sessions: int = _setting(
         1000, "Most HTTP client sessions open at once; past it a new client gets HTTP 503.", check=positive
     )
+    principal_max_sessions: int = _setting(
+        100,
+        "Most HTTP client sessions one authenticated principal may have open at once (its share of "
+        "max_http_sessions); past it that principal gets HTTP 429.",
+        check=positive,
+    )
     client_sessions_max: int = _setting(
         16,
         "Most sessions one server with session_scope: client keeps at once (one per client); the least "
