@@ -15,10 +15,11 @@ from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import ListenHandler
-from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, SubscriptionsListenRequestParams, SubscriptionsListenResult
 
 from mcp_manifold._core.clients import Request
-from mcp_manifold._errors import ManifoldError, NotFound
+from mcp_manifold._errors import ManifoldError, NotFound, RateLimited
 from mcp_manifold._runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,10 @@ class GatewayListenHandler:
             try:
                 await self._gateway.subscribe(request, uri)
                 subscribed.append(uri)
+            except RateLimited as exc:  # over the principal's limits: the stream is refused, saying so
+                for done in subscribed:
+                    await self._gateway.unsubscribe(request, done)
+                raise MCPError(code=INTERNAL_ERROR, message=f"subscriptions/listen failed: {exc}") from None
             except NotFound as exc:  # unknown, or hidden by the caller's profile (the same words)
                 logger.info("listen stream: resource %s not subscribed: %s", uri, exc)
                 unknown.append(uri)
