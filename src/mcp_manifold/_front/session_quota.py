@@ -46,22 +46,30 @@ class SessionQuota:
             await _refuse(send, principal, held, self.limit)
             return
         self._opening[principal] = self._opening.get(principal, 0) + 1
+        opening = True
+
+        def opened() -> None:
+            nonlocal opening
+            if opening:  # counted once: the SDK may still be finishing the request when the session is noted
+                opening = False
+                left = self._opening[principal] - 1
+                if left:
+                    self._opening[principal] = left
+                else:
+                    del self._opening[principal]
 
         async def noting_the_session(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] < 400:
-                for name, value in message.get("headers", ()):
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers", ()) if message["status"] < 400 else ():
                     if name == _SESSION_ID:
                         self._keep(principal, value.decode("latin-1"))
+                opened()
             await send(message)
 
         try:
             await self.app(scope, receive, noting_the_session)
         finally:
-            left = self._opening[principal] - 1
-            if left:
-                self._opening[principal] = left
-            else:
-                del self._opening[principal]
+            opened()
 
     def _opener(self, scope: Scope) -> str | None:
         """The principal of a request the SDK would open a session for; None for any other request."""
