@@ -10,14 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
+import anyio
 import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import free_port, gateway_over_http, server_entry
 
@@ -97,3 +99,32 @@ async def test_one_principal_holds_only_its_share_of_the_sessions(url: str, mode
         assert again.status_code == 200, again.text
         for response in (opened[1], again):  # leave the next test the share this one found
             await http.delete(url, headers={**auth("mallory"), "mcp-session-id": response.headers["mcp-session-id"]})
+
+
+async def test_one_principal_holds_only_its_share_of_the_listen_streams(url: str) -> None:
+    """2026-07-28 has no sessions; its standing streams are counted like them. Before, one principal could
+    hold all the SDK's 1024, and every other client's stream was refused."""
+    async with sdk_client(url, "mallory", "auto") as mallory, AsyncExitStack() as streams:
+        assert mallory.protocol_version == "2026-07-28"
+        for _ in range(2):
+            await streams.enter_async_context(mallory.listen(tools_list_changed=True))
+        with pytest.raises(MCPError) as caught:
+            async with mallory.listen(tools_list_changed=True):
+                pass
+        message = caught.value.error.message
+        assert "principal 'mallory' already has 2 stream(s) open (principal_max_sessions 2)" in message, message
+
+        async with sdk_client(url, "alice", "auto") as alice, alice.listen(tools_list_changed=True) as stream:
+            assert stream is not None  # another principal's share is its own
+        assert text_of(await mallory.call_tool("numbers_add", {"a": 1, "b": 2})) == "3.0"  # calls are not streams
+
+        await streams.aclose()  # closed streams give their places back, once the gateway sees them gone
+        reopened = False
+        with anyio.move_on_after(10):
+            while not reopened:
+                try:
+                    async with mallory.listen(tools_list_changed=True):
+                        reopened = True
+                except MCPError:
+                    await anyio.sleep(0.1)
+        assert reopened

@@ -217,7 +217,7 @@ class Settings:
     principal_max_sessions: int = _setting(
         100,
         "Most HTTP client sessions one authenticated principal may have open at once (its share of "
-        "max_http_sessions); past it that principal gets HTTP 429.",
+        "max_http_sessions); past it that principal gets HTTP 429. Also its subscriptions/listen streams, apart.",
         check=positive,
     )
     client_sessions_max: int = _setting(
