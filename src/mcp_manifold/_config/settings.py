@@ -214,6 +214,12 @@ class Settings:
     max_http_sessions: int = _setting(
         1000, "Most HTTP client sessions open at once; past it a new client gets HTTP 503.", check=positive
     )
+    header_timeout: float = _setting(
+        10.0,
+        "Seconds an HTTP connection has to send a request's line and headers (from when it opens, or its next "
+        "request begins); then it is closed.",
+        check=positive,
+    )
     principal_max_sessions: int = _setting(
         100,
         "Most HTTP client sessions one authenticated principal may have open at once (its share of "

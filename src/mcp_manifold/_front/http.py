@@ -28,6 +28,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.auth import guard
+from mcp_manifold._front.header_deadline import header_deadline_protocol
 from mcp_manifold._front.http_lane import HttpLane, LaneCounts, lane_enabled
 from mcp_manifold._front.identity import check_exposure
 from mcp_manifold._front.misread import answering_misread_requests
@@ -202,6 +203,8 @@ async def _serve(
         # A client's standing SSE stream never finishes on its own: unbounded, a graceful shutdown
         # would wait for every connected client to leave.
         timeout_graceful_shutdown=gateway.settings.shutdown_timeout,
+        # A connection slow to send its headers is closed: uvicorn alone keeps it for ever (header_deadline.py).
+        http=header_deadline_protocol(gateway.settings.header_timeout),
     )
     server = _Server(config)
     server.on_listening = on_listening
