@@ -151,6 +151,7 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "max_http_sessions": ("2", 2),
     "principal_max_sessions": ("3", 3),
     "header_timeout": ("5", 5.0),
+    "body_timeout": ("7", 7.0),
     "hub_max_instances": ("3", 3),
     "client_sessions_max": ("4", 4),
     "client_session_idle": ("60", 60.0),

@@ -220,6 +220,11 @@ class Settings:
         "request begins); then it is closed.",
         check=positive,
     )
+    body_timeout: float = _setting(
+        60.0,
+        "Seconds an HTTP connection has to send a request's body, once its headers are in; then it is closed.",
+        check=positive,
+    )
     principal_max_sessions: int = _setting(
         100,
         "Most HTTP client sessions one authenticated principal may have open at once (its share of "

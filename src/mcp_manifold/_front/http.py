@@ -28,12 +28,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.auth import guard
-from mcp_manifold._front.header_deadline import header_deadline_protocol
 from mcp_manifold._front.http_lane import HttpLane, LaneCounts, lane_enabled
 from mcp_manifold._front.identity import check_exposure
 from mcp_manifold._front.misread import answering_misread_requests
 from mcp_manifold._front.operators import OperatorsOnly
 from mcp_manifold._front.probes import PROBE_PATHS, probe_routes
+from mcp_manifold._front.request_deadlines import request_deadline_protocol
 from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.session_quota import SessionQuota
 from mcp_manifold._front.signals import Stopper
@@ -203,8 +203,8 @@ async def _serve(
         # A client's standing SSE stream never finishes on its own: unbounded, a graceful shutdown
         # would wait for every connected client to leave.
         timeout_graceful_shutdown=gateway.settings.shutdown_timeout,
-        # A connection slow to send its headers is closed: uvicorn alone keeps it for ever (header_deadline.py).
-        http=header_deadline_protocol(gateway.settings.header_timeout),
+        # A connection slow to send its request is closed: uvicorn alone keeps it for ever (request_deadlines.py).
+        http=request_deadline_protocol(gateway.settings.header_timeout, gateway.settings.body_timeout),
     )
     server = _Server(config)
     server.on_listening = on_listening
