@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._runtime.audit import audit_dir, read_entries
 from tests.conftest import server_entry
@@ -109,3 +110,47 @@ async def test_a_rate_limit_applies_to_readresult_list_search_and_proxy_lists(tm
     ]
     surfaces = [entry["surface"] for entry in read_entries(audit_dir(tmp_path / "data")) if entry["kind"] == "action"]
     assert surfaces == ["dispatch", "dispatch", "retrieve", "dispatch", "dispatch", "dispatch", "proxy", "retrieve"]
+
+
+RESOURCE = "kitchen+kitchen://text"
+
+
+@pytest.mark.session_era("resources/subscribe and logging/setLevel are gone at 2026-07-28")
+async def test_a_rate_limit_applies_to_subscribe_and_set_level(tmp_path: Path, connect: Any) -> None:
+    """Each is a request to a server (setLevel to every one): before, a principal over its rate limit could
+    still send them without end."""
+    async with connect(write(tmp_path, rate_limit=0.01, rate_burst=3)) as client:
+        with pytest.warns(Warning):  # both are deprecated in 2026-07-28
+            await client.subscribe_resource(RESOURCE)  # 1
+            await client.set_logging_level("info")  # 2
+            await client.subscribe_resource(RESOURCE)  # 3
+            for refused in (client.subscribe_resource(RESOURCE), client.set_logging_level("debug")):
+                with pytest.raises(MCPError) as caught:
+                    await refused
+                assert "principal 'anonymous' is over its rate limit of 0.01 call(s) per second" in str(caught.value)
+        with pytest.raises(MCPError, match="over its rate limit"):  # the same bucket as reads
+            await client.read_resource(RESOURCE)
+    assert actions(tmp_path) == [
+        ("action", "resources/subscribe", "ok"),
+        ("action", "logging/setLevel", "ok"),
+        ("action", "resources/subscribe", "ok"),
+        ("action", "resources/subscribe", "rate_limited"),
+        ("action", "logging/setLevel", "rate_limited"),
+        ("resource", "kitchen://text", "rate_limited"),
+    ]
+
+
+async def test_a_listen_stream_over_the_rate_limit_is_refused_saying_so(tmp_path: Path, connect: Any) -> None:
+    """A stream subscribes each resource it names at its server: each is admitted like a subscribe."""
+    if connect.mode == "legacy":
+        pytest.skip("subscriptions/listen is 2026-07-28's")
+    async with connect(write(tmp_path, rate_limit=0.01, rate_burst=2)) as client:
+        async with client.listen(resource_subscriptions=[RESOURCE]) as stream:  # 1
+            assert stream is not None
+        with pytest.raises(MCPError) as caught:
+            async with client.listen(resource_subscriptions=[RESOURCE, RESOURCE.replace("text", "blob")]):  # 2, 3
+                pass
+        assert "principal 'anonymous' is over its rate limit" in str(caught.value)
+    assert [line for line in actions(tmp_path) if line[2] == "rate_limited"] == [
+        ("action", "resources/subscribe", "rate_limited")
+    ]

@@ -556,6 +556,14 @@ def open_session_transport(manager: Any, session_id: str, user: Any) -> Any | No
     return transport
 
 
+def session_is_open(manager: Any, session_id: str) -> bool | None:
+    """Whether the session manager still holds the HTTP session `session_id` (None: it cannot be told).
+
+    mcp 2.3.0: only its private `_server_instances` says so (see `open_session_transport`)."""
+    sessions = getattr(manager, "_server_instances", None)
+    return session_id in sessions if isinstance(sessions, dict) else None
+
+
 @contextmanager
 def session_request_in_flight(transport: Any) -> Iterator[None]:
     """Hold an HTTP session's idle countdown while a request the SDK transport never saw is served.

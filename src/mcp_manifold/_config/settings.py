@@ -226,6 +226,23 @@ class Settings:
     max_http_sessions: int = _setting(
         1000, "Most HTTP client sessions open at once; past it a new client gets HTTP 503.", check=positive
     )
+    header_timeout: float = _setting(
+        10.0,
+        "Seconds an HTTP connection has to send a request's line and headers (from when it opens, or its next "
+        "request begins); then it is closed.",
+        check=positive,
+    )
+    body_timeout: float = _setting(
+        60.0,
+        "Seconds an HTTP connection has to send a request's body, once its headers are in; then it is closed.",
+        check=positive,
+    )
+    principal_max_sessions: int = _setting(
+        100,
+        "Most HTTP client sessions one authenticated principal may have open at once (its share of "
+        "max_http_sessions); past it that principal gets HTTP 429. Also its subscriptions/listen streams, apart.",
+        check=positive,
+    )
     client_sessions_max: int = _setting(
         16,
         "Most sessions one server with session_scope: client keeps at once (one per client); the least "

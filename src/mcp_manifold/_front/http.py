@@ -33,7 +33,9 @@ from mcp_manifold._front.identity import check_exposure, is_loopback
 from mcp_manifold._front.misread import answering_misread_requests
 from mcp_manifold._front.operators import OperatorsOnly
 from mcp_manifold._front.probes import PROBE_PATHS, probe_routes
+from mcp_manifold._front.request_deadlines import request_deadline_protocol
 from mcp_manifold._front.server import McpFront
+from mcp_manifold._front.session_quota import SessionQuota
 from mcp_manifold._front.signals import Stopper
 from mcp_manifold._runtime.gateway import Gateway
 
@@ -67,7 +69,9 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
     manager = front.server.session_manager
     # A request with an `id` JSON-RPC does not allow is answered before the SDK sees it; the lane takes
     # only string and integer ids, so what it answers never needs that look.
-    sdk_app = answering_misread_requests(without_phantom_sessions(starlette_app))
+    # One principal's share of the sessions: refused before the SDK opens one (`session_quota.py`).
+    quota = SessionQuota(starlette_app, manager, gateway.settings.principal_max_sessions)
+    sdk_app = answering_misread_requests(without_phantom_sessions(quota))
     app = HttpLane(front, sdk_app, manager, lane_counts, enabled=lane_enabled())
     # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
     dashboard = gateway.settings.dashboard
@@ -210,6 +214,8 @@ async def _serve(
         # A client's standing SSE stream never finishes on its own: unbounded, a graceful shutdown
         # would wait for every connected client to leave.
         timeout_graceful_shutdown=gateway.settings.shutdown_timeout,
+        # A connection slow to send its request is closed: uvicorn alone keeps it for ever (request_deadlines.py).
+        http=request_deadline_protocol(gateway.settings.header_timeout, gateway.settings.body_timeout),
     )
     server = _Server(config)
     server.on_listening = on_listening

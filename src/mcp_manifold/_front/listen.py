@@ -6,6 +6,11 @@ subscribes this client to them for as long as it is open, as `resources/subscrib
 session-era client. A caller with a profile gets only the resources its profile lets it read: the others
 are left out of the stream (and of its acknowledgement) exactly as unknown URIs are, so updates of a
 resource it may not see never reach it, even while another client subscribes to that resource.
+
+A stream is the 2026-07-28 counterpart of a session's standing GET stream, and costs the gateway about as
+much (a connection, a task, the SDK's stream state) for as long as its client keeps it; 2026-07-28 has no
+sessions to bound them, so they are bounded here like sessions: `principal_max_sessions` open at once per
+authenticated principal (the SDK's handler bounds them all, at 1024). Before, one principal could hold all.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import ListenHandler
-from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, SubscriptionsListenRequestParams, SubscriptionsListenResult
 
 from mcp_manifold._core.clients import Request
-from mcp_manifold._errors import ManifoldError, NotFound
+from mcp_manifold._errors import ManifoldError, NotFound, RateLimited
 from mcp_manifold._runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
@@ -31,11 +37,45 @@ class GatewayListenHandler:
         self._gateway = gateway
         self._request_of = request_of  # ctx -> Request (the front's)
         self._streams = ListenHandler(gateway.back_channel.bus)
+        self._open: dict[str, int] = {}  # authenticated principal -> its streams open now
+
+    def _admit(self, principal: str | None) -> None:
+        """Refuse a stream past its principal's share; else count it open. (The SDK's handler bounds them all.)"""
+        if principal is not None:
+            open_now = self._open.get(principal, 0)
+            limit = self._gateway.settings.principal_max_sessions
+            if open_now >= limit:
+                raise MCPError(
+                    code=INVALID_REQUEST,
+                    message=f"subscriptions/listen: principal {principal!r} already has {open_now} stream(s) open "
+                    f"(principal_max_sessions {limit}); close one first",
+                )
+            self._open[principal] = open_now + 1
+        self._gateway.back_channel.listen_streams += 1
+
+    def _closed(self, principal: str | None) -> None:
+        self._gateway.back_channel.listen_streams -= 1
+        if principal is not None:
+            left = self._open[principal] - 1
+            if left:
+                self._open[principal] = left
+            else:
+                del self._open[principal]
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
         request: Request = self._request_of(ctx)
+        principal = request.caller.principal
+        self._admit(principal)
+        try:
+            return await self._listen(ctx, params, request)
+        finally:
+            self._closed(principal)
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams, request: Request
+    ) -> SubscriptionsListenResult:
         uris = list(params.notifications.resource_subscriptions or ())
         restricted = self._gateway.access.profile(request.caller) is not None
         subscribed, unknown = [], []
@@ -43,6 +83,10 @@ class GatewayListenHandler:
             try:
                 await self._gateway.subscribe(request, uri)
                 subscribed.append(uri)
+            except RateLimited as exc:  # over the principal's limits: the stream is refused, saying so
+                for done in subscribed:
+                    await self._gateway.unsubscribe(request, done)
+                raise MCPError(code=INTERNAL_ERROR, message=f"subscriptions/listen failed: {exc}") from None
             except NotFound as exc:  # unknown, or hidden by the caller's profile (the same words)
                 logger.info("listen stream: resource %s not subscribed: %s", uri, exc)
                 unknown.append(uri)
@@ -53,11 +97,8 @@ class GatewayListenHandler:
             kept = [uri for uri in uris if uri not in unknown] or None
             notifications = params.notifications.model_copy(update={"resource_subscriptions": kept})
             params = params.model_copy(update={"notifications": notifications})
-        channel = self._gateway.back_channel
-        channel.listen_streams += 1
         try:
             return await self._streams(ctx, params)
         finally:
-            channel.listen_streams -= 1
             for uri in subscribed:
                 await self._gateway.unsubscribe(request, uri)

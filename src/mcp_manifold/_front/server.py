@@ -452,7 +452,8 @@ class McpFront:
         await self.gateway.roots_changed(self._caller(ctx))
 
     async def _set_logging_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
-        await self.gateway.set_logging_level(self._caller(ctx), params.level)
+        request = self._request(ctx)
+        await self._answer("logging/setLevel", lambda: self.gateway.set_logging_level(request, params.level))
         return types.EmptyResult()
 
 

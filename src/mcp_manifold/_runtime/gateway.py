@@ -691,18 +691,24 @@ class Gateway:
         return next((t for s in surfaces if (t := s.completion_target(request, ref)) is not None), None)
 
     async def subscribe(self, request: Request, uri: str) -> None:
-        """Subscribe the client to a catalog resource; the server is told on the first subscription."""
+        """Subscribe the client to a catalog resource; its server is told. Admitted by the policy as the
+        gateway's own work is (kind "action": the principal's rate and calls in flight), since each one is
+        a request to the server: before, a principal over its rate limit could still send them without end."""
         await self._needs_catalog(request)
         route = self.view(request).route_resource(uri)
-        backend = self.calls.backend(route.server)
-        await backend.session()
-        if backend.modern:
+
+        async def subscribe() -> None:
+            backend = self.calls.backend(route.server)
+            await backend.session()
+            if backend.modern:
+                self.back_channel.subscribe(request.caller, uri)
+                backend.listen_to(self._subscribed_uris(route.server))  # a 2026-07-28 server: on its listen stream
+                return
+            with no_deprecation_warnings():
+                await backend.request("resources/subscribe", lambda session: session.subscribe_resource(route.original))
             self.back_channel.subscribe(request.caller, uri)
-            backend.listen_to(self._subscribed_uris(route.server))  # a 2026-07-28 server is asked on its listen stream
-            return
-        with no_deprecation_warnings():
-            await backend.request("resources/subscribe", lambda session: session.subscribe_resource(route.original))
-        self.back_channel.subscribe(request.caller, uri)
+
+        await self.calls.action(request, Target(route.server, "resources/subscribe", uri, ""), subscribe)
 
     async def unsubscribe(self, request: Request, uri: str) -> None:
         if not self.back_channel.unsubscribe(request.caller, uri):
@@ -729,16 +735,23 @@ class Gateway:
                 subscribed.add(route.original)
         return subscribed
 
-    async def set_logging_level(self, caller: Caller, level: types.LoggingLevel) -> None:
+    async def set_logging_level(self, request: Request, level: types.LoggingLevel) -> None:
         """A session-era client's logging/setLevel: the level of what *it* is sent (each client its own).
 
         Servers are asked for the most verbose level any connected session-era client wants (one that set
         none wants every level), so that one client's `emergency` silences nothing another receives; the
         gateway drops, per client, what is below its level. A 2026-07-28 server has no logging/setLevel: it
         gets the level with each request instead, the calling client's own.
+
+        Admitted by the policy as the gateway's own work (kind "action"): a change can be a request to every
+        server, and before, a principal over its rate limit could alternate levels without end.
         """
-        caller.log_level = level
-        await self._ask_servers_log_level([level])
+
+        async def set_level() -> None:
+            request.caller.log_level = level
+            await self._ask_servers_log_level([level])
+
+        await self.calls.action(request, Target("", "logging/setLevel", "logging/setLevel", ""), set_level)
 
     async def _ask_servers_log_level(self, more: list[types.LoggingLevel | None]) -> None:
         """Ask the running session-era servers for the most verbose level a connected client (or `more`)

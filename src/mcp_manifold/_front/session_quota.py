@@ -1,0 +1,114 @@
+"""HTTP: how many session-era sessions one principal may keep open (`principal_max_sessions`).
+
+`max_http_sessions` bounds every client's sessions together, so one credential could open them all (and
+keep them alive with a request now and then) and every other client would get 503 `Too many open
+sessions` until they idle out. This wrapper gives each authenticated principal a share: a request that
+would open a session (no `mcp-session-id`, and a session-era protocol version or none, which is what the
+SDK opens a session for) is refused with 429 once its principal holds its share, before the SDK sees it.
+Clients that did not authenticate (loopback) are one local user and share the whole of `max_http_sessions`.
+
+Requests that name a session, and 2026-07-28 requests (no sessions), pass after one look at their headers.
+"""
+
+from __future__ import annotations
+
+import json
+
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_manifold._front.identity import SCOPE_KEY, Identity
+from mcp_manifold._sdk import session_is_open
+
+_SESSION_ID = b"mcp-session-id"
+_PROTOCOL_VERSION = b"mcp-protocol-version"
+_HANDSHAKE_VERSIONS = frozenset(version.encode() for version in HANDSHAKE_PROTOCOL_VERSIONS)
+_PRINCIPALS_KEPT = 1024  # past it, principals with no open session are forgotten
+
+
+class SessionQuota:
+    """At most `limit` open HTTP sessions per authenticated principal, in front of the SDK's session manager."""
+
+    def __init__(self, app: ASGIApp, manager: object, limit: int) -> None:
+        self.app = app
+        self.manager = manager
+        self.limit = limit
+        self._sessions: dict[str, set[str]] = {}  # principal -> ids of the sessions it opened (some may be gone)
+        self._opening: dict[str, int] = {}  # principal -> its requests that may open a session, being served
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        principal = self._opener(scope)
+        if principal is None:
+            await self.app(scope, receive, send)
+            return
+        held = self._open_count(principal) + self._opening.get(principal, 0)
+        if held >= self.limit:
+            await _refuse(send, principal, held, self.limit)
+            return
+        self._opening[principal] = self._opening.get(principal, 0) + 1
+        opening = True
+
+        def opened() -> None:
+            nonlocal opening
+            if opening:  # counted once: the SDK may still be finishing the request when the session is noted
+                opening = False
+                left = self._opening[principal] - 1
+                if left:
+                    self._opening[principal] = left
+                else:
+                    del self._opening[principal]
+
+        async def noting_the_session(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers", ()) if message["status"] < 400 else ():
+                    if name == _SESSION_ID:
+                        self._keep(principal, value.decode("latin-1"))
+                opened()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting_the_session)
+        finally:
+            opened()
+
+    def _opener(self, scope: Scope) -> str | None:
+        """The principal of a request the SDK would open a session for; None for any other request."""
+        if scope["type"] != "http" or not scope["path"].startswith("/mcp"):
+            return None
+        identity = scope.get(SCOPE_KEY)
+        if not isinstance(identity, Identity) or identity.principal is None:
+            return None
+        for name, value in scope["headers"]:
+            if name == _SESSION_ID or (name == _PROTOCOL_VERSION and value not in _HANDSHAKE_VERSIONS):
+                return None
+        return identity.principal
+
+    def _open_count(self, principal: str) -> int:
+        """How many of the sessions `principal` opened are open still (those that ended are forgotten)."""
+        sessions = self._sessions.get(principal)
+        if not sessions:
+            return 0
+        for session_id in list(sessions):
+            is_open = session_is_open(self.manager, session_id)
+            if is_open is None:  # the SDK no longer lets this be told: no share is enforced
+                return 0
+            if not is_open:
+                sessions.discard(session_id)
+        return len(sessions)
+
+    def _keep(self, principal: str, session_id: str) -> None:
+        if principal not in self._sessions and len(self._sessions) >= _PRINCIPALS_KEPT:
+            for other in [other for other in self._sessions if not self._open_count(other)]:
+                del self._sessions[other]
+        self._sessions.setdefault(principal, set()).add(session_id)
+
+
+async def _refuse(send: Send, principal: str, held: int, limit: int) -> None:
+    message = (
+        f"principal {principal!r} already has {held} open session(s) (principal_max_sessions {limit}); "
+        "end one (HTTP DELETE with its mcp-session-id) or let one idle out, then open another"
+    )
+    payload = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,130 @@
+"""What one principal may hold of what every client shares: its share of the HTTP sessions
+(`principal_max_sessions`), so that one credential cannot take all of `max_http_sessions` from the others.
+
+A real gateway over HTTP with two API keys; raw HTTP where the point is what a client that never ends its
+sessions does, the SDK's client (both modes) for what a well-behaved one sees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.conftest import free_port, gateway_over_http, server_entry
+
+pytestmark = pytest.mark.anyio
+
+KEYS = {"mallory": "mallory-shares-key-0123456789", "alice": "alice-shares-key-0123456789"}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("shares")
+    config = tmp / "mcp.json"
+    keys = {name: {"sha256": hashlib.sha256(key.encode()).hexdigest()} for name, key in KEYS.items()}
+    settings = {"data_dir": str(tmp / "data"), "log_level": "error", "max_http_sessions": 4}
+    settings["principal_max_sessions"] = 2
+    servers = {"numbers": server_entry("numbers.py")}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": settings, "auth": {"api_keys": keys}}))
+    port = free_port()
+    with gateway_over_http(config, port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+def auth(principal: str) -> dict[str, str]:
+    return {**HEADERS, "Authorization": f"Bearer {KEYS[principal]}"}
+
+
+@asynccontextmanager
+async def sdk_client(url: str, principal: str, mode: str) -> AsyncIterator[Client]:
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {KEYS[principal]}"}) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+    ):
+        yield client
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_one_principal_holds_only_its_share_of_the_sessions(url: str, mode: str) -> None:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        opened = [await http.post(url, json=INITIALIZE, headers=auth("mallory")) for _ in range(2)]
+        assert [response.status_code for response in opened] == [200, 200]
+        refused = await http.post(url, json=INITIALIZE, headers=auth("mallory"))
+        assert refused.status_code == 429, refused.text
+        message = refused.json()["error"]["message"]
+        assert "principal 'mallory' already has 2 open session(s) (principal_max_sessions 2)" in message, message
+        assert "mcp-session-id" not in refused.headers
+
+        # Before, mallory could open all of max_http_sessions, and alice got 503 "Too many open sessions".
+        async with sdk_client(url, "alice", mode) as alice:
+            assert text_of(await alice.call_tool("numbers_add", {"a": 2, "b": 3})) == "5.0"
+
+        # Mallory's 2026-07-28 requests open no session: its share does not stand in their way.
+        async with sdk_client(url, "mallory", "auto") as modern:
+            if modern.protocol_version == "2026-07-28":
+                assert text_of(await modern.call_tool("numbers_add", {"a": 1, "b": 1})) == "2.0"
+
+        # A session it ends gives its place back.
+        first = opened[0].headers["mcp-session-id"]
+        ended = await http.delete(url, headers={**auth("mallory"), "mcp-session-id": first})
+        assert ended.status_code < 300, ended.text
+        again = await http.post(url, json=INITIALIZE, headers=auth("mallory"))
+        assert again.status_code == 200, again.text
+        for response in (opened[1], again):  # leave the next test the share this one found
+            await http.delete(url, headers={**auth("mallory"), "mcp-session-id": response.headers["mcp-session-id"]})
+
+
+async def test_one_principal_holds_only_its_share_of_the_listen_streams(url: str) -> None:
+    """2026-07-28 has no sessions; its standing streams are counted like them. Before, one principal could
+    hold all the SDK's 1024, and every other client's stream was refused."""
+    async with sdk_client(url, "mallory", "auto") as mallory, AsyncExitStack() as streams:
+        assert mallory.protocol_version == "2026-07-28"
+        for _ in range(2):
+            await streams.enter_async_context(mallory.listen(tools_list_changed=True))
+        with pytest.raises(MCPError) as caught:
+            async with mallory.listen(tools_list_changed=True):
+                pass
+        message = caught.value.error.message
+        assert "principal 'mallory' already has 2 stream(s) open (principal_max_sessions 2)" in message, message
+
+        async with sdk_client(url, "alice", "auto") as alice, alice.listen(tools_list_changed=True) as stream:
+            assert stream is not None  # another principal's share is its own
+        assert text_of(await mallory.call_tool("numbers_add", {"a": 1, "b": 2})) == "3.0"  # calls are not streams
+
+        await streams.aclose()  # closed streams give their places back, once the gateway sees them gone
+        reopened = False
+        with anyio.move_on_after(10):
+            while not reopened:
+                try:
+                    async with mallory.listen(tools_list_changed=True):
+                        reopened = True
+                except MCPError:
+                    await anyio.sleep(0.1)
+        assert reopened
