@@ -1,0 +1,88 @@
+"""unruly: a server that misbehaves at the gateway on request, written without the SDK (raw JSON-RPC on
+stdio), since the SDK's server cannot send what it sends.
+
+- `storm(n, kind="tools")` writes `n` `notifications/<kind>/list_changed` before it answers "stormed";
+- `listings` answers how many `tools/list` requests it got so far;
+- `fine` answers "fine".
+- `--cursor-loop`: every `tools/list` page names a next cursor, the same one each time, for ever (a
+  pagination that never ends);
+- `--tools N`: N more tools (`tool_00001`, ...) in the listing.
+
+Run: ``python tests/servers/unruly.py [--cursor-loop] [--tools N]`` (stdio only).
+"""
+
+import json
+import sys
+from typing import Any
+
+OBJECT = {"type": "object"}
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "storm",
+        "description": "Announce a list change n times.",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}, "kind": {"type": "string"}}},
+    },
+    {"name": "listings", "description": "How many tools/list requests came.", "inputSchema": OBJECT},
+    {"name": "fine", "description": "Answer 'fine'.", "inputSchema": OBJECT},
+]
+CURSOR_LOOP = "--cursor-loop" in sys.argv
+if "--tools" in sys.argv:
+    count = int(sys.argv[sys.argv.index("--tools") + 1])
+    TOOLS += [{"name": f"tool_{i:05d}", "description": f"Tool {i}.", "inputSchema": OBJECT} for i in range(count)]
+listings = 0
+
+
+def send(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def text(request_id: Any, said: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": said}]}}
+
+
+def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer to `message` (None for a notification), after whatever it sends first."""
+    global listings
+    if "id" not in message or "method" not in message:
+        return None
+    method, request_id = message["method"], message["id"]
+    params = message.get("params") or {}
+    if method == "initialize":
+        changes = {"listChanged": True}
+        capabilities = {"tools": changes, "resources": changes, "prompts": changes}
+        info = {"name": "unruly", "version": "1.0.0"}
+        result: Any = {"protocolVersion": params["protocolVersion"], "capabilities": capabilities, "serverInfo": info}
+    elif method == "tools/list":
+        listings += 1
+        result = {"tools": TOOLS}
+        if CURSOR_LOOP:
+            result["nextCursor"] = "again"
+    elif method in ("resources/list", "resources/templates/list", "prompts/list"):
+        result = {method.split("/")[-2] if "templates" not in method else "resourceTemplates": []}
+        if method == "resources/list":
+            result = {"resources": []}
+        elif method == "prompts/list":
+            result = {"prompts": []}
+    elif method == "tools/call" and params.get("name") == "storm":
+        arguments = params.get("arguments") or {}
+        kind = arguments.get("kind", "tools")
+        for _ in range(int(arguments.get("n", 1))):
+            send({"jsonrpc": "2.0", "method": f"notifications/{kind}/list_changed"})
+        return text(request_id, "stormed")
+    elif method == "tools/call" and params.get("name") == "listings":
+        return text(request_id, str(listings))
+    elif method == "tools/call":
+        return text(request_id, "fine")
+    elif method == "ping":
+        result = {}
+    else:
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"method not found: {method}"}}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+if __name__ == "__main__":
+    for line in sys.stdin:
+        answer = reply_to(json.loads(line))
+        if answer is not None:
+            send(answer)
