@@ -8,6 +8,10 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from mcp_manifold._config import load_config
+from mcp_manifold._errors import BackendError
+from mcp_manifold._runtime import listing_fetch
+from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import server_entry, stdio_gateway
 
 
@@ -33,3 +37,34 @@ async def test_a_storm_of_list_changed_costs_two_listings_not_one_each(write_con
         # The server answers in order, so each listing the gateway sent before this call is counted.
         assert int(text_of(await client.call_tool("unruly_listings", {}))) <= 3
         assert len((await client.list_tools()).tools) == 2 * 3 + 50
+
+
+@pytest.mark.anyio
+async def test_a_listing_that_names_a_cursor_again_is_refused_and_the_others_listed(write_config: Any) -> None:
+    """A server naming the same next cursor on every page used to be paged 10,000 times, every page kept
+    (with 100 tools: 1.5 GB and two minutes, while every client's first `tools/list` waited). Its listing
+    is refused, and the others' tools are listed."""
+    path = write_config(
+        {"unruly": server_entry("unruly.py", "--cursor-loop"), "other": server_entry("unruly.py")},
+        {"expose": ["direct"]},
+    )
+    async with stdio_gateway(path) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert names == {"other_storm", "other_listings", "other_fine"}, len(names)
+        assert text_of(await client.call_tool("other_fine", {})) == "fine"
+
+
+@pytest.mark.anyio
+async def test_a_listing_longer_than_the_most_items_is_refused(
+    write_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose every page names a new cursor: its listing is refused, naming why, once it holds more
+    than `MOST_ITEMS` (100,000, lowered here), not kept for 10,000 pages."""
+    monkeypatch.setattr(listing_fetch, "MOST_ITEMS", 1_000, raising=False)
+    path = write_config({"unruly": server_entry("unruly.py", "--endless", "--tools", "100")}, {"expose": ["direct"]})
+    async with Gateway(load_config(path)) as gateway:
+        backend = gateway.pool.backends["unruly"]
+        with pytest.raises(BackendError, match=r"^server 'unruly': tools/list: more than 1000 items; not listed$"):
+            await backend.list_all()
+        result = await backend.request("tools/call", lambda session: session.call_tool("listings", {}))
+        assert text_of(result) == "10"  # the tenth page passed the limit

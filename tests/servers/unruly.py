@@ -5,10 +5,10 @@ stdio), since the SDK's server cannot send what it sends.
 - `listings` answers how many `tools/list` requests it got so far;
 - `fine` answers "fine".
 - `--cursor-loop`: every `tools/list` page names a next cursor, the same one each time, for ever (a
-  pagination that never ends);
+  pagination that never ends); `--endless`: a new one each time, for ever;
 - `--tools N`: N more tools (`tool_00001`, ...) in the listing.
 
-Run: ``python tests/servers/unruly.py [--cursor-loop] [--tools N]`` (stdio only).
+Run: ``python tests/servers/unruly.py [--cursor-loop | --endless] [--tools N]`` (stdio only).
 """
 
 import json
@@ -26,9 +26,11 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "fine", "description": "Answer 'fine'.", "inputSchema": OBJECT},
 ]
 CURSOR_LOOP = "--cursor-loop" in sys.argv
+ENDLESS = "--endless" in sys.argv
 if "--tools" in sys.argv:
     count = int(sys.argv[sys.argv.index("--tools") + 1])
     TOOLS += [{"name": f"tool_{i:05d}", "description": f"Tool {i}.", "inputSchema": OBJECT} for i in range(count)]
+LISTS = {"resources/list": "resources", "resources/templates/list": "resourceTemplates", "prompts/list": "prompts"}
 listings = 0
 
 
@@ -58,12 +60,10 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
         result = {"tools": TOOLS}
         if CURSOR_LOOP:
             result["nextCursor"] = "again"
-    elif method in ("resources/list", "resources/templates/list", "prompts/list"):
-        result = {method.split("/")[-2] if "templates" not in method else "resourceTemplates": []}
-        if method == "resources/list":
-            result = {"resources": []}
-        elif method == "prompts/list":
-            result = {"prompts": []}
+        elif ENDLESS:
+            result["nextCursor"] = f"page-{listings}"
+    elif method in LISTS:
+        result = {LISTS[method]: []}
     elif method == "tools/call" and params.get("name") == "storm":
         arguments = params.get("arguments") or {}
         kind = arguments.get("kind", "tools")
