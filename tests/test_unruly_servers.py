@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 
@@ -68,3 +69,27 @@ async def test_a_listing_longer_than_the_most_items_is_refused(
             await backend.list_all()
         result = await backend.request("tools/call", lambda session: session.call_tool("listings", {}))
         assert text_of(result) == "10"  # the tenth page passed the limit
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_schema_whose_refs_loop_or_fan_out_is_cut_in_a_search_answer(write_config: Any, mode: str) -> None:
+    """A tool whose input schema's `$defs` refer to themselves made every search that found it fail
+    (RecursionError); one whose 40 definitions each name the next twice held the gateway's event loop for
+    2**40 steps, so no client got any answer and SIGTERM went unheard. The search answer now writes the
+    schema as far as its budget and cuts it ("…"), in retrieve_tools and in code mode's search_tools."""
+    path = write_config(
+        {
+            "loop": server_entry("unruly.py", "--schema", "loop"),
+            "fanout": server_entry("unruly.py", "--schema", "fanout"),
+        },
+        {"expose": ["retrieve", "code"], "search_embedder": "bm25"},
+    )
+    async with stdio_gateway(path, mode=mode) as client:
+        with anyio.fail_after(60):  # before the fix: no answer, ever
+            for search in ("retrieve_tools", "search_tools"):
+                found = await client.call_tool(search, {"query": "forecast the weather for a city", "limit": 2})
+                said = text_of(found)
+                assert not found.is_error, said
+                assert "loop_forecast" in said and "fanout_forecast" in said, said
+                assert "…" in said, said

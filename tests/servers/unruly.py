@@ -6,9 +6,12 @@ stdio), since the SDK's server cannot send what it sends.
 - `fine` answers "fine".
 - `--cursor-loop`: every `tools/list` page names a next cursor, the same one each time, for ever (a
   pagination that never ends); `--endless`: a new one each time, for ever;
-- `--tools N`: N more tools (`tool_00001`, ...) in the listing.
+- `--tools N`: N more tools (`tool_00001`, ...) in the listing;
+- `--schema loop|fanout`: one more tool, `forecast` ("Forecast the weather for a city."), whose input
+  schema's `$defs` refer to themselves (`loop`: through `anyOf` and array `items`) or fan out, each of 40
+  definitions naming the next one twice (`fanout`: 2**40 paths through a schema of 40 entries).
 
-Run: ``python tests/servers/unruly.py [--cursor-loop | --endless] [--tools N]`` (stdio only).
+Run: ``python tests/servers/unruly.py [--cursor-loop | --endless] [--tools N] [--schema loop|fanout]`` (stdio only).
 """
 
 import json
@@ -30,6 +33,20 @@ ENDLESS = "--endless" in sys.argv
 if "--tools" in sys.argv:
     count = int(sys.argv[sys.argv.index("--tools") + 1])
     TOOLS += [{"name": f"tool_{i:05d}", "description": f"Tool {i}.", "inputSchema": OBJECT} for i in range(count)]
+if "--schema" in sys.argv:
+    shape = sys.argv[sys.argv.index("--schema") + 1]
+    if shape == "loop":
+        defs: dict[str, Any] = {
+            "either": {"anyOf": [{"$ref": "#/$defs/either"}, {"type": "string"}]},
+            "list": {"type": "array", "items": {"$ref": "#/$defs/list"}},
+        }
+    else:
+        defs = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]} for i in range(40)}
+        defs["d40"] = {"type": "string"}
+    top = list(defs) if shape == "loop" else ["d0"]
+    properties = {name: {"$ref": f"#/$defs/{name}"} for name in top}
+    schema = {"type": "object", "properties": properties, "$defs": defs}
+    TOOLS.append({"name": "forecast", "description": "Forecast the weather for a city.", "inputSchema": schema})
 LISTS = {"resources/list": "resources", "resources/templates/list": "resourceTemplates", "prompts/list": "prompts"}
 listings = 0
 
