@@ -3,6 +3,7 @@ floods and endless lists are bounded, and every other server, call and client go
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,7 +14,9 @@ from mcp_manifold._config import load_config
 from mcp_manifold._errors import BackendError
 from mcp_manifold._runtime import listing_fetch
 from mcp_manifold._runtime.gateway import Gateway
+from mcp_manifold._runtime.processes import MAX_STDOUT_LINE
 from tests.conftest import server_entry, stdio_gateway
+from tests.raw_wire import live_backends
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -37,7 +40,7 @@ async def test_a_storm_of_list_changed_costs_two_listings_not_one_each(write_con
         assert text_of(await client.call_tool("other_fine", {})) == "fine"
         # The server answers in order, so each listing the gateway sent before this call is counted.
         assert int(text_of(await client.call_tool("unruly_listings", {}))) <= 3
-        assert len((await client.list_tools()).tools) == 2 * 3 + 50
+        assert len((await client.list_tools()).tools) == 2 * 4 + 50
 
 
 @pytest.mark.anyio
@@ -51,7 +54,7 @@ async def test_a_listing_that_names_a_cursor_again_is_refused_and_the_others_lis
     )
     async with stdio_gateway(path) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-        assert names == {"other_storm", "other_listings", "other_fine"}, len(names)
+        assert names == {"other_storm", "other_listings", "other_fine", "other_spew"}, len(names)
         assert text_of(await client.call_tool("other_fine", {})) == "fine"
 
 
@@ -93,3 +96,26 @@ async def test_a_schema_whose_refs_loop_or_fan_out_is_cut_in_a_search_answer(wri
                 assert not found.is_error, said
                 assert "loop_forecast" in said and "fanout_forecast" in said, said
                 assert "…" in said, said
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("leg", ["1", "0"])
+async def test_a_stdout_line_that_never_ends_closes_that_servers_connection(
+    write_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leg: str
+) -> None:
+    """A server writing a line with no end on stdout was read whole until its newline (400 MB took the
+    gateway to 877 MB; without end, all its memory). Past `MAX_STDOUT_LINE` (64 MB) the connection to that
+    server is closed: that call fails, the other server answers, and the server starts again on next need.
+    The same with the raw stdio leg and without it."""
+    monkeypatch.setenv("MANIFOLD_STDIO_LEG", leg)
+    path = write_config(
+        {"unruly": server_entry("unruly.py", timeout=30), "other": server_entry("unruly.py")}, {"expose": ["direct"]}
+    )
+    async with stdio_gateway(path) as client:
+        assert text_of(await client.call_tool("unruly_fine", {})) == "fine"
+        spewed = await client.call_tool("unruly_spew", {"mb": MAX_STDOUT_LINE // 2**20 + 1})
+        assert spewed.is_error and "closed the connection" in text_of(spewed), text_of(spewed)
+        assert text_of(await client.call_tool("other_fine", {})) == "fine"
+        status = (await live_backends(tmp_path / "data"))["unruly"]
+        assert status["last_error"] == "server 'unruly' wrote a line of more than 64 MB on stdout", status
+        assert text_of(await client.call_tool("unruly_fine", {})) == "fine"

@@ -3,6 +3,7 @@ stdio), since the SDK's server cannot send what it sends.
 
 - `storm(n, kind="tools")` writes `n` `notifications/<kind>/list_changed` before it answers "stormed";
 - `listings` answers how many `tools/list` requests it got so far;
+- `spew(mb)` writes `mb` megabytes on stdout with no newline (a line that never ends), then nothing;
 - `fine` answers "fine".
 - `--cursor-loop`: every `tools/list` page names a next cursor, the same one each time, for ever (a
   pagination that never ends); `--endless`: a new one each time, for ever;
@@ -27,6 +28,11 @@ TOOLS: list[dict[str, Any]] = [
     },
     {"name": "listings", "description": "How many tools/list requests came.", "inputSchema": OBJECT},
     {"name": "fine", "description": "Answer 'fine'.", "inputSchema": OBJECT},
+    {
+        "name": "spew",
+        "description": "Write mb megabytes with no newline.",
+        "inputSchema": {"type": "object", "properties": {"mb": {"type": "integer"}}},
+    },
 ]
 CURSOR_LOOP = "--cursor-loop" in sys.argv
 ENDLESS = "--endless" in sys.argv
@@ -87,6 +93,12 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
         for _ in range(int(arguments.get("n", 1))):
             send({"jsonrpc": "2.0", "method": f"notifications/{kind}/list_changed"})
         return text(request_id, "stormed")
+    elif method == "tools/call" and params.get("name") == "spew":
+        chunk = "x" * (1 << 20)
+        for _ in range(int((params.get("arguments") or {}).get("mb", 1))):
+            sys.stdout.write(chunk)
+        sys.stdout.flush()
+        return None
     elif method == "tools/call" and params.get("name") == "listings":
         return text(request_id, str(listings))
     elif method == "tools/call":
