@@ -76,26 +76,28 @@ async def test_a_listing_longer_than_the_most_items_is_refused(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_a_schema_whose_refs_loop_or_fan_out_is_cut_in_a_search_answer(write_config: Any, mode: str) -> None:
+async def test_a_schema_whose_refs_loop_or_fan_out_or_whose_values_are_huge_is_cut_in_a_search_answer(
+    write_config: Any, mode: str
+) -> None:
     """A tool whose input schema's `$defs` refer to themselves made every search that found it fail
     (RecursionError); one whose 40 definitions each name the next twice held the gateway's event loop for
-    2**40 steps, so no client got any answer and SIGTERM went unheard. The search answer now writes the
-    schema as far as its budget and cuts it ("…"), in retrieve_tools and in code mode's search_tools."""
+    2**40 steps, so no client got any answer and SIGTERM went unheard; one whose `const` and `enum` values
+    are 1 MB each made the answer of every search that found it 9 MB. The search answer now writes the
+    schema as far as its budget, values as far as 40 characters, and cuts the rest ("…"), in
+    retrieve_tools and in code mode's search_tools."""
+    shapes = ("loop", "fanout", "huge")
     path = write_config(
-        {
-            "loop": server_entry("unruly.py", "--schema", "loop"),
-            "fanout": server_entry("unruly.py", "--schema", "fanout"),
-        },
+        {shape: server_entry("unruly.py", "--schema", shape) for shape in shapes},
         {"expose": ["retrieve", "code"], "search_embedder": "bm25"},
     )
     async with stdio_gateway(path, mode=mode) as client:
         with anyio.fail_after(60):  # before the fix: no answer, ever
             for search in ("retrieve_tools", "search_tools"):
-                found = await client.call_tool(search, {"query": "forecast the weather for a city", "limit": 2})
+                found = await client.call_tool(search, {"query": "forecast the weather for a city", "limit": 3})
                 said = text_of(found)
                 assert not found.is_error, said
-                assert "loop_forecast" in said and "fanout_forecast" in said, said
-                assert "…" in said, said
+                assert all(f"{shape}_forecast" in said for shape in shapes), said
+                assert "…" in said and len(said) < 5_000, said[:5_000]
 
 
 @pytest.mark.anyio

@@ -4,15 +4,17 @@ stdio), since the SDK's server cannot send what it sends.
 - `storm(n, kind="tools")` writes `n` `notifications/<kind>/list_changed` before it answers "stormed";
 - `listings` answers how many `tools/list` requests it got so far;
 - `spew(mb)` writes `mb` megabytes on stdout with no newline (a line that never ends), then nothing;
-- `fine` answers "fine".
+- `fine` answers "fine";
 - `--cursor-loop`: every `tools/list` page names a next cursor, the same one each time, for ever (a
   pagination that never ends); `--endless`: a new one each time, for ever;
 - `--tools N`: N more tools (`tool_00001`, ...) in the listing;
-- `--schema loop|fanout`: one more tool, `forecast` ("Forecast the weather for a city."), whose input
-  schema's `$defs` refer to themselves (`loop`: through `anyOf` and array `items`) or fan out, each of 40
-  definitions naming the next one twice (`fanout`: 2**40 paths through a schema of 40 entries).
+- `--schema loop|fanout|huge`: one more tool, `forecast` ("Forecast the weather for a city."), whose
+  input schema's `$defs` refer to themselves (`loop`: through `anyOf` and array `items`) or fan out, each
+  of 40 definitions naming the next one twice (`fanout`: 2**40 paths through a schema of 40 entries), or
+  whose parameters take a `const` of 1 MB and an `enum` of eight such values (`huge`).
 
-Run: ``python tests/servers/unruly.py [--cursor-loop | --endless] [--tools N] [--schema loop|fanout]`` (stdio only).
+Run: ``python tests/servers/unruly.py [--cursor-loop | --endless] [--tools N] [--schema loop|fanout|huge]``
+(stdio only).
 """
 
 import json
@@ -46,10 +48,13 @@ if "--schema" in sys.argv:
             "either": {"anyOf": [{"$ref": "#/$defs/either"}, {"type": "string"}]},
             "list": {"type": "array", "items": {"$ref": "#/$defs/list"}},
         }
+    elif shape == "huge":
+        big = "x" * 1_000_000
+        defs = {"fixed": {"const": big}, "choice": {"enum": [big + str(i) for i in range(8)]}}
     else:
         defs = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]} for i in range(40)}
         defs["d40"] = {"type": "string"}
-    top = list(defs) if shape == "loop" else ["d0"]
+    top = ["d0"] if shape == "fanout" else list(defs)
     properties = {name: {"$ref": f"#/$defs/{name}"} for name in top}
     schema = {"type": "object", "properties": properties, "$defs": defs}
     TOOLS.append({"name": "forecast", "description": "Forecast the weather for a city.", "inputSchema": schema})

@@ -28,6 +28,8 @@ MAX_ENUM = 8  # enum values listed before "…"
 DESCRIPTION_CHARS = 100  # of each parameter's description (first sentence, whitespace folded)
 _NESTED_DESCRIPTION_CHARS = 60
 MAX_NODES = 300  # schema nodes written per tool (a real tool's schema takes a few dozen)
+VALUE_CHARS = 40  # of a `const` or an enum value, a default, a type or a format (a server's to make huge)
+NAME_CHARS = 64  # of a parameter's or a field's name
 
 
 class _Budget:
@@ -53,7 +55,7 @@ def parameter_lines(schema: Mapping[str, Any]) -> list[str]:
     budget = _Budget()
     for name, spec in properties.items():
         spec = _resolve(spec, schema)
-        line = f"{name}: {type_text(spec, schema, budget=budget)}{'*' if name in required else ''}"
+        line = f"{_cut(name, NAME_CHARS)}: {type_text(spec, schema, budget=budget)}{'*' if name in required else ''}"
         line += _default(spec)
         described = _short(spec.get("description") if isinstance(spec, Mapping) else None, DESCRIPTION_CHARS)
         lines.append(f"{line} — {described}" if described else line)
@@ -71,9 +73,9 @@ def type_text(spec: Any, root: Mapping[str, Any], depth: int = 0, budget: _Budge
     if not isinstance(spec, Mapping):
         return "any"
     if "const" in spec:
-        return _json(spec["const"])
+        return _value(spec["const"])
     if isinstance(spec.get("enum"), list):
-        values = [_json(v) for v in spec["enum"][:MAX_ENUM]]
+        values = [_value(v) for v in spec["enum"][:MAX_ENUM]]
         return "|".join(values) + ("|…" if len(spec["enum"]) > MAX_ENUM else "")
     for combinator in ("anyOf", "oneOf"):
         if isinstance(spec.get(combinator), list):
@@ -92,7 +94,8 @@ def type_text(spec: Any, root: Mapping[str, Any], depth: int = 0, budget: _Budge
         return _object_text(spec, root, depth, budget)
     if isinstance(kind, str):
         fmt = spec.get("format")
-        return f"{kind}<{fmt}>" if isinstance(fmt, str) else kind
+        kind = _cut(kind, VALUE_CHARS)
+        return f"{kind}<{_cut(fmt, VALUE_CHARS)}>" if isinstance(fmt, str) else kind
     return "any"
 
 
@@ -109,7 +112,8 @@ def _object_text(spec: Mapping[str, Any], root: Mapping[str, Any], depth: int, b
     fields = []
     for name, field in properties.items():
         field = _resolve(field, root)
-        text = f"{name}{'' if name in required else '?'}: {type_text(field, root, depth + 1, budget)}"
+        shown = _cut(name, NAME_CHARS)
+        text = f"{shown}{'' if name in required else '?'}: {type_text(field, root, depth + 1, budget)}"
         described = _short(field.get("description") if isinstance(field, Mapping) else None, _NESTED_DESCRIPTION_CHARS)
         fields.append(f"{text} ({described})" if described else text)
     return "{" + ", ".join(fields) + "}"
@@ -146,6 +150,17 @@ def _short(text: Any, limit: int) -> str:
         folded = folded[:end]
     folded = folded.rstrip(".")
     return folded if len(folded) <= limit else folded[: limit - 1].rstrip() + "…"
+
+
+def _value(value: Any) -> str:
+    """A `const` or an enum value as JSON, cut at `VALUE_CHARS` (a long string before it is written)."""
+    if isinstance(value, str) and len(value) > VALUE_CHARS:
+        value = value[:VALUE_CHARS]
+    return _cut(_json(value), VALUE_CHARS)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _json(value: Any) -> str:
