@@ -28,7 +28,7 @@ MAX_ENUM = 8  # enum values listed before "…"
 DESCRIPTION_CHARS = 100  # of each parameter's description (first sentence, whitespace folded)
 _NESTED_DESCRIPTION_CHARS = 60
 MAX_NODES = 300  # schema nodes written per tool (a real tool's schema takes a few dozen)
-VALUE_CHARS = 40  # of a `const` or an enum value, a default, a type or a format (a server's to make huge)
+VALUE_CHARS = 40  # of a `const` or an enum value, a type or a format (a server's to make huge)
 NAME_CHARS = 64  # of a parameter's or a field's name
 
 
