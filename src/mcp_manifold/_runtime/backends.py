@@ -360,6 +360,7 @@ class Backend:
                 on_stderr_line=self._on_stderr_line,
                 on_exit=self._process_gone,
                 read_stdout=leg.reading_stdout if leg is not None else None,
+                server=self.name,
             )
             self.pid = process.pid if process is not None else None
             if process is not None and leg is not None:

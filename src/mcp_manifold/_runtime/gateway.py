@@ -105,6 +105,7 @@ class Gateway:
             may_see=lambda caller, server: self.access.may_see_server(caller, server),
         )
         self.relists = Relists(hold=self._settings.pinning == "enforce")
+        self._relisting: dict[Backend, bool] = {}  # a backend being re-listed -> announced again meanwhile
         self.back_channel.tools_announced = self.relists.announced
         self._catalog.subscribe(self.back_channel.catalog_changed)
         child_env = child_environment(config.path)
@@ -372,7 +373,23 @@ class Gateway:
 
     async def _relist(self, backend: Backend) -> None:
         """A server said its lists changed: list it again (a client's own session: for that client).
-        Calls to it that wait for this listing (`relists`) go ahead when it is done."""
+
+        One listing of a backend runs at a time: an announcement while it runs asks for one more after
+        it, so a server announcing thousands of changes in a burst costs two listings, not thousands
+        at once (each a full listing of it, and a judging of every tool by the pins)."""
+        if backend in self._relisting:
+            self._relisting[backend] = True
+            return
+        self._relisting[backend] = True
+        try:
+            while self._relisting[backend]:
+                self._relisting[backend] = False
+                await self._relist_once(backend)
+        finally:
+            del self._relisting[backend]
+
+    async def _relist_once(self, backend: Backend) -> None:
+        """Calls to it that wait for this listing (`relists`) go ahead when it is done."""
         begun = self.relists.begin(backend.name)
         try:
             if backend.owner is None:

@@ -9,14 +9,18 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 
 from mcp_manifold._core.listing import Listing
-from mcp_manifold._errors import BackendRequestError
+from mcp_manifold._errors import BackendError, BackendRequestError
 
 _MOST_PAGES = 10_000  # a server whose cursors never end cannot hang the gateway
+# Items of one list: far beyond any real server's, and a bound on what one server's listing can take of
+# the gateway's memory (a server naming the same page again and again could otherwise fill it).
+MOST_ITEMS = 100_000
 
 
 class Lister(Protocol):
     """What fetching a server's lists needs of its backend (`Backend`)."""
 
+    name: str
     extensions: dict[str, Any] | None
 
     async def session(self) -> ClientSession: ...
@@ -44,6 +48,7 @@ async def list_everything(backend: Lister) -> Listing:
 async def _paginate(backend: Lister, action: str, method: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
     items: list[Any] = []
     cursor: str | None = None
+    cursors: set[str] = set()  # every cursor the server named: one named again would loop for ever
     for _ in range(_MOST_PAGES):
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
         try:
@@ -55,7 +60,12 @@ async def _paginate(backend: Lister, action: str, method: Callable[..., Awaitabl
                 return items
             raise
         items.extend(getattr(result, field))
+        if len(items) > MOST_ITEMS:
+            raise BackendError(backend.name, f"{action}: more than {MOST_ITEMS} items; not listed")
         cursor = result.next_cursor
         if not cursor:
             break
+        if cursor in cursors:
+            raise BackendError(backend.name, f"{action}: a next cursor it named before (its pages loop); not listed")
+        cursors.add(cursor)
     return items

@@ -10,12 +10,13 @@ group when the server outlives its closed stdin, so grandchildren would stay).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -25,9 +26,14 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcp_manifold._sdk import capture_spawned
 
+logger = logging.getLogger(__name__)
+
 EXIT_POLL = 0.5  # seconds between checks that a server's process is still alive
 GROUP_KILL_TIMEOUT = 2.0  # SIGTERM to SIGKILL for what is left of a server's process group
 _MAX_LINE = 65536  # a server that never ends its line still stays bounded
+# Bytes of one message (one line) a server may write on stdout. The SDK's reader, and the raw leg's,
+# keep a line whole until its newline: a line that never ends would take the gateway's memory with it.
+MAX_STDOUT_LINE = 64 * 1024 * 1024
 
 
 async def open_stdio(
@@ -38,13 +44,15 @@ async def open_stdio(
     on_stderr_line: Callable[[str], None],
     on_exit: Callable[[str], None],
     read_stdout: Callable[[anyio.abc.ByteReceiveStream], anyio.abc.ByteReceiveStream] | None = None,
+    server: str = "server",
 ) -> tuple[Any, Any | None]:
     """Start the server; returns its (read, write) streams and its process. `stack` owns the process.
 
     `on_stderr_line(line)` gets each line the server writes to stderr; `on_exit(reason)` is called once
     the process is gone (`process killed by SIGKILL`, `process exited with code 3`, ...). The watchers
     run in `watchers`, which must outlive the transport. With `read_stdout`, the SDK's transport reads
-    the server's stdout through `read_stdout(stdout)` (the raw stdio leg takes its answers there).
+    the server's stdout through `read_stdout(stdout)` (the raw stdio leg takes its answers there), its
+    lines bounded by `MAX_STDOUT_LINE`: a longer one ends the connection to `server`, and `on_exit` hears why.
     """
     read_fd, write_fd = os.pipe()
     errlog = os.fdopen(write_fd, "w")
@@ -52,7 +60,12 @@ async def open_stdio(
     # Pushed before the transport so it runs after the SDK has stopped the server.
     stack.push_async_callback(kill_group_leftovers, spawned)
     try:
-        with capture_spawned(spawned, read_stdout):
+
+        def reading(stdout: anyio.abc.ByteReceiveStream) -> anyio.abc.ByteReceiveStream:
+            bounded = BoundedLines(stdout, server, on_exit)
+            return read_stdout(bounded) if read_stdout is not None else bounded
+
+        with capture_spawned(spawned, reading):
             streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
     except BaseException:
         os.close(read_fd)
@@ -64,6 +77,57 @@ async def open_stdio(
     if process is not None:
         watchers.start_soon(_watch_exit, process, on_exit)
     return streams, process
+
+
+class LineTooLong(ConnectionError):
+    """A server wrote a line on stdout longer than `MAX_STDOUT_LINE` (the SDK's reader ends on a `ConnectionError`)."""
+
+
+class BoundedLines(anyio.abc.ByteReceiveStream):
+    """A server's stdout in whole lines, ended once a line passes `MAX_STDOUT_LINE` bytes (and ended
+    for good). Whole lines, because the SDK's reader joins what it has of a line to each new piece
+    of it: a long line read piece by piece costs it time in the square of its length."""
+
+    def __init__(self, inner: anyio.abc.ByteReceiveStream, server: str, on_end: Callable[[str], None]) -> None:
+        self._inner = inner
+        self._server = server
+        self._on_end = on_end
+        self._open: list[bytes] = []  # the pieces read of the line not ended yet
+        self._open_size = 0
+        self._ended: str | None = None  # why, once a line was too long
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while self._ended is None:
+            try:
+                data = await self._inner.receive(max_bytes)
+            except anyio.EndOfStream:
+                if not self._open:
+                    raise
+                rest = b"".join(self._open)  # a last line with no newline: the reader decides
+                self._open, self._open_size = [], 0
+                return rest
+            end = data.rfind(b"\n") + 1
+            if end:
+                lines = b"".join([*self._open, data[:end]]) if self._open else data[:end]
+                self._open, self._open_size = ([data[end:]], len(data) - end) if end < len(data) else ([], 0)
+                return lines
+            self._open.append(data)
+            self._open_size += len(data)
+            if self._open_size > MAX_STDOUT_LINE:
+                self._open, self._open_size = [], 0
+                self._ended = (
+                    f"server {self._server!r} wrote a line of more than {MAX_STDOUT_LINE // 2**20} MB on stdout"
+                )
+                logger.warning("%s: its connection is closed", self._ended)
+                self._on_end(self._ended)
+        raise LineTooLong(self._ended)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    @property
+    def extra_attributes(self) -> Mapping[Any, Callable[[], Any]]:
+        return self._inner.extra_attributes
 
 
 async def _watch_stderr(
