@@ -164,10 +164,15 @@ CLIENT_MODES = ("auto", "legacy")  # the SDK's default (2026-07-28 with the gate
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests using `connect` run over stdio and HTTP, in both client modes; a test marked `session_era`
-    (a behaviour 2026-07-28 removed, named in the mark's reason) only in the legacy mode."""
+    (a behaviour 2026-07-28 removed, named in the mark's reason) only in the legacy mode, one marked
+    `modern_era` (a behaviour only 2026-07-28 has) only in the SDK's default mode."""
     if "connect" not in metafunc.fixturenames:
         return
-    modes = ("legacy",) if metafunc.definition.get_closest_marker("session_era") else CLIENT_MODES
+    modes = CLIENT_MODES
+    if metafunc.definition.get_closest_marker("session_era"):
+        modes = ("legacy",)
+    elif metafunc.definition.get_closest_marker("modern_era"):
+        modes = ("auto",)
     pairs = [(transport, mode) for transport in ("stdio", "http") for mode in modes]
     metafunc.parametrize("connect", pairs, ids=[f"{t}-{m}" for t, m in pairs], indirect=True)
 

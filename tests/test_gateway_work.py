@@ -140,10 +140,9 @@ async def test_a_rate_limit_applies_to_subscribe_and_set_level(tmp_path: Path, c
     ]
 
 
+@pytest.mark.modern_era(reason="subscriptions/listen is 2026-07-28's")
 async def test_a_listen_stream_over_the_rate_limit_is_refused_saying_so(tmp_path: Path, connect: Any) -> None:
     """A stream subscribes each resource it names at its server: each is admitted like a subscribe."""
-    if connect.mode == "legacy":
-        pytest.skip("subscriptions/listen is 2026-07-28's")
     async with connect(write(tmp_path, rate_limit=0.01, rate_burst=2)) as client:
         async with client.listen(resource_subscriptions=[RESOURCE]) as stream:  # 1
             assert stream is not None
