@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
 
 import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import free_port, gateway_over_http, server_entry
+from tests.conftest import free_port, gateway_over_http, keyed_client, server_entry
 
 pytestmark = pytest.mark.anyio
 
@@ -58,15 +55,6 @@ def auth(principal: str) -> dict[str, str]:
     return {**HEADERS, "Authorization": f"Bearer {KEYS[principal]}"}
 
 
-@asynccontextmanager
-async def sdk_client(url: str, principal: str, mode: str) -> AsyncIterator[Client]:
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {KEYS[principal]}"}) as http,
-        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
-    ):
-        yield client
-
-
 def text_of(result: types.CallToolResult) -> str:
     return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
 
@@ -83,11 +71,11 @@ async def test_one_principal_holds_only_its_share_of_the_sessions(url: str, mode
         assert "mcp-session-id" not in refused.headers
 
         # Before, mallory could open all of max_http_sessions, and alice got 503 "Too many open sessions".
-        async with sdk_client(url, "alice", mode) as alice:
+        async with keyed_client(url, KEYS["alice"], mode) as alice:
             assert text_of(await alice.call_tool("numbers_add", {"a": 2, "b": 3})) == "5.0"
 
         # Mallory's 2026-07-28 requests open no session: its share does not stand in their way.
-        async with sdk_client(url, "mallory", "auto") as modern:
+        async with keyed_client(url, KEYS["mallory"], "auto") as modern:
             if modern.protocol_version == "2026-07-28":
                 assert text_of(await modern.call_tool("numbers_add", {"a": 1, "b": 1})) == "2.0"
 
@@ -104,7 +92,7 @@ async def test_one_principal_holds_only_its_share_of_the_sessions(url: str, mode
 async def test_one_principal_holds_only_its_share_of_the_listen_streams(url: str) -> None:
     """2026-07-28 has no sessions; its standing streams are counted like them. Before, one principal could
     hold all the SDK's 1024, and every other client's stream was refused."""
-    async with sdk_client(url, "mallory", "auto") as mallory, AsyncExitStack() as streams:
+    async with keyed_client(url, KEYS["mallory"], "auto") as mallory, AsyncExitStack() as streams:
         assert mallory.protocol_version == "2026-07-28"
         for _ in range(2):
             await streams.enter_async_context(mallory.listen(tools_list_changed=True))
@@ -114,7 +102,7 @@ async def test_one_principal_holds_only_its_share_of_the_listen_streams(url: str
         message = caught.value.error.message
         assert "principal 'mallory' already has 2 stream(s) open (principal_max_sessions 2)" in message, message
 
-        async with sdk_client(url, "alice", "auto") as alice, alice.listen(tools_list_changed=True) as stream:
+        async with keyed_client(url, KEYS["alice"], "auto") as alice, alice.listen(tools_list_changed=True) as stream:
             assert stream is not None  # another principal's share is its own
         assert text_of(await mallory.call_tool("numbers_add", {"a": 1, "b": 2})) == "3.0"  # calls are not streams
 
