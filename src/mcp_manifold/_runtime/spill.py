@@ -82,10 +82,10 @@ class SpillStore:
     def write(self, text: str, suffix: str = ".json") -> SpilledFile:
         """Write `text` to a new 0600 file; removes expired files first, and the oldest ones when the files
         would take more than `max_bytes` (an OSError when this one alone would)."""
-        self.sweep()
+        kept = self.sweep()
         data = text.encode("utf-8")
         if self.max_bytes:
-            self._make_room(len(data))
+            self._make_room(len(data), kept)
         path = self.directory / f"result-{secrets.token_hex(8)}{suffix}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
@@ -96,39 +96,39 @@ class SpillStore:
 
     def bytes_on_disk(self) -> int:
         """The size of the spill files kept now (0 before the first spill: nothing is created to look)."""
-        directory = self._directory
-        if directory is None:
-            return 0
-        total = 0
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(directory):
-                with contextlib.suppress(OSError):
-                    total += entry.stat(follow_symlinks=False).st_size
-        return total
+        return sum(info.st_size for _, info in self._files())
 
-    def sweep(self) -> None:
-        """Remove this gateway's files older than the TTL."""
-        if self._directory is None or not self._directory.is_dir():
-            return
+    def sweep(self) -> list[tuple[str, os.stat_result]]:
+        """Remove this gateway's files older than the TTL; the others, as `_files` gives them."""
         deadline = self.clock() - self.ttl
-        for entry in os.scandir(self._directory):
-            with contextlib.suppress(OSError):
-                if entry.stat(follow_symlinks=False).st_mtime < deadline:
-                    os.unlink(entry.path)
+        kept = []
+        for path, info in self._files():
+            if info.st_mtime < deadline:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            else:
+                kept.append((path, info))
+        return kept
 
-    def _make_room(self, size: int) -> None:
-        """Remove the oldest files until one of `size` bytes fits under `max_bytes`."""
+    def _files(self) -> list[tuple[str, os.stat_result]]:
+        """Each file of the private directory with its `stat`, one scan (none before the first spill)."""
+        if self._directory is None:
+            return []
+        files = []
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self._directory):
+                with contextlib.suppress(OSError):
+                    files.append((entry.path, entry.stat(follow_symlinks=False)))
+        return files
+
+    def _make_room(self, size: int, files: list[tuple[str, os.stat_result]]) -> None:
+        """Remove the oldest of `files` until one of `size` bytes fits under `max_bytes`."""
         needed = max(size, MIN_FILE_BYTES)
         if needed > self.max_bytes:
             raise OSError(f"the result ({size} bytes) is larger than spill_max_bytes ({self.max_bytes})")
-        files = []
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(self.directory):
-                with contextlib.suppress(OSError):
-                    info = entry.stat(follow_symlinks=False)
-                    files.append((info.st_mtime, max(info.st_size, MIN_FILE_BYTES), entry.path))
-        total = sum(taken for _, taken, _ in files)
-        for _, taken, path in sorted(files):
+        by_age = sorted((info.st_mtime, max(info.st_size, MIN_FILE_BYTES), path) for path, info in files)
+        total = sum(taken for _, taken, _ in by_age)
+        for _, taken, path in by_age:
             if total + needed <= self.max_bytes:
                 break
             with contextlib.suppress(OSError):
