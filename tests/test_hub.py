@@ -326,6 +326,11 @@ async def test_connect_merges_lists_per_session(
         assert note.contents[0].text == "beta notes on tests"  # type: ignore[union-attr]
         prompt = await one.get_prompt("review", {"topic": "the hub"})
         assert "project alpha" in prompt.messages[0].content.text  # type: ignore[union-attr]
+        # A prompt shown under another name than its own is got and completed under its own at the server.
+        explained = await one.get_prompt("scripts_explain", {"script": "build"})
+        assert "build script of project alpha" in explained.messages[0].content.text  # type: ignore[union-attr]
+        completed = await one.complete(types.PromptReference(name="scripts_explain"), {"name": "script", "value": "b"})
+        assert completed.completion.values == ["build"]
 
         rows = await listed(two)
         assert rows["beta"]["connected"] and not rows["alpha"]["connected"]

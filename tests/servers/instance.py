@@ -5,7 +5,8 @@ cancelled), ``cancellations`` (that count), ``shout`` (logs its text to the clie
 delay), ``ask_later`` (elicits an answer, after an optional delay), ``instances_list``
 (named like the hub's tool, to test that the hub's wins), ``scripts/list`` (a Brummer-style name
 no client accepts as it is), and one tool named ``only_<name>`` so tests can tell two instances' lists apart. Resource ``instance://info``,
-resource template ``instance://notes/{topic}`` and prompt ``review``.
+resource template ``instance://notes/{topic}``, prompts ``review`` and ``scripts/explain`` (its
+argument completed: ``build``, ``test``).
 
 Run: ``python tests/servers/instance.py --name alpha --http PORT`` (or stdio without ``--http``).
 """
@@ -23,6 +24,7 @@ from mcp.server.mcpserver import (
     Resolve,
     UserMessage,
 )
+from mcp.types import Completion, CompletionArgument, PromptReference, ResourceTemplateReference
 from pydantic import BaseModel
 
 parser = make_parser(__doc__.splitlines()[0])
@@ -131,6 +133,22 @@ def notes(topic: str) -> str:
 def review(topic: str) -> list[UserMessage]:
     """Ask for a review of a topic in this instance's project."""
     return [UserMessage(f"Review {topic} in project {NAME}.")]
+
+
+# A Brummer-style prompt name, shown by the hub as `scripts_explain`.
+@server.prompt(name="scripts/explain", description="Explain one of the scripts.")
+def explain(script: str) -> list[UserMessage]:
+    return [UserMessage(f"Explain the {script} script of project {NAME}.")]
+
+
+@server.completion()
+async def complete(
+    ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument, context: object
+) -> Completion | None:
+    """The scripts for `scripts/explain`'s argument, under its own name only: asked under any other, none."""
+    if isinstance(ref, PromptReference) and ref.name == "scripts/explain" and argument.name == "script":
+        return Completion(values=[name for name in ("build", "test") if name.startswith(argument.value)])
+    return None
 
 
 if __name__ == "__main__":

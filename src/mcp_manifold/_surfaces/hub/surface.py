@@ -237,14 +237,17 @@ class HubSurface(Surface):
     def completion_target(
         self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
     ) -> Target | None:
-        bound = _bound(request)
-        listing = self._bound_listing(request)
-        if bound is None or listing is None:
+        instance = self._instance(request, _bound(request) or "")
+        listing = self._visible(request, instance) if instance is not None else None
+        if instance is None or listing is None:
             return None
         if isinstance(ref, types.PromptReference):
-            return Target(bound, ref.name, ref.name, self.name) if listing.prompt(ref.name) else None
+            if not listing.prompt(ref.name):
+                return None
+            # The server is asked under its own name (`scripts/explain`), not the one shown (`scripts_explain`).
+            return Target(instance.id, instance.original_prompt(ref.name), ref.name, self.name)
         templates = {template.uri_template for template in listing.templates}
-        return Target(bound, ref.uri, ref.uri, self.name) if ref.uri in templates else None
+        return Target(instance.id, ref.uri, ref.uri, self.name) if ref.uri in templates else None
 
     # --- the hub's tools -----------------------------------------------------------------------
 
