@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -449,6 +450,7 @@ def test_sigterm_stops_the_gateway_cleanly(write_config: Any, tmp_path: Path, tr
 
 ESC = "\x1b"
 PAINTED_TOOL = "open [link=https://evil.example]here[/link]"  # painted.py's tool, named by its server
+RAW_CONTROLS = re.compile("[\x1b\x9b\u202e]")  # ESC, the C1 CSI, the right-to-left override
 
 
 def test_what_a_server_writes_reaches_the_terminal_as_text_never_as_markup_or_escapes(
@@ -464,8 +466,16 @@ def test_what_a_server_writes_reaches_the_terminal_as_text_never_as_markup_or_es
     for command in (["tools"], ["servers"], ["pins"], ["pins", "diff", f"painted/{PAINTED_TOOL}"]):
         result = manifold(*command, "--config", config)
         assert result.returncode == 0, (command, result.stderr)
-        assert ESC not in result.stdout + result.stderr, command
+        assert not RAW_CONTROLS.search(result.stdout + result.stderr), command
         shown[command[-1]] = result.stdout
+    assert "\\u202edesrever\\u202c \\x9b2J" in shown["tools"]
+    for command in (["tools", "--json"], ["servers", "--json"], ["pins", "--json"]):
+        result = manifold(*command, "--config", config)
+        assert result.returncode == 0, (command, result.stderr)
+        assert not RAW_CONTROLS.search(result.stdout), command
+        json.loads(result.stdout)  # escaped as JSON escapes: the data is whole
+    described = json.loads(manifold("tools", "--json", "--config", config).stdout)[0]["description"]
+    assert described.endswith(" \u202edesrever\u202c \x9b2J")
     assert "[/] Opens it.\\x1b[2J" in shown["tools"]
     assert PAINTED_TOOL in shown["pins"]  # the name as the server wrote it, not a link
     assert "\\x1b]8;;https://evil.example" in shown[f"painted/{PAINTED_TOOL}"]

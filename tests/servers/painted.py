@@ -2,7 +2,8 @@
 
 Tool ``open [link=https://evil.example]here[/link]`` (its own name is markup; answers "ok"), described by
 ``--description`` (default: a plain sentence; ``hostile`` gives markup that breaks rich, ``[/]``, a screen
-clear and an OSC 8 hyperlink). Its name and version, and a line on stderr at start, carry escapes too.
+clear, an OSC 8 hyperlink, a
+right-to-left override and a C1 CSI). Its name and version, and a line on stderr at start, carry escapes too.
 
 Run: ``python tests/servers/painted.py [--description hostile]`` (stdio) or with ``--http PORT``.
 """
@@ -14,6 +15,8 @@ from mcp.server.mcpserver import MCPServer
 
 ESC = "\x1b"
 HOSTILE = f"[/] Opens it.{ESC}[2J{ESC}]8;;https://evil.example{ESC}\\click{ESC}]8;;{ESC}\\ [bold]loud[/bold]"
+# A right-to-left override (the rest reads reversed: Trojan Source) and a C1 CSI, which `json` leaves raw.
+HOSTILE += " \u202edesrever\u202c \x9b2J"
 TOOL_NAME = "open [link=https://evil.example]here[/link]"
 
 parser = make_parser(__doc__.splitlines()[0])

@@ -21,7 +21,7 @@ from mcp_manifold._cli.common import (
     out,
     with_gateway,
 )
-from mcp_manifold._cli.shown import plain, printable
+from mcp_manifold._cli.shown import json_text, plain, printable
 from mcp_manifold._errors import ManifoldError
 
 
@@ -61,7 +61,7 @@ def call(
 
     result = anyio.run(with_gateway, cfg, work)
     if as_json:
-        out.print_json(result.model_dump_json(by_alias=True, exclude_none=True))
+        print(json_text(result.model_dump(mode="json", by_alias=True, exclude_none=True)))
     else:
         for item in result.content:
             if item.type == "text":
@@ -158,7 +158,7 @@ def search(
         }
         if explain and how is not None:
             answer["explain"] = {**dataclasses.asdict(how), "shown": how.shown, "notes": [*how.notes, *missing]}
-        out.print_json(json.dumps(answer))
+        print(json_text(answer))
         return
     answered = f"hybrid, {status.embedder}" if ranking == "hybrid" else "bm25"
     table = Table(title=f"{query!r}: {len(matches)} of {status.tools} tools (ranked by {answered})")

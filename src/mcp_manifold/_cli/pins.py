@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,7 +11,7 @@ import typer
 from rich.table import Table
 
 from mcp_manifold._cli.common import ConfigOption, JsonOption, config_path, err, load, out, pins_app
-from mcp_manifold._cli.shown import plain, printable
+from mcp_manifold._cli.shown import json_text, plain, printable
 from mcp_manifold._config import Config
 from mcp_manifold._errors import ManifoldError
 
@@ -70,8 +69,8 @@ def pins(
     rows = [pin for pin in store.pins() if not changed or pin.state != "pinned"]
     quarantined = cfg.settings.pinning == "enforce"
     if as_json:
-        out.print_json(
-            json.dumps(
+        print(
+            json_text(
                 [
                     {
                         "server": pin.server,

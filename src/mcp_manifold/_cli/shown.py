@@ -17,11 +17,15 @@ from typing import Any
 
 from rich.text import Text
 
-# C0 but tab and newline, DEL, and C1 (U+009B is a CSI to a terminal that reads C1 controls).
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# The bidirectional marks, embeddings, overrides and isolates: a terminal shows the text after them
+# reordered, so `abc\u202edcb` reads as another name, and a diff line as another change.
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# C0 but tab and newline, DEL, C1 (U+009B is a CSI to a terminal that reads C1 controls), and the above.
+_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
 # In a field shown on one line, a tab or a line break too: a newline in a tool name would forge a line.
-_ONE_LINE_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_C1 = re.compile(r"[\x7f-\x9f]")  # DEL and C1: inside JSON strings only, where `\\u` escapes them
+_ONE_LINE_CONTROLS = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
+# What `json` leaves as it is: inside JSON strings only, where `\\u` escapes them.
+_IN_JSON = re.compile(f"[\x7f-\x9f{_BIDI}]")
 
 
 def _escaped(match: re.Match[str]) -> str:
@@ -40,6 +44,15 @@ def plain(text: object, *, lines: bool = False, style: str = "") -> Text:
 
 
 def json_line(data: Any) -> str:
-    """`data` as one line of JSON, non-ASCII kept; the C1 controls (which `json` leaves as they are) escaped."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return _C1.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    """`data` as one line of JSON, non-ASCII kept; the C1 and bidirectional controls (which `json` leaves as
+    they are) escaped."""
+    return _json_escaped(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+
+
+def json_text(data: Any) -> str:
+    """`data` as indented JSON for `--json`, escaped as `json_line` is (rich's `print_json` leaves them)."""
+    return _json_escaped(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def _json_escaped(text: str) -> str:
+    return _IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -26,7 +25,7 @@ from mcp_manifold._cli.common import (
     out,
     with_gateway,
 )
-from mcp_manifold._cli.shown import plain, printable
+from mcp_manifold._cli.shown import json_text, plain, printable
 
 
 @app.command(context_settings=EXTRA, options_metavar=WITH_CONFIG)
@@ -66,7 +65,7 @@ def servers(
 
     rows = [status.__dict__ for status in anyio.run(with_gateway, cfg, work)]
     if as_json:
-        out.print_json(json.dumps(rows))
+        print(json_text(rows))
     else:
         out.print(_servers_table(f"servers of {cfg.path}" if cfg.path else "servers", rows))
     _exit_if_failed(cfg, rows)
@@ -96,7 +95,7 @@ def _print_live(snapshots: list[dict[str, Any]], as_json: bool, replicas: list[d
         shown: dict[str, Any] = {"gateways": snapshots}
         if replicas is not None:
             shown["replicas"] = replicas
-        out.print_json(json.dumps(shown))
+        print(json_text(shown))
         return
     if replicas:
         out.print(_replicas_table(replicas))
@@ -222,7 +221,7 @@ def tools(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption =
             {"name": e.name, "server": e.server, "original": e.original.name, "description": e.exposed.description}
             for e in entries
         ]
-        out.print_json(json.dumps(rows))
+        print(json_text(rows))
         return
     table = Table(title=f"{len(entries)} tools")
     table.add_column("name", no_wrap=True, min_width=max((len(entry.name) for entry in entries), default=4))
