@@ -13,12 +13,15 @@ Requests that name a session, and 2026-07-28 requests (no sessions), pass after 
 from __future__ import annotations
 
 import json
+import logging
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
 from mcp_manifold._sdk import session_is_open
+
+logger = logging.getLogger(__name__)
 
 _SESSION_ID = b"mcp-session-id"
 _PROTOCOL_VERSION = b"mcp-protocol-version"
@@ -35,6 +38,12 @@ class SessionQuota:
         self.limit = limit
         self._sessions: dict[str, set[str]] = {}  # principal -> ids of the sessions it opened (some may be gone)
         self._opening: dict[str, int] = {}  # principal -> its requests that may open a session, being served
+        if session_is_open(manager, "") is None:  # said once, at start, not found out from a flood
+            logger.warning(
+                "principal_max_sessions (%d) is not enforced: this mcp version's session manager does not let "
+                "the gateway tell which HTTP sessions are open",
+                limit,
+            )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal = self._opener(scope)
