@@ -206,6 +206,25 @@ async def test_the_address_connected_to_is_checked_too(
         assert (await client.get(f"{server.base}/.well-known/oauth-protected-resource/mcp")).status_code == 200
 
 
+async def test_a_public_servers_client_goes_through_the_proxy_of_the_environment(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Behind a proxy (HTTP_PROXY, as on a corporate network) an OAuth server's client uses it, as every other
+    remote server's does; it ignored it. The proxy resolves the name, so the address check is not its."""
+    from mcp_manifold._runtime.oauth_requests import Guard
+    from mcp_manifold._sdk import create_http_client
+
+    proxy = hostile()  # answers a request in absolute form as if it were the server named
+    for variable in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.base)
+    public = Guard("remote", local_ok=False).network_backend()
+    async with create_http_client(None, network_backend=public) as client:
+        answer = await client.get("http://mcp.example.invalid/.well-known/oauth-protected-resource/mcp")
+    assert answer.status_code == 200
+
+
 async def test_a_server_judged_public_is_never_connected_to_on_a_private_address(
     hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
     write_config: Callable[..., Path],

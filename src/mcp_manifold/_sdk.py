@@ -467,7 +467,8 @@ def create_http_client(
     `CookieJar`, is shared with the client (another client's jar: what a load balancer set reaches both);
     `tls`, an `ssl.SSLContext` from `tls_context`, is too (each client would otherwise load the CA bundle,
     some 30 ms of the event loop's time). `network_backend`, an httpcore2 network backend, makes its
-    direct connections (remote_auth's check of the address connected to).
+    direct connections (remote_auth's check of the address connected to); the environment's proxies are
+    used as by any other client.
 
     mcp 2.3.0: `mcp.shared._httpx_utils.create_mcp_http_client` (and its default timeouts) is private;
     the public `streamable_http_client` takes a ready client, and the gateway needs its own for the
@@ -478,24 +479,25 @@ def create_http_client(
 
     verify = tls if tls is not None else True
     limits = httpx2.Limits(max_connections=HTTP_KEEPALIVE, max_keepalive_connections=HTTP_KEEPALIVE)
-    transport = None
-    if network_backend is not None:
-        import httpcore2
-
-        transport = httpx2.AsyncHTTPTransport(verify=verify, limits=limits)
-        # httpx2 2.16: the transport takes no network backend; its connection pool (private) does.
-        pool = transport._pool
-        assert type(pool) is httpcore2.AsyncConnectionPool, "httpx2's transport changed: see create_http_client"
-        pool._network_backend = network_backend
-    return httpx2.AsyncClient(
+    client = httpx2.AsyncClient(
         headers=dict(headers) if headers else None,
         auth=auth,
         cookies=cookies,
         verify=verify,
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         limits=limits,
-        transport=transport,
     )
+    if network_backend is not None:
+        import httpcore2
+
+        # httpx2 2.16: neither the client nor its transport takes a network backend; the pool of its
+        # direct connections (private) does. Given a transport of our own, the client would drop the
+        # proxies of the environment (HTTPS_PROXY, NO_PROXY), which it mounts beside that pool: a request
+        # through a proxy connects to the proxy, which resolves the name, so it is the proxy's to judge.
+        pool = client._transport._pool
+        assert type(pool) is httpcore2.AsyncConnectionPool, "httpx2's client changed: see create_http_client"
+        pool._network_backend = network_backend
+    return client
 
 
 def sse_http_clients(tls: Any = None, network_backend: Any = None) -> Any:
