@@ -87,10 +87,16 @@ def test_a_tool_of_a_server_that_failed_says_why_it_is_missing(write_config: Any
 def test_servers_exits_non_zero_only_when_an_enabled_server_failed(write_config: Any, home: Path) -> None:
     fine = write_config({"numbers": server_entry("numbers.py"), "off": server_entry("exits_early.py", enabled=False)})
     assert manifold(home, "servers", "--config", str(fine), "--json").returncode == 0
-    broken = write_config({"numbers": server_entry("numbers.py"), "bad": server_entry("exits_early.py")}, name="b.json")
-    result = manifold(home, "servers", "--config", str(broken))
-    assert result.returncode == 1 and "1 enabled server(s) failed: bad" in result.stderr
+    servers = {
+        "numbers": server_entry("numbers.py"),
+        "bad": server_entry("exits_early.py"),
+        "typo": {"command": "no-such-command-for-manifold"},
+    }
+    result = manifold(home, "servers", "--config", str(write_config(servers, name="b.json")))
+    assert result.returncode == 1 and "2 enabled server(s) failed: bad, typo" in result.stderr
     assert any(line.startswith("  bad: ") and "fatal: missing API key" in line for line in result.stderr.splitlines())
+    # Not Python's "[Errno 2] No such file or directory": what is missing, and where it was looked for.
+    assert "  typo: command 'no-such-command-for-manifold' was not found on PATH" in result.stderr.splitlines()
 
 
 def test_config_check_warns_about_commands_that_are_not_installed(tmp_path: Path, home: Path) -> None:

@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings, redact_url
+from mcp_manifold._config.commands import command_warning
 from mcp_manifold._config.redaction import scrub_data
 from mcp_manifold._config.switches import speed_up_on
 from mcp_manifold._core.breaker import CircuitBreaker
@@ -219,7 +220,9 @@ class Backend:
             if isinstance(ours, BackendError):  # already says what happened, stderr included
                 self._record_failure(str(ours))
                 raise ours from None
-            reason = describe(exc)
+            # "FileNotFoundError: [Errno 2] No such file or directory: 'npx-typo'" says less than this does.
+            missing = command_warning(self.config) if isinstance(first_leaf(exc), OSError) else None
+            reason = missing or describe(exc)
             if self.config.url:  # "ConnectError: All connection attempts failed" names no address
                 reason = f"{reason} (at {redact_url(self.config.url)})"
             self._record_failure(reason)
