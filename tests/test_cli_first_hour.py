@@ -114,6 +114,18 @@ def test_config_check_warns_about_commands_that_are_not_installed(tmp_path: Path
     assert "'fine'" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("given", "told"), [("127.0.0.1:8080", "--http --host 127.0.0.1 --port 8080"), ("8080", "--http --port 8080")]
+)
+def test_an_address_given_to_http_is_told_apart_from_a_config_file(home: Path, given: str, told: str) -> None:
+    """`--http` takes no value, so `serve --http 127.0.0.1:8080` made the address the config file, and the
+    error spoke of two config files (or of a missing one)."""
+    result = manifold(home, "serve", "--http", given)
+    assert result.returncode == 2, result.stdout + result.stderr
+    shown = " ".join(result.stderr.replace("│", " ").split())
+    assert f"'{given}' is an address, not a config file: serve HTTP there with {told}" in shown, shown
+
+
 @pytest.mark.parametrize("command", ["tools", "servers", "serve", "call numbers_add", "config check"])
 def test_without_a_config_the_command_says_where_it_looked(home: Path, command: str) -> None:
     result = manifold(home, *command.split())

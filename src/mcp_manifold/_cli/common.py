@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -117,11 +118,20 @@ def default_config_path() -> Path:
     return Path(base) / "mcp-manifold" / "mcp.json"
 
 
+_ADDRESS = re.compile(r"(?:(?:[\w.-]+|\[[0-9a-fA-F:]+\])?:)?\d{1,5}")  # 8080, :8080, 127.0.0.1:8080, [::1]:8080
+
+
 def config_path(option: Path | None, positional: list[str], *, required: bool = True) -> Path | None:
     """The config file a command was given, as `--config FILE` or as its argument; else the default one.
 
     Without either and without a file at the default place, a command that needs servers stops with an
     error naming where it looked (never a silent gateway of nothing); the others go on without one."""
+    for text in positional:
+        if _ADDRESS.fullmatch(text) and not Path(text).exists():
+            # `serve --http 127.0.0.1:8080`: the flag takes no value, so the address came here.
+            host, _, port = text.rpartition(":")
+            where = f"--host {host.strip('[]')} --port {port}" if host else f"--port {port}"
+            raise typer.BadParameter(f"{text!r} is an address, not a config file: serve HTTP there with --http {where}")
     if len(positional) > 1:
         raise typer.BadParameter(f"one config file at most, got {', '.join(map(repr, positional))}")
     given = Path(positional[0]) if positional else None
