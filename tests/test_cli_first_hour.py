@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SERVERS, free_port, server_entry, stop_process
+from tests.conftest import SERVERS, free_port, server_entry, server_over_http, stop_process
 
 
 @pytest.fixture
@@ -391,6 +391,31 @@ def test_a_remote_server_that_cannot_be_reached_is_named_by_its_address(tmp_path
     result = manifold(home, "servers", str(config), "--json")
     (row,) = json.loads(result.stdout)
     assert row["state"] == "failed" and f"http://127.0.0.1:{port}/mcp" in row["last_error"], row
+    assert "s3cret-value" not in result.stdout + result.stderr
+
+
+def test_a_remote_server_that_refuses_says_what_it_answered_and_what_that_usually_means(
+    write_config: Any, home: Path
+) -> None:
+    """The SDK's client says only "Not Found" or "Server returned an error response" of a refusing answer,
+    and the SSE client's error ended in a link to MDN: the status, the address and a likely fix instead."""
+    with server_over_http("numbers.py") as url:
+        base = url.removesuffix("/mcp")
+        servers = {
+            "wrong_path": {"url": f"{base}/wrong?token=s3cret-value"},
+            "not_sse": {"url": url, "transport": "sse"},
+            "fine": {"url": url},
+        }
+        result = manifold(home, "servers", "--config", str(write_config(servers)), "--json")
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert rows["fine"]["state"] == "ready", rows["fine"]
+    assert rows["wrong_path"]["last_error"].endswith(
+        f"initialization failed: MCPError: Not Found (POST {base}/wrong?token=*** answered HTTP 404 Not Found: "
+        "is the URL's path right? Streamable HTTP servers often serve /mcp)"
+    )
+    assert rows["not_sse"]["last_error"].endswith(
+        f'GET {url} answered HTTP 400 Bad Request: it may serve streamable HTTP (drop "transport": "sse")'
+    )
     assert "s3cret-value" not in result.stdout + result.stderr
 
 

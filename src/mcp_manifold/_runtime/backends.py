@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+import httpx2
 import mcp_types as types
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.sse import sse_client
@@ -54,6 +55,7 @@ from mcp_manifold._runtime.backend_errors import (
 )
 from mcp_manifold._runtime.cancellation import stray_cancellation
 from mcp_manifold._runtime.http_leg import HttpLeg
+from mcp_manifold._runtime.http_refusal import StartRefusals, refusal
 from mcp_manifold._runtime.learned import learned_facts
 from mcp_manifold._runtime.listing_fetch import list_everything
 from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
@@ -156,6 +158,7 @@ class Backend:
         # Learned: the handshake asked for first failed (a 2026-07-28-only server), so discovery comes first.
         self._discover_first = self._learned.knows(config, "discover_first")
         self._not_mcp: NotMcpWatch | None = None  # while starting: what the server wrote that is not MCP
+        self._refusals: StartRefusals | None = None  # while starting: the HTTP answers that refused a request
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
         self._filled_fields: set[str] = set()  # fields this server leaves out of its answers (logged once)
 
@@ -222,9 +225,13 @@ class Backend:
                 raise ours from None
             # "FileNotFoundError: [Errno 2] No such file or directory: 'npx-typo'" says less than this does.
             missing = command_warning(self.config) if isinstance(first_leaf(exc), OSError) else None
-            reason = missing or describe(exc)
-            if self.config.url:  # "ConnectError: All connection attempts failed" names no address
-                reason = f"{reason} (at {redact_url(self.config.url)})"
+            leaf = first_leaf(exc)
+            if isinstance(leaf, httpx2.HTTPStatusError):  # the SSE client's: its text ends in a link to MDN
+                reason = refusal(leaf.response, sse=self.config.transport == "sse")
+            else:
+                reason = missing or describe(exc)
+                if self.config.url:  # "ConnectError: All connection attempts failed" names no address
+                    reason = f"{reason} (at {redact_url(self.config.url)})"
             self._record_failure(reason)
             raise BackendStartError(self.name, self._with_stderr(f"failed to start: {reason}")) from exc
         self._failures = 0
@@ -299,13 +306,17 @@ class Backend:
                 except HandshakeRefused:
                     raise
                 except Exception as exc:
-                    raise BackendStartError(
-                        self.name, self._with_stderr(f"initialization failed: {describe(exc)}")
-                    ) from exc
+                    said = f"initialization failed: {describe(exc)}"
+                    if self._refusals is not None and self._refusals.said:
+                        said = f"{said} ({self._refusals.said})"
+                    raise BackendStartError(self.name, self._with_stderr(said)) from exc
                 if given_up.cancelled_caught:
                     terminate_group(self.pid)  # it is not waiting for anything the spec's polite stop would give
                     said = f"it wrote {watch.line!r} where MCP was expected"
                     raise BackendStartError(self.name, self._with_stderr(f"is not speaking MCP: {said}"))
+                if self._refusals is not None:
+                    self._refusals.detach()
+                    self._refusals = None
                 self._session = session
                 deliver, answer = notification_deliverer(session), request_answerer(session)
                 if isinstance(self._leg, HttpLeg):
@@ -390,6 +401,7 @@ class Backend:
             return await stack.enter_async_context(opened)
         http_client = create_http_client(headers, auth, tls=tls, network_backend=connect)
         http_client = await stack.enter_async_context(http_client)
+        self._refusals = StartRefusals(http_client)
         # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
         if auth is None and self._leg_allowed("MANIFOLD_HTTP_LEG"):
 

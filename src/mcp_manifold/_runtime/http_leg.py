@@ -172,7 +172,7 @@ class HttpLeg:
         self._in_flight = [0]  # calls in flight on each of `_clients`
         self._opening = False
         self._room = anyio.Semaphore(HTTP_KEEPALIVE)  # calls in flight on all of them
-        client.event_hooks = {**client.event_hooks, "response": [self._note_session]}
+        client.event_hooks["response"].append(self._note_session)  # beside the start's other watchers
 
     async def _note_session(self, response: httpx2.Response) -> None:
         # Watched only while the session opens: the handshake's answer carries the session's id.
@@ -183,7 +183,8 @@ class HttpLeg:
         """The session is open: stop watching answers for its id; what the server sends in an answer's
         stream goes to the session, a notification to `deliver`, a request to `answer`."""
         self.deliver, self.answer = deliver, answer
-        self.client.event_hooks = {**self.client.event_hooks, "response": []}
+        with suppress(ValueError):
+            self.client.event_hooks["response"].remove(self._note_session)
 
     async def post(
         self, method: str, params: Mapping[str, Any] | None, headers: Mapping[str, str]
