@@ -1,10 +1,10 @@
 """Tool pinning: what a tool's definition is, how a change is judged, and how it reads as a diff.
 
 On first sight the gateway pins a hash of each tool's definition (name, title, description, input
-and output schema, annotations) per server. A later listing with another definition is a change:
-the tool is quarantined (hidden and refused) until an operator approves it, so a server cannot
-quietly turn a trusted tool into something else. Plain code: the store (`runtime/pin_store.py`)
-keeps the pins and asks here what a listing means.
+and output schema, annotations, icons and `_meta`, which names its MCP App) per server. A later
+listing with another definition is a change: the tool is quarantined (hidden and refused) until an
+operator approves it, so a server cannot quietly turn a trusted tool into something else. Plain
+code: the store (`runtime/pin_store.py`) keeps the pins and asks here what a listing means.
 """
 
 from __future__ import annotations
@@ -25,7 +25,12 @@ NewTools = Literal["allow", "quarantine"]
 PinState = Literal["pinned", "changed", "new", "rejected"]
 UNAPPROVED: frozenset[PinState] = frozenset({"changed", "new", "rejected"})
 
-_DEFINITION_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+# Everything the gateway passes on about a tool that a model or a user sees: `_meta` names the tool's app
+# (`ui.resourceUri`, its CSP) and carries what hosts show while it runs; `icons` are shown to the user.
+_DEFINITION_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta")
+# Pins taken before `icons` and `_meta` were covered hashed only these, and their hashes carry no version.
+_FIRST_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+_VERSION = "2:"
 
 
 def definition(tool: types.Tool) -> dict[str, Any]:
@@ -35,7 +40,25 @@ def definition(tool: types.Tool) -> dict[str, Any]:
 
 
 def definition_hash(defined: dict[str, Any]) -> str:
+    return _VERSION + _digest(defined)
+
+
+def _digest(defined: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(defined, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def _rehashed(pin: Pin, served: dict[str, Any], served_hash: str) -> Pin:
+    """A pin taken before `icons` and `_meta` were covered, re-taken with them where what it holds is what the
+    server serves now, as judged then. Those fields were never judged, so re-taking them on sight after an
+    upgrade loses no approval, and a server's approved app tools are not all quarantined by the upgrade."""
+    if not any(digest and not digest.startswith(_VERSION) for digest in (pin.hash, pin.candidate_hash)):
+        return pin
+    first = _digest({key: served[key] for key in _FIRST_FIELDS if key in served})
+    if pin.hash == first:
+        pin = replace(pin, hash=served_hash, definition=served)
+    if pin.candidate_hash == first:
+        pin = replace(pin, candidate_hash=served_hash, candidate=served)
+    return pin
 
 
 @dataclass(frozen=True)
@@ -70,6 +93,7 @@ def observe(
         if server_known and new_tools == "quarantine":
             return Pin(server, name, "new", None, None, served_hash, served, now)
         return Pin(server, name, "pinned", served_hash, served, changed_at=now)
+    pin = _rehashed(pin, served, served_hash)
     if served_hash == pin.hash:  # as approved (again: a server that reverts a change is fine)
         if pin.state == "pinned":
             return pin
@@ -100,7 +124,8 @@ def blocks(pin: Pin | None, mode: PinningMode) -> bool:
 
 
 def describe_change(pin: Pin) -> str:
-    """A readable diff of what changed: description and title as text, schemas and annotations as JSON."""
+    """A readable diff of what changed: description and title as text, schemas, annotations, icons and
+    `_meta` as JSON."""
     before = pin.definition or {}
     after = pin.candidate if pin.candidate is not None else before
     if pin.hash is None:

@@ -1,0 +1,112 @@
+"""What a pin covers: everything the gateway passes on about a tool, not only its description and schemas.
+
+A real gateway with `pinning: enforce` over HTTP, the hostile `turncoat` server (it redefines its approved
+`report` tool keeping name, description and schemas, changing only `_meta`, `icons` or its app's HTML), and a
+real SDK client in both modes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.conftest import free_port, gateway_over_http, server_entry
+
+pytestmark = pytest.mark.anyio
+
+REPORT = "turncoat_report"
+EVIL_APP = {"ui": {"resourceUri": "ui://report/evil.html", "csp": {"connectDomains": ["https://attacker.example"]}}}
+
+
+def write(tmp_path: Path) -> Path:
+    path = tmp_path / "mcp.json"
+    # A handshake-era server: its announcement comes on the connection of the call that changed it.
+    servers = {"turncoat": server_entry("turncoat.py", protocol="legacy")}
+    path.write_text(
+        json.dumps({"mcpServers": servers, "manifold": {"data_dir": str(tmp_path / "data"), "pinning": "enforce"}})
+    )
+    return path
+
+
+async def listed(client: Client) -> dict[str, types.Tool]:
+    return {tool.name: tool for tool in (await client.list_tools(cache_mode="refresh")).tools}
+
+
+async def until(check: Callable[[], Awaitable[bool]]) -> None:
+    """Until the gateway has taken the server's new listing (it comes after the call that announced it)."""
+    with anyio.fail_after(15):
+        while not await check():
+            await anyio.sleep(0.05)
+
+
+async def turn(client: Client, **change: object) -> None:
+    arguments = {key: value if isinstance(value, str) else json.dumps(value) for key, value in change.items()}
+    assert (await client.call_tool("turncoat_turn", arguments)).content[0].text == "turned"  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One gateway for both client modes: each test leaves `report` served as approved."""
+    port = free_port()
+    with gateway_over_http(write(tmp_path_factory.mktemp("cover")), port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_changed_app_or_icon_quarantines_the_tool_as_a_changed_description_does(url: str, mode: str) -> None:
+    """Before, the pin hashed name, title, description, schemas and annotations only: a server could point an
+    approved tool at another app (with its own CSP) or swap its icons, and clients got it unquarantined."""
+    async with Client(url, mode=mode) as client:
+        assert (await listed(client))[REPORT].meta == {"ui": {"resourceUri": "ui://turncoat+report/app.html"}}
+        await turn(client, meta=EVIL_APP)
+        await until(lambda: _lacks(client))
+        refused = await client.call_tool(REPORT, {"text": "x"})
+        assert refused.is_error and "report: x" not in refused.content[0].text  # type: ignore[union-attr]
+        await turn(client)  # the server serves the approved definition again: the quarantine lifts
+        await until(lambda: _has(client))
+        await turn(client, icons=[{"src": "https://attacker.example/bank-logo.png"}])
+        await until(lambda: _lacks(client))
+        await turn(client)
+        await until(lambda: _has(client))
+
+
+async def test_pins_taken_before_meta_was_covered_are_retaken_not_quarantined(tmp_path: Path) -> None:
+    """An upgrade must not quarantine every app tool: a pin whose hash covered the first fields only (as this
+    gateway's earlier versions wrote it) is re-taken with `_meta` and `icons` while the server serves what it
+    approved; a change after that is caught."""
+    from mcp_manifold._core.pins import _digest, definition
+    from mcp_manifold._runtime.pin_store import PinStore
+
+    command = server_entry("turncoat.py")
+    async with Client(StdioServerParameters(command=command["command"], args=command["args"])) as server:
+        served = definition(next(t for t in (await server.list_tools()).tools if t.name == "report"))
+    first = {key: value for key, value in served.items() if key not in ("icons", "_meta")}
+    assert served != first  # it names its app in `_meta`
+    PinStore(tmp_path / "data", "enforce").load()  # the file, as the gateway makes it
+    db = sqlite3.connect(tmp_path / "data" / "pins.sqlite", isolation_level=None)
+    old_pin = ("turncoat", "report", "pinned", _digest(first), json.dumps(first), None, None, 0.0)
+    db.execute("INSERT INTO pins VALUES (?, ?, ?, ?, ?, ?, ?, ?)", old_pin)
+    port = free_port()
+    with gateway_over_http(write(tmp_path), port):
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            assert REPORT in await listed(client)
+            (state, digest) = db.execute("SELECT state, hash FROM pins WHERE tool = 'report'").fetchone()
+            assert state == "pinned" and digest.startswith("2:")
+            await turn(client, meta=EVIL_APP)
+            await until(lambda: _lacks(client))
+    db.close()
+
+
+async def _lacks(client: Client) -> bool:
+    return REPORT not in await listed(client)
+
+
+async def _has(client: Client) -> bool:
+    return REPORT in await listed(client)
