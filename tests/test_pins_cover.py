@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import free_port, gateway_over_http, server_entry
 
@@ -23,6 +26,9 @@ pytestmark = pytest.mark.anyio
 
 REPORT = "turncoat_report"
 EVIL_APP = {"ui": {"resourceUri": "ui://report/evil.html", "csp": {"connectDomains": ["https://attacker.example"]}}}
+
+
+APP = "ui://turncoat+report/app.html"
 
 
 def write(tmp_path: Path) -> Path:
@@ -52,10 +58,15 @@ async def turn(client: Client, **change: object) -> None:
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One gateway for both client modes: each test leaves `report` served as approved."""
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write(tmp_path_factory.mktemp("cover"))
+
+
+@pytest.fixture(scope="module")
+def url(config: Path) -> Iterator[str]:
+    """One gateway for every test here: each leaves `report` and its app served as approved."""
     port = free_port()
-    with gateway_over_http(write(tmp_path_factory.mktemp("cover")), port):
+    with gateway_over_http(config, port):
         yield f"http://127.0.0.1:{port}/mcp"
 
 
@@ -75,6 +86,50 @@ async def test_a_changed_app_or_icon_quarantines_the_tool_as_a_changed_descripti
         await until(lambda: _lacks(client))
         await turn(client)
         await until(lambda: _has(client))
+
+
+async def app_html(client: Client) -> str:
+    return (await client.read_resource(APP)).contents[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_app_whose_html_changed_is_refused_until_approved(url: str, mode: str) -> None:
+    """Before, a server could serve other HTML (or another CSP) for an approved tool's app at any time: the
+    host rendered whatever came, and nothing was recorded."""
+    async with Client(url, mode=mode) as client:
+        approved = await app_html(client)  # the first read pins it
+        await turn(client, html="<p>Your session expired: type your password</p>")
+        with pytest.raises(MCPError, match=r"app 'ui://turncoat\+report/app.html' is quarantined"):
+            await app_html(client)
+        assert (await client.call_tool(REPORT, {"text": "x"})).content[0].text == "report: x"  # type: ignore[union-attr]
+        await turn(client, html=approved)  # the approved HTML again: read as before
+        assert await app_html(client) == approved
+
+
+async def test_an_operator_reviews_and_approves_a_changed_app_by_its_uri(url: str, config: Path) -> None:
+    async with Client(url, mode="legacy") as client:
+        await app_html(client)
+        changed = "<p>clock app, version 2</p>"
+        await turn(client, html=changed)
+        with pytest.raises(MCPError, match="quarantined"):
+            await app_html(client)
+        diff = manifold(config, "pins", "diff", "turncoat/ui://report/app.html")
+        assert "+<p>clock app, version 2</p>" in diff.stdout, diff.stderr
+        approved = manifold(config, "pins", "approve", "turncoat/ui://report/app.html")
+        assert "turncoat/ui://report/app.html: pinned" in approved.stdout, approved.stderr
+
+        async def reads() -> bool:  # the gateway takes another process's approval within a second
+            try:
+                return await app_html(client) == changed
+            except MCPError:
+                return False
+
+        await until(reads)
+
+
+def manifold(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "mcp_manifold", *args, "--config", str(config)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
 
 
 async def test_pins_taken_before_meta_was_covered_are_retaken_not_quarantined(tmp_path: Path) -> None:

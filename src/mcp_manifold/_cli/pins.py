@@ -85,7 +85,7 @@ def pins(
             )
         )
         return
-    table = Table(title=f"{len(rows)} pinned tools (pinning: {cfg.settings.pinning})")
+    table = Table(title=f"{len(rows)} pinned tools and apps (pinning: {cfg.settings.pinning})")
     for column in ("server", "tool", "state", "since"):
         table.add_column(column)
     for pin in rows:

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import mcp_types as types
 
+from mcp_manifold._core.naming import UI_SCHEME
+
 PinningMode = Literal["off", "warn", "enforce"]
 NewTools = Literal["allow", "quarantine"]
 # pinned: approved as it is now; changed: differs from its approved definition; new: first seen on a
@@ -37,6 +39,20 @@ def definition(tool: types.Tool) -> dict[str, Any]:
     """The parts of a tool that tell a model what it does and what it takes: what a pin covers."""
     wire = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
     return {key: wire[key] for key in _DEFINITION_FIELDS if key in wire}
+
+
+def app_definition(uri: str, contents: list[types.TextResourceContents | types.BlobResourceContents]) -> dict[str, Any]:
+    """What an MCP App (a `ui://` resource) is, as its server's `resources/read` gave it: its HTML, mime type
+    and `_meta` (CSP, permissions, ...). Pinned as a tool is, under its URI, when it is read."""
+    items = [item.model_dump(by_alias=True, mode="json", exclude_none=True) for item in contents]
+    if len(items) == 1 and items[0].get("uri") == uri:  # the usual app: one document, shown field by field
+        return {"name": uri, **{key: value for key, value in items[0].items() if key != "uri"}}
+    return {"name": uri, "contents": items}
+
+
+def is_app(name: str) -> bool:
+    """Whether a pin is an app's (named by its `ui://` URI) rather than a tool's."""
+    return name.startswith(UI_SCHEME)
 
 
 def definition_hash(defined: dict[str, Any]) -> str:
@@ -124,18 +140,19 @@ def blocks(pin: Pin | None, mode: PinningMode) -> bool:
 
 
 def describe_change(pin: Pin) -> str:
-    """A readable diff of what changed: description and title as text, schemas, annotations, icons and
-    `_meta` as JSON."""
+    """A readable diff of what changed: description and title (an app's HTML) as text, schemas, annotations,
+    icons and `_meta` as JSON."""
     before = pin.definition or {}
     after = pin.candidate if pin.candidate is not None else before
     if pin.hash is None:
-        header = f"{pin.server}/{pin.tool}: new tool, not approved yet"
+        header = f"{pin.server}/{pin.tool}: new {'app' if is_app(pin.tool) else 'tool'}, not approved yet"
     elif pin.candidate is None:
         return f"{pin.server}/{pin.tool}: unchanged since it was approved"
     else:
         header = f"{pin.server}/{pin.tool}: {pin.state}"
     parts = [header]
-    for key in _DEFINITION_FIELDS:
+    others = sorted((before.keys() | after.keys()) - set(_DEFINITION_FIELDS))  # an app's: text, mimeType, ...
+    for key in (*_DEFINITION_FIELDS, *others):
         old, new = before.get(key), after.get(key)
         if old == new:
             continue
