@@ -105,8 +105,9 @@ def pins_diff(
     from mcp_manifold._core.pins import describe_change
 
     cfg, store = _pin_store(config)
-    # What the operator reads to decide: no escape sequence in the new definition may rewrite it.
-    print(printable(describe_change(_find_pin(cfg, store, name)), lines=True))
+    # What the operator reads to decide: no escape sequence in the new definition may rewrite it, and no
+    # character a terminal shows as nothing (text for the model in Unicode tags) may hide in it.
+    print(printable(describe_change(_find_pin(cfg, store, name)), lines=True, invisible=True))
 
 
 @pins_app.command("approve")
