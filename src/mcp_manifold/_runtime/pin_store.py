@@ -62,6 +62,9 @@ class PinStore:
         self._pins: dict[tuple[str, str], Pin] = {}
         self._blocked: frozenset[tuple[str, str]] = frozenset()
         self._apps: frozenset[tuple[str, str]] = frozenset()  # (server, ui:// URI) its pinned tools name
+        # What this gateway's servers serve now, as it last judged them: another process's decision is about
+        # the definition it saw, and what is served is judged again by it (`_judge_served`).
+        self._served: dict[tuple[str, str], dict[str, Any]] = {}
         self._db: sqlite3.Connection | None = None
         self._version: int | None = None
         # Told every pin this store changed (replicas sharing state pass them on: shared_state/pins.py).
@@ -98,12 +101,13 @@ class PinStore:
         self._open()
         known = any(key[0] == server for key in self._pins)
         now = self.clock()
+        for key in [key for key in self._served if key[0] == server and not pins.is_app(key[1])]:
+            del self._served[key]  # a tool it no longer lists is served no more
         changed: list[Pin] = []
         for tool in listing.tools:
             before = self._pins.get((server, tool.name))
-            after = pins.observe(
-                before, pins.definition(tool), server=server, server_known=known, new_tools=self.new_tools, now=now
-            )
+            served = self._served[(server, tool.name)] = pins.definition(tool)
+            after = pins.observe(before, served, server=server, server_known=known, new_tools=self.new_tools, now=now)
             if after != before:
                 changed.append(after)
                 self._pins[after.key] = after
@@ -125,6 +129,7 @@ class PinStore:
         if (server, uri) not in self._apps:  # only the apps its tools name: a caller cannot fill the file
             return False
         before = self._pins.get((server, uri))
+        self._served[(server, uri)] = defined
         after = pins.observe(before, defined, server=server, server_known=False, new_tools="allow", now=self.clock())
         if after != before:
             self._pins[after.key] = after
@@ -192,6 +197,7 @@ class PinStore:
             changed = [pin for key, pin in self._pins.items() if before.get(key) != pin]
             if changed:
                 self.on_change(changed)
+        self._judge_served()
         return self._recompute()
 
     def merge(self, others: list[Pin]) -> bool:
@@ -206,7 +212,23 @@ class PinStore:
         for pin in newer:
             self._pins[pin.key] = pin
         self._keep(newer, "another replica's pins", tell=False)
+        self._judge_served()
         return self._recompute()
+
+    def _judge_served(self) -> None:
+        """Judge what this gateway's servers serve now by pins another process or replica decided. An approval
+        is of the definition the operator saw; a server that changed again meanwhile serves one nobody
+        approved, held as changed here rather than served until its next listing. In memory only: the next
+        listing records it, and gateways that serve different definitions do not overwrite each other."""
+        now = self.clock()
+        for key, served in self._served.items():
+            pin = self._pins.get(key)
+            if pin is None:
+                continue
+            after = pins.observe(pin, served, server=key[0], server_known=True, new_tools=self.new_tools, now=now)
+            if after != pin:
+                self._pins[key] = after
+                self._tell(after, pin)
 
     async def watch(self, on_change: Callable[[], Any], interval: float = 1.0) -> None:
         """Call `on_change()` whenever another process's approvals or rejections change what is quarantined."""
