@@ -182,3 +182,26 @@ async def _lacks(client: Client) -> bool:
 
 async def _has(client: Client) -> bool:
     return REPORT in await listed(client)
+
+
+async def test_a_tool_listed_without_its_app_to_a_client_that_renders_none_stays_approved(tmp_path: Path) -> None:
+    """Apps servers name their app only to clients that render apps. With sessions of each client's own
+    (`session_scope: client`, session-era clients), the gateway sees the tool both ways; the fallback takes
+    nothing approved away. Before, once `_meta` was pinned, a plain client connecting quarantined the app tool
+    for every client, the Apps host included."""
+    from mcp.client.extension import advertise
+
+    servers = {"clock": server_entry("courteous.py", protocol="legacy", session_scope="client")}
+    config = tmp_path / "mcp.json"
+    settings = {"data_dir": str(tmp_path / "data"), "pinning": "enforce"}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": settings}))
+    apps = {"extensions": [advertise("io.modelcontextprotocol/ui", {"mimeTypes": ["text/html;profile=mcp-app"]})]}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with gateway_over_http(config, port):
+        async with Client(url, mode="legacy", **apps) as host:
+            assert (await listed(host))["clock_show_clock"].meta  # pinned with its app
+            async with Client(url, mode="legacy") as plain:
+                assert (await listed(plain))["clock_show_clock"].meta is None  # its own session: no app
+                assert (await plain.call_tool("clock_show_clock", {})).content[0].text == "12:00"  # type: ignore[union-attr]
+            assert (await host.call_tool("clock_show_clock", {})).content[0].text == "12:00"  # type: ignore[union-attr]

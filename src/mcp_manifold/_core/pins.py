@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import mcp_types as types
 
+from mcp_manifold._core.apps import meta_without_app, names_an_app
 from mcp_manifold._core.naming import UI_SCHEME
 
 PinningMode = Literal["off", "warn", "enforce"]
@@ -110,7 +111,7 @@ def observe(
             return Pin(server, name, "new", None, None, served_hash, served, now)
         return Pin(server, name, "pinned", served_hash, served, changed_at=now)
     pin = _rehashed(pin, served, served_hash)
-    if served_hash == pin.hash:  # as approved (again: a server that reverts a change is fine)
+    if served_hash == pin.hash or _without_its_app(pin.definition, served):  # as approved (again: a revert is fine)
         if pin.state == "pinned":
             return pin
         return replace(pin, state="pinned", candidate_hash=None, candidate=None, changed_at=now)
@@ -118,6 +119,18 @@ def observe(
         return pin  # the same unapproved definition as before: nothing new to judge
     state: PinState = "new" if pin.hash is None else "changed"
     return replace(pin, state=state, candidate_hash=served_hash, candidate=served, changed_at=now)
+
+
+def _without_its_app(approved: dict[str, Any] | None, served: dict[str, Any]) -> bool:
+    """Whether `served` is the approved definition without the app it names. Apps servers name their app
+    only to clients that render apps (a text-only fallback to others), so one tool is listed both ways to
+    the gateway's sessions: the fallback takes nothing approved away, and is not a change."""
+    if approved is None or not isinstance(meta := approved.get("_meta"), dict) or not names_an_app(meta):
+        return False
+    expected = {key: value for key, value in approved.items() if key != "_meta"}
+    if rest := meta_without_app(meta):
+        expected["_meta"] = rest
+    return served == expected
 
 
 def approve(pin: Pin, now: float) -> Pin:
