@@ -205,3 +205,21 @@ async def test_a_tool_listed_without_its_app_to_a_client_that_renders_none_stays
                 assert (await listed(plain))["clock_show_clock"].meta is None  # its own session: no app
                 assert (await plain.call_tool("clock_show_clock", {})).content[0].text == "12:00"  # type: ignore[union-attr]
             assert (await host.call_tool("clock_show_clock", {})).content[0].text == "12:00"  # type: ignore[union-attr]
+
+
+async def test_a_tool_listed_twice_is_judged_and_shown_as_one(tmp_path: Path) -> None:
+    """A server lists `send` twice: changed first, as approved last. Before, the pins judged each in turn (the
+    approved one last: no quarantine) while the hub showed the instance's list as it came, the changed
+    description included. (The hub's per-session connect is a session-era client's.)"""
+    servers = {"twofaced": server_entry("twofaced.py", protocol="legacy")}
+    settings = {"data_dir": str(tmp_path / "data"), "pinning": "enforce", "expose": ["direct", "hub"]}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": settings}))
+    port = free_port()
+    with gateway_over_http(config, port):
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            assert "twofaced_send" in await listed(client)  # pinned
+            assert (await client.call_tool("twofaced_flip", {})).content[0].text == "flipped"  # type: ignore[union-attr]
+            said = (await client.call_tool("instances_connect", {"instance_id": "twofaced"})).content[0].text  # type: ignore[union-attr]
+            assert "2 tool(s) (send, flip)" in said, said
+            assert (await listed(client))["send"].description == "Send a message to a colleague."
