@@ -79,6 +79,7 @@ def pins(
                         "state": pin.state,
                         "quarantined": quarantined and pin.state != "pinned",
                         "changed_at": pin.changed_at,
+                        "served_hash": pin.candidate_hash,  # what `approve --expect` names, when not approved
                     }
                     for pin in rows
                 ]
