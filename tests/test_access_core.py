@@ -167,10 +167,15 @@ def test_new_tools_on_a_known_server_follow_the_setting() -> None:
     assert first_sight.state == "pinned"  # a new server's tools are pinned as they come
 
 
-def test_only_the_definition_counts() -> None:
+def test_what_a_host_shows_counts_and_nothing_else() -> None:
     plain = tool("a")
-    decorated = plain.model_copy(update={"meta": {"x": 1}, "icons": None})
-    assert pins.definition_hash(pins.definition(plain)) == pins.definition_hash(pins.definition(decorated))
+    # `_meta` names the tool's app and `icons` are shown to the user: both are part of what was approved.
+    for decorated in (
+        plain.model_copy(update={"meta": {"ui": {"resourceUri": "ui://a/other.html"}}}),
+        plain.model_copy(update={"icons": [types.Icon(src="https://example.com/a.png")]}),
+    ):
+        assert pins.definition_hash(pins.definition(plain)) != pins.definition_hash(pins.definition(decorated))
+    assert pins.definition(plain) == pins.definition(plain.model_copy(update={"icons": None}))  # absent is absent
     retitled = plain.model_copy(update={"annotations": types.ToolAnnotations(destructive_hint=True)})
     assert pins.definition_hash(pins.definition(plain)) != pins.definition_hash(pins.definition(retitled))
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +88,51 @@ async def test_a_pin_row_that_is_not_json_is_skipped_and_named(tmp_path: Path) -
             assert "the pin of tool 'sqrt' of server 'numbers' is unreadable (expected a JSON object" in log.read_text()
             assert text_of(await client.call_tool("numbers_add", {"a": 2, "b": 2})) == "4.0"
         assert "Traceback" not in log.read_text()
+
+
+async def test_a_decision_holds_for_the_definition_reviewed_not_for_one_the_server_served_since(tmp_path: Path) -> None:
+    """Before, `manifold pins approve` approved whatever the server served when it ran, seen or not; and an
+    approval written from a snapshot the gateway had moved past (a write it could not save, another replica's
+    view) lifted the quarantine of the definition the server serves now, which nobody approved."""
+    path = write(tmp_path, {"shifty": server_entry("shifty.py", protocol="legacy")})
+    settings = json.loads(path.read_text())
+    settings["manifold"]["pin_new_tools"] = "quarantine"
+    path.write_text(json.dumps(settings))
+    port = free_port()
+    with gateway_over_http(path, port):
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            await client.call_tool("shifty_shift", {"description": "Send a message to a colleague (typo fixed)."})
+            diff = pins_cli(path, "diff", "shifty/send").stdout
+            assert "+Send a message to a colleague (typo fixed)." in diff
+            reviewed = diff.rsplit("--expect ", 1)[1].strip()
+            db = sqlite3.connect(tmp_path / "data" / "pins.sqlite", isolation_level=None)
+            row = db.execute("SELECT candidate_hash, candidate FROM pins WHERE tool = 'send'").fetchone()
+            assert row[0] == reviewed
+            await client.call_tool("shifty_shift", {"description": CHANGED, "add": "leak"})
+            refused = pins_cli(path, "approve", "shifty/send", "--expect", reviewed)
+            assert refused.returncode != 0 and "changed after you looked); nothing decided" in refused.stderr
+            # What an approval that read the store before the second change writes, with another decision
+            # (the new tool `leak`) that shows when the gateway has taken the write.
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(
+                "UPDATE pins SET state = 'pinned', hash = ?, definition = ?, candidate_hash = NULL, "
+                "candidate = NULL WHERE tool = 'send'",
+                row,
+            )
+            db.execute(
+                "UPDATE pins SET state = 'pinned', hash = candidate_hash, definition = candidate, "
+                "candidate_hash = NULL, candidate = NULL WHERE tool = 'leak'"
+            )
+            db.execute("COMMIT")
+            db.close()
+            with anyio.fail_after(15):
+                while "shifty_leak" not in (listed := {t.name for t in (await client.list_tools()).tools}):
+                    await anyio.sleep(0.05)
+            assert "shifty_send" not in listed  # served as CHANGED, which nobody approved
+            said = text_of(await client.call_tool("shifty_send", {"to": "eve", "body": "x"}))
+            assert "sent to" not in said, said
+
+
+def pins_cli(config: Path, *args: str) -> Any:
+    command = [sys.executable, "-m", "mcp_manifold", "pins", *args, "--config", str(config)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)

@@ -78,13 +78,14 @@ def pins(
                         "state": pin.state,
                         "quarantined": quarantined and pin.state != "pinned",
                         "changed_at": pin.changed_at,
+                        "served_hash": pin.candidate_hash,  # what `approve --expect` names, when not approved
                     }
                     for pin in rows
                 ]
             )
         )
         return
-    table = Table(title=f"{len(rows)} pinned tools (pinning: {cfg.settings.pinning})")
+    table = Table(title=f"{len(rows)} pinned tools and apps (pinning: {cfg.settings.pinning})")
     for column in ("server", "tool", "state", "since"):
         table.add_column(column)
     for pin in rows:
@@ -104,32 +105,58 @@ def pins_diff(
     from mcp_manifold._core.pins import describe_change
 
     cfg, store = _pin_store(config)
-    # What the operator reads to decide: no escape sequence in the new definition may rewrite it.
-    print(printable(describe_change(_find_pin(cfg, store, name)), lines=True))
+    pin = _find_pin(cfg, store, name)
+    # What the operator reads to decide: no escape sequence in the new definition may rewrite it, and no
+    # character a terminal shows as nothing (text for the model in Unicode tags) may hide in it.
+    print(printable(describe_change(pin), lines=True, invisible=True))
+    if pin.candidate_hash is not None:  # the server may change again before the decision: name what was shown
+        named = printable(f"{pin.server}/{pin.tool}")
+        print(f"\nto decide on exactly this: manifold pins approve|reject {named} --expect {pin.candidate_hash}")
+
+
+ExpectOption = Annotated[
+    str | None,
+    typer.Option(
+        "--expect",
+        help="The served definition's hash `manifold pins diff` printed: nothing is decided if the server serves "
+        "another one now (it changed after you looked). One name only.",
+    ),
+]
 
 
 @pins_app.command("approve")
 def pins_approve(
-    names: Annotated[list[str], typer.Argument(help="SERVER/TOOL or exposed names.")], config: ConfigOption = None
+    names: Annotated[list[str], typer.Argument(help="SERVER/TOOL or exposed names.")],
+    config: ConfigOption = None,
+    expect: ExpectOption = None,
 ) -> None:
     """Approve the definition a tool is served with now; a running gateway lifts its quarantine within a second."""
-    _decide(names, config, "approve")
+    _decide(names, config, "approve", expect)
 
 
 @pins_app.command("reject")
 def pins_reject(
-    names: Annotated[list[str], typer.Argument(help="SERVER/TOOL or exposed names.")], config: ConfigOption = None
+    names: Annotated[list[str], typer.Argument(help="SERVER/TOOL or exposed names.")],
+    config: ConfigOption = None,
+    expect: ExpectOption = None,
 ) -> None:
     """Refuse the definition a tool is served with now: quarantined until the server serves the approved one."""
-    _decide(names, config, "reject")
+    _decide(names, config, "reject", expect)
 
 
-def _decide(names: list[str], config: Path | None, decision: str) -> None:
+def _decide(names: list[str], config: Path | None, decision: str, expect: str | None = None) -> None:
+    if expect is not None and len(names) != 1:
+        raise ManifoldError(f"--expect names one definition: give one tool to {decision}, not {len(names)}")
     cfg, store = _pin_store(config)
     decided = []
     try:
         for name in names:
             pin = _find_pin(cfg, store, name)
+            if expect is not None and pin.candidate_hash != expect:
+                raise ManifoldError(
+                    f"{printable(name)}: the server serves another definition now than the one --expect names (it "
+                    f"changed after you looked); nothing decided. Review it again: manifold pins diff {printable(name)}"
+                )
             if pin.candidate is None:
                 shown = printable(f"{pin.server}/{pin.tool}")
                 out.print(f"{shown}: nothing to {decision} (it is served as approved)", markup=False, highlight=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 
 from rich.text import Text
@@ -32,10 +33,25 @@ def _escaped(match: re.Match[str]) -> str:
     return match.group().encode("unicode_escape").decode("ascii")
 
 
-def printable(text: object, *, lines: bool = False) -> str:
+def printable(text: object, *, lines: bool = False, invisible: bool = False) -> str:
     """`text` with every control character written out (`\\x1b`, `\\n`); with `lines`, line breaks and tabs
-    are kept (a stderr tail, a diff)."""
-    return (_CONTROLS if lines else _ONE_LINE_CONTROLS).sub(_escaped, str(text))
+    are kept (a stderr tail, a diff); with `invisible`, so is every character a terminal shows as nothing."""
+    shown = (_CONTROLS if lines else _ONE_LINE_CONTROLS).sub(_escaped, str(text))
+    return "".join(_escaped_char(ch) if _is_invisible(ch) else ch for ch in shown) if invisible else shown
+
+
+def _is_invisible(ch: str) -> bool:
+    """Format characters (zero-width, bidi controls, Unicode tags), variation selectors, private and unassigned
+    code points: a model reads text written in them (tags spell out ASCII), a person sees nothing or a box.
+    In a diff an operator approves by, a line that differs only in these would look unchanged."""
+    code = ord(ch)
+    if code < 0xAD:
+        return False
+    return unicodedata.category(ch) in ("Cf", "Co", "Cn") or 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+
+
+def _escaped_char(ch: str) -> str:
+    return ch.encode("unicode_escape").decode("ascii")
 
 
 def plain(text: object, *, lines: bool = False, style: str = "") -> Text:

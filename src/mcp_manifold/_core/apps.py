@@ -49,6 +49,11 @@ def meta_with_exposed_app(meta: Mapping[str, Any] | None, exposed: Callable[[str
     return rewritten
 
 
+def meta_without_app(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """`meta` without its app (`ui` and the flat key): what a server lists to a client that renders no apps."""
+    return {key: value for key, value in meta.items() if key not in (_UI, _FLAT_KEY)}
+
+
 def for_app_only(meta: Mapping[str, Any] | None) -> bool:
     """Whether a tool is for its app only (`visibility` without `model`): never listed to the model."""
     ui = meta.get(_UI) if meta else None

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import mcp_types as types
+
 from mcp_manifold._config import Config
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.catalog_view import CatalogView, Search, allowed_as_listed
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.limits import Limits
+from mcp_manifold._core.pins import app_definition
 from mcp_manifold._core.profiles import Profile, not_available
 from mcp_manifold._core.router import Target
 from mcp_manifold._errors import ManifoldError, Quarantined
@@ -34,6 +37,13 @@ def quarantined(target: Target) -> Quarantined:
         f"tool {target.exposed!r} is quarantined: server {target.server!r} changed its definition since it was "
         f"approved (or added it since its tools were pinned); an operator can review it with "
         f"`manifold pins diff {target.server}/{target.name}` and `manifold pins approve`"
+    )
+
+
+def quarantined_app(target: Target) -> Quarantined:
+    return Quarantined(
+        f"app {target.exposed!r} is quarantined: server {target.server!r} changed it since it was approved; an "
+        f"operator can review it with `manifold pins diff {target.server}/{target.name}` and `manifold pins approve`"
     )
 
 
@@ -128,6 +138,12 @@ class Access:
             raise not_available(kind, target.exposed, profile.name)
         if kind == "tool" and self.pins.blocked(target.server, target.name):
             raise quarantined(target)
+
+    def judge_app(self, target: Target, result: types.ReadResourceResult) -> None:
+        """An MCP App's contents as its server served them now: pinned on first read, refused (`Quarantined`)
+        under `pinning: enforce` when they differ from the approved ones."""
+        if self.pins.observe_app(target.server, target.name, app_definition(target.name, list(result.contents))):
+            raise quarantined_app(target)
 
     def _allows_as_listed(self, profile: Profile, kind: CallKind, target: Target) -> bool:
         # A hub call of a configured server's item names it as the server does: judged by the catalog's name too.

@@ -44,6 +44,7 @@ from mcp_manifold._core.apps import meta_with_exposed_app
 from mcp_manifold._core.arguments import encoding_problem
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import ASKS, Caller, Request
+from mcp_manifold._core.naming import UI_SCHEME
 from mcp_manifold._core.programs import ProgramReport
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._core.results import (
@@ -174,6 +175,8 @@ class CallPath:
         self.default_spill = default_spill
         self.policy: CallPolicy | None = None  # set by the gateway; None admits every call
         self.relists: Relists | None = None  # servers being listed again after announcing a change of tools
+        # Judges an MCP App's (`ui://`) contents as read, raising `Quarantined` (the pins: runtime/access.py).
+        self.judge_app: Callable[[Target, types.ReadResourceResult], None] | None = None
         self._held = held
         self._observers: list[Observer] = []
         self._arounds: list[Around] = []
@@ -645,6 +648,8 @@ class CallPath:
             result = await self._exchange(request, backend_, "resources/read", send)
             if isinstance(result, types.InputRequiredResult):
                 return result
+            if self.judge_app is not None and target.name.startswith(UI_SCHEME):  # as the server wrote it
+                self.judge_app(target, result)
             contents = [
                 item.model_copy(update={"uri": self._catalog.exposed_uri(target.server, item.uri)})
                 for item in result.contents
@@ -751,15 +756,16 @@ class CallPath:
                 error = self._scrub(target.server, str(exc))
                 # All of it: the backend is the work here (an action has none).
                 waited = None if kind == "action" else time.perf_counter() - started
+                outcome: Outcome = "quarantined" if isinstance(exc, Quarantined) else "error"  # an app's contents
                 self._tell(
-                    self._record(kind, request, target, started, "error", error, arguments, backend=waited), hooks
+                    self._record(kind, request, target, started, outcome, error, arguments, backend=waited), hooks
                 )
             raise
         finally:
             if policy is not None:
                 policy.release(request)
         if self._observers or hooks:
-            outcome: Outcome = "input_required" if isinstance(result, types.InputRequiredResult) else "ok"
+            outcome = "input_required" if isinstance(result, types.InputRequiredResult) else "ok"
             waited = None if kind == "action" else time.perf_counter() - started
             size = _json_size(result)
             self._tell(

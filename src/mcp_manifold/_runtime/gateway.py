@@ -171,6 +171,8 @@ class Gateway:
         )
         self.calls.policy = self.access
         self.calls.relists = self.relists
+        if self._settings.pinning != "off":
+            self.calls.judge_app = self.access.judge_app
         self.access.refused = self.calls.refused
         self.audit: AuditLog | None = None
         if self._settings.audit:

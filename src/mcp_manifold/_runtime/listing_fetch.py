@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -10,6 +11,8 @@ from mcp.client.session import ClientSession
 
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._errors import BackendError, BackendRequestError
+
+logger = logging.getLogger(__name__)
 
 _MOST_PAGES = 10_000  # a server whose cursors never end cannot hang the gateway
 # Items of one list: far beyond any real server's, and a bound on what one server's listing can take of
@@ -42,7 +45,19 @@ async def list_everything(backend: Lister) -> Listing:
             backend, "resources/templates/list", session.list_resource_templates, "resource_templates"
         )
     prompts = await _paginate(backend, "prompts/list", session.list_prompts, "prompts") if caps.prompts else []
-    return Listing(tools, resources, templates, prompts, backend.extensions)
+    return Listing(_one_of_each(backend.name, tools), resources, templates, prompts, backend.extensions)
+
+
+def _one_of_each(server: str, tools: list[types.Tool]) -> list[types.Tool]:
+    """One tool per name, the last one listed (the protocol allows no more). A server that names a tool twice
+    with two definitions must not have the pins judge one and a surface show the other: every surface, the
+    catalog and the pins take this one."""
+    last = {tool.name: tool for tool in tools}
+    if len(last) == len(tools):
+        return tools
+    twice = sorted({tool.name for tool in tools if last[tool.name] is not tool})
+    logger.warning("server %r lists tool(s) %s more than once; only the last of each is taken", server, twice)
+    return [tool for tool in tools if last[tool.name] is tool]
 
 
 async def _paginate(backend: Lister, action: str, method: Callable[..., Awaitable[Any]], field: str) -> list[Any]:

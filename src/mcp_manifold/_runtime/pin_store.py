@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from mcp_manifold._core import pins
+from mcp_manifold._core.apps import app_uri
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.pins import NewTools, Pin, PinningMode
 from mcp_manifold._files import private_file
@@ -60,6 +61,10 @@ class PinStore:
         self.clock = clock
         self._pins: dict[tuple[str, str], Pin] = {}
         self._blocked: frozenset[tuple[str, str]] = frozenset()
+        self._apps: frozenset[tuple[str, str]] = frozenset()  # (server, ui:// URI) its pinned tools name
+        # What this gateway's servers serve now, as it last judged them: another process's decision is about
+        # the definition it saw, and what is served is judged again by it (`_judge_served`).
+        self._served: dict[tuple[str, str], dict[str, Any]] = {}
         self._db: sqlite3.Connection | None = None
         self._version: int | None = None
         # Told every pin this store changed (replicas sharing state pass them on: shared_state/pins.py).
@@ -96,12 +101,13 @@ class PinStore:
         self._open()
         known = any(key[0] == server for key in self._pins)
         now = self.clock()
+        for key in [key for key in self._served if key[0] == server and not pins.is_app(key[1])]:
+            del self._served[key]  # a tool it no longer lists is served no more
         changed: list[Pin] = []
         for tool in listing.tools:
             before = self._pins.get((server, tool.name))
-            after = pins.observe(
-                before, pins.definition(tool), server=server, server_known=known, new_tools=self.new_tools, now=now
-            )
+            served = self._served[(server, tool.name)] = pins.definition(tool)
+            after = pins.observe(before, served, server=server, server_known=known, new_tools=self.new_tools, now=now)
             if after != before:
                 changed.append(after)
                 self._pins[after.key] = after
@@ -111,6 +117,27 @@ class PinStore:
             return False
         self._keep(changed, f"what server {server!r} listed")
         return self._recompute()
+
+    def observe_app(self, server: str, uri: str, defined: dict[str, Any]) -> bool:
+        """Pin an MCP App's contents on its first read and judge them on every later one; True when it is
+        quarantined. Its first read pins it as it comes, as a new server's tools are: a new tool that names a
+        new app is judged by `pin_new_tools`, and the app's URI in the tool's `_meta` is part of its pin.
+        A `ui://` resource no pinned tool of the server names is not an app here, and is not judged."""
+        if self.mode == "off":
+            return False
+        self._open()
+        if (server, uri) not in self._apps:  # only the apps its tools name: a caller cannot fill the file
+            return False
+        before = self._pins.get((server, uri))
+        self._served[(server, uri)] = defined
+        after = pins.observe(before, defined, server=server, server_known=False, new_tools="allow", now=self.clock())
+        if after != before:
+            self._pins[after.key] = after
+            if after.state != "pinned":
+                self._tell(after, before)
+            self._keep([after], f"the app {uri!r} server {server!r} served")
+            self._recompute()
+        return self.blocked(server, uri)
 
     def _tell(self, pin: Pin, before: Pin | None) -> None:
         held = "quarantined until approved" if self.enforcing else "still served (pinning: warn)"
@@ -125,7 +152,8 @@ class PinStore:
         if before is not None and before.state == pin.state:
             what = "changed again, still not approved"
         logger.warning(
-            "tool %r of server %r %s; %s. Review: manifold pins diff %s/%s",
+            "%s %r of server %r %s; %s. Review: manifold pins diff %s/%s",
+            "app" if pins.is_app(pin.tool) else "tool",
             pin.tool,
             pin.server,
             what,
@@ -169,6 +197,7 @@ class PinStore:
             changed = [pin for key, pin in self._pins.items() if before.get(key) != pin]
             if changed:
                 self.on_change(changed)
+        self._judge_served()
         return self._recompute()
 
     def merge(self, others: list[Pin]) -> bool:
@@ -183,7 +212,23 @@ class PinStore:
         for pin in newer:
             self._pins[pin.key] = pin
         self._keep(newer, "another replica's pins", tell=False)
+        self._judge_served()
         return self._recompute()
+
+    def _judge_served(self) -> None:
+        """Judge what this gateway's servers serve now by pins another process or replica decided. An approval
+        is of the definition the operator saw; a server that changed again meanwhile serves one nobody
+        approved, held as changed here rather than served until its next listing. In memory only: the next
+        listing records it, and gateways that serve different definitions do not overwrite each other."""
+        now = self.clock()
+        for key, served in self._served.items():
+            pin = self._pins.get(key)
+            if pin is None:
+                continue
+            after = pins.observe(pin, served, server=key[0], server_known=True, new_tools=self.new_tools, now=now)
+            if after != pin:
+                self._pins[key] = after
+                self._tell(after, pin)
 
     async def watch(self, on_change: Callable[[], Any], interval: float = 1.0) -> None:
         """Call `on_change()` whenever another process's approvals or rejections change what is quarantined."""
@@ -289,6 +334,12 @@ class PinStore:
 
     def _recompute(self) -> bool:
         blocked = frozenset(key for key, pin in self._pins.items() if pins.blocks(pin, self.mode))
+        self._apps = frozenset(
+            (pin.server, uri)
+            for pin in self._pins.values()
+            for defined in (pin.definition, pin.candidate)
+            if (uri := _app_named(defined)) is not None
+        )
         changed = blocked != self._blocked
         self._blocked = blocked
         return changed
@@ -297,6 +348,12 @@ class PinStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+def _app_named(defined: dict[str, Any] | None) -> str | None:
+    """The app (`ui://` URI) a tool's pinned definition names, if any (a hand-edited row may hold anything)."""
+    meta = defined.get("_meta") if defined is not None else None
+    return app_uri(meta) if isinstance(meta, dict) else None
 
 
 def _json(text: str | None) -> dict[str, Any] | None:
