@@ -334,6 +334,98 @@ async def test_sighup_reloads_a_shared_gateway_without_dropping_its_client(tmp_p
         stop_process(process)
 
 
+class Heard:
+    """What a client's session heard unasked: the resources said to be updated, and the tools list's changes."""
+
+    def __init__(self) -> None:
+        self.updated: list[str] = []
+        self.got: dict[str, anyio.Event] = {}
+        self.tools_changed = anyio.Event()
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.updated.append(message.params.uri)
+            self.got.setdefault(message.params.uri, anyio.Event()).set()
+        elif isinstance(message, types.ToolListChangedNotification):
+            self.tools_changed.set()
+
+    async def wait(self, uri: str) -> None:
+        with anyio.fail_after(20):
+            await self.got.setdefault(uri, anyio.Event()).wait()
+
+
+@pytest.mark.session_era("resources/subscribe")
+async def test_a_reload_that_takes_a_resource_away_ends_its_updates_to_open_sessions(tmp_path: Path) -> None:
+    """A session keeps the profile it was opened with, and its subscriptions with it. After a reload, alice
+    (moved to another profile) and dave (his profile no longer lets him read `text`) had their requests
+    refused, yet kept hearing of every update of `text`. carol's profile is unchanged: she still does."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from mcp_manifold._config.security import hash_key
+
+    keys = {name: f"{name}-key-0123456789abcdef" for name in ("alice", "bob", "carol", "dave")}
+    text, blob = "kitchen+kitchen://text", "kitchen+kitchen://blob"
+    path = tmp_path / "mcp.json"
+
+    def save(profiles: dict[str, Any]) -> None:
+        write(path, {"kitchen": server_entry("kitchen.py")}, reload=False, lazy=False)
+        data = json.loads(path.read_text())
+        api_keys = {name: {"sha256": hash_key(key)} for name, key in keys.items()}
+        path.write_text(json.dumps(data | {"auth": {"api_keys": api_keys}, "profiles": profiles}))
+
+    save(
+        {"dev": {"principals": ["alice", "carol"]}, "readers": {"principals": ["dave"]}, "ops": {"principals": ["bob"]}}
+    )
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(path), "--http", "--port", str(port)]
+    process = subprocess.Popen(command, start_new_session=True)
+    heard = {name: Heard() for name in ("alice", "carol", "dave")}
+    try:
+        wait_for_port(port, process)
+        async with AsyncExitStack() as stack:
+            clients = {}
+            for name, key in keys.items():
+                http = await stack.enter_async_context(
+                    create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+                )
+                handler = heard[name].on_message if name in heard else None
+                transport = streamable_http_client(url, http_client=http)
+                clients[name] = await stack.enter_async_context(
+                    Client(transport, mode="legacy", message_handler=handler)
+                )
+            for name in heard:
+                await clients[name].list_tools()  # told of the reload's change of lists: it has been applied
+                await clients[name].subscribe_resource(text)
+            await clients["dave"].subscribe_resource(blob)
+
+            save(
+                {
+                    "maths": {"principals": ["alice"], "servers": []},
+                    "dev": {"principals": ["carol"]},
+                    "readers": {"principals": ["dave"], "resources": [blob]},
+                    "ops": {"principals": ["bob"]},
+                }
+            )
+            os.kill(process.pid, signal.SIGHUP)
+            for name in heard:
+                with anyio.fail_after(20):
+                    await heard[name].tools_changed.wait()
+            await clients["bob"].call_tool("kitchen_touch", {"uri": "kitchen://text"})
+            await clients["bob"].call_tool("kitchen_touch", {"uri": "kitchen://blob"})
+            await heard["carol"].wait(text)
+            await heard["dave"].wait(blob)  # sent on the same stream after `text`'s, had that been sent
+            assert heard["dave"].updated == [blob]  # was [text, blob]
+            assert heard["alice"].updated == []  # was [text]
+            with pytest.raises(Exception, match="this session was opened with profile 'dev'"):
+                await clients["alice"].read_resource(text)
+            with pytest.raises(Exception, match="unknown resource"):
+                await clients["dave"].read_resource(text)
+    finally:
+        stop_process(process)
+
+
 def test_sighup_still_stops_a_stdio_gateway(tmp_path: Path) -> None:
     """Over stdio a hang-up means the client or terminal is gone: the gateway stops, cleanly."""
     path = write(tmp_path / "mcp.json", {"numbers": server_entry("numbers.py")})

@@ -417,7 +417,7 @@ class _Identify:
                 message = f"principal {principal!r} holds profile {profile!r}, not {asked!r}: connect to /mcp"
                 await _error(403, "access_denied", message)(scope, receive, send)
                 return
-            identity = Identity(principal, profile, operator)
+            identity = Identity(principal, profile, operator, token.claims)
         else:
             if asked is not None and asked not in config.profiles:
                 known = ", ".join(config.profiles) or "none are configured"
