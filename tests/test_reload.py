@@ -358,13 +358,14 @@ class Heard:
 async def test_a_reload_that_takes_a_resource_away_ends_its_updates_to_open_sessions(tmp_path: Path) -> None:
     """A session keeps the profile it was opened with, and its subscriptions with it. After a reload, alice
     (moved to another profile) and dave (his profile no longer lets him read `text`) had their requests
-    refused, yet kept hearing of every update of `text`. carol's profile is unchanged: she still does."""
+    refused, yet kept hearing of every update of `text`, and so did erin's 2026-07-28 listen stream (her
+    profile is dave's). carol's profile is unchanged: she still does."""
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     from mcp_manifold._config.security import hash_key
 
-    keys = {name: f"{name}-key-0123456789abcdef" for name in ("alice", "bob", "carol", "dave")}
+    keys = {name: f"{name}-key-0123456789abcdef" for name in ("alice", "bob", "carol", "dave", "erin")}
     text, blob = "kitchen+kitchen://text", "kitchen+kitchen://blob"
     path = tmp_path / "mcp.json"
 
@@ -375,7 +376,11 @@ async def test_a_reload_that_takes_a_resource_away_ends_its_updates_to_open_sess
         path.write_text(json.dumps(data | {"auth": {"api_keys": api_keys}, "profiles": profiles}))
 
     save(
-        {"dev": {"principals": ["alice", "carol"]}, "readers": {"principals": ["dave"]}, "ops": {"principals": ["bob"]}}
+        {
+            "dev": {"principals": ["alice", "carol"]},
+            "readers": {"principals": ["dave", "erin"]},
+            "ops": {"principals": ["bob"]},
+        }
     )
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -392,19 +397,20 @@ async def test_a_reload_that_takes_a_resource_away_ends_its_updates_to_open_sess
                 )
                 handler = heard[name].on_message if name in heard else None
                 transport = streamable_http_client(url, http_client=http)
-                clients[name] = await stack.enter_async_context(
-                    Client(transport, mode="legacy", message_handler=handler)
-                )
+                mode = "auto" if name == "erin" else "legacy"  # erin: 2026-07-28
+                clients[name] = await stack.enter_async_context(Client(transport, mode=mode, message_handler=handler))
             for name in heard:
                 await clients[name].list_tools()  # told of the reload's change of lists: it has been applied
                 await clients[name].subscribe_resource(text)
             await clients["dave"].subscribe_resource(blob)
+            stream = await stack.enter_async_context(clients["erin"].listen(resource_subscriptions=[text, blob]))
+            assert stream.honored.resource_subscriptions == [text, blob]
 
             save(
                 {
                     "maths": {"principals": ["alice"], "servers": []},
                     "dev": {"principals": ["carol"]},
-                    "readers": {"principals": ["dave"], "resources": [blob]},
+                    "readers": {"principals": ["dave", "erin"], "resources": [blob]},
                     "ops": {"principals": ["bob"]},
                 }
             )
@@ -418,6 +424,11 @@ async def test_a_reload_that_takes_a_resource_away_ends_its_updates_to_open_sess
             await heard["dave"].wait(blob)  # sent on the same stream after `text`'s, had that been sent
             assert heard["dave"].updated == [blob]  # was [text, blob]
             assert heard["alice"].updated == []  # was [text]
+            with anyio.fail_after(20):
+                events = [await stream.__anext__()]
+                while getattr(events[-1], "uri", None) != blob:  # after `text`'s, had that been sent
+                    events.append(await stream.__anext__())
+            assert [getattr(event, "uri", None) for event in events] == [blob]  # was [text, blob]
             with pytest.raises(Exception, match="this session was opened with profile 'dev'"):
                 await clients["alice"].read_resource(text)
             with pytest.raises(Exception, match="unknown resource"):
