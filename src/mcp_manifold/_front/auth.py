@@ -61,6 +61,7 @@ MCP_PATH = "/mcp"
 ROOT_METADATA_PATH = "/.well-known/oauth-protected-resource"
 _JWKS_TTL = 300.0  # seconds a fetched JWKS is used before it is fetched again
 _JWKS_RETRY = 30.0  # an unknown key id refetches the JWKS at most this often
+_JWKS_MAX_BYTES = 1 << 20  # an issuer's key set is a few kB: a longer answer is refused, not read whole
 _TOKEN_CACHE = 1024  # verified tokens remembered (until they expire), so each request does not re-verify
 _NOT_IN_CHALLENGE = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")  # what RFC 6750's error_description may not hold
 
@@ -160,14 +161,21 @@ class JwksKeys:
             return json.loads(await anyio.Path(Path(self.file).expanduser()).read_text())
         import httpx2  # the MCP SDK's HTTP client
 
+        body = bytearray()
         try:
-            async with httpx2.AsyncClient(timeout=10.0, follow_redirects=True) as client:
-                response = await client.get(self.url or "")
+            async with (
+                httpx2.AsyncClient(timeout=10.0, follow_redirects=True) as client,
+                client.stream("GET", self.url or "") as response,
+            ):
+                if response.status_code != 200:
+                    raise OSError(f"HTTP {response.status_code}")
+                async for chunk in response.aiter_bytes():  # decoded as it comes: a compressed bomb stops too
+                    body += chunk
+                    if len(body) > _JWKS_MAX_BYTES:
+                        raise OSError(f"the answer is longer than {_JWKS_MAX_BYTES} bytes")
         except httpx2.HTTPError as exc:  # unreachable, timed out: a refusal, not a 500 for the request
             raise OSError(f"{type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
-            raise OSError(f"HTTP {response.status_code}")
-        return response.json()
+        return json.loads(body)
 
 
 _JWT_FAILURES: list[tuple[type[Exception], Callable[[OAuthConfig, Exception], str]]] = [
