@@ -27,6 +27,7 @@ import httpx2 as httpx
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._config import LIVE_SETTINGS, load_config, parse_config_data
 from mcp_manifold._config.changes import diff_configs
@@ -330,6 +331,110 @@ async def test_sighup_reloads_a_shared_gateway_without_dropping_its_client(tmp_p
             assert watcher.tool_notices >= 1
             assert text_of(await client.call_tool("words_upper", {"text": "hup"})) == "HUP"
         assert process.poll() is None  # SIGHUP reloaded; it did not stop the gateway
+    finally:
+        stop_process(process)
+
+
+class Heard:
+    """What a client's session heard unasked: the resources said to be updated."""
+
+    def __init__(self) -> None:
+        self.updated: list[str] = []
+        self.got: dict[str, anyio.Event] = {}
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.updated.append(message.params.uri)
+            self.got.setdefault(message.params.uri, anyio.Event()).set()
+
+    async def wait(self, uri: str) -> None:
+        with anyio.fail_after(20):
+            await self.got.setdefault(uri, anyio.Event()).wait()
+
+
+@pytest.mark.session_era("resources/subscribe")
+async def test_a_reload_that_takes_a_resource_away_ends_its_updates_to_open_sessions(tmp_path: Path) -> None:
+    """A session keeps the profile it was opened with, and its subscriptions with it. After a reload, alice
+    (moved to another profile) and dave (his profile no longer lets him read `text`) had their requests
+    refused, yet kept hearing of every update of `text`, and so did erin's 2026-07-28 listen stream (her
+    profile is dave's). carol's profile is unchanged: she still does."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from mcp_manifold._config.security import hash_key
+
+    keys = {name: f"{name}-key-0123456789abcdef" for name in ("alice", "bob", "carol", "dave", "erin")}
+    text, blob = "kitchen+kitchen://text", "kitchen+kitchen://blob"
+    path = tmp_path / "mcp.json"
+
+    def save(profiles: dict[str, Any]) -> None:
+        write(path, {"kitchen": server_entry("kitchen.py")}, reload=False, lazy=False)
+        data = json.loads(path.read_text())
+        api_keys = {name: {"sha256": hash_key(key)} for name, key in keys.items()}
+        path.write_text(json.dumps(data | {"auth": {"api_keys": api_keys}, "profiles": profiles}))
+
+    save(
+        {
+            "dev": {"principals": ["alice", "carol"]},
+            "readers": {"principals": ["dave", "erin"]},
+            "ops": {"principals": ["bob"]},
+        }
+    )
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(path), "--http", "--port", str(port)]
+    process = subprocess.Popen(command, start_new_session=True)
+    heard = {name: Heard() for name in ("alice", "carol", "dave")}
+    try:
+        wait_for_port(port, process)
+        async with AsyncExitStack() as stack:
+            clients = {}
+            for name, key in keys.items():
+                http = await stack.enter_async_context(
+                    create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+                )
+                handler = heard[name].on_message if name in heard else None
+                transport = streamable_http_client(url, http_client=http)
+                mode = "auto" if name == "erin" else "legacy"  # erin: 2026-07-28
+                clients[name] = await stack.enter_async_context(Client(transport, mode=mode, message_handler=handler))
+            for name in heard:
+                await clients[name].subscribe_resource(text)
+            await clients["dave"].subscribe_resource(blob)
+            stream = await stack.enter_async_context(clients["erin"].listen(resource_subscriptions=[text, blob]))
+            assert stream.honored.resource_subscriptions == [text, blob]
+
+            save(
+                {
+                    "maths": {"principals": ["alice"], "servers": []},
+                    "dev": {"principals": ["carol"]},
+                    "readers": {"principals": ["dave", "erin"], "resources": [blob]},
+                    "ops": {"principals": ["bob"]},
+                }
+            )
+            os.kill(process.pid, signal.SIGHUP)
+
+            async def alice_refused() -> bool:  # the reload applies whole at once: then it has
+                try:
+                    await clients["alice"].read_resource(text)
+                except MCPError as exc:
+                    assert "this session was opened with profile 'dev'" in str(exc)
+                    return True
+                return False
+
+            await until(alice_refused)
+            await clients["bob"].call_tool("kitchen_touch", {"uri": "kitchen://text"})
+            await clients["bob"].call_tool("kitchen_touch", {"uri": "kitchen://blob"})
+            await heard["carol"].wait(text)
+            await heard["dave"].wait(blob)  # sent on the same stream after `text`'s, had that been sent
+            assert heard["dave"].updated == [blob]  # was [text, blob]
+            assert heard["alice"].updated == []  # was [text]
+            with anyio.fail_after(20):
+                events = [await stream.__anext__()]
+                while getattr(events[-1], "uri", None) != blob:  # after `text`'s, had that been sent
+                    events.append(await stream.__anext__())
+            assert [getattr(event, "uri", None) for event in events] == [blob]  # was [text, blob]
+            with pytest.raises(MCPError, match="unknown resource"):
+                await clients["dave"].read_resource(text)
     finally:
         stop_process(process)
 

@@ -289,6 +289,20 @@ def test_the_redaction_rules() -> None:
     assert SECRET not in str(problem.value) and f"not {SHOWN!r}" in str(problem.value), str(problem.value)
 
 
+def test_a_setting_with_choices_refuses_a_secret_without_showing_it() -> None:
+    """A setting with choices compares its value lower-cased: its refusal quoted it so, which is not the
+    variable's value (it has a capital letter), so `config check`, a reload's log and the dashboard
+    printed the secret in full."""
+    env = {"OPS_SECRET": SECRET}
+    settings = {"log_level": "${OPS_SECRET}", "expose": ["direct", " ${OPS_SECRET}"]}
+    with pytest.raises(ConfigError) as problem:
+        parse_config_data({"mcpServers": {}, "manifold": settings}, source="t", env=env)
+    said = str(problem.value)
+    assert SECRET.lower() not in said.lower(), said
+    assert f"field 'log_level': must be one of 'debug', 'info', 'warning', 'error', 'critical', not {SHOWN!r}" in said
+    assert f"field 'expose': got ' {SHOWN}'; pick one or more of" in said
+
+
 def test_a_secret_is_hidden_percent_encoded_too() -> None:
     # An HTTP library quotes the URL it sent in its errors, with the secret's reserved characters encoded.
     secret = "ops/Secret+4f9 a@c:ü"

@@ -57,7 +57,12 @@ def test_every_problem_is_reported_and_no_key_is_quoted(tmp_path: Path) -> None:
         {
             "manifold": {"profile": "nobody", "pinning": "sometimes"},
             "auth": {
-                "api_keys": {"alice": short, "bob": {"sha256": "xyz"}, "carol": {"key": KEY, "sha256": hash_key(KEY)}},
+                "api_keys": {
+                    "alice": short,
+                    "bob": {"sha256": "xyz"},
+                    "carol": {"key": KEY, "sha256": hash_key(KEY)},
+                    "dave": {"key": "clé-secrète-0123456789abcdef"},  # no client could send it as UTF-8
+                },
                 "oauth": {"jwks_url": "https://x/jwks", "jwks_file": "/k.json", "algorithms": ["HS256"]},
                 "tokens": [],
             },
@@ -75,6 +80,7 @@ def test_every_problem_is_reported_and_no_key_is_quoted(tmp_path: Path) -> None:
         "field 'auth.api_keys.alice': is too short to be a key",
         "field 'auth.api_keys.bob.sha256': must be 64 hexadecimal digits",
         "field 'auth.api_keys.carol': needs exactly one of 'sha256'",
+        "field 'auth.api_keys.dave.key': must be printable ASCII (a bearer token in an HTTP header)",
         "field 'auth.oauth.issuer': is required",
         "field 'auth.oauth.audience': needs 'audience' or 'resource_url'",
         "field 'auth.oauth.jwks_url': give exactly one of 'jwks_url'",
@@ -88,7 +94,7 @@ def test_every_problem_is_reported_and_no_key_is_quoted(tmp_path: Path) -> None:
     ]
     for fragment in expected:
         assert fragment in text, (fragment, text)
-    assert short not in text and KEY not in text
+    assert short not in text and KEY not in text and "secrète" not in text
 
 
 def test_operators_and_the_operator_scope_are_read_and_checked(tmp_path: Path) -> None:

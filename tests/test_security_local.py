@@ -383,7 +383,7 @@ async def test_jwt_keys_from_a_file_and_a_new_key_id_reloads_them(tmp_path: Path
 
     assert (await verifier.verify(token(first, "one", scope="a b"))).principal == "oauth:ana"
     keys.write_text(jwks(("one", first), ("two", second)))  # the issuer rotates in a new key
-    verifier.keys._fetched -= 60  # the last fetch is older than the retry interval
+    verifier.keys._asked -= 60  # the last fetch is older than the retry interval
     assert (await verifier.verify(token(second, "two"))).scopes == []
     with pytest.raises(TokenRejected, match="signing key \\('three'\\) is not among the issuer's keys"):
         await verifier.verify(token(second, "three"))

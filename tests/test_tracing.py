@@ -105,13 +105,22 @@ async def test_one_trace_goes_from_the_client_through_the_gateway_to_the_server(
                 answered = await client.call_tool("kitchen_request_meta", {})
             with tracer.start_as_current_span("client makes a call fail"):
                 failed = await client.call_tool("kitchen_fail", {"message": "on purpose"})
+            # A template's URI is the caller's to make up: it is an attribute, never the span's name.
+            await client.read_resource("kitchen+kitchen://greeting/made-up-by-the-caller")
         async with Client(f"http://127.0.0.1:{port}/mcp", mode="auto") as modern:
             assert modern.protocol_version == "2026-07-28"
             with tracer.start_as_current_span("a 2026-07-28 client calls"):
                 echoed = await modern.call_tool("kitchen_echo", {"text": "no session"})
         assert failed.is_error and not echoed.is_error
         with anyio.fail_after(20):
-            while sum(1 for _service, span in received if span.name.startswith("tools/call kitchen/")) < 3:
+            while (
+                sum(
+                    1
+                    for _service, span in received
+                    if span.name.startswith(("tools/call kitchen/", "resources/read k"))
+                )
+                < 4
+            ):
                 await anyio.sleep(0.05)
     finally:
         stop_process(process)
@@ -147,6 +156,10 @@ async def test_one_trace_goes_from_the_client_through_the_gateway_to_the_server(
     assert int.from_bytes(failure.trace_id, "big") == failing_span.context.trace_id
     assert attributes(failure)["manifold.outcome"] == "error"
     assert failure.status.code == failure.status.STATUS_CODE_ERROR
+
+    read = spans["resources/read kitchen"]  # was "resources/read kitchen/kitchen://greeting/made-up-by-the-caller"
+    assert attributes(read)["mcp.resource.uri"] == "kitchen://greeting/made-up-by-the-caller"
+    assert not [name for name in spans if "made-up" in name]
 
     # A 2026-07-28 client's request stands alone, and its trace runs through the gateway the same way.
     inbound = spans["tools/call kitchen_echo"]

@@ -56,6 +56,7 @@ PROFILE_FIELDS = ("principals", "servers", "tools", "resources", "prompts", "sur
 JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 MIN_KEY_LENGTH = 16
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+_HEADER_TEXT = re.compile(r"[\x20-\x7e]+\Z")
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
 
 
@@ -169,6 +170,10 @@ def _hashed_key(key: Any, path: str | None) -> str:
     if len(key.strip()) < MIN_KEY_LENGTH:
         # Never quote the key: this message may end up in a log.
         raise Invalid(f"is too short to be a key: use at least {MIN_KEY_LENGTH} random characters", path)
+    if not _HEADER_TEXT.match(key.strip()):
+        # The key travels in an HTTP header, whose bytes are read as Latin-1: a key with another character
+        # was hashed as UTF-8 here, and no client sending it as UTF-8 (or at all, for most) could match it.
+        raise Invalid("must be printable ASCII (a bearer token in an HTTP header): it has another character", path)
     return hash_key(key.strip())
 
 

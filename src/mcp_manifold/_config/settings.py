@@ -395,16 +395,18 @@ def _convert_setting(name: str, value: Any, env: Mapping[str, str], base: Path |
     meta = _SETTING_FIELDS[name].metadata
     value = _converter(_SETTING_TYPES[name])(value)
     choices: tuple[str, ...] = meta["choices"]
+    # A refusal quotes the value as given, not lower-cased: a ${VAR}'s value is then recognised and shown
+    # as ${VAR} (`show_references`); lower-cased, a secret with a capital letter was printed in full.
     if choices and isinstance(value, list):
+        bad = [item for item in dict.fromkeys(value) if item.strip().lower() not in choices]
         value = list(dict.fromkeys(item.strip().lower() for item in value))  # drop repeats, keep order
-        bad = [item for item in value if item not in choices]
         if bad or not value:
             shown = ", ".join(map(repr, bad)) if bad else "an empty list"
             raise Invalid(f"got {shown}; pick one or more of {', '.join(choices)}")
     elif choices:
-        value = value.strip().lower()
+        given, value = value, value.strip().lower()
         if value not in choices:
-            raise Invalid(f"must be one of {', '.join(repr(c) for c in choices)}, not {value!r}")
+            raise Invalid(f"must be one of {', '.join(repr(c) for c in choices)}, not {given!r}")
     if meta["path"]:  # before the check, which may look at the path
 
         def place(item: str) -> str:

@@ -134,12 +134,14 @@ class Caller:
 
     `principal` is who authenticated (an API key's principal, a token's subject), None for a client
     that did not (stdio, loopback HTTP); `profile` the name of the profile that says what it may see
-    and use, None for the gateway's `profile` setting (or everything). The front sets both.
+    and use, None for the gateway's `profile` setting (or everything); `claims` the token's claims (None
+    for an API key), with which the principal held that profile. The front sets them.
     """
 
     era: Era = "session"
     principal: str | None = None
     profile: str | None = None
+    claims: Mapping[str, Any] | None = None
     # Whether the gateway can tell this client's requests from others' (a session, an authenticated
     # principal): only then may it have sessions of its own to servers.
     identified = False

@@ -61,6 +61,7 @@ MCP_PATH = "/mcp"
 ROOT_METADATA_PATH = "/.well-known/oauth-protected-resource"
 _JWKS_TTL = 300.0  # seconds a fetched JWKS is used before it is fetched again
 _JWKS_RETRY = 30.0  # an unknown key id refetches the JWKS at most this often
+_JWKS_MAX_BYTES = 1 << 20  # an issuer's key set is a few kB: a longer answer is refused, not read whole
 _TOKEN_CACHE = 1024  # verified tokens remembered (until they expire), so each request does not re-verify
 _NOT_IN_CHALLENGE = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")  # what RFC 6750's error_description may not hold
 
@@ -109,19 +110,28 @@ class JwksKeys:
         self.url = url
         self.file = file
         self._keys: dict[str | None, Any] = {}
-        self._fetched = -float("inf")
+        self._fetched = -float("inf")  # when the keys were last loaded
+        # When they were last asked for, loaded or not: a failed fetch waits as long as an unknown key id
+        # does, or every request (a forged token needs no key) fetched again, one after another.
+        self._asked = -float("inf")
         self._lock = anyio.Lock()
 
     async def key(self, kid: str | None) -> Any:
         """The key `kid` names (or the only key, for a token without `kid`); refetched when unknown or aged."""
         found = self._find(kid)
-        age = time.monotonic() - self._fetched
-        if age > _JWKS_TTL or (found is None and age > _JWKS_RETRY):
-            fetched = self._fetched
+        now = time.monotonic()
+        wanted = now - self._fetched > _JWKS_TTL or found is None
+        if wanted and now - self._asked > _JWKS_RETRY:
+            asked = self._asked
             async with self._lock:
-                if self._fetched == fetched:  # not reloaded by another request meanwhile
-                    await self._load()
+                if self._asked == asked:  # not asked for by another request meanwhile
+                    try:
+                        await self._load()
+                    finally:
+                        self._asked = time.monotonic()
             found = self._find(kid)
+        if found is None and not self._keys:
+            raise TokenRejected(f"the issuer's keys could not be loaded from {self.url or self.file}")
         if found is None:
             raise TokenRejected(f"the token's signing key ({kid!r}) is not among the issuer's keys")
         return found
@@ -136,26 +146,36 @@ class JwksKeys:
     async def _load(self) -> None:
         try:
             document = await self._read()
+            if not isinstance(document, dict):
+                raise ValueError(f"the key set is {type(document).__name__}, not a JSON object")
             key_set = jwt.PyJWKSet.from_dict(document)
         except (OSError, ValueError, jwt.PyJWTError) as exc:
             source = self.url or self.file
             logger.warning("could not load the issuer's keys from %s: %s", source, exc)
-            if not self._keys:
-                raise TokenRejected(f"the issuer's keys could not be loaded from {source}") from None
-            return  # keep the keys we had
+            return  # keep the keys we had (if any), and ask again after `_JWKS_RETRY`
         self._keys = {key.key_id: key for key in key_set.keys}
         self._fetched = time.monotonic()
 
-    async def _read(self) -> dict[str, Any]:
+    async def _read(self) -> Any:
         if self.file is not None:
             return json.loads(await anyio.Path(Path(self.file).expanduser()).read_text())
         import httpx2  # the MCP SDK's HTTP client
 
-        async with httpx2.AsyncClient(timeout=10.0, follow_redirects=True) as client:
-            response = await client.get(self.url or "")
-            if response.status_code != 200:
-                raise OSError(f"HTTP {response.status_code}")
-            return response.json()
+        body = bytearray()
+        try:
+            async with (
+                httpx2.AsyncClient(timeout=10.0, follow_redirects=True) as client,
+                client.stream("GET", self.url or "") as response,
+            ):
+                if response.status_code != 200:
+                    raise OSError(f"HTTP {response.status_code}")
+                async for chunk in response.aiter_bytes():  # decoded as it comes: a compressed bomb stops too
+                    body += chunk
+                    if len(body) > _JWKS_MAX_BYTES:
+                        raise OSError(f"the answer is longer than {_JWKS_MAX_BYTES} bytes")
+        except httpx2.HTTPError as exc:  # unreachable, timed out: a refusal, not a 500 for the request
+            raise OSError(f"{type(exc).__name__}: {exc}") from None
+        return json.loads(body)
 
 
 _JWT_FAILURES: list[tuple[type[Exception], Callable[[OAuthConfig, Exception], str]]] = [
@@ -405,7 +425,7 @@ class _Identify:
                 message = f"principal {principal!r} holds profile {profile!r}, not {asked!r}: connect to /mcp"
                 await _error(403, "access_denied", message)(scope, receive, send)
                 return
-            identity = Identity(principal, profile, operator)
+            identity = Identity(principal, profile, operator, token.claims)
         else:
             if asked is not None and asked not in config.profiles:
                 known = ", ".join(config.profiles) or "none are configured"

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_manifold._config import Config
@@ -28,6 +29,8 @@ class Identity:
     principal: str | None
     profile: str | None
     operator: bool = False
+    # A token's claims (None for an API key): what `claim:` matchers read, again after a reload (`Access`).
+    claims: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 def request_identity(request: Any) -> Identity | None:

@@ -11,15 +11,21 @@ A stream is the 2026-07-28 counterpart of a session's standing GET stream, and c
 much (a connection, a task, the SDK's stream state) for as long as its client keeps it; 2026-07-28 has no
 sessions to bound them, so they are bounded here like sessions: `principal_max_sessions` open at once per
 authenticated principal (the SDK's handler bounds them all, at 1024). Before, one principal could hold all.
+
+A stream outlives a reload that changes the profiles: an update of a resource the caller may no longer
+read (its profile narrowed, or its principal given another profile) is left out of the stream then, as
+for a session-era client's subscription (`Access.may_read_resource`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
-from mcp.server.subscriptions import ListenHandler
+from mcp.server.subscriptions import ListenHandler, ResourceUpdated, ServerEvent, SubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, SubscriptionsListenRequestParams, SubscriptionsListenResult
 
@@ -29,6 +35,31 @@ from mcp_manifold._runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
 
+# What the stream being opened in this task may be sent (`_StreamBus`); None: everything.
+_admits: ContextVar[Callable[[ServerEvent], bool] | None] = ContextVar("manifold_listen_admits", default=None)
+
+
+class _StreamBus:
+    """The back channel's bus as the SDK's handler sees it: a stream's listener, registered in the task
+    serving that stream (synchronously, before its first await), gets only the events `_admits` lets by."""
+
+    def __init__(self, bus: SubscriptionBus) -> None:
+        self._bus = bus
+
+    async def publish(self, event: ServerEvent) -> None:
+        await self._bus.publish(event)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        admits = _admits.get()
+        if admits is None:
+            return self._bus.subscribe(listener)
+
+        def deliver(event: ServerEvent) -> None:
+            if admits(event):
+                listener(event)
+
+        return self._bus.subscribe(deliver)
+
 
 class GatewayListenHandler:
     """Serves `subscriptions/listen`, subscribing the stream's resources at their servers meanwhile."""
@@ -36,7 +67,7 @@ class GatewayListenHandler:
     def __init__(self, gateway: Gateway, request_of: Any) -> None:
         self._gateway = gateway
         self._request_of = request_of  # ctx -> Request (the front's)
-        self._streams = ListenHandler(gateway.back_channel.bus)
+        self._streams = ListenHandler(_StreamBus(gateway.back_channel.bus))
         self._open: dict[str, int] = {}  # authenticated principal -> its streams open now
 
     def _admit(self, principal: str | None) -> None:
@@ -79,9 +110,10 @@ class GatewayListenHandler:
         uris = list(params.notifications.resource_subscriptions or ())
         restricted = self._gateway.access.profile(request.caller) is not None
         subscribed, unknown = [], []
+        servers: dict[str, str] = {}  # a subscribed resource's server
         for uri in uris:
             try:
-                await self._gateway.subscribe(request, uri)
+                servers[uri] = await self._gateway.subscribe(request, uri)
                 subscribed.append(uri)
             except RateLimited as exc:  # over the principal's limits: the stream is refused, saying so
                 for done in subscribed:
@@ -97,8 +129,17 @@ class GatewayListenHandler:
             kept = [uri for uri in uris if uri not in unknown] or None
             notifications = params.notifications.model_copy(update={"resource_subscriptions": kept})
             params = params.model_copy(update={"notifications": notifications})
+        access = self._gateway.access
+
+        def admits(event: ServerEvent) -> bool:  # read as each event is published: a reload may change it
+            if isinstance(event, ResourceUpdated) and event.uri in servers:
+                return access.may_read_resource(request.caller, servers[event.uri], event.uri)
+            return True
+
+        admitting = _admits.set(admits)
         try:
             return await self._streams(ctx, params)
         finally:
+            _admits.reset(admitting)
             for uri in subscribed:
                 await self._gateway.unsubscribe(request, uri)

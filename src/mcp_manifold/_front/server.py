@@ -322,6 +322,7 @@ class McpFront:
                 caller = SessionCaller(connection)
             if identity is not None:
                 caller.principal, caller.profile = identity.principal, identity.profile
+                caller.claims = identity.claims
             connection.state[_CALLER] = caller  # a 2026-07-28 request's connection lasts as long as it does
         return caller
 

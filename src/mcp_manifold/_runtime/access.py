@@ -18,7 +18,7 @@ from mcp_manifold._core.catalog_view import CatalogView, Search, allowed_as_list
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.limits import Limits
 from mcp_manifold._core.pins import app_definition
-from mcp_manifold._core.profiles import Profile, not_available
+from mcp_manifold._core.profiles import Profile, not_available, profile_for
 from mcp_manifold._core.router import Target
 from mcp_manifold._errors import ManifoldError, Quarantined
 from mcp_manifold._runtime.call_path import CallKind
@@ -85,10 +85,28 @@ class Access:
         profile = self.profile(request.caller)
         return profile.name if profile is not None else None
 
+    def holds_profile(self, caller: Caller) -> bool:
+        """Whether an authenticated caller's principal still holds the profile its session was opened with.
+
+        A reload may give it another profile, or none: the front then refuses the session's requests, and
+        what servers send unasked (`may_see_server`, `may_read_resource`) must not reach it either, though
+        its old profile may still exist and allow it."""
+        if caller.principal is None:
+            return True
+        profiles = self._config().profiles
+        held = profile_for(profiles.values(), caller.principal, caller.claims) if profiles else None
+        return (held.name if held is not None else None) == caller.profile
+
     def may_see_server(self, caller: Caller, server: str) -> bool:
         """Whether the caller's profile lets it see `server` at all (for what a server sends unasked)."""
         profile = self.profile(caller)
-        return profile is None or profile.allows_server(server)
+        return (profile is None or profile.allows_server(server)) and self.holds_profile(caller)
+
+    def may_read_resource(self, caller: Caller, server: str, uri: str) -> bool:
+        """Whether the caller's profile lets it read resource `uri` (exposed) of `server`, for its updates: a
+        subscription outlives a reload that takes the resource away."""
+        profile = self.profile(caller)
+        return (profile is None or profile.allows_resource(server, uri)) and self.holds_profile(caller)
 
     def allows_surface(self, request: Request, surface: str) -> bool:
         profile = self.profile(request.caller)

@@ -7,7 +7,8 @@ to them what backends initiate:
   hears of a change to a list only if it has that list, was not told yet since it last listed it, and
   listed it before the change, so ten backends coming up behind a client's first `tools/list` cost it at
   most one notification, and none if that list already shows them;
-  `resources/updated` goes to the clients that subscribed to that URI;
+  `resources/updated` goes to the clients that subscribed to that URI and may still read it (a reload
+  may have changed their profile since);
 - a log message goes to the client whose call is running on that backend, else to every client that
   may see that server (a client whose profile hides it never hears of it);
 - a request for input (sampling, elicitation, roots) goes to the client whose call is waiting.
@@ -62,10 +63,12 @@ class BackChannel:
         catalog: Catalog,
         relist: Callable[[Backend], Awaitable[None]],
         may_see: Callable[[Caller, str], bool] = lambda caller, server: True,
+        may_read: Callable[[Caller, str, str], bool] = lambda caller, server, uri: True,
     ) -> None:
         self.catalog = catalog
         self._relist = relist  # re-list one backend (run in the background)
         self._may_see = may_see  # whether a client's profile lets it see a server (`Access.may_see_server`)
+        self._may_read = may_read  # and read a resource of it (`Access.may_read_resource`)
         # Told at once (before the re-listing starts) of a server that announced a change of its tools.
         self.tools_announced: Callable[[str], None] | None = None
         self.bus = InMemorySubscriptionBus()  # 2026-era clients' subscriptions/listen streams
@@ -208,7 +211,8 @@ class BackChannel:
             uri = self.catalog.exposed_uri(backend.name, notification.params.uri)  # type: ignore[union-attr]
             await self.bus.publish(ResourceUpdated(uri))
             for subscriber in list(self._subscriptions.get(uri, ())):
-                await subscriber.send_resource_updated(uri)
+                if self._may_read(subscriber, backend.name, uri):  # a reload may have taken it away since
+                    await subscriber.send_resource_updated(uri)
 
     async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
         name = f"{backend.name}.{params.logger}" if params.logger else backend.name

@@ -103,6 +103,7 @@ class Gateway:
             self._catalog,
             relist=self._relist,
             may_see=lambda caller, server: self.access.may_see_server(caller, server),
+            may_read=lambda caller, server, uri: self.access.may_read_resource(caller, server, uri),
         )
         self.relists = Relists(hold=self._settings.pinning == "enforce")
         self._relisting: dict[Backend, bool] = {}  # a backend being re-listed -> announced again meanwhile
@@ -709,10 +710,11 @@ class Gateway:
         surfaces = self._surfaces(request)
         return next((t for s in surfaces if (t := s.completion_target(request, ref)) is not None), None)
 
-    async def subscribe(self, request: Request, uri: str) -> None:
-        """Subscribe the client to a catalog resource; its server is told. Admitted by the policy as the
-        gateway's own work is (kind "action": the principal's rate and calls in flight), since each one is
-        a request to the server: before, a principal over its rate limit could still send them without end."""
+    async def subscribe(self, request: Request, uri: str) -> str:
+        """Subscribe the client to a catalog resource; its server is told, and named in the return. Admitted
+        by the policy as the gateway's own work is (kind "action": the principal's rate and calls in flight),
+        since each one is a request to the server: before, a principal over its rate limit could still send
+        them without end."""
         await self._needs_catalog(request)
         route = self.view(request).route_resource(uri)
 
@@ -728,6 +730,7 @@ class Gateway:
             self.back_channel.subscribe(request.caller, uri)
 
         await self.calls.action(request, Target(route.server, "resources/subscribe", uri, ""), subscribe)
+        return route.server
 
     async def unsubscribe(self, request: Request, uri: str) -> None:
         if not self.back_channel.unsubscribe(request.caller, uri):

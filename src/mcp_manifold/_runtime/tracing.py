@@ -75,7 +75,7 @@ class CallTracer:
         elif kind == "resource":
             attributes["mcp.resource.uri"] = target.name
         with self._tracer.start_as_current_span(
-            f"{method} {target.server}/{target.name}" if target.server else f"{method} {target.name}",
+            _span_name(kind, method, target),
             kind=SpanKind.INTERNAL,
             context=_parent(request.meta),
             attributes=attributes,
@@ -94,6 +94,15 @@ class CallTracer:
                     span.set_status(StatusCode.ERROR, record.error)
 
             yield finish
+
+
+def _span_name(kind: CallKind, method: str, target: Target) -> str:
+    """`tools/call git/status`: the method and what it names, when that is one of a listing's names. A
+    resource's URI is the caller's to choose (a template's), so it is left out, as the MCP semantic
+    conventions say: one span name per URI asked for, and whatever a URI carries, in every trace view."""
+    if kind == "resource":
+        return f"{method} {target.server}" if target.server else method
+    return f"{method} {target.server}/{target.name}" if target.server else f"{method} {target.name}"
 
 
 def _parent(meta: Mapping[str, Any] | None) -> Context | None:
