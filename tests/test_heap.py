@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp.client.stdio
 import pytest
 from mcp import Client
 
@@ -46,6 +47,9 @@ def reporting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     site.mkdir()
     (site / "sitecustomize.py").write_text(REPORTER)
     report = tmp_path / "heap.json"
+    # A stdio gateway reports as it exits, after its client closed its stdin. The SDK's client waits 2 s for
+    # that exit before it kills the gateway, which a machine under load can take: the report came out empty.
+    monkeypatch.setattr(mcp.client.stdio, "PROCESS_TERMINATION_TIMEOUT", 30.0)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("MANIFOLD_TEST_HEAP_REPORT", str(report))
     return report
