@@ -48,6 +48,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_E
 from pydantic import ValidationError
 
 from mcp_manifold._errors import BackendUnavailable
+from mcp_manifold._runtime.answer_size import AnswerTooLarge
 from mcp_manifold._runtime.outbound import raw_request
 from mcp_manifold._sdk import HTTP_KEEPALIVE
 
@@ -172,7 +173,8 @@ class HttpLeg:
         self._in_flight = [0]  # calls in flight on each of `_clients`
         self._opening = False
         self._room = anyio.Semaphore(HTTP_KEEPALIVE)  # calls in flight on all of them
-        client.event_hooks = {**client.event_hooks, "response": [self._note_session]}
+        hooks = client.event_hooks
+        client.event_hooks = {**hooks, "response": [*hooks["response"], self._note_session]}
 
     async def _note_session(self, response: httpx2.Response) -> None:
         # Watched only while the session opens: the handshake's answer carries the session's id.
@@ -183,7 +185,8 @@ class HttpLeg:
         """The session is open: stop watching answers for its id; what the server sends in an answer's
         stream goes to the session, a notification to `deliver`, a request to `answer`."""
         self.deliver, self.answer = deliver, answer
-        self.client.event_hooks = {**self.client.event_hooks, "response": []}
+        hooks = self.client.event_hooks  # the client's own (the bound on an answer's size) stay
+        self.client.event_hooks = {**hooks, "response": [h for h in hooks["response"] if h != self._note_session]}
 
     async def post(
         self, method: str, params: Mapping[str, Any] | None, headers: Mapping[str, str]
@@ -258,6 +261,9 @@ class HttpLeg:
         except MCPError:  # answered on the leg, with an error (the server's, or an answer that did not parse)
             self._answered()
             raise
+        except AnswerTooLarge as exc:  # as the SDK's client words an answer it could not read
+            self._answered()
+            raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {exc}") from None
         finally:
             await response.aclose()
         if result is None:
@@ -283,7 +289,8 @@ class HttpLeg:
         if status >= 300:
             error = None
             if status >= 400 and response.headers.get("content-type", "").lower().startswith("application/json"):
-                error = _error_in(await response.aread())
+                with suppress(AnswerTooLarge):  # then the status speaks, as in the SDK's client
+                    error = _error_in(await response.aread())
             refused = refused_status(status, error)
             if refused is None:
                 return None
