@@ -1,11 +1,12 @@
 """bulky: a remote MCP server whose answers are as large as asked, plain or gzip-encoded.
 
 Written without the SDK (raw JSON-RPC over streamable HTTP, session-era, no session id), since the SDK's
-server cannot send a large answer cheaply, nor compress one. Tools: `big(kb, gzip)` answers a text of
-`kb` KiB as one JSON body, gzip-encoded if `gzip`; `chatty(kb)` answers in an event stream, after `kb`
-KiB of log notifications, 64 KiB each; `fine` answers `fine`. Resources: `bulky://big/{kb}` and
-`bulky://gzip/{kb}`, a text of `kb` KiB (its `resources/read` answer gzip-encoded for the second). For the
-tests that an answer past `max_answer_bytes` fails that request only, counted once decoded.
+server cannot send a large answer cheaply, nor compress one. Tools: `big(kb, gzip, chunked)` answers a
+text of `kb` KiB as one JSON body, gzip-encoded if `gzip`, without a content-length if `chunked`;
+`chatty(kb)` answers in an event stream, after `kb` KiB of log notifications, 64 KiB each; `fine` answers
+`fine`. Resources: `bulky://big/{kb}` and `bulky://gzip/{kb}`, a text of `kb` KiB (its `resources/read`
+answer gzip-encoded for the second). For the tests that an answer past `max_answer_bytes` fails that
+request only, counted once decoded.
 
 Run: ``python tests/servers/bulky.py --http PORT``.
 """
@@ -27,7 +28,10 @@ TOOLS = [
     {
         "name": "big",
         "description": "Answer a text of kb KiB.",
-        "inputSchema": {"type": "object", "properties": {**KB, "gzip": {"type": "boolean"}}},
+        "inputSchema": {
+            "type": "object",
+            "properties": {**KB, "gzip": {"type": "boolean"}, "chunked": {"type": "boolean"}},
+        },
     },
     {
         "name": "chatty",
@@ -39,8 +43,15 @@ TOOLS = [
 TEMPLATES = [{"uriTemplate": f"bulky://{kind}/{{kb}}", "name": kind} for kind in ("big", "gzip")]
 
 
-def answer(request_id: Any, result: dict[str, Any], encode: bool = False) -> Response:
+def answer(request_id: Any, result: dict[str, Any], encode: bool = False, chunked: bool = False) -> Response:
     body = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
+    if chunked:  # no content-length: the reader learns its size only as it reads
+
+        async def pieces() -> Any:
+            for start in range(0, len(body), 1 << 16):
+                yield body[start : start + (1 << 16)]
+
+        return StreamingResponse(pieces(), media_type="application/json")
     if not encode:
         return Response(body, media_type="application/json")
     return Response(gzip.compress(body), media_type="application/json", headers={"content-encoding": "gzip"})
@@ -82,9 +93,8 @@ async def endpoint(request: Request) -> Response:
         arguments = params.get("arguments") or {}
         kb = int(arguments.get("kb", 1))
         if params["name"] == "big":
-            return answer(
-                request_id, {"content": [{"type": "text", "text": "x" * (kb << 10)}]}, bool(arguments.get("gzip"))
-            )
+            text = {"type": "text", "text": "x" * (kb << 10)}
+            return answer(request_id, {"content": [text]}, bool(arguments.get("gzip")), bool(arguments.get("chunked")))
         if params["name"] == "chatty":
             return chatty(request_id, kb)
         return answer(request_id, {"content": [{"type": "text", "text": "fine"}]})

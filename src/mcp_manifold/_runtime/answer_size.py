@@ -40,15 +40,21 @@ def answer_bound(limit: int, server: str, *, streams_on_post: bool = True) -> Re
     """
 
     async def bound(response: httpx2.Response) -> None:
+        # Run for every answer (a plain call's too): the fewest header lookups first, for the usual answer.
+        headers = response.headers
+        encoding = headers.get("content-encoding")
+        if encoding is None:
+            length = headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) <= limit:
+                return  # bounded as it is: HTTP/1.1 framing reads no more than the length said (most answers)
         if (
             response.status_code == 200
-            and response.headers.get("content-type", "").lower().startswith("text/event-stream")
+            and headers.get("content-type", "").lower().startswith("text/event-stream")
             and (streams_on_post or response.request.method == "GET")
         ):
             return
-        encoding = response.headers.get("content-encoding")
         if encoding is not None:  # decoded here, counted as decoded; the response reads it as it is
-            del response.headers["content-encoding"]
+            del headers["content-encoding"]
         response.stream = _BoundedBody(response.stream, encoding, limit, server)
 
     return bound
@@ -58,14 +64,17 @@ class _BoundedBody(httpx2.AsyncByteStream):
     """A response's body, decoded, that fails once it passes `limit` bytes."""
 
     def __init__(self, raw: httpx2.AsyncByteStream, encoding: str | None, limit: int, server: str) -> None:
+        self._raw = raw
         # httpx's own decoders, through a response that holds only the body and its encoding.
-        self._body = httpx2.Response(200, headers={"content-encoding": encoding} if encoding else None, stream=raw)
+        self._decoded = (
+            None if encoding is None else httpx2.Response(200, headers={"content-encoding": encoding}, stream=raw)
+        )
         self._limit = limit
         self._server = server
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         read = 0
-        async for chunk in self._body.aiter_bytes():
+        async for chunk in self._raw if self._decoded is None else self._decoded.aiter_bytes():
             read += len(chunk)
             if read > self._limit:
                 limit = size_words(self._limit)
@@ -74,4 +83,4 @@ class _BoundedBody(httpx2.AsyncByteStream):
             yield chunk
 
     async def aclose(self) -> None:
-        await self._body.aclose()
+        await (self._raw.aclose() if self._decoded is None else self._decoded.aclose())
