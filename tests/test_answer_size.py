@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx2
 import mcp_types as types
@@ -20,7 +23,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import free_port, gateway_over_http, server_over_http
+from tests.conftest import SERVERS, free_port, gateway_over_http, server_over_http, stop_process, wait_for_port
 
 LIMIT = 256 << 10  # max_answer_bytes here: 256 KiB, so that the answers past it stay small
 REFUSED = (
@@ -87,6 +90,34 @@ async def test_a_read_past_max_answer_bytes_fails_that_read_only(gateway: str, m
             read = await client.read_resource(f"bulky+bulky://{kind}/100")
             assert read.contents[0].text == "x" * (100 << 10), kind  # type: ignore[union-attr]
         assert text_of(await client.call_tool("bulky_fine", {})) == "fine"
+
+
+@pytest.mark.anyio
+async def test_an_sse_servers_answer_to_a_post_is_bounded_whatever_its_type(tmp_path: Path) -> None:
+    """The SSE transport's client reads the answer to a POST whole (its answers come on the GET stream; a
+    server may still send one there). Past the bound the read stops and the log says so; the SDK's client
+    then ends the session (as for any POST that fails), so that call fails, and the next is answered on a new
+    one. The session's own event stream is left to the SDK's reader. A session-era client: the client's
+    era does not reach the backend's transport."""
+    port = free_port()
+    bulky = subprocess.Popen([sys.executable, str(SERVERS / "bulky.py"), "--sse", str(port)], start_new_session=True)
+    try:
+        wait_for_port(port, bulky)
+        servers = {"bulky": {"url": f"http://127.0.0.1:{port}/sse", "transport": "sse", "timeout": 10}}
+        manifold = {"expose": ["direct"], "max_answer_bytes": LIMIT, "ping_interval": 0.5, "data_dir": str(tmp_path)}
+        config = tmp_path / "mcp.json"
+        config.write_text(json.dumps({"mcpServers": servers, "manifold": manifold}))
+        gateway, log = free_port(), tmp_path / "gateway.log"
+        with log.open("wb") as stderr, gateway_over_http(config, gateway, stderr=stderr):
+            async with Client(f"http://127.0.0.1:{gateway}/mcp", mode="legacy") as client:
+                assert text_of(await client.call_tool("bulky_fine", {})) == "fine"
+                refused = await client.call_tool("bulky_big", {"kb": 1024})
+                assert refused.is_error, text_of(refused)[:300]
+                assert text_of(await client.call_tool("bulky_fine", {})) == "fine"
+        said = log.read_text()
+        assert "server 'bulky': an answer passed 262144 bytes (max_answer_bytes), not read" in said, said[-2000:]
+    finally:
+        stop_process(bulky)
 
 
 def test_the_limit_reads_as_a_person_would() -> None:

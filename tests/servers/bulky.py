@@ -8,9 +8,11 @@ text of `kb` KiB as one JSON body, gzip-encoded if `gzip`, without a content-len
 answer gzip-encoded for the second). For the tests that an answer past `max_answer_bytes` fails that
 request only, counted once decoded.
 
-Run: ``python tests/servers/bulky.py --http PORT``.
+Run: ``python tests/servers/bulky.py --http PORT``, or ``--sse PORT`` for the SSE transport
+(``http://127.0.0.1:PORT/sse``), where `big`'s answer is the POST's own body instead of an event.
 """
 
+import asyncio
 import gzip
 import json
 import sys
@@ -76,6 +78,11 @@ async def endpoint(request: Request) -> Response:
     message = json.loads(await request.body())
     if "id" not in message:
         return Response(status_code=202)
+    return reply(message)
+
+
+def reply(message: dict[str, Any]) -> Response:
+    """The answer to a request, as the POST's body (streamable HTTP)."""
     request_id, method, params = message["id"], message["method"], message.get("params") or {}
     if method == "initialize":
         info = {"name": "bulky", "version": "1.0.0"}
@@ -109,7 +116,35 @@ async def endpoint(request: Request) -> Response:
     return Response(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}), media_type="application/json")
 
 
+def sse_app() -> Starlette:
+    """The SSE transport: answers on the GET stream, except `big`'s, which is the POST's own body (the SDK's
+    client reads a POST's answer whole, whatever it is)."""
+    answers: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def stream(request: Request) -> Response:
+        async def events() -> Any:
+            yield b"event: endpoint\ndata: /messages?session_id=1\n\n"
+            while True:
+                yield b"event: message\ndata: " + await answers.get() + b"\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def messages(request: Request) -> Response:
+        message = json.loads(await request.body())
+        if "id" in message:
+            answered = reply(message)
+            if (message.get("params") or {}).get("name") == "big":
+                return answered
+            await answers.put(bytes(answered.body))
+        return Response("Accepted", status_code=202)
+
+    return Starlette(routes=[Route("/sse", stream), Route("/messages", messages, methods=["POST"])])
+
+
 if __name__ == "__main__":
-    port = int(sys.argv[sys.argv.index("--http") + 1])
-    app = Starlette(routes=[Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"])])
+    if "--sse" in sys.argv:
+        app, port = sse_app(), int(sys.argv[sys.argv.index("--sse") + 1])
+    else:
+        app = Starlette(routes=[Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"])])
+        port = int(sys.argv[sys.argv.index("--http") + 1])
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
