@@ -734,6 +734,7 @@ def test_valid_separators(separator: str) -> None:
         ("port", "x", "whole number"),
         ("init_timeout", 0, "greater than 0"),
         ("stderr_lines", -1, "0 or more"),
+        ("max_answer_bytes", 0, "greater than 0"),
         ("search_top_k", 0, "greater than 0"),
         ("proxy_tool_name", "has space", "letters"),
         ("openai_base_url", "localhost:1234", "http://"),

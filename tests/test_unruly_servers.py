@@ -14,7 +14,6 @@ from mcp_manifold._config import load_config
 from mcp_manifold._errors import BackendError
 from mcp_manifold._runtime import listing_fetch
 from mcp_manifold._runtime.gateway import Gateway
-from mcp_manifold._runtime.processes import MAX_STDOUT_LINE
 from tests.conftest import server_entry, stdio_gateway
 from tests.raw_wire import live_backends
 
@@ -106,18 +105,20 @@ async def test_a_stdout_line_that_never_ends_closes_that_servers_connection(
     write_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leg: str
 ) -> None:
     """A server writing a line with no end on stdout was read whole until its newline (400 MB took the
-    gateway to 877 MB; without end, all its memory). Past `MAX_STDOUT_LINE` (64 MB) the connection to that
-    server is closed: that call fails, the other server answers, and the server starts again on next need.
-    The same with the raw stdio leg and without it."""
+    gateway to 877 MB; without end, all its memory). Past `max_answer_bytes` (64 MB by default, 1 MB here)
+    the connection to that server is closed: that call fails, the other server answers, and the server starts
+    again on next need. The same with the raw stdio leg and without it."""
     monkeypatch.setenv("MANIFOLD_STDIO_LEG", leg)
     path = write_config(
-        {"unruly": server_entry("unruly.py", timeout=30), "other": server_entry("unruly.py")}, {"expose": ["direct"]}
+        {"unruly": server_entry("unruly.py", timeout=30), "other": server_entry("unruly.py")},
+        {"expose": ["direct"], "max_answer_bytes": 1 << 20},
     )
     async with stdio_gateway(path) as client:
         assert text_of(await client.call_tool("unruly_fine", {})) == "fine"
-        spewed = await client.call_tool("unruly_spew", {"mb": MAX_STDOUT_LINE // 2**20 + 1})
+        spewed = await client.call_tool("unruly_spew", {"mb": 2})
         assert spewed.is_error and "closed the connection" in text_of(spewed), text_of(spewed)
         assert text_of(await client.call_tool("other_fine", {})) == "fine"
         status = (await live_backends(tmp_path / "data"))["unruly"]
-        assert status["last_error"] == "server 'unruly' wrote a line of more than 64 MB on stdout", status
+        said = "server 'unruly' wrote a line of more than 1 MB on stdout (max_answer_bytes)"
+        assert status["last_error"] == said, status
         assert text_of(await client.call_tool("unruly_fine", {})) == "fine"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
@@ -461,9 +461,11 @@ def create_http_client(
     cookies: Any = None,
     tls: Any = None,
     network_backend: Any = None,
+    response_hooks: Sequence[Any] = (),
 ) -> Any:
     """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects), one per
-    backend session: its pool keeps up to `HTTP_KEEPALIVE` connections alive between calls. `cookies`, a
+    backend session: its pool keeps up to `HTTP_KEEPALIVE` connections alive between calls. `response_hooks`
+    see each response before anything reads it (`answer_size.answer_bound`). `cookies`, a
     `CookieJar`, is shared with the client (another client's jar: what a load balancer set reaches both);
     `tls`, an `ssl.SSLContext` from `tls_context`, is too (each client would otherwise load the CA bundle,
     some 30 ms of the event loop's time). `network_backend`, an httpcore2 network backend, makes its
@@ -486,6 +488,7 @@ def create_http_client(
         verify=verify,
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         limits=limits,
+        event_hooks={"response": list(response_hooks)},
     )
     if network_backend is not None:
         import httpcore2
@@ -500,11 +503,13 @@ def create_http_client(
     return client
 
 
-def sse_http_clients(tls: Any = None, network_backend: Any = None) -> Any:
+def sse_http_clients(tls: Any = None, network_backend: Any = None, response_hooks: Sequence[Any] = ()) -> Any:
     """`create_http_client` in the shape of the SDK's `sse_client(httpx_client_factory=...)`."""
 
     def create(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
-        client = create_http_client(headers, auth, tls=tls, network_backend=network_backend)
+        client = create_http_client(
+            headers, auth, tls=tls, network_backend=network_backend, response_hooks=response_hooks
+        )
         if timeout is not None:  # the SDK's SSE timeouts (a long read for the event stream)
             client.timeout = timeout
         return client

@@ -125,6 +125,12 @@ class Settings:
         check=positive,
         live=True,
     )
+    max_answer_bytes: int = _setting(
+        64 << 20,
+        "Largest answer a server may send: one JSON answer of an HTTP server (decoded), one line of a stdio"
+        " server's stdout. A larger one fails that request (HTTP) or closes the connection (stdio).",
+        check=positive,
+    )
     stderr_lines: int = _setting(
         200, "Lines of each stdio server's stderr kept for error messages.", check=non_negative
     )

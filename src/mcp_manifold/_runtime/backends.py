@@ -46,6 +46,7 @@ from mcp_manifold._errors import (
     BackendTimeout,
     BackendUnavailable,
 )
+from mcp_manifold._runtime.answer_size import answer_bound
 from mcp_manifold._runtime.backend_errors import (
     HandshakeRefused,
     cut_context_loop,
@@ -375,6 +376,7 @@ class Backend:
                 on_exit=self._process_gone,
                 read_stdout=leg.reading_stdout if leg is not None else None,
                 server=self.name,
+                max_line=self.settings.max_answer_bytes,
             )
             self.pid = process.pid if process is not None else None
             if process is not None and leg is not None:
@@ -395,11 +397,14 @@ class Backend:
             auth = await remote_auth.oauth_provider(config, storage)
             connect = auth.guard.network_backend()
         tls = tls_context()
-        if config.transport == "sse":
-            clients = sse_http_clients(tls, connect)
+        limit = self.settings.max_answer_bytes
+        if config.transport == "sse":  # its POSTs' answers are read whole, whatever their type
+            bound = [answer_bound(limit, self.name, streams_on_post=False)]
+            clients = sse_http_clients(tls, connect, response_hooks=bound)
             opened = sse_client(config.url, headers=headers or None, auth=auth, httpx_client_factory=clients)
             return await stack.enter_async_context(opened)
-        http_client = create_http_client(headers, auth, tls=tls, network_backend=connect)
+        hooks = [answer_bound(limit, self.name)]
+        http_client = create_http_client(headers, auth, tls=tls, network_backend=connect, response_hooks=hooks)
         http_client = await stack.enter_async_context(http_client)
         self._refusals = StartRefusals(http_client)
         # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
@@ -409,7 +414,8 @@ class Backend:
                 if http_client.is_closed:  # the session has ended: a client opened now would never close
                     raise RuntimeError("the session's HTTP client is closed")
                 jar = http_client.cookies.jar
-                return await stack.enter_async_context(create_http_client(headers, cookies=jar, tls=tls))
+                opened = create_http_client(headers, cookies=jar, tls=tls, response_hooks=hooks)
+                return await stack.enter_async_context(opened)
 
             self._leg = HttpLeg(http_client, config.url, self.name, config.scrub, open_client)
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http_client))

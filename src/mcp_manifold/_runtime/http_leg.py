@@ -48,6 +48,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_E
 from pydantic import ValidationError
 
 from mcp_manifold._errors import BackendUnavailable
+from mcp_manifold._runtime.answer_size import AnswerTooLarge
 from mcp_manifold._runtime.outbound import raw_request
 from mcp_manifold._sdk import HTTP_KEEPALIVE
 
@@ -259,6 +260,9 @@ class HttpLeg:
         except MCPError:  # answered on the leg, with an error (the server's, or an answer that did not parse)
             self._answered()
             raise
+        except AnswerTooLarge as exc:  # as the SDK's client words an answer it could not read
+            self._answered()
+            raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {exc}") from None
         finally:
             await response.aclose()
         if result is None:
@@ -284,7 +288,8 @@ class HttpLeg:
         if status >= 300:
             error = None
             if status >= 400 and response.headers.get("content-type", "").lower().startswith("application/json"):
-                error = _error_in(await response.aread())
+                with suppress(AnswerTooLarge):  # then the status speaks, as in the SDK's client
+                    error = _error_in(await response.aread())
             refused = refused_status(status, error)
             if refused is None:
                 return None

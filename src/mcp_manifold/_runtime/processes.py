@@ -24,6 +24,7 @@ import anyio
 import anyio.abc
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from mcp_manifold._runtime.answer_size import size_words
 from mcp_manifold._sdk import capture_spawned
 
 logger = logging.getLogger(__name__)
@@ -31,8 +32,9 @@ logger = logging.getLogger(__name__)
 EXIT_POLL = 0.5  # seconds between checks that a server's process is still alive
 GROUP_KILL_TIMEOUT = 2.0  # SIGTERM to SIGKILL for what is left of a server's process group
 _MAX_LINE = 65536  # a server that never ends its line still stays bounded
-# Bytes of one message (one line) a server may write on stdout. The SDK's reader, and the raw leg's,
-# keep a line whole until its newline: a line that never ends would take the gateway's memory with it.
+# Bytes of one message (one line) a server may write on stdout, unless `max_answer_bytes` says otherwise.
+# The SDK's reader, and the raw leg's, keep a line whole until its newline: a line that never ends would
+# take the gateway's memory with it.
 MAX_STDOUT_LINE = 64 * 1024 * 1024
 
 
@@ -45,6 +47,7 @@ async def open_stdio(
     on_exit: Callable[[str], None],
     read_stdout: Callable[[anyio.abc.ByteReceiveStream], anyio.abc.ByteReceiveStream] | None = None,
     server: str = "server",
+    max_line: int = MAX_STDOUT_LINE,
 ) -> tuple[Any, Any | None]:
     """Start the server; returns its (read, write) streams and its process. `stack` owns the process.
 
@@ -52,7 +55,7 @@ async def open_stdio(
     the process is gone (`process killed by SIGKILL`, `process exited with code 3`, ...). The watchers
     run in `watchers`, which must outlive the transport. With `read_stdout`, the SDK's transport reads
     the server's stdout through `read_stdout(stdout)` (the raw stdio leg takes its answers there), its
-    lines bounded by `MAX_STDOUT_LINE`: a longer one ends the connection to `server`, and `on_exit` hears why.
+    lines bounded by `max_line` bytes: a longer one ends the connection to `server`, and `on_exit` hears why.
     """
     read_fd, write_fd = os.pipe()
     errlog = os.fdopen(write_fd, "w")
@@ -62,7 +65,7 @@ async def open_stdio(
     try:
 
         def reading(stdout: anyio.abc.ByteReceiveStream) -> anyio.abc.ByteReceiveStream:
-            bounded = BoundedLines(stdout, server, on_exit)
+            bounded = BoundedLines(stdout, server, on_exit, max_line)
             return read_stdout(bounded) if read_stdout is not None else bounded
 
         with capture_spawned(spawned, reading):
@@ -80,16 +83,23 @@ async def open_stdio(
 
 
 class LineTooLong(ConnectionError):
-    """A server wrote a line on stdout longer than `MAX_STDOUT_LINE` (the SDK's reader ends on a `ConnectionError`)."""
+    """A server wrote a line on stdout longer than its bound (the SDK's reader ends on a `ConnectionError`)."""
 
 
 class BoundedLines(anyio.abc.ByteReceiveStream):
-    """A server's stdout in whole lines, ended once a line passes `MAX_STDOUT_LINE` bytes (and ended
+    """A server's stdout in whole lines, ended once a line passes `limit` bytes (and ended
     for good). Whole lines, because the SDK's reader joins what it has of a line to each new piece
     of it: a long line read piece by piece costs it time in the square of its length."""
 
-    def __init__(self, inner: anyio.abc.ByteReceiveStream, server: str, on_end: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        inner: anyio.abc.ByteReceiveStream,
+        server: str,
+        on_end: Callable[[str], None],
+        limit: int = MAX_STDOUT_LINE,
+    ) -> None:
         self._inner = inner
+        self._limit = limit
         self._server = server
         self._on_end = on_end
         self._open: list[bytes] = []  # the pieces read of the line not ended yet
@@ -113,10 +123,11 @@ class BoundedLines(anyio.abc.ByteReceiveStream):
                 return lines
             self._open.append(data)
             self._open_size += len(data)
-            if self._open_size > MAX_STDOUT_LINE:
+            if self._open_size > self._limit:
                 self._open, self._open_size = [], 0
                 self._ended = (
-                    f"server {self._server!r} wrote a line of more than {MAX_STDOUT_LINE // 2**20} MB on stdout"
+                    f"server {self._server!r} wrote a line of more than {size_words(self._limit)} on stdout"
+                    " (max_answer_bytes)"
                 )
                 logger.warning("%s: its connection is closed", self._ended)
                 self._on_end(self._ended)
