@@ -120,12 +120,13 @@ PAIRS = [(transport, mode) for transport in ("stdio", "http") for mode in CLIENT
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=[f"{transport}-{mode}" for transport, mode in PAIRS])
-async def each_client(request: pytest.FixtureRequest, shared_config: Path) -> AsyncIterator[Client]:
+async def each_client(request: pytest.FixtureRequest, shared_config: Path, client: Client) -> AsyncIterator[Client]:
     """The shared gateway over each transport and in each client mode in turn (as `connect`); one HTTP
-    gateway serves both modes, and the stdio one of `client` the session-era one."""
+    gateway serves both modes, and the stdio one of `client` the session-era one (a parameter, not
+    `getfixturevalue`: an async fixture cannot be set up from inside another)."""
     transport, mode = request.param
     if (transport, mode) == ("stdio", "legacy"):
-        yield request.getfixturevalue("client")
+        yield client
     elif transport == "stdio":
         async with stdio_gateway(shared_config, mode=mode) as opened:
             yield opened
