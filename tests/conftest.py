@@ -25,6 +25,20 @@ SERVERS = TESTS / "servers"
 NODE_BIN = TESTS / "node" / "node_modules" / ".bin"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the gateway's sources and the fixture servers' shared module once, before any test starts
+    them. The suite starts a Python process per gateway, server and CLI command (well over a thousand);
+    with PYTHONDONTWRITEBYTECODE set (as on the test machine) none of them writes what it compiled, so
+    each compiled every module it imported again: about 0.15 s of CPU per gateway. Python still reads a
+    cache it finds, and checks it against the source's mtime, so an edit is never run stale."""
+    import compileall
+
+    import mcp_manifold
+
+    compileall.compile_dir(Path(mcp_manifold.__file__).parent, quiet=2)
+    compileall.compile_file(SERVERS / "_common.py", quiet=2)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
@@ -21,8 +23,10 @@ import pytest
 from mcp.client import Client
 
 from tests.conftest import (
+    CLIENT_MODES,
     answer_elicitation,
     free_port,
+    gateway_over_http,
     keyed_client,
     server_entry,
     stdio_gateway,
@@ -43,48 +47,98 @@ async def run(client: Any, code: str) -> types.CallToolResult:
     return await client.call_tool("execute_code", {"code": code})
 
 
-async def test_programs_call_loop_and_catch(connect: Any, write_config: Any) -> None:
-    async with connect(write_config(SERVERS, {"expose": ["code"]})) as client:
-        assert [tool.name for tool in (await client.list_tools()).tools] == ["search_tools", "execute_code"]
+# --- one gateway per transport for the tests of SERVERS with only `code` exposed -----------------------------
+# A start of a gateway and its servers costs seconds of CPU; these tests run programs that only call tools.
 
-        found = text_of(await client.call_tool("search_tools", {"query": "multiply two numbers", "limit": 3}))
-        assert (
-            "// Multiply two numbers and return their product (a * b).\nfunction numbers_multiply(args: {a: " in found
-        )
-        assert "b: number (Any real number)}): Promise<{result: number}>;" in found, found
+PAIRS = [(transport, mode) for transport in ("stdio", "http") for mode in CLIENT_MODES]
 
-        loop = await run(
-            client,
-            "let total = 0;\n"
-            "for (let i = 1; i <= 5; i++) total = (await tools.numbers_add({a: total, b: i})).result;\n"
-            "console.log('total', total);\n"
-            "return {total};",
-        )
-        assert not loop.is_error and text_of(loop) == 'total 15\nReturned: {"total":15}', text_of(loop)
 
-        together = await run(
-            client,
-            "return (await Promise.all([2, 3, 4].map((n) => tools.numbers_multiply({a: n, b: n})))).map(r => r.result)",
-        )
-        assert text_of(together) == "Returned: [4,9,16]"
+@dataclass
+class Shared:
+    """A client of the shared gateway; `url` is the HTTP gateway's (empty over stdio)."""
 
-        caught = await run(
-            client,
-            "try { await tools.kitchen_fail({message: 'no luck'}); } catch (e) { console.log('caught', e.message); }\n"
-            "const echoed = await tools.kitchen_echo({text: 'hi'});\n"
-            "return typeof echoed + ':' + echoed",
-        )
-        assert text_of(caught) == 'caught Error executing tool fail: no luck\nReturned: "string:hi"', text_of(caught)
+    transport: str
+    mode: str
+    client: Client
+    url: str
 
-        thrown = await run(client, "await tools.numbers_sqrt({x: -4}); console.log('never')")
-        assert thrown.is_error and "Error: " in text_of(thrown) and "negative number -4" in text_of(thrown)
-        assert "never" not in text_of(thrown)
 
-        unknown = await run(client, "await tools.numbers_nope({})")
-        assert unknown.is_error and "not a function" in text_of(unknown)
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"  # module-wide, so the shared gateways' clients live across tests
 
-        bad = await client.call_tool("execute_code", {"code": ""})
-        assert bad.is_error and "'code'" in text_of(bad)
+
+@pytest.fixture(scope="module")
+def shared_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("code")
+    config = folder / "mcp.json"
+    config.write_text(
+        json.dumps({"mcpServers": SERVERS, "manifold": {"expose": ["code"], "data_dir": str(folder / "data")}})
+    )
+    return config
+
+
+@pytest.fixture(scope="module")
+def shared_http_url(shared_config: Path) -> Iterator[str]:
+    """One HTTP gateway for both client modes."""
+    port = free_port()
+    with gateway_over_http(shared_config, port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(scope="module", params=PAIRS, ids=[f"{transport}-{mode}" for transport, mode in PAIRS])
+async def shared(request: pytest.FixtureRequest, shared_config: Path) -> AsyncIterator[Shared]:
+    """The shared gateway over each transport and in each client mode in turn (as `connect`)."""
+    transport, mode = request.param
+    if transport == "stdio":
+        async with stdio_gateway(shared_config, mode=mode) as client:
+            yield Shared(transport, mode, client, "")
+    else:
+        url = request.getfixturevalue("shared_http_url")
+        async with Client(url, mode=mode) as client:
+            yield Shared(transport, mode, client, url)
+
+
+async def test_programs_call_loop_and_catch(shared: Shared) -> None:
+    client = shared.client
+    assert [tool.name for tool in (await client.list_tools()).tools] == ["search_tools", "execute_code"]
+
+    found = text_of(await client.call_tool("search_tools", {"query": "multiply two numbers", "limit": 3}))
+    assert "// Multiply two numbers and return their product (a * b).\nfunction numbers_multiply(args: {a: " in found
+    assert "b: number (Any real number)}): Promise<{result: number}>;" in found, found
+
+    loop = await run(
+        client,
+        "let total = 0;\n"
+        "for (let i = 1; i <= 5; i++) total = (await tools.numbers_add({a: total, b: i})).result;\n"
+        "console.log('total', total);\n"
+        "return {total};",
+    )
+    assert not loop.is_error and text_of(loop) == 'total 15\nReturned: {"total":15}', text_of(loop)
+
+    together = await run(
+        client,
+        "return (await Promise.all([2, 3, 4].map((n) => tools.numbers_multiply({a: n, b: n})))).map(r => r.result)",
+    )
+    assert text_of(together) == "Returned: [4,9,16]"
+
+    caught = await run(
+        client,
+        "try { await tools.kitchen_fail({message: 'no luck'}); } catch (e) { console.log('caught', e.message); }\n"
+        "const echoed = await tools.kitchen_echo({text: 'hi'});\n"
+        "return typeof echoed + ':' + echoed",
+    )
+    assert text_of(caught) == 'caught Error executing tool fail: no luck\nReturned: "string:hi"', text_of(caught)
+
+    thrown = await run(client, "await tools.numbers_sqrt({x: -4}); console.log('never')")
+    assert thrown.is_error and "Error: " in text_of(thrown) and "negative number -4" in text_of(thrown)
+    assert "never" not in text_of(thrown)
+
+    unknown = await run(client, "await tools.numbers_nope({})")
+    assert unknown.is_error and "not a function" in text_of(unknown)
+
+    bad = await client.call_tool("execute_code", {"code": ""})
+    assert bad.is_error and "'code'" in text_of(bad)
 
 
 async def test_large_values_stay_in_the_program(connect: Any, write_config: Any) -> None:
@@ -149,27 +203,25 @@ async def test_escapes_fail_cleanly_and_the_gateway_serves_on(connect: Any, writ
         assert text_of(after) == "Returned: 4"
 
 
-async def test_concurrent_programs_from_two_clients(connect: Any, write_config: Any, http_gateway: Any) -> None:
-    config = write_config(SERVERS, {"expose": ["code"]})
+async def test_concurrent_programs_from_two_clients(shared: Shared) -> None:
     program = (
         "let total = 0;\n"
         "for (let i = 0; i < 10; i++) total = (await tools.numbers_add({a: total, b: %d})).result;\n"
         "return total;"
     )
-    if connect.transport == "stdio":  # one stdio gateway serves one client: two programs at once from it
-        async with connect(config) as client:
-            answers: list[str] = ["", ""]
+    if shared.transport == "stdio":  # one stdio gateway serves one client: two programs at once from it
+        answers: list[str] = ["", ""]
 
-            async def one(index: int, step: int) -> None:
-                answers[index] = text_of(await run(client, program % step))
+        async def one(index: int, step: int) -> None:
+            answers[index] = text_of(await run(shared.client, program % step))
 
-            async with anyio.create_task_group() as group:
-                group.start_soon(one, 0, 1)
-                group.start_soon(one, 1, 3)
-            assert answers == ["Returned: 10", "Returned: 30"]
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, 0, 1)
+            group.start_soon(one, 1, 3)
+        assert answers == ["Returned: 10", "Returned: 30"]
         return
-    url = http_gateway(config)
-    async with Client(url, mode=connect.mode) as first, Client(url, mode=connect.mode) as second:
+    url = shared.url
+    async with Client(url, mode=shared.mode) as first, Client(url, mode=shared.mode) as second:
         results: dict[str, str] = {}
 
         async def slow() -> None:  # a busy program does not stall the other client

@@ -8,7 +8,7 @@ import re
 import shutil
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,14 @@ from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._surfaces.dispatch.connections import ALIASES_FILE, Connections
-from tests.conftest import manifold_command, server_entry, stdio_gateway
+from tests.conftest import (
+    CLIENT_MODES,
+    free_port,
+    gateway_over_http,
+    manifold_command,
+    server_entry,
+    stdio_gateway,
+)
 
 TOOL = "proxy-dispatch"
 SECRET = "sekrit-value-123"
@@ -74,6 +81,58 @@ async def logged_gateway(config: Path, log: Path) -> AsyncIterator[Client]:
     shell = ["-c", 'exec "$@" 2>>"$0"', str(log), *command]  # $0 is the log, "$@" the gateway
     async with Client(StdioServerParameters(command="/bin/sh", args=shell, env=dict(os.environ)), mode="legacy") as c:
         yield c
+
+
+# One stdio gateway for the tests below that use `SERVERS` as they are: a start of a gateway and its servers
+# costs seconds of CPU. Each of these tests makes files of its own in the spill directory and reads only those
+# (or names paths outside it); none changes a setting or a server.
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"  # module-wide, so the shared gateway's client lives across tests
+
+
+@pytest.fixture(scope="module")
+def shared_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("dispatch")
+    config = folder / "mcp.json"
+    settings = {"expose": ["dispatch"], "data_dir": str(folder / "data")}
+    config.write_text(json.dumps({"mcpServers": SERVERS, "manifold": settings}))
+    return config
+
+
+@pytest.fixture(scope="module")
+async def client(shared_config: Path) -> AsyncIterator[Client]:
+    """The shared gateway over stdio, to a session-era client (as `stdio_gateway`)."""
+    async with stdio_gateway(shared_config) as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def shared_http_url(shared_config: Path) -> Iterator[str]:
+    port = free_port()
+    with gateway_over_http(shared_config, port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+PAIRS = [(transport, mode) for transport in ("stdio", "http") for mode in CLIENT_MODES]
+
+
+@pytest.fixture(scope="module", params=PAIRS, ids=[f"{transport}-{mode}" for transport, mode in PAIRS])
+async def each_client(request: pytest.FixtureRequest, shared_config: Path, client: Client) -> AsyncIterator[Client]:
+    """The shared gateway over each transport and in each client mode in turn (as `connect`); one HTTP
+    gateway serves both modes, and the stdio one of `client` the session-era one (a parameter, not
+    `getfixturevalue`: an async fixture cannot be set up from inside another)."""
+    transport, mode = request.param
+    if (transport, mode) == ("stdio", "legacy"):
+        yield client
+    elif transport == "stdio":
+        async with stdio_gateway(shared_config, mode=mode) as opened:
+            yield opened
+    else:
+        async with Client(request.getfixturevalue("shared_http_url"), mode=mode) as opened:
+            yield opened
 
 
 # --- list, search, call ------------------------------------------------------------------------------
@@ -154,143 +213,139 @@ async def test_list_search_and_call_through_one_tool(connect: Any, write_config:
 
 
 @pytest.mark.anyio
-async def test_call_answers_are_mini_a_response_objects_unless_lean(write_config: Any) -> None:
-    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
-        product = await dispatch(client, action="call", tool="multiply", arguments={"a": 6, "b": 7})
-        # What the model reads: the facts and the tool's content in one object, as in Mini-A's examples.
-        assert [block.type for block in product.content] == ["text"]
-        assert json.loads(text_of(product)) == {
-            "action": "call",
-            "tool": "multiply",
-            "connection": "c2",
-            "estimatedTokens": 1,
-            "content": [{"type": "text", "text": "42.0"}],
-        }
-        assert own_meta(product.meta) == MULTIPLIED
+async def test_call_answers_are_mini_a_response_objects_unless_lean(client: Client, write_config: Any) -> None:
+    product = await dispatch(client, action="call", tool="multiply", arguments={"a": 6, "b": 7})
+    # What the model reads: the facts and the tool's content in one object, as in Mini-A's examples.
+    assert [block.type for block in product.content] == ["text"]
+    assert json.loads(text_of(product)) == {
+        "action": "call",
+        "tool": "multiply",
+        "connection": "c2",
+        "estimatedTokens": 1,
+        "content": [{"type": "text", "text": "42.0"}],
+    }
+    assert own_meta(product.meta) == MULTIPLIED
 
-        written = await dispatch(client, action="call", tool="document", arguments={"size": 50}, resultToFile=True)
-        path = (written.meta or {})["resultFile"]
-        measured = await dispatch(client, action="call", tool="measure", argumentsFile=path, resultToFile=True)
-        answer = json.loads(text_of(measured))
-        assert answer["arguments"] == {"_fromFile": path} and answer["autoSpilled"] is False
-        assert answer["resultFile"].endswith(".json") and answer["resultFile"] != path
-        assert answer["content"][0]["text"].startswith(f"Result written to file: {answer['resultFile']}")
+    written = await dispatch(client, action="call", tool="document", arguments={"size": 50}, resultToFile=True)
+    path = (written.meta or {})["resultFile"]
+    measured = await dispatch(client, action="call", tool="measure", argumentsFile=path, resultToFile=True)
+    answer = json.loads(text_of(measured))
+    assert answer["arguments"] == {"_fromFile": path} and answer["autoSpilled"] is False
+    assert answer["resultFile"].endswith(".json") and answer["resultFile"] != path
+    assert answer["content"][0]["text"].startswith(f"Result written to file: {answer['resultFile']}")
 
-        failed = json.loads(text_of(await dispatch(client, action="call", tool="fail", arguments={"message": "no"})))
-        assert failed["isError"] is True and "no" in failed["content"][0]["text"]
+    failed = json.loads(text_of(await dispatch(client, action="call", tool="fail", arguments={"message": "no"})))
+    assert failed["isError"] is True and "no" in failed["content"][0]["text"]
 
-        # Binary content follows the object as blocks of its own; inside, it is named without its data.
-        picture = await dispatch(client, action="call", tool="image", arguments={})
-        assert [block.type for block in picture.content] == ["text", "image"]
-        assert json.loads(text_of(picture))["content"] == [{"type": "image", "mimeType": "image/png", "attached": 1}]
+    # Binary content follows the object as blocks of its own; inside, it is named without its data.
+    picture = await dispatch(client, action="call", tool="image", arguments={})
+    assert [block.type for block in picture.content] == ["text", "image"]
+    assert json.loads(text_of(picture))["content"] == [{"type": "image", "mimeType": "image/png", "attached": 1}]
 
     lean = write_config(SERVERS, {"expose": ["dispatch"], "dispatch_response": "lean"}, name="lean.json")
-    async with stdio_gateway(lean) as client:
-        product = await dispatch(client, action="call", tool="multiply", arguments={"a": 6, "b": 7})
+    async with stdio_gateway(lean) as lean_client:
+        product = await dispatch(lean_client, action="call", tool="multiply", arguments={"a": 6, "b": 7})
         assert text_of(product) == "42.0"
         assert own_meta(product.meta) == MULTIPLIED
 
 
 @pytest.mark.anyio
-async def test_the_schema_declares_what_the_tool_accepts(write_config: Any) -> None:
+async def test_the_schema_declares_what_the_tool_accepts(client: Client) -> None:
     import jsonschema
 
-    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
-        [tool] = (await client.list_tools()).tools
-        # A schema-strict client checks the arguments before sending them: a JSON string must pass.
-        for request in (
-            {"action": "call", "tool": "echo", "arguments": '{"text": "hi"}', "meta": '{"trace": "t"}'},
-            {"action": "call", "tool": "echo", "arguments": {"text": "hi"}, "meta": {"trace": "t"}},
-        ):
-            jsonschema.validate(request, tool.input_schema)
-            assert inner(await dispatch(client, **request)) == "hi"
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate({"action": "call", "tool": "echo", "arguments": 5}, tool.input_schema)
+    [tool] = (await client.list_tools()).tools
+    # A schema-strict client checks the arguments before sending them: a JSON string must pass.
+    for request in (
+        {"action": "call", "tool": "echo", "arguments": '{"text": "hi"}', "meta": '{"trace": "t"}'},
+        {"action": "call", "tool": "echo", "arguments": {"text": "hi"}, "meta": {"trace": "t"}},
+    ):
+        jsonschema.validate(request, tool.input_schema)
+        assert inner(await dispatch(client, **request)) == "hi"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"action": "call", "tool": "echo", "arguments": 5}, tool.input_schema)
 
 
 @pytest.mark.anyio
-async def test_every_validation_error_is_a_clear_tool_error(write_config: Any) -> None:
-    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
-        cases: list[tuple[dict[str, Any], str]] = [
-            ({}, "missing required parameter 'action': one of list, search, call, readresult"),
-            ({"action": "delete"}, "unknown action 'delete'"),
-            ({"action": "list", "colour": "red"}, "'colour' is not a parameter of action 'list' (unknown parameter)"),
-            (
-                {"action": "list", "query": "x"},
-                "'query' is not a parameter of action 'list' (it belongs to action search)",
-            ),
-            ({"action": "list", "includeTools": "yes"}, "'includeTools' must be true or false, got a string"),
-            ({"action": "list", "connection": "c9"}, "unknown connection 'c9'; known connections: c1 (kitchen), c2"),
-            ({"action": "search"}, "action 'search' needs 'query'"),
-            ({"action": "search", "query": "x", "limit": 0}, "'limit' must be an integer from 1 to 50, got 0"),
-            ({"action": "call"}, "action 'call' needs 'tool'"),
-            ({"action": "call", "tool": "echo", "arguments": [1]}, "'arguments' must be an object"),
-            ({"action": "call", "tool": "echo", "arguments": "{oops"}, "'arguments' is a string but not valid JSON"),
-            ({"action": "call", "tool": "echo", "meta": 3}, "'meta' must be an object"),
-            (
-                {"action": "call", "tool": "echo", "resultSizeThreshold": -1},
-                "'resultSizeThreshold' must be an integer >= 0",
-            ),
-            ({"action": "call", "tool": "echo", "resultToFile": 1}, "'resultToFile' must be true or false"),
-            (
-                {"action": "call", "tool": "multiplyy"},
-                "no connection offers a tool named 'multiplyy'; did you mean 'multiply'",
-            ),
-            ({"action": "call", "tool": "echo", "connection": "c2"}, "connection c2 (numbers) has no tool 'echo'"),
-            (
-                {"action": "call", "tool": "echo", "arguments": {"txt": "a"}},
-                "unknown parameter(s) txt; missing required",
-            ),
-            ({"action": "call", "tool": "echo", "argumentsFile": "/etc/passwd"}, "'argumentsFile' must name a file in"),
-            ({"action": "readresult"}, "action 'readresult' needs 'resultFile'"),
-            ({"action": "readresult", "resultFile": "../x"}, "'resultFile' may not contain '..'"),
-            ({"action": "readresult", "resultFile": "nope.json"}, "'resultFile': no such file 'nope.json'"),
-        ]
-        for arguments, expected in cases:
-            assert expected in await error(client, **arguments), arguments
-        # The gateway still answers after all of that.
-        assert inner(await dispatch(client, action="call", tool="echo", arguments={"text": "ok"})) == "ok"
+async def test_every_validation_error_is_a_clear_tool_error(client: Client) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({}, "missing required parameter 'action': one of list, search, call, readresult"),
+        ({"action": "delete"}, "unknown action 'delete'"),
+        ({"action": "list", "colour": "red"}, "'colour' is not a parameter of action 'list' (unknown parameter)"),
+        (
+            {"action": "list", "query": "x"},
+            "'query' is not a parameter of action 'list' (it belongs to action search)",
+        ),
+        ({"action": "list", "includeTools": "yes"}, "'includeTools' must be true or false, got a string"),
+        ({"action": "list", "connection": "c9"}, "unknown connection 'c9'; known connections: c1 (kitchen), c2"),
+        ({"action": "search"}, "action 'search' needs 'query'"),
+        ({"action": "search", "query": "x", "limit": 0}, "'limit' must be an integer from 1 to 50, got 0"),
+        ({"action": "call"}, "action 'call' needs 'tool'"),
+        ({"action": "call", "tool": "echo", "arguments": [1]}, "'arguments' must be an object"),
+        ({"action": "call", "tool": "echo", "arguments": "{oops"}, "'arguments' is a string but not valid JSON"),
+        ({"action": "call", "tool": "echo", "meta": 3}, "'meta' must be an object"),
+        (
+            {"action": "call", "tool": "echo", "resultSizeThreshold": -1},
+            "'resultSizeThreshold' must be an integer >= 0",
+        ),
+        ({"action": "call", "tool": "echo", "resultToFile": 1}, "'resultToFile' must be true or false"),
+        (
+            {"action": "call", "tool": "multiplyy"},
+            "no connection offers a tool named 'multiplyy'; did you mean 'multiply'",
+        ),
+        ({"action": "call", "tool": "echo", "connection": "c2"}, "connection c2 (numbers) has no tool 'echo'"),
+        (
+            {"action": "call", "tool": "echo", "arguments": {"txt": "a"}},
+            "unknown parameter(s) txt; missing required",
+        ),
+        ({"action": "call", "tool": "echo", "argumentsFile": "/etc/passwd"}, "'argumentsFile' must name a file in"),
+        ({"action": "readresult"}, "action 'readresult' needs 'resultFile'"),
+        ({"action": "readresult", "resultFile": "../x"}, "'resultFile' may not contain '..'"),
+        ({"action": "readresult", "resultFile": "nope.json"}, "'resultFile': no such file 'nope.json'"),
+    ]
+    for arguments, expected in cases:
+        assert expected in await error(client, **arguments), arguments
+    # The gateway still answers after all of that.
+    assert inner(await dispatch(client, action="call", tool="echo", arguments={"text": "ok"})) == "ok"
 
 
 @pytest.mark.anyio
-async def test_readresult_ops_and_their_errors(write_config: Any) -> None:
-    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
-        spilled = await dispatch(client, action="call", tool="document", arguments={"size": 3000}, resultToFile=True)
-        assert spilled.meta is not None and spilled.meta["autoSpilled"] is False
-        path = spilled.meta["resultFile"]
-        assert f"Result written to file: {path}" in inner(spilled) and "Top-level keys: [text]" in inner(spilled)
+async def test_readresult_ops_and_their_errors(client: Client) -> None:
+    spilled = await dispatch(client, action="call", tool="document", arguments={"size": 3000}, resultToFile=True)
+    assert spilled.meta is not None and spilled.meta["autoSpilled"] is False
+    path = spilled.meta["resultFile"]
+    assert f"Result written to file: {path}" in inner(spilled) and "Top-level keys: [text]" in inner(spilled)
 
-        facts = await data(client, action="readresult", resultFile=path)
-        assert facts == {"resultFile": path, "byteSize": 3016, "lineCount": 3, "estimatedTokens": 754}
-        head = await dispatch(client, action="readresult", resultFile=path, op="head", lines=1)
-        assert [c.text for c in head.content] == ["{", "[lines 1-1 of 3]"]  # type: ignore[union-attr]
-        tail = await dispatch(client, action="readresult", resultFile=path, op="tail", lines=1)
-        assert text_of(tail).startswith("}")
-        middle = await dispatch(client, action="readresult", resultFile=path, op="slice", fromLine=2, toLine=2)
-        assert middle.content[0].text.startswith('  "text": "w1 w2 w3')  # type: ignore[union-attr]
-        grep = await dispatch(client, action="readresult", resultFile=path, op="grep", pattern=r"W99\b", context=1)
-        assert grep.content[0].text.startswith("1- {\n2: ")  # type: ignore[union-attr]
-        assert "1 matching line(s) of 3" in text_of(grep)
-        part = await dispatch(client, action="readresult", resultFile=path, op="read", maxBytes=12)
-        assert part.content[0].text == '{\n  "text": ' and "continue with offset 12" in text_of(part)  # type: ignore[union-attr]
-        rest = await dispatch(client, action="readresult", resultFile=path, op="read", offset=3000)
-        assert rest.content[0].text.endswith('"\n}')  # type: ignore[union-attr]
-        everything = await dispatch(client, action="readresult", resultFile=path, op="read")
-        assert json.loads(everything.content[0].text)["text"].startswith("w1 w2")  # type: ignore[union-attr]
-        by_name = await data(client, action="readresult", resultFile=Path(path).name, op="stat")
-        assert by_name["byteSize"] == 3016
+    facts = await data(client, action="readresult", resultFile=path)
+    assert facts == {"resultFile": path, "byteSize": 3016, "lineCount": 3, "estimatedTokens": 754}
+    head = await dispatch(client, action="readresult", resultFile=path, op="head", lines=1)
+    assert [c.text for c in head.content] == ["{", "[lines 1-1 of 3]"]  # type: ignore[union-attr]
+    tail = await dispatch(client, action="readresult", resultFile=path, op="tail", lines=1)
+    assert text_of(tail).startswith("}")
+    middle = await dispatch(client, action="readresult", resultFile=path, op="slice", fromLine=2, toLine=2)
+    assert middle.content[0].text.startswith('  "text": "w1 w2 w3')  # type: ignore[union-attr]
+    grep = await dispatch(client, action="readresult", resultFile=path, op="grep", pattern=r"W99\b", context=1)
+    assert grep.content[0].text.startswith("1- {\n2: ")  # type: ignore[union-attr]
+    assert "1 matching line(s) of 3" in text_of(grep)
+    part = await dispatch(client, action="readresult", resultFile=path, op="read", maxBytes=12)
+    assert part.content[0].text == '{\n  "text": ' and "continue with offset 12" in text_of(part)  # type: ignore[union-attr]
+    rest = await dispatch(client, action="readresult", resultFile=path, op="read", offset=3000)
+    assert rest.content[0].text.endswith('"\n}')  # type: ignore[union-attr]
+    everything = await dispatch(client, action="readresult", resultFile=path, op="read")
+    assert json.loads(everything.content[0].text)["text"].startswith("w1 w2")  # type: ignore[union-attr]
+    by_name = await data(client, action="readresult", resultFile=Path(path).name, op="stat")
+    assert by_name["byteSize"] == 3016
 
-        for arguments, expected in [
-            ({"op": "cat"}, "unknown op 'cat': expected one of stat, head, tail, slice, grep, read"),
-            ({"op": "head", "pattern": "x"}, "'pattern' is only used by op grep, not by op 'head'"),
-            ({"op": "stat", "lines": 3}, "'lines' is only used by op head and tail"),
-            ({"op": "grep"}, "op 'grep' needs 'pattern'"),
-            ({"op": "grep", "pattern": "("}, "'pattern' is not a valid regular expression"),
-            ({"op": "slice", "fromLine": 3, "toLine": 2}, "'toLine' (2) must not be smaller than 'fromLine' (3)"),
-            ({"op": "head", "lines": 0}, "'lines' must be an integer >= 1, got 0"),
-            ({"op": "read", "maxBytes": "all"}, "'maxBytes' must be an integer >= 0"),
-        ]:
-            assert expected in await error(client, action="readresult", resultFile=path, **arguments), arguments
+    for arguments, expected in [
+        ({"op": "cat"}, "unknown op 'cat': expected one of stat, head, tail, slice, grep, read"),
+        ({"op": "head", "pattern": "x"}, "'pattern' is only used by op grep, not by op 'head'"),
+        ({"op": "stat", "lines": 3}, "'lines' is only used by op head and tail"),
+        ({"op": "grep"}, "op 'grep' needs 'pattern'"),
+        ({"op": "grep", "pattern": "("}, "'pattern' is not a valid regular expression"),
+        ({"op": "slice", "fromLine": 3, "toLine": 2}, "'toLine' (2) must not be smaller than 'fromLine' (3)"),
+        ({"op": "head", "lines": 0}, "'lines' must be an integer >= 1, got 0"),
+        ({"op": "read", "maxBytes": "all"}, "'maxBytes' must be an integer >= 0"),
+    ]:
+        assert expected in await error(client, action="readresult", resultFile=path, **arguments), arguments
 
 
 @pytest.mark.anyio
@@ -322,34 +377,30 @@ async def test_spill_threshold_and_per_call_threshold(connect: Any, write_config
 
 
 @pytest.mark.anyio
-async def test_a_1mb_result_moves_between_tools_through_a_file(connect: Any, write_config: Any) -> None:
-    async with connect(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
-        produced = await dispatch(
-            client, action="call", tool="document", arguments={"size": 1_000_000}, resultToFile=True
-        )
-        # All the client gets of the megabyte: a short notice, and the file's facts in _meta.
-        assert len(inner(produced)) < 1500 and len(json.dumps(produced.meta)) < 500
-        assert produced.meta is not None
-        result_file = produced.meta["resultFile"]
-        assert produced.meta["byteSize"] > 1_000_000
+async def test_a_1mb_result_moves_between_tools_through_a_file(each_client: Client) -> None:
+    client = each_client
+    produced = await dispatch(client, action="call", tool="document", arguments={"size": 1_000_000}, resultToFile=True)
+    # All the client gets of the megabyte: a short notice, and the file's facts in _meta.
+    assert len(inner(produced)) < 1500 and len(json.dumps(produced.meta)) < 500
+    assert produced.meta is not None
+    result_file = produced.meta["resultFile"]
+    assert produced.meta["byteSize"] > 1_000_000
 
-        measured = await dispatch(client, action="call", tool="measure", argumentsFile=result_file)
-        assert json.loads(inner(measured)) == {"characters": 1_000_000, "words": 138_889}
-        assert measured.meta is not None and measured.meta["arguments"] == {"_fromFile": result_file}
+    measured = await dispatch(client, action="call", tool="measure", argumentsFile=result_file)
+    assert json.loads(inner(measured)) == {"characters": 1_000_000, "words": 138_889}
+    assert measured.meta is not None and measured.meta["arguments"] == {"_fromFile": result_file}
 
-        # Inline arguments refine the file's.
-        short = await dispatch(
-            client, action="call", tool="measure", argumentsFile=result_file, arguments={"text": "a b"}
-        )
-        assert json.loads(inner(short)) == {"characters": 3, "words": 2}
+    # Inline arguments refine the file's.
+    short = await dispatch(client, action="call", tool="measure", argumentsFile=result_file, arguments={"text": "a b"})
+    assert json.loads(inner(short)) == {"characters": 3, "words": 2}
 
-        found = await dispatch(client, action="readresult", resultFile=result_file, op="grep", pattern=r"\bw138888\b")
-        assert "w138888" in text_of(found) and len(text_of(found)) < 3000
+    found = await dispatch(client, action="readresult", resultFile=result_file, op="grep", pattern=r"\bw138888\b")
+    assert "w138888" in text_of(found) and len(text_of(found)) < 3000
 
-        not_an_object = await dispatch(client, action="call", tool="huge", arguments={"size": 50}, resultToFile=True)
-        assert not_an_object.meta is not None
-        refused = await error(client, action="call", tool="measure", argumentsFile=not_an_object.meta["resultFile"])
-        assert "'argumentsFile' must hold a JSON object" in refused
+    not_an_object = await dispatch(client, action="call", tool="huge", arguments={"size": 50}, resultToFile=True)
+    assert not_an_object.meta is not None
+    refused = await error(client, action="call", tool="measure", argumentsFile=not_an_object.meta["resultFile"])
+    assert "'argumentsFile' must hold a JSON object" in refused
 
 
 @pytest.mark.anyio
@@ -380,28 +431,27 @@ async def test_toon_needs_a_threshold_as_in_mini_a(write_config: Any) -> None:
 
 
 @pytest.mark.anyio
-async def test_paths_outside_the_spill_directory_are_refused(write_config: Any, tmp_path: Path) -> None:
+async def test_paths_outside_the_spill_directory_are_refused(client: Client, tmp_path: Path) -> None:
     outside = tmp_path / "outside.json"
     outside.write_text('{"text": "stolen"}')
-    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
-        spilled = await dispatch(client, action="call", tool="echo", arguments={"text": "x"}, resultToFile=True)
-        assert spilled.meta is not None
-        directory = Path(spilled.meta["resultFile"]).parent
-        (directory / "escape.json").symlink_to(outside)
-        attempts = [
-            str(outside),
-            str(directory / ".." / ".." / ".." / "outside.json"),
-            "../../../outside.json",
-            str(directory / "escape.json"),
-            "escape.json",
-            "/etc/passwd",
-        ]
-        for attempt in attempts:
-            for field, action in (("argumentsFile", "call"), ("resultFile", "readresult")):
-                extra = {"tool": "echo"} if action == "call" else {}
-                message = await error(client, action=action, **{field: attempt}, **extra)
-                assert f"'{field}'" in message and ("outside" in message or "'..'" in message), (attempt, message)
-                assert "stolen" not in message
+    spilled = await dispatch(client, action="call", tool="echo", arguments={"text": "x"}, resultToFile=True)
+    assert spilled.meta is not None
+    directory = Path(spilled.meta["resultFile"]).parent
+    (directory / "escape.json").symlink_to(outside)
+    attempts = [
+        str(outside),
+        str(directory / ".." / ".." / ".." / "outside.json"),
+        "../../../outside.json",
+        str(directory / "escape.json"),
+        "escape.json",
+        "/etc/passwd",
+    ]
+    for attempt in attempts:
+        for field, action in (("argumentsFile", "call"), ("resultFile", "readresult")):
+            extra = {"tool": "echo"} if action == "call" else {}
+            message = await error(client, action=action, **{field: attempt}, **extra)
+            assert f"'{field}'" in message and ("outside" in message or "'..'" in message), (attempt, message)
+            assert "stolen" not in message
 
 
 @pytest.mark.anyio
@@ -598,26 +648,25 @@ def test_cache_hits_expiry_and_what_is_never_cached() -> None:
 
 
 @pytest.mark.anyio
-async def test_odd_paths_and_huge_numbers_are_tool_errors_and_the_next_call_works(write_config: Any) -> None:
+async def test_odd_paths_and_huge_numbers_are_tool_errors_and_the_next_call_works(client: Client) -> None:
     # Regression: each of these reached the client as a traceback (ValueError, RuntimeError,
     # OverflowError, MemoryError) instead of an answer or a tool error naming the field.
-    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
-        spilled = await dispatch(client, action="call", tool="document", arguments={"size": 3000}, resultToFile=True)
-        assert spilled.meta is not None
-        path = spilled.meta["resultFile"]
-        for field, action in [("resultFile", "readresult"), ("argumentsFile", "call")]:
-            extra = {"tool": "echo"} if action == "call" else {}
-            nul = await error(client, action=action, **extra, **{field: "result\u0000.json"})
-            assert f"'{field}' may not contain a NUL character" in nul
-            nobody = await error(client, action=action, **extra, **{field: "~no-such-user-xyz/x.json"})
-            assert f"'{field}': cannot use '~no-such-user-xyz/x.json'" in nobody
-        tail = await dispatch(client, action="readresult", resultFile=path, op="tail", lines=10**30)
-        assert not tail.is_error and "[lines 1-3 of 3]" in text_of(tail)
-        whole = await dispatch(client, action="readresult", resultFile=path, op="read", maxBytes=2**40)
-        assert not whole.is_error and "[all 3016 bytes]" in text_of(whole)
-        past = await dispatch(client, action="readresult", resultFile=path, op="read", offset=10**30)
-        assert not past.is_error and "is past the end: the file has 3016 bytes" in text_of(past)
-        assert (await data(client, action="readresult", resultFile=path))["byteSize"] == 3016
+    spilled = await dispatch(client, action="call", tool="document", arguments={"size": 3000}, resultToFile=True)
+    assert spilled.meta is not None
+    path = spilled.meta["resultFile"]
+    for field, action in [("resultFile", "readresult"), ("argumentsFile", "call")]:
+        extra = {"tool": "echo"} if action == "call" else {}
+        nul = await error(client, action=action, **extra, **{field: "result\u0000.json"})
+        assert f"'{field}' may not contain a NUL character" in nul
+        nobody = await error(client, action=action, **extra, **{field: "~no-such-user-xyz/x.json"})
+        assert f"'{field}': cannot use '~no-such-user-xyz/x.json'" in nobody
+    tail = await dispatch(client, action="readresult", resultFile=path, op="tail", lines=10**30)
+    assert not tail.is_error and "[lines 1-3 of 3]" in text_of(tail)
+    whole = await dispatch(client, action="readresult", resultFile=path, op="read", maxBytes=2**40)
+    assert not whole.is_error and "[all 3016 bytes]" in text_of(whole)
+    past = await dispatch(client, action="readresult", resultFile=path, op="read", offset=10**30)
+    assert not past.is_error and "is past the end: the file has 3016 bytes" in text_of(past)
+    assert (await data(client, action="readresult", resultFile=path))["byteSize"] == 3016
 
 
 @pytest.mark.anyio
@@ -674,21 +723,18 @@ async def test_global_spill_applies_to_other_surfaces_and_files_go_at_shutdown(
 
 
 @pytest.mark.anyio
-async def test_a_path_outside_the_spill_directory_never_tells_whether_it_exists(
-    write_config: Any, tmp_path: Path
-) -> None:
+async def test_a_path_outside_the_spill_directory_never_tells_whether_it_exists(client: Client, tmp_path: Path) -> None:
     """`resultFile` and `argumentsFile` used to say "no such file" for a missing path outside the spill
     directory and "outside them" for an existing one: any client could probe the gateway's files."""
     there = tmp_path / "private.txt"
     there.write_text("secret")
-    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
-        for field, action in [("resultFile", "readresult"), ("argumentsFile", "call")]:
-            extra = {"tool": "echo"} if action == "call" else {}
-            answers = [
-                (await error(client, action=action, **extra, **{field: str(path)})).replace(str(path), "PATH")
-                for path in (there, tmp_path / "missing.txt", tmp_path / "missing" / "deeper.txt")
-            ]
-            assert answers[0] == answers[1] == answers[2] and "is outside them" in answers[0]
+    for field, action in [("resultFile", "readresult"), ("argumentsFile", "call")]:
+        extra = {"tool": "echo"} if action == "call" else {}
+        answers = [
+            (await error(client, action=action, **extra, **{field: str(path)})).replace(str(path), "PATH")
+            for path in (there, tmp_path / "missing.txt", tmp_path / "missing" / "deeper.txt")
+        ]
+        assert answers[0] == answers[1] == answers[2] and "is outside them" in answers[0]
 
 
 @pytest.mark.anyio

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,12 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import (
+    CLIENT_MODES,
     SERVERS,
     answer_elicitation,
     answer_sampling,
     free_port,
+    gateway_over_http,
     server_entry,
     stdio_gateway,
     stop_process,
@@ -42,64 +45,102 @@ def text_of(result: types.CallToolResult) -> str:
     return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
 
 
-async def test_three_servers_namespaced_in_one_list(connect: Any, write_config: Any) -> None:
-    async with connect(write_config(THREE_SERVERS)) as client:
-        names = {tool.name for tool in (await client.list_tools()).tools}
-        assert {"kitchen_echo", "numbers_add", "numbers_sqrt", "words_upper", "words_reverse"} <= names
-        assert all(len(name) <= 64 for name in names)
-        long_names = [name for name in names if name.startswith("words_really_long")]
-        assert len(long_names) == 1 and len(long_names[0]) <= 64
+# --- one gateway per transport, shared by the tests whose servers' state ends as it began ----------------
+# Each start of a gateway with its servers costs seconds of CPU; these tests only call and read, or crash
+# kitchen, which comes back on the next call (what its test checks). The tests with callbacks of their own,
+# or servers that keep what a test did, start their own gateway through `connect`.
 
-        assert text_of(await client.call_tool("kitchen_echo", {"text": "hi"})) == "hi"
-        added = await client.call_tool("kitchen_add", {"a": 2, "b": 3})
-        assert added.structured_content == {"result": 5}
-        assert text_of(await client.call_tool("words_upper", {"text": "abc"})) == "ABC"
+SHARED_SERVERS = {**THREE_SERVERS, "links": server_entry("links.py"), "erring": server_entry("erring.py")}
+PAIRS = [(transport, mode) for transport in ("stdio", "http") for mode in CLIENT_MODES]
 
 
-async def test_content_types_pass_through(connect: Any, write_config: Any) -> None:
-    async with connect(write_config({"kitchen": server_entry("kitchen.py")})) as client:
-        image = (await client.call_tool("kitchen_image", {})).content[0]
-        assert isinstance(image, types.ImageContent) and image.mime_type == "image/png"
-        assert base64.b64decode(image.data).startswith(b"\x89PNG")
-        embedded = (await client.call_tool("kitchen_embedded", {})).content[0]
-        assert isinstance(embedded, types.EmbeddedResource)
-        assert embedded.resource.text == "embedded text"  # type: ignore[union-attr]
-        huge = await client.call_tool("kitchen_huge", {"size": 1_000_000})
-        assert len(text_of(huge)) == 1_000_000
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"  # module-wide, so the shared gateways' clients live across tests
 
 
-async def test_resources_templates_and_prompts(connect: Any, write_config: Any) -> None:
-    async with connect(write_config(THREE_SERVERS)) as client:
-        uris = {r.uri for r in (await client.list_resources()).resources}
-        assert {"kitchen+kitchen://text", "kitchen+kitchen://blob", "numbers+numbers://constants"} <= uris
-        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
-        assert "kitchen+kitchen://greeting/{name}" in templates
-
-        text = (await client.read_resource("kitchen+kitchen://text")).contents[0]
-        assert text.text == "hello from kitchen"  # type: ignore[union-attr]
-        assert text.uri == "kitchen+kitchen://text"
-        blob = (await client.read_resource("kitchen+kitchen://blob")).contents[0]
-        assert base64.b64decode(blob.blob) == b"\x00\x01\x02binary"  # type: ignore[union-attr]
-        greeting = (await client.read_resource("kitchen+kitchen://greeting/Ada")).contents[0]
-        assert greeting.text == "Hello, Ada!"  # type: ignore[union-attr]
-
-        prompts = {p.name for p in (await client.list_prompts()).prompts}
-        assert {"kitchen_greet", "kitchen_summarize", "numbers_explain"} <= prompts
-        prompt = await client.get_prompt("kitchen_greet", {"name": "Bob", "style": "formal"})
-        assert "Greet Bob in a formal way." in prompt.messages[0].content.text  # type: ignore[union-attr]
+@pytest.fixture(scope="module")
+def shared_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("shared")
+    config = folder / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": SHARED_SERVERS, "manifold": {"data_dir": str(folder / "data")}}))
+    return config
 
 
-async def test_errors_are_clear_and_harmless(connect: Any, write_config: Any) -> None:
-    async with connect(write_config(THREE_SERVERS)) as client:
-        failed = await client.call_tool("kitchen_fail", {"message": "kaboom"})
-        assert failed.is_error and "kaboom" in text_of(failed)
-        unknown = await client.call_tool("nope", {})  # as a server answers for a tool it does not have
-        assert unknown.is_error and "unknown tool 'nope'" in text_of(unknown)
-        with pytest.raises(Exception, match="unknown resource"):
-            await client.read_resource("nobody+x://y")
-        with pytest.raises(Exception, match="unknown prompt"):
-            await client.get_prompt("nope", {})
-        assert text_of(await client.call_tool("kitchen_echo", {"text": "still fine"})) == "still fine"
+@pytest.fixture(scope="module")
+def shared_http_url(shared_config: Path) -> Iterator[str]:
+    """One HTTP gateway for both client modes."""
+    port = free_port()
+    with gateway_over_http(shared_config, port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(scope="module", params=PAIRS, ids=[f"{transport}-{mode}" for transport, mode in PAIRS])
+async def client(request: pytest.FixtureRequest, shared_config: Path) -> AsyncIterator[Client]:
+    """A client of the shared gateway, over each transport and in each client mode in turn (as `connect`)."""
+    transport, mode = request.param
+    if transport == "stdio":
+        async with stdio_gateway(shared_config, mode=mode) as opened:
+            yield opened
+    else:
+        async with Client(request.getfixturevalue("shared_http_url"), mode=mode) as opened:
+            yield opened
+
+
+async def test_three_servers_namespaced_in_one_list(client: Client) -> None:
+    names = {tool.name for tool in (await client.list_tools()).tools}
+    assert {"kitchen_echo", "numbers_add", "numbers_sqrt", "words_upper", "words_reverse"} <= names
+    assert all(len(name) <= 64 for name in names)
+    long_names = [name for name in names if name.startswith("words_really_long")]
+    assert len(long_names) == 1 and len(long_names[0]) <= 64
+
+    assert text_of(await client.call_tool("kitchen_echo", {"text": "hi"})) == "hi"
+    added = await client.call_tool("kitchen_add", {"a": 2, "b": 3})
+    assert added.structured_content == {"result": 5}
+    assert text_of(await client.call_tool("words_upper", {"text": "abc"})) == "ABC"
+
+
+async def test_content_types_pass_through(client: Client) -> None:
+    image = (await client.call_tool("kitchen_image", {})).content[0]
+    assert isinstance(image, types.ImageContent) and image.mime_type == "image/png"
+    assert base64.b64decode(image.data).startswith(b"\x89PNG")
+    embedded = (await client.call_tool("kitchen_embedded", {})).content[0]
+    assert isinstance(embedded, types.EmbeddedResource)
+    assert embedded.resource.text == "embedded text"  # type: ignore[union-attr]
+    huge = await client.call_tool("kitchen_huge", {"size": 1_000_000})
+    assert len(text_of(huge)) == 1_000_000
+
+
+async def test_resources_templates_and_prompts(client: Client) -> None:
+    uris = {r.uri for r in (await client.list_resources()).resources}
+    assert {"kitchen+kitchen://text", "kitchen+kitchen://blob", "numbers+numbers://constants"} <= uris
+    templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+    assert "kitchen+kitchen://greeting/{name}" in templates
+
+    text = (await client.read_resource("kitchen+kitchen://text")).contents[0]
+    assert text.text == "hello from kitchen"  # type: ignore[union-attr]
+    assert text.uri == "kitchen+kitchen://text"
+    blob = (await client.read_resource("kitchen+kitchen://blob")).contents[0]
+    assert base64.b64decode(blob.blob) == b"\x00\x01\x02binary"  # type: ignore[union-attr]
+    greeting = (await client.read_resource("kitchen+kitchen://greeting/Ada")).contents[0]
+    assert greeting.text == "Hello, Ada!"  # type: ignore[union-attr]
+
+    prompts = {p.name for p in (await client.list_prompts()).prompts}
+    assert {"kitchen_greet", "kitchen_summarize", "numbers_explain"} <= prompts
+    prompt = await client.get_prompt("kitchen_greet", {"name": "Bob", "style": "formal"})
+    assert "Greet Bob in a formal way." in prompt.messages[0].content.text  # type: ignore[union-attr]
+
+
+async def test_errors_are_clear_and_harmless(client: Client) -> None:
+    failed = await client.call_tool("kitchen_fail", {"message": "kaboom"})
+    assert failed.is_error and "kaboom" in text_of(failed)
+    unknown = await client.call_tool("nope", {})  # as a server answers for a tool it does not have
+    assert unknown.is_error and "unknown tool 'nope'" in text_of(unknown)
+    with pytest.raises(Exception, match="unknown resource"):
+        await client.read_resource("nobody+x://y")
+    with pytest.raises(Exception, match="unknown prompt"):
+        await client.get_prompt("nope", {})
+    assert text_of(await client.call_tool("kitchen_echo", {"text": "still fine"})) == "still fine"
 
 
 async def test_progress_and_logging_reach_the_client(connect: Any, write_config: Any) -> None:
@@ -221,16 +262,15 @@ async def test_backend_list_change_refreshes_catalog_and_notifies(connect: Any, 
         assert text_of(await client.call_tool("kitchen_fresh", {})) != ""
 
 
-async def test_a_crashed_server_does_not_disturb_the_others_and_restarts(connect: Any, write_config: Any) -> None:
-    async with connect(write_config(THREE_SERVERS)) as client:
-        crashed = await client.call_tool("kitchen_crash", {})
-        assert crashed.is_error
-        assert "kitchen" in text_of(crashed)
-        # The others never noticed.
-        assert text_of(await client.call_tool("words_reverse", {"text": "abc"})) == "cba"
-        assert text_of(await client.call_tool("numbers_add", {"a": 1, "b": 2})).startswith("3")
-        # The crashed one comes back on next need.
-        assert text_of(await client.call_tool("kitchen_echo", {"text": "back"})) == "back"
+async def test_a_crashed_server_does_not_disturb_the_others_and_restarts(client: Client) -> None:
+    crashed = await client.call_tool("kitchen_crash", {})
+    assert crashed.is_error
+    assert "kitchen" in text_of(crashed)
+    # The others never noticed.
+    assert text_of(await client.call_tool("words_reverse", {"text": "abc"})) == "cba"
+    assert text_of(await client.call_tool("numbers_add", {"a": 1, "b": 2})).startswith("3")
+    # The crashed one comes back on next need.
+    assert text_of(await client.call_tool("kitchen_echo", {"text": "back"})) == "back"
 
 
 async def test_call_timeout_and_cancellation(connect: Any, write_config: Any) -> None:
@@ -350,7 +390,10 @@ async def test_an_http_server_that_dies_under_load_takes_nothing_else_down(
 ) -> None:
     """Calls racing a dead HTTP server's restart get clear errors; the gateway and other servers stay up."""
     url = instances.start("alpha")
-    config = write_config({"alpha": {"url": url}, "numbers": server_entry("numbers.py")}, {"init_timeout": 15})
+    # The failed calls pause alpha (breaker_threshold 3): a short pause, so the wait for its return below is
+    # for the reconnect, not for the default 10 s cooldown.
+    settings = {"init_timeout": 15, "breaker_cooldown": 0.5}
+    config = write_config({"alpha": {"url": url}, "numbers": server_entry("numbers.py")}, settings)
     async with connect(config) as client:
         assert text_of(await client.call_tool("alpha_whoami", {})) == "alpha"
         instances.kill("alpha")
@@ -508,22 +551,19 @@ async def test_bad_input_to_every_request_gets_a_clear_error(connect: Any, write
         assert text_of(await client.call_tool("words_upper", {"text": "still fine"})) == "STILL FINE"
 
 
-async def test_resource_links_read_back_and_uri_arguments_reach_the_server_in_its_own_form(
-    connect: Any, write_config: Any
-) -> None:
-    async with connect(write_config({"links": server_entry("links.py")})) as client:
-        pointed = await client.call_tool("links_link", {"item": "7"})
-        link, embedded = pointed.content
-        assert isinstance(link, types.ResourceLink) and isinstance(embedded, types.EmbeddedResource)
-        assert str(link.uri) == str(embedded.resource.uri) == "links+links://item/7"  # readable through the gateway
-        read = await client.read_resource(str(link.uri))
-        assert read.contents[0].text == "the text of item 7"  # type: ignore[union-attr]
-        assert str(read.contents[0].uri) == "links+links://item/7"
-        # The tool's schema says its argument is a URI: the exposed form a client holds reaches the server
-        # as the server knows it; its own form passes unchanged.
-        for given in ("links+links://item/7", "links://item/7"):
-            described = await client.call_tool("links_describe", {"uri": given})
-            assert text_of(described) == "got links://item/7: the text of item 7", given
+async def test_resource_links_read_back_and_uri_arguments_reach_the_server_in_its_own_form(client: Client) -> None:
+    pointed = await client.call_tool("links_link", {"item": "7"})
+    link, embedded = pointed.content
+    assert isinstance(link, types.ResourceLink) and isinstance(embedded, types.EmbeddedResource)
+    assert str(link.uri) == str(embedded.resource.uri) == "links+links://item/7"  # readable through the gateway
+    read = await client.read_resource(str(link.uri))
+    assert read.contents[0].text == "the text of item 7"  # type: ignore[union-attr]
+    assert str(read.contents[0].uri) == "links+links://item/7"
+    # The tool's schema says its argument is a URI: the exposed form a client holds reaches the server
+    # as the server knows it; its own form passes unchanged.
+    for given in ("links+links://item/7", "links://item/7"):
+        described = await client.call_tool("links_describe", {"uri": given})
+        assert text_of(described) == "got links://item/7: the text of item 7", given
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -623,12 +663,11 @@ def http_serve_command(config: Path, port: int) -> list[str]:
     return [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config), "--http", "--port", str(port)]
 
 
-async def test_a_servers_own_server_error_does_not_restart_it(connect: Any, write_config: Any) -> None:
+async def test_a_servers_own_server_error_does_not_restart_it(client: Client) -> None:
     """-32000 is both JSON-RPC's first "server error" code and the SDK's code for a closed connection: the
     server's own answer with it is an error of that call, and the server (and every other call) goes on."""
-    async with connect(write_config({"erring": server_entry("erring.py")})) as client:
-        before = text_of(await client.call_tool("erring_pid", {}))
-        failed = await client.call_tool("erring_fail", {"message": "rate limited, try later"})
-        assert failed.is_error and "rate limited, try later" in text_of(failed), text_of(failed)
-        assert "connection closed" not in text_of(failed)
-        assert text_of(await client.call_tool("erring_pid", {})) == before  # not started again
+    before = text_of(await client.call_tool("erring_pid", {}))
+    failed = await client.call_tool("erring_fail", {"message": "rate limited, try later"})
+    assert failed.is_error and "rate limited, try later" in text_of(failed), text_of(failed)
+    assert "connection closed" not in text_of(failed)
+    assert text_of(await client.call_tool("erring_pid", {})) == before  # not started again

@@ -16,7 +16,7 @@ from typing import Any
 import _common  # noqa: F401 - must come before the SDK (see _common._preload_stdlib_numbers)
 import anyio
 import mcp_types as types
-from _common import HOST, HTTP_PATH, make_parser
+from _common import HOST, HTTP_PATH, exit_at_once, make_parser
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -109,3 +109,4 @@ if __name__ == "__main__":
         import uvicorn
 
         uvicorn.run(server.streamable_http_app(host=HOST, streamable_http_path=HTTP_PATH), host=HOST, port=args.http)
+    exit_at_once()
