@@ -175,6 +175,40 @@ async def keyed_client(url: str, key: str, mode: str) -> AsyncIterator[Client]:
 
 CLIENT_MODES = ("auto", "legacy")  # the SDK's default (2026-07-28 with the gateway) and the session era
 
+# --- one gateway shared by a module's tests, over each transport in each client mode -------------------
+# A start of a gateway and its servers costs seconds of CPU: tests that only call and read share one.
+
+TRANSPORT_MODES = [(transport, mode) for transport in ("stdio", "http") for mode in CLIENT_MODES]
+TRANSPORT_MODE_IDS = [f"{transport}-{mode}" for transport, mode in TRANSPORT_MODES]
+
+
+def write_gateway_config(folder: Path, servers: dict[str, Any], **settings: Any) -> Path:
+    """`folder`/mcp.json serving `servers` with `settings`, keeping its data in `folder`/data."""
+    config = folder / "mcp.json"
+    manifold = {**settings, "data_dir": str(folder / "data")}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": manifold}))
+    return config
+
+
+@contextmanager
+def http_gateway_url(config: Path) -> Iterator[str]:
+    """A gateway of `config` serving HTTP on a free port (one for every client mode): its /mcp URL."""
+    port = free_port()
+    with gateway_over_http(config, port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@asynccontextmanager
+async def client_over(transport: str, mode: str, config: Path, http_url: Callable[[], str]) -> AsyncIterator[Client]:
+    """A client of the gateway of `config`: over stdio a gateway of its own; over HTTP the shared one whose URL
+    `http_url()` gives (a module fixture's, set up only when a test asks for HTTP)."""
+    if transport == "stdio":
+        async with stdio_gateway(config, mode=mode) as client:
+            yield client
+    else:
+        async with Client(http_url(), mode=mode) as client:
+            yield client
+
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests using `connect` run over stdio and HTTP, in both client modes; a test marked `session_era`

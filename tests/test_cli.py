@@ -137,6 +137,7 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "spill_dir": ("/tmp/spill", "/tmp/spill"),
     "spill_ttl": ("60", 60.0),
     "spill_max_bytes": ("1048576", 1048576),
+    "max_answer_bytes": ("1048576", 1048576),
     "toon": ("true", True),
     "dispatch_response": ("lean", "lean"),
     "search_embedder": ("bm25", "bm25"),

@@ -23,15 +23,18 @@ import pytest
 from mcp.client import Client
 
 from tests.conftest import (
-    CLIENT_MODES,
+    TRANSPORT_MODE_IDS,
+    TRANSPORT_MODES,
     answer_elicitation,
+    client_over,
     free_port,
-    gateway_over_http,
+    http_gateway_url,
     keyed_client,
     server_entry,
     stdio_gateway,
     stop_process,
     wait_for_port,
+    write_gateway_config,
 )
 
 pytestmark = pytest.mark.anyio
@@ -49,8 +52,6 @@ async def run(client: Any, code: str) -> types.CallToolResult:
 
 # --- one gateway per transport for the tests of SERVERS with only `code` exposed -----------------------------
 # A start of a gateway and its servers costs seconds of CPU; these tests run programs that only call tools.
-
-PAIRS = [(transport, mode) for transport in ("stdio", "http") for mode in CLIENT_MODES]
 
 
 @dataclass
@@ -70,33 +71,27 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def shared_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("code")
-    config = folder / "mcp.json"
-    config.write_text(
-        json.dumps({"mcpServers": SERVERS, "manifold": {"expose": ["code"], "data_dir": str(folder / "data")}})
-    )
-    return config
+    return write_gateway_config(tmp_path_factory.mktemp("code"), SERVERS, expose=["code"])
 
 
 @pytest.fixture(scope="module")
 def shared_http_url(shared_config: Path) -> Iterator[str]:
-    """One HTTP gateway for both client modes."""
-    port = free_port()
-    with gateway_over_http(shared_config, port):
-        yield f"http://127.0.0.1:{port}/mcp"
+    with http_gateway_url(shared_config) as url:
+        yield url
 
 
-@pytest.fixture(scope="module", params=PAIRS, ids=[f"{transport}-{mode}" for transport, mode in PAIRS])
+@pytest.fixture(scope="module", params=TRANSPORT_MODES, ids=TRANSPORT_MODE_IDS)
 async def shared(request: pytest.FixtureRequest, shared_config: Path) -> AsyncIterator[Shared]:
     """The shared gateway over each transport and in each client mode in turn (as `connect`)."""
     transport, mode = request.param
-    if transport == "stdio":
-        async with stdio_gateway(shared_config, mode=mode) as client:
-            yield Shared(transport, mode, client, "")
-    else:
-        url = request.getfixturevalue("shared_http_url")
-        async with Client(url, mode=mode) as client:
-            yield Shared(transport, mode, client, url)
+    urls: list[str] = []
+
+    def http_url() -> str:
+        urls.append(request.getfixturevalue("shared_http_url"))
+        return urls[0]
+
+    async with client_over(transport, mode, shared_config, http_url) as client:
+        yield Shared(transport, mode, client, urls[0] if urls else "")
 
 
 async def test_programs_call_loop_and_catch(shared: Shared) -> None:

@@ -25,12 +25,14 @@ from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._surfaces.dispatch.connections import ALIASES_FILE, Connections
 from tests.conftest import (
-    CLIENT_MODES,
-    free_port,
-    gateway_over_http,
+    TRANSPORT_MODE_IDS,
+    TRANSPORT_MODES,
+    client_over,
+    http_gateway_url,
     manifold_command,
     server_entry,
     stdio_gateway,
+    write_gateway_config,
 )
 
 TOOL = "proxy-dispatch"
@@ -95,11 +97,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def shared_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("dispatch")
-    config = folder / "mcp.json"
-    settings = {"expose": ["dispatch"], "data_dir": str(folder / "data")}
-    config.write_text(json.dumps({"mcpServers": SERVERS, "manifold": settings}))
-    return config
+    return write_gateway_config(tmp_path_factory.mktemp("dispatch"), SERVERS, expose=["dispatch"])
 
 
 @pytest.fixture(scope="module")
@@ -111,15 +109,11 @@ async def client(shared_config: Path) -> AsyncIterator[Client]:
 
 @pytest.fixture(scope="module")
 def shared_http_url(shared_config: Path) -> Iterator[str]:
-    port = free_port()
-    with gateway_over_http(shared_config, port):
-        yield f"http://127.0.0.1:{port}/mcp"
+    with http_gateway_url(shared_config) as url:
+        yield url
 
 
-PAIRS = [(transport, mode) for transport in ("stdio", "http") for mode in CLIENT_MODES]
-
-
-@pytest.fixture(scope="module", params=PAIRS, ids=[f"{transport}-{mode}" for transport, mode in PAIRS])
+@pytest.fixture(scope="module", params=TRANSPORT_MODES, ids=TRANSPORT_MODE_IDS)
 async def each_client(request: pytest.FixtureRequest, shared_config: Path, client: Client) -> AsyncIterator[Client]:
     """The shared gateway over each transport and in each client mode in turn (as `connect`); one HTTP
     gateway serves both modes, and the stdio one of `client` the session-era one (a parameter, not
@@ -127,12 +121,9 @@ async def each_client(request: pytest.FixtureRequest, shared_config: Path, clien
     transport, mode = request.param
     if (transport, mode) == ("stdio", "legacy"):
         yield client
-    elif transport == "stdio":
-        async with stdio_gateway(shared_config, mode=mode) as opened:
-            yield opened
-    else:
-        async with Client(request.getfixturevalue("shared_http_url"), mode=mode) as opened:
-            yield opened
+        return
+    async with client_over(transport, mode, shared_config, lambda: request.getfixturevalue("shared_http_url")) as c:
+        yield c
 
 
 # --- list, search, call ------------------------------------------------------------------------------

@@ -20,16 +20,19 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import (
-    CLIENT_MODES,
     SERVERS,
+    TRANSPORT_MODE_IDS,
+    TRANSPORT_MODES,
     answer_elicitation,
     answer_sampling,
+    client_over,
     free_port,
-    gateway_over_http,
+    http_gateway_url,
     server_entry,
     stdio_gateway,
     stop_process,
     wait_for_port,
+    write_gateway_config,
 )
 
 pytestmark = pytest.mark.anyio
@@ -51,7 +54,6 @@ def text_of(result: types.CallToolResult) -> str:
 # or servers that keep what a test did, start their own gateway through `connect`.
 
 SHARED_SERVERS = {**THREE_SERVERS, "links": server_entry("links.py"), "erring": server_entry("erring.py")}
-PAIRS = [(transport, mode) for transport in ("stdio", "http") for mode in CLIENT_MODES]
 
 
 @pytest.fixture(scope="module")
@@ -61,30 +63,21 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def shared_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("shared")
-    config = folder / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": SHARED_SERVERS, "manifold": {"data_dir": str(folder / "data")}}))
-    return config
+    return write_gateway_config(tmp_path_factory.mktemp("shared"), SHARED_SERVERS)
 
 
 @pytest.fixture(scope="module")
 def shared_http_url(shared_config: Path) -> Iterator[str]:
-    """One HTTP gateway for both client modes."""
-    port = free_port()
-    with gateway_over_http(shared_config, port):
-        yield f"http://127.0.0.1:{port}/mcp"
+    with http_gateway_url(shared_config) as url:
+        yield url
 
 
-@pytest.fixture(scope="module", params=PAIRS, ids=[f"{transport}-{mode}" for transport, mode in PAIRS])
+@pytest.fixture(scope="module", params=TRANSPORT_MODES, ids=TRANSPORT_MODE_IDS)
 async def client(request: pytest.FixtureRequest, shared_config: Path) -> AsyncIterator[Client]:
     """A client of the shared gateway, over each transport and in each client mode in turn (as `connect`)."""
     transport, mode = request.param
-    if transport == "stdio":
-        async with stdio_gateway(shared_config, mode=mode) as opened:
-            yield opened
-    else:
-        async with Client(request.getfixturevalue("shared_http_url"), mode=mode) as opened:
-            yield opened
+    async with client_over(transport, mode, shared_config, lambda: request.getfixturevalue("shared_http_url")) as c:
+        yield c
 
 
 async def test_three_servers_namespaced_in_one_list(client: Client) -> None:
