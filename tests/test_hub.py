@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -22,7 +23,15 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._runtime.discovery import write_record
 from mcp_manifold._runtime.registration import build_record
-from tests.conftest import Instances, free_port, gateway_over_http, server_entry, stop_process, wait_for_port
+from tests.conftest import (
+    Instances,
+    free_port,
+    gateway_over_http,
+    keyed_client,
+    server_entry,
+    stop_process,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -722,3 +731,22 @@ async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
             assert {prompt.name for prompt in (await client.list_prompts()).prompts} == {"kitchen_greet", "greet"}
             with pytest.raises(MCPError, match="unknown prompt 'summarize' for profile 'dev'"):
                 await client.get_prompt("summarize", {"text": "x"})
+
+
+async def test_a_principal_counts_only_its_own_sessions_on_an_instance(
+    instances: Instances, discovery: Path, http_gateway: Callable[..., str], write_config: Any
+) -> None:
+    """`instances_list`'s `sessions` told every principal how many sessions of anyone's used an instance: on
+    a shared gateway, when and how much others work with it. Each principal now counts its own."""
+    keys = {"alice": "alice-hub-key-0123456789", "bob": "bob-hub-key-0123456789"}
+    announce(discovery, "alpha", instances.start("alpha"))
+    config = write_config({}, {"expose": ["hub"], "discovery_dir": str(discovery), **FAST})
+    hashes = {name: {"sha256": hashlib.sha256(key.encode()).hexdigest()} for name, key in keys.items()}
+    config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": hashes}}))
+    url = http_gateway(config)
+    async with keyed_client(url, keys["alice"], "legacy") as alice, keyed_client(url, keys["bob"], "legacy") as bob:
+        assert not (await alice.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+        assert (await listed(alice))["alpha"]["sessions"] == 1
+        assert (await listed(bob))["alpha"]["sessions"] == 0
+        assert not (await bob.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+        assert (await listed(bob))["alpha"]["sessions"] == 1

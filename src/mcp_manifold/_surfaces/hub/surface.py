@@ -256,7 +256,7 @@ class HubSurface(Surface):
         bound = _bound(request)
         view = self.host.view(request)
         rows = [
-            self._describe(instance, bound)
+            self._describe(instance, bound, request.caller)
             for instance in self.registry.instances.values()
             if view.may_use_server(instance.id)
         ]
@@ -267,11 +267,16 @@ class HubSurface(Surface):
         text = json.dumps(rows, indent=1)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
-    def _describe(self, instance: InstanceView, bound: str | None) -> dict[str, Any]:
+    def _describe(self, instance: InstanceView, bound: str | None, viewer: Caller | None = None) -> dict[str, Any]:
+        """An instance's row; `sessions` counts the `viewer`'s principal's sessions only (on a shared gateway,
+        how much others use an instance is theirs), every session for the gateway's own status (None)."""
         row = self.registry.row(instance)
         described = {key: row[key] for key in ("id", "name", "kind", "endpoint", "state")}
         described["connected"] = instance.id == bound
-        described["sessions"] = len(self._sessions.get(instance.id, ()))
+        sessions = self._sessions.get(instance.id, ())
+        if viewer is not None:
+            sessions = [caller for caller in sessions if caller.principal == viewer.principal]
+        described["sessions"] = len(sessions)
         described.update({key: value for key, value in row.items() if key not in described})
         return described
 
