@@ -30,7 +30,7 @@ _IN_JSON = re.compile(f"[\x7f-\x9f{_BIDI}]")
 
 
 def _escaped(match: re.Match[str]) -> str:
-    return match.group().encode("unicode_escape").decode("ascii")
+    return _escaped_char(match.group())
 
 
 def printable(text: object, *, lines: bool = False, invisible: bool = False) -> str:

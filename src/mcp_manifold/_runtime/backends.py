@@ -217,19 +217,19 @@ class Backend:
             self._record_failure(str(exc))
             raise
         except Exception as exc:  # anything the transport raised while spawning or connecting
-            ours = self._login_needed(exc) or first_leaf(exc)
+            leaf = first_leaf(exc)
+            ours = self._login_needed(exc) or leaf
             if isinstance(ours, HandshakeRefused):
                 self.state = "stopped"
                 raise ours from None
             if isinstance(ours, BackendError):  # already says what happened, stderr included
                 self._record_failure(str(ours))
                 raise ours from None
-            # "FileNotFoundError: [Errno 2] No such file or directory: 'npx-typo'" says less than this does.
-            missing = command_warning(self.config) if isinstance(first_leaf(exc), OSError) else None
-            leaf = first_leaf(exc)
             if isinstance(leaf, httpx2.HTTPStatusError):  # the SSE client's: its text ends in a link to MDN
                 reason = refusal(leaf.response, sse=self.config.transport == "sse")
             else:
+                # "FileNotFoundError: [Errno 2] No such file or directory: 'npx-typo'" says less than this does.
+                missing = command_warning(self.config) if isinstance(leaf, OSError) else None
                 reason = missing or describe(exc)
                 if self.config.url:  # "ConnectError: All connection attempts failed" names no address
                     reason = f"{reason} (at {redact_url(self.config.url)})"

@@ -32,10 +32,6 @@ logger = logging.getLogger(__name__)
 EXIT_POLL = 0.5  # seconds between checks that a server's process is still alive
 GROUP_KILL_TIMEOUT = 2.0  # SIGTERM to SIGKILL for what is left of a server's process group
 _MAX_LINE = 65536  # a server that never ends its line still stays bounded
-# Bytes of one message (one line) a server may write on stdout, unless `max_answer_bytes` says otherwise.
-# The SDK's reader, and the raw leg's, keep a line whole until its newline: a line that never ends would
-# take the gateway's memory with it.
-MAX_STDOUT_LINE = 64 * 1024 * 1024
 
 
 async def open_stdio(
@@ -47,7 +43,7 @@ async def open_stdio(
     on_exit: Callable[[str], None],
     read_stdout: Callable[[anyio.abc.ByteReceiveStream], anyio.abc.ByteReceiveStream] | None = None,
     server: str = "server",
-    max_line: int = MAX_STDOUT_LINE,
+    max_line: int,
 ) -> tuple[Any, Any | None]:
     """Start the server; returns its (read, write) streams and its process. `stack` owns the process.
 
@@ -55,7 +51,9 @@ async def open_stdio(
     the process is gone (`process killed by SIGKILL`, `process exited with code 3`, ...). The watchers
     run in `watchers`, which must outlive the transport. With `read_stdout`, the SDK's transport reads
     the server's stdout through `read_stdout(stdout)` (the raw stdio leg takes its answers there), its
-    lines bounded by `max_line` bytes: a longer one ends the connection to `server`, and `on_exit` hears why.
+    lines bounded by `max_line` bytes (`max_answer_bytes`; the SDK's reader, and the raw leg's, keep a line
+    whole until its newline, so a line that never ends would take the gateway's memory with it): a longer
+    one ends the connection to `server`, and `on_exit` hears why.
     """
     read_fd, write_fd = os.pipe()
     errlog = os.fdopen(write_fd, "w")
@@ -96,7 +94,7 @@ class BoundedLines(anyio.abc.ByteReceiveStream):
         inner: anyio.abc.ByteReceiveStream,
         server: str,
         on_end: Callable[[str], None],
-        limit: int = MAX_STDOUT_LINE,
+        limit: int,
     ) -> None:
         self._inner = inner
         self._limit = limit

@@ -237,7 +237,7 @@ class HubSurface(Surface):
     def completion_target(
         self, request: Request, ref: types.PromptReference | types.ResourceTemplateReference
     ) -> Target | None:
-        instance = self._instance(request, _bound(request) or "")
+        instance = self._bound_instance(request)
         listing = self._visible(request, instance) if instance is not None else None
         if instance is None or listing is None:
             return None
@@ -375,9 +375,13 @@ class HubSurface(Surface):
 
     # --- sessions ----------------------------------------------------------------------------
 
+    def _bound_instance(self, request: Request) -> InstanceView | None:
+        """The instance the client is connected to, if its profile may use it."""
+        return self._instance(request, _bound(request) or "")
+
     def _bound_listing(self, request: Request) -> Listing | None:
         """What the client may see of the instance it is connected to (its profile, the pins)."""
-        instance = self._instance(request, _bound(request) or "")
+        instance = self._bound_instance(request)
         return self._visible(request, instance) if instance is not None else None
 
     def _gone_reason(self, request: Request, instance_id: str) -> str | None:
