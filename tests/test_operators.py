@@ -114,6 +114,30 @@ def search_names(response: httpx2.Response) -> set[str]:
 # --- finding 1: operators are a role ------------------------------------------------------------------
 
 
+async def test_operators_by_principal_and_by_scope_get_everything(gateway: Gateway) -> None:
+    # First in the module on purpose: no client has used the gateway yet, so its (lazy) servers are not
+    # started; the dashboard's tools must list them all the same.
+    operators = {
+        "an operator's API key": KEYS["ops"],
+        "a token auth.operators names": gateway.token(sub="root@example.com"),
+        "a token with the operator scope": gateway.token(sub="nobody-special", scope="openid manifold:operator"),
+    }
+    for case, credential in operators.items():
+        for route in OPERATOR_ROUTES:
+            answer = await gateway.get(route, credential)
+            assert answer.status_code == 200, (case, route, answer.text)
+        overview = (await gateway.get("/ui/api/overview", credential)).json()
+        assert {server["name"] for server in overview["servers"]} == {"kitchen", "numbers"}, case
+        assert tool_names(await gateway.get("/ui/api/tools", credential)) >= KITCHEN | NUMBERS, case
+        assert "manifold_tool_calls_total" in (await gateway.get("/metrics", credential)).text, case
+    # An operator who holds no profile reads the operator routes, but /mcp is still for profiles only.
+    refused = await gateway.get("/mcp", KEYS["ops"])
+    assert refused.status_code == 403 and "principal 'ops' holds no profile" in refused.text
+    # A token without the scope (nor named in auth.operators) is not an operator's, whatever else it holds.
+    plain = gateway.token(sub="nobody-special", scope="openid", groups=["readers"])
+    assert (await gateway.get("/metrics", plain)).status_code == 403
+
+
 async def test_a_non_operator_gets_403_and_no_data_on_every_operator_route(gateway: Gateway) -> None:
     async with connect(gateway.url, KEYS["alice"]) as alice:  # calls to show up, were the routes open
         assert text_of(await alice.call_tool("kitchen_echo", {"text": "hello"})) == "hello"
@@ -161,28 +185,6 @@ async def test_a_non_operator_sees_only_its_own_tools_on_the_dashboard(gateway: 
 
 async def _shows(gateway: Gateway, name: str) -> bool:
     return name in tool_names(await gateway.get("/ui/api/tools", KEYS["ops"]))
-
-
-async def test_operators_by_principal_and_by_scope_get_everything(gateway: Gateway) -> None:
-    operators = {
-        "an operator's API key": KEYS["ops"],
-        "a token auth.operators names": gateway.token(sub="root@example.com"),
-        "a token with the operator scope": gateway.token(sub="nobody-special", scope="openid manifold:operator"),
-    }
-    for case, credential in operators.items():
-        for route in OPERATOR_ROUTES:
-            answer = await gateway.get(route, credential)
-            assert answer.status_code == 200, (case, route, answer.text)
-        overview = (await gateway.get("/ui/api/overview", credential)).json()
-        assert {server["name"] for server in overview["servers"]} == {"kitchen", "numbers"}, case
-        assert tool_names(await gateway.get("/ui/api/tools", credential)) >= KITCHEN | NUMBERS, case
-        assert "manifold_tool_calls_total" in (await gateway.get("/metrics", credential)).text, case
-    # An operator who holds no profile reads the operator routes, but /mcp is still for profiles only.
-    refused = await gateway.get("/mcp", KEYS["ops"])
-    assert refused.status_code == 403 and "principal 'ops' holds no profile" in refused.text
-    # A token without the scope (nor named in auth.operators) is not an operator's, whatever else it holds.
-    plain = gateway.token(sub="nobody-special", scope="openid", groups=["readers"])
-    assert (await gateway.get("/metrics", plain)).status_code == 403
 
 
 def test_the_operator_scope_is_the_configured_one_and_only_a_tokens() -> None:

@@ -5,7 +5,8 @@ The page (`dashboard_static/`) polls the API about once a second and redraws in 
 - `GET /ui/api/overview`: the gateway, every server (state, health, restarts, breaker, protocol, last
   error, stderr tail, tools), its clients by protocol era (as `manifold servers` shows them), the
   catalog's revision, the config check and the last reloads;
-- `GET /ui/api/tools`: every tool as exposed, with its server and its pin (quarantined or not);
+- `GET /ui/api/tools`: every tool as exposed, with its server and its pin (quarantined or not), lazy
+  servers started and listed first;
 - `GET /ui/api/search?q=...&limit=N`: tools ranked as `retrieve_tools` ranks them (`Gateway.search`);
 - `GET /ui/api/calls?after=N`: the calls the call path saw since number N (`RecentCalls`).
 
@@ -208,6 +209,9 @@ class Dashboard:
         return self.gateway.view(CallerRequest(Caller("dashboard", principal=principal, profile=profile)))
 
     async def tools(self, request: Request) -> Response:
+        # Lazy servers (the default) are started and listed first, as a client's `tools/list` has them:
+        # otherwise a gateway nobody has used yet showed its operator an empty panel.
+        await self.gateway.ensure_catalog()
         pins = self.gateway.pins
         view = self._view(request)
         rows = []
