@@ -389,6 +389,15 @@ async def test_jwt_keys_from_a_file_and_a_new_key_id_reloads_them(tmp_path: Path
         await verifier.verify(token(second, "three"))
     with pytest.raises(TokenRejected, match="no 'sub' claim"):
         await verifier.verify(token(first, "one", sub=""))
+    # A key whose kid is not a string (the issuer's mistake) is skipped; it used to fail every request (500).
+    odd = json.loads(jwks(("one", first), ("two", second)))
+    odd["keys"][1]["kid"] = ["two"]
+    keys.write_text(json.dumps(odd))
+    verifier.keys._asked -= 60
+    verifier.keys._fetched -= 600  # the keys have aged: fetched again at the next token
+    with pytest.raises(TokenRejected, match="signing key \\('two'\\) is not among"):
+        await verifier.verify(token(second, "two"))
+    assert (await verifier.verify(token(first, "one"))).principal == "oauth:ana"
 
 
 async def test_dispatch_aliases_say_nothing_of_the_servers_a_profile_hides(tmp_path: Path, http_gateway: Any) -> None:

@@ -144,16 +144,22 @@ class JwksKeys:
         return None
 
     async def _load(self) -> None:
+        source = self.url or self.file
         try:
             document = await self._read()
             if not isinstance(document, dict):
                 raise ValueError(f"the key set is {type(document).__name__}, not a JSON object")
             key_set = jwt.PyJWKSet.from_dict(document)
         except (OSError, ValueError, jwt.PyJWTError) as exc:
-            source = self.url or self.file
             logger.warning("could not load the issuer's keys from %s: %s", source, exc)
             return  # keep the keys we had (if any), and ask again after `_JWKS_RETRY`
-        self._keys = {key.key_id: key for key in key_set.keys}
+        keys = {}
+        for key in key_set.keys:
+            if key.key_id is not None and not isinstance(key.key_id, str):  # a token's `kid` is a string
+                logger.warning("the issuer's key set at %s has a key whose kid is not a string: skipped", source)
+                continue
+            keys[key.key_id] = key
+        self._keys = keys
         self._fetched = time.monotonic()
 
     async def _read(self) -> Any:
