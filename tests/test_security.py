@@ -247,6 +247,35 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
     assert nobody.status_code == 403 and "principal 'oauth:dave' holds no profile" in nobody.text
 
 
+async def test_a_standing_stream_opened_with_a_token_ends_when_the_token_expires(shared: Shared) -> None:
+    """A stream stayed open, carrying what servers send unasked, long after its token expired (the way an
+    issuer ends someone's access). A 2026-07-28 listen stream now ends gracefully at the token's exp (an
+    abrupt end raises `SubscriptionLost`), and a session's GET stream is closed."""
+    token = shared.token(exp=int(time.time()) + 3, groups=["writers"])
+    async with (
+        connect(shared.url, token, mode="2026-07-28") as client,
+        client.listen(tools_list_changed=True) as events,
+    ):
+        with anyio.fail_after(30):
+            async for _ in events:
+                pass
+
+    token = shared.token(exp=int(time.time()) + 3, groups=["writers"])
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        opened = await http.post(shared.url, json=INITIALIZE, headers=headers)
+        session = {**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-11-25"}
+        initialized = await http.post(
+            shared.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
+        )
+        assert initialized.status_code == 202, initialized.text
+        with anyio.fail_after(30):
+            async with http.stream("GET", shared.url, headers=session) as stream:
+                assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+                async for _ in stream.aiter_bytes():
+                    pass
+
+
 # --- the done-when scenario -----------------------------------------------------------------------
 
 

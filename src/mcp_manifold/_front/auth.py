@@ -53,6 +53,7 @@ from mcp_manifold._core.bounded import BoundedTable
 from mcp_manifold._core.profiles import profile_for, token_principal
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
 from mcp_manifold._front.operators import is_operator
+from mcp_manifold._front.token_expiry import serve_until, token_expiry
 
 logger = logging.getLogger(__name__)
 
@@ -441,4 +442,8 @@ class _Identify:
                 return
             identity = Identity(None, asked, operator=True)  # without authentication, every local user is one
         scope[SCOPE_KEY] = identity
+        expires = token_expiry(identity.claims) if scope["method"] == "GET" else None
+        if expires is not None and scope["path"].startswith(MCP_PATH):  # a session's standing stream
+            await serve_until(expires, self.app, scope, receive, send)
+            return
         await self.app(scope, receive, send)

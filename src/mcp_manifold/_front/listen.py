@@ -14,23 +14,28 @@ authenticated principal (the SDK's handler bounds them all, at 1024). Before, on
 
 A stream outlives a reload that changes the profiles: an update of a resource the caller may no longer
 read (its profile narrowed, or its principal given another profile) is left out of the stream then, as
-for a session-era client's subscription (`Access.may_read_resource`).
+for a session-era client's subscription (`Access.may_read_resource`). A stream opened with a token ends
+when the token expires (`token_expiry.py`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
+import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import ListenHandler, ResourceUpdated, ServerEvent, SubscriptionBus
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, SubscriptionsListenRequestParams, SubscriptionsListenResult
 
 from mcp_manifold._core.clients import Request
 from mcp_manifold._errors import ManifoldError, NotFound, RateLimited
+from mcp_manifold._front.token_expiry import seconds_left, token_expiry
 from mcp_manifold._runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
@@ -137,8 +142,12 @@ class GatewayListenHandler:
             return True
 
         admitting = _admits.set(admits)
+        expires = token_expiry(request.caller.claims)
         try:
-            return await self._streams(ctx, params)
+            # A stream opened with a token ends with it, gracefully: the client listens again with a new one.
+            with anyio.move_on_after(seconds_left(expires) if expires is not None else math.inf):
+                return await self._streams(ctx, params)
+            return SubscriptionsListenResult(_meta={SUBSCRIPTION_ID_META_KEY: ctx.request_id})
         finally:
             _admits.reset(admitting)
             for uri in subscribed:
