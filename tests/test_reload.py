@@ -94,9 +94,22 @@ def test_a_change_of_who_may_connect_or_see_what_is_named() -> None:
         env={},
     )
     changes = diff_configs(before, after)
-    assert changes.sections == ("profiles",) and changes.sections_need_restart == ("auth",)
+    assert changes.sections == ("profiles",) and changes.sections_need_restart == ("auth",)  # switched on
     assert changes.summary() == "sections profiles" and not changes.empty
     assert diff_configs(after, after).empty
+
+    def with_auth(auth: dict[str, Any]) -> Any:
+        return parse_config_data({"mcpServers": servers, "auth": auth}, source="mcp.json", env={})
+
+    keys = {"api_keys": {"ci": "a-key-of-sixteen-or-more"}}
+    oauth = {"issuer": "https://issuer.example", "jwks_url": "https://issuer.example/jwks", "audience": "gw"}
+    live = diff_configs(after, with_auth({"api_keys": {"ci": "another-key-of-sixteen"}, "operators": ["ci"]}))
+    assert live.sections == ("profiles", "auth") and not live.sections_need_restart  # keys, operators: at once
+    moved = diff_configs(with_auth({**keys, "oauth": oauth}), with_auth({**keys, "oauth": {**oauth, "audience": "x"}}))
+    assert moved.sections == ("auth",) and not moved.sections_need_restart  # what tokens must hold: at once
+    advertised = {**oauth, "issuer": "https://elsewhere.example"}
+    other = diff_configs(with_auth({**keys, "oauth": oauth}), with_auth({**keys, "oauth": advertised}))
+    assert other.sections == () and other.sections_need_restart == ("auth",)  # the metadata the front serves
 
 
 def test_the_docs_name_exactly_the_live_settings() -> None:
@@ -268,19 +281,21 @@ async def _listed(gateway: Gateway, name: str) -> bool:
     return gateway.catalog.has_tool(name)
 
 
-async def test_a_reload_keeps_authentication_and_applies_profiles(
+async def test_a_reload_applies_keys_and_profiles_and_keeps_authentication_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Profiles are read at each request: an edit applies at once. The HTTP front checks keys with what it
-    was started with: a changed `auth` section says it needs a restart, and nothing of it is dropped."""
+    """Profiles and keys are read at each request: an edit applies at once, so a removed (leaked) API key is
+    refused from the next request on, without a restart that would drop every client. Switching
+    authentication off needs a restart and is said so; the running keys keep being checked until then."""
     first, second = "the-first-operator-key", "the-second-operator-key"
     path = tmp_path / "mcp.json"
 
-    def save(key: str, **sections: Any) -> None:
+    def save(key: str | None, **sections: Any) -> None:
         write(path, {"numbers": server_entry("numbers.py")}, reload=False)
         data = json.loads(path.read_text())
-        data |= {"auth": {"api_keys": {"operator": key}, "operators": ["operator"]}, **sections}
-        path.write_text(json.dumps(data))
+        if key is not None:
+            data |= {"auth": {"api_keys": {"operator": key}, "operators": ["operator"]}}
+        path.write_text(json.dumps(data | sections))
 
     save(first)
     async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
@@ -298,16 +313,22 @@ async def test_a_reload_keeps_authentication_and_applies_profiles(
             outcome = await gateway.reloader.reload()
             assert outcome.applied and outcome.changes.sections == ("profiles",)
             assert set(gateway.config.profiles) == {"readonly"}
-            assert gateway.config.auth.enabled  # the running auth stays whole
             assert (await status(None), await status(first)) == (401, 200)
 
-            save(second, profiles=readonly)  # another key: kept for the next start, and said so
+            save(second, profiles=readonly)  # the key replaced: the old one is refused at once
+            outcome = await gateway.reloader.reload()
+            assert outcome.applied and outcome.changes.sections == ("auth",), outcome.changes
+            assert not outcome.changes.sections_need_restart
+            assert (await status(first), await status(second)) == (401, 200)
+
+            save(None, profiles=readonly)  # no auth at all: only a restart may open the gateway
             with caplog.at_level(logging.WARNING, logger="mcp_manifold"):
                 outcome = await gateway.reloader.reload()
             assert outcome.applied and outcome.changes.sections_need_restart == ("auth",)
             assert "auth" in outcome.as_dict()["changes"]["needs_restart"]
             assert any("auth section changed but cannot change while running" in r.message for r in caplog.records)
-            assert (await status(first), await status(second)) == (200, 401)
+            assert gateway.config.auth.enabled  # the running auth stays whole
+            assert (await status(None), await status(first), await status(second)) == (401, 401, 200)
             assert set(gateway.config.profiles) == {"readonly"}
 
 
@@ -566,3 +587,73 @@ async def _live_written_after(live: Path, since: float, process: subprocess.Pope
         return float(json.loads(live.read_text())["written_at"]) > since
     except (OSError, ValueError, KeyError):
         return False
+
+
+@pytest.mark.session_era("resources/subscribe")
+async def test_a_reload_that_removes_an_api_key_ends_the_streams_it_opened(tmp_path: Path) -> None:
+    """Revoking a leaked key is taking it out of the config and reloading. Its requests were refused from then
+    on, but the streams it had opened kept carrying updates: a session's GET stream, a 2026-07-28 listen
+    stream. Both now end before anything more is sent on them; bob's key, still configured, hears on."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from mcp_manifold._config.security import hash_key
+
+    keys = {name: f"{name}-key-0123456789abcdef" for name in ("alice", "bob", "erin")}
+    text = "kitchen+kitchen://text"
+    path = tmp_path / "mcp.json"
+
+    def save(names: tuple[str, ...]) -> None:
+        write(path, {"kitchen": server_entry("kitchen.py")}, reload=False, lazy=False)
+        data = json.loads(path.read_text())
+        path.write_text(json.dumps(data | {"auth": {"api_keys": {n: {"sha256": hash_key(keys[n])} for n in names}}}))
+
+    save(("alice", "bob", "erin"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(path), "--http", "--port", str(port)]
+    process = subprocess.Popen(command, start_new_session=True)
+    alice = {"Authorization": f"Bearer {keys['alice']}", "Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    bob_heard = Heard()
+    try:
+        wait_for_port(port, process)
+        async with AsyncExitStack() as stack:
+            clients = {}
+            for name, mode in (("bob", "legacy"), ("erin", "auto")):
+                http = await stack.enter_async_context(
+                    create_mcp_http_client(headers={"Authorization": f"Bearer {keys[name]}"})
+                )
+                handler = bob_heard.on_message if name == "bob" else None
+                transport = streamable_http_client(url, http_client=http)
+                clients[name] = await stack.enter_async_context(Client(transport, mode=mode, message_handler=handler))
+            erins = await stack.enter_async_context(clients["erin"].listen(resource_subscriptions=[text]))
+            await clients["bob"].subscribe_resource(text)
+            http = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
+            opened = await http.post(url, json=initialize, headers=alice)
+            alice |= {"Mcp-Session-Id": opened.headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-11-25"}
+            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=alice)
+            subscribe = {"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": text}}
+            assert (await http.post(url, json=subscribe, headers=alice)).status_code == 200
+            async with http.stream("GET", url, headers=alice) as alices:
+                assert alices.status_code == 200
+                save(("bob",))
+                os.kill(process.pid, signal.SIGHUP)
+
+                async def refused() -> bool:
+                    return (await http.post(url, json=subscribe, headers=alice)).status_code == 401
+
+                await until(refused)
+                await clients["bob"].call_tool("kitchen_touch", {"uri": "kitchen://text"})
+                await bob_heard.wait(text)  # the update was sent
+                with anyio.fail_after(20):
+                    heard = b"".join([chunk async for chunk in alices.aiter_bytes()])  # it ends
+                    erin_heard = [event async for event in erins]  # it ends, gracefully
+            assert b"resources/updated" not in heard and erin_heard == []
+    finally:
+        stop_process(process)

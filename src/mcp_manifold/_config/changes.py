@@ -1,6 +1,8 @@
 """What a config reload changes: which servers start, stop, restart or only take new options, which
-settings apply at once or wait for a restart, and whether the `profiles` section (applies at once) or
-the `auth` section (waits for a restart: the HTTP front builds its checks at start) changed.
+settings apply at once or wait for a restart, and whether the `profiles` section or the `auth` section
+changed. Both apply at once, but `auth` waits for a restart when authentication is switched on or off,
+or when what the gateway advertises to OAuth clients (its issuer, resource URL and scopes, served as
+protected-resource metadata since start) changes: those shape the HTTP front's routes.
 
 Plain comparison of two checked configs, no I/O; the runtime (`_runtime/reload.py`) applies it. A
 server restarts only when its entry reaches another server (`identity()`: command, args, env, cwd,
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from mcp_manifold._config.model import Config, ServerConfig
+from mcp_manifold._config.model import AuthConfig, Config, ServerConfig
 from mcp_manifold._config.settings import LIVE_SETTINGS
 
 
@@ -27,8 +29,8 @@ class ConfigChanges:
     reconfigured: tuple[str, ...] = ()  # same server, other options
     settings: tuple[tuple[str, Any, Any], ...] = ()  # (name, old, new) that apply at once
     needs_restart: tuple[tuple[str, Any, Any], ...] = ()  # (name, running, in the file) that cannot change live
-    sections: tuple[str, ...] = ()  # "profiles" (what each client may use), which applies at once
-    sections_need_restart: tuple[str, ...] = ()  # "auth" (who may connect), kept as it is until a restart
+    sections: tuple[str, ...] = ()  # "profiles" (what each client may use), "auth" (who may connect): at once
+    sections_need_restart: tuple[str, ...] = ()  # "auth" when it cannot change live: kept whole until a restart
 
     @property
     def empty(self) -> bool:
@@ -75,6 +77,13 @@ def _restarts(old: ServerConfig, new: ServerConfig) -> bool:
     return old.identity() != new.identity() or old.enabled != new.enabled
 
 
+def _auth_shapes_the_front(auth: AuthConfig) -> tuple[Any, ...]:
+    """What of `auth` the HTTP front is built with: whether it checks at all, and the OAuth metadata it serves."""
+    oauth = auth.oauth
+    advertised = None if oauth is None else (oauth.issuer, oauth.resource_url, oauth.required_scopes)
+    return auth.enabled, advertised
+
+
 def diff_configs(running: Config, loaded: Config) -> ConfigChanges:
     """What applying `loaded` to a gateway running `running` does (see the module docstring)."""
     before, after = running.servers, loaded.servers
@@ -85,6 +94,8 @@ def diff_configs(running: Config, loaded: Config) -> ConfigChanges:
         old, new = getattr(running.settings, field.name), getattr(loaded.settings, field.name)
         if old != new:
             (settings if field.name in LIVE_SETTINGS else needs_restart).append((field.name, old, new))
+    auth_changed = running.auth != loaded.auth
+    auth_live = auth_changed and _auth_shapes_the_front(running.auth) == _auth_shapes_the_front(loaded.auth)
     return ConfigChanges(
         added=tuple(name for name in after if name not in before),
         removed=tuple(name for name in before if name not in after),
@@ -94,6 +105,6 @@ def diff_configs(running: Config, loaded: Config) -> ConfigChanges:
         ),
         settings=tuple(settings),
         needs_restart=tuple(needs_restart),
-        sections=("profiles",) if running.profiles != loaded.profiles else (),
-        sections_need_restart=("auth",) if running.auth != loaded.auth else (),
+        sections=(*(("profiles",) if running.profiles != loaded.profiles else ()), *(("auth",) if auth_live else ())),
+        sections_need_restart=("auth",) if auth_changed and not auth_live else (),
     )

@@ -48,12 +48,12 @@ from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_manifold._config import Config
-from mcp_manifold._config.model import ApiKey, OAuthConfig
+from mcp_manifold._config.model import ApiKey, AuthConfig, OAuthConfig
 from mcp_manifold._core.bounded import BoundedTable
 from mcp_manifold._core.profiles import profile_for, token_principal
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
 from mcp_manifold._front.operators import is_operator
-from mcp_manifold._front.token_expiry import serve_until, token_expiry
+from mcp_manifold._front.standing_streams import ends_with_credential, serve_stream
 
 logger = logging.getLogger(__name__)
 
@@ -288,6 +288,29 @@ class Verifier:
         return self._verified.keep(token, verified)
 
 
+class CurrentVerifier:
+    """The `Verifier` of the running config's `auth`: a reload that adds or removes an API key, or changes
+    the token settings, applies from the next request on (`_config/changes.py` says when it cannot)."""
+
+    def __init__(self, config: Callable[[], Config]) -> None:
+        self._config = config
+        self._auth: AuthConfig | None = None
+        self._verifier = Verifier(ApiKeys(()), None)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        auth = self._config().auth
+        if auth is not self._auth:  # one identity check per request; a reload gives a new object
+            self._follow(auth)
+        return await self._verifier.verify_token(token)
+
+    def _follow(self, auth: AuthConfig) -> None:
+        if self._auth is not None and auth.oauth == self._auth.oauth:
+            self._verifier.keys = ApiKeys(auth.api_keys)  # the issuer's keys and the verified tokens carry on
+        else:
+            self._verifier = Verifier(ApiKeys(auth.api_keys), JwtVerifier(auth.oauth) if auth.oauth else None)
+        self._auth = auth
+
+
 # --- the wrap -------------------------------------------------------------------------------------------
 
 
@@ -300,7 +323,7 @@ def guard(app: ASGIApp, config: Callable[[], Config], open_paths: Callable[[str]
     if not auth.enabled:
         return _Guard(app, _ProfilePath(identify))
     oauth = auth.oauth
-    verifier = Verifier(ApiKeys(auth.api_keys), JwtVerifier(oauth) if oauth is not None else None)
+    verifier = CurrentVerifier(config)
     metadata_url = None
     public = Router()
     if oauth is not None and oauth.resource_url:
@@ -432,7 +455,8 @@ class _Identify:
                 message = f"principal {principal!r} holds profile {profile!r}, not {asked!r}: connect to /mcp"
                 await _error(403, "access_denied", message)(scope, receive, send)
                 return
-            identity = Identity(principal, profile, operator, token.claims)
+            key_digest = token.token if token.claims is None else None  # `ApiKeys` keeps only the digest
+            identity = Identity(principal, profile, operator, token.claims, key_digest)
         else:
             if asked is not None and asked not in config.profiles:
                 known = ", ".join(config.profiles) or "none are configured"
@@ -442,8 +466,7 @@ class _Identify:
                 return
             identity = Identity(None, asked, operator=True)  # without authentication, every local user is one
         scope[SCOPE_KEY] = identity
-        expires = token_expiry(identity.claims) if scope["method"] == "GET" else None
-        if expires is not None and scope["path"].startswith(MCP_PATH):  # a session's standing stream
-            await serve_until(expires, self.app, scope, receive, send)
+        if scope["method"] == "GET" and ends_with_credential(identity) and scope["path"].startswith(MCP_PATH):
+            await serve_stream(identity, self.config, self.app, scope, receive, send)  # a session's standing stream
             return
         await self.app(scope, receive, send)

@@ -31,6 +31,8 @@ class Identity:
     operator: bool = False
     # A token's claims (None for an API key): what `claim:` matchers read, again after a reload (`Access`).
     claims: Mapping[str, Any] | None = field(default=None, compare=False)
+    # An API key's SHA-256 (hex), so that a stream it opened ends once a reload removes it (`standing_streams`).
+    key_digest: str | None = field(default=None, compare=False)
 
 
 def request_identity(request: Any) -> Identity | None:

@@ -14,19 +14,17 @@ authenticated principal (the SDK's handler bounds them all, at 1024). Before, on
 
 A stream outlives a reload that changes the profiles: an update of a resource the caller may no longer
 read (its profile narrowed, or its principal given another profile) is left out of the stream then, as
-for a session-era client's subscription (`Access.may_read_resource`). A stream opened with a token ends
-when the token expires (`token_expiry.py`).
+for a session-era client's subscription (`Access.may_read_resource`). A stream ends when the credential it
+was opened with does: its token expires, or a reload removes its API key (`standing_streams.py`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
-import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import ListenHandler, ResourceUpdated, ServerEvent, SubscriptionBus
 from mcp.shared.exceptions import MCPError
@@ -35,7 +33,8 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, SubscriptionsListenReques
 
 from mcp_manifold._core.clients import Request
 from mcp_manifold._errors import ManifoldError, NotFound, RateLimited
-from mcp_manifold._front.token_expiry import seconds_left, token_expiry
+from mcp_manifold._front.identity import request_identity
+from mcp_manifold._front.standing_streams import key_still_configured, stream_scope
 from mcp_manifold._runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
@@ -134,18 +133,22 @@ class GatewayListenHandler:
             kept = [uri for uri in uris if uri not in unknown] or None
             notifications = params.notifications.model_copy(update={"resource_subscriptions": kept})
             params = params.model_copy(update={"notifications": notifications})
-        access = self._gateway.access
+        access, gateway = self._gateway.access, self._gateway
+        identity = request_identity(ctx.request)
+        # It ends with its credential, gracefully: a client that still has access listens again.
+        stream = stream_scope(identity)
 
         def admits(event: ServerEvent) -> bool:  # read as each event is published: a reload may change it
+            if not key_still_configured(identity, gateway.config):
+                stream.cancel()
+                return False
             if isinstance(event, ResourceUpdated) and event.uri in servers:
                 return access.may_read_resource(request.caller, servers[event.uri], event.uri)
             return True
 
         admitting = _admits.set(admits)
-        expires = token_expiry(request.caller.claims)
         try:
-            # A stream opened with a token ends with it, gracefully: the client listens again with a new one.
-            with anyio.move_on_after(seconds_left(expires) if expires is not None else math.inf):
+            with stream:
                 return await self._streams(ctx, params)
             return SubscriptionsListenResult(_meta={SUBSCRIPTION_ID_META_KEY: ctx.request_id})
         finally:

@@ -15,8 +15,9 @@ A valid edit is applied at once (nothing awaits in between, so no call sees half
 - settings marked live change at once; the others are logged as needing a restart and keep their
   running value;
 - the `profiles` section applies at once (it is read at each request), and clients are told their
-  lists changed; the `auth` section is logged as needing a restart, as `port` is, and the running
-  one stays (the HTTP front builds its checks of keys and tokens at start).
+  lists changed; so does the `auth` section (keys, tokens, operators: checked at each request),
+  unless it switches authentication on or off or changes the OAuth metadata the front serves: then
+  it is logged as needing a restart, as `port` is, and the running one stays whole.
 
 Clients learn what changed from the catalog's change events (`list_changed`, and the listen streams
 of 2026-era clients), as for any other change of a backend's listing.
@@ -223,11 +224,11 @@ def apply_changes(gateway: Reloadable, loaded: Config, changes: ConfigChanges) -
     gone = gateway.pool.replace(list(loaded.servers.values()), fresh)
     for name in changes.reconfigured:
         gateway.pool[name].reconfigure(loaded.servers[name])
-    # All of the loaded config (servers, profiles) but the one Settings object everything holds, and the
-    # running `auth`, which the HTTP front checks requests with until a restart.
-    gateway.config = replace(
-        loaded, settings=settings, auth=running.auth, path=running.path, overrides=running.overrides
-    )
+    # All of the loaded config (servers, profiles, auth) but the one Settings object everything holds; the
+    # running `auth` stays whole when it cannot change live (`diff_configs`). The HTTP front reads it at
+    # each request (`_front/auth.py`), so a removed API key is refused from the next request on.
+    auth = running.auth if changes.sections_need_restart else loaded.auth
+    gateway.config = replace(loaded, settings=settings, auth=auth, path=running.path, overrides=running.overrides)
     gateway.result_cache.configure(loaded.servers, restarted=frozenset(changes.restarted))
     for name in (*changes.removed, *changes.restarted):
         gateway.health.forget(name)
