@@ -236,6 +236,29 @@ def test_a_port_in_use_is_one_line_and_never_a_serving_line(write_config: Any, h
     ]
 
 
+@pytest.mark.parametrize(
+    ("setting", "command"),
+    [
+        ("data_dir", ("serve",)),
+        ("data_dir", ("pins",)),
+        ("audit_path", ("tools",)),
+    ],
+)
+def test_a_folder_setting_that_cannot_be_made_is_one_line_naming_the_setting(
+    write_config: Any, home: Path, tmp_path: Path, setting: str, command: tuple[str, ...]
+) -> None:
+    """A data dir under a file (or read-only, or another user's) ended every command in mkdir's traceback."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    config = write_config({"numbers": server_entry("numbers.py")}, {setting: str(a_file / "state")})
+    result = manifold(home, *command, "--config", str(config))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"error: {setting} '{a_file / 'state'}' cannot be used: Not a directory; "
+        f"set {setting} (or MANIFOLD_{setting.upper()}) to a folder you can write"
+    ]
+
+
 # Run as `python -c`: the real command, with another process's bind played right before uvicorn's own.
 TAKE_THE_PORT_BEFORE_UVICORN = """
 import runpy, socket, sys
