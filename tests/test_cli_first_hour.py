@@ -6,20 +6,26 @@ config argument the same everywhere, commands taken from the config's folder, cl
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import pty
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
+import threading
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import SERVERS, free_port, server_entry, server_over_http, stop_process
+from tests.conftest import SERVERS, free_port, serve_endpoint, server_entry, server_over_http, stop_process
 
 
 @pytest.fixture
@@ -439,6 +445,87 @@ def test_a_remote_server_that_refuses_says_what_it_answered_and_what_that_usuall
     assert rows["not_sse"]["last_error"].endswith(
         f'GET {url} answered HTTP 400 Bad Request: it may serve streamable HTTP (drop "transport": "sse")'
     )
+    assert "s3cret-value" not in result.stdout + result.stderr
+
+
+class LoginPage(BaseHTTPRequestHandler):
+    """A site's login page where the MCP endpoint was expected: 200 and HTML to whatever is asked."""
+
+    def answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        page = b"<!doctype html><html><body><form action=/login>Sign in</form></body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    do_GET = do_POST = do_DELETE = answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def self_signed_tls(folder: Path) -> Iterator[str]:
+    """An HTTPS address whose certificate nobody here trusts (made now, for localhost)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder(subject_name=name, issuer_name=name, public_key=key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(folder / "cert.pem", folder / "key.pem")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), LoginPage)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.handle_error = lambda *args: None  # type: ignore[method-assign]  # the client's refusal, expected
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://localhost:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_remote_server_that_answers_no_mcp_says_what_it_met_and_what_to_check(
+    tmp_path: Path, write_config: Any, home: Path
+) -> None:
+    """The SDK's "Unexpected content type: text/html" and httpx's "All connection attempts failed" named
+    neither what answered nor what to look at."""
+    refused = f"http://127.0.0.1:{free_port()}/mcp?token=s3cret-value"
+    with serve_endpoint(LoginPage) as base, self_signed_tls(tmp_path) as untrusted:
+        page = base.removesuffix("/v1") + "/mcp?token=s3cret-value"
+        servers = {"page": {"url": page}, "refused": {"url": refused}, "untrusted": {"url": untrusted}}
+        result = manifold(home, "servers", "--config", str(write_config(servers)), "--json")
+    errors = {row["name"]: row["last_error"] for row in json.loads(result.stdout)}
+    shown = page.replace("s3cret-value", "***")
+    assert errors["page"].endswith(
+        f"(POST {shown} answered HTTP 200 OK with text/html: a web page, not MCP: is the URL the server's MCP "
+        "endpoint (often /mcp), or a login page that wants a credential?)"
+    ), errors["page"]
+    assert errors["refused"] == (
+        f"cannot connect to {refused.replace('s3cret-value', '***')}: connection refused "
+        "(is the server running, on that port?)"
+    )
+    assert errors["untrusted"].startswith(f"cannot connect to {untrusted}: its TLS certificate is not trusted here (")
+    assert errors["untrusted"].endswith("naming its CA's PEM file in the SSL_CERT_FILE environment variable")
     assert "s3cret-value" not in result.stdout + result.stderr
 
 

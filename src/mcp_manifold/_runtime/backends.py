@@ -56,7 +56,7 @@ from mcp_manifold._runtime.backend_errors import (
 )
 from mcp_manifold._runtime.cancellation import stray_cancellation
 from mcp_manifold._runtime.http_leg import HttpLeg
-from mcp_manifold._runtime.http_refusal import StartRefusals, refusal
+from mcp_manifold._runtime.http_refusal import StartRefusals, cannot_connect, refusal
 from mcp_manifold._runtime.learned import learned_facts
 from mcp_manifold._runtime.listing_fetch import list_everything
 from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
@@ -232,7 +232,7 @@ class Backend:
                 missing = command_warning(self.config) if isinstance(leaf, OSError) else None
                 reason = missing or describe(exc)
                 if self.config.url:  # "ConnectError: All connection attempts failed" names no address
-                    reason = f"{reason} (at {redact_url(self.config.url)})"
+                    reason = cannot_connect(leaf, self.config.url) or f"{reason} (at {redact_url(self.config.url)})"
             self._record_failure(reason)
             raise BackendStartError(self.name, self._with_stderr(f"failed to start: {reason}")) from exc
         self._failures = 0
