@@ -96,11 +96,18 @@ def test_servers_exits_non_zero_only_when_an_enabled_server_failed(write_config:
     servers = {
         "numbers": server_entry("numbers.py"),
         "bad": server_entry("exits_early.py"),
+        "silent": {"command": sys.executable, "args": ["-c", "pass"]},  # exits at once, saying nothing
         "typo": {"command": "no-such-command-for-manifold"},
     }
     result = manifold(home, "servers", "--config", str(write_config(servers, name="b.json")))
-    assert result.returncode == 1 and "2 enabled server(s) failed: bad, typo" in result.stderr
-    assert any(line.startswith("  bad: ") and "fatal: missing API key" in line for line in result.stderr.splitlines())
+    assert result.returncode == 1 and "3 enabled server(s) failed: bad, silent, typo" in result.stderr
+    # The exit and its code, not the SDK's "MCPError: Connection closed" (all a silent one said).
+    lines = result.stderr.splitlines()
+    assert (
+        "  bad: initialization failed: process exited with code 2 before it answered; stderr: 'fatal: missing API key'"
+        in lines
+    )
+    assert "  silent: initialization failed: process exited with code 0 before it answered" in lines
     # Not Python's "[Errno 2] No such file or directory": what is missing, and where it was looked for.
     assert "  typo: command 'no-such-command-for-manifold' was not found on PATH" in result.stderr.splitlines()
 
