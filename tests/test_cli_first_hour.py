@@ -118,13 +118,31 @@ def test_config_check_warns_about_commands_that_are_not_installed(tmp_path: Path
         "typo": {"command": "no-such-command-for-manifold"},
         "gone": {"command": "./bin/missing-server"},
         "fine": server_entry("numbers.py"),
+        # A command written with its arguments, as some READMEs show it: no client runs it through a shell.
+        "joined": {"command": f"{sys.executable} -m some_server --root '/srv/my files'"},
+        "npx_like": {"command": "runner -y @scope/server", "env": {"PATH": str(tmp_path / "tools")}},
     }
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "runner").write_text("#!/bin/sh\n")
+    (tmp_path / "tools" / "runner").chmod(0o755)
     config.write_text(json.dumps({"mcpServers": servers}))
     result = manifold(home, "config", "check", str(config))
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr
     assert "server 'typo': command 'no-such-command-for-manifold' was not found on PATH" in result.stderr
     assert f"command '{tmp_path / 'bin' / 'missing-server'}' does not exist" in result.stderr
     assert "'fine'" not in result.stderr
+    lines = result.stderr.splitlines()
+    joined = {"command": sys.executable, "args": ["-m", "some_server", "--root", "/srv/my files"]}
+    assert (
+        f"warning: {config}: server 'joined': command {servers['joined']['command']!r} does not exist; its "
+        f'arguments go in "args": {json.dumps(joined)}; it would fail to start'
+    ) in lines
+    # Not taken from the config's folder for the slash in its argument, and not found on PATH.
+    npx_like = {"command": "runner", "args": ["-y", "@scope/server"]}
+    assert (
+        f"warning: {config}: server 'npx_like': command 'runner -y @scope/server' does not exist; its "
+        f'arguments go in "args": {json.dumps(npx_like)}; it would fail to start'
+    ) in lines
 
 
 @pytest.mark.parametrize(
