@@ -90,6 +90,17 @@ def test_a_tool_of_a_server_that_failed_says_why_it_is_missing(write_config: Any
     assert "unknown tool 'numbers_nope'" in other.stdout
 
 
+def test_a_server_slower_than_init_timeout_names_the_setting(write_config: Any, home: Path) -> None:
+    """A server that loads a model for 40 s said only "did not finish initialization within 30s"."""
+    slow = {"command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"]}  # answers nothing, ends at EOF
+    config = write_config({"slow": slow}, {"init_timeout": 1})
+    (row,) = json.loads(manifold(home, "servers", "--config", str(config), "--json").stdout)
+    assert row["last_error"] == (
+        "server 'slow': did not finish initialization within 1s (init_timeout: raise it for a server that is slow "
+        "to start)"
+    )
+
+
 def test_servers_exits_non_zero_only_when_an_enabled_server_failed(write_config: Any, home: Path) -> None:
     fine = write_config({"numbers": server_entry("numbers.py"), "off": server_entry("exits_early.py", enabled=False)})
     assert manifold(home, "servers", "--config", str(fine), "--json").returncode == 0

@@ -303,7 +303,11 @@ class Backend:
                 except TimeoutError:
                     raise BackendStartError(
                         self.name,
-                        self._with_stderr(f"did not finish initialization within {self.settings.init_timeout:g}s"),
+                        # The setting named: a server that loads a model or fetches a package may need longer.
+                        self._with_stderr(
+                            f"did not finish initialization within {self.settings.init_timeout:g}s "
+                            "(init_timeout: raise it for a server that is slow to start)"
+                        ),
                     ) from None
                 except HandshakeRefused:
                     raise
