@@ -10,12 +10,15 @@ import datetime
 import json
 import os
 import pty
+import select
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -389,6 +392,32 @@ def test_start_up_progress_is_shown_on_a_terminal_only(write_config: Any, home: 
     assert process.stdout is not None and "numbers_add" in process.stdout.read().decode()
     text = shown.decode(errors="replace")
     assert "starting numbers" in text or "server(s) ready" in text, text
+
+
+def test_a_stdio_gateway_started_in_a_terminal_says_what_it_waits_for(write_config: Any, home: Path) -> None:
+    """`manifold serve mcp.json` typed in a terminal printed nothing and looked stuck; a client never sees it."""
+    config = write_config({"numbers": server_entry("numbers.py")})
+    said = "serving 1 server(s) over stdio, for an MCP client that runs this command"
+    piped = manifold(home, "serve", str(config))  # stdin a pipe (at EOF), as a client's
+    assert piped.returncode == 0 and said not in piped.stderr, piped.stderr
+    controller, terminal = pty.openpty()
+    env = {**os.environ, "HOME": str(home), "TERM": "xterm", "COLUMNS": "300"}
+    command = [sys.executable, "-m", "mcp_manifold", "serve", str(config)]
+    process = subprocess.Popen(command, stdin=terminal, stdout=subprocess.PIPE, stderr=terminal, env=env)
+    os.close(terminal)
+    shown = b""
+    try:
+        deadline = time.monotonic() + 60
+        while said.encode() not in shown:
+            assert time.monotonic() < deadline, shown  # quiet: it never said what it waits for
+            if select.select([controller], [], [], 1)[0]:
+                shown += os.read(controller, 4096)  # EIO (an OSError) if it ended without saying it
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        os.close(controller)
+        stop_process(process)
+    assert process.stdout is not None and process.stdout.read() == b""  # the wire stays clean
 
 
 def test_http_start_line_names_the_dashboard_and_metrics_and_slash_answers(write_config: Any, home: Path) -> None:
