@@ -159,6 +159,22 @@ def test_config_check_warns_about_commands_that_are_not_installed(tmp_path: Path
     ) in lines
 
 
+def test_a_config_that_serves_nothing_is_warned_about(tmp_path: Path, home: Path) -> None:
+    """`config check` said OK of a config with no servers (an import of an empty client file): a quiet gateway."""
+    cases = {
+        "none.json": ({"mcpServers": {}}, "mcpServers lists none"),
+        "off.json": ({"mcpServers": {"a": {"command": "x", "enabled": False}}}, "no server is enabled"),
+        "hub.json": ({"mcpServers": {}, "manifold": {"expose": ["hub"]}}, None),  # instances come at run time
+    }
+    for name, (data, which) in cases.items():
+        config = tmp_path / name
+        config.write_text(json.dumps(data))
+        result = manifold(home, "config", "check", str(config))
+        assert result.returncode == 0 and "OK" in result.stdout, result.stderr
+        warning = f"warning: {config}: no servers: {which}, so a client sees no tools (add them under mcpServers, or "
+        assert (warning in result.stderr) if which else "no servers" not in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize(
     ("given", "told"), [("127.0.0.1:8080", "--http --host 127.0.0.1 --port 8080"), ("8080", "--http --port 8080")]
 )

@@ -22,6 +22,7 @@ from mcp_manifold._cli.common import (
     config_path,
     err,
     load,
+    no_servers_warning,
     parse_extra,
     settings_help,
 )
@@ -43,6 +44,8 @@ def serve(
         if value is not None:
             overrides[key] = value
     cfg = load(config_path(config, positional), overrides)
+    if empty := no_servers_warning(cfg):
+        err.print(f"warning: {cfg.path}: {empty}", markup=False, highlight=False)
     listener: socket.socket | None = None
     if cfg.settings.http:
         from mcp_manifold._front.identity import check_exposure
