@@ -474,6 +474,20 @@ def test_a_stdio_gateway_writing_to_a_file_stops_on_a_signal(
     assert [json.loads(line)["id"] for line in wire.read_text().splitlines()] == [1, 2]
 
 
+@pytest.mark.parametrize("stdout", [subprocess.PIPE, subprocess.DEVNULL])
+def test_a_stdio_gateway_whose_stdin_is_dev_null_ends_at_its_eof(write_config: Any, stdout: int) -> None:
+    """`docker run` without `-i`, a service: stdin is /dev/null, which epoll refuses; the gateway hung there
+    with asyncio's traceback instead of ending at EOF."""
+    config = write_config({"numbers": server_entry("numbers.py")})
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config)]
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE)
+    try:
+        assert process.wait(timeout=30) == 0
+    finally:
+        stop_process(process)
+    assert process.stderr is not None and "Traceback" not in process.stderr.read().decode()
+
+
 ESC = "\x1b"
 PAINTED_TOOL = "open [link=https://evil.example]here[/link]"  # painted.py's tool, named by its server
 RAW_CONTROLS = re.compile("[\x1b\x9b\u202e]")  # ESC, the C1 CSI, the right-to-left override

@@ -53,12 +53,15 @@ class Interceptor(Protocol):
 
 
 def _watchable(fd: int) -> bool:
-    """Whether asyncio's pipe transports accept `fd` (pipes, sockets and character devices)."""
+    """Whether asyncio's pipe transports can watch `fd`: pipes, sockets and terminals.
+
+    Not every character device: epoll refuses /dev/null (EPERM), a client's stdin under `docker run`
+    without `-i` or a service's, and the gateway hung there with a traceback instead of ending at EOF."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 @asynccontextmanager
