@@ -126,6 +126,20 @@ def test_servers_exits_non_zero_only_when_an_enabled_server_failed(write_config:
     assert "  typo: command 'no-such-command-for-manifold' was not found on PATH" in result.stderr.splitlines()
 
 
+def test_a_python_traceback_shows_where_it_came_from(write_config: Any, home: Path, tmp_path: Path) -> None:
+    """A server that needs a variable it was not given: below its error, where the traceback came from, not
+    Python's `~~~^^^` marks, which point into a line no longer shown."""
+    script = tmp_path / "needs_token.py"
+    script.write_text('import os\n\ntoken = os.environ["API_TOKEN_FOR_MANIFOLD_TEST"]\n')
+    config = write_config({"needy": {"command": sys.executable, "args": [str(script)]}})
+    result = manifold(home, "servers", "--config", str(config))
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("  needy: ")]
+    assert "stderr: \"KeyError: 'API_TOKEN_FOR_MANIFOLD_TEST'\"" in line
+    told = [part.strip() for part in line.split("; ")[2:]]  # the lines below the error, as they come
+    assert told[:2] == [f'File "{script}", line 3, in <module>', 'token = os.environ["API_TOKEN_FOR_MANIFOLD_TEST"]']
+    assert len(told) == 3 and not any(set(part) <= set("~^") for part in told), told
+
+
 def test_config_check_warns_about_commands_that_are_not_installed(tmp_path: Path, home: Path) -> None:
     config = tmp_path / "mcp.json"
     servers = {
