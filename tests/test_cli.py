@@ -449,6 +449,45 @@ def test_sigterm_stops_the_gateway_cleanly(write_config: Any, tmp_path: Path, tr
     assert all(not pid_is_alive(pid) for pid in servers)
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_stdio_gateway_writing_to_a_file_stops_on_a_signal(
+    write_config: Any, tmp_path: Path, stop: signal.Signals
+) -> None:
+    """`manifold serve > log`: with stdout a file, the SDK's transport read stdin in a thread that nothing
+    stops, so SIGTERM and Ctrl-C waited until the client closed stdin."""
+    config = write_config({"numbers": server_entry("numbers.py")})
+    wire = tmp_path / "wire.jsonl"
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config)]
+    with wire.open("wb") as out:
+        pipes = {"stdin": subprocess.PIPE, "stdout": out, "stderr": subprocess.PIPE}
+        process = subprocess.Popen(command, **pipes, start_new_session=True)
+    try:
+        _say_hello(process)  # and stdin stays open, as a client that has not gone keeps it
+        deadline = time.monotonic() + 30
+        while '"id":2' not in wire.read_text():  # the ping answered: the gateway serves
+            assert time.monotonic() < deadline, "the gateway never answered the ping"
+            time.sleep(0.05)
+        process.send_signal(stop)
+        assert process.wait(timeout=20) == 0, process.stderr.read().decode() if process.stderr else ""
+    finally:
+        stop_process(process)
+    assert [json.loads(line)["id"] for line in wire.read_text().splitlines()] == [1, 2]
+
+
+@pytest.mark.parametrize("stdout", [subprocess.PIPE, subprocess.DEVNULL])
+def test_a_stdio_gateway_whose_stdin_is_dev_null_ends_at_its_eof(write_config: Any, stdout: int) -> None:
+    """`docker run` without `-i`, a service: stdin is /dev/null, which epoll refuses; the gateway hung there
+    with asyncio's traceback instead of ending at EOF."""
+    config = write_config({"numbers": server_entry("numbers.py")})
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config)]
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE)
+    try:
+        assert process.wait(timeout=30) == 0
+    finally:
+        stop_process(process)
+    assert process.stderr is not None and "Traceback" not in process.stderr.read().decode()
+
+
 ESC = "\x1b"
 PAINTED_TOOL = "open [link=https://evil.example]here[/link]"  # painted.py's tool, named by its server
 RAW_CONTROLS = re.compile("[\x1b\x9b\u202e]")  # ESC, the C1 CSI, the right-to-left override

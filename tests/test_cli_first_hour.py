@@ -6,20 +6,29 @@ config argument the same everywhere, commands taken from the config's folder, cl
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import pty
+import select
 import shutil
+import signal
 import socket
+import ssl
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import SERVERS, free_port, server_entry, server_over_http, stop_process
+from tests.conftest import SERVERS, free_port, serve_endpoint, server_entry, server_over_http, stop_process
 
 
 @pytest.fixture
@@ -84,19 +93,51 @@ def test_a_tool_of_a_server_that_failed_says_why_it_is_missing(write_config: Any
     assert "unknown tool 'numbers_nope'" in other.stdout
 
 
+def test_a_server_slower_than_init_timeout_names_the_setting(write_config: Any, home: Path) -> None:
+    """A server that loads a model for 40 s said only "did not finish initialization within 30s"."""
+    slow = {"command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"]}  # answers nothing, ends at EOF
+    config = write_config({"slow": slow}, {"init_timeout": 1})
+    (row,) = json.loads(manifold(home, "servers", "--config", str(config), "--json").stdout)
+    assert row["last_error"] == (
+        "server 'slow': did not finish initialization within 1s (init_timeout: raise it for a server that is slow "
+        "to start)"
+    )
+
+
 def test_servers_exits_non_zero_only_when_an_enabled_server_failed(write_config: Any, home: Path) -> None:
     fine = write_config({"numbers": server_entry("numbers.py"), "off": server_entry("exits_early.py", enabled=False)})
     assert manifold(home, "servers", "--config", str(fine), "--json").returncode == 0
     servers = {
         "numbers": server_entry("numbers.py"),
         "bad": server_entry("exits_early.py"),
+        "silent": {"command": sys.executable, "args": ["-c", "pass"]},  # exits at once, saying nothing
         "typo": {"command": "no-such-command-for-manifold"},
     }
     result = manifold(home, "servers", "--config", str(write_config(servers, name="b.json")))
-    assert result.returncode == 1 and "2 enabled server(s) failed: bad, typo" in result.stderr
-    assert any(line.startswith("  bad: ") and "fatal: missing API key" in line for line in result.stderr.splitlines())
+    assert result.returncode == 1 and "3 enabled server(s) failed: bad, silent, typo" in result.stderr
+    # The exit and its code, not the SDK's "MCPError: Connection closed" (all a silent one said).
+    lines = result.stderr.splitlines()
+    assert (
+        "  bad: initialization failed: process exited with code 2 before it answered; stderr: 'fatal: missing API key'"
+        in lines
+    )
+    assert "  silent: initialization failed: process exited with code 0 before it answered" in lines
     # Not Python's "[Errno 2] No such file or directory": what is missing, and where it was looked for.
     assert "  typo: command 'no-such-command-for-manifold' was not found on PATH" in result.stderr.splitlines()
+
+
+def test_a_python_traceback_shows_where_it_came_from(write_config: Any, home: Path, tmp_path: Path) -> None:
+    """A server that needs a variable it was not given: below its error, where the traceback came from, not
+    Python's `~~~^^^` marks, which point into a line no longer shown."""
+    script = tmp_path / "needs_token.py"
+    script.write_text('import os\n\ntoken = os.environ["API_TOKEN_FOR_MANIFOLD_TEST"]\n')
+    config = write_config({"needy": {"command": sys.executable, "args": [str(script)]}})
+    result = manifold(home, "servers", "--config", str(config))
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("  needy: ")]
+    assert "stderr: \"KeyError: 'API_TOKEN_FOR_MANIFOLD_TEST'\"" in line
+    told = [part.strip() for part in line.split("; ")[2:]]  # the lines below the error, as they come
+    assert told[:2] == [f'File "{script}", line 3, in <module>', 'token = os.environ["API_TOKEN_FOR_MANIFOLD_TEST"]']
+    assert len(told) == 3 and not any(set(part) <= set("~^") for part in told), told
 
 
 def test_config_check_warns_about_commands_that_are_not_installed(tmp_path: Path, home: Path) -> None:
@@ -105,13 +146,47 @@ def test_config_check_warns_about_commands_that_are_not_installed(tmp_path: Path
         "typo": {"command": "no-such-command-for-manifold"},
         "gone": {"command": "./bin/missing-server"},
         "fine": server_entry("numbers.py"),
+        # A command written with its arguments, as some READMEs show it: no client runs it through a shell.
+        "joined": {"command": f"{sys.executable} -m some_server --root '/srv/my files'"},
+        "npx_like": {"command": "runner -y @scope/server", "env": {"PATH": str(tmp_path / "tools")}},
     }
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "runner").write_text("#!/bin/sh\n")
+    (tmp_path / "tools" / "runner").chmod(0o755)
     config.write_text(json.dumps({"mcpServers": servers}))
     result = manifold(home, "config", "check", str(config))
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr
     assert "server 'typo': command 'no-such-command-for-manifold' was not found on PATH" in result.stderr
     assert f"command '{tmp_path / 'bin' / 'missing-server'}' does not exist" in result.stderr
     assert "'fine'" not in result.stderr
+    lines = result.stderr.splitlines()
+    joined = {"command": sys.executable, "args": ["-m", "some_server", "--root", "/srv/my files"]}
+    assert (
+        f"warning: {config}: server 'joined': command {servers['joined']['command']!r} does not exist; its "
+        f'arguments go in "args": {json.dumps(joined)}; it would fail to start'
+    ) in lines
+    # Not taken from the config's folder for the slash in its argument, and not found on PATH.
+    npx_like = {"command": "runner", "args": ["-y", "@scope/server"]}
+    assert (
+        f"warning: {config}: server 'npx_like': command 'runner -y @scope/server' does not exist; its "
+        f'arguments go in "args": {json.dumps(npx_like)}; it would fail to start'
+    ) in lines
+
+
+def test_a_config_that_serves_nothing_is_warned_about(tmp_path: Path, home: Path) -> None:
+    """`config check` said OK of a config with no servers (an import of an empty client file): a quiet gateway."""
+    cases = {
+        "none.json": ({"mcpServers": {}}, "mcpServers lists none"),
+        "off.json": ({"mcpServers": {"a": {"command": "x", "enabled": False}}}, "no server is enabled"),
+        "hub.json": ({"mcpServers": {}, "manifold": {"expose": ["hub"]}}, None),  # instances come at run time
+    }
+    for name, (data, which) in cases.items():
+        config = tmp_path / name
+        config.write_text(json.dumps(data))
+        result = manifold(home, "config", "check", str(config))
+        assert result.returncode == 0 and "OK" in result.stdout, result.stderr
+        warning = f"warning: {config}: no servers: {which}, so a client sees no tools (add them under mcpServers, or "
+        assert (warning in result.stderr) if which else "no servers" not in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(
@@ -236,6 +311,29 @@ def test_a_port_in_use_is_one_line_and_never_a_serving_line(write_config: Any, h
     ]
 
 
+@pytest.mark.parametrize(
+    ("setting", "command"),
+    [
+        ("data_dir", ("serve",)),
+        ("data_dir", ("pins",)),
+        ("audit_path", ("tools",)),
+    ],
+)
+def test_a_folder_setting_that_cannot_be_made_is_one_line_naming_the_setting(
+    write_config: Any, home: Path, tmp_path: Path, setting: str, command: tuple[str, ...]
+) -> None:
+    """A data dir under a file (or read-only, or another user's) ended every command in mkdir's traceback."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    config = write_config({"numbers": server_entry("numbers.py")}, {setting: str(a_file / "state")})
+    result = manifold(home, *command, "--config", str(config))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"error: {setting} '{a_file / 'state'}' cannot be used: Not a directory; "
+        f"set {setting} (or MANIFOLD_{setting.upper()}) to a folder you can write"
+    ]
+
+
 # Run as `python -c`: the real command, with another process's bind played right before uvicorn's own.
 TAKE_THE_PORT_BEFORE_UVICORN = """
 import runpy, socket, sys
@@ -324,6 +422,32 @@ def test_start_up_progress_is_shown_on_a_terminal_only(write_config: Any, home: 
     assert process.stdout is not None and "numbers_add" in process.stdout.read().decode()
     text = shown.decode(errors="replace")
     assert "starting numbers" in text or "server(s) ready" in text, text
+
+
+def test_a_stdio_gateway_started_in_a_terminal_says_what_it_waits_for(write_config: Any, home: Path) -> None:
+    """`manifold serve mcp.json` typed in a terminal printed nothing and looked stuck; a client never sees it."""
+    config = write_config({"numbers": server_entry("numbers.py")})
+    said = "serving 1 server(s) over stdio, for an MCP client that runs this command"
+    piped = manifold(home, "serve", str(config))  # stdin a pipe (at EOF), as a client's
+    assert piped.returncode == 0 and said not in piped.stderr, piped.stderr
+    controller, terminal = pty.openpty()
+    env = {**os.environ, "HOME": str(home), "TERM": "xterm", "COLUMNS": "300"}
+    command = [sys.executable, "-m", "mcp_manifold", "serve", str(config)]
+    process = subprocess.Popen(command, stdin=terminal, stdout=subprocess.PIPE, stderr=terminal, env=env)
+    os.close(terminal)
+    shown = b""
+    try:
+        deadline = time.monotonic() + 60
+        while said.encode() not in shown:
+            assert time.monotonic() < deadline, shown  # quiet: it never said what it waits for
+            if select.select([controller], [], [], 1)[0]:
+                shown += os.read(controller, 4096)  # EIO (an OSError) if it ended without saying it
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        os.close(controller)
+        stop_process(process)
+    assert process.stdout is not None and process.stdout.read() == b""  # the wire stays clean
 
 
 def test_http_start_line_names_the_dashboard_and_metrics_and_slash_answers(write_config: Any, home: Path) -> None:
@@ -416,6 +540,87 @@ def test_a_remote_server_that_refuses_says_what_it_answered_and_what_that_usuall
     assert rows["not_sse"]["last_error"].endswith(
         f'GET {url} answered HTTP 400 Bad Request: it may serve streamable HTTP (drop "transport": "sse")'
     )
+    assert "s3cret-value" not in result.stdout + result.stderr
+
+
+class LoginPage(BaseHTTPRequestHandler):
+    """A site's login page where the MCP endpoint was expected: 200 and HTML to whatever is asked."""
+
+    def answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        page = b"<!doctype html><html><body><form action=/login>Sign in</form></body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    do_GET = do_POST = do_DELETE = answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def self_signed_tls(folder: Path) -> Iterator[str]:
+    """An HTTPS address whose certificate nobody here trusts (made now, for localhost)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder(subject_name=name, issuer_name=name, public_key=key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(folder / "cert.pem", folder / "key.pem")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), LoginPage)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.handle_error = lambda *args: None  # type: ignore[method-assign]  # the client's refusal, expected
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://localhost:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_remote_server_that_answers_no_mcp_says_what_it_met_and_what_to_check(
+    tmp_path: Path, write_config: Any, home: Path
+) -> None:
+    """The SDK's "Unexpected content type: text/html" and httpx's "All connection attempts failed" named
+    neither what answered nor what to look at."""
+    refused = f"http://127.0.0.1:{free_port()}/mcp?token=s3cret-value"
+    with serve_endpoint(LoginPage) as base, self_signed_tls(tmp_path) as untrusted:
+        page = base.removesuffix("/v1") + "/mcp?token=s3cret-value"
+        servers = {"page": {"url": page}, "refused": {"url": refused}, "untrusted": {"url": untrusted}}
+        result = manifold(home, "servers", "--config", str(write_config(servers)), "--json")
+    errors = {row["name"]: row["last_error"] for row in json.loads(result.stdout)}
+    shown = page.replace("s3cret-value", "***")
+    assert errors["page"].endswith(
+        f"(POST {shown} answered HTTP 200 OK with text/html: a web page, not MCP: is the URL the server's MCP "
+        "endpoint (often /mcp), or a login page that wants a credential?)"
+    ), errors["page"]
+    assert errors["refused"] == (
+        f"cannot connect to {refused.replace('s3cret-value', '***')}: connection refused "
+        "(is the server running, on that port?)"
+    )
+    assert errors["untrusted"].startswith(f"cannot connect to {untrusted}: its TLS certificate is not trusted here (")
+    assert errors["untrusted"].endswith("naming its CA's PEM file in the SSL_CERT_FILE environment variable")
     assert "s3cret-value" not in result.stdout + result.stderr
 
 

@@ -151,6 +151,63 @@ def test_invalid_json_reports_line_and_column(tmp_path: Path) -> None:
     assert "invalid JSON at line 3, column" in problems[0].message
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '{\n  "mcpServers": {\n    "a": {"command": "x",}\n  }\n}\n',
+            "invalid JSON at line 3, column 26: a comma before '}': JSON allows no trailing comma",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x", "args": ["y",\n]}}}',
+            "invalid JSON at line 2, column 1: a comma before ']': JSON allows no trailing comma",
+        ),
+        (
+            '{\n  // my servers\n  "mcpServers": {}\n}',
+            "invalid JSON at line 2, column 3: JSON has no comments: "
+            "remove it, or write the config as YAML (a .yaml file), where # starts one",
+        ),
+        (
+            "{'mcpServers': {}}",
+            "invalid JSON at line 1, column 2: JSON takes double quotes around names and strings, not single ones",
+        ),
+        (
+            "mcpServers:\n  a:\n    command: x\n",
+            "invalid JSON at line 1, column 1: this is YAML, not JSON: name the file .yaml (or .yml)",
+        ),
+        ("", 'the file is empty: a config is a JSON object, at least {"mcpServers": {}}'),
+        ("\n  \n", 'the file is empty: a config is a JSON object, at least {"mcpServers": {}}'),
+        (
+            '{"mcpServers": {"a": {"command": "x" "args": []}}}',
+            "invalid JSON at line 1, column 38: Expecting ',' delimiter",
+        ),
+    ],
+)
+def test_a_json_mistake_is_named_as_people_make_it(tmp_path: Path, text: str, message: str) -> None:
+    """Python's words for a trailing comma were "Expecting property name enclosed in double quotes"."""
+    path = tmp_path / "mcp.json"
+    path.write_text(text)
+    assert [problem.message for problem in check_config(path, env={})] == [message]
+
+
+def test_a_clients_whole_file_says_how_to_take_its_servers(tmp_path: Path) -> None:
+    """~/.claude.json given as it is got a problem per key, `projects` with "did you mean 'profiles'?"."""
+    claude = tmp_path / ".claude.json"
+    settings = {"numStartups": 3, "userID": "u", "autoUpdates": True}
+    projects = {"/home/me/app": {"allowedTools": [], "mcpServers": {"db": {"command": "x"}}}}
+    claude.write_text(json.dumps({**settings, "projects": projects, "mcpServers": {"git": {"command": "x"}}}))
+    assert [str(problem) for problem in check_config(claude, env={})] == [
+        f"{claude}: this looks like Claude Code's ~/.claude.json, which keeps servers per project and much else: "
+        f"make a config of its servers with `manifold import claude-code {claude} --output FILE`"
+    ]
+    vscode = tmp_path / "mcp.json"
+    vscode.write_text(json.dumps({"servers": {"git": {"type": "stdio", "command": "x"}}, "inputs": []}))
+    assert [str(problem) for problem in check_config(vscode, env={})] == [
+        f"{vscode}: this looks like VS Code's mcp.json: its 'servers' map is 'mcpServers' here (and 'inputs' have "
+        "no equal)"
+    ]
+
+
 def test_invalid_yaml_reports_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text("mcpServers:\n  a:\n    command: [unclosed\n")

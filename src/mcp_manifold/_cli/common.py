@@ -175,6 +175,16 @@ def load(config_path: Path | None, overrides: dict[str, Any] | None = None) -> C
     return cfg
 
 
+def no_servers_warning(cfg: Config) -> str | None:
+    """`no servers: ...` for a config that would serve nothing (an import of an empty client file, every
+    server disabled), which is otherwise a quiet gateway of no tools; None when it serves some, or the hub
+    finds them at run time."""
+    if cfg.enabled_servers or "hub" in cfg.settings.expose:
+        return None
+    which = "no server is enabled" if cfg.servers else "mcpServers lists none"
+    return f"no servers: {which}, so a client sees no tools (add them under mcpServers, or `manifold import`)"
+
+
 def configure_logging(level: str) -> None:
     """The gateway's own log records go to stderr (never stdout: it may carry MCP) at `log_level`."""
     handler = logging.StreamHandler(sys.stderr)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path, err, load, out
+from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path, err, load, no_servers_warning, out
 from mcp_manifold._config import check_config, load_config
 from mcp_manifold._config.commands import command_warning
 from mcp_manifold._config.principal_names import principal_warnings
@@ -30,6 +30,8 @@ def config_check(
     if problems:
         raise typer.Exit(1)
     config = load_config(path)
+    if empty := no_servers_warning(config):
+        err.print(f"warning: {path}: {empty}", markup=False, highlight=False)
     for server in config.servers.values():
         if warning := command_warning(server):
             err.print(f"warning: {path}: server {server.name!r}: {warning}; it would fail to start", markup=False)

@@ -18,8 +18,10 @@ from mcp_manifold._errors import ManifoldError
 
 def _pin_store(config: Path | None) -> Any:
     from mcp_manifold._runtime.pin_store import PinStore
+    from mcp_manifold._runtime.private_files import secure_data_dir
 
     cfg = load(config_path(config, [], required=False))
+    secure_data_dir(Path(cfg.settings.data_dir).expanduser())  # as a gateway does: one line if it is unusable
     mode = cfg.settings.pinning
     if mode == "off":
         err.print("note: pinning is off in this config; showing the pins recorded before", markup=False)

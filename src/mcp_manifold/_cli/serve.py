@@ -6,6 +6,7 @@ import contextlib
 import errno
 import signal
 import socket
+import sys
 from functools import partial
 from typing import Annotated, Any
 
@@ -21,6 +22,7 @@ from mcp_manifold._cli.common import (
     config_path,
     err,
     load,
+    no_servers_warning,
     parse_extra,
     settings_help,
 )
@@ -42,6 +44,8 @@ def serve(
         if value is not None:
             overrides[key] = value
     cfg = load(config_path(config, positional), overrides)
+    if empty := no_servers_warning(cfg):
+        err.print(f"warning: {cfg.path}: {empty}", markup=False, highlight=False)
     listener: socket.socket | None = None
     if cfg.settings.http:
         from mcp_manifold._front.identity import check_exposure
@@ -67,6 +71,8 @@ def serve(
             )
         else:
             settle_after_start(task_group)
+            if sys.stdin.isatty():  # a person, not a client, started it: say what it waits for
+                err.print(_stdio_line(cfg), markup=False, highlight=False)
             await serve_stdio(gateway, stopper)
 
     async def main() -> None:
@@ -107,6 +113,15 @@ def _serving_line(cfg: Any) -> str:
     line = f"mcp-manifold: serving {len(cfg.enabled_servers)} server(s) at {base}/mcp (expose: {expose})"
     extras = [f"dashboard {base}/ui"] * settings.dashboard + [f"metrics {base}/metrics"] * settings.metrics
     return line + (f"; {', '.join(extras)}" if extras else "")
+
+
+def _stdio_line(cfg: Any) -> str:
+    """What a stdio gateway started in a terminal says: it is quiet otherwise, and looks stuck."""
+    count = len(cfg.enabled_servers)
+    return (
+        f"mcp-manifold: serving {count} server(s) over stdio, for an MCP client that runs this command and speaks "
+        "JSON-RPC on stdin (Ctrl-C stops). By hand: `manifold tools`, `manifold call`, or `manifold serve --http`."
+    )
 
 
 def _bind_port(host: str, port: int) -> socket.socket:

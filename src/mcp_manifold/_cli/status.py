@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -186,13 +187,19 @@ def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = Fal
     return Group(table, Text("last error / stderr:"), *details)
 
 
+_MARKS = re.compile(r"\s*[~^]+\s*")
+
+
 def _trouble(row: dict[str, Any]) -> str:
     """The last error and the stderr lines it does not quote; nothing for a server that runs (its start-up
     banner on stderr is not a problem)."""
     error = (row.get("last_error") or "").removeprefix(f"server {row['name']!r}: ")
     if row["state"] in ("ready", "disabled") and not error:
         return ""
-    lines = [line for line in (row.get("stderr_tail") or [])[-3:] if line.strip() and line not in error]
+    # The last three the error does not quote. Python's `~~~^^^` marks point into the line above them:
+    # alone they would only take the place of the lines that say where a traceback came from.
+    lines = [line for line in row.get("stderr_tail") or [] if line.strip() and line not in error]
+    lines = [line for line in lines if not _MARKS.fullmatch(line)][-3:]
     return "\n".join([error, *lines] if error else lines)
 
 

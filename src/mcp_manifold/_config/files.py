@@ -69,8 +69,28 @@ def _parse_json(text: str) -> tuple[Any, list[str]]:
     try:
         data = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
-        return None, [f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]
+        if not text.strip():
+            return None, ['the file is empty: a config is a JSON object, at least {"mcpServers": {}}']
+        return None, [f"invalid JSON at line {exc.lineno}, column {exc.colno}: {_json_trouble(text, exc)}"]
     return data, duplicates
+
+
+def _json_trouble(text: str, exc: json.JSONDecodeError) -> str:
+    """What a JSON error usually is, in the words of whoever wrote the file, not the parser's.
+
+    A trailing comma reads "Expecting property name enclosed in double quotes" to Python, and a comment
+    or a YAML file given as .json "Expecting value": the mistakes people make most, in desktop clients'
+    files too (their editors allow comments and trailing commas in JSON with comments)."""
+    at = text[exc.pos : exc.pos + 2]
+    if at.startswith(("//", "/*", "#")):
+        return "JSON has no comments: remove it, or write the config as YAML (a .yaml file), where # starts one"
+    if text[: exc.pos].rstrip().endswith(",") and at[:1] in ("}", "]"):
+        return f"a comma before {at[:1]!r}: JSON allows no trailing comma"
+    if at.startswith("'"):
+        return "JSON takes double quotes around names and strings, not single ones"
+    if exc.pos == len(text) - len(text.lstrip()) and isinstance(_parse_yaml(text)[0], dict):
+        return "this is YAML, not JSON: name the file .yaml (or .yml)"
+    return exc.msg
 
 
 def read_file(path: Path) -> tuple[Any, list[ConfigProblem]]:

@@ -30,6 +30,22 @@ TOP_LEVEL_KEYS = ("mcpServers", "manifold", "auth", "profiles")
 CLIENT_KEYS = ("globalShortcut",)
 
 
+def _other_clients_file(data: Mapping[Any, Any], source: str) -> str | None:
+    """What to do with a client's file whose servers are not (only) a top-level `mcpServers`, else None.
+
+    Given as it is, Claude Code's ~/.claude.json (its servers per project too, beside dozens of its own
+    settings) got a problem per key, `projects` with "did you mean 'profiles'?"; VS Code's mcp.json names
+    its map `servers`."""
+    if isinstance(data.get("projects"), Mapping) and "profiles" not in data:
+        return (
+            "this looks like Claude Code's ~/.claude.json, which keeps servers per project and much else: "
+            f"make a config of its servers with `manifold import claude-code {source} --output FILE`"
+        )
+    if isinstance(data.get("servers"), Mapping) and "mcpServers" not in data:
+        return "this looks like VS Code's mcp.json: its 'servers' map is 'mcpServers' here (and 'inputs' have no equal)"
+    return None
+
+
 def _section(raw: Any, problems: Problems, key: str, contents: str) -> Mapping[Any, Any]:
     """A top-level section as a mapping: empty when it is absent or null, and reported when it is not a mapping."""
     if raw is None:
@@ -56,9 +72,12 @@ def _build(
     if not isinstance(data, Mapping):
         in_file.add(None, None, f"the top level must be a mapping with 'mcpServers', not {kind(data)}")
         data = {}
-    for key in data:
-        if key not in TOP_LEVEL_KEYS and key not in CLIENT_KEYS:
-            in_file.add(None, str(key), unknown("top-level key", str(key), TOP_LEVEL_KEYS))
+    if (other := _other_clients_file(data, source)) is not None:
+        in_file.add(None, None, other)  # one line, not one per key of that client's own
+    else:
+        for key in data:
+            if key not in TOP_LEVEL_KEYS and key not in CLIENT_KEYS:
+                in_file.add(None, str(key), unknown("top-level key", str(key), TOP_LEVEL_KEYS))
     entries = _section(data.get("mcpServers"), in_file, "mcpServers", "server names to servers")
     servers = parse_servers(entries, env, in_file, base)
     section = _section(data.get("manifold"), in_file, "manifold", "settings")

@@ -337,8 +337,14 @@ def _parse_server(
 
 
 def _from_folder(path: str, base: Path | None, *, bare: bool = False) -> str:
-    """`path` taken from the config's folder when it is relative and names a path (has a slash, or `bare`)."""
+    """`path` taken from the config's folder when it is relative and names a path (has a slash, or `bare`).
+
+    `npx -y @scope/server` has a slash, but in an argument: a command written with its arguments is left
+    as written, so that the warning about it names what was written (`command_warning`)."""
     if base is None or Path(path).is_absolute() or not (bare or "/" in path or "\\" in path):
+        return path
+    first = path.split(maxsplit=1)[0] if path.strip() else path
+    if not bare and first != path and not ("/" in first or "\\" in first) and not (base / path).exists():
         return path
     return str(base / path)
 

@@ -6,8 +6,9 @@ side of the gateway uses event-loop pipes instead: no threads, one `write` per m
 
 As in the SDK, fd 0 and fd 1 are diverted while serving (stdin to /dev/null, stdout to stderr),
 so a stray `print` or a child that inherits them can never corrupt the wire; they are restored on
-exit. Where stdin or stdout is not something asyncio can watch (a regular file), the SDK's
-transport is used as it is.
+exit. Where stdin is not something asyncio can watch (a regular file, which ends by itself), the
+SDK's transport is used as it is; a stdout that is a regular file (`manifold serve > log`) is
+written directly, since a write to a file never waits for a reader.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -51,12 +53,15 @@ class Interceptor(Protocol):
 
 
 def _watchable(fd: int) -> bool:
-    """Whether asyncio's pipe transports accept `fd` (pipes, sockets and character devices)."""
+    """Whether asyncio's pipe transports can watch `fd`: pipes, sockets and terminals.
+
+    Not every character device: epoll refuses /dev/null (EPERM), a client's stdin under `docker run`
+    without `-i` or a service's, and the gateway hung there with a traceback instead of ending at EOF."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 @asynccontextmanager
@@ -70,7 +75,9 @@ async def stdio_streams(
     inbound line first and may answer it directly. `on_hangup` is handed a function that ends the
     input as if the client had closed stdin (how a signal stops the server in order).
     """
-    if not (_watchable(0) and _watchable(1)):
+    # Not the SDK's transport for a stdin that can block: its reading thread cannot be stopped, so a
+    # signal or Ctrl-C would wait for the client to close stdin (it did, with stdout sent to a file).
+    if not _watchable(0):
         async with stdio_server() as streams:
             yield streams
         return
@@ -111,25 +118,53 @@ def _divert_standard_fds(stack: AsyncExitStack) -> tuple[int, int]:
     return wire_in, wire_out
 
 
-async def _open_pipes(
-    wire_in: int, wire_out: int, stack: AsyncExitStack
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+class Writer(Protocol):
+    """What the wire writes to: asyncio's `StreamWriter`, or `_FileWriter`."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+class _FileWriter:
+    """A stdout that is a regular file, which asyncio's pipe transports refuse: plain writes, which a file
+    takes at once (there is no reader to wait for)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    async def drain(self) -> None:
+        return None
+
+
+async def _open_pipes(wire_in: int, wire_out: int, stack: AsyncExitStack) -> tuple[asyncio.StreamReader, Writer]:
     loop = asyncio.get_running_loop()
     # A terminal's file description is shared with the shell; leave it blocking as we found it.
     was_blocking = os.get_blocking(wire_in), os.get_blocking(wire_out)
     in_file = os.fdopen(wire_in, "rb", buffering=0)
-    out_file = os.fdopen(wire_out, "wb", buffering=0)
     reader = asyncio.StreamReader(limit=_LINE_LIMIT, loop=loop)
     in_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), in_file)
-    out_transport, out_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)
-    writer = asyncio.StreamWriter(out_transport, out_protocol, None, loop)
+    writer: Writer
+    if _watchable(wire_out):
+        out_file = os.fdopen(wire_out, "wb", buffering=0)
+        out_transport, out_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)
+        writer = asyncio.StreamWriter(out_transport, out_protocol, None, loop)
+        close_out = out_transport.close
+    else:
+        writer = _FileWriter(wire_out)
+        close_out = partial(os.close, wire_out)
 
     def close() -> None:
         for fd, blocking in zip((wire_in, wire_out), was_blocking, strict=True):
             with suppress(OSError):
                 os.set_blocking(fd, blocking)
         in_transport.close()
-        out_transport.close()
+        close_out()
 
     stack.callback(close)
     return reader, writer
@@ -193,7 +228,7 @@ class _ClientWire:
     could be overtaken by the lane's answer, written straight to the pipe). One `write` per message, so
     messages from several tasks never interleave."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: Writer) -> None:
         self._writer = writer
 
     async def write(self, frame: bytes) -> None:

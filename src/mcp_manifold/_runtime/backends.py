@@ -56,12 +56,12 @@ from mcp_manifold._runtime.backend_errors import (
 )
 from mcp_manifold._runtime.cancellation import stray_cancellation
 from mcp_manifold._runtime.http_leg import HttpLeg
-from mcp_manifold._runtime.http_refusal import StartRefusals, refusal
+from mcp_manifold._runtime.http_refusal import StartRefusals, cannot_connect, refusal
 from mcp_manifold._runtime.learned import learned_facts
 from mcp_manifold._runtime.listing_fetch import list_everything
 from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
 from mcp_manifold._runtime.outbound import EncodableWrites
-from mcp_manifold._runtime.processes import open_stdio, telling_line, terminate_group
+from mcp_manifold._runtime.processes import exit_of, open_stdio, telling_line, terminate_group
 from mcp_manifold._runtime.stdio_leg import StdioLeg
 from mcp_manifold._sdk import (
     accept_liberally,
@@ -130,6 +130,7 @@ class Backend:
         self.last_error: str | None = None
         self.restarts = 0
         self.pid: int | None = None
+        self._process: Any | None = None  # a stdio server's, while it runs: its exit status names a failed start
         self.tool_count = 0
         self.stderr: deque[str] = deque(maxlen=max(1, settings.stderr_lines))
         self.initialize_result: types.InitializeResult | None = None
@@ -232,7 +233,7 @@ class Backend:
                 missing = command_warning(self.config) if isinstance(leaf, OSError) else None
                 reason = missing or describe(exc)
                 if self.config.url:  # "ConnectError: All connection attempts failed" names no address
-                    reason = f"{reason} (at {redact_url(self.config.url)})"
+                    reason = cannot_connect(leaf, self.config.url) or f"{reason} (at {redact_url(self.config.url)})"
             self._record_failure(reason)
             raise BackendStartError(self.name, self._with_stderr(f"failed to start: {reason}")) from exc
         self._failures = 0
@@ -302,12 +303,21 @@ class Backend:
                 except TimeoutError:
                     raise BackendStartError(
                         self.name,
-                        self._with_stderr(f"did not finish initialization within {self.settings.init_timeout:g}s"),
+                        # The setting named: a server that loads a model or fetches a package may need longer.
+                        self._with_stderr(
+                            f"did not finish initialization within {self.settings.init_timeout:g}s "
+                            "(init_timeout: raise it for a server that is slow to start)"
+                        ),
                     ) from None
                 except HandshakeRefused:
                     raise
                 except Exception as exc:
                     said = f"initialization failed: {describe(exc)}"
+                    leaf = first_leaf(exc)
+                    hung_up = isinstance(leaf, MCPError) and leaf.code == types.CONNECTION_CLOSED
+                    # "Connection closed" is the SDK's word for a stdio server that exited: say so, with its code.
+                    if hung_up and (exited := await exit_of(self._process)) is not None:
+                        said = f"initialization failed: {exited} before it answered"
                     if self._refusals is not None and self._refusals.said:
                         said = f"{said} ({self._refusals.said})"
                     raise BackendStartError(self.name, self._with_stderr(said)) from exc
@@ -379,12 +389,14 @@ class Backend:
                 max_line=self.settings.max_answer_bytes,
             )
             self.pid = process.pid if process is not None else None
+            self._process = process
             if process is not None and leg is not None:
                 leg.attach(process.stdin)
                 self._leg = leg
                 read = leg.reading(read)
             return read, write
         assert config.url is not None
+        self._process = None
         headers = dict(config.headers)
         auth = None
         connect = None  # how the client connects: OAuth servers' clients check the address connected to

@@ -54,7 +54,7 @@ from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.pin_store import PinStore
 from mcp_manifold._runtime.pool import BackendPool
-from mcp_manifold._runtime.private_files import secure_data_dir
+from mcp_manifold._runtime.private_files import folder_of, secure_data_dir
 from mcp_manifold._runtime.processes import run_shell
 from mcp_manifold._runtime.relists import Relists
 from mcp_manifold._runtime.reload import ConfigReloader
@@ -196,7 +196,8 @@ class Gateway:
         if settings.audit_path == STREAM:  # stdout, unless it carries MCP (a stdio gateway): then stderr
             return StreamAuditLog(stdout=settings.http, replica=replica)
         directory = audit_dir(self.data_dir, settings.audit_path)
-        return AuditLog(directory, settings.audit_max_bytes, settings.audit_backups, replica)
+        with folder_of("audit_path", directory):
+            return AuditLog(directory, settings.audit_max_bytes, settings.audit_backups, replica)
 
     def _limits(self) -> Limits:
         settings = self._settings

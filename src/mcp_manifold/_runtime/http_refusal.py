@@ -4,11 +4,15 @@ The SDK's streamable HTTP client turns an answer of 400 or more into "Not Found"
 returned an error response" (any other), dropping the status and the URL. A wrong path or a server that
 does not speak streamable HTTP is the most common first failure with a remote server, so while a server
 starts, its client's answers are watched and the last refusal is told with the failure, with what it
-usually means.
+usually means. So is an answer that is a web page (a login page, a site's front page: the SDK says only
+"Unexpected content type"), and a connection that failed before any answer (nothing listening, a name
+that does not resolve, a certificate not trusted here).
 """
 
 from __future__ import annotations
 
+import socket
+import ssl
 from typing import Any
 
 from mcp_manifold._config import redact_url
@@ -32,6 +36,47 @@ _SSE_HINTS = {
 }
 
 
+_WEB_PAGE = (
+    "a web page, not MCP: is the URL the server's MCP endpoint (often /mcp), or a login page that wants a credential?"
+)
+_WEB_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def web_page(response: Any) -> str | None:
+    """`POST <url> answered HTTP 200 OK with text/html: a web page, not MCP: ...`, else None."""
+    media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if response.status_code >= 300 or media_type not in _WEB_TYPES:
+        return None
+    request = response.request
+    said = f"{request.method} {redact_url(str(request.url))} answered HTTP {response.status_code}"
+    return f"{said} {response.reason_phrase} with {media_type}: {_WEB_PAGE}"
+
+
+def cannot_connect(exc: BaseException, url: str) -> str | None:
+    """Why no answer came from `url` (its secrets hidden) and what to check, when the cause is a usual one.
+
+    httpx says "All connection attempts failed" of a refused connection and names no address; the cause
+    is further down the exception's chain."""
+    causes: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(causes) < 10:
+        causes.append(current)
+        current = current.__cause__ or current.__context__
+    where = redact_url(url)
+    for cause in causes:
+        if isinstance(cause, ConnectionRefusedError):
+            return f"cannot connect to {where}: connection refused (is the server running, on that port?)"
+        if isinstance(cause, socket.gaierror):
+            return f"cannot connect to {where}: its host name does not resolve (is it spelled right?)"
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            why = cause.verify_message or "certificate verify failed"
+            return (
+                f"cannot connect to {where}: its TLS certificate is not trusted here ({why}); a private or "
+                "self-signed one is trusted by naming its CA's PEM file in the SSL_CERT_FILE environment variable"
+            )
+    return None
+
+
 def refusal(response: Any, *, sse: bool = False) -> str:
     """`GET <url> answered HTTP 404 Not Found: <what it usually means>`, the URL's secrets hidden."""
     request = response.request
@@ -53,6 +98,8 @@ class StartRefusals:
     async def __call__(self, response: Any) -> None:
         if response.status_code >= 400:
             self.said = refusal(response)
+        elif (page := web_page(response)) is not None:
+            self.said = page
 
     def detach(self) -> None:
         """Off the client: a started server's answers are the call path's to judge, at no cost per call."""

@@ -195,6 +195,16 @@ def telling_line(lines: Sequence[str]) -> str | None:
     return next((line for line in reversed(shown) if _TELLING.search(line)), shown[-1])
 
 
+async def exit_of(process: Any | None) -> str | None:
+    """`process exited with code 2` when `process` has ended (its status awaited briefly), else None."""
+    if process is None:
+        return None
+    with anyio.move_on_after(EXIT_POLL):  # the exit status usually follows the closed pipe closely
+        while process.returncode is None:
+            await anyio.sleep(0.01)
+    return None if process.returncode is None else exit_reason(process.returncode)
+
+
 def exit_reason(returncode: int | None) -> str:
     """`process exited with code 3`, `process killed by SIGKILL`, or `process exited` when unknown."""
     if returncode is None:
