@@ -162,6 +162,7 @@ def test_config_check_names_principals_that_match_no_key_and_no_token(tmp_path: 
     path = write(
         tmp_path,
         {
+            "mcpServers": {"one": {"command": sys.executable}},  # a config that serves nothing is warned of too
             "auth": {
                 "api_keys": {"alice": {"sha256": hash_key(KEY)}},
                 "oauth": {
@@ -187,3 +188,24 @@ def test_config_check_names_principals_that_match_no_key_and_no_token(tmp_path: 
     for fine in ("'alice'", "*@dev.example.com", "claim:groups=dev", "oauth:bot-*", "'ali*'", "oauth:ops@"):
         assert f"principal {fine}" not in said and f"names principal {fine}" not in said, fine
     assert said.count("warning:") == 2, said
+
+
+def test_config_check_names_a_client_secret_no_issuer_binds(tmp_path: Path) -> None:
+    """Without `issuer`, a remote server's OAuth client secret goes to whichever authorization server the
+    server names (the SDK warns of it for one grant, and mcp 3.0 will require `issuer`): said per server."""
+    secret = {"type": "oauth", "client_id": "gw", "client_secret": "s3cret-value"}
+    servers = {
+        "billing": {"url": "https://billing.example/mcp", "auth": {**secret, "grant": "client_credentials"}},
+        "wiki": {"url": "https://wiki.example/mcp", "auth": secret},
+        "bound": {"url": "https://b.example/mcp", "auth": {**secret, "issuer": "https://login.example"}},
+        "public": {"url": "https://p.example/mcp", "auth": {"type": "oauth"}},
+    }
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    command = [sys.executable, "-m", "mcp_manifold", "config", "check", str(path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr
+    said = " ".join(result.stderr.split())
+    for name in ("billing", "wiki"):
+        assert f"server {name!r}: auth has a client_secret but no issuer" in said, said
+    assert said.count("warning:") == 2 and "s3cret-value" not in said, said
