@@ -16,7 +16,14 @@ import mcp_types as types
 import pytest
 
 from mcp_manifold._files import pid_is_alive
-from tests.conftest import JsonEndpoint, serve_endpoint, server_entry
+from tests.conftest import (
+    CLIENT_MODES,
+    JsonEndpoint,
+    serve_endpoint,
+    server_entry,
+    stdio_gateway,
+    write_gateway_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -306,3 +313,20 @@ async def test_a_list_changed_exec_that_cannot_start_fails_alone(write_config: A
         gateway.start_command("echo a\x00b", timeout=1)
         await anyio.sleep(0.2)
         assert not gateway.task_group.cancel_scope.cancel_called  # a task's failure would have cancelled it
+
+
+@pytest.mark.parametrize("mode", CLIENT_MODES)
+async def test_a_search_shows_nothing_of_a_tool_the_profile_hides(mode: str, tmp_path: Path) -> None:
+    """A hidden tool is ranked as if it did not exist: a request only it matches finds nothing, rather
+    than its siblings lifted by it (a probe of what the hidden tool's text says)."""
+    config = write_gateway_config(
+        tmp_path, {"numbers": server_entry("numbers.py")}, expose=["retrieve"], search_embedder="bm25", profile="plain"
+    )
+    data = json.loads(config.read_text())
+    data["profiles"] = {"plain": {"tools": ["*", "!numbers_sqrt"]}}
+    config.write_text(json.dumps(data))
+    async with stdio_gateway(config, mode=mode) as client:
+        only_hidden = await client.call_tool("retrieve_tools", {"query": "square root"})
+        assert text_of(only_hidden) == "No tools match 'square root'."
+        found = text_of(await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 5}))
+        assert names_in(found)[:2] == ["numbers_multiply", "numbers_add"] and "sqrt" not in found

@@ -409,6 +409,22 @@ def test_scores_are_descending(bm25_index: SearchIndex) -> None:
     assert scores == sorted(scores, reverse=True) and scores[0] > 0
 
 
+@pytest.mark.parametrize("embedder", [None, ConceptEmbedder()], ids=["bm25", "hybrid"])
+def test_what_a_caller_may_not_see_changes_nothing_it_is_shown(embedder: ConceptEmbedder | None) -> None:
+    """A search limited by `allowed` (a caller's profile) answers exactly what a catalog without the
+    hidden tools answers: no hidden tool lifts its siblings, lowers a score or shapes a server profile."""
+    hidden = {"github_create_issue", "github_list_issues", "slack_post_message", "weather_get_forecast"}
+    everything, without = SearchIndex(embedder=embedder), SearchIndex(embedder=embedder)
+    everything.update(CATALOG)
+    without.update([doc for doc in CATALOG if doc.key not in hidden])
+    for query in ("create an issue on github", "post a message", "weather forecast", "issues", "read a file"):
+        for server in (None, "github"):
+            seen = everything.search(query, limit=10, server=server, allowed=lambda key: key not in hidden)
+            expected = without.search(query, limit=10, server=server)
+            assert [hit.key for hit in seen] == [hit.key for hit in expected], (query, server)
+            assert [hit.score for hit in seen] == pytest.approx([hit.score for hit in expected]), (query, server)
+
+
 def test_server_filter(bm25_index: SearchIndex) -> None:
     hits = bm25_index.search("search", limit=10, server="slack")
     assert hits and all(hit.key.startswith("slack_") for hit in hits)
