@@ -21,6 +21,7 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._config import MAX_SEARCH_LIMIT
 from mcp_manifold._core.arguments import object_argument
 from mcp_manifold._core.catalog import ToolEntry
 from mcp_manifold._core.catalog_view import CatalogView
@@ -117,7 +118,7 @@ class RetrieveSurface(Surface):
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "What you want to do, in plain words."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": top_k},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": top_k},
                     "include_schema": {"type": "boolean", "default": False, "description": "Add input schemas."},
                 },
                 "required": ["query"],
@@ -188,8 +189,8 @@ class RetrieveSurface(Surface):
         if not isinstance(query, str) or not query.strip():
             raise InvalidRequest("retrieve_tools needs 'query': a non-empty string saying what you want to do")
         limit = arguments.get("limit", self.host.settings.search_top_k)
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 50:
-            raise InvalidRequest(f"'limit' must be an integer from 1 to 50, got {limit!r}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise InvalidRequest(f"'limit' must be an integer from 1 to {MAX_SEARCH_LIMIT}, got {limit!r}")
         registers = self._registers(request)
         # A 2026-07-28 client of dynamic routing expected tools in its list: it gets their schemas instead.
         include_schema = bool(arguments.get("include_schema", False)) or (self.dynamic and not registers)
