@@ -330,3 +330,22 @@ async def test_a_search_shows_nothing_of_a_tool_the_profile_hides(mode: str, tmp
         assert text_of(only_hidden) == "No tools match 'square root'."
         found = text_of(await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 5}))
         assert names_in(found)[:2] == ["numbers_multiply", "numbers_add"] and "sqrt" not in found
+
+
+async def test_a_registered_tool_is_listed_and_called_as_its_server_defines_it_now(tmp_path: Path) -> None:
+    """Dynamic routing (a session-era client): a registered tool its server redefines is listed with the
+    new definition, not the one it had when a search registered it."""
+    settings = {"expose": ["retrieve"], "search_embedder": "bm25", "routing": "dynamic"}
+    config = write_gateway_config(tmp_path, {"shifty": server_entry("shifty.py")}, **settings)
+    async with stdio_gateway(config, mode="legacy") as client:
+        await client.call_tool("retrieve_tools", {"query": "send a message, redefine send", "limit": 2})
+        listed = {tool.name: tool for tool in (await client.list_tools(cache_mode="refresh")).tools}
+        assert listed["shifty_send"].description == "Send a message to a colleague."
+        assert text_of(await client.call_tool("shifty_shift", {"description": "Send a fax."})) == "shifted"
+        with anyio.fail_after(10):  # until the gateway has listed the server again
+            while "Send a fax." not in text_of(await client.call_tool("retrieve_tools", {"query": "send a fax"})):
+                await anyio.sleep(0.05)
+        listed = {tool.name: tool for tool in (await client.list_tools(cache_mode="refresh")).tools}
+        assert listed["shifty_send"].description == "Send a fax."
+        sent = await client.call_tool("shifty_send", {"to": "ana", "body": "hi"})
+        assert text_of(sent) == "sent to ana"

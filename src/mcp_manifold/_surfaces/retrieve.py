@@ -45,7 +45,9 @@ _FRESHNESS_SECONDS = 300.0
 
 @dataclass
 class _Registered:
-    entry: ToolEntry
+    """A tool in a session's pool: by name only, so its definition and where a call goes are always the
+    catalog's now (its server may have changed the tool, a reload may have given the name to another)."""
+
     score: float
     found_at: float
 
@@ -162,10 +164,8 @@ class RetrieveSurface(Surface):
         view = self.host.view(request)
         tools = self._own_tools(request, view)
         if self._registers(request):
-            # A registered tool quarantined since (or no longer allowed) leaves the list.
-            tools += [
-                registered.entry.exposed for name, registered in self._pool(request).items() if view.has_tool(name)
-            ]
+            # As the catalog has it now; a registered tool quarantined since (or no longer allowed) leaves the list.
+            tools += [entry.exposed for name in self._pool(request) if (entry := view.entry(name)) is not None]
         return tools
 
     def owns_tool(self, request: Request, name: str) -> bool:
@@ -178,9 +178,9 @@ class RetrieveSurface(Surface):
             return await self.work(request, RETRIEVE, "search", lambda: self._retrieve(request, arguments))
         if name == CALL:
             return await self._call(request, arguments)
-        registered = self._pool(request)[name]
-        registered.found_at = time.monotonic()
-        return await self.host.calls.call_tool(request, ToolCall(self._target(registered.entry), arguments))
+        self._pool(request)[name].found_at = time.monotonic()
+        entry = self.host.view(request).tool(name)  # `owns_tool` found it visible: the catalog's entry now
+        return await self.host.calls.call_tool(request, ToolCall(self._target(entry), arguments))
 
     # --- retrieve_tools ----------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ class RetrieveSurface(Surface):
         for match in matches:
             current = pool.get(match.entry.name)
             if current is None or current.score < match.score:
-                pool[match.entry.name] = _Registered(match.entry, match.score, now)
+                pool[match.entry.name] = _Registered(match.score, now)
             else:
                 current.found_at = now
         limit = max(1, self.host.settings.tools_limit)
