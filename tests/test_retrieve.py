@@ -63,6 +63,11 @@ async def test_call_tool_mode_finds_and_calls(connect: Any, write_config: Any) -
         assert missing.is_error and "numbers_multiply" in text_of(missing)
         bad = await client.call_tool("retrieve_tools", {"query": ""})
         assert bad.is_error and "query" in text_of(bad)
+        # A page where a request belongs is refused, not searched (seconds of CPU) or echoed back.
+        long = await client.call_tool("retrieve_tools", {"query": "multiply two numbers " * 5000})
+        assert long.is_error and text_of(long).startswith("the query is 105000 characters long; a search takes at")
+        unknown = await client.call_tool("call_tool", {"name": "numbers_multiply " * 5000, "args": {}})
+        assert unknown.is_error and "(85000 characters)" in text_of(unknown) and len(text_of(unknown)) < 400
 
 
 async def test_index_follows_backend_changes(write_config: Any) -> None:

@@ -38,6 +38,7 @@ from mcp_manifold._search import index as index_module
 from mcp_manifold._search.embedder import Embedder, normalise
 from mcp_manifold._search.ensemble import EnsembleEmbedder
 from mcp_manifold._search.fusion import add_server_match, promote, reciprocal_rank, server_context, weighted_sum
+from mcp_manifold._search.index import MAX_QUERY_CHARS
 from mcp_manifold._search.openai_embedder import OpenAIEmbedder
 from mcp_manifold._search.profiles import make_profile
 from mcp_manifold._search.query import clauses, destinations, lexical_query
@@ -437,6 +438,12 @@ def test_limit(bm25_index: SearchIndex) -> None:
     assert len(bm25_index.search("file", limit=1000)) <= len(CATALOG)
     with pytest.raises(InvalidRequest):
         bm25_index.search("file", limit=0)
+
+
+def test_a_query_longer_than_a_search_takes_is_refused(bm25_index: SearchIndex) -> None:
+    assert bm25_index.search("create an issue " + " " * (MAX_QUERY_CHARS - 16), limit=1)
+    with pytest.raises(InvalidRequest, match=f"the query is {MAX_QUERY_CHARS + 1} characters long"):
+        bm25_index.search("x" * (MAX_QUERY_CHARS + 1))
 
 
 def test_empty_and_unmatched_queries(bm25_index: SearchIndex) -> None:

@@ -26,9 +26,11 @@ from mcp_manifold._core.arguments import object_argument
 from mcp_manifold._core.catalog import ToolEntry
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
+from mcp_manifold._core.naming import MAX_NAME_LENGTH
 from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
+from mcp_manifold._core.suggestions import quoted
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold._search.compact_schema import parameter_lines
@@ -198,7 +200,8 @@ class RetrieveSurface(Surface):
         matches = await self.host.view(request).search(query, limit=limit)
         registration = await self._register(request, matches) if registers else {}
         if not matches:
-            return types.CallToolResult(content=[types.TextContent(type="text", text=f"No tools match {query!r}.")])
+            nothing = f"No tools match {quoted(query)}."
+            return types.CallToolResult(content=[types.TextContent(type="text", text=nothing)])
         lines = []
         for match in matches:
             entry = match.entry
@@ -236,10 +239,12 @@ class RetrieveSurface(Surface):
         entry = view.entry(name)
         if entry is None:
             view.report_miss(name)
-            close = [m.entry.name for m in await view.search(name.replace("_", " "), limit=3)]
+            # No tool has a longer name: nothing to suggest, and no search of a name that is really a page.
+            long = len(name) > MAX_NAME_LENGTH
+            close = [] if long else [m.entry.name for m in await view.search(name.replace("_", " "), limit=3)]
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise NotFound(
-                f"no tool named {name!r}{for_profile(view.profile_name)}{hint}. Use {RETRIEVE} to find tools."
+                f"no tool named {quoted(name)}{for_profile(view.profile_name)}{hint}. Use {RETRIEVE} to find tools."
             )
         check_arguments(entry, args)
         return await self.host.calls.call_tool(request, ToolCall(self._target(entry), args))
