@@ -42,7 +42,7 @@ from mcp_manifold._search.index import MAX_QUERY_CHARS
 from mcp_manifold._search.openai_embedder import OpenAIEmbedder
 from mcp_manifold._search.profiles import make_profile
 from mcp_manifold._search.query import clauses, destinations, lexical_query
-from mcp_manifold._search.ranking import embedding_text
+from mcp_manifold._search.ranking import MAX_FIELD_CHARS, document_terms, embedding_text
 from tests.conftest import JsonEndpoint, serve_endpoint
 
 # --- fixture catalog -------------------------------------------------------------------------
@@ -444,6 +444,19 @@ def test_a_query_longer_than_a_search_takes_is_refused(bm25_index: SearchIndex) 
     assert bm25_index.search("create an issue " + " " * (MAX_QUERY_CHARS - 16), limit=1)
     with pytest.raises(InvalidRequest, match=f"the query is {MAX_QUERY_CHARS + 1} characters long"):
         bm25_index.search("x" * (MAX_QUERY_CHARS + 1))
+
+
+def test_a_field_is_read_only_up_to_its_bound() -> None:
+    """A server's megabytes of description cost what its first MAX_FIELD_CHARS do (it took 20 s to index)."""
+    filler = " ".join(f"filler{i}" for i in range(200_000))
+    essay = _tool("essays", "write_sonnet", f"Compose a sonnet. {filler} zebra")
+    assert len(essay.description) > 50 * MAX_FIELD_CHARS
+    assert len(document_terms(essay, RankingConfig())) < MAX_FIELD_CHARS / 2
+    assert len(embedding_text(essay)) <= 2 * MAX_FIELD_CHARS
+    index = SearchIndex()
+    index.update([essay, *CATALOG[:5]])
+    assert _ranked(index, "compose a sonnet", limit=1) == ["essays_write_sonnet"]
+    assert _ranked(index, "zebra") == []  # past the bound: never read
 
 
 def test_empty_and_unmatched_queries(bm25_index: SearchIndex) -> None:
