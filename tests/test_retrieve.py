@@ -354,3 +354,24 @@ async def test_a_registered_tool_is_listed_and_called_as_its_server_defines_it_n
         assert listed["shifty_send"].description == "Send a fax."
         sent = await client.call_tool("shifty_send", {"to": "ana", "body": "hi"})
         assert text_of(sent) == "sent to ana"
+
+
+async def test_a_registered_tool_that_leaves_the_view_gives_up_its_place_in_the_pool(tmp_path: Path) -> None:
+    """Dynamic routing, tools_limit 2: a registered tool quarantined since (a changed definition, pinning
+    enforce) is out of the list, and no longer holds a place that a visible tool is evicted to keep."""
+    settings = {"expose": ["retrieve"], "search_embedder": "bm25", "routing": "dynamic", "tools_limit": 2}
+    config = write_gateway_config(tmp_path, {"shifty": server_entry("shifty.py")}, pinning="enforce", **settings)
+    async with stdio_gateway(config, mode="legacy") as client:
+        # send scores higher than shift: kept, before, over shift when a third tool came.
+        await client.call_tool("retrieve_tools", {"query": "send a message to a colleague", "limit": 2})
+        names = [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]
+        assert names == ["retrieve_tools", "shifty_send", "shifty_shift"]
+        shifted = await client.call_tool("shifty_shift", {"description": "Send a fax.", "add": "extra"})
+        assert text_of(shifted) == "shifted"
+        with anyio.fail_after(10):  # until the gateway has listed the server again
+            while "shifty_extra" not in text_of(
+                await client.call_tool("retrieve_tools", {"query": "tool extra", "limit": 1})
+            ):
+                await anyio.sleep(0.05)
+        names = [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]
+        assert names == ["retrieve_tools", "shifty_shift", "shifty_extra"]  # send is quarantined

@@ -262,6 +262,9 @@ class RetrieveSurface(Surface):
         `already registered`, or `not registered` (the pool is full of better ones, `tools_limit`)."""
         pool = self._pool(request)
         now = time.monotonic()
+        view = self.host.view(request)
+        for gone in [name for name in pool if not view.has_tool(name)]:
+            del pool[gone]  # left the catalog, or the caller's view, since: its place is for what is there
         before = set(pool)
         for match in matches:
             current = pool.get(match.entry.name)
