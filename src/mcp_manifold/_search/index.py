@@ -44,7 +44,9 @@ EMBED_BATCH = 64  # texts per embedder call: the unit of progress reports
 # The longest request a search takes. A request is a sentence or a paragraph, and the local model reads
 # its first 256 tokens only; a megabyte of request took seconds of CPU to tokenise and match.
 MAX_QUERY_CHARS = 4096
-MAX_VIEWS = 32  # callers' views kept per catalog state (one per profile, and per set of quarantined tools)
+# Callers' views kept per catalog state: one per profile that hides tools. Each holds a BM25 index and its
+# tools' vectors (15 MB for 10,000 tools of the local model), so a few, not one per caller.
+MAX_VIEWS = 16
 Progress = Callable[[int, int], None]
 
 
