@@ -41,8 +41,9 @@ from mcp_manifold._search.store import IndexStore
 log = logging.getLogger(__name__)
 
 EMBED_BATCH = 64  # texts per embedder call: the unit of progress reports
-# The longest request a search takes. A request is a sentence or a paragraph, and the local model reads
-# its first 256 tokens only; a megabyte of request took seconds of CPU to tokenise and match.
+# How much of a request a search reads. A request is a sentence or a paragraph, and the local model reads
+# its first 256 tokens only; a megabyte of request took seconds of CPU to tokenise and match. A longer
+# one is read up to here rather than refused: a model may well paste a page where a sentence belongs.
 MAX_QUERY_CHARS = 4096
 # Callers' views kept per catalog state: one per profile that hides tools. Each holds a BM25 index and its
 # tools' vectors (15 MB for 10,000 tools of the local model), so a few, not one per caller.
@@ -138,11 +139,7 @@ class SearchIndex:
         the keys `allowed` passes (a caller's profile: what it may not call is never ranked)."""
         if limit < 1:
             raise InvalidRequest(f"limit must be at least 1, got {limit}")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidRequest(
-                f"the query is {len(query)} characters long; a search takes at most {MAX_QUERY_CHARS}: "
-                "say in a few words what you want to do"
-            )
+        query = query[:MAX_QUERY_CHARS]
         if not query.strip():
             return []
         with self._lock:
