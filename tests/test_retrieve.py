@@ -377,3 +377,75 @@ async def test_a_registered_tool_that_leaves_the_view_gives_up_its_place_in_the_
                 await anyio.sleep(0.05)
         names = [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]
         assert names == ["retrieve_tools", "shifty_shift", "shifty_extra"]  # send is quarantined
+
+
+class _GatedBatches(JsonEndpoint):
+    """An /embeddings endpoint that holds the answers to batches (an index update: a tool and its server's
+    profile) until the test opens the gate, and answers one text (a query) at once."""
+
+    arrived: ClassVar[threading.Event] = threading.Event()
+    gate: ClassVar[threading.Event] = threading.Event()
+
+    def do_POST(self) -> None:  # the name http.server calls
+        body = self.read_json()
+        if len(body["input"]) > 1:
+            type(self).arrived.set()
+            type(self).gate.wait(30)
+        self.reply(
+            200, {"data": [{"index": i, "embedding": [float(len(t)), 1.0]} for i, t in enumerate(body["input"])]}
+        )
+
+
+@pytest.fixture
+def gated_batches() -> Iterator[str]:
+    _GatedBatches.arrived = threading.Event()
+    _GatedBatches.gate = threading.Event()
+    _GatedBatches.gate.set()
+    with serve_endpoint(_GatedBatches) as url:
+        try:
+            yield url
+        finally:
+            _GatedBatches.gate.set()  # release a waiting handler before the server closes
+
+
+async def test_a_change_while_the_index_embeds_waits_for_it_instead_of_queueing(
+    write_config: Any, gated_batches: str
+) -> None:
+    """One index update at a time: a search that sees a newer change while an update waits on the embedder
+    answers from the index as it is (each such search queued an update of its own behind the running one,
+    so a server whose list kept changing had searches wait minutes), and the next search after it takes
+    the newest list."""
+    settings = {"expose": ["retrieve"], "search_embedder": "openai", "openai_base_url": gated_batches}
+    async with stdio_gateway(write_config({"kitchen": server_entry("kitchen.py")}, settings)) as client:
+
+        async def search(query: str) -> list[str]:
+            return names_in(text_of(await client.call_tool("retrieve_tools", {"query": query, "limit": 1})))
+
+        async def tools_of_kitchen() -> str:  # as retrieve_tools' description counts them: no search
+            description = (await client.list_tools(cache_mode="refresh")).tools[0].description or ""
+            return description.split("kitchen (", 1)[1].split(")", 1)[0]
+
+        async def add(name: str) -> None:
+            before = await tools_of_kitchen()
+            await client.call_tool("call_tool", {"name": "kitchen_add_tool", "args": {"name": name}})
+            with anyio.fail_after(10):  # until the gateway has listed it
+                while await tools_of_kitchen() == before:
+                    await anyio.sleep(0.05)
+
+        assert await search("echo the text") == ["kitchen_echo"]
+        _GatedBatches.gate.clear()
+        _GatedBatches.arrived.clear()
+        await add("teleport_banana")
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(search, "teleport banana")  # its update waits on the embedder
+                assert await anyio.to_thread.run_sync(_GatedBatches.arrived.wait, 10)
+                await add("teleport_apple")
+                with anyio.fail_after(10):  # answered from the index as it is, not queued behind the update
+                    assert "kitchen_teleport_apple" not in await search("teleport apple")
+                _GatedBatches.gate.set()
+        finally:
+            _GatedBatches.gate.set()
+        with anyio.fail_after(10):
+            while await search("teleport apple") != ["kitchen_teleport_apple"]:
+                await anyio.sleep(0.05)
