@@ -16,7 +16,14 @@ import mcp_types as types
 import pytest
 
 from mcp_manifold._files import pid_is_alive
-from tests.conftest import JsonEndpoint, serve_endpoint, server_entry
+from tests.conftest import (
+    CLIENT_MODES,
+    JsonEndpoint,
+    serve_endpoint,
+    server_entry,
+    stdio_gateway,
+    write_gateway_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -56,6 +63,11 @@ async def test_call_tool_mode_finds_and_calls(connect: Any, write_config: Any) -
         assert missing.is_error and "numbers_multiply" in text_of(missing)
         bad = await client.call_tool("retrieve_tools", {"query": ""})
         assert bad.is_error and "query" in text_of(bad)
+        # A page where a request belongs is read up to a bound (it took seconds of CPU), never echoed back.
+        long = await client.call_tool("retrieve_tools", {"query": "multiply two numbers " * 5000, "limit": 1})
+        assert names_in(text_of(long)) == ["numbers_multiply"] and len(text_of(long)) < 400
+        unknown = await client.call_tool("call_tool", {"name": "numbers_multiply " * 5000, "args": {}})
+        assert unknown.is_error and "(85000 characters)" in text_of(unknown) and len(text_of(unknown)) < 400
 
 
 async def test_index_follows_backend_changes(write_config: Any) -> None:
@@ -306,3 +318,134 @@ async def test_a_list_changed_exec_that_cannot_start_fails_alone(write_config: A
         gateway.start_command("echo a\x00b", timeout=1)
         await anyio.sleep(0.2)
         assert not gateway.task_group.cancel_scope.cancel_called  # a task's failure would have cancelled it
+
+
+@pytest.mark.parametrize("mode", CLIENT_MODES)
+async def test_a_search_shows_nothing_of_a_tool_the_profile_hides(mode: str, tmp_path: Path) -> None:
+    """A hidden tool is ranked as if it did not exist: a request only it matches finds nothing, rather
+    than its siblings lifted by it (a probe of what the hidden tool's text says)."""
+    config = write_gateway_config(
+        tmp_path, {"numbers": server_entry("numbers.py")}, expose=["retrieve"], search_embedder="bm25", profile="plain"
+    )
+    data = json.loads(config.read_text())
+    data["profiles"] = {"plain": {"tools": ["*", "!numbers_sqrt"]}}
+    config.write_text(json.dumps(data))
+    async with stdio_gateway(config, mode=mode) as client:
+        only_hidden = await client.call_tool("retrieve_tools", {"query": "square root"})
+        assert text_of(only_hidden) == "No tools match 'square root'."
+        page = text_of(await client.call_tool("retrieve_tools", {"query": "square root " * 10_000}))
+        assert page.startswith("No tools match 'square root square") and "(120000 characters)" in page
+        found = text_of(await client.call_tool("retrieve_tools", {"query": "multiply two numbers", "limit": 5}))
+        assert names_in(found)[:2] == ["numbers_multiply", "numbers_add"] and "sqrt" not in found
+
+
+async def test_a_registered_tool_is_listed_and_called_as_its_server_defines_it_now(tmp_path: Path) -> None:
+    """Dynamic routing (a session-era client): a registered tool its server redefines is listed with the
+    new definition, not the one it had when a search registered it."""
+    settings = {"expose": ["retrieve"], "search_embedder": "bm25", "routing": "dynamic"}
+    config = write_gateway_config(tmp_path, {"shifty": server_entry("shifty.py")}, **settings)
+    async with stdio_gateway(config, mode="legacy") as client:
+        await client.call_tool("retrieve_tools", {"query": "send a message, redefine send", "limit": 2})
+        listed = {tool.name: tool for tool in (await client.list_tools(cache_mode="refresh")).tools}
+        assert listed["shifty_send"].description == "Send a message to a colleague."
+        assert text_of(await client.call_tool("shifty_shift", {"description": "Send a fax."})) == "shifted"
+        with anyio.fail_after(10):  # until the gateway has listed the server again
+            while "Send a fax." not in text_of(await client.call_tool("retrieve_tools", {"query": "send a fax"})):
+                await anyio.sleep(0.05)
+        listed = {tool.name: tool for tool in (await client.list_tools(cache_mode="refresh")).tools}
+        assert listed["shifty_send"].description == "Send a fax."
+        sent = await client.call_tool("shifty_send", {"to": "ana", "body": "hi"})
+        assert text_of(sent) == "sent to ana"
+
+
+async def test_a_registered_tool_that_leaves_the_view_gives_up_its_place_in_the_pool(tmp_path: Path) -> None:
+    """Dynamic routing, tools_limit 2: a registered tool quarantined since (a changed definition, pinning
+    enforce) is out of the list, and no longer holds a place that a visible tool is evicted to keep."""
+    settings = {"expose": ["retrieve"], "search_embedder": "bm25", "routing": "dynamic", "tools_limit": 2}
+    config = write_gateway_config(tmp_path, {"shifty": server_entry("shifty.py")}, pinning="enforce", **settings)
+    async with stdio_gateway(config, mode="legacy") as client:
+        # send scores higher than shift: kept, before, over shift when a third tool came.
+        await client.call_tool("retrieve_tools", {"query": "send a message to a colleague", "limit": 2})
+        names = [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]
+        assert names == ["retrieve_tools", "shifty_send", "shifty_shift"]
+        shifted = await client.call_tool("shifty_shift", {"description": "Send a fax.", "add": "extra"})
+        assert text_of(shifted) == "shifted"
+        with anyio.fail_after(10):  # until the gateway has listed the server again
+            while "shifty_extra" not in text_of(
+                await client.call_tool("retrieve_tools", {"query": "tool extra", "limit": 1})
+            ):
+                await anyio.sleep(0.05)
+        names = [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]
+        assert names == ["retrieve_tools", "shifty_shift", "shifty_extra"]  # send is quarantined
+
+
+class _GatedBatches(JsonEndpoint):
+    """An /embeddings endpoint that holds the answers to batches (an index update: a tool and its server's
+    profile) until the test opens the gate, and answers one text (a query) at once."""
+
+    arrived: ClassVar[threading.Event] = threading.Event()
+    gate: ClassVar[threading.Event] = threading.Event()
+
+    def do_POST(self) -> None:  # the name http.server calls
+        body = self.read_json()
+        if len(body["input"]) > 1:
+            type(self).arrived.set()
+            type(self).gate.wait(30)
+        self.reply(
+            200, {"data": [{"index": i, "embedding": [float(len(t)), 1.0]} for i, t in enumerate(body["input"])]}
+        )
+
+
+@pytest.fixture
+def gated_batches() -> Iterator[str]:
+    _GatedBatches.arrived = threading.Event()
+    _GatedBatches.gate = threading.Event()
+    _GatedBatches.gate.set()
+    with serve_endpoint(_GatedBatches) as url:
+        try:
+            yield url
+        finally:
+            _GatedBatches.gate.set()  # release a waiting handler before the server closes
+
+
+async def test_a_change_while_the_index_embeds_waits_for_it_instead_of_queueing(
+    write_config: Any, gated_batches: str
+) -> None:
+    """One index update at a time: a search that sees a newer change while an update waits on the embedder
+    answers from the index as it is (each such search queued an update of its own behind the running one,
+    so a server whose list kept changing had searches wait minutes), and the next search after it takes
+    the newest list."""
+    settings = {"expose": ["retrieve"], "search_embedder": "openai", "openai_base_url": gated_batches}
+    async with stdio_gateway(write_config({"kitchen": server_entry("kitchen.py")}, settings)) as client:
+
+        async def search(query: str) -> list[str]:
+            return names_in(text_of(await client.call_tool("retrieve_tools", {"query": query, "limit": 1})))
+
+        async def tools_of_kitchen() -> str:  # as retrieve_tools' description counts them: no search
+            description = (await client.list_tools(cache_mode="refresh")).tools[0].description or ""
+            return description.split("kitchen (", 1)[1].split(")", 1)[0]
+
+        async def add(name: str) -> None:
+            before = await tools_of_kitchen()
+            await client.call_tool("call_tool", {"name": "kitchen_add_tool", "args": {"name": name}})
+            with anyio.fail_after(10):  # until the gateway has listed it
+                while await tools_of_kitchen() == before:
+                    await anyio.sleep(0.05)
+
+        assert await search("echo the text") == ["kitchen_echo"]
+        _GatedBatches.gate.clear()
+        _GatedBatches.arrived.clear()
+        await add("teleport_banana")
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(search, "teleport banana")  # its update waits on the embedder
+                assert await anyio.to_thread.run_sync(_GatedBatches.arrived.wait, 10)
+                await add("teleport_apple")
+                with anyio.fail_after(10):  # answered from the index as it is, not queued behind the update
+                    assert "kitchen_teleport_apple" not in await search("teleport apple")
+                _GatedBatches.gate.set()
+        finally:
+            _GatedBatches.gate.set()
+        with anyio.fail_after(10):
+            while await search("teleport apple") != ["kitchen_teleport_apple"]:
+                await anyio.sleep(0.05)

@@ -38,10 +38,11 @@ from mcp_manifold._search import index as index_module
 from mcp_manifold._search.embedder import Embedder, normalise
 from mcp_manifold._search.ensemble import EnsembleEmbedder
 from mcp_manifold._search.fusion import add_server_match, promote, reciprocal_rank, server_context, weighted_sum
+from mcp_manifold._search.index import MAX_QUERY_CHARS
 from mcp_manifold._search.openai_embedder import OpenAIEmbedder
 from mcp_manifold._search.profiles import make_profile
 from mcp_manifold._search.query import clauses, destinations, lexical_query
-from mcp_manifold._search.ranking import embedding_text
+from mcp_manifold._search.ranking import MAX_FIELD_CHARS, document_terms, embedding_text
 from tests.conftest import JsonEndpoint, serve_endpoint
 
 # --- fixture catalog -------------------------------------------------------------------------
@@ -409,6 +410,22 @@ def test_scores_are_descending(bm25_index: SearchIndex) -> None:
     assert scores == sorted(scores, reverse=True) and scores[0] > 0
 
 
+@pytest.mark.parametrize("embedder", [None, ConceptEmbedder()], ids=["bm25", "hybrid"])
+def test_what_a_caller_may_not_see_changes_nothing_it_is_shown(embedder: ConceptEmbedder | None) -> None:
+    """A search limited by `allowed` (a caller's profile) answers exactly what a catalog without the
+    hidden tools answers: no hidden tool lifts its siblings, lowers a score or shapes a server profile."""
+    hidden = {"github_create_issue", "github_list_issues", "slack_post_message", "weather_get_forecast"}
+    everything, without = SearchIndex(embedder=embedder), SearchIndex(embedder=embedder)
+    everything.update(CATALOG)
+    without.update([doc for doc in CATALOG if doc.key not in hidden])
+    for query in ("create an issue on github", "post a message", "weather forecast", "issues", "read a file"):
+        for server in (None, "github"):
+            seen = everything.search(query, limit=10, server=server, allowed=lambda key: key not in hidden)
+            expected = without.search(query, limit=10, server=server)
+            assert [hit.key for hit in seen] == [hit.key for hit in expected], (query, server)
+            assert [hit.score for hit in seen] == pytest.approx([hit.score for hit in expected]), (query, server)
+
+
 def test_server_filter(bm25_index: SearchIndex) -> None:
     hits = bm25_index.search("search", limit=10, server="slack")
     assert hits and all(hit.key.startswith("slack_") for hit in hits)
@@ -421,6 +438,26 @@ def test_limit(bm25_index: SearchIndex) -> None:
     assert len(bm25_index.search("file", limit=1000)) <= len(CATALOG)
     with pytest.raises(InvalidRequest):
         bm25_index.search("file", limit=0)
+
+
+def test_a_search_reads_a_query_up_to_its_bound(bm25_index: SearchIndex) -> None:
+    """A megabyte of request costs what its first MAX_QUERY_CHARS do (it took seconds of CPU)."""
+    padding = " " * (MAX_QUERY_CHARS - len("create an issue"))
+    assert _ranked(bm25_index, "create an issue" + padding + " weather", limit=1) == ["github_create_issue"]
+    assert _ranked(bm25_index, " " * MAX_QUERY_CHARS + "create an issue on github " * 50_000) == []  # past the bound
+
+
+def test_a_field_is_read_only_up_to_its_bound() -> None:
+    """A server's megabytes of description cost what its first MAX_FIELD_CHARS do (it took 20 s to index)."""
+    filler = " ".join(f"filler{i}" for i in range(200_000))
+    essay = _tool("essays", "write_sonnet", f"Compose a sonnet. {filler} zebra")
+    assert len(essay.description) > 50 * MAX_FIELD_CHARS
+    assert len(document_terms(essay, RankingConfig())) < MAX_FIELD_CHARS / 2
+    assert len(embedding_text(essay)) <= 2 * MAX_FIELD_CHARS
+    index = SearchIndex()
+    index.update([essay, *CATALOG[:5]])
+    assert _ranked(index, "compose a sonnet", limit=1) == ["essays_write_sonnet"]
+    assert _ranked(index, "zebra") == []  # past the bound: never read
 
 
 def test_empty_and_unmatched_queries(bm25_index: SearchIndex) -> None:

@@ -30,6 +30,7 @@ from mcp_manifold._config.redaction import redact_args, redact_url
 from mcp_manifold._config.servers import SERVER_FIELDS
 from mcp_manifold._config.settings import (
     LIVE_SETTINGS,
+    MAX_SEARCH_LIMIT,
     SURFACE_NAMES,
     SettingField,
     Settings,
@@ -42,6 +43,7 @@ from mcp_manifold._config.variables import escape_vars, expand_vars
 __all__ = [
     "CONFIG_SUFFIXES",
     "LIVE_SETTINGS",
+    "MAX_SEARCH_LIMIT",
     "SERVER_FIELDS",
     "SURFACE_NAMES",
     "Config",

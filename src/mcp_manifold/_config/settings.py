@@ -63,6 +63,17 @@ def _tracing_problem(enabled: bool) -> str | None:
     return None
 
 
+# The most tools one search returns, on every surface that searches (retrieve_tools, dispatch, the
+# dashboard): `search_top_k` is their default, so it may not be more.
+MAX_SEARCH_LIMIT = 50
+
+
+def _search_limit_problem(value: int) -> str | None:
+    if 1 <= value <= MAX_SEARCH_LIMIT:
+        return None
+    return f"must be from 1 to {MAX_SEARCH_LIMIT} (the most tools a search returns), not {value}"
+
+
 def _search_models_problem(entries: list[str]) -> str | None:
     # Checked here rather than when the first search loads a model, which may be long after start.
     for entry in entries:
@@ -183,7 +194,7 @@ class Settings:
         check=_search_models_problem,
         path=True,
     )
-    search_top_k: int = _setting(5, "How many tools a search returns.", check=positive, live=True)
+    search_top_k: int = _setting(5, "How many tools a search returns.", check=_search_limit_problem, live=True)
     tools_limit: int = _setting(15, "Most tools listed at once by dynamic routing.", check=positive, live=True)
     routing: str = _setting(
         "call_tool",

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, request_response
 
-from mcp_manifold._config import check_config
+from mcp_manifold._config import MAX_SEARCH_LIMIT, check_config
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Caller
 from mcp_manifold._core.clients import Request as CallerRequest
@@ -46,7 +46,6 @@ from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._version import __version__
 
 RECENT_CALLS = 200
-SEARCH_LIMIT = 50
 _STATIC = resources.files("mcp_manifold._front") / "dashboard_static"
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css"}
 # The page loads its own script and style and nothing else; no inline code runs.
@@ -246,8 +245,8 @@ class Dashboard:
             limit = int(raw_limit)
         except ValueError:
             return _json({"error": f"limit must be a whole number, not {raw_limit!r}"}, status=400)
-        if not 1 <= limit <= SEARCH_LIMIT:
-            return _json({"error": f"limit must be from 1 to {SEARCH_LIMIT}, not {limit}"}, status=400)
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            return _json({"error": f"limit must be from 1 to {MAX_SEARCH_LIMIT}, not {limit}"}, status=400)
         await self.gateway.ensure_catalog()
         view = self._view(request)
         started = time.perf_counter()

@@ -66,6 +66,7 @@ class CatalogSearch:
         self.index = SearchIndex(embedder=embedder, store=IndexStore(data_dir / "search.sqlite"))
         self._stale = True
         self._first_update: anyio.Event | None = None
+        self._updating = False  # a `find` is bringing the index up to date (read and set on the event loop)
         catalog.subscribe(self._on_change)
 
     def _on_change(self, kinds: set[Kind]) -> None:
@@ -101,8 +102,13 @@ class CatalogSearch:
         costs an embedding; on the event loop that would stall every other session of the gateway.
         The catalog is read on the loop; the index is thread-safe and answers from its previous state
         while an update runs. `allowed` (a caller's profile) keeps what it may not call out of the ranking.
+
+        One update at a time: a change that comes while one runs waits for the first search after it,
+        which takes the catalog as it is then. Each search that saw a change used to start an update of
+        its own, queued behind the running one: a server whose list kept changing had searches wait
+        minutes for lists that were gone by then, each embedded in turn.
         """
-        docs = self._pending_documents()
+        docs = None if self._updating else self._pending_documents()
         if docs is None:
             if self._first_update is not None and len(self.index) == 0:
                 await self._first_update.wait()  # nothing to answer from yet: wait for the first index
@@ -112,6 +118,7 @@ class CatalogSearch:
             return self._matches(hits)
         updated = anyio.Event()
         self._first_update = self._first_update or updated
+        self._updating = True
 
         def work() -> list[SearchHit]:
             try:
@@ -124,4 +131,5 @@ class CatalogSearch:
         try:
             return self._matches(await anyio.to_thread.run_sync(work))
         finally:
+            self._updating = False
             updated.set()

@@ -26,8 +26,7 @@ from mcp_manifold._search.embedder import Embedder
 from mcp_manifold._search.errors import SearchError
 from mcp_manifold._search.explain import Explanation, explain_row
 from mcp_manifold._search.fusion import top_indices
-from mcp_manifold._search.lexical import LexicalIndex
-from mcp_manifold._search.profiles import Profile, ProfileIndex, make_profile, profile_terms
+from mcp_manifold._search.profiles import Profile, make_profile, profile_terms
 from mcp_manifold._search.ranking import (
     EMBEDDING_TEXT_VERSION,
     RankingConfig,
@@ -35,13 +34,20 @@ from mcp_manifold._search.ranking import (
     embedding_text,
     schema_only_terms,
     score_all,
-    stack,
 )
+from mcp_manifold._search.snapshot import Snapshot, Vector, build_snapshot, visible_part
 from mcp_manifold._search.store import IndexStore
 
 log = logging.getLogger(__name__)
 
 EMBED_BATCH = 64  # texts per embedder call: the unit of progress reports
+# How much of a request a search reads. A request is a sentence or a paragraph, and the local model reads
+# its first 256 tokens only; a megabyte of request took seconds of CPU to tokenise and match. A longer
+# one is read up to here rather than refused: a model may well paste a page where a sentence belongs.
+MAX_QUERY_CHARS = 4096
+# Callers' views kept per catalog state: one per profile that hides tools. Each holds a BM25 index and its
+# tools' vectors (15 MB for 10,000 tools of the local model), so a few, not one per caller.
+MAX_VIEWS = 16
 Progress = Callable[[int, int], None]
 
 
@@ -81,19 +87,6 @@ class _Plan:
     unchanged: int = 0
 
 
-@dataclass(frozen=True)
-class _Snapshot:
-    """Search structures derived from the documents, in one fixed order."""
-
-    keys: list[str]
-    by_server: dict[str, np.ndarray]  # server → its rows
-    server_ids: np.ndarray  # row → server number
-    lexical: LexicalIndex
-    matrix: np.ndarray | None
-    has_vector: np.ndarray | None
-    profiles: ProfileIndex  # row i: the profile of server number i
-
-
 class SearchIndex:
     def __init__(
         self,
@@ -113,7 +106,10 @@ class SearchIndex:
         # Content or profile hash → BM25 terms, so a rebuild re-tokenises nothing.
         self._terms: dict[str, list[str]] = {}
         self._profiles: dict[str, Profile] = {}  # server → profile of its current tools
-        self._snapshot: _Snapshot | None = None
+        self._snapshot: Snapshot | None = None
+        # Callers' views of `_views_of` (`_visible`), by the rows each may see.
+        self._views: dict[bytes, Snapshot] = {}
+        self._views_of: Snapshot | None = None
         self._last_update: datetime | None = None
         self._last_error: str | None = None
         self._refreshed = store is None  # a store's contents are only "last known" until the first update
@@ -143,32 +139,30 @@ class SearchIndex:
         the keys `allowed` passes (a caller's profile: what it may not call is never ranked)."""
         if limit < 1:
             raise InvalidRequest(f"limit must be at least 1, got {limit}")
+        query = query[:MAX_QUERY_CHARS]
         if not query.strip():
             return []
         with self._lock:
             snapshot = self._current()
             embedder = self._embedder
+        if allowed is not None:
+            snapshot = self._visible(snapshot, allowed)
         if not snapshot.keys:
             return []
         scores, failure = self._scores(query, snapshot, embedder)
         if failure is not None:
             self._note_error(f"query embedding failed, BM25 only: {failure}")
-        rows = None
         if server is not None:
             rows = snapshot.by_server.get(server)
             if rows is None:
                 return []
-        if allowed is not None:
-            candidates = rows if rows is not None else range(len(snapshot.keys))
-            rows = np.array([row for row in candidates if allowed(snapshot.keys[row])], dtype=np.int64)
-        if rows is not None:
-            picked = rows[top_indices(scores[rows], limit, positive_only=True)] if len(rows) else rows
+            picked = rows[top_indices(scores[rows], limit, positive_only=True)]
         else:
             picked = top_indices(scores, limit, positive_only=True)
         return [SearchHit(snapshot.keys[i], float(scores[i])) for i in picked]
 
     def _scores(
-        self, query: str, snapshot: _Snapshot, embedder: Embedder | None, trace: dict[str, Any] | None = None
+        self, query: str, snapshot: Snapshot, embedder: Embedder | None, trace: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, SearchError | None]:
         """Every tool's score for `query`, and the embedding failure that left BM25 alone to score them:
         the embedding service failing must not take search down."""
@@ -366,7 +360,7 @@ class SearchIndex:
 
     # --- derived structures ------------------------------------------------------------------
 
-    def _current(self) -> _Snapshot:
+    def _current(self) -> Snapshot:
         if self._snapshot is None:
             self._rebuild()
         assert self._snapshot is not None
@@ -375,28 +369,66 @@ class SearchIndex:
     def _rebuild(self) -> None:
         keys = sorted(self._docs)
         hashes = [self._hashes[k] for k in keys]
-        numbers: dict[str, int] = {}
-        server_ids = np.empty(len(keys), dtype=np.int64)
-        for row, key in enumerate(keys):
-            server_ids[row] = numbers.setdefault(self._docs[key].server, len(numbers))
-        servers = list(numbers)  # server number → name
-        profiles = [self._profiles.get(server) or make_profile(server, []) for server in servers]
-        matrix = has_vector = profile_matrix = profile_has_vector = None
-        if self._embedder is not None and self._vectors:
-            dim = next(iter(self._vectors.values())).shape[0]
-            matrix, has_vector = stack([self._vectors.get(h) for h in hashes], dim)
-            profile_matrix, profile_has_vector = stack([self._vectors.get(p.hash) for p in profiles], dim)
-        self._snapshot = _Snapshot(
-            keys=keys,
-            by_server={server: np.flatnonzero(server_ids == n) for server, n in numbers.items()},
-            server_ids=server_ids,
-            lexical=LexicalIndex([self._terms[h] for h in hashes], k1=self._ranking.k1, b=self._ranking.b),
-            matrix=matrix,
-            has_vector=has_vector,
-            profiles=ProfileIndex(
-                LexicalIndex([self._profile_terms(p) for p in profiles]), profile_matrix, profile_has_vector
-            ),
+        embedded = self._embedder is not None and bool(self._vectors)
+        self._snapshot = build_snapshot(
+            keys,
+            [self._docs[k].server for k in keys],
+            [self._terms[h] for h in hashes],
+            [self._docs[k].name for k in keys],
+            [self._vectors.get(h) for h in hashes] if embedded else None,
+            lambda server: self._profiles.get(server) or make_profile(server, []),
+            lambda profile: (self._profile_terms(profile), self._vectors.get(profile.hash)),
+            k1=self._ranking.k1,
+            b=self._ranking.b,
         )
+
+    def _visible(self, snapshot: Snapshot, allowed: Callable[[str], bool]) -> Snapshot:
+        """The part of `snapshot` a caller may see (`allowed`), ranked as if the rest did not exist, so
+        no score or order depends on a hidden tool; made once per catalog state and caller's view."""
+        mask = np.fromiter(map(allowed, snapshot.keys), dtype=bool, count=len(snapshot.keys))
+        if mask.all():
+            return snapshot
+        seen = np.packbits(mask).tobytes()  # the view's key: which rows, in the snapshot's fixed order
+        with self._lock:
+            if self._views_of is snapshot and seen in self._views:
+                return self._views[seen]
+        embedded = snapshot.matrix is not None
+        view = visible_part(
+            snapshot,
+            np.flatnonzero(mask),
+            lambda profile: self._view_profile(profile, embedded),
+            k1=self._ranking.k1,
+            b=self._ranking.b,
+        )
+        with self._lock:
+            if self._views_of is not snapshot or len(self._views) >= MAX_VIEWS:
+                self._views_of, self._views = snapshot, {}
+            self._views[seen] = view
+        return view
+
+    def _view_profile(self, profile: Profile, embedded: bool) -> tuple[list[str], Vector]:
+        """BM25 terms and embedding of a server's profile in a caller's view (its visible tools' names):
+        known, or from the store, or embedded now (once; the store keeps it)."""
+        with self._lock:
+            terms = self._terms.get(profile.hash)
+            vector = self._vectors.get(profile.hash)
+            embedder = self._embedder
+        if terms is None:
+            terms = profile_terms(profile, stemming=self._ranking.stemming)
+        if vector is not None or not embedded or embedder is None:
+            return terms, vector
+        space = self._space()
+        if self._store is not None:
+            vector = self._store.load_vectors(space, [profile.hash]).get(profile.hash)
+        if vector is None:
+            try:
+                vector = embedder.embed([profile.text])[0]
+            except SearchError as exc:
+                self._note_error(f"embedding a server profile failed: {exc}")
+                return terms, None
+            if self._store is not None:
+                self._store.save_vectors(space, {profile.hash: vector})
+        return terms, vector
 
     def _profile_terms(self, profile: Profile) -> list[str]:
         terms = self._terms.get(profile.hash)

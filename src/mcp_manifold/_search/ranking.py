@@ -22,6 +22,15 @@ from mcp_manifold._search.terms import tokenize
 
 # Bump when `embedding_text` changes: stored vectors of the old text must not be reused.
 EMBEDDING_TEXT_VERSION = 1
+# The most of each field of a tool (its name words, description, parameter text, schema details) that
+# search reads. A server writes these: one 8 MB description took 20 s to index, again at every rebuild
+# of the index, and 27 s to embed. Real descriptions are a few thousand characters, and the local
+# model reads the first 256 tokens only, well inside this, so no vector changes.
+MAX_FIELD_CHARS = 20_000
+
+
+def _field(text: str) -> str:
+    return text[:MAX_FIELD_CHARS]
 
 
 @dataclass(frozen=True)
@@ -56,12 +65,12 @@ class RankingConfig:
 
 def document_terms(doc: ToolDocument, config: RankingConfig) -> list[str]:
     """BM25 terms of a document: name words repeated (they are the densest signal), description, parameters."""
-    terms = tokenize(doc.name_words(), stemming=config.stemming) * config.name_repeat
-    terms += tokenize(doc.description, stemming=config.stemming)
+    terms = tokenize(_field(doc.name_words()), stemming=config.stemming) * config.name_repeat
+    terms += tokenize(_field(doc.description), stemming=config.stemming)
     if config.include_parameters:
-        terms += tokenize(doc.parameters_text(), stemming=config.stemming)
+        terms += tokenize(_field(doc.parameters_text()), stemming=config.stemming)
     if config.schema_details:
-        terms += tokenize(doc.schema_details(), stemming=config.stemming)
+        terms += tokenize(_field(doc.schema_details()), stemming=config.stemming)
     return terms
 
 
@@ -70,14 +79,16 @@ def schema_only_terms(doc: ToolDocument, config: RankingConfig) -> list[str]:
     if not config.schema_details:
         return []
     plain = set(document_terms(doc, replace(config, schema_details=False)))
-    return [t for t in dict.fromkeys(tokenize(doc.schema_details(), stemming=config.stemming)) if t not in plain]
+    details = tokenize(_field(doc.schema_details()), stemming=config.stemming)
+    return [t for t in dict.fromkeys(details) if t not in plain]
 
 
 def embedding_text(doc: ToolDocument) -> str:
     """What the embedder sees: name words and description. Parameter text made vectors worse (it
     drowns a short description in argument details), though BM25 gains from it."""
-    description = " ".join(doc.description.split())
-    return f"{doc.name_words()}: {description}" if description else doc.name_words()
+    description = " ".join(_field(doc.description).split())
+    name = _field(doc.name_words())
+    return f"{name}: {description}" if description else name
 
 
 def _rewrite(text: str, config: RankingConfig) -> str:

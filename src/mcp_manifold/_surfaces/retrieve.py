@@ -21,13 +21,16 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._config import MAX_SEARCH_LIMIT
 from mcp_manifold._core.arguments import object_argument
 from mcp_manifold._core.catalog import ToolEntry
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
+from mcp_manifold._core.naming import MAX_NAME_LENGTH
 from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
+from mcp_manifold._core.suggestions import quoted
 from mcp_manifold._core.summaries import bounded_list
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold._search.compact_schema import parameter_lines
@@ -44,7 +47,9 @@ _FRESHNESS_SECONDS = 300.0
 
 @dataclass
 class _Registered:
-    entry: ToolEntry
+    """A tool in a session's pool: by name only, so its definition and where a call goes are always the
+    catalog's now (its server may have changed the tool, a reload may have given the name to another)."""
+
     score: float
     found_at: float
 
@@ -117,7 +122,7 @@ class RetrieveSurface(Surface):
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "What you want to do, in plain words."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": top_k},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": top_k},
                     "include_schema": {"type": "boolean", "default": False, "description": "Add input schemas."},
                 },
                 "required": ["query"],
@@ -161,10 +166,8 @@ class RetrieveSurface(Surface):
         view = self.host.view(request)
         tools = self._own_tools(request, view)
         if self._registers(request):
-            # A registered tool quarantined since (or no longer allowed) leaves the list.
-            tools += [
-                registered.entry.exposed for name, registered in self._pool(request).items() if view.has_tool(name)
-            ]
+            # As the catalog has it now; a registered tool quarantined since (or no longer allowed) leaves the list.
+            tools += [entry.exposed for name in self._pool(request) if (entry := view.entry(name)) is not None]
         return tools
 
     def owns_tool(self, request: Request, name: str) -> bool:
@@ -177,9 +180,9 @@ class RetrieveSurface(Surface):
             return await self.work(request, RETRIEVE, "search", lambda: self._retrieve(request, arguments))
         if name == CALL:
             return await self._call(request, arguments)
-        registered = self._pool(request)[name]
-        registered.found_at = time.monotonic()
-        return await self.host.calls.call_tool(request, ToolCall(self._target(registered.entry), arguments))
+        self._pool(request)[name].found_at = time.monotonic()
+        entry = self.host.view(request).tool(name)  # `owns_tool` found it visible: the catalog's entry now
+        return await self.host.calls.call_tool(request, ToolCall(self._target(entry), arguments))
 
     # --- retrieve_tools ----------------------------------------------------------------------
 
@@ -188,8 +191,8 @@ class RetrieveSurface(Surface):
         if not isinstance(query, str) or not query.strip():
             raise InvalidRequest("retrieve_tools needs 'query': a non-empty string saying what you want to do")
         limit = arguments.get("limit", self.host.settings.search_top_k)
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 50:
-            raise InvalidRequest(f"'limit' must be an integer from 1 to 50, got {limit!r}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise InvalidRequest(f"'limit' must be an integer from 1 to {MAX_SEARCH_LIMIT}, got {limit!r}")
         registers = self._registers(request)
         # A 2026-07-28 client of dynamic routing expected tools in its list: it gets their schemas instead.
         include_schema = bool(arguments.get("include_schema", False)) or (self.dynamic and not registers)
@@ -197,7 +200,8 @@ class RetrieveSurface(Surface):
         matches = await self.host.view(request).search(query, limit=limit)
         registration = await self._register(request, matches) if registers else {}
         if not matches:
-            return types.CallToolResult(content=[types.TextContent(type="text", text=f"No tools match {query!r}.")])
+            nothing = f"No tools match {quoted(query)}."
+            return types.CallToolResult(content=[types.TextContent(type="text", text=nothing)])
         lines = []
         for match in matches:
             entry = match.entry
@@ -235,10 +239,12 @@ class RetrieveSurface(Surface):
         entry = view.entry(name)
         if entry is None:
             view.report_miss(name)
-            close = [m.entry.name for m in await view.search(name.replace("_", " "), limit=3)]
+            # No tool has a longer name: nothing to suggest, and no search of a name that is really a page.
+            long = len(name) > MAX_NAME_LENGTH
+            close = [] if long else [m.entry.name for m in await view.search(name.replace("_", " "), limit=3)]
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise NotFound(
-                f"no tool named {name!r}{for_profile(view.profile_name)}{hint}. Use {RETRIEVE} to find tools."
+                f"no tool named {quoted(name)}{for_profile(view.profile_name)}{hint}. Use {RETRIEVE} to find tools."
             )
         check_arguments(entry, args)
         return await self.host.calls.call_tool(request, ToolCall(self._target(entry), args))
@@ -256,11 +262,14 @@ class RetrieveSurface(Surface):
         `already registered`, or `not registered` (the pool is full of better ones, `tools_limit`)."""
         pool = self._pool(request)
         now = time.monotonic()
+        view = self.host.view(request)
+        for gone in [name for name in pool if not view.has_tool(name)]:
+            del pool[gone]  # left the catalog, or the caller's view, since: its place is for what is there
         before = set(pool)
         for match in matches:
             current = pool.get(match.entry.name)
             if current is None or current.score < match.score:
-                pool[match.entry.name] = _Registered(match.entry, match.score, now)
+                pool[match.entry.name] = _Registered(match.score, now)
             else:
                 current.found_at = now
         limit = max(1, self.host.settings.tools_limit)

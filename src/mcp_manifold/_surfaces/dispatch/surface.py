@@ -17,6 +17,7 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._config import MAX_SEARCH_LIMIT
 from mcp_manifold._core.arguments import integer_field, json_type_name, object_argument, string_field
 from mcp_manifold._core.catalog import ToolEntry
 from mcp_manifold._core.catalog_view import CatalogView
@@ -48,7 +49,6 @@ OP_PARAMETERS: dict[str, tuple[str, ...]] = {
     "maxBytes": ("read",),
     "offset": ("read",),
 }
-MAX_SEARCH_LIMIT = 50
 MAX_ECHOED_QUERY = 200
 MAX_CONTEXT_LINES = 50
 _SAID_IN_NOTICE = ("byteSize", "lineCount", "estimatedTokens")
