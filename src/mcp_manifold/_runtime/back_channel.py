@@ -76,6 +76,9 @@ class BackChannel:
         self._callers: weakref.WeakSet[Caller] = weakref.WeakSet()
         self._sole: weakref.ref[Caller] | None = None  # the one client of a stdio gateway, once known
         self._subscriptions: dict[str, weakref.WeakSet[Caller]] = {}
+        self._subscribers: weakref.WeakSet[Caller] = weakref.WeakSet()  # callers holding a subscription
+        # Told the URIs whose last subscriber went away without unsubscribing, for their servers to be told.
+        self.unsubscribed: Callable[[list[str]], None] | None = None
         # Catalog changes are counted; a queued change remembers its count, a list the count it showed. A
         # change reaches clients after it happened (from `run`), so a client that listed in between already
         # has it: without the counts it would be told, and that notice would stand for the next real change.
@@ -123,7 +126,28 @@ class BackChannel:
         subscribers = self._subscriptions.setdefault(uri, weakref.WeakSet())
         first = not subscribers
         subscribers.add(caller)
+        if caller not in self._subscribers:
+            # Sessions end without unsubscribing: else each URI stayed here, and at its server, for good.
+            self._subscribers.add(caller)
+            ref = weakref.ref(caller)
+            caller.on_close(lambda: self._subscriber_gone(ref))
         return first
+
+    def _subscriber_gone(self, ref: weakref.ref[Caller]) -> None:
+        """A client went away: its subscriptions end, and the URIs nobody else holds go to `unsubscribed`."""
+        caller = ref()
+        if caller is None:
+            return
+        self._subscribers.discard(caller)
+        released = []
+        for uri, subscribers in list(self._subscriptions.items()):
+            if caller in subscribers:
+                subscribers.discard(caller)
+                if not subscribers:
+                    del self._subscriptions[uri]
+                    released.append(uri)
+        if released and self.unsubscribed is not None:
+            self.unsubscribed(released)
 
     def subscribed(self) -> list[str]:
         """Every resource URI (exposed) some client is subscribed to."""

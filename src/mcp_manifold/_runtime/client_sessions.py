@@ -124,7 +124,11 @@ class ClientSessions:
 
     def _close(self, key: tuple[str, str], why: str) -> None:
         backend = self._sessions.pop(key, None)
-        self._listings.get(key[1], {}).pop(key[0], None)
+        listings = self._listings.get(key[1])
+        if listings is not None:
+            listings.pop(key[0], None)
+            if not listings:  # a 2026-07-28 principal never says it has gone: its key must not stay for good
+                del self._listings[key[1]]
         self.version += 1
         if backend is not None and self._task_group is not None:
             logger.info("server %r: closing the session of client %s (%s)", key[0], key[1], why)
@@ -152,6 +156,10 @@ class ClientSessions:
         return [b for (_server, client), b in self._sessions.items() if caller is None or client == caller.key]
 
     # --- listings --------------------------------------------------------------------------------
+
+    def listed_clients(self) -> int:
+        """How many clients have listings of their own sessions kept (no more than have sessions open)."""
+        return len(self._listings)
 
     def listings(self, caller: Caller) -> dict[str, Listing]:
         """What `caller`'s own sessions listed, by server (empty when it has none)."""

@@ -16,7 +16,7 @@ import socket
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -108,6 +108,7 @@ class Gateway:
         self.relists = Relists(hold=self._settings.pinning == "enforce")
         self._relisting: dict[Backend, bool] = {}  # a backend being re-listed -> announced again meanwhile
         self.back_channel.tools_announced = self.relists.announced
+        self.back_channel.unsubscribed = self._release_subscriptions
         self._catalog.subscribe(self.back_channel.catalog_changed)
         child_env = child_environment(config.path)
         # What the clients of a shared session-era session all declare of extensions (SEP-2133).
@@ -734,13 +735,34 @@ class Gateway:
         return route.server
 
     async def unsubscribe(self, request: Request, uri: str) -> None:
-        if not self.back_channel.unsubscribe(request.caller, uri):
+        if self.back_channel.unsubscribe(request.caller, uri):
+            await self._unsubscribe_at_server(uri)
+
+    def _release_subscriptions(self, uris: list[str]) -> None:
+        """The last client subscribed to `uris` went away without unsubscribing: tell their servers, in the
+        background (the client's session is closing)."""
+        if self._task_group is None:
             return
+        with suppress(RuntimeError):  # the gateway has stopped: its servers are stopping too
+            self._task_group.start_soon(self._unsubscribe_at_servers, uris)
+
+    async def _unsubscribe_at_servers(self, uris: list[str]) -> None:
+        for uri in uris:
+            try:
+                await self._unsubscribe_at_server(uri, start=False)
+            except Exception as exc:  # a server's odd failure must not end the gateway's task group
+                logger.warning("could not unsubscribe %s: %s", uri, exc)
+
+    async def _unsubscribe_at_server(self, uri: str, *, start: bool = True) -> None:
+        """Tell the server of `uri` that no client is subscribed to it any more. Without `start`, a server
+        that is not running is left alone: it holds no subscription, and starting it would be for nothing."""
         try:
             route = self._catalog.route_resource(uri)
             backend = self.calls.backend(route.server)
             if backend.modern:
                 backend.listen_to(self._subscribed_uris(route.server))
+                return
+            if not start and backend.state != "ready":
                 return
             with no_deprecation_warnings():
                 await backend.request(
