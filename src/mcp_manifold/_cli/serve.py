@@ -82,7 +82,10 @@ def serve(
         # moment from start-up on, so the gateway still stops its servers and removes its files.
         async with anyio.create_task_group() as task_group:
             stopper = Stopper(task_group.cancel_scope.cancel)
-            task_group.start_soon(stopper.watch, *([signal.SIGINT] if cfg.settings.http else []))
+            # Ctrl-C too, over stdio as over HTTP: left to Python (a KeyboardInterrupt, a cancel of the main
+            # task), a stdio gateway once went on until its client closed stdin (a fresh-clone run of
+            # test_cli); SIGTERM, watched here, never did.
+            task_group.start_soon(stopper.watch, signal.SIGINT)
             async with Gateway(cfg, serving=True, single_client=not cfg.settings.http) as gateway:
                 if cfg.settings.http and gateway.reloader is not None:
                     # A daemon's SIGHUP: read the config again (over stdio a hang-up still stops it).
