@@ -35,6 +35,7 @@ from mcp_manifold._front.identity import request_identity
 from mcp_manifold._front.listen import GatewayListenHandler
 from mcp_manifold._front.request_meta import meta_accepted
 from mcp_manifold._front.stray_cancel import refusing_stray_cancellations
+from mcp_manifold._front.unasked import UnaskedSends
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._sdk import connection_of, no_deprecation_warnings, sealed
 from mcp_manifold._version import __version__
@@ -73,6 +74,7 @@ class SessionCaller(Caller):
         self.arrived = False  # the gateway was told about it (once its capabilities are known)
         self.state = connection.state  # lives as long as the session
         connection.exit_stack.callback(self.close)  # hang-up, DELETE or idle expiry
+        self._unasked = UnaskedSends()  # what it is sent unasked, bounded (`unasked.py`)
 
     @property
     def connection(self) -> Connection | None:
@@ -87,25 +89,37 @@ class SessionCaller(Caller):
         connection = self._connection()
         if connection is None:
             return
-        with _quiet():
-            if "tools" in kinds:
-                await connection.send_tool_list_changed()
-            if "resources" in kinds:
-                await connection.send_resource_list_changed()
-            if "prompts" in kinds:
-                await connection.send_prompt_list_changed()
+
+        async def send() -> None:
+            with _quiet():
+                if "tools" in kinds:
+                    await connection.send_tool_list_changed()
+                if "resources" in kinds:
+                    await connection.send_resource_list_changed()
+                if "prompts" in kinds:
+                    await connection.send_prompt_list_changed()
+
+        await self._unasked.send(send, self.principal or self.key)
 
     async def send_resource_updated(self, uri: str) -> None:
         connection = self._connection()
         if connection is not None:
-            with _quiet():
-                await connection.send_resource_updated(uri)
+
+            async def send() -> None:
+                with _quiet():
+                    await connection.send_resource_updated(uri)
+
+            await self._unasked.send(send, self.principal or self.key)
 
     async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
         connection = self._connection()
         if connection is not None and at_least(level, self.log_level):
-            with _quiet(), no_deprecation_warnings():
-                await connection.log(level, data, logger=logger_name)
+
+            async def send() -> None:
+                with _quiet(), no_deprecation_warnings():
+                    await connection.log(level, data, logger=logger_name)
+
+            await self._unasked.send(send, self.principal or self.key)
 
     async def ask(self, method: str, params: Any) -> Any:
         connection = self._connection()
