@@ -6,9 +6,11 @@ notification a server sends, and the one that tells every client of list changes
 reading its stream (a laptop asleep with a session open, or a caller who means it) kept each of those
 tasks waiting, holding its message: 300 resource updates of 100 KB to one such client held 56 MB of the
 gateway's memory, 1,200 held 244 MB, for as long as its session lived. Now a client is sent them one at
-a time, with a few more waiting at most; one that takes none within `TAKE_WITHIN` seconds is sent
-nothing for `REST` seconds. What does not fit is dropped and counted in the log: a client that does not
-read would not have seen it, and one that reads again is sent what comes next.
+a time, in order; once one has waited `SLOW` seconds to be taken, what comes next for that client is
+dropped, and if it is still not taken after `TAKE_WITHIN` seconds the client is sent nothing for `REST`
+seconds, which the log says. A client that reads takes each at once, so a burst (a server's twenty log
+lines) only queues; a client that does not read would not have seen what is dropped, and one that reads
+again is sent what comes next.
 """
 
 from __future__ import annotations
@@ -21,32 +23,34 @@ import anyio
 
 logger = logging.getLogger(__name__)
 
-WAITING_AT_MOST = 8  # messages waiting for one client's stream; a client that reads never has more
+SLOW = 1.0  # seconds a message may wait to be taken before what comes next for that client is dropped
 TAKE_WITHIN = 5.0  # seconds a client has to take a message
 REST = 10.0  # seconds a client that took none is sent nothing
 
 
 class UnaskedSends:
-    """One client's unasked messages: one sent at a time, a few waiting, none while it is not reading."""
+    """One client's unasked messages: sent one at a time; dropped while one waits long or the client rests."""
 
     def __init__(self) -> None:
         self._lock = anyio.Lock()
-        self._waiting = 0
+        self._sending_since: float | None = None  # when the message being sent now was handed over
         self._resting_until = 0.0
         self._dropped = 0
 
     async def send(self, send: Callable[[], Awaitable[None]], client: str) -> None:
         """`send()` the message, or drop it (see the module); `client` names the client in the log."""
-        if self._waiting >= WAITING_AT_MOST or time.monotonic() < self._resting_until:
+        now = time.monotonic()
+        stuck = self._sending_since is not None and now - self._sending_since > SLOW
+        if stuck or now < self._resting_until:
             self._dropped += 1
             return
-        self._waiting += 1
-        try:
-            with anyio.move_on_after(TAKE_WITHIN) as deadline:
-                async with self._lock:
+        with anyio.move_on_after(TAKE_WITHIN) as deadline:
+            async with self._lock:
+                self._sending_since = time.monotonic()
+                try:
                     await send()
-        finally:
-            self._waiting -= 1
+                finally:
+                    self._sending_since = None
         if not deadline.cancelled_caught:
             return
         self._dropped += 1
