@@ -295,7 +295,8 @@ class CurrentVerifier:
     def __init__(self, config: Callable[[], Config]) -> None:
         self._config = config
         self._auth: AuthConfig | None = None
-        self._verifier = Verifier(ApiKeys(()), None)
+        self._verifier: Verifier
+        self._follow(config().auth)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         auth = self._config().auth

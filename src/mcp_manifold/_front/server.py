@@ -86,40 +86,40 @@ class SessionCaller(Caller):
         return connection.client_capabilities if connection is not None else None
 
     async def notify_list_changed(self, kinds: set[ListKind]) -> None:
+        async def send(connection: Connection) -> None:
+            if "tools" in kinds:
+                await connection.send_tool_list_changed()
+            if "resources" in kinds:
+                await connection.send_resource_list_changed()
+            if "prompts" in kinds:
+                await connection.send_prompt_list_changed()
+
+        await self._send_unasked(send)
+
+    async def send_resource_updated(self, uri: str) -> None:
+        await self._send_unasked(lambda connection: connection.send_resource_updated(uri))
+
+    async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
+        if not at_least(level, self.log_level):
+            return
+
+        async def send(connection: Connection) -> None:
+            with no_deprecation_warnings():
+                await connection.log(level, data, logger=logger_name)
+
+        await self._send_unasked(send)
+
+    async def _send_unasked(self, send: Callable[[Connection], Awaitable[None]]) -> None:
+        """Send the client what it did not ask for, within its bound (`unasked.py`); nothing once it has gone."""
         connection = self._connection()
         if connection is None:
             return
 
-        async def send() -> None:
+        async def quietly() -> None:
             with _quiet():
-                if "tools" in kinds:
-                    await connection.send_tool_list_changed()
-                if "resources" in kinds:
-                    await connection.send_resource_list_changed()
-                if "prompts" in kinds:
-                    await connection.send_prompt_list_changed()
+                await send(connection)
 
-        await self._unasked.send(send, self.principal or self.key)
-
-    async def send_resource_updated(self, uri: str) -> None:
-        connection = self._connection()
-        if connection is not None:
-
-            async def send() -> None:
-                with _quiet():
-                    await connection.send_resource_updated(uri)
-
-            await self._unasked.send(send, self.principal or self.key)
-
-    async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None = None) -> None:
-        connection = self._connection()
-        if connection is not None and at_least(level, self.log_level):
-
-            async def send() -> None:
-                with _quiet(), no_deprecation_warnings():
-                    await connection.log(level, data, logger=logger_name)
-
-            await self._unasked.send(send, self.principal or self.key)
+        await self._unasked.send(quietly, self.principal or self.key)
 
     async def ask(self, method: str, params: Any) -> Any:
         connection = self._connection()

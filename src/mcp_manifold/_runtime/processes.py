@@ -166,9 +166,7 @@ async def _watch_stderr(
             on_line(pending.decode(errors="replace").rstrip())
         os.close(fd)
     if process is not None:
-        with anyio.move_on_after(EXIT_POLL):  # the exit status usually follows EOF closely
-            while process.returncode is None:
-                await anyio.sleep(0.01)
+        await _exit_status_soon(process)
     on_exit(exit_reason(process.returncode if process is not None else None))
 
 
@@ -199,10 +197,15 @@ async def exit_of(process: Any | None) -> str | None:
     """`process exited with code 2` when `process` has ended (its status awaited briefly), else None."""
     if process is None:
         return None
+    await _exit_status_soon(process)
+    return None if process.returncode is None else exit_reason(process.returncode)
+
+
+async def _exit_status_soon(process: Any) -> None:
+    """Give a process whose pipe has closed up to `EXIT_POLL` seconds to have its exit status."""
     with anyio.move_on_after(EXIT_POLL):  # the exit status usually follows the closed pipe closely
         while process.returncode is None:
             await anyio.sleep(0.01)
-    return None if process.returncode is None else exit_reason(process.returncode)
 
 
 def exit_reason(returncode: int | None) -> str:
