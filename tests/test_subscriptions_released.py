@@ -3,12 +3,13 @@ at the server once no other client holds them, whether the session ended with DE
 vanished and the session idled out. Before, every URI a client ever subscribed to stayed in the
 gateway's table and subscribed at its server for as long as the gateway ran.
 
-Resource subscriptions are a session-era feature (a 2026-07-28 client subscribes on a
-`subscriptions/listen` stream, which the gateway releases when the stream closes)."""
+Resource subscriptions are a session-era feature; a 2026-07-28 client subscribes on a
+`subscriptions/listen` stream, which the gateway releases when the stream closes."""
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator
 
 import anyio
@@ -16,7 +17,9 @@ import httpx2 as httpx
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
+from mcp_manifold._runtime.back_channel import MAX_SUBSCRIBED_URI, MAX_SUBSCRIPTIONS
 from tests.conftest import http_gateway_url, server_entry, write_gateway_config
 
 pytestmark = pytest.mark.anyio
@@ -83,4 +86,46 @@ async def test_a_session_whose_client_vanished_releases_its_subscriptions(url: s
         answer = await http.post(url, json={"jsonrpc": "2.0", "id": 2, **subscribe}, headers=session)
         assert '"result"' in answer.text, answer.text  # the answer comes as an event stream
     # Gone without a DELETE: its session idles out, and what it held goes with it.
+    await until_subscribed(url, [])
+
+
+async def test_a_listen_stream_that_ends_releases_its_subscriptions(url: str) -> None:
+    """A 2026-07-28 client's stream ends by being cancelled (it closed it, or went away): its resources were
+    left subscribed at their servers for good, since nothing could be awaited in the cancelled stream."""
+    uris = ["watched+watched://item/listened-1", "watched+watched://item/listened-2"]
+    async with Client(url, mode="auto") as client, client.listen(resource_subscriptions=uris):
+        assert await subscribed_at_server(url) == ["watched://item/listened-1", "watched://item/listened-2"]
+    await until_subscribed(url, [])
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_client_holds_a_bounded_number_of_subscriptions_of_bounded_length(url: str, mode: str) -> None:
+    """A subscription is held for as long as its client stays, and a 2026-07-28 server is sent all of its
+    subscribed URIs again at each change: unbounded, one client's 2,000 long URIs took the gateway to 620 MB."""
+    uris = [f"watched+watched://item/held-{mode}-{n}" for n in range(MAX_SUBSCRIPTIONS + 1)]
+    async with Client(url, mode=mode) as client:
+        if mode == "auto":
+            # 2026-07-28: a listen stream naming more than one client may hold is refused whole.
+            over = rf"names {MAX_SUBSCRIPTIONS + 1} resources: .* {MAX_SUBSCRIPTIONS} at most"
+            with pytest.raises(MCPError, match=over):
+                async with client.listen(resource_subscriptions=uris):
+                    pass
+            async with client.listen(resource_subscriptions=uris[:2]) as stream:  # the stream still works
+                assert stream.honored.resource_subscriptions == uris[:2]
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated in 2026-07-28
+                too_long = "watched+watched://item/" + "x" * MAX_SUBSCRIBED_URI
+                long_refused = rf"URI of {len(too_long):,} characters: .* at most {MAX_SUBSCRIBED_URI:,}"
+                with pytest.raises(MCPError, match=long_refused):
+                    await client.subscribe_resource(too_long)
+                for uri in uris[:MAX_SUBSCRIPTIONS]:
+                    await client.subscribe_resource(uri)
+                with pytest.raises(MCPError, match=f"holds {MAX_SUBSCRIPTIONS} subscriptions, the most one client"):
+                    await client.subscribe_resource(uris[-1])
+                await client.subscribe_resource(uris[0])  # one it holds is taken again
+                await client.unsubscribe_resource(uris[0])
+                await client.subscribe_resource(uris[-1])  # a place was freed
+        result = await client.call_tool("watched_subscribed", {})
+        assert not result.is_error
     await until_subscribed(url, [])

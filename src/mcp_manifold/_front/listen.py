@@ -29,12 +29,19 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import ListenHandler, ResourceUpdated, ServerEvent, SubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, SubscriptionsListenRequestParams, SubscriptionsListenResult
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+)
 
 from mcp_manifold._core.clients import Request
 from mcp_manifold._errors import ManifoldError, NotFound, RateLimited
 from mcp_manifold._front.identity import request_identity
 from mcp_manifold._front.standing_streams import key_still_configured, stream_scope
+from mcp_manifold._runtime.back_channel import MAX_SUBSCRIPTIONS
 from mcp_manifold._runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
@@ -111,7 +118,13 @@ class GatewayListenHandler:
     async def _listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams, request: Request
     ) -> SubscriptionsListenResult:
-        uris = list(params.notifications.resource_subscriptions or ())
+        uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        if len(uris) > MAX_SUBSCRIPTIONS:  # refused whole: a stream that updates some of what it names misleads
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"subscriptions/listen names {len(uris)} resources: "
+                f"a stream may name {MAX_SUBSCRIPTIONS} at most",
+            )
         restricted = self._gateway.access.profile(request.caller) is not None
         subscribed, unknown = [], []
         servers: dict[str, str] = {}  # a subscribed resource's server
@@ -120,8 +133,7 @@ class GatewayListenHandler:
                 servers[uri] = await self._gateway.subscribe(request, uri)
                 subscribed.append(uri)
             except RateLimited as exc:  # over the principal's limits: the stream is refused, saying so
-                for done in subscribed:
-                    await self._gateway.unsubscribe(request, done)
+                self._gateway.end_subscriptions(request, subscribed)
                 raise MCPError(code=INTERNAL_ERROR, message=f"subscriptions/listen failed: {exc}") from None
             except NotFound as exc:  # unknown, or hidden by the caller's profile (the same words)
                 logger.info("listen stream: resource %s not subscribed: %s", uri, exc)
@@ -153,5 +165,4 @@ class GatewayListenHandler:
             return SubscriptionsListenResult(_meta={SUBSCRIPTION_ID_META_KEY: ctx.request_id})
         finally:
             _admits.reset(admitting)
-            for uri in subscribed:
-                await self._gateway.unsubscribe(request, uri)
+            self._gateway.end_subscriptions(request, subscribed)

@@ -32,6 +32,7 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, R
 
 from mcp_manifold._core.catalog import Catalog, Kind
 from mcp_manifold._core.clients import Caller, no_client_to_answer
+from mcp_manifold._errors import InvalidRequest
 from mcp_manifold._sdk import no_deprecation_warnings
 
 if TYPE_CHECKING:
@@ -47,6 +48,13 @@ _LIST_CHANGED = frozenset(
     }
 )
 _BUS_EVENTS = {"tools": ToolsListChanged, "resources": ResourcesListChanged, "prompts": PromptsListChanged}
+
+# A subscription costs the gateway its URI for as long as the client stays, and a 2026-07-28 server is sent
+# every subscribed URI of its own again at each change (its listen stream names them all): unbounded, one
+# client's 2,000 subscriptions of 20,000 characters took the gateway from 85 to 620 MB. Real clients hold a
+# handful, and a resource URI longer than a path (4,096 on Linux) is not a resource's name.
+MAX_SUBSCRIPTIONS = 256  # per client (a session, or one 2026-07-28 listen stream)
+MAX_SUBSCRIBED_URI = 4096  # characters
 
 
 def several_clients_waiting(backend: Backend) -> bool:
@@ -76,7 +84,8 @@ class BackChannel:
         self._callers: weakref.WeakSet[Caller] = weakref.WeakSet()
         self._sole: weakref.ref[Caller] | None = None  # the one client of a stdio gateway, once known
         self._subscriptions: dict[str, weakref.WeakSet[Caller]] = {}
-        self._subscribers: weakref.WeakSet[Caller] = weakref.WeakSet()  # callers holding a subscription
+        # Per client holding subscriptions, the URIs it holds.
+        self._held: weakref.WeakKeyDictionary[Caller, set[str]] = weakref.WeakKeyDictionary()
         # Told the URIs whose last subscriber went away without unsubscribing, for their servers to be told.
         self.unsubscribed: Callable[[list[str]], None] | None = None
         # Catalog changes are counted; a queued change remembers its count, a list the count it showed. A
@@ -121,16 +130,31 @@ class BackChannel:
         if caller is not None:
             self._callers.discard(caller)
 
+    def check_subscription(self, caller: Caller, uri: str) -> None:
+        """Refuse a subscription past the bounds (`MAX_SUBSCRIPTIONS`, `MAX_SUBSCRIBED_URI`), before its
+        server is asked; one the client already holds is always taken again."""
+        if len(uri) > MAX_SUBSCRIBED_URI:
+            raise InvalidRequest(
+                f"resource URI of {len(uri):,} characters: a subscription's URI may have at most {MAX_SUBSCRIBED_URI:,}"
+            )
+        held = self._held.get(caller, ())
+        if len(held) >= MAX_SUBSCRIPTIONS and uri not in held:
+            raise InvalidRequest(
+                f"this client holds {len(held)} subscriptions, the most one client may hold: unsubscribe from one first"
+            )
+
     def subscribe(self, caller: Caller, uri: str) -> bool:
         """Record `caller`'s subscription to `uri`; True if it is the first one (the backend must be told)."""
         subscribers = self._subscriptions.setdefault(uri, weakref.WeakSet())
         first = not subscribers
         subscribers.add(caller)
-        if caller not in self._subscribers:
+        held = self._held.get(caller)
+        if held is None:
             # Sessions end without unsubscribing: else each URI stayed here, and at its server, for good.
-            self._subscribers.add(caller)
+            held = self._held[caller] = set()
             ref = weakref.ref(caller)
             caller.on_close(lambda: self._subscriber_gone(ref))
+        held.add(uri)
         return first
 
     def _subscriber_gone(self, ref: weakref.ref[Caller]) -> None:
@@ -138,14 +162,15 @@ class BackChannel:
         caller = ref()
         if caller is None:
             return
-        self._subscribers.discard(caller)
         released = []
-        for uri, subscribers in list(self._subscriptions.items()):
-            if caller in subscribers:
-                subscribers.discard(caller)
-                if not subscribers:
-                    del self._subscriptions[uri]
-                    released.append(uri)
+        for uri in self._held.pop(caller, ()):
+            subscribers = self._subscriptions.get(uri)
+            if subscribers is None:
+                continue
+            subscribers.discard(caller)
+            if not subscribers:
+                del self._subscriptions[uri]
+                released.append(uri)
         if released and self.unsubscribed is not None:
             self.unsubscribed(released)
 
@@ -155,6 +180,7 @@ class BackChannel:
 
     def unsubscribe(self, caller: Caller, uri: str) -> bool:
         """Drop `caller`'s subscription; True if none is left (the backend must be told)."""
+        self._held.get(caller, set()).discard(uri)
         subscribers = self._subscriptions.get(uri)
         if subscribers is None:
             return False

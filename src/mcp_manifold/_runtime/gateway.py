@@ -716,9 +716,10 @@ class Gateway:
         """Subscribe the client to a catalog resource; its server is told, and named in the return. Admitted
         by the policy as the gateway's own work is (kind "action": the principal's rate and calls in flight),
         since each one is a request to the server: before, a principal over its rate limit could still send
-        them without end."""
+        them without end. Bounded per client (`back_channel.MAX_SUBSCRIPTIONS`, `MAX_SUBSCRIBED_URI`)."""
         await self._needs_catalog(request)
         route = self.view(request).route_resource(uri)
+        self.back_channel.check_subscription(request.caller, uri)
 
         async def subscribe() -> None:
             backend = self.calls.backend(route.server)
@@ -737,6 +738,14 @@ class Gateway:
     async def unsubscribe(self, request: Request, uri: str) -> None:
         if self.back_channel.unsubscribe(request.caller, uri):
             await self._unsubscribe_at_server(uri)
+
+    def end_subscriptions(self, request: Request, uris: list[str]) -> None:
+        """End the client's subscriptions to `uris` at once, telling their servers in the background: for a
+        stream that ends by being cancelled (its client went away), where nothing may be awaited any more.
+        Before, a 2026-07-28 listen stream's resources stayed subscribed at their servers for good."""
+        released = [uri for uri in uris if self.back_channel.unsubscribe(request.caller, uri)]
+        if released:
+            self._release_subscriptions(released)
 
     def _release_subscriptions(self, uris: list[str]) -> None:
         """The last client subscribed to `uris` went away without unsubscribing: tell their servers, in the
