@@ -34,6 +34,17 @@ def test_tools_lists_every_server_namespaced(write_config: Any) -> None:
     assert by_name["words_upper"]["original"] == "upper"
 
 
+def test_tools_lists_what_started_and_exits_1_naming_a_server_that_failed(write_config: Any) -> None:
+    """Before, a config whose every server failed listed "0 tools" and exited 0: a script saw success."""
+    config = write_config({"numbers": server_entry("numbers.py"), "missing": {"command": "no-such-command-xyz"}})
+    for json_flag in ([], ["--json"]):
+        result = manifold("tools", "--config", str(config), *json_flag)
+        assert result.returncode == 1, result.stderr
+        assert "numbers_add" in result.stdout  # what the other servers have is still listed
+        assert "1 enabled server(s) failed: missing" in result.stderr
+        assert "  missing: command 'no-such-command-xyz' was not found on PATH" in result.stderr
+
+
 def test_call_prints_the_result_and_fails_on_tool_errors(write_config: Any) -> None:
     config = write_config({"numbers": server_entry("numbers.py")})
     ok = manifold("call", "numbers_multiply", "--args", '{"a": 6, "b": 7}', "--config", str(config))
@@ -241,7 +252,9 @@ def test_log_level_decides_what_reaches_stderr(write_config: Any) -> None:
     verbose = manifold("tools", "--config", config, "--json", "--log-level", "info")
     assert "server 'numbers' ready (numbers 1.0.0, pid " in verbose.stderr
     quiet = manifold("tools", "--config", config, "--json", "--log-level", "error")
-    assert quiet.returncode == 0 and quiet.stderr == ""
+    # No log line; the command's own account of the failed server stays (it exits 1 for it).
+    assert quiet.returncode == 1 and "WARNING" not in quiet.stderr
+    assert quiet.stderr.startswith("1 enabled server(s) failed: broken\n"), quiet.stderr
 
 
 def test_import_claude_desktop_round_trips(tmp_path: Path) -> None:
@@ -347,6 +360,7 @@ async def test_servers_shows_a_running_gateway_live(write_config: Any, http_gate
             (gateway,) = json.loads(live.stdout)["gateways"]
             rows = {row["name"]: row for row in gateway["servers"]}
             settled = rows["numbers"]["state"] == "ready" and gateway["clients"]["stateless_requests"]
+            settled = settled and rows["broken"]["state"] == "failed" and live.returncode == 1
             if settled or time.monotonic() > deadline:
                 break
             time.sleep(0.5)

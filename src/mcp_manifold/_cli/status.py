@@ -212,24 +212,31 @@ def _breaker_cell(row: dict[str, Any]) -> str:
 
 @app.command(context_settings=EXTRA, options_metavar=WITH_CONFIG)
 def tools(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """List every tool as exposed (namespaced), with its server."""
+    """List every tool as exposed (namespaced), with its server; exit 1 if an enabled server failed (its
+    tools are missing from the list)."""
     cfg = load_for(ctx, config)
 
-    async def work(gateway: Any) -> list[Any]:
+    async def work(gateway: Any) -> tuple[list[Any], list[dict[str, Any]]]:
         from mcp_manifold._core.clients import Caller, Request
 
         await gateway.ensure_catalog()
         # What a client of the `profile` setting sees (`--profile NAME`): everything without one.
-        return gateway.view(Request(Caller("cli"))).tool_entries()
+        return gateway.view(Request(Caller("cli"))).tool_entries(), [b.status().__dict__ for b in gateway.pool]
 
-    entries = anyio.run(with_gateway, cfg, work)
+    entries, states = anyio.run(with_gateway, cfg, work)
     if as_json:
         rows = [
             {"name": e.name, "server": e.server, "original": e.original.name, "description": e.exposed.description}
             for e in entries
         ]
         print(json_text(rows))
-        return
+    else:
+        _print_tools(entries)
+    # The tools of the servers that started are listed; a failed one makes the list incomplete.
+    _exit_if_failed(cfg, states)
+
+
+def _print_tools(entries: list[Any]) -> None:
     table = Table(title=f"{len(entries)} tools")
     table.add_column("name", no_wrap=True, min_width=max((len(entry.name) for entry in entries), default=4))
     table.add_column("server", no_wrap=True, min_width=max((len(entry.server) for entry in entries), default=6))
