@@ -608,6 +608,8 @@ def test_a_remote_server_that_answers_no_mcp_says_what_it_met_and_what_to_check(
     with serve_endpoint(LoginPage) as base, self_signed_tls(tmp_path) as untrusted:
         page = base.removesuffix("/v1") + "/mcp?token=s3cret-value"
         servers = {"page": {"url": page}, "refused": {"url": refused}, "untrusted": {"url": untrusted}}
+        # An SSE client said only "Expected response with content type 'text/event-stream', got 'text/html'".
+        servers["sse_page"] = {"url": page, "transport": "sse"}
         result = manifold(home, "servers", "--config", str(write_config(servers)), "--json")
     errors = {row["name"]: row["last_error"] for row in json.loads(result.stdout)}
     shown = page.replace("s3cret-value", "***")
@@ -615,6 +617,10 @@ def test_a_remote_server_that_answers_no_mcp_says_what_it_met_and_what_to_check(
         f"(POST {shown} answered HTTP 200 OK with text/html: a web page, not MCP: is the URL the server's MCP "
         "endpoint (often /mcp), or a login page that wants a credential?)"
     ), errors["page"]
+    assert errors["sse_page"] == (
+        f"GET {shown} answered HTTP 200 OK with text/html: a web page, not MCP: is the URL the "
+        "server's MCP endpoint (often /sse), or a login page that wants a credential?"
+    ), errors["sse_page"]
     assert errors["refused"] == (
         f"cannot connect to {refused.replace('s3cret-value', '***')}: connection refused "
         "(is the server running, on that port?)"

@@ -56,7 +56,7 @@ from mcp_manifold._runtime.backend_errors import (
 )
 from mcp_manifold._runtime.cancellation import stray_cancellation
 from mcp_manifold._runtime.http_leg import HttpLeg
-from mcp_manifold._runtime.http_refusal import StartRefusals, cannot_connect, refusal
+from mcp_manifold._runtime.http_refusal import FirstAnswerPage, StartRefusals, cannot_connect, refusal
 from mcp_manifold._runtime.learned import learned_facts
 from mcp_manifold._runtime.listing_fetch import list_everything
 from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
@@ -161,6 +161,7 @@ class Backend:
         self._discover_first = self._learned.knows(config, "discover_first")
         self._not_mcp: NotMcpWatch | None = None  # while starting: what the server wrote that is not MCP
         self._refusals: StartRefusals | None = None  # while starting: the HTTP answers that refused a request
+        self._sse_page: FirstAnswerPage | None = None  # an SSE server's: whether its stream was a web page
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
         self._filled_fields: set[str] = set()  # fields this server leaves out of its answers (logged once)
 
@@ -228,6 +229,8 @@ class Backend:
                 raise ours from None
             if isinstance(leaf, httpx2.HTTPStatusError):  # the SSE client's: its text ends in a link to MDN
                 reason = refusal(leaf.response, sse=self.config.transport == "sse")
+            elif self._sse_page is not None and self._sse_page.said:
+                reason = self._sse_page.said
             else:
                 # "FileNotFoundError: [Errno 2] No such file or directory: 'npx-typo'" says less than this does.
                 missing = command_warning(self.config) if isinstance(leaf, OSError) else None
@@ -411,8 +414,9 @@ class Backend:
         tls = tls_context()
         limit = self.settings.max_answer_bytes
         if config.transport == "sse":  # its POSTs' answers are read whole, whatever their type
-            bound = [answer_bound(limit, self.name, streams_on_post=False)]
-            clients = sse_http_clients(tls, connect, response_hooks=bound)
+            self._sse_page = FirstAnswerPage()
+            hooks = [answer_bound(limit, self.name, streams_on_post=False), self._sse_page]
+            clients = sse_http_clients(tls, connect, response_hooks=hooks)
             opened = sse_client(config.url, headers=headers or None, auth=auth, httpx_client_factory=clients)
             return await stack.enter_async_context(opened)
         hooks = [answer_bound(limit, self.name)]

@@ -37,19 +37,19 @@ _SSE_HINTS = {
 
 
 _WEB_PAGE = (
-    "a web page, not MCP: is the URL the server's MCP endpoint (often /mcp), or a login page that wants a credential?"
+    "a web page, not MCP: is the URL the server's MCP endpoint (often {path}), or a login page that wants a credential?"
 )
 _WEB_TYPES = ("text/html", "application/xhtml+xml")
 
 
-def web_page(response: Any) -> str | None:
+def web_page(response: Any, *, sse: bool = False) -> str | None:
     """`POST <url> answered HTTP 200 OK with text/html: a web page, not MCP: ...`, else None."""
     media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
     if response.status_code >= 300 or media_type not in _WEB_TYPES:
         return None
     request = response.request
     said = f"{request.method} {redact_url(str(request.url))} answered HTTP {response.status_code}"
-    return f"{said} {response.reason_phrase} with {media_type}: {_WEB_PAGE}"
+    return f"{said} {response.reason_phrase} with {media_type}: {_WEB_PAGE.format(path='/sse' if sse else '/mcp')}"
 
 
 def cannot_connect(exc: BaseException, url: str) -> str | None:
@@ -85,6 +85,21 @@ def refusal(response: Any, *, sse: bool = False) -> str:
         said = f"{said} {response.reason_phrase}"
     hint = (_SSE_HINTS if sse else _HINTS).get(response.status_code)
     return f"{said}: {hint}" if hint else said
+
+
+class FirstAnswerPage:
+    """A response hook on an SSE server's HTTP client: whether its first answer (the GET that opens the event
+    stream) was a web page, where the SSE client says only "Expected response with content type
+    'text/event-stream', got 'text/html'". It looks at that one answer only, so it costs calls nothing."""
+
+    def __init__(self) -> None:
+        self.said: str | None = None
+        self._seen = False
+
+    async def __call__(self, response: Any) -> None:
+        if not self._seen and not response.is_redirect:
+            self._seen = True
+            self.said = web_page(response, sse=True)
 
 
 class StartRefusals:
