@@ -593,7 +593,8 @@ async def _live_written_after(live: Path, since: float, process: subprocess.Pope
 async def test_a_reload_that_removes_an_api_key_ends_the_streams_it_opened(tmp_path: Path) -> None:
     """Revoking a leaked key is taking it out of the config and reloading. Its requests were refused from then
     on, but the streams it had opened kept carrying updates: a session's GET stream, a 2026-07-28 listen
-    stream. Both now end before anything more is sent on them; bob's key, still configured, hears on."""
+    stream. Both now end before anything more is sent on them; bob's key, still configured, hears on. So does
+    a stream whose key a reload gave to another principal (erin's, now "erin-ops"): it would act on as erin."""
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -603,12 +604,13 @@ async def test_a_reload_that_removes_an_api_key_ends_the_streams_it_opened(tmp_p
     text = "kitchen+kitchen://text"
     path = tmp_path / "mcp.json"
 
-    def save(names: tuple[str, ...]) -> None:
+    def save(names: dict[str, str]) -> None:  # principal -> whose key
         write(path, {"kitchen": server_entry("kitchen.py")}, reload=False, lazy=False)
         data = json.loads(path.read_text())
-        path.write_text(json.dumps(data | {"auth": {"api_keys": {n: {"sha256": hash_key(keys[n])} for n in names}}}))
+        api_keys = {principal: {"sha256": hash_key(keys[owner])} for principal, owner in names.items()}
+        path.write_text(json.dumps(data | {"auth": {"api_keys": api_keys}}))
 
-    save(("alice", "bob", "erin"))
+    save({"alice": "alice", "bob": "bob", "erin": "erin"})
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(path), "--http", "--port", str(port)]
@@ -642,7 +644,7 @@ async def test_a_reload_that_removes_an_api_key_ends_the_streams_it_opened(tmp_p
             assert (await http.post(url, json=subscribe, headers=alice)).status_code == 200
             async with http.stream("GET", url, headers=alice) as alices:
                 assert alices.status_code == 200
-                save(("bob",))
+                save({"bob": "bob", "erin-ops": "erin"})
                 os.kill(process.pid, signal.SIGHUP)
 
                 async def refused() -> bool:

@@ -7,8 +7,8 @@ after its token had expired (which is how an issuer ends someone's access), or a
 taken its API key out of the config (a leaked key revoked). Now a stream ends:
 
 - at its token's `exp`;
-- before anything more is sent on it, once its API key is no longer configured; an idle GET stream
-  finds out at its next keep-alive ping.
+- before anything more is sent on it, once its API key is no longer configured, or names another
+  principal; an idle GET stream finds out at its next keep-alive ping.
 
 The GET stream's response is closed; the listen stream gets its closing result (a graceful end, per
 the spec). A client that still has access opens it again.
@@ -43,9 +43,13 @@ def stream_scope(identity: Identity | None) -> anyio.CancelScope:
 
 
 def key_still_configured(identity: Identity | None, config: Config) -> bool:
-    """Whether the API key a request came with (if it came with one) is still in the running config."""
-    digest = identity.key_digest if identity is not None else None
-    return digest is None or any(key.sha256 == digest for key in config.auth.api_keys)
+    """Whether the API key a request came with (if it came with one) is still in the running config, naming
+    the same principal: a key a reload gave to another principal would otherwise keep its open streams
+    acting as the old one (its profile, its share of the limits)."""
+    if identity is None or identity.key_digest is None:
+        return True
+    digest, principal = identity.key_digest, identity.principal
+    return any(key.sha256 == digest and key.principal == principal for key in config.auth.api_keys)
 
 
 def ends_with_credential(identity: Identity) -> bool:
