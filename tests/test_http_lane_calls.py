@@ -10,6 +10,7 @@ lane's are shortened to a fraction of a second. The server behind is kitchen.py,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -21,6 +22,7 @@ import anyio.abc
 import pytest
 from mcp.server import _streamable_http_modern
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from starlette.requests import ClientDisconnect
 
 from mcp_manifold._config import load_config
 from mcp_manifold._front import lane_reply
@@ -372,3 +374,37 @@ async def test_a_cancel_that_comes_while_the_answer_is_written_does_not_cut_it(
                 await anyio.sleep(0.2)
                 slow.release.set()
         assert answer_of(slow)["result"]["content"] == [{"type": "text", "text": "slept"}]
+
+
+class _HungUpMidBody(Exchange):
+    """A client that hangs up before its body is all sent: what it sent is a whole JSON call, but the
+    request promised more (`more_body`), which never comes."""
+
+    async def _receive(self) -> dict[str, Any]:
+        if not self._read:
+            self._read = True
+            return {"type": "http.request", "body": self.raw, "more_body": True}
+        return {"type": "http.disconnect"}  # as uvicorn answers once the client has gone, each time asked
+
+
+async def hung_up_on(app: Any, exchange: Exchange) -> None:
+    # The SDK's path meets the hang-up reading the body (Starlette's ClientDisconnect, which uvicorn drops).
+    with anyio.fail_after(30), contextlib.suppress(ClientDisconnect):
+        await exchange.run(app)
+
+
+@BOTH_PATHS
+async def test_a_request_whose_client_hung_up_mid_body_is_never_called(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool
+) -> None:
+    """An HTTP request that never finished is no request: its call is not made, though the part that came
+    reads as one (the lane made it, with nobody to answer), and the next call is served as ever."""
+    async with app_of(tmp_path, monkeypatch, lane) as app:
+        await hung_up_on(app, modern_call(1, "kitchen_echo", {"text": "never"}, _HungUpMidBody))
+        after = await answered(app, modern_call(2, "kitchen_echo", {"text": "next"}))
+        assert after["result"]["content"] == [{"type": "text", "text": "next"}]
+        headers = await session_of(app)
+        await hung_up_on(app, _HungUpMidBody(echo_call(3, "never"), headers))
+        after = await answered(app, Exchange(echo_call(4, "next"), headers))
+        assert after["result"]["content"] == [{"type": "text", "text": "next"}]
+    assert audited(tmp_path, lane) == [("kitchen_echo", "ok")] * 2

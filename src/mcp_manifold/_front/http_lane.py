@@ -183,7 +183,10 @@ class HttpLane:
         if not await self._passes_security(scope, headers):
             await self.app(scope, receive, send)  # which refuses it, saying why
             return
-        body, replay = await _read_body(receive)
+        body, complete, replay = await _read_body(receive)
+        if not complete:  # its client went before the whole body came: never a call to make (nor a cancel)
+            await self.app(scope, replay, send)
+            return
         try:
             if self._in_flight and _CANCELLED in body:
                 self._cancel(scope, headers, body)  # then answered by the SDK, as any notification is
@@ -490,15 +493,19 @@ def _accepts(accept: bytes) -> bool:
     return bool(types & {b"application/json", b"application/*"}) and bool(types & {b"text/event-stream", b"text/*"})
 
 
-async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
-    """The request's body, and a `receive` that gives it again (for the SDK path) before the rest."""
+async def _read_body(receive: Receive) -> tuple[bytes, bool, Receive]:
+    """The request's body, whether all of it came (its client may hang up first), and a `receive` that
+    gives it again (for the SDK path) before the rest: an incomplete body is replayed as incomplete, so
+    the SDK's path sees the client go, as it would have without the lane."""
     chunks = []
+    complete = False
     while True:
         message = await receive()
         if message["type"] != "http.request":
             break
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
+            complete = True
             break
     body = b"".join(chunks)
     replayed = False
@@ -507,10 +514,10 @@ async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
         nonlocal replayed
         if not replayed:
             replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": not complete}
         return await receive()
 
-    return body, replay
+    return body, complete, replay
 
 
 def _modern_json(response: dict[str, Any]) -> bytes:
