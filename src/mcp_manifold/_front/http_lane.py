@@ -135,8 +135,9 @@ class HttpLane:
         self._sessions: weakref.WeakValueDictionary[str, SessionCaller] = weakref.WeakValueDictionary()
         # By tool hash: does its schema mirror arguments into headers?
         self._mirrored: BoundedTable[str, bool] = BoundedTable(_SCHEMAS_KEPT)
-        # The session-era calls running on the lane, by (session id, request id), for their client's cancel.
-        self._in_flight: dict[tuple[bytes, Any], tuple[Reply, Caller]] = {}
+        # The session-era calls running on the lane, by (session id, request id), for their client's cancel
+        # and their session's end (a client may send one id twice at once: each such call is kept).
+        self._in_flight: dict[tuple[bytes, Any], list[tuple[Reply, Caller]]] = {}
         front.server.middleware.append(self._remember_session)
         # Without it the SDK's server lists every tool (a whole tools/list through its dispatch) to check
         # a 2026-07-28 call's `Mcp-Param-*` headers, for every call with arguments on its path.
@@ -217,9 +218,10 @@ class HttpLane:
         identity = scope.get(SCOPE_KEY)
         if running is None or not isinstance(identity, Identity):
             return
-        reply, caller = running
+        caller = running[0][1]  # one session's calls: one caller
         if self._session_transport(scope, identity, caller, session_id.decode("latin-1")) is not None:
-            reply.cancel("client")  # by its own client only
+            for reply, _ in running:
+                reply.cancel("client")  # by its own client only
 
     async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A DELETE, answered by the SDK. When it ends a session, the lane's calls on that session end
@@ -235,9 +237,10 @@ class HttpLane:
         await self.app(scope, receive, watched)
         session_id = _Headers(scope["headers"]).get(MCP_SESSION_ID_HEADER.encode())
         if 200 <= status < 300 and session_id is not None:
-            for (owner, _), (reply, _) in list(self._in_flight.items()):
+            for (owner, _), running in list(self._in_flight.items()):
                 if owner == session_id:
-                    reply.cancel("session ended")
+                    for reply, _ in running:
+                        reply.cancel("session ended")
 
     async def _passes_security(self, scope: Scope, headers: _Headers) -> bool:
         """The SDK's DNS-rebinding check of this request. mcp 2.3.0's reads only the Content-Type, Host and
@@ -297,11 +300,9 @@ class HttpLane:
         request = FastRequest(caller, call.params.get("_meta")) if call.modern else _SessionLaneRequest(caller, reply)
         request.after_answer = []  # the call's records are made after the answer is on its way
         key = (session_id, call.request_id) if session_id is not None and not call.modern else None
+        running = (reply, caller)
         if key is not None:
-            if key in self._in_flight:  # the same id twice at once: only the first can be cancelled
-                key = None
-            else:
-                self._in_flight[key] = (reply, caller)
+            self._in_flight.setdefault(key, []).append(running)
         minding = asyncio.get_running_loop().call_later(lane_reply.MIND_AFTER, self._start_minding, reply, receive)
         answer: tuple[dict[str, Any], bytes] | None = None
         try:
@@ -332,7 +333,10 @@ class HttpLane:
             if reply.minder is not None:  # only then: anyio's cancel formats the task's repr, a cost per call
                 reply.minder.cancel()
             if key is not None:
-                del self._in_flight[key]
+                kept = self._in_flight[key]
+                kept.remove(running)
+                if not kept:
+                    del self._in_flight[key]
             run_after_answer(request.after_answer)
 
     def _start_minding(self, reply: Reply, receive: Receive) -> None:
