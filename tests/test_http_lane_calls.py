@@ -436,3 +436,32 @@ async def test_calls_sharing_an_id_on_the_lane_all_end_with_their_session_or_can
                 assert answer_of(call)["error"] == {"code": -32800, "message": "Request cancelled"}
             else:
                 assert b"".join(call.chunks) == b""  # a stream that ends with nothing
+
+
+class _Chunked(Exchange):
+    """A request whose body comes in two pieces with no Content-Length (chunked, as through some proxies)."""
+
+    def __init__(self, body: dict[str, Any], headers: dict[str, str]) -> None:
+        super().__init__(body, headers)
+        self.headers = [(name, value) for name, value in self.headers if name != b"content-length"]
+        self.headers.append((b"transfer-encoding", b"chunked"))
+        self._pieces = [self.raw[:10], self.raw[10:]]
+
+    async def _receive(self) -> dict[str, Any]:
+        if self._pieces:
+            piece = self._pieces.pop(0)
+            return {"type": "http.request", "body": piece, "more_body": bool(self._pieces)}
+        self._read = True
+        return await super()._receive()
+
+
+@BOTH_PATHS
+async def test_a_chunked_cancel_stops_its_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool) -> None:
+    """A session's `notifications/cancelled` with a chunked body, which the SDK accepts: the lane's call
+    stops as the SDK's does (the lane looked for cancels only in the requests it could take as calls)."""
+    async with app_of(tmp_path, monkeypatch, lane) as app:
+        headers = await session_of(app)
+        slow, cancelling = Exchange(slow_call(7, 5), headers), _Chunked(CANCEL_7, headers)
+        await while_running(app, slow, cancelling)
+        assert cancelling.head["status"] == 202
+        assert answer_of(slow) == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}

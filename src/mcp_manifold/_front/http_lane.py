@@ -171,34 +171,49 @@ class HttpLane:
             return
         headers = _Headers(scope["headers"])
         length = headers.get(b"content-length")
+        too_long = length is not None and (not length.isdigit() or int(length) > self.max_body)
         if (
-            not _accepts_json_and_sse(headers.get(b"accept"))
-            or headers.get(b"content-type", b"").split(b";")[0].strip() != b"application/json"
+            too_long
             or length is None
-            or not length.isdigit()
-            or int(length) > self.max_body
+            or not _accepts_json_and_sse(headers.get(b"accept"))
+            or headers.get(b"content-type", b"").split(b";")[0].strip() != b"application/json"
             or not isinstance(scope.get(SCOPE_KEY), Identity)
         ):
+            if self._in_flight and not too_long and headers.get(MCP_SESSION_ID_HEADER.encode()) is not None:
+                # No call for the lane, but maybe a cancel of one in a form the SDK accepts (a chunked body).
+                body, complete, replay = await _read_body(receive, self.max_body)
+                await self._sdk_answers(scope, headers, body if complete else b"", replay, send)
+                return
             await self.app(scope, receive, send)
             return
         if not await self._passes_security(scope, headers):
             await self.app(scope, receive, send)  # which refuses it, saying why
             return
-        body, complete, replay = await _read_body(receive)
+        body, complete, replay = await _read_body(receive, self.max_body)
         if not complete:  # its client went before the whole body came: never a call to make (nor a cancel)
             await self.app(scope, replay, send)
             return
         try:
-            if self._in_flight and _CANCELLED in body:
-                self._cancel(scope, headers, body)  # then answered by the SDK, as any notification is
             call = self._qualify(scope, headers, body)
         except Exception:  # a request the lane misreads is still answered, by the SDK
             logger.exception("HTTP fast lane: could not read a request; the SDK's path answers it")
             call = None
         if call is None:
-            await self.app(scope, replay, send)
+            await self._sdk_answers(scope, headers, body, replay, send)
             return
         await self._answer(call, receive, send, headers.get(MCP_SESSION_ID_HEADER.encode()))
+
+    async def _sdk_answers(self, scope: Scope, headers: _Headers, body: bytes, replay: Receive, send: Send) -> None:
+        """A request the SDK answers, its `body` read already. When the SDK accepts it as a session's
+        `notifications/cancelled` (202) of a call the lane runs, that call stops, as the SDK's own would."""
+        if not (self._in_flight and _CANCELLED in body):
+            await self.app(scope, replay, send)
+            return
+        if await _status_of(self.app, scope, replay, send) == 202:
+            try:
+                self._cancel(scope, headers, body)
+            except Exception:  # a cancel the lane misreads stops nothing; the SDK has answered it
+                logger.exception("HTTP fast lane: could not read a cancel")
 
     def _cancel(self, scope: Scope, headers: _Headers, body: bytes) -> None:
         """A session-era client's `notifications/cancelled` for a call the lane is running: the call stops
@@ -226,15 +241,7 @@ class HttpLane:
     async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A DELETE, answered by the SDK. When it ends a session, the lane's calls on that session end
         too, unanswered, as the SDK's path ends the calls it runs for it."""
-        status = 0
-
-        async def watched(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        await self.app(scope, receive, watched)
+        status = await _status_of(self.app, scope, receive, send)
         session_id = _Headers(scope["headers"]).get(MCP_SESSION_ID_HEADER.encode())
         if 200 <= status < 300 and session_id is not None:
             for (owner, _), running in list(self._in_flight.items()):
@@ -497,19 +504,36 @@ def _accepts(accept: bytes) -> bool:
     return bool(types & {b"application/json", b"application/*"}) and bool(types & {b"text/event-stream", b"text/*"})
 
 
-async def _read_body(receive: Receive) -> tuple[bytes, bool, Receive]:
-    """The request's body, whether all of it came (its client may hang up first), and a `receive` that
-    gives it again (for the SDK path) before the rest: an incomplete body is replayed as incomplete, so
-    the SDK's path sees the client go, as it would have without the lane."""
+async def _status_of(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> int:
+    """`app` answers the request; the HTTP status it answered with (0: none)."""
+    status = 0
+
+    async def watched(message: Message) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        await send(message)
+
+    await app(scope, receive, watched)
+    return status
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool, Receive]:
+    """The request's body, whether all of it came, and a `receive` that gives it again (for the SDK path)
+    before the rest. An incomplete body (its client hung up first, or more than `limit` bytes came: a
+    chunked body, which the SDK refuses) is replayed as incomplete, so the SDK's path meets the rest."""
     chunks = []
     complete = False
-    while True:
+    size = 0
+    while size <= limit:
         message = await receive()
         if message["type"] != "http.request":
             break
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
         if not message.get("more_body", False):
-            complete = True
+            complete = size <= limit
             break
     body = b"".join(chunks)
     replayed = False
