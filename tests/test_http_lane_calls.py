@@ -372,3 +372,96 @@ async def test_a_cancel_that_comes_while_the_answer_is_written_does_not_cut_it(
                 await anyio.sleep(0.2)
                 slow.release.set()
         assert answer_of(slow)["result"]["content"] == [{"type": "text", "text": "slept"}]
+
+
+class _HungUpMidBody(Exchange):
+    """A client that hangs up before its body is all sent: what it sent is a whole JSON call, but the
+    request promised more (`more_body`), which never comes."""
+
+    async def _receive(self) -> dict[str, Any]:
+        if not self._read:
+            self._read = True
+            return {"type": "http.request", "body": self.raw, "more_body": True}
+        return {"type": "http.disconnect"}  # as uvicorn answers once the client has gone, each time asked
+
+
+async def hung_up_on(app: Any, exchange: Exchange) -> None:
+    # Its request ends quietly: the SDK's path met the hang-up reading the body, and let Starlette's
+    # ClientDisconnect out for uvicorn to log, a traceback each time.
+    with anyio.fail_after(30):
+        await exchange.run(app)
+
+
+@BOTH_PATHS
+async def test_a_request_whose_client_hung_up_mid_body_is_never_called(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool
+) -> None:
+    """An HTTP request that never finished is no request: its call is not made, though the part that came
+    reads as one (the lane made it, with nobody to answer), and the next call is served as ever."""
+    async with app_of(tmp_path, monkeypatch, lane) as app:
+        await hung_up_on(app, modern_call(1, "kitchen_echo", {"text": "never"}, _HungUpMidBody))
+        after = await answered(app, modern_call(2, "kitchen_echo", {"text": "next"}))
+        assert after["result"]["content"] == [{"type": "text", "text": "next"}]
+        headers = await session_of(app)
+        await hung_up_on(app, _HungUpMidBody(echo_call(3, "never"), headers))
+        after = await answered(app, Exchange(echo_call(4, "next"), headers))
+        assert after["result"]["content"] == [{"type": "text", "text": "next"}]
+    assert audited(tmp_path, lane) == [("kitchen_echo", "ok")] * 2
+
+
+@pytest.mark.parametrize("ending", ["cancel", "delete"])
+async def test_calls_sharing_an_id_on_the_lane_all_end_with_their_session_or_cancel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
+    """A session-era client that sends two calls with one id at once, then cancels that id or ends its
+    session: neither call runs on (the second did, to its end, and was answered on the ended session). On
+    the lane only: the SDK's path leaves the first of such calls unanswered for ever."""
+    async with app_of(tmp_path, monkeypatch, lane=True) as app:
+        headers = await session_of(app)
+        calls = [Exchange(slow_call(7, 120), headers), Exchange(slow_call(7, 2), headers)]
+        if ending == "cancel":
+            stop = Exchange(CANCEL_7, headers)
+        else:
+            stop = Exchange({}, headers)
+            stop.raw, stop.method = b"", "DELETE"
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as task_group:
+                for call in calls:
+                    task_group.start_soon(call.run, app)
+                await anyio.sleep(0.5)
+                await stop.run(app)
+        assert stop.head["status"] in (200, 202)
+        for call in calls:
+            if ending == "cancel":
+                assert answer_of(call)["error"] == {"code": -32800, "message": "Request cancelled"}
+            else:
+                assert b"".join(call.chunks) == b""  # a stream that ends with nothing
+
+
+class _Chunked(Exchange):
+    """A request whose body comes in two pieces with no Content-Length (chunked, as through some proxies)."""
+
+    def __init__(self, body: dict[str, Any], headers: dict[str, str]) -> None:
+        super().__init__(body, headers)
+        self.headers = [(name, value) for name, value in self.headers if name != b"content-length"]
+        self.headers.append((b"transfer-encoding", b"chunked"))
+        self._pieces = [self.raw[:10], self.raw[10:]]
+
+    async def _receive(self) -> dict[str, Any]:
+        if self._pieces:
+            piece = self._pieces.pop(0)
+            return {"type": "http.request", "body": piece, "more_body": bool(self._pieces)}
+        self._read = True
+        return await super()._receive()
+
+
+@BOTH_PATHS
+async def test_a_chunked_cancel_stops_its_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: bool) -> None:
+    """A session's `notifications/cancelled` with a chunked body, which the SDK accepts: the lane's call
+    stops as the SDK's does (the lane looked for cancels only in the requests it could take as calls)."""
+    async with app_of(tmp_path, monkeypatch, lane) as app:
+        headers = await session_of(app)
+        slow, cancelling = Exchange(slow_call(7, 5), headers), _Chunked(CANCEL_7, headers)
+        await while_running(app, slow, cancelling)
+        assert cancelling.head["status"] == 202
+        assert answer_of(slow) == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}

@@ -89,6 +89,19 @@ async def test_one_principal_holds_only_its_share_of_the_sessions(url: str, mode
             await http.delete(url, headers={**auth("mallory"), "mcp-session-id": response.headers["mcp-session-id"]})
 
 
+async def test_a_protocol_version_sent_twice_opens_no_session_past_the_share(url: str) -> None:
+    """The SDK reads a request's first `MCP-Protocol-Version`: a session-era one opens a session, whatever
+    follows. The share read every one, and took a 2026-07-28 one after it for a request that opens none, so
+    mallory opened as many sessions as she liked (all of `max_http_sessions`: alice got 503)."""
+    twice = [*auth("mallory").items(), ("MCP-Protocol-Version", "2025-11-25"), ("MCP-Protocol-Version", "2026-07-28")]
+    async with httpx2.AsyncClient(timeout=30) as http:
+        opened = [await http.post(url, json=INITIALIZE, headers=twice) for _ in range(3)]
+        assert [response.status_code for response in opened] == [200, 200, 429], [r.text for r in opened]
+        assert "principal 'mallory' already has 2 open session(s)" in opened[2].json()["error"]["message"]
+        for response in opened[:2]:  # leave the next test the share this one found
+            await http.delete(url, headers={**auth("mallory"), "mcp-session-id": response.headers["mcp-session-id"]})
+
+
 async def test_one_principal_holds_only_its_share_of_the_listen_streams(url: str) -> None:
     """2026-07-28 has no sessions; its standing streams are counted like them. Before, one principal could
     hold all the SDK's 1024, and every other client's stream was refused."""

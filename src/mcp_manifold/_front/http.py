@@ -15,6 +15,7 @@ its own view.
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable, Generator
 from contextlib import AsyncExitStack, contextmanager
@@ -23,7 +24,7 @@ from typing import Any
 import uvicorn
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,6 +39,8 @@ from mcp_manifold._front.server import McpFront
 from mcp_manifold._front.session_quota import SessionQuota
 from mcp_manifold._front.signals import Stopper
 from mcp_manifold._runtime.gateway import Gateway
+
+logger = logging.getLogger(__name__)
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")  # as a client writes them in Host and Origin
 
@@ -82,7 +85,21 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
     def open_path(path: str) -> bool:
         return path in unguarded or (dashboard and dashboard_page(path))
 
-    return guard(app, lambda: gateway.config, open_path)
+    return hang_ups_unlogged(guard(app, lambda: gateway.config, open_path))
+
+
+def hang_ups_unlogged(app: ASGIApp) -> ASGIApp:
+    """A client that hangs up before its request's body is all in leaves nobody to answer: Starlette's
+    `ClientDisconnect` (met reading the body) ends that request quietly. uvicorn logged it as the app's
+    error, a traceback of some 60 lines each time, so one client could fill the log."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await app(scope, receive, send)
+        except ClientDisconnect:
+            logger.debug("HTTP: %s %s: its client hung up before its body was in", scope["method"], scope["path"])
+
+    return wrapped
 
 
 def dashboard_page(path: str) -> bool:

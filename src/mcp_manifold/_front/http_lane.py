@@ -135,8 +135,9 @@ class HttpLane:
         self._sessions: weakref.WeakValueDictionary[str, SessionCaller] = weakref.WeakValueDictionary()
         # By tool hash: does its schema mirror arguments into headers?
         self._mirrored: BoundedTable[str, bool] = BoundedTable(_SCHEMAS_KEPT)
-        # The session-era calls running on the lane, by (session id, request id), for their client's cancel.
-        self._in_flight: dict[tuple[bytes, Any], tuple[Reply, Caller]] = {}
+        # The session-era calls running on the lane, by (session id, request id), for their client's cancel
+        # and their session's end (a client may send one id twice at once: each such call is kept).
+        self._in_flight: dict[tuple[bytes, Any], list[tuple[Reply, Caller]]] = {}
         front.server.middleware.append(self._remember_session)
         # Without it the SDK's server lists every tool (a whole tools/list through its dispatch) to check
         # a 2026-07-28 call's `Mcp-Param-*` headers, for every call with arguments on its path.
@@ -170,31 +171,49 @@ class HttpLane:
             return
         headers = _Headers(scope["headers"])
         length = headers.get(b"content-length")
+        too_long = length is not None and (not length.isdigit() or int(length) > self.max_body)
         if (
-            not _accepts_json_and_sse(headers.get(b"accept"))
-            or headers.get(b"content-type", b"").split(b";")[0].strip() != b"application/json"
+            too_long
             or length is None
-            or not length.isdigit()
-            or int(length) > self.max_body
+            or not _accepts_json_and_sse(headers.get(b"accept"))
+            or headers.get(b"content-type", b"").split(b";")[0].strip() != b"application/json"
             or not isinstance(scope.get(SCOPE_KEY), Identity)
         ):
+            if self._in_flight and not too_long and headers.get(MCP_SESSION_ID_HEADER.encode()) is not None:
+                # No call for the lane, but maybe a cancel of one in a form the SDK accepts (a chunked body).
+                body, complete, replay = await _read_body(receive, self.max_body)
+                await self._sdk_answers(scope, headers, body if complete else b"", replay, send)
+                return
             await self.app(scope, receive, send)
             return
         if not await self._passes_security(scope, headers):
             await self.app(scope, receive, send)  # which refuses it, saying why
             return
-        body, replay = await _read_body(receive)
+        body, complete, replay = await _read_body(receive, self.max_body)
+        if not complete:  # its client went before the whole body came: never a call to make (nor a cancel)
+            await self.app(scope, replay, send)
+            return
         try:
-            if self._in_flight and _CANCELLED in body:
-                self._cancel(scope, headers, body)  # then answered by the SDK, as any notification is
             call = self._qualify(scope, headers, body)
         except Exception:  # a request the lane misreads is still answered, by the SDK
             logger.exception("HTTP fast lane: could not read a request; the SDK's path answers it")
             call = None
         if call is None:
-            await self.app(scope, replay, send)
+            await self._sdk_answers(scope, headers, body, replay, send)
             return
         await self._answer(call, receive, send, headers.get(MCP_SESSION_ID_HEADER.encode()))
+
+    async def _sdk_answers(self, scope: Scope, headers: _Headers, body: bytes, replay: Receive, send: Send) -> None:
+        """A request the SDK answers, its `body` read already. When the SDK accepts it as a session's
+        `notifications/cancelled` (202) of a call the lane runs, that call stops, as the SDK's own would."""
+        if not (self._in_flight and _CANCELLED in body):
+            await self.app(scope, replay, send)
+            return
+        if await _status_of(self.app, scope, replay, send) == 202:
+            try:
+                self._cancel(scope, headers, body)
+            except Exception:  # a cancel the lane misreads stops nothing; the SDK has answered it
+                logger.exception("HTTP fast lane: could not read a cancel")
 
     def _cancel(self, scope: Scope, headers: _Headers, body: bytes) -> None:
         """A session-era client's `notifications/cancelled` for a call the lane is running: the call stops
@@ -214,27 +233,21 @@ class HttpLane:
         identity = scope.get(SCOPE_KEY)
         if running is None or not isinstance(identity, Identity):
             return
-        reply, caller = running
+        caller = running[0][1]  # one session's calls: one caller
         if self._session_transport(scope, identity, caller, session_id.decode("latin-1")) is not None:
-            reply.cancel("client")  # by its own client only
+            for reply, _ in running:
+                reply.cancel("client")  # by its own client only
 
     async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A DELETE, answered by the SDK. When it ends a session, the lane's calls on that session end
         too, unanswered, as the SDK's path ends the calls it runs for it."""
-        status = 0
-
-        async def watched(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        await self.app(scope, receive, watched)
+        status = await _status_of(self.app, scope, receive, send)
         session_id = _Headers(scope["headers"]).get(MCP_SESSION_ID_HEADER.encode())
         if 200 <= status < 300 and session_id is not None:
-            for (owner, _), (reply, _) in list(self._in_flight.items()):
+            for (owner, _), running in list(self._in_flight.items()):
                 if owner == session_id:
-                    reply.cancel("session ended")
+                    for reply, _ in running:
+                        reply.cancel("session ended")
 
     async def _passes_security(self, scope: Scope, headers: _Headers) -> bool:
         """The SDK's DNS-rebinding check of this request. mcp 2.3.0's reads only the Content-Type, Host and
@@ -294,11 +307,9 @@ class HttpLane:
         request = FastRequest(caller, call.params.get("_meta")) if call.modern else _SessionLaneRequest(caller, reply)
         request.after_answer = []  # the call's records are made after the answer is on its way
         key = (session_id, call.request_id) if session_id is not None and not call.modern else None
+        running = (reply, caller)
         if key is not None:
-            if key in self._in_flight:  # the same id twice at once: only the first can be cancelled
-                key = None
-            else:
-                self._in_flight[key] = (reply, caller)
+            self._in_flight.setdefault(key, []).append(running)
         minding = asyncio.get_running_loop().call_later(lane_reply.MIND_AFTER, self._start_minding, reply, receive)
         answer: tuple[dict[str, Any], bytes] | None = None
         try:
@@ -329,7 +340,10 @@ class HttpLane:
             if reply.minder is not None:  # only then: anyio's cancel formats the task's repr, a cost per call
                 reply.minder.cancel()
             if key is not None:
-                del self._in_flight[key]
+                kept = self._in_flight[key]
+                kept.remove(running)
+                if not kept:
+                    del self._in_flight[key]
             run_after_answer(request.after_answer)
 
     def _start_minding(self, reply: Reply, receive: Receive) -> None:
@@ -490,15 +504,36 @@ def _accepts(accept: bytes) -> bool:
     return bool(types & {b"application/json", b"application/*"}) and bool(types & {b"text/event-stream", b"text/*"})
 
 
-async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
-    """The request's body, and a `receive` that gives it again (for the SDK path) before the rest."""
+async def _status_of(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> int:
+    """`app` answers the request; the HTTP status it answered with (0: none)."""
+    status = 0
+
+    async def watched(message: Message) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        await send(message)
+
+    await app(scope, receive, watched)
+    return status
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool, Receive]:
+    """The request's body, whether all of it came, and a `receive` that gives it again (for the SDK path)
+    before the rest. An incomplete body (its client hung up first, or more than `limit` bytes came: a
+    chunked body, which the SDK refuses) is replayed as incomplete, so the SDK's path meets the rest."""
     chunks = []
-    while True:
+    complete = False
+    size = 0
+    while size <= limit:
         message = await receive()
         if message["type"] != "http.request":
             break
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
         if not message.get("more_body", False):
+            complete = size <= limit
             break
     body = b"".join(chunks)
     replayed = False
@@ -507,10 +542,10 @@ async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
         nonlocal replayed
         if not replayed:
             replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": not complete}
         return await receive()
 
-    return body, replay
+    return body, complete, replay
 
 
 def _modern_json(response: dict[str, Any]) -> bytes:

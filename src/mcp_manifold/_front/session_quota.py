@@ -87,9 +87,16 @@ class SessionQuota:
         identity = scope.get(SCOPE_KEY)
         if not isinstance(identity, Identity) or identity.principal is None:
             return None
+        version_read = False
         for name, value in scope["headers"]:
-            if name == _SESSION_ID or (name == _PROTOCOL_VERSION and value not in _HANDSHAKE_VERSIONS):
+            if name == _SESSION_ID:
                 return None
+            if name == _PROTOCOL_VERSION and not version_read:
+                # Only the first, as the SDK reads it: a 2026-07-28 one sent after a session-era one made the
+                # request look like no opener here while the SDK opened a session for it, past the share.
+                version_read = True
+                if value not in _HANDSHAKE_VERSIONS:
+                    return None
         return identity.principal
 
     def _open_count(self, principal: str) -> int:
