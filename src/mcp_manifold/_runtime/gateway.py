@@ -559,7 +559,13 @@ class Gateway:
             from mcp_manifold._runtime.instances import InstanceRegistry
 
             self._instances = InstanceRegistry(
-                self._settings, self.pool, self.health, self._catalog, self.back_channel, on_listing=self.pins.observe
+                self._settings,
+                self.pool,
+                self.health,
+                self._catalog,
+                self.back_channel,
+                on_listing=self.pins.observe,
+                on_forget=self.pins.forget,
             )
             if self.shared is not None:
                 self._instances.shared = self.shared.instance_records()

@@ -108,9 +108,11 @@ class InstanceRegistry:
         catalog: Catalog,
         back_channel: BackChannel,
         on_listing: Callable[[str, Listing], object] | None = None,
+        on_forget: Callable[[str], object] | None = None,
     ) -> None:
         self.settings = settings
         self.on_listing = on_listing  # sees each listing before clients do (the pins)
+        self.on_forget = on_forget  # told each instance id gone for good (the pins forget it)
         self.pool = pool
         self.health_monitor = health
         self.catalog = catalog
@@ -181,9 +183,12 @@ class InstanceRegistry:
                 return
             for source, problem in found.problems.items():
                 self._report_once(source, f"skipping instance file {problem}")
-            for instance_id, (_record, reason) in found.stale.items():
+            gone_for_good: set[str] = set()
+            for instance_id, (record, reason) in found.stale.items():
                 logger.info("instance %s is stale (%s); removing its record", instance_id, reason)
                 await anyio.to_thread.run_sync(remove_record, self.directory, instance_id)
+                if record.generated_id:  # stale before this gateway knew it (it was stopped, say)
+                    gone_for_good.add(instance_id)
             now = time.time()
             for instance in list(self.instances.values()):
                 if instance.record is None or instance.id in found.live:
@@ -194,6 +199,10 @@ class InstanceRegistry:
                     continue
                 stale = found.stale.get(instance.id)
                 await self._drop(instance, f"stale: {stale[1]}" if stale else "its registration was removed")
+                if instance.record.generated_id:
+                    gone_for_good.add(instance.id)
+            for instance_id in gone_for_good - found.live.keys():
+                self._forget(instance_id)
             self.skipped = set()
             for record in found.live.values():
                 await self._add_or_update(record)
@@ -245,6 +254,14 @@ class InstanceRegistry:
         logger.info("dropped instance %s: %s", instance.id, reason)
         if self._listener is not None and self._in_use(instance.id):
             await self._listener.instance_gone(instance.id, instance.label(), reason)
+
+    def _forget(self, instance_id: str) -> None:
+        """An instance whose id `manifold register` generated is gone: no registration names that id again, so
+        what is kept for it goes too. An id given by the user (`--id`) keeps its pins: it may come back, and
+        its tools are judged against them then."""
+        logger.info("instance %s was registered under a generated id; forgetting its pins", instance_id)
+        if self.on_forget is not None:
+            self.on_forget(instance_id)
 
     def _report_once(self, key: str, message: str) -> None:
         if len(self._reported) > 1000:  # bounded: a directory full of junk must not grow memory
