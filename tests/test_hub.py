@@ -784,12 +784,18 @@ async def test_a_generated_id_takes_its_pins_with_it_and_a_given_id_keeps_them(
             announce(discovery, "stable", url)  # given id, as `--id stable`
             assert not (await client.call_tool("instances_connect", {"instance_id": "stable"})).is_error
             assert {server for server, _tool, _state in pin_rows(tmp_path / "data")} == {*generated, "stable"}
+            for instance_id in (generated[0], "stable"):  # each gets its metric series
+                call = {"instance_id": instance_id, "tool": "send", "arguments": {"to": "bo", "body": "hi"}}
+                assert not (await client.call_tool("instances_call", call)).is_error
 
             await client.call_tool("instances_disconnect", {})
             for instance_id in [*generated, "stable"]:
                 (discovery / f"{instance_id}.json").unlink()  # deregistered
             assert set(await listed(client)) == set()
             assert pin_rows(tmp_path / "data") == [("stable", "send", "pinned"), ("stable", "shift", "pinned")]
+            # Its /metrics series and label go too (past 100 such instances every new one counted as `_other`).
+            metrics = httpx.get(gateway.removesuffix("/mcp") + "/metrics").text
+            assert 'server="stable"' in metrics and generated[0] not in metrics
 
             # Away, the server redefines `send`; back under its given id, `send` is quarantined.
             async with Client(url) as direct:
