@@ -804,3 +804,20 @@ async def test_a_generated_id_takes_its_pins_with_it_and_a_given_id_keeps_them(
             assert not (await client.call_tool("instances_connect", {"instance_id": "stable"})).is_error
             assert "send" not in await tool_names(client) and "shift" in await tool_names(client)
             assert ("stable", "send", "changed") in pin_rows(tmp_path / "data")
+
+
+async def test_an_instance_announcing_without_end_is_relisted_one_at_a_time(
+    discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    """Each `tools/list_changed` of an instance started a re-list of its own (four requests), all at once: 3,000
+    announcements in one call made 3,000 concurrent re-lists and lost the connection. Now one runs at a time,
+    with one more after it at most. (What the client speaks does not matter: this is the gateway and its
+    instance.)"""
+    with server_over_http("flooding.py") as url:
+        announce(discovery, "flooding", url)
+        async with Client(hub_gateway(), mode="legacy") as client:
+            assert not (await client.call_tool("instances_connect", {"instance_id": "flooding"})).is_error
+            assert text_of(await client.call_tool("flood", {"count": 300})) == "flooded 300"
+            answered, most = map(int, text_of(await client.call_tool("lists", {})).split())
+            assert most == 1, (answered, most)
+            assert text_of(await client.call_tool("flood", {"count": 1})) == "flooded 1"  # still connected

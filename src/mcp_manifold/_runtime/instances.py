@@ -125,6 +125,7 @@ class InstanceRegistry:
         self._reserved: frozenset[str] = frozenset()  # tool names instances may not use (the hub's own)
         self._reported: set[tuple[str, str]] = set()  # problems already logged
         self._scan_lock = anyio.Lock()
+        self._relisting: dict[str, bool] = {}  # instance being re-listed on its announcement -> announced again
         self._tasks: anyio.abc.TaskGroup | None = None
         # Replicas sharing state: the records in the store too, and this directory's published there.
         self.shared: SharedRecords | None = None
@@ -438,6 +439,27 @@ class InstanceRegistry:
         if before != after and self._listener is not None:
             await self._listener.listing_changed(instance.id)
 
+    def relist_announced(self, instance: Instance) -> None:
+        """The instance announced a list change: re-list it, once more at most after the re-list running now.
+        An instance that announces without end (thousands in one call) costs two listings, not one each."""
+        if self._tasks is None:
+            return
+        if instance.id in self._relisting:
+            self._relisting[instance.id] = True
+            return
+        self._relisting[instance.id] = False
+        self._tasks.start_soon(self._relist_while_announced, instance)
+
+    async def _relist_while_announced(self, instance: Instance) -> None:
+        try:
+            while True:
+                await self.refresh_listing(instance)
+                if not self._relisting.get(instance.id):
+                    return
+                self._relisting[instance.id] = False
+        finally:
+            self._relisting.pop(instance.id, None)
+
     def _on_catalog_change(self, kinds: set[Any]) -> None:
         # A configured server's lists changed: re-list it for the clients connected to it.
         if self._tasks is None:
@@ -456,10 +478,10 @@ class _InstanceHooks:
     async def on_server_notification(self, backend: Backend, notification: types.ServerNotification) -> None:
         method = getattr(notification, "method", "")
         instance = self.registry.instances.get(backend.name)
-        if instance is None or not method.endswith("/list_changed") or self.registry._tasks is None:
+        if instance is None or not method.endswith("/list_changed"):
             return
         # Not inline: this runs on the backend's read loop, which must stay free to deliver the listing.
-        self.registry._tasks.start_soon(self.registry.refresh_listing, instance)
+        self.registry.relist_announced(instance)
 
     async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
         if backend.current_caller is not None:
