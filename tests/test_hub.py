@@ -380,6 +380,15 @@ async def test_hostile_input_gives_clear_errors_and_breaks_nothing(
             assert wrong.is_error and "needs 'instance_id'" in text_of(wrong), arguments
         unknown = await client.call_tool("instances_connect", {"instance_id": "../alpha"})
         assert unknown.is_error and "known instances: alpha, nothing" in text_of(unknown)
+        huge = "x" * 1_000_000  # quoted cut short in every error, never sent back (or audited) whole
+        for name, arguments in (
+            ("instances_connect", {"instance_id": huge}),
+            ("instances_call", {"instance_id": huge, "tool": "whoami"}),
+            ("instances_call", {"instance_id": "alpha", "tool": huge}),
+        ):
+            refused = await client.call_tool(name, arguments)
+            assert refused.is_error and "... (1000000 characters)" in text_of(refused), name
+            assert len(text_of(refused)) < 1000, name
         alone = await client.call_tool("instances_disconnect", {})
         assert not alone.is_error and "not connected" in text_of(alone)
         assert changes == []  # nothing changed, nothing announced
