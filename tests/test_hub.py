@@ -781,8 +781,19 @@ async def test_a_generated_id_takes_its_pins_with_it_and_a_given_id_keeps_them(
     pins go (they piled up, 2 per registration here, and every listing scanned them). With `--id` they stay, so
     a tool that changed while the instance was away is still quarantined when it comes back."""
     with server_over_http("shifty.py") as url:
-        gateway = hub_gateway(pinning="enforce")
+        gateway = hub_gateway({"numbers": server_entry("numbers.py")}, pinning="enforce")
         async with Client(gateway, mode="legacy") as client:
+            assert not (await client.call_tool("instances_connect", {"instance_id": "numbers"})).is_error
+            numbers = [row for row in pin_rows(tmp_path / "data") if row[0] == "numbers"]
+            # A record marked generated under a configured server's name (written by hand) forgets nothing.
+            dead = subprocess.Popen([sys.executable, "-c", "pass"])
+            dead.wait()
+            write_record(discovery, build_record("numbers", url=url, instance_id="numbers", pid=dead.pid))
+            marked = json.loads((discovery / "numbers.json").read_text())
+            (discovery / "numbers.json").write_text(json.dumps({**marked, "generated_id": True}))
+            assert "numbers" in await listed(client) and not (discovery / "numbers.json").exists()  # stale
+            assert [row for row in pin_rows(tmp_path / "data") if row[0] == "numbers"] == numbers
+            await client.call_tool("instances_disconnect", {})
             generated = []
             for _ in range(3):
                 record = build_record("shifty", url=url, pid=os.getpid())
@@ -792,7 +803,11 @@ async def test_a_generated_id_takes_its_pins_with_it_and_a_given_id_keeps_them(
                 assert not (await client.call_tool("instances_connect", {"instance_id": record.id})).is_error
             announce(discovery, "stable", url)  # given id, as `--id stable`
             assert not (await client.call_tool("instances_connect", {"instance_id": "stable"})).is_error
-            assert {server for server, _tool, _state in pin_rows(tmp_path / "data")} == {*generated, "stable"}
+            assert {server for server, _tool, _state in pin_rows(tmp_path / "data")} == {
+                *generated,
+                "stable",
+                "numbers",
+            }
             for instance_id in (generated[0], "stable"):  # each gets its metric series
                 call = {"instance_id": instance_id, "tool": "send", "arguments": {"to": "bo", "body": "hi"}}
                 assert not (await client.call_tool("instances_call", call)).is_error
@@ -800,8 +815,12 @@ async def test_a_generated_id_takes_its_pins_with_it_and_a_given_id_keeps_them(
             await client.call_tool("instances_disconnect", {})
             for instance_id in [*generated, "stable"]:
                 (discovery / f"{instance_id}.json").unlink()  # deregistered
-            assert set(await listed(client)) == set()
-            assert pin_rows(tmp_path / "data") == [("stable", "send", "pinned"), ("stable", "shift", "pinned")]
+            assert set(await listed(client)) == {"numbers"}
+            assert pin_rows(tmp_path / "data") == [
+                *numbers,
+                ("stable", "send", "pinned"),
+                ("stable", "shift", "pinned"),
+            ]
             # Its /metrics series and label go too (past 100 such instances every new one counted as `_other`).
             metrics = httpx.get(gateway.removesuffix("/mcp") + "/metrics").text
             assert 'server="stable"' in metrics and generated[0] not in metrics

@@ -202,7 +202,8 @@ class InstanceRegistry:
                 await self._drop(instance, f"stale: {stale[1]}" if stale else "its registration was removed")
                 if instance.record.generated_id:
                     gone_for_good.add(instance.id)
-            for instance_id in gone_for_good - found.live.keys():
+            # A configured server's name is never an instance's (its record is skipped): its pins stay.
+            for instance_id in gone_for_good - found.live.keys() - self.pool.backends.keys():
                 self._forget(instance_id)
             self.skipped = set()
             for record in found.live.values():
