@@ -30,6 +30,8 @@ def servers_pinned(data_dir: Path) -> set[str]:
     if not (data_dir / "pins.sqlite").exists():
         return set()  # the gateway listens before it opened its data
     with sqlite3.connect(data_dir / "pins.sqlite") as db:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'pins'").fetchone() is None:
+            return set()  # created, its table not yet
         return {server for (server,) in db.execute("SELECT DISTINCT server FROM pins")}
 
 
