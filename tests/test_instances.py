@@ -60,6 +60,7 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
         ('{"id": "x", "url": "http://h/mcp", "pid": 18446744073709551616}', "'pid' must be a positive integer of"),
         ('{"id": "x", "url": "http://h/mcp", "last_ping": true}', "'last_ping' must be a number"),
         ('{"id": "x", "command": "srv", "args": [1]}', "'args' must be a list of strings"),
+        ('{"id": "x", "url": "http://h/mcp", "generated_id": "yes"}', "'generated_id' must be true or false"),
         ('{"id": "other", "url": "http://h/mcp", "last_ping": 1e12}', "does not match id 'other'"),
     ],
 )
@@ -116,6 +117,10 @@ def test_build_record_checks_its_input() -> None:
     built = build_record("alpha", url="http://127.0.0.1:1/mcp", pid=42, interval=2, now=NOW)
     assert built.name == "alpha" and built.pid == 42 and built.ping_interval == 2 and built.last_ping == NOW
     assert build_record("s", command="python server.py --fast").args == ("server.py", "--fast")
+    # An id `register` made up is marked so (its pins go with it); a given one is not, and not written.
+    assert built.generated_id and built.to_json()["generated_id"] is True
+    given = build_record("alpha", url="http://127.0.0.1:1/mcp", instance_id="alpha-1")
+    assert not given.generated_id and "generated_id" not in given.to_json()
     with pytest.raises(RecordError, match="exactly one of 'url' and 'command'"):
         build_record("alpha")
 

@@ -62,6 +62,10 @@ def register(
 
     if cfg.settings.state_url:  # the replicas' shared registry: every replica's hub lists it
         from mcp_manifold._runtime.registration import register_shared_until_stopped
+        from mcp_manifold._runtime.shared_state.instances import COMMAND_NOT_SHARED
+
+        if record.command is not None:
+            raise typer.BadParameter(COMMAND_NOT_SHARED)
 
         def shared() -> None:
             err.print(

@@ -58,6 +58,9 @@ class InstanceRecord:
     started_at: float = 0.0
     last_ping: float = 0.0
     ping_interval: float = DEFAULT_REFRESH
+    # The id was made up by `manifold register` (no `--id`): no later registration names it again, so once the
+    # record goes, what the gateway keeps for the id (its tools' pins) is forgotten.
+    generated_id: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def server_config(self) -> ServerConfig:
@@ -77,7 +80,7 @@ class InstanceRecord:
         data = asdict(self)
         extra = data.pop("extra")
         data["args"] = list(self.args)
-        shown = {key: value for key, value in data.items() if value is not None and value != []}
+        shown = {key: value for key, value in data.items() if value is not None and value != [] and value is not False}
         return {**extra, **shown}
 
     def stale_reason(self, now: float, pid_alive: Callable[[int], bool] | None = None) -> str | None:
@@ -134,6 +137,9 @@ def parse_record(data: Any, source: str = "record") -> InstanceRecord:
     refresh = number("ping_interval", DEFAULT_REFRESH)
     if refresh <= 0:
         raise RecordError(f"{source}: field 'ping_interval' must be greater than 0")
+    generated = data.get("generated_id", False)
+    if not isinstance(generated, bool):
+        raise RecordError(f"{source}: field 'generated_id' must be true or false")
     known = {f for f in InstanceRecord.__dataclass_fields__ if f != "extra"}
     return InstanceRecord(
         id=instance_id,
@@ -147,6 +153,7 @@ def parse_record(data: Any, source: str = "record") -> InstanceRecord:
         started_at=number("started_at", 0.0),
         last_ping=number("last_ping", 0.0),
         ping_interval=refresh,
+        generated_id=generated,
         extra={key: value for key, value in data.items() if key not in known},
     )
 

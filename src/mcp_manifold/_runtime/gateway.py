@@ -182,6 +182,8 @@ class Gateway:
             self.calls.observe(self.audit)
         self.health = HealthMonitor(self._settings)
         self.search_observers: list[Callable[[float], None]] = []  # told each search's seconds (metrics)
+        # Told each hub instance gone for good (a generated id): what is kept by server goes (metrics).
+        self.forget_observers: list[Callable[[str], None]] = []
         # A serving gateway applies edits of its config file while it runs (and on request: SIGHUP).
         self.reloader = ConfigReloader(self, watch=self._settings.reload) if serving and config.path else None
         self._exit: AsyncExitStack | None = None
@@ -559,11 +561,23 @@ class Gateway:
             from mcp_manifold._runtime.instances import InstanceRegistry
 
             self._instances = InstanceRegistry(
-                self._settings, self.pool, self.health, self._catalog, self.back_channel, on_listing=self.pins.observe
+                self._settings,
+                self.pool,
+                self.health,
+                self._catalog,
+                self.back_channel,
+                on_listing=self.pins.observe,
+                on_forget=self._forget_instance,
             )
             if self.shared is not None:
                 self._instances.shared = self.shared.instance_records()
         return self._instances
+
+    def _forget_instance(self, instance_id: str) -> None:
+        """A hub instance whose id was generated is gone for good: its pins and its metric series go too."""
+        self.pins.forget(instance_id)
+        for observer in self.forget_observers:
+            observer(instance_id)
 
     # --- client requests, routed to the surfaces (the front and the CLI call these) ----------------
 

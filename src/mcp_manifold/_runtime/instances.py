@@ -108,9 +108,11 @@ class InstanceRegistry:
         catalog: Catalog,
         back_channel: BackChannel,
         on_listing: Callable[[str, Listing], object] | None = None,
+        on_forget: Callable[[str], object] | None = None,
     ) -> None:
         self.settings = settings
         self.on_listing = on_listing  # sees each listing before clients do (the pins)
+        self.on_forget = on_forget  # told each instance id gone for good (the pins forget it)
         self.pool = pool
         self.health_monitor = health
         self.catalog = catalog
@@ -123,6 +125,7 @@ class InstanceRegistry:
         self._reserved: frozenset[str] = frozenset()  # tool names instances may not use (the hub's own)
         self._reported: set[tuple[str, str]] = set()  # problems already logged
         self._scan_lock = anyio.Lock()
+        self._relisting: dict[str, bool] = {}  # instance being re-listed on its announcement -> announced again
         self._tasks: anyio.abc.TaskGroup | None = None
         # Replicas sharing state: the records in the store too, and this directory's published there.
         self.shared: SharedRecords | None = None
@@ -181,9 +184,12 @@ class InstanceRegistry:
                 return
             for source, problem in found.problems.items():
                 self._report_once(source, f"skipping instance file {problem}")
-            for instance_id, (_record, reason) in found.stale.items():
+            gone_for_good: set[str] = set()
+            for instance_id, (record, reason) in found.stale.items():
                 logger.info("instance %s is stale (%s); removing its record", instance_id, reason)
                 await anyio.to_thread.run_sync(remove_record, self.directory, instance_id)
+                if record.generated_id:  # stale before this gateway knew it (it was stopped, say)
+                    gone_for_good.add(instance_id)
             now = time.time()
             for instance in list(self.instances.values()):
                 if instance.record is None or instance.id in found.live:
@@ -194,6 +200,11 @@ class InstanceRegistry:
                     continue
                 stale = found.stale.get(instance.id)
                 await self._drop(instance, f"stale: {stale[1]}" if stale else "its registration was removed")
+                if instance.record.generated_id:
+                    gone_for_good.add(instance.id)
+            # A configured server's name is never an instance's (its record is skipped): its pins stay.
+            for instance_id in gone_for_good - found.live.keys() - self.pool.backends.keys():
+                self._forget(instance_id)
             self.skipped = set()
             for record in found.live.values():
                 await self._add_or_update(record)
@@ -245,6 +256,14 @@ class InstanceRegistry:
         logger.info("dropped instance %s: %s", instance.id, reason)
         if self._listener is not None and self._in_use(instance.id):
             await self._listener.instance_gone(instance.id, instance.label(), reason)
+
+    def _forget(self, instance_id: str) -> None:
+        """An instance whose id `manifold register` generated is gone: no registration names that id again, so
+        what is kept for it goes too. An id given by the user (`--id`) keeps its pins: it may come back, and
+        its tools are judged against them then."""
+        logger.info("instance %s was registered under a generated id; forgetting its pins", instance_id)
+        if self.on_forget is not None:
+            self.on_forget(instance_id)
 
     def _report_once(self, key: str, message: str) -> None:
         if len(self._reported) > 1000:  # bounded: a directory full of junk must not grow memory
@@ -421,6 +440,27 @@ class InstanceRegistry:
         if before != after and self._listener is not None:
             await self._listener.listing_changed(instance.id)
 
+    def relist_announced(self, instance: Instance) -> None:
+        """The instance announced a list change: re-list it, once more at most after the re-list running now.
+        An instance that announces without end (thousands in one call) costs two listings, not one each."""
+        if self._tasks is None:
+            return
+        if instance.id in self._relisting:
+            self._relisting[instance.id] = True
+            return
+        self._relisting[instance.id] = False
+        self._tasks.start_soon(self._relist_while_announced, instance)
+
+    async def _relist_while_announced(self, instance: Instance) -> None:
+        try:
+            while True:
+                await self.refresh_listing(instance)
+                if not self._relisting.get(instance.id):
+                    return
+                self._relisting[instance.id] = False
+        finally:
+            self._relisting.pop(instance.id, None)
+
     def _on_catalog_change(self, kinds: set[Any]) -> None:
         # A configured server's lists changed: re-list it for the clients connected to it.
         if self._tasks is None:
@@ -439,10 +479,10 @@ class _InstanceHooks:
     async def on_server_notification(self, backend: Backend, notification: types.ServerNotification) -> None:
         method = getattr(notification, "method", "")
         instance = self.registry.instances.get(backend.name)
-        if instance is None or not method.endswith("/list_changed") or self.registry._tasks is None:
+        if instance is None or not method.endswith("/list_changed"):
             return
         # Not inline: this runs on the backend's read loop, which must stay free to deliver the listing.
-        self.registry._tasks.start_soon(self.registry.refresh_listing, instance)
+        self.registry.relist_announced(instance)
 
     async def on_server_log(self, backend: Backend, params: types.LoggingMessageNotificationParams) -> None:
         if backend.current_caller is not None:

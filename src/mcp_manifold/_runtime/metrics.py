@@ -13,7 +13,8 @@ Cardinality is bounded by design: a tool label is the tool's name on its server,
 client made up (its refusal, recorded when profiles or limits are on, counts as tool `_other` with no
 server: else any caller could take up every label and make each real tool `_other`), and once
 `TOOL_LABELS` distinct (server, tool) pairs have been seen, any further tool counts as `_other`; server
-labels are bounded the same way (`SERVER_LABELS`, for hub instances that come and go). Latency histograms have no tool
+labels are bounded the same way (`SERVER_LABELS`, for hub instances that come and go; one registered under a
+generated id gives its label and series back once it is gone for good). Latency histograms have no tool
 label at all. Resource reads carry no URI.
 """
 
@@ -32,7 +33,7 @@ from mcp_manifold._core.bounded import BoundedTable
 from mcp_manifold._core.breaker import BreakerState
 from mcp_manifold._core.health import HealthState
 from mcp_manifold._core.status import State
-from mcp_manifold._runtime.call_path import CallRecord
+from mcp_manifold._runtime.call_path import CallKind, CallRecord, Outcome
 from mcp_manifold._version import __version__
 
 if TYPE_CHECKING:
@@ -62,6 +63,12 @@ class BoundedLabels:
             return False
         self._seen.add(value)
         return True
+
+    def release(self, belongs: Callable[[Any], bool]) -> list[Any]:
+        """Give back the labels `belongs` picks (their series were removed); returns them."""
+        released = [value for value in self._seen if belongs(value)]
+        self._seen.difference_update(released)
+        return released
 
 
 class GatewayMetrics:
@@ -135,6 +142,8 @@ class GatewayMetrics:
         self._detach.append(self.gateway.calls.observe(self.observe_call))
         self.gateway.search_observers.append(self.search_seconds.observe)
         self._detach.append(lambda: self.gateway.search_observers.remove(self.search_seconds.observe))
+        self.gateway.forget_observers.append(self.forget_server)
+        self._detach.append(lambda: self.gateway.forget_observers.remove(self.forget_server))
 
         def detach() -> None:
             for stop in self._detach:
@@ -142,6 +151,25 @@ class GatewayMetrics:
             self._detach.clear()
 
         return detach
+
+    def forget_server(self, server: str) -> None:
+        """Remove a server's series and give back its labels: a hub instance gone for good (a generated id) would
+        otherwise keep both until restart, and past `SERVER_LABELS` such ones every new instance is `_other`."""
+        if not self._servers.release(lambda seen: seen == server):
+            return  # it never had a label of its own (its calls count as `_other`, which stays)
+        tools = [tool for _server, tool in self._tools.release(lambda seen: seen[0] == server)]
+        for key in [key for key in self._tool_series if key[0] == server]:
+            del self._tool_series[key]
+        outcomes, kinds = get_args(Outcome), get_args(CallKind)
+        for tool in [*tools, OTHER]:
+            for outcome in outcomes:
+                self.tool_calls.remove(server, tool, outcome)
+        for kind in kinds:
+            self.call_seconds.remove(server, kind)
+            self.backend_seconds.remove(server, kind)
+            for outcome in outcomes:
+                self.reads.remove(server, kind, outcome)
+        self.spilled.remove(server)
 
     def _server(self, server: str) -> str:
         return server if self._servers.admit(server) else OTHER

@@ -69,6 +69,7 @@ class PinStore:
         self._version: int | None = None
         # Told every pin this store changed (replicas sharing state pass them on: shared_state/pins.py).
         self.on_change: Callable[[list[Pin]], None] | None = None
+        self.on_forget: Callable[[str], None] | None = None  # told each server whose pins it forgot
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -87,6 +88,11 @@ class PinStore:
     def pins(self) -> list[Pin]:
         self._open()
         return sorted(self._pins.values(), key=lambda pin: pin.key)
+
+    def servers(self) -> set[str]:
+        """The servers that have pins."""
+        self._open()
+        return {server for server, _tool in self._pins}
 
     def get(self, server: str, tool: str) -> Pin | None:
         self._open()
@@ -181,6 +187,30 @@ class PinStore:
             self._write([after])
             self._recompute()
         return after
+
+    # --- forgetting ----------------------------------------------------------------------------------
+
+    def forget(self, server: str, *, tell: bool = True) -> int:
+        """Drop every pin of `server`, in memory and in the file: a hub instance whose id was generated is gone
+        for good, and its pins would only pile up (and be scanned by every listing). How many were dropped."""
+        if self.mode == "off":
+            return 0
+        self._open()
+        keys = [key for key in self._pins if key[0] == server]
+        for key in keys:
+            del self._pins[key]
+        for key in [key for key in self._served if key[0] == server]:
+            del self._served[key]
+        if tell and self.on_forget is not None:
+            self.on_forget(server)
+        if keys:
+            try:
+                with self._transaction() as db:
+                    db.execute("DELETE FROM pins WHERE server = ?", (server,))
+            except sqlite3.Error as exc:  # memory is clean; the next start holds them again, nothing worse
+                logger.error("could not forget the pins of %r in %s: %s", server, self.path, exc)
+            self._recompute()
+        return len(keys)
 
     # --- another process's decisions -----------------------------------------------------------------
 

@@ -48,6 +48,7 @@ def build_record(
         "started_at": now,
         "last_ping": now,
         "ping_interval": interval,
+        "generated_id": instance_id is None,
     }
     return parse_record({key: value for key, value in data.items() if value is not None}, "register")
 

@@ -5,6 +5,9 @@ that missed three refreshes is stale and dropped by whichever replica sees it fi
 two ways: `register_shared` (`manifold register` with `state_url` set), and each replica publishing the
 `url` records it finds in its own discovery directory (a `command` record names a process on one machine,
 so it stays that machine's). Every replica's hub lists what is in the hash besides its own directory.
+A `command` record in the hash is skipped with a log line: whoever can write to the store could otherwise
+make every replica run a command of their choosing (the discovery directory is trusted because only this
+user can write to it; the store is not a place only this user writes).
 
 While the store is down, each replica's hub keeps the instances it knew and its own directory's.
 """
@@ -21,6 +24,12 @@ import anyio
 
 from mcp_manifold._runtime.discovery import InstanceRecord, RecordError, Scan, parse_record
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
+
+COMMAND_NOT_SHARED = (
+    "--command cannot be registered in the shared state (state_url): no replica starts a command named in the "
+    "store. Serve it over HTTP and register its --url, or register it in the discovery directory of the "
+    "gateway on its own machine (without state_url)"
+)
 
 
 def _anywhere(_pid: int) -> bool:
@@ -66,6 +75,12 @@ class SharedInstanceRecords:
             except (RecordError, ValueError) as exc:
                 scan.problems[f"shared record {name}"] = str(exc)
                 continue
+            if record.command is not None:
+                scan.problems[f"shared record {name}"] = (
+                    f"shared record {name}: refused: it names a command, which would run on every replica; only "
+                    "records with a 'url' are taken from the shared registry"
+                )
+                continue
             reason = record.stale_reason(now, _anywhere)
             if reason is None:
                 scan.live[record.id] = record
@@ -78,6 +93,8 @@ class SharedInstanceRecords:
 
 async def register_shared(store: StateStore, record: InstanceRecord, *, clock: Callable[[], float] = time.time) -> None:
     """`manifold register` with `state_url`: write `record`, refresh its last_ping, remove it on exit."""
+    if record.command is not None:  # the replicas refuse it (see above): say so rather than register nothing
+        raise ValueError(COMMAND_NOT_SHARED)
     records = SharedInstanceRecords(store)
 
     async def write() -> None:

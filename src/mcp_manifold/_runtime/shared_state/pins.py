@@ -12,6 +12,11 @@ the store has nothing for that tool.
 
 While the store is down, each replica keeps judging its own listings (quarantines still apply where the
 replica sees the change); what it changed meanwhile is written when the store is back.
+
+A hub instance registered under a generated id is gone for good once its record goes: the replica that drops it
+removes its pins from the hash and notes the id in a list of forgotten servers (the last `FORGOTTEN_KEPT`), so
+every other replica forgets them too, and one that starts later drops them from its own file instead of
+offering them back.
 """
 
 from __future__ import annotations
@@ -44,6 +49,18 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('INCR', KEYS[2])
 return 1
 """
+FORGOTTEN_KEPT = 10_000
+# KEYS: the pins hash, the version counter, the forgotten servers (a sorted set scored by version). ARGV: server.
+FORGET = """
+local prefix = ARGV[1] .. '\t'
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(field, 1, #prefix) == prefix then redis.call('HDEL', KEYS[1], field) end
+end
+local version = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[3], version, ARGV[1])
+redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -1 - tonumber(ARGV[2]))
+return version
+"""
 
 
 class SharedPins:
@@ -53,17 +70,29 @@ class SharedPins:
         self.changed = changed  # what clients may see changed: tell them
         self.key = store.key("pins")
         self.version_key = store.key("pins", "version")
+        self.forgotten_key = store.key("pins", "forgotten")
         self._put: Any = store.client.register_script(PUT)
+        self._forget: Any = store.client.register_script(FORGET)
+        self._forgetting: list[str] = []  # servers this replica forgot, on their way to the store
+        self._forgotten_seen: float | None = None  # the version of the last forgotten server taken
         self._pending: dict[tuple[str, str], tuple[Pin, bool]] = {}  # -> the pin, whether only where absent
         self._seen_version: bytes | None = None
         self._seen: dict[Any, Any] = {}  # the hash as last read: only what changed since is taken
         self._wake = anyio.Event()
         pins.on_change = self.push
+        pins.on_forget = self.forgot
 
     def push(self, changed: list[Pin]) -> None:
         """Pins this replica changed: written as they are."""
         for pin in changed:
             self._pending[pin.key] = (pin, False)
+        self._wake.set()
+
+    def forgot(self, server: str) -> None:
+        """This replica forgot a server's pins: the store and the other replicas forget them too."""
+        for key in [key for key in self._pending if key[0] == server]:
+            del self._pending[key]
+        self._forgetting.append(server)
         self._wake.set()
 
     def offer(self, known: list[Pin]) -> None:
@@ -95,6 +124,11 @@ class SharedPins:
             logger.exception("could not exchange pins with the shared state store")
 
     async def _flush(self) -> None:
+        while self._forgetting:
+            keys = [self.key, self.version_key, self.forgotten_key]
+            forget = [self._forgetting[0], FORGOTTEN_KEPT]
+            await self.store.run("pins", lambda k=keys, a=forget: self._forget(keys=k, args=a))
+            self._forgetting.pop(0)
         while self._pending:
             key, entry = next(iter(self._pending.items()))
             pin, absent_only = entry
@@ -109,8 +143,10 @@ class SharedPins:
         if version is None and self._seen_version is not None:
             # The store lost its data (restarted without persistence): what this replica knows goes up again.
             self.offer(self.pins.pins())
+            self._forgotten_seen = None  # the list of forgotten servers starts again too
         if version == self._seen_version:
             return False
+        await self._take_forgotten()
         raw = await self.store.run("pins", lambda: self.store.client.hgetall(self.key))
         self._seen_version = version
         changed = {field: text for field, text in raw.items() if self._seen.get(field) != text}
@@ -118,6 +154,22 @@ class SharedPins:
         # A change of this replica's still on its way to the store is newer than what the store has.
         taken = [pin for pin in read_pins(changed) if not self._changing(pin.key)]
         return self.pins.merge(taken)
+
+    async def _take_forgotten(self) -> None:
+        """Forget here the servers another replica forgot since the last look (at the first look, every one still
+        listed: a replica that was stopped meanwhile drops them from its file rather than offering them back)."""
+        low = "-inf" if self._forgotten_seen is None else f"({self._forgotten_seen}"
+        entries = await self.store.run(
+            "pins", lambda: self.store.client.zrangebyscore(self.forgotten_key, low, "+inf", withscores=True)
+        )
+        if not entries:
+            return
+        self._forgotten_seen = max(score for _member, score in entries)
+        servers = {_text(member) for member, _score in entries}
+        for server in servers & self.pins.servers():
+            self.pins.forget(server, tell=False)
+        # What the last look took of them counts as new if it is pinned again.
+        self._seen = {field: text for field, text in self._seen.items() if _text(field).split("\t")[0] not in servers}
 
     def _changing(self, key: tuple[str, str]) -> bool:
         entry = self._pending.get(key)
@@ -137,6 +189,10 @@ async def publish_decisions(state_url: str, decided: list[Pin]) -> None:
                 raise ManifoldError(f"the decision on {pin.server}/{pin.tool} was not applied in the shared store")
     finally:
         await store.close()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
 def _field(pin: Pin) -> str:

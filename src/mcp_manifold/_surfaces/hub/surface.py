@@ -35,7 +35,7 @@ from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.results import ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall
-from mcp_manifold._core.suggestions import did_you_mean
+from mcp_manifold._core.suggestions import did_you_mean, quoted
 from mcp_manifold._errors import BackendUnavailable, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._surfaces.base import Host, Instances, InstanceView, Surface
 
@@ -286,7 +286,9 @@ class HubSurface(Surface):
             raise InvalidRequest(f"{CONNECT} needs 'instance_id': a string id from {LIST}")
         pinned = request.endpoint.get("instance_id")
         if pinned is not None:
-            raise InvalidRequest(f"this address serves instance {pinned!r} only; connect through the hub's own address")
+            raise InvalidRequest(
+                f"this address serves instance {quoted(pinned)} only; connect through the hub's own address"
+            )
         instance = await self._known(instance_id.strip(), self.host.view(request))
         await self._ensure_connected(instance)
         view = self.host.view(request)  # with the catalog `_known` may have listed
@@ -325,7 +327,7 @@ class HubSurface(Surface):
             )
         if instance is None:
             known = ", ".join(sorted(i for i in self.registry.instances if view.may_use_server(i))) or "none"
-            raise NotFound(f"unknown instance {instance_id!r}; known instances: {known}. {LIST} shows them all.")
+            raise NotFound(f"unknown instance {quoted(instance_id)}; known instances: {known}. {LIST} shows them all.")
         await self._in_catalog(instance.id, view)
         return instance
 
@@ -339,7 +341,7 @@ class HubSurface(Surface):
         pinned = request.endpoint.get("instance_id")
         bound = request.caller.state.get(_BOUND)
         if pinned is not None:
-            text = f"This address serves instance {pinned!r} only; use the hub's own address to leave it."
+            text = f"This address serves instance {quoted(pinned)} only; use the hub's own address to leave it."
         elif bound is None:
             text = "This session is not connected to an instance."
         else:
@@ -366,7 +368,8 @@ class HubSurface(Surface):
         if listing.tool(tool) is None:
             names = [t.name for t in listing.tools]
             raise NotFound(
-                f"{instance.label()} has no tool {tool!r}{did_you_mean(tool, names)} (its tools: {', '.join(names)})"
+                f"{instance.label()} has no tool {quoted(tool)}{did_you_mean(tool, names)} "
+                f"(its tools: {', '.join(names)})"
             )
         target = Target(instance.id, instance.original_tool(tool), tool, self.name)
         result = await self.host.calls.call_tool(request, ToolCall(target, args))
@@ -449,7 +452,7 @@ class HubSurface(Surface):
 
     def _gone_message(self, request: Request, instance_id: str) -> str:
         reason = self._gone_reason(request, instance_id) or "it is no longer registered"
-        return f"instance {instance_id!r} is gone ({reason}). {_HOW_TO}"
+        return f"instance {quoted(instance_id)} is gone ({reason}). {_HOW_TO}"
 
     async def _notify_sessions(
         self, instance_id: str, level: types.LoggingLevel, message: Any, logger_name: str = "manifold.hub"
