@@ -10,9 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2 as httpx  # the MCP SDK's HTTP client
 import pytest
 import redis
+from mcp import Client
 
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
 from tests.conftest import free_port, gateway_over_http, server_entry
@@ -69,3 +71,47 @@ def test_a_gateway_is_not_ready_while_its_store_refuses_writes(
         full(redis_server, False)
         until(200)
     assert "SHARED STATE REFUSING" in log.read_text() and "OutOfMemoryError" in log.read_text()
+
+
+async def test_a_kind_refused_while_full_is_tried_again_by_the_readiness_check(redis_server: RedisServer) -> None:
+    """A kind run only for requests (a rate limit's admission) and refused while the store was full: once the
+    store has room, the readiness check alone finds it out (a balancer sends a replica that is not ready
+    nothing, so no admission would ever come to clear it)."""
+    store = StateStore(redis_server.url, "r0")
+    try:
+        full(redis_server, True)
+        with pytest.raises(StateUnavailable, match=r"refused a command \(limits\)"):
+            await store.run("limits", lambda: store.client.set("manifold:x", "1"))
+        assert not await store.ping()
+        full(redis_server, False)
+        assert await store.ping()  # no command of the kind "limits" ran since
+    finally:
+        await store.close()
+
+
+def test_a_gateway_with_a_rate_limit_is_ready_again_without_a_call_once_its_store_has_room(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Its call while the store was full had its admission refused (a rate limit alone: the script's first
+    write is one a full store refuses); no call comes after, as none would from a balancer checking /readyz."""
+    manifold = {"http": True, "state_url": redis_server.url, "rate_limit": 50}
+    config = write_config({"probe": server_entry("replica_probe.py")}, manifold)
+    port = free_port()
+    log = tmp_path / "gateway.log"
+    ready = f"http://127.0.0.1:{port}/readyz"
+    with log.open("wb") as stderr, gateway_over_http(config, port, timeout=60, stderr=stderr):
+        deadline = time.monotonic() + 30
+        while httpx.get(ready, timeout=5).status_code != 200:  # its servers listed
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        full(redis_server, True)
+        anyio.run(call_probe, f"http://127.0.0.1:{port}/mcp")  # served, by this replica's own limits
+        assert httpx.get(ready, timeout=5).status_code == 503
+        full(redis_server, False)
+        assert httpx.get(ready, timeout=5).status_code == 200, log.read_text()
+    assert "SHARED STATE REFUSING" in log.read_text()
+
+
+async def call_probe(url: str) -> None:
+    async with Client(url) as client:
+        assert not (await client.call_tool("probe_where", {})).is_error
