@@ -115,3 +115,33 @@ def test_a_gateway_with_a_rate_limit_is_ready_again_without_a_call_once_its_stor
 async def call_probe(url: str) -> None:
     async with Client(url) as client:
         assert not (await client.call_tool("probe_where", {})).is_error
+
+
+def test_a_replica_starts_on_a_full_store_that_holds_the_shared_secrets(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A replica restarted (a rolling update, a crash) while the store is full: the secrets it needs are there
+    to read, so it starts, not ready until the store has room. Before, its `SET NX` was refused and it exited."""
+    from mcp_manifold._runtime.shared_state.shared_secrets import shared_secret
+
+    async def made_by_a_first_replica() -> None:
+        store = StateStore(redis_server.url, "r0")
+        try:
+            for name in ("request-state", "replica-token"):
+                await shared_secret(store, name)
+        finally:
+            await store.close()
+
+    anyio.run(made_by_a_first_replica)
+    config = write_config({"probe": server_entry("replica_probe.py")}, {"http": True, "state_url": redis_server.url})
+    port = free_port()
+    log = tmp_path / "gateway.log"
+    ready = f"http://127.0.0.1:{port}/readyz"
+    full(redis_server, True)
+    with log.open("wb") as stderr, gateway_over_http(config, port, timeout=60, stderr=stderr):
+        assert httpx.get(ready, timeout=5).status_code == 503, log.read_text()  # serving, not ready
+        full(redis_server, False)
+        deadline = time.monotonic() + 30
+        while httpx.get(ready, timeout=5).status_code != 200:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
