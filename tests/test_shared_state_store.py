@@ -5,6 +5,7 @@ accepts. A real redis-server and a real gateway."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -67,7 +68,7 @@ def test_a_gateway_is_not_ready_while_its_store_refuses_writes(
     with log.open("wb") as stderr, gateway_over_http(config, port, timeout=60, stderr=stderr):
         until(200)
         full(redis_server, True)
-        until(503)  # its heartbeat was refused
+        until(503)  # its write of the shared secrets was refused
         full(redis_server, False)
         until(200)
     assert "SHARED STATE REFUSING" in log.read_text() and "OutOfMemoryError" in log.read_text()
@@ -121,7 +122,7 @@ def test_a_replica_starts_on_a_full_store_that_holds_the_shared_secrets(
     write_config: Any, redis_server: RedisServer, tmp_path: Path
 ) -> None:
     """A replica restarted (a rolling update, a crash) while the store is full: the secrets it needs are there
-    to read, so it starts, not ready until the store has room. Before, its `SET NX` was refused and it exited."""
+    to read, so it starts, and is ready once the store has room. Before, its `SET NX` was refused and it exited."""
     from mcp_manifold._runtime.shared_state.shared_secrets import shared_secret
 
     async def made_by_a_first_replica() -> None:
@@ -139,9 +140,30 @@ def test_a_replica_starts_on_a_full_store_that_holds_the_shared_secrets(
     ready = f"http://127.0.0.1:{port}/readyz"
     full(redis_server, True)
     with log.open("wb") as stderr, gateway_over_http(config, port, timeout=60, stderr=stderr):
-        assert httpx.get(ready, timeout=5).status_code == 503, log.read_text()  # serving, not ready
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200, log.read_text()
         full(redis_server, False)
         deadline = time.monotonic() + 30
         while httpx.get(ready, timeout=5).status_code != 200:
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
+
+
+async def test_a_replicas_heartbeat_is_written_into_a_full_store(redis_server: RedisServer) -> None:
+    """A full store refuses HSET: the replica's row went stale after 10 s, and every answer to a call it held,
+    sent through another replica, was refused as "the replica holding the call ... is gone" while it ran on.
+    Its heartbeat replaces its own row (no growth), so it is written all the same and the row stays fresh."""
+    from mcp_manifold._runtime.shared_state.replicas import ReplicaDirectory
+
+    store = StateStore(redis_server.url, "r0")
+    directory = ReplicaDirectory(store, "run-0", "http://10.0.0.10:8765", dict)
+    check = redis.Redis.from_url(redis_server.url)
+    try:
+        await directory.beat()
+        before = json.loads(check.hget("manifold:replicas", "run-0"))["seen"]
+        full(redis_server, True)
+        await directory.beat()
+        assert json.loads(check.hget("manifold:replicas", "run-0"))["seen"] > before
+        assert await directory.address("run-0") == "http://10.0.0.10:8765"
+    finally:
+        full(redis_server, False)
+        await store.close()

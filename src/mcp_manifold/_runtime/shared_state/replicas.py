@@ -26,6 +26,14 @@ logger = logging.getLogger(__name__)
 
 HEARTBEAT = 2.0
 STALE = 10.0
+# The heartbeat is written even into a full store (`maxmemory` with `noeviction`, which refuses HSET): the row
+# replaces the replica's last one (a few hundred bytes, one per replica), and a replica whose heartbeats were
+# refused would be taken for gone, every answer to a call it holds refused as "gone" through the others.
+# KEYS: the replicas hash. ARGV: the replica's field, its row.
+BEAT = """#!lua flags=allow-oom
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
 
 
 class ReplicaDirectory:
@@ -35,12 +43,13 @@ class ReplicaDirectory:
         self.url = url
         self.snapshot = snapshot  # this replica's row for the status: servers, clients
         self.key = store.key("replicas")
+        self._beat: Any = store.client.register_script(BEAT)
 
     async def beat(self) -> None:
         seconds, micros = await self.store.run("replica heartbeat", self.store.client.time)
         seen = seconds + micros / 1_000_000
         row = json.dumps({"id": self.store.replica_id, "url": self.url, "seen": seen, **self.snapshot()}, default=str)
-        await self.store.run("replica heartbeat", lambda: self.store.client.hset(self.key, self.holder, row))
+        await self.store.run("replica heartbeat", lambda: self._beat(keys=[self.key], args=[self.holder, row]))
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         with contextlib.suppress(StateUnavailable):
