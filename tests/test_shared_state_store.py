@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -166,4 +167,26 @@ async def test_a_replicas_heartbeat_is_written_into_a_full_store(redis_server: R
         assert await directory.address("run-0") == "http://10.0.0.10:8765"
     finally:
         full(redis_server, False)
+        await store.close()
+
+
+async def test_a_store_that_hangs_after_an_outage_holds_a_command_briefly_not_for_its_socket_timeout(
+    redis_server: RedisServer,
+) -> None:
+    """The store went down (connection refused); then something takes connections on its port and answers
+    nothing (a hung store). The next command, once a retry is due, gets a brief PING and the outage error;
+    before, it waited the whole socket timeout (2 s by default, 60 s here), as did every command sent then."""
+    store = StateStore(redis_server.url, "r0", timeout=60)
+    try:
+        redis_server.stop()
+        with pytest.raises(StateUnavailable, match="unreachable"):
+            await store.run("limits", store.client.ping)
+        with socket.socket() as hung:
+            hung.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            hung.bind(("127.0.0.1", redis_server.port))
+            hung.listen(16)  # the kernel completes connections; nothing ever reads or answers them
+            store._retry_at = 0.0  # a retry is due (rather than sleeping for RETRY)
+            with anyio.fail_after(20), pytest.raises(StateUnavailable, match="unreachable"):
+                await store.run("limits", store.client.ping)
+    finally:
         await store.close()

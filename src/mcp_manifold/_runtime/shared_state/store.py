@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "manifold:"
 RETRY = 1.0  # seconds between tries while the store is down
+PROBE = 0.5  # seconds a store that was down has to answer a PING before commands are sent to it again
 ROOM_PROBE_MS = 10_000  # the key a readiness check writes to see whether a full store has room again expires
 T = TypeVar("T")
 
@@ -71,6 +72,7 @@ class StateStore:
         self._refused_full: set[str] = set()  # the kinds of `refused` refused because the store was full
         self.announce = announce
         self._retry_at = 0.0  # while down, commands fail at once until then (a hung store must not slow every call)
+        self._probing = False  # a PING is finding out whether the store that was down is back
 
     @staticmethod
     def key(*parts: str) -> str:
@@ -78,7 +80,7 @@ class StateStore:
 
     async def run(self, what: str, command: Callable[[], Awaitable[T]]) -> T:
         """Run one command; a store that cannot be reached raises `StateUnavailable` naming `what`."""
-        if not self.up and time.monotonic() < self._retry_at:
+        if not self.up and not await self._back():
             raise StateUnavailable(f"the shared state store is unreachable ({what})")
         try:
             result = await command()
@@ -94,6 +96,26 @@ class StateStore:
         self.came_back()
         self.accepted(what)
         return result
+
+    async def _back(self) -> bool:
+        """While the store is down: whether it answers again. One PING at a time, once per `RETRY`, given
+        `PROBE` seconds: a store that hangs (it takes connections and answers nothing) held each request that
+        came after a `RETRY` for the whole socket timeout, every such request at once; now one, that long."""
+        if self._probing or time.monotonic() < self._retry_at:
+            return False
+        self._probing = True
+        answered = False
+        try:
+            with anyio.move_on_after(PROBE):
+                await self.client.ping()
+                answered = True
+        except self.errors:
+            pass
+        finally:
+            self._probing = False
+            if not answered:
+                self._retry_at = time.monotonic() + RETRY
+        return answered
 
     def refusing(self, what: str, why: str, *, full: bool = False) -> None:
         first = not self.refused
