@@ -81,8 +81,17 @@ class ReplicaDirectory:
         return sorted(rows, key=lambda row: str(row.get("id")))
 
     async def address(self, holder: str) -> str | None:
-        """The internal address of the replica whose held calls carry `holder`, if it is alive."""
-        now, text = await self.store.run("replicas", lambda: self._timed(lambda pipe: pipe.hget(self.key, holder)))
+        """The internal address of the replica whose held calls carry `holder`, if it is alive. A row that is
+        not there may be one the store lost (emptied by a restart without persistence, or FLUSHALL), which its
+        replica writes again at its next heartbeat: it is looked for until then. Taken for gone at once, the
+        call ran on, held, while its client was told to call it again, and blocked the questions of other
+        calls of that server meanwhile (until `held_call_timeout`)."""
+        deadline = anyio.current_time() + 2 * HEARTBEAT + 1
+        while True:
+            now, text = await self.store.run("replicas", lambda: self._timed(lambda pipe: pipe.hget(self.key, holder)))
+            if text is not None or anyio.current_time() >= deadline:
+                break
+            await anyio.sleep(HEARTBEAT / 4)
         row = None if text is None else self._read(holder, text)
         if row is None or now - row["seen"] > STALE:
             return None
