@@ -64,3 +64,24 @@ async def test_a_replica_whose_clock_is_behind_is_alive(redis_server: RedisServe
         assert await directory.address("slow-run") == "http://slow"
     finally:
         await store.close()
+
+
+async def test_a_row_the_store_lost_is_looked_for_until_its_replica_writes_it_again(redis_server: RedisServer) -> None:
+    """The store emptied (FLUSHALL, or a restart without persistence) while a replica held a call: its row is
+    gone until its next heartbeat, and answers to the call that came through another replica meanwhile are
+    handed to it then. Before, it was taken for gone at once: the call ran on, held, while its client was told
+    to call again, and blocked the questions of that server's other calls until held_call_timeout."""
+    import anyio
+
+    stores = [StateStore(redis_server.url, replica) for replica in ("r0", "r1")]
+    holder = ReplicaDirectory(stores[0], "run-0", "http://r0", dict)
+    other = ReplicaDirectory(stores[1], "run-1", "http://r1", dict)
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(holder.run)  # its first row, then a heartbeat every HEARTBEAT seconds
+            redis.Redis.from_url(redis_server.url).flushall()
+            assert await other.address("run-0") == "http://r0"
+            group.cancel_scope.cancel()
+    finally:
+        for store in stores:
+            await store.close()

@@ -156,3 +156,22 @@ def test_audit_says_there_is_nothing_to_read_when_the_lines_go_to_stdout(write_c
     result = manifold("audit", "--config", str(config), data_dir=tmp_path / "data")
     assert result.returncode == 1
     assert 'audit_path is "-"' in result.stderr and "standard output" in result.stderr
+
+
+def test_register_on_a_full_store_fails_without_saying_it_registered(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A store that answers PING but refuses the record (full: `maxmemory`, `noeviction`): exit 1 naming its
+    error, and no "registered ... in the shared state" line before it (it once came first, from the PING)."""
+    config = write_config({}, {"state_url": redis_server.url})
+    redis_server.command("CONFIG", "SET", "maxmemory-policy", "noeviction")
+    redis_server.command("CONFIG", "SET", "maxmemory", "1")
+    try:
+        run = manifold(
+            "register", "--name", "a", "--url", "http://127.0.0.1:9/mcp", "--config", str(config), data_dir=tmp_path
+        )
+    finally:
+        redis_server.command("CONFIG", "SET", "maxmemory", "0")
+    assert run.returncode == 1 and "OutOfMemoryError" in run.stderr, run.stderr
+    assert "registered" not in run.stderr
+    assert redis_server.command("HLEN", "manifold:instances") == ":0\r\n"

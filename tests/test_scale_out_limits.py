@@ -6,7 +6,9 @@ gateway."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,12 +18,17 @@ import pytest
 import redis
 from mcp import Client
 
-from tests.conftest import free_port, gateway_over_http, server_entry
+from tests.conftest import CLIENT_MODES, free_port, gateway_over_http, keyed_client, server_entry
 from tests.scale_out import RedisServer, redis_server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio
 
 FLIGHT = "manifold:limit:flight:anonymous"
+ADA = "a" * 40  # principal ada's API key
+
+
+def text_of(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
 
 
 def lease_left(check: redis.Redis) -> float:
@@ -103,3 +110,32 @@ async def test_a_finished_calls_slot_is_removed_once_the_store_is_back(redis_ser
             group.cancel_scope.cancel()
     finally:
         await store.close()
+
+
+async def test_a_client_calling_one_at_a_time_through_two_replicas_is_never_refused(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """`principal_max_calls` 1 and a client that waits for each call's answer before the next, its calls
+    alternating between two replicas (as round robin sends them): the slot of a call that answered is gone
+    before its answer goes out. Before, it waited up to 50 ms for the next admission on its own replica, and
+    every other call was refused as a second call in flight."""
+    manifold = {"http": True, "state_url": redis_server.url, "principal_max_calls": 1}
+    config = write_config({"probe": server_entry("replica_probe.py")}, manifold)
+    config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": {"ada": ADA}}}))
+    ports = [free_port(), free_port()]
+    with contextlib.ExitStack() as stack:
+        for index, port in enumerate(ports):
+            env = {**os.environ, "MANIFOLD_REPLICA_ID": f"r{index}", "MANIFOLD_DATA_DIR": str(tmp_path / f"r{index}")}
+            stack.enter_context(gateway_over_http(config, port, timeout=60, env=env))
+        for mode in CLIENT_MODES:
+            async with contextlib.AsyncExitStack() as clients:
+                both = [
+                    await clients.enter_async_context(keyed_client(f"http://127.0.0.1:{port}/mcp", ADA, mode))
+                    for port in ports
+                ]
+                refused = [
+                    text_of(result)
+                    for turn in range(12)
+                    if (result := await both[turn % 2].call_tool("probe_where", {})).is_error
+                ]
+                assert refused == [], (mode, refused)

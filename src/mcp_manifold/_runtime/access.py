@@ -148,6 +148,10 @@ class Access:
         if self.limits.active:
             self.limits.release(request.caller.principal)
 
+    async def settle(self, request: Request) -> None:
+        """After `release` when the limits are shared (`waits`), before the call's answer goes out."""
+        await self.limits.settle(request.caller.principal)  # type: ignore[attr-defined]
+
     def _check(self, profile: Profile | None, kind: CallKind, target: Target) -> None:
         if profile is not None and not (
             self._allows(profile, kind, target)

@@ -141,6 +141,9 @@ class CallPolicy(Protocol):
 
     async def acquire(self, request: Request) -> None: ...
 
+    # ... and, after `release`, awaits `settle` before the call's answer goes out (its slot may be removed now).
+    async def settle(self, request: Request) -> None: ...
+
     def profile_name(self, request: Request) -> str | None:
         """The caller's profile, as records name it."""
         ...
@@ -257,6 +260,8 @@ class CallPath:
             return await self._call_tool(request, call, started, hooks)
         finally:
             policy.release(request)
+            if policy.waits:
+                await policy.settle(request)
 
     async def _after_relist(
         self, relists: Relists, request: Request, call: ToolCall, started: float, hooks: tuple[Observer, ...]
@@ -480,6 +485,8 @@ class CallPath:
                     outcome, error, size = report.outcome, report.error, report.answer_size
                     record = self._record("program", request, target, started, outcome, error, result_size=size)
                     self._tell(replace(record, calls=report.calls), hooks)
+                if policy is not None and policy.waits:
+                    await policy.settle(request)
             return report
 
         if self._arounds:
@@ -764,6 +771,8 @@ class CallPath:
         finally:
             if policy is not None:
                 policy.release(request)
+                if policy.waits:
+                    await policy.settle(request)
         if self._observers or hooks:
             outcome = "input_required" if isinstance(result, types.InputRequiredResult) else "ok"
             waited = None if kind == "action" else time.perf_counter() - started

@@ -96,9 +96,7 @@ async def register_shared_until_stopped(
     try:
         # Out here, so an unreachable store is one plain error (not a task group's) before any "registered".
         await store.run("register", store.client.ping)
-        if on_written is not None:
-            on_written()
-        await _until_stopped(register_shared(store, record))
+        await _until_stopped(register_shared(store, record, on_written=on_written))
     finally:
         await store.close()
 

@@ -91,8 +91,15 @@ class SharedInstanceRecords:
         return scan
 
 
-async def register_shared(store: StateStore, record: InstanceRecord, *, clock: Callable[[], float] = time.time) -> None:
-    """`manifold register` with `state_url`: write `record`, refresh its last_ping, remove it on exit."""
+async def register_shared(
+    store: StateStore,
+    record: InstanceRecord,
+    *,
+    clock: Callable[[], float] = time.time,
+    on_written: Callable[[], None] | None = None,
+) -> None:
+    """`manifold register` with `state_url`: write `record`, refresh its last_ping, remove it on exit.
+    `on_written()` once the store took the record (a full store refuses it: nothing is said registered)."""
     if record.command is not None:  # the replicas refuse it (see above): say so rather than register nothing
         raise ValueError(COMMAND_NOT_SHARED)
     records = SharedInstanceRecords(store)
@@ -102,6 +109,8 @@ async def register_shared(store: StateStore, record: InstanceRecord, *, clock: C
         await store.run("instances", lambda: store.client.hset(records.key, record.id, text))
 
     await write()
+    if on_written is not None:
+        on_written()
     try:
         while True:
             await anyio.sleep(record.ping_interval)

@@ -4,7 +4,11 @@ Each admission is one round trip: a Lua script that, atomically, removes the slo
 that finished since its last admission, drops expired slots, checks the principal's calls in flight, takes
 a token from its bucket (refilled by the store's own clock, so replicas' clocks never disagree) and records
 the new slot. Finished calls' slots thus ride on the next admission (one command per call, not two); those
-no admission took within `FOLD_WINDOW` are removed in the background, off the call's path. A slot carries
+no admission took within `FOLD_WINDOW` are removed in the background, off the call's path. Except when the
+principal has at least half its `principal_max_calls` in flight: then the call's slot is removed before its
+answer goes out (`settle`), since its client's next call may reach another replica at once, and a slot still
+counted there would refuse it (round robin refused every other call of a client calling one at a time at a
+limit of 1). A slot carries
 an expiry (`lease`), so the slots of a replica that died free themselves; the lease is asked at each
 admission, so it follows the config (a server's own `timeout`, a reload) and a call never outlives its slot.
 
@@ -31,17 +35,18 @@ logger = logging.getLogger(__name__)
 
 # KEYS: the bucket (hash: t tokens, at ms), the slots in flight (sorted set: slot -> expiry ms), then the
 # sets of the finished slots to remove. ARGV: rate per second, burst, concurrency, slot id, lease ms, then
-# the finished slots (ARGV[i + 3] is in KEYS[i]). Returns {0, 0} admitted, {1, wait ms} over the rate,
-# {2, running} over the calls in flight.
+# the finished slots (ARGV[i + 3] is in KEYS[i]). Returns {0, running} admitted (the principal's calls in flight
+# with this one), {1, wait ms} over the rate, {2, running} over the calls in flight.
 ACQUIRE = """
 for i = 3, #KEYS do redis.call('ZREM', KEYS[i], ARGV[i + 3]) end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local rate, burst, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local lease = tonumber(ARGV[5])
+local running = 0
 if limit > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  local running = redis.call('ZCARD', KEYS[2])
+  running = redis.call('ZCARD', KEYS[2])
   if running >= limit then return {2, running} end
 end
 if rate > 0 then
@@ -60,7 +65,7 @@ if limit > 0 then
   redis.call('ZADD', KEYS[2], now + lease, ARGV[4])
   redis.call('PEXPIRE', KEYS[2], lease + 1000)
 end
-return {0, 0}
+return {0, running + 1}
 """
 _LOCAL = "local"  # a slot taken from the fallback while the store was down
 FOLD_WINDOW = 0.05  # seconds a finished call's slot waits for the next admission to carry its removal
@@ -83,6 +88,8 @@ class SharedLimits:
         self._script: Any = store.client.register_script(ACQUIRE)
         self._mine: dict[str, list[str]] = {}  # principal -> the slots this replica holds
         self._finished: list[tuple[str, str]] = []  # (slots key, slot) of calls done, not yet removed
+        self._tight: set[str] = set()  # slots taken with half the principal's calls in flight or more
+        self._settling: dict[str, list[str]] = {}  # principal -> tight slots of calls done, removed by `settle`
         self._wake = anyio.Event()
 
     @property
@@ -115,6 +122,8 @@ class SharedLimits:
         if verdict == 1:
             raise rate_refusal(who, int(value) / 1000, self.rate, self.burst)
         self._mine.setdefault(who, []).append(slot)
+        if self.concurrency and int(value) * 2 >= self.concurrency:
+            self._tight.add(slot)
 
     def release(self, principal: str | None) -> None:
         who = principal or ANONYMOUS
@@ -129,6 +138,32 @@ class SharedLimits:
         elif self.concurrency and len(self._finished) < _MAX_FINISHED:
             self._finished.append((self.store.key("limit", "flight", who), slot))
             self._wake.set()
+            if slot in self._tight:
+                self._tight.discard(slot)
+                self._settling.setdefault(who, []).append(slot)
+
+    async def settle(self, principal: str | None) -> None:
+        """After `release`, before the call's answer goes out: remove its slot now if it was taken with half the
+        principal's calls in flight or more (see the module); else nothing (it rides on the next admission)."""
+        who = principal or ANONYMOUS
+        slots = self._settling.get(who)
+        if not slots:
+            return
+        slot = slots.pop()
+        if not slots:
+            del self._settling[who]
+        key = self.store.key("limit", "flight", who)
+        with contextlib.suppress(ValueError):  # else an admission has carried it already (removing twice is a no-op)
+            self._finished.remove((key, slot))
+        try:
+            await self.store.run("limits", lambda: self.store.client.zrem(key, slot))
+        except StateUnavailable:  # removed once the store is back (the answer goes out all the same)
+            self._finished.append((key, slot))
+            self._wake.set()
+        except BaseException:  # its request cancelled on the way: removed in the background
+            self._finished.append((key, slot))
+            self._wake.set()
+            raise
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Remove the finished calls' slots no admission carried within `FOLD_WINDOW`, a batch per round trip,

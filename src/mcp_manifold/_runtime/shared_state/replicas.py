@@ -26,6 +26,14 @@ logger = logging.getLogger(__name__)
 
 HEARTBEAT = 2.0
 STALE = 10.0
+# The heartbeat is written even into a full store (`maxmemory` with `noeviction`, which refuses HSET): the row
+# replaces the replica's last one (a few hundred bytes, one per replica), and a replica whose heartbeats were
+# refused would be taken for gone, every answer to a call it holds refused as "gone" through the others.
+# KEYS: the replicas hash. ARGV: the replica's field, its row.
+BEAT = """#!lua flags=allow-oom
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
 
 
 class ReplicaDirectory:
@@ -35,12 +43,13 @@ class ReplicaDirectory:
         self.url = url
         self.snapshot = snapshot  # this replica's row for the status: servers, clients
         self.key = store.key("replicas")
+        self._beat: Any = store.client.register_script(BEAT)
 
     async def beat(self) -> None:
         seconds, micros = await self.store.run("replica heartbeat", self.store.client.time)
         seen = seconds + micros / 1_000_000
         row = json.dumps({"id": self.store.replica_id, "url": self.url, "seen": seen, **self.snapshot()}, default=str)
-        await self.store.run("replica heartbeat", lambda: self.store.client.hset(self.key, self.holder, row))
+        await self.store.run("replica heartbeat", lambda: self._beat(keys=[self.key], args=[self.holder, row]))
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         with contextlib.suppress(StateUnavailable):
@@ -72,8 +81,17 @@ class ReplicaDirectory:
         return sorted(rows, key=lambda row: str(row.get("id")))
 
     async def address(self, holder: str) -> str | None:
-        """The internal address of the replica whose held calls carry `holder`, if it is alive."""
-        now, text = await self.store.run("replicas", lambda: self._timed(lambda pipe: pipe.hget(self.key, holder)))
+        """The internal address of the replica whose held calls carry `holder`, if it is alive. A row that is
+        not there may be one the store lost (emptied by a restart without persistence, or FLUSHALL), which its
+        replica writes again at its next heartbeat: it is looked for until then. Taken for gone at once, the
+        call ran on, held, while its client was told to call it again, and blocked the questions of other
+        calls of that server meanwhile (until `held_call_timeout`)."""
+        deadline = anyio.current_time() + 2 * HEARTBEAT + 1
+        while True:
+            now, text = await self.store.run("replicas", lambda: self._timed(lambda pipe: pipe.hget(self.key, holder)))
+            if text is not None or anyio.current_time() >= deadline:
+                break
+            await anyio.sleep(HEARTBEAT / 4)
         row = None if text is None else self._read(holder, text)
         if row is None or now - row["seen"] > STALE:
             return None

@@ -45,11 +45,15 @@ class SharedSecret:
 
 
 async def shared_secret(store: StateStore, name: str) -> str:
-    """The secret `name`, made now if no replica made it yet."""
+    """The secret `name`, made now if no replica made it yet. Read first: a full store (`maxmemory`,
+    `noeviction`) refuses even a `SET NX` that would change nothing, and a replica restarted while the store
+    is full must still start on the secrets it holds."""
     key = store.key("secret", name)
-    made = secrets.token_urlsafe(32)
-    await store.run("shared secrets", lambda: store.client.set(key, made, nx=True))
     value = await store.run("shared secrets", lambda: store.client.get(key))
+    if value is None:
+        made = secrets.token_urlsafe(32)
+        await store.run("shared secrets", lambda: store.client.set(key, made, nx=True))
+        value = await store.run("shared secrets", lambda: store.client.get(key))
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

@@ -5,7 +5,8 @@ another database: `redis://host/1`). `StateStore` also notices outages: a comman
 store marks it down and logs it once, loudly; the next command that works marks it up again and says so.
 A store that answers but refuses (full under `maxmemory` with `noeviction`: OOM; a key of the wrong type:
 WRONGTYPE) is reachable, and said to refuse, naming its error; the replica is not ready while any kind of
-command's last run was refused.
+command's last run was refused. A kind refused for want of memory is tried again by the readiness check (one
+write of its own), so a replica that a balancer checking readiness sends nothing is ready once there is room.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "manifold:"
 RETRY = 1.0  # seconds between tries while the store is down
+PROBE = 0.5  # seconds a store that was down has to answer a PING before commands are sent to it again
+ROOM_PROBE_MS = 10_000  # the key a readiness check writes to see whether a full store has room again expires
 T = TypeVar("T")
 
 
@@ -51,6 +54,7 @@ class StateStore:
         self.replica_id = replica_id
         self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self.refusals: tuple[type[BaseException], ...] = (redis.ResponseError,)  # it answered with an error
+        self.full: tuple[type[BaseException], ...] = (redis.OutOfMemoryError,)  # refused for want of memory
         self.client: Any = redis.Redis.from_url(
             url,
             socket_timeout=timeout,
@@ -65,8 +69,10 @@ class StateStore:
         )
         self.up = True
         self.refused: dict[str, str] = {}  # what -> the store's error, for each kind whose last command it refused
+        self._refused_full: set[str] = set()  # the kinds of `refused` refused because the store was full
         self.announce = announce
         self._retry_at = 0.0  # while down, commands fail at once until then (a hung store must not slow every call)
+        self._probing = False  # a PING is finding out whether the store that was down is back
 
     @staticmethod
     def key(*parts: str) -> str:
@@ -74,14 +80,14 @@ class StateStore:
 
     async def run(self, what: str, command: Callable[[], Awaitable[T]]) -> T:
         """Run one command; a store that cannot be reached raises `StateUnavailable` naming `what`."""
-        if not self.up and time.monotonic() < self._retry_at:
+        if not self.up and not await self._back():
             raise StateUnavailable(f"the shared state store is unreachable ({what})")
         try:
             result = await command()
         except self.refusals as exc:
             self.came_back()  # it answered
             why = _refusal(exc)
-            self.refusing(what, why)
+            self.refusing(what, why, full=isinstance(exc, self.full))
             raise StateUnavailable(f"the shared state store refused a command ({what}): {why}") from None
         except self.errors as exc:
             self.went_down(what, exc)
@@ -91,9 +97,31 @@ class StateStore:
         self.accepted(what)
         return result
 
-    def refusing(self, what: str, why: str) -> None:
+    async def _back(self) -> bool:
+        """While the store is down: whether it answers again. One PING at a time, once per `RETRY`, given
+        `PROBE` seconds: a store that hangs (it takes connections and answers nothing) held each request that
+        came after a `RETRY` for the whole socket timeout, every such request at once; now one, that long."""
+        if self._probing or time.monotonic() < self._retry_at:
+            return False
+        self._probing = True
+        answered = False
+        try:
+            with anyio.move_on_after(PROBE):
+                await self.client.ping()
+                answered = True
+        except self.errors:
+            pass
+        finally:
+            self._probing = False
+            if not answered:
+                self._retry_at = time.monotonic() + RETRY
+        return answered
+
+    def refusing(self, what: str, why: str, *, full: bool = False) -> None:
         first = not self.refused
         self.refused[what] = why
+        if full:
+            self._refused_full.add(what)
         if first and self.announce:
             logger.error(
                 "SHARED STATE REFUSING: %s reaches %s but it refused a command (%s): %s; limits are per replica "
@@ -106,6 +134,7 @@ class StateStore:
             )
 
     def accepted(self, what: str) -> None:
+        self._refused_full.discard(what)
         if self.refused.pop(what, None) is not None and not self.refused and self.announce:
             logger.warning("shared state store %s accepts commands again (%s)", _safe_url(self.url), self.replica_id)
 
@@ -128,9 +157,18 @@ class StateStore:
             logger.warning("shared state store %s reachable again from %s", _safe_url(self.url), self.replica_id)
 
     async def ping(self) -> bool:
-        """Whether the store answers and accepts commands (a PING alone passes on a full store)."""
+        """Whether the store answers and accepts commands (a PING alone passes on a full store).
+
+        The kinds refused because the store was full are tried again here, by one write that a full store
+        refuses: some kinds run only for requests (a rate limit's admission), and a balancer that checks
+        readiness sends a replica that is not ready none, so it would never be ready again."""
         try:
             await self.run("ping", self.client.ping)
+            if self._refused_full:
+                probe = self.key("room", self.replica_id)
+                await self.run("room", lambda: self.client.set(probe, b"1", px=ROOM_PROBE_MS))
+                for what in list(self._refused_full):
+                    self.accepted(what)
         except StateUnavailable:
             return False
         return not self.refused
