@@ -464,3 +464,25 @@ async def test_a_principals_backlog_of_programs_does_not_hold_up_another(
             group.start_soon(queued, other, "other")
     order = sorted(ran, key=ran.__getitem__)
     assert order == ["busy-2", "other", "busy-3", "busy-4"], ran
+
+
+async def test_a_round_of_calls_holds_no_more_than_the_program_could(write_config: Any) -> None:
+    """The answers of calls awaited together were all held by the gateway, outside the program's heap limit,
+    until the last came: a thousand 8 MB values took 8 GB of its memory (1 GB measured for 250 of 4 MB).
+    Past half the program's memory (its heap holds them all at once, beside its own data) the calls throw."""
+    config = write_config({"kitchen": SERVERS["kitchen"]}, {"expose": ["code"], "code_memory_mb": 8})
+    async with stdio_gateway(config) as client:
+        answer = await run(
+            client,
+            "const all = await Promise.allSettled(Array.from({length: 7}, () => tools.kitchen_huge({size: 1e6})));\n"
+            "return [all.filter((one) => one.status === 'fulfilled').length,"
+            " [...new Set(all.filter((one) => one.reason).map((one) => one.reason.message))]]",
+        )
+        assert not answer.is_error, text_of(answer)
+        held, said = json.loads(text_of(answer).removeprefix("Returned: "))
+        assert held == 4 and said == [
+            "tools.kitchen_huge: the values of the calls awaited together came to more than half the program's"
+            " memory (8 MB, code_memory_mb): await fewer at a time"
+        ], said
+        after = await run(client, "return await tools.kitchen_echo({text: 'on'})")
+        assert text_of(after) == 'Returned: "on"'
