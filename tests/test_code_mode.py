@@ -486,3 +486,52 @@ async def test_a_round_of_calls_holds_no_more_than_the_program_could(write_confi
         ], said
         after = await run(client, "return await tools.kitchen_echo({text: 'on'})")
         assert text_of(after) == 'Returned: "on"'
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_reload_that_moves_the_callers_principal_stops_its_programs_calls(
+    write_config: Any, http_gateway: Any, tmp_path: Path, mode: str
+) -> None:
+    """A reload that gives the principal a narrower profile refuses the session's next request; a program
+    running went on calling the old profile's tools to its end (up to code_timeout, code_max_calls)."""
+    key, started = "alice-key-0000000001", tmp_path / "started"
+    kitchen = server_entry("kitchen.py", env={"KITCHEN_EXTRAS": "1"})
+    config = write_config({"kitchen": kitchen}, {"expose": ["code"], "code_timeout": 15})
+
+    def holding(wide: str, narrow: str) -> None:
+        profiles = {
+            "wide": {"principals": [wide], "tools": ["*"]},
+            "narrow": {"principals": [narrow], "tools": ["kitchen_echo"]},
+        }
+        data = {**json.loads(config.read_text()), "auth": {"api_keys": {"alice": key}}, "profiles": profiles}
+        config.write_text(json.dumps(data))
+
+    holding("alice", "nobody")
+    url = http_gateway(config)
+    async with keyed_client(url, key, mode) as client:
+        await client.list_tools()  # known before the reload, for the SDK's check of the answer
+        answer: list[types.CallToolResult] = []
+
+        async def program() -> None:
+            answer.append(
+                await run(
+                    client,
+                    f"await tools.kitchen_note({{text: 'on', path: {json.dumps(str(started))}}});\n"
+                    "for (let made = 0; ; made++) {\n"
+                    "  try { await tools.kitchen_add({a: made, b: 1}); await tools.kitchen_slow({seconds: 0.05}); }\n"
+                    "  catch (e) { return e.message.replace(/^tools[.]kitchen_(add|slow)/, 'tools.X'); }\n"
+                    "}",
+                )
+            )
+
+        with anyio.fail_after(50):
+            async with anyio.create_task_group() as group:
+                group.start_soon(program)
+                while not started.exists():
+                    await anyio.sleep(0.05)
+                holding("nobody", "alice")  # the gateway watches its config: the reload follows
+    said = text_of(answer[0])
+    assert said == (
+        "Returned: \"tools.X: this program's caller no longer holds profile 'wide' (the configuration "
+        'was reloaded); open a new session"'
+    ), said

@@ -240,6 +240,15 @@ class CodeSurface(Surface):
         return [answers.get(call.id) or Settled(call.id, False, late) for call in batch]
 
     async def _call(self, request: Request, limits: Limits, call: PendingCall) -> Settled:
+        if not self.host.holds_profile(request.caller):
+            # A reload gave its principal another profile: the session's next request is refused, and so is
+            # its program's next call (before, a program went on with the old profile's tools to its end).
+            return Settled(
+                call.id,
+                False,
+                f"tools.{call.name}: this program's caller no longer holds profile {request.caller.profile!r} "
+                "(the configuration was reloaded); open a new session",
+            )
         try:
             # The view again, now: a tool quarantined or no longer allowed since the program started is unknown.
             target = tool_target(self.host.view(request), call.name, self.name)
