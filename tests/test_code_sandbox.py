@@ -207,3 +207,19 @@ async def test_a_program_cancelled_while_waiting_for_a_slot_leaves_none_taken() 
         slots.give_back()  # handed to the waiting program...
         waiting.cancel()  # ...which is cancelled before it runs: it has the slot only if `take` returned
     assert slots.taken == (1 if took else 0)
+
+
+def test_a_program_that_inflates_its_state_ends_at_the_first_round() -> None:
+    """The host reads the program's state after every round; a program whose replaced JSON.stringify made
+    it 30 MB had the host parse that after every round, holding the GIL (another client's calls took 4 times
+    as long, up to 260 ms). Larger than the prelude writes while the program runs, it is a tampered state."""
+    code = (
+        "const stringify = JSON.stringify, big = 'x'.repeat(1e6);\n"
+        "JSON.stringify = (value, ...rest) => (value && Object.getPrototypeOf(value) === null && 'dropped' in value)"
+        " ? stringify({outcome: value.outcome, output: big, dropped: 0}) : stringify(value, ...rest);\n"
+        "for (let i = 0; i < 5; i++) await tools.x({}); return 'done';"
+    )
+    rounds: list[list[str]] = []
+    outcome = Sandbox(["x"], Limits(output_chars=1000)).run(code, echo_rounds(rounds))
+    said = "the program interfered with the sandbox's own functions, so its answer could not be read"
+    assert (rounds, outcome.error) == ([], said), (rounds, outcome.error)

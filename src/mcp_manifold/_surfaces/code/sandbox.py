@@ -231,6 +231,8 @@ class Sandbox:
         self._names = frozenset(tool_names)
         self._seen: set[int] = set()  # the ids of the calls handed out: each once, at most max_calls of them
         self._state: dict[str, Any] = {}
+        # The state while the program runs: its output (each character at most six as JSON) and two numbers.
+        self._running_state_chars = 6 * limits.output_chars + 100
         self.stopped = False  # set from another thread: checked between slices
 
     def run(self, code: str, perform: Callable[[list[PendingCall], float], list[Settled]]) -> Outcome:
@@ -256,10 +258,15 @@ class Sandbox:
             while True:
                 while slice_(context.execute_pending_job):
                     pass
-                self._state = _read(slice_(lambda: host("state", 0, False, "")))
+                text = slice_(lambda: host("state", 0, False, ""))
+                self._state = _read(text)
                 outcome = self._state["outcome"]
                 if outcome is not None:
                     return self._finish(outcome["ok"], outcome.get("value"), outcome.get("error"))
+                if len(text) > self._running_state_chars:
+                    # Larger than the prelude writes while the program runs: a program that inflated it
+                    # had the host parse it after every round, holding the GIL, so other callers waited.
+                    raise _Tampered
                 batch, refused = self._calls_of(slice_(lambda: host("drain", 0, False, "")))
                 if not batch and not refused:
                     return self._finish(False, None, "the program awaits a promise that nothing will settle")
