@@ -535,3 +535,19 @@ async def test_a_reload_that_moves_the_callers_principal_stops_its_programs_call
         "Returned: \"tools.X: this program's caller no longer holds profile 'wide' (the configuration "
         'was reloaded); open a new session"'
     ), said
+
+
+async def test_a_calls_arguments_are_held_to_code_value_bytes(shared: Shared) -> None:
+    """A client's request is held to 4 MB over HTTP; a program sent arguments as large as its memory allowed
+    (30 MB) in every call, to the server and through the gateway's event loop (another client's calls
+    waited up to half a second each time). They are held to code_value_bytes, as values are."""
+    answer = await run(
+        shared.client,
+        "let said; try { await tools.kitchen_echo({text: 'x'.repeat(8e6)}); } catch (e) { said = e.message; }\n"
+        "return [said, await tools.kitchen_echo({text: 'on'})]",
+    )
+    assert json.loads(text_of(answer).removeprefix("Returned: ")) == [
+        "tools.kitchen_echo: its arguments are 8000011 bytes as JSON, more than a program may send in a call "
+        "(8000000, code_value_bytes)",
+        "on",
+    ], text_of(answer)[:300]

@@ -313,6 +313,18 @@ class Sandbox:
                     Settled(call_id, False, f"the program made more than {limit} tool calls (code_max_calls)")
                 )
                 continue
+            size = len(item["arguments"].encode())
+            if size > self.limits.value_bytes:  # the other way too: a client's request is held to a few MB
+                limit = self.limits.value_bytes
+                refused.append(
+                    Settled(
+                        call_id,
+                        False,
+                        f"tools.{name}: its arguments are {size} bytes as JSON, more than a program may send in a "
+                        f"call ({limit}, code_value_bytes)",
+                    )
+                )
+                continue
             try:
                 arguments = json.loads(item["arguments"])
             except RecursionError:
