@@ -551,3 +551,16 @@ async def test_a_calls_arguments_are_held_to_code_value_bytes(shared: Shared) ->
         "(8000000, code_value_bytes)",
         "on",
     ], text_of(answer)[:300]
+
+
+async def test_a_tools_text_is_parsed_by_the_program(shared: Shared) -> None:
+    """A text was parsed as JSON and encoded again by the gateway, on its event loop (another client's calls
+    waited up to 0.76 s each, for a text of 7.8 MB), and a deeply nested one raised an error that ended the
+    whole program with the gateway's own failure. The program parses it now, under its own limits."""
+    answer = await run(
+        shared.client,
+        "const deep = await tools.kitchen_echo({text: '['.repeat(5e4) + ']'.repeat(5e4)});\n"
+        'const json = await tools.kitchen_echo({text: \' {"a": [1, 2.5, "é"]} \'});\n'
+        "return [typeof deep, deep.length, json, await tools.kitchen_echo({text: 'NaN'})]",
+    )
+    assert text_of(answer) == 'Returned: ["string",100000,{"a":[1,2.5,"é"]},"NaN"]', text_of(answer)[:300]

@@ -97,6 +97,7 @@ class Settled:
     id: int
     ok: bool
     text: str
+    raw: bool = False  # `text` is the tool's own text: the program takes it parsed when it is JSON, else as it is
 
 
 @dataclass
@@ -191,6 +192,9 @@ _PRELUDE = r"""
     }
   };
   const failed = (error) => { outcome = { ok: false, error: describe(error) }; };
+  const fromText = (answer) => {  // a tool's text: parsed when it is JSON (here, under the program's limits)
+    try { return JSON.parse(answer); } catch (e) { return answer; }
+  };
   return (op, id, ok, answer) => {
     if (op === "start") {  // the program, compiled as an async function's body, in the global scope
       AsyncFunction(answer)().then(settled, failed);
@@ -205,8 +209,9 @@ _PRELUDE = r"""
     const waiting = pending.get(id);
     pending.delete(id);
     if (waiting !== undefined) {
-      if (ok) waiting.resolve(JSON.parse(answer));
-      else waiting.reject(new Error(answer));
+      if (!ok) waiting.reject(new Error(answer));
+      else if (op === "text") waiting.resolve(fromText(answer));
+      else waiting.resolve(JSON.parse(answer));
     }
     return null;
   };
@@ -272,7 +277,11 @@ class Sandbox:
                     return self._finish(False, None, "the program awaits a promise that nothing will settle")
                 answers = [*refused, *(perform(batch, deadline - time.monotonic()) if batch else [])]
                 for answer in answers:
-                    slice_(lambda answer=answer: host("settle", answer.id, answer.ok, answer.text))
+                    slice_(
+                        lambda answer=answer: host(
+                            "text" if answer.raw else "settle", answer.id, answer.ok, answer.text
+                        )
+                    )
         except ProgramStopped:
             self._read_state(host, context)
             return self._finish(False, None, self._timeout(), "timeout")
