@@ -223,3 +223,16 @@ def test_a_program_that_inflates_its_state_ends_at_the_first_round() -> None:
     outcome = Sandbox(["x"], Limits(output_chars=1000)).run(code, echo_rounds(rounds))
     said = "the program interfered with the sandbox's own functions, so its answer could not be read"
     assert (rounds, outcome.error) == ([], said), (rounds, outcome.error)
+
+
+def test_calls_refused_before_they_are_made_are_not_counted_as_made() -> None:
+    """The program's count of calls (its audit line's `calls`) counted calls refused before they were made."""
+    code = (
+        "for (const text of ['x'.repeat(6000), 'ok']) { try { await tools.x({text}); } catch (e) {} }\n"
+        "let deep = []; for (let i = 0; i < 1500; i++) deep = [deep];\n"
+        "try { await tools.x({deep}); } catch (e) { return e.message; }"
+    )
+    rounds: list[list[str]] = []
+    outcome = Sandbox(["x"], Limits(value_bytes=5000)).run(code, echo_rounds(rounds))
+    said = '"tools.x: its arguments are nested too deeply"'
+    assert (outcome.value, outcome.calls, rounds) == (said, 1, [["x"]]), (outcome, rounds)

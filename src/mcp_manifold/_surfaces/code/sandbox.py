@@ -235,6 +235,7 @@ class Sandbox:
         self._engine = load_engine()
         self._names = frozenset(tool_names)
         self._seen: set[int] = set()  # the ids of the calls handed out: each once, at most max_calls of them
+        self._made = 0  # the calls made (the audit's count): not those refused before (too many, too large)
         self._state: dict[str, Any] = {}
         # The state while the program runs: its output (each character at most six as JSON) and two numbers.
         self._running_state_chars = 6 * limits.output_chars + 100
@@ -275,6 +276,7 @@ class Sandbox:
                 batch, refused = self._calls_of(slice_(lambda: host("drain", 0, False, "")))
                 if not batch and not refused:
                     return self._finish(False, None, "the program awaits a promise that nothing will settle")
+                self._made += len(batch)
                 answers = [*refused, *(perform(batch, deadline - time.monotonic()) if batch else [])]
                 for answer in answers:
                     slice_(
@@ -386,7 +388,7 @@ class Sandbox:
             error=_whole(error),
             output=_whole(output) or "",
             output_dropped=dropped,
-            calls=min(len(self._seen), self.limits.max_calls),
+            calls=self._made,
             kind=kind or ("ok" if ok else "error"),
         )
 
