@@ -236,3 +236,15 @@ def test_calls_refused_before_they_are_made_are_not_counted_as_made() -> None:
     outcome = Sandbox(["x"], Limits(value_bytes=5000)).run(code, echo_rounds(rounds))
     said = '"tools.x: its arguments are nested too deeply"'
     assert (outcome.value, outcome.calls, rounds) == (said, 1, [["x"]]), (outcome, rounds)
+
+
+def test_a_value_the_program_has_no_room_for_is_out_of_memory() -> None:
+    """A value too large for what is left of the heap ended the program with `Error: null` (QuickJS throws null
+    when it has no room for the error itself); a text was taken as the string instead of its value."""
+    big = json.dumps(["abcdefgh"] * 600_000)
+    for raw in (False, True):
+        outcome = Sandbox(["x"], Limits(memory_bytes=8 << 20)).run(
+            "const v = await tools.x({}); return typeof v",
+            lambda calls, left, raw=raw: [Settled(call.id, True, big, raw) for call in calls],
+        )
+        assert (outcome.kind, outcome.error) == ("memory", "the program ran out of memory (8 MB)"), (raw, outcome)

@@ -193,7 +193,10 @@ _PRELUDE = r"""
   };
   const failed = (error) => { outcome = { ok: false, error: describe(error) }; };
   const fromText = (answer) => {  // a tool's text: parsed when it is JSON (here, under the program's limits)
-    try { return JSON.parse(answer); } catch (e) { return answer; }
+    try { return JSON.parse(answer); } catch (e) {
+      if (e instanceof SyntaxError || e instanceof RangeError) return answer;  // no JSON, or nested too deep
+      throw e;  // out of memory (null: QuickJS had no room for an error)
+    }
   };
   return (op, id, ok, answer) => {
     if (op === "start") {  // the program, compiled as an async function's body, in the global scope
@@ -364,6 +367,8 @@ class Sandbox:
 
     def _engine_error(self, message: str) -> Outcome:
         lines = message.strip().splitlines() or ["the engine stopped the program"]
+        if lines[0] == "null":  # what QuickJS throws when it has no room left to make the error itself
+            lines = ["InternalError: out of memory"]
         line = re.search(r"<input>:(\d+)", message)
         number = int(line.group(1)) - _FIRST_LINE + 1 if line else 0
         where = f" (line {number})" if number >= 1 else ""
