@@ -464,3 +464,103 @@ async def test_a_principals_backlog_of_programs_does_not_hold_up_another(
             group.start_soon(queued, other, "other")
     order = sorted(ran, key=ran.__getitem__)
     assert order == ["busy-2", "other", "busy-3", "busy-4"], ran
+
+
+async def test_a_round_of_calls_holds_no_more_than_the_program_could(write_config: Any) -> None:
+    """The answers of calls awaited together were all held by the gateway, outside the program's heap limit,
+    until the last came: a thousand 8 MB values took 8 GB of its memory (1 GB measured for 250 of 4 MB).
+    Past half the program's memory (its heap holds them all at once, beside its own data) the calls throw."""
+    config = write_config({"kitchen": SERVERS["kitchen"]}, {"expose": ["code"], "code_memory_mb": 8})
+    async with stdio_gateway(config) as client:
+        answer = await run(
+            client,
+            "const all = await Promise.allSettled(Array.from({length: 7}, () => tools.kitchen_huge({size: 1e6})));\n"
+            "return [all.filter((one) => one.status === 'fulfilled').length,"
+            " [...new Set(all.filter((one) => one.reason).map((one) => one.reason.message))]]",
+        )
+        assert not answer.is_error, text_of(answer)
+        held, said = json.loads(text_of(answer).removeprefix("Returned: "))
+        assert held == 4 and said == [
+            "tools.kitchen_huge: the values of the calls awaited together came to more than half the program's"
+            " memory (8 MB, code_memory_mb): await fewer at a time"
+        ], said
+        after = await run(client, "return await tools.kitchen_echo({text: 'on'})")
+        assert text_of(after) == 'Returned: "on"'
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_reload_that_moves_the_callers_principal_stops_its_programs_calls(
+    write_config: Any, http_gateway: Any, tmp_path: Path, mode: str
+) -> None:
+    """A reload that gives the principal a narrower profile refuses the session's next request; a program
+    running went on calling the old profile's tools to its end (up to code_timeout, code_max_calls)."""
+    key, started = "alice-key-0000000001", tmp_path / "started"
+    kitchen = server_entry("kitchen.py", env={"KITCHEN_EXTRAS": "1"})
+    config = write_config({"kitchen": kitchen}, {"expose": ["code"], "code_timeout": 15})
+
+    def holding(wide: str, narrow: str) -> None:
+        profiles = {
+            "wide": {"principals": [wide], "tools": ["*"]},
+            "narrow": {"principals": [narrow], "tools": ["kitchen_echo"]},
+        }
+        data = {**json.loads(config.read_text()), "auth": {"api_keys": {"alice": key}}, "profiles": profiles}
+        config.write_text(json.dumps(data))
+
+    holding("alice", "nobody")
+    url = http_gateway(config)
+    async with keyed_client(url, key, mode) as client:
+        await client.list_tools()  # known before the reload, for the SDK's check of the answer
+        answer: list[types.CallToolResult] = []
+
+        async def program() -> None:
+            answer.append(
+                await run(
+                    client,
+                    f"await tools.kitchen_note({{text: 'on', path: {json.dumps(str(started))}}});\n"
+                    "for (let made = 0; ; made++) {\n"
+                    "  try { await tools.kitchen_add({a: made, b: 1}); await tools.kitchen_slow({seconds: 0.05}); }\n"
+                    "  catch (e) { return e.message.replace(/^tools[.]kitchen_(add|slow)/, 'tools.X'); }\n"
+                    "}",
+                )
+            )
+
+        with anyio.fail_after(50):
+            async with anyio.create_task_group() as group:
+                group.start_soon(program)
+                while not started.exists():
+                    await anyio.sleep(0.05)
+                holding("nobody", "alice")  # the gateway watches its config: the reload follows
+    said = text_of(answer[0])
+    assert said == (
+        "Returned: \"tools.X: this program's caller no longer holds profile 'wide' (the configuration "
+        'was reloaded); open a new session"'
+    ), said
+
+
+async def test_a_calls_arguments_are_held_to_code_value_bytes(shared: Shared) -> None:
+    """A client's request is held to 4 MB over HTTP; a program sent arguments as large as its memory allowed
+    (30 MB) in every call, to the server and through the gateway's event loop (another client's calls
+    waited up to half a second each time). They are held to code_value_bytes, as values are."""
+    answer = await run(
+        shared.client,
+        "let said; try { await tools.kitchen_echo({text: 'x'.repeat(8e6)}); } catch (e) { said = e.message; }\n"
+        "return [said, await tools.kitchen_echo({text: 'on'})]",
+    )
+    assert json.loads(text_of(answer).removeprefix("Returned: ")) == [
+        "tools.kitchen_echo: its arguments are 8000011 bytes as JSON, more than a program may send in a call "
+        "(8000000, code_value_bytes)",
+        "on",
+    ], text_of(answer)[:300]
+
+
+async def test_a_tools_text_is_parsed_by_the_program(shared: Shared) -> None:
+    """A text was parsed as JSON and encoded again by the gateway, on its event loop (another client's calls
+    waited up to 0.76 s each, for a text of 7.8 MB), and a deeply nested one raised an error that ended the
+    whole program with the gateway's own failure. The program parses it now, under its own limits."""
+    answer = await run(
+        shared.client,
+        "const deep = await tools.kitchen_echo({text: '['.repeat(5e4) + ']'.repeat(5e4)});\n"
+        'const json = await tools.kitchen_echo({text: \' {"a": [1, 2.5, "é"]} \'});\n'
+        "return [typeof deep, deep.length, json, await tools.kitchen_echo({text: 'NaN'})]",
+    )
+    assert text_of(answer) == 'Returned: ["string",100000,{"a":[1,2.5,"é"]},"NaN"]', text_of(answer)[:300]

@@ -207,3 +207,44 @@ async def test_a_program_cancelled_while_waiting_for_a_slot_leaves_none_taken() 
         slots.give_back()  # handed to the waiting program...
         waiting.cancel()  # ...which is cancelled before it runs: it has the slot only if `take` returned
     assert slots.taken == (1 if took else 0)
+
+
+def test_a_program_that_inflates_its_state_ends_at_the_first_round() -> None:
+    """The host reads the program's state after every round; a program whose replaced JSON.stringify made
+    it 30 MB had the host parse that after every round, holding the GIL (another client's calls took 4 times
+    as long, up to 260 ms). Larger than the prelude writes while the program runs, it is a tampered state."""
+    code = (
+        "const stringify = JSON.stringify, big = 'x'.repeat(1e6);\n"
+        "JSON.stringify = (value, ...rest) => (value && Object.getPrototypeOf(value) === null && 'dropped' in value)"
+        " ? stringify({outcome: value.outcome, output: big, dropped: 0}) : stringify(value, ...rest);\n"
+        "for (let i = 0; i < 5; i++) await tools.x({}); return 'done';"
+    )
+    rounds: list[list[str]] = []
+    outcome = Sandbox(["x"], Limits(output_chars=1000)).run(code, echo_rounds(rounds))
+    said = "the program interfered with the sandbox's own functions, so its answer could not be read"
+    assert (rounds, outcome.error) == ([], said), (rounds, outcome.error)
+
+
+def test_calls_refused_before_they_are_made_are_not_counted_as_made() -> None:
+    """The program's count of calls (its audit line's `calls`) counted calls refused before they were made."""
+    code = (
+        "for (const text of ['x'.repeat(6000), 'ok']) { try { await tools.x({text}); } catch (e) {} }\n"
+        "let deep = []; for (let i = 0; i < 1500; i++) deep = [deep];\n"
+        "try { await tools.x({deep}); } catch (e) { return e.message; }"
+    )
+    rounds: list[list[str]] = []
+    outcome = Sandbox(["x"], Limits(value_bytes=5000)).run(code, echo_rounds(rounds))
+    said = '"tools.x: its arguments are nested too deeply"'
+    assert (outcome.value, outcome.calls, rounds) == (said, 1, [["x"]]), (outcome, rounds)
+
+
+def test_a_value_the_program_has_no_room_for_is_out_of_memory() -> None:
+    """A value too large for what is left of the heap ended the program with `Error: null` (QuickJS throws null
+    when it has no room for the error itself); a text was taken as the string instead of its value."""
+    big = json.dumps(["abcdefgh"] * 600_000)
+    for raw in (False, True):
+        outcome = Sandbox(["x"], Limits(memory_bytes=8 << 20)).run(
+            "const v = await tools.x({}); return typeof v",
+            lambda calls, left, raw=raw: [Settled(call.id, True, big, raw) for call in calls],
+        )
+        assert (outcome.kind, outcome.error) == ("memory", "the program ran out of memory (8 MB)"), (raw, outcome)

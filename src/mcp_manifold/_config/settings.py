@@ -223,7 +223,9 @@ class Settings:
     )
     code_max_calls: int = _setting(1000, "Most tool calls one code-mode program may make.", check=positive)
     code_value_bytes: int = _setting(
-        8_000_000, "Largest tool result, as JSON, handed into a code-mode program as a value.", check=positive
+        8_000_000,
+        "Largest tool result, as JSON, handed into a code-mode program as a value (and largest arguments it may send).",
+        check=positive,
     )
     code_max_programs: int = _setting(
         4,

@@ -495,6 +495,9 @@ class Gateway:
     def view(self, request: Request) -> CatalogView:
         return self.access.view(request, self.catalog_for(request))
 
+    def holds_profile(self, caller: Caller) -> bool:
+        return self.access.holds_profile(caller)
+
     async def _search_allowed(
         self, query: str, limit: int, server: str | None, allowed: Callable[[str], bool] | None
     ) -> list[Match]:

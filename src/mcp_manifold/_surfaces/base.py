@@ -163,6 +163,11 @@ class Host(Protocol):
         its profile allows, nothing quarantined. Read it; the gateway keeps the catalog."""
         ...
 
+    def holds_profile(self, caller: Caller) -> bool:
+        """Whether the caller's principal still holds the profile its request was made with (a reload may
+        have given it another): for work that goes on making calls after its request was admitted."""
+        ...
+
     # --- the catalog ---
     async def ensure_catalog(self, request: Request | None = None) -> None:
         """List every configured server not listed yet (starting lazy ones), and the client's own sessions."""

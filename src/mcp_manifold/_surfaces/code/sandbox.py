@@ -97,6 +97,7 @@ class Settled:
     id: int
     ok: bool
     text: str
+    raw: bool = False  # `text` is the tool's own text: the program takes it parsed when it is JSON, else as it is
 
 
 @dataclass
@@ -191,6 +192,12 @@ _PRELUDE = r"""
     }
   };
   const failed = (error) => { outcome = { ok: false, error: describe(error) }; };
+  const fromText = (answer) => {  // a tool's text: parsed when it is JSON (here, under the program's limits)
+    try { return JSON.parse(answer); } catch (e) {
+      if (e instanceof SyntaxError || e instanceof RangeError) return answer;  // no JSON, or nested too deep
+      throw e;  // out of memory (null: QuickJS had no room for an error)
+    }
+  };
   return (op, id, ok, answer) => {
     if (op === "start") {  // the program, compiled as an async function's body, in the global scope
       AsyncFunction(answer)().then(settled, failed);
@@ -205,8 +212,9 @@ _PRELUDE = r"""
     const waiting = pending.get(id);
     pending.delete(id);
     if (waiting !== undefined) {
-      if (ok) waiting.resolve(JSON.parse(answer));
-      else waiting.reject(new Error(answer));
+      if (!ok) waiting.reject(new Error(answer));
+      else if (op === "text") waiting.resolve(fromText(answer));
+      else waiting.resolve(JSON.parse(answer));
     }
     return null;
   };
@@ -230,7 +238,10 @@ class Sandbox:
         self._engine = load_engine()
         self._names = frozenset(tool_names)
         self._seen: set[int] = set()  # the ids of the calls handed out: each once, at most max_calls of them
+        self._made = 0  # the calls made (the audit's count): not those refused before (too many, too large)
         self._state: dict[str, Any] = {}
+        # The state while the program runs: its output (each character at most six as JSON) and two numbers.
+        self._running_state_chars = 6 * limits.output_chars + 100
         self.stopped = False  # set from another thread: checked between slices
 
     def run(self, code: str, perform: Callable[[list[PendingCall], float], list[Settled]]) -> Outcome:
@@ -256,16 +267,26 @@ class Sandbox:
             while True:
                 while slice_(context.execute_pending_job):
                     pass
-                self._state = _read(slice_(lambda: host("state", 0, False, "")))
+                text = slice_(lambda: host("state", 0, False, ""))
+                self._state = _read(text)
                 outcome = self._state["outcome"]
                 if outcome is not None:
                     return self._finish(outcome["ok"], outcome.get("value"), outcome.get("error"))
+                if len(text) > self._running_state_chars:
+                    # Larger than the prelude writes while the program runs: a program that inflated it
+                    # had the host parse it after every round, holding the GIL, so other callers waited.
+                    raise _Tampered
                 batch, refused = self._calls_of(slice_(lambda: host("drain", 0, False, "")))
                 if not batch and not refused:
                     return self._finish(False, None, "the program awaits a promise that nothing will settle")
+                self._made += len(batch)
                 answers = [*refused, *(perform(batch, deadline - time.monotonic()) if batch else [])]
                 for answer in answers:
-                    slice_(lambda answer=answer: host("settle", answer.id, answer.ok, answer.text))
+                    slice_(
+                        lambda answer=answer: host(
+                            "text" if answer.raw else "settle", answer.id, answer.ok, answer.text
+                        )
+                    )
         except ProgramStopped:
             self._read_state(host, context)
             return self._finish(False, None, self._timeout(), "timeout")
@@ -306,6 +327,18 @@ class Sandbox:
                     Settled(call_id, False, f"the program made more than {limit} tool calls (code_max_calls)")
                 )
                 continue
+            size = len(item["arguments"].encode())
+            if size > self.limits.value_bytes:  # the other way too: a client's request is held to a few MB
+                limit = self.limits.value_bytes
+                refused.append(
+                    Settled(
+                        call_id,
+                        False,
+                        f"tools.{name}: its arguments are {size} bytes as JSON, more than a program may send in a "
+                        f"call ({limit}, code_value_bytes)",
+                    )
+                )
+                continue
             try:
                 arguments = json.loads(item["arguments"])
             except RecursionError:
@@ -334,6 +367,8 @@ class Sandbox:
 
     def _engine_error(self, message: str) -> Outcome:
         lines = message.strip().splitlines() or ["the engine stopped the program"]
+        if lines[0] == "null":  # what QuickJS throws when it has no room left to make the error itself
+            lines = ["InternalError: out of memory"]
         line = re.search(r"<input>:(\d+)", message)
         number = int(line.group(1)) - _FIRST_LINE + 1 if line else 0
         where = f" (line {number})" if number >= 1 else ""
@@ -358,7 +393,7 @@ class Sandbox:
             error=_whole(error),
             output=_whole(output) or "",
             output_dropped=dropped,
-            calls=min(len(self._seen), self.limits.max_calls),
+            calls=self._made,
             kind=kind or ("ok" if ok else "error"),
         )
 
