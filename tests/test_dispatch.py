@@ -25,10 +25,12 @@ from mcp_manifold._core.result_cache import ResultCache
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._surfaces.dispatch.connections import ALIASES_FILE, Connections
 from tests.conftest import (
+    CLIENT_MODES,
     TRANSPORT_MODE_IDS,
     TRANSPORT_MODES,
     client_over,
     http_gateway_url,
+    keyed_client,
     manifold_command,
     server_entry,
     stdio_gateway,
@@ -519,6 +521,26 @@ async def test_results_of_read_only_tools_are_cached_when_the_server_opts_in(wri
         assert await call("tick") != await call("tick")  # no annotations: never cached
         await anyio.sleep(1.1)
         assert await call("ticket") != first  # expired
+
+
+@pytest.mark.anyio
+async def test_a_clients_own_session_answers_it_alone_whatever_the_cache(tmp_path: Path) -> None:
+    # Regression: the cache was keyed by server, tool and arguments only, so under `session_scope: client`
+    # bob was answered from alice's own session (a filesystem server following her roots: her files).
+    keys = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef"}
+    config = write_gateway_config(
+        tmp_path, {"private": server_entry("private.py", session_scope="client", cache_ttl=60)}, expose=["direct"]
+    )
+    data = json.loads(config.read_text())
+    config.write_text(json.dumps({**data, "auth": {"api_keys": keys}}))
+    with http_gateway_url(config) as url:
+        for mode in CLIENT_MODES:
+            answers = {}
+            for name, key in keys.items():
+                async with keyed_client(url, key, mode) as client:
+                    answers[name] = [text_of(await client.call_tool("private_whose", {})) for _ in range(2)]
+            assert answers["alice"][0] != answers["bob"][0], (mode, answers)  # each its own server process
+            assert answers["alice"][0] == answers["alice"][1] and answers["bob"][0] == answers["bob"][1]
 
 
 # --- connection ids and aliases ------------------------------------------------------------------------
