@@ -39,6 +39,9 @@ from mcp_manifold._surfaces.proxy.format import (
 
 # The raw result dict: the SDK's typed parse would drop the proxy's annotation keys.
 _RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+# Most pages a transparent listing reads (100,000 items): a proxy that answers full pages for ever, or a
+# `totalCount` it never reaches, would otherwise be asked again for ever, every item kept.
+MAX_LIST_PAGES = 100
 
 
 class ProxyError(MCPError):
@@ -174,10 +177,10 @@ class ProxyClient(Client):
         return result
 
     async def _list_all(self, kind: Kind, meta: types.RequestParamsMeta | None) -> list[Item]:
-        """Every item of `kind`, page by page (the proxy caps a page at 1000)."""
+        """Every item of `kind`, page by page (the proxy caps a page at 1000), at most `MAX_LIST_PAGES` pages."""
         items: list[Item] = []
         offset = 0
-        while True:
+        for _ in range(MAX_LIST_PAGES):
             request = {"action": "list", "type": kind, "limit": MAX_LIMIT, "offset": offset}
             result = await self._query(request, meta)
             data, annotations = query_payload(result)
@@ -191,6 +194,12 @@ class ProxyClient(Client):
             total = annotations.total_count if annotations is not None else None
             if not page or (offset >= total if total is not None else len(page) < MAX_LIMIT):
                 return items
+        raise ProxyError(
+            f"the proxy listed more than {MAX_LIST_PAGES} pages of {kind}s ({offset} items) and was still not "
+            "done; it pages without end",
+            result,
+            from_capability=False,
+        )
 
     # --- transparent mode ------------------------------------------------------------------
 
