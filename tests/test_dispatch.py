@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -779,6 +780,21 @@ async def test_spilled_files_expire_after_the_ttl_while_the_gateway_runs(write_c
             while path.exists():  # nothing else is spilled: the periodic sweep removes it
                 await anyio.sleep(0.2)
         assert "no such file" in await error(client, action="readresult", resultFile=str(path))
+
+
+@pytest.mark.anyio
+async def test_files_of_a_killed_gateway_go_when_the_next_one_starts(write_config: Any, tmp_path: Path) -> None:
+    # Regression: they went only when the next gateway spilled something itself; one that never did kept
+    # them (results past their TTL, on disk) for as long as it ran.
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed = tmp_path / "data" / "spill" / f"gw-{finished.stdout.strip()}-abcd"
+    killed.mkdir(parents=True)
+    (killed / "result-0123456789abcdef.txt").write_text("a result")
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        assert "hi" in inner(await dispatch(client, action="call", tool="echo", arguments={"text": "hi"}))
+        with anyio.fail_after(10):
+            while killed.exists():
+                await anyio.sleep(0.05)
 
 
 # --- the documentation's examples ---------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Each gateway process gets its own directory (`gw-<pid>-<random>`, mode 0700) under `spill_dir`
 (default `<data_dir>/spill`); files in it are mode 0600. Files older than the TTL are removed as
 new ones are written and by a periodic sweep, the whole directory when the gateway stops, and
-directories left by gateways that died without cleaning up when the next one starts.
+directories left by gateways that died without cleaning up when the next one starts (whether or not it
+ever spills).
 
 Paths that clients send back (`argumentsFile`, `resultFile`) are checked here: only regular files
 inside the private directory or an explicitly allowed directory are accepted, after resolving
@@ -73,7 +74,7 @@ class SpillStore:
         """The private directory, created on first use (a gateway that never spills creates nothing)."""
         if self._directory is None or not self._directory.is_dir():
             self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._remove_orphans()
+            self.remove_orphans()
             self._directory = Path(_make_private_dir(self.base))
         return self._directory
 
@@ -141,7 +142,7 @@ class SpillStore:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
 
-    def _remove_orphans(self) -> None:
+    def remove_orphans(self) -> None:
         """Directories of gateways that are no longer running (killed before they could clean up)."""
         if self.shared:
             self._remove_stale_siblings()
@@ -254,7 +255,10 @@ def _from_toon(text: str) -> Any:
 
 
 async def sweep_periodically(store: SpillStore) -> None:
-    """Apply the TTL even while nothing new is spilled (run in the gateway's task group)."""
+    """Apply the TTL even while nothing new is spilled (run in the gateway's task group). What gateways
+    killed earlier left goes first: this one may never spill, and their files must not outlive their TTL."""
+    with contextlib.suppress(OSError):
+        await anyio.to_thread.run_sync(store.remove_orphans)
     while True:
         await anyio.sleep(max(1.0, min(store.ttl, 60.0)))
         with contextlib.suppress(OSError):
