@@ -19,10 +19,12 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from mcp_manifold._config import ServerConfig
+from mcp_manifold._config import ServerConfig, load_config
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.result_cache import ResultCache
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._surfaces.dispatch.connections import ALIASES_FILE, Connections
 from tests.conftest import (
@@ -542,6 +544,38 @@ async def test_a_clients_own_session_answers_it_alone_whatever_the_cache(tmp_pat
                     answers[name] = [text_of(await client.call_tool("private_whose", {})) for _ in range(2)]
             assert answers["alice"][0] != answers["bob"][0], (mode, answers)  # each its own server process
             assert answers["alice"][0] == answers["alice"][1] and answers["bob"][0] == answers["bob"][1]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", CLIENT_MODES)
+async def test_a_call_whose_server_a_reload_removes_meanwhile_is_still_answered(tmp_path: Path, mode: str) -> None:
+    # Regression: its answer looked for the server's alias among the connections left, found none, and the
+    # client got "Internal server error" (or "coroutine raised StopIteration") for a call its server had run.
+    probe = server_entry("replica_probe.py")
+    config = write_gateway_config(
+        tmp_path, {"probe": probe, "numbers": SERVERS["numbers"]}, expose=["dispatch"], reload=False
+    )
+    journal, gate = tmp_path / "journal", tmp_path / "gate"
+    arguments = {"token": "t1", "journal": str(journal), "gate": str(gate)}
+    answers: list[types.CallToolResult] = []
+    async with (
+        Gateway(load_config(config), serving=True) as gateway,
+        Client(McpFront(gateway).server, mode=mode) as client,
+    ):
+
+        async def call() -> None:
+            answers.append(await dispatch(client, action="call", tool="work", arguments=arguments))
+
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(call)
+            with anyio.fail_after(20):
+                while not journal.exists():  # the server runs the call
+                    await anyio.sleep(0.02)
+            write_gateway_config(tmp_path, {"numbers": SERVERS["numbers"]}, expose=["dispatch"], reload=False)
+            assert gateway.reloader is not None and (await gateway.reloader.reload()).applied
+            gate.touch()
+    assert not answers[0].is_error and inner(answers[0]) == "done t1", text_of(answers[0])
+    assert (answers[0].meta or {})["connection"] == "probe"  # no alias is left: its name
 
 
 # --- connection ids and aliases ------------------------------------------------------------------------

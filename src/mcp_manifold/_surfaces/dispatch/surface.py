@@ -120,7 +120,9 @@ class DispatchSurface(Surface):
         return resolve_connection(self._connections(view), ref)
 
     def _alias(self, view: CatalogView, server: str) -> str:
-        return next(c.alias for c in self._connections(view) if c.server == server)
+        """`server`'s alias for this caller; its name once a reload removed it (or took it from the caller's
+        profile) while its call ran: that call's answer still comes."""
+        return next((c.alias for c in self._connections(view) if c.server == server), server)
 
     async def _ensure_listed(self, connections: list[Connection], view: CatalogView) -> None:
         """List the backends not listed yet; lazy ones start here. Those that cannot start are skipped."""
