@@ -586,6 +586,17 @@ async def test_ext_filter_is_validated(client: Client) -> None:
     assert "unknown filter key 'server'" in await error_text(client, action="list", type="tool", filter={"server": 1})
     message = await error_text(client, action="list", type="tool", filter={"tags": [1]})
     assert "'filter.tags' must be a list of non-empty strings" in message
+    # Regression: any number of tags of any length were matched against every item on the event loop
+    # (100,000 tags over 1,000 tools held every client of the gateway for 135 s).
+    many = {"tags": [f"nomatch{index}" for index in range(10_000)]}
+    assert "'filter.tags' takes at most 32 tags, got 10000" in await error_text(
+        client, action="list", type="tool", filter=many
+    )
+    long = {"tags": ["word " * 10_000]}
+    message = await error_text(client, action="list", type="tool", filter=long)
+    assert "'filter.tags': a tag has at most 200 characters, got one of 50000" in message
+    most = payload(await raw_proxy(client, action="list", type="tool", filter={"tags": ["square"] * 32}))
+    assert [tool["name"] for tool in most] == ["numbers_sqrt"]
 
 
 def test_ext_filter_tags_match_meta_tags() -> None:
