@@ -786,6 +786,20 @@ async def test_a_path_outside_the_spill_directory_never_tells_whether_it_exists(
 
 
 @pytest.mark.anyio
+async def test_a_file_name_too_long_for_the_file_system_is_a_clear_error(client: Client) -> None:
+    # Regression: a name past 255 bytes made the existence check raise (ENAMETOOLONG), which reached the
+    # client as an internal error echoing the whole path (a megabyte for a megabyte), with a traceback in
+    # the gateway's log; so did every other refusal of a path, in full.
+    for name in ("r" * 300, "r" * 1_000_000):
+        for field, action in [("resultFile", "readresult"), ("argumentsFile", "call")]:
+            extra = {"tool": "echo"} if action == "call" else {}
+            message = await error(client, action=action, **extra, **{field: name})
+            assert f"'{field}': no such file 'rrr" in message and len(message) < 5000, message[:300]
+        message = await error(client, action="readresult", resultFile="/" + name)
+        assert "is outside them" in message and len(message) < 5000, message[:300]
+
+
+@pytest.mark.anyio
 async def test_spilled_files_are_bounded_in_total_the_oldest_go_first(write_config: Any) -> None:
     """Spill files were bounded only by their TTL: a client asking for large results in files could fill the
     gateway's disk. `spill_max_bytes` bounds them; the oldest are removed to make room."""

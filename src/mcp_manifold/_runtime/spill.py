@@ -24,6 +24,7 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -45,6 +46,7 @@ _PREFIX = "gw-"
 # are bounded too.
 MIN_FILE_BYTES = 4096
 MAX_ARGUMENTS_BYTES = 64 * 1024 * 1024  # an arguments file is parsed in memory
+_LONGEST_PATH = 4096  # PATH_MAX on Linux
 
 
 class SpillStore:
@@ -172,7 +174,7 @@ class SpillStore:
         try:
             given = Path(raw.strip()).expanduser()
         except RuntimeError as exc:  # `~someone/...` for a user this system does not know
-            raise NotFound(f"'{field}': cannot use {raw!r}: {exc}") from None
+            raise NotFound(f"'{field}': cannot use {_shown(raw)}: {exc}") from None
         if ".." in given.parts:
             raise AccessDenied(f"'{field}' may not contain '..': give the file's full path")
         roots = self._roots()
@@ -188,12 +190,14 @@ class SpillStore:
             allowed = ", ".join(str(root) for root in roots)
             raise AccessDenied(
                 f"'{field}' must name a file in the spill directory or an allowed directory ({allowed}); "
-                f"{raw!r} is outside them (symlinks are followed before checking)"
+                f"{_shown(raw)} is outside them (symlinks are followed before checking)"
             )
-        if not real.exists():
-            raise NotFound(f"'{field}': no such file {raw!r} (spilled files are deleted after a while)")
-        if not real.is_file():
-            raise InvalidRequest(f"'{field}': {raw!r} is not a regular file")
+        try:
+            info = real.stat()
+        except OSError:  # missing, or a name the file system cannot hold (longer than 255 bytes, say)
+            raise NotFound(f"'{field}': no such file {_shown(raw)} (spilled files are deleted after a while)") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidRequest(f"'{field}': {_shown(raw)} is not a regular file")
         return real
 
     # --- reading result files back (the `ResultFiles` a surface gets from the host) ----------------
@@ -215,6 +219,14 @@ class SpillStore:
             with contextlib.suppress(OSError):
                 roots.append(directory.resolve(strict=True))
         return roots
+
+
+def _shown(raw: str) -> str:
+    """A path a client sent, quoted for an error: whole, unless longer than any path the system can open
+    (4096 bytes), so that an error never sends a megabyte of the caller's input back at it."""
+    if len(raw) <= _LONGEST_PATH:
+        return repr(raw)
+    return f"{raw[:100]!r}... ({len(raw)} characters)"
 
 
 def read_arguments(path: Path, field: str = "argumentsFile") -> dict[str, Any]:
