@@ -800,6 +800,22 @@ async def test_a_file_name_too_long_for_the_file_system_is_a_clear_error(client:
 
 
 @pytest.mark.anyio
+async def test_an_error_never_echoes_a_huge_name_back(client: Client) -> None:
+    # Regression: unknown tools, connections, actions and parameters were quoted whole: a megabyte name
+    # sent a megabyte error back into the model's context.
+    big = "x" * 1_000_000
+    for request in [
+        {"action": "call", "tool": big},
+        {"action": "call", "tool": big, "connection": "c2"},
+        {"action": "call", "tool": "add", "connection": big},
+        {"action": big},
+        {"action": "list", big: 1},
+    ]:
+        message = await error(client, **request)
+        assert "'xxxx" in message and "(1000000 characters)" in message and len(message) < 1000, message[:300]
+
+
+@pytest.mark.anyio
 async def test_spilled_files_are_bounded_in_total_the_oldest_go_first(write_config: Any) -> None:
     """Spill files were bounded only by their TTL: a client asking for large results in files could fill the
     gateway's disk. `spill_max_bytes` bounds them; the oldest are removed to make room."""

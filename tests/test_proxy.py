@@ -599,6 +599,21 @@ async def test_ext_filter_is_validated(client: Client) -> None:
     assert [tool["name"] for tool in most] == ["numbers_sqrt"]
 
 
+async def test_an_error_never_echoes_a_huge_name_back(client: Client) -> None:
+    # Regression: unknown names, URIs, actions and parameters were quoted whole: a megabyte name sent a
+    # megabyte error back into the model's context.
+    big = "x" * 1_000_000
+    for request in [
+        {"action": "info", "type": "tool", "path": big},
+        {"action": "call", "type": "resource", "path": big},
+        {"action": "call", "type": "prompt", "path": big},
+        {"action": big},
+        {"action": "list", "type": "tool", big: 1},
+    ]:
+        message = await error_text(client, **request)
+        assert "'xxxx" in message and "(1000000 characters)" in message and len(message) < 1000, message[:300]
+
+
 def test_ext_filter_tags_match_meta_tags() -> None:
     tool = types.Tool(name="x_run", description="Runs things.", input_schema={"type": "object"}, _meta={"tags": ["CI"]})
     fastmcp = types.Tool(name="y", input_schema={"type": "object"}, _meta={"_fastmcp": {"tags": ["deploy"]}})

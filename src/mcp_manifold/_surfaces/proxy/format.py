@@ -24,7 +24,7 @@ import mcp_types as types
 from pydantic import ConfigDict
 
 from mcp_manifold._core.arguments import given, integer_field, json_type_name, object_argument, string_field
-from mcp_manifold._core.suggestions import did_you_mean
+from mcp_manifold._core.suggestions import LONGEST_URI, did_you_mean, quoted
 from mcp_manifold._errors import InvalidRequest, NotFound
 
 Action = Literal["list", "info", "call"]
@@ -135,7 +135,7 @@ def parse_request(arguments: Mapping[str, Any]) -> ProxyOperation | BatchRequest
 def _check_known(arguments: Mapping[str, Any]) -> None:
     unknown = [key for key in arguments if key not in PARAMETERS]
     if unknown:
-        raise InvalidRequest(f"unknown parameter {unknown[0]!r}; the proxy tool takes: {', '.join(PARAMETERS)}")
+        raise InvalidRequest(f"unknown parameter {quoted(unknown[0])}; the proxy tool takes: {', '.join(PARAMETERS)}")
 
 
 def _action(arguments: Mapping[str, Any]) -> str:
@@ -144,7 +144,8 @@ def _action(arguments: Mapping[str, Any]) -> str:
         raise InvalidRequest(f"missing required parameter 'action': one of {choices}")
     action = arguments["action"]
     if action not in (*ACTIONS, BATCH):
-        raise InvalidRequest(f"unknown action {action!r}: expected one of {choices}")
+        shown = quoted(action) if isinstance(action, str) else json_type_name(action)
+        raise InvalidRequest(f"unknown action {shown}: expected one of {choices}")
     return cast(str, action)
 
 
@@ -320,7 +321,8 @@ def find_item(items: Sequence[Item], kind: Kind, path: str) -> Item:
     for item in items:
         if item_key(item) == path:
             return item
-    raise NotFound(f"unknown {kind} {path!r}{did_you_mean(path, (item_key(item) for item in items))}")
+    shown = quoted(path, LONGEST_URI) if kind == "resource" else quoted(path)
+    raise NotFound(f"unknown {kind} {shown}{did_you_mean(path, (item_key(item) for item in items))}")
 
 
 # --- building results ---------------------------------------------------------------------------
