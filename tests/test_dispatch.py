@@ -816,6 +816,23 @@ async def test_an_error_never_echoes_a_huge_name_back(client: Client) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_spill_the_disk_cannot_hold_leaves_no_part_behind(write_config: Any, tmp_path: Path) -> None:
+    # Regression: a write that failed (a full disk) left what it had written, holding that space until its
+    # TTL; each failed spill took more, so the disk stayed full. A file size limit stands in for the disk.
+    config = write_config({"kitchen": server_entry("kitchen.py")}, {"spill_threshold": 1000})
+    command = manifold_command(config)
+    limited = StdioServerParameters(
+        command="sh", args=["-c", 'ulimit -f 300; exec "$@"', "sh", *command], env=dict(os.environ)
+    )
+    async with Client(limited, mode="legacy") as client:
+        answer = await client.call_tool("kitchen_huge", {"size": 400_000})  # 400 KB, past the 300 KiB limit
+        assert not answer.is_error and len(text_of(answer)) == 400_000  # inline, as the spill failed
+        assert list((tmp_path / "data" / "spill").rglob("result-*")) == []
+        small = await client.call_tool("kitchen_huge", {"size": 5000})
+        assert "auto-spilled" in text_of(small)
+
+
+@pytest.mark.anyio
 async def test_spilled_files_are_bounded_in_total_the_oldest_go_first(write_config: Any) -> None:
     """Spill files were bounded only by their TTL: a client asking for large results in files could fill the
     gateway's disk. `spill_max_bytes` bounds them; the oldest are removed to make room."""

@@ -91,8 +91,14 @@ class SpillStore:
             self._make_room(len(data), kept)
         path = self.directory / f"result-{secrets.token_hex(8)}{suffix}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        except OSError:
+            # A full disk: the part written would only hold its space (the disk full) until its TTL.
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
         self.bytes_written += len(data)
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         return SpilledFile(path, len(data), lines)
