@@ -833,6 +833,21 @@ async def test_a_spill_the_disk_cannot_hold_leaves_no_part_behind(write_config: 
 
 
 @pytest.mark.anyio
+async def test_a_grep_costs_the_same_whatever_the_groups_of_its_pattern(client: Client) -> None:
+    # Regression: RE2 worked out every group of each match, at a cost of their number times the match's
+    # length, and the deadline is checked between lines: 1,000 groups around `.*` over one 400 KB line took
+    # minutes of a core (a 4 MB line: over 9 minutes), for a pattern of 2 KB.
+    spilled = await dispatch(client, action="call", tool="huge", arguments={"size": 400_000}, resultToFile=True)
+    assert spilled.meta is not None, text_of(spilled)
+    pattern = "(" * 1000 + ".*" + ")" * 1000
+    with anyio.fail_after(30):  # the code before took about 100 s here
+        found = await dispatch(
+            client, action="readresult", resultFile=spilled.meta["resultFile"], op="grep", pattern=pattern
+        )
+    assert not found.is_error and text_of(found).startswith("1: 0123456789abc"), text_of(found)[:300]
+
+
+@pytest.mark.anyio
 async def test_spilled_files_are_bounded_in_total_the_oldest_go_first(write_config: Any) -> None:
     """Spill files were bounded only by their TTL: a client asking for large results in files could fill the
     gateway's disk. `spill_max_bytes` bounds them; the oldest are removed to make room."""
