@@ -813,6 +813,13 @@ async def test_an_error_never_echoes_a_huge_name_back(client: Client) -> None:
     ]:
         message = await error(client, **request)
         assert "'xxxx" in message and "(1000000 characters)" in message and len(message) < 1000, message[:300]
+    spilled = await dispatch(client, action="call", tool="echo", arguments={"text": "hi"}, resultToFile=True)
+    assert spilled.meta is not None, text_of(spilled)
+    pattern = "|".join(f"zz{index}" for index in range(100_000))  # RE2 takes it: 688,889 characters
+    missed = await dispatch(
+        client, action="readresult", resultFile=spilled.meta["resultFile"], op="grep", pattern=pattern
+    )
+    assert "no line of 1 matches 'zz0|zz1" in text_of(missed) and len(text_of(missed)) < 1000, text_of(missed)[:300]
 
 
 @pytest.mark.anyio

@@ -18,6 +18,7 @@ from typing import Any
 from mcp_manifold._core.reading import DEFAULT_READ_LINES as DEFAULT_LINES
 from mcp_manifold._core.reading import READ_OPS as OPS
 from mcp_manifold._core.reading import ReadAnswer as Answer
+from mcp_manifold._core.suggestions import quoted
 from mcp_manifold._errors import InvalidRequest
 
 MAX_LINE_CHARS = 2000
@@ -107,7 +108,9 @@ def grep(path: Path, pattern: str, context: int, deadline: float | None = None) 
         else:
             before.append((number, line))
     capped = f" (stopped at {MAX_GREP_MATCHES}; narrow the pattern)" if matches >= MAX_GREP_MATCHES else ""
-    note = f"{matches} matching line(s) of {total}{capped}" if matches else f"no line of {total} matches {pattern!r}"
+    note = (
+        f"{matches} matching line(s) of {total}{capped}" if matches else f"no line of {total} matches {quoted(pattern)}"
+    )
     return Answer("\n".join(out), note)
 
 
