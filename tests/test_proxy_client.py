@@ -475,3 +475,42 @@ async def test_transparent_lists_stop_paging_a_proxy_that_never_ends(mode: str, 
         with pytest.raises(ProxyError, match="more than 100 pages of tools"):
             await proxy.list_tools()
     assert len(asked) == 100 and asked[-1] == 99_000
+
+
+def server_answering(answer: types.CallToolResult) -> Server[Any]:
+    """A server with its own `proxy` tool that gives `answer` to every request."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="proxy", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return answer
+
+    server: Server[Any] = Server("garbled", on_list_tools=list_tools, on_call_tool=call_tool)
+    server.middleware.append(wire_middleware("proxy"))
+    return server
+
+
+LISTED = {"proxyAction": "list", "proxyType": "tool", "pythonType": "Tool", "many": True, "totalCount": 1}
+
+
+@pytest.mark.parametrize(
+    ("mode", "answer", "reason"),
+    [
+        ("legacy", json_answer("proxy:list/tool", "not json {", LISTED), "Expecting value"),
+        ("auto", json_answer("proxy:list/tool", "[1, 2]", LISTED), "validation error"),
+        ("legacy", json_answer("proxy:list/tool", "[" * 100_000 + "]" * 100_000, LISTED), "recursion"),
+        ("auto", types.CallToolResult(content=[types.TextContent(type="text", text="hi")]), "no embedded JSON"),
+    ],
+    ids=["not-json", "not-items", "too-deep", "no-json"],
+)
+async def test_transparent_answers_that_cannot_be_read_raise_proxy_errors(
+    mode: str, answer: types.CallToolResult, reason: str
+) -> None:
+    # Regression: they raised ValueError, RecursionError or pydantic's ValidationError, which code written for
+    # a direct connection (catching MCPError) does not expect.
+    async with ProxyClient(server_answering(answer), mode=mode, transparent=True) as proxy:
+        for request in (proxy.list_tools(), proxy.get_prompt("p")):
+            with pytest.raises(ProxyError, match=f"the proxy's answer cannot be read: .*{reason}") as raised:
+                await request
+            assert raised.value.code == types.INTERNAL_ERROR
