@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -18,17 +19,21 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from mcp_manifold._config import ServerConfig
+from mcp_manifold._config import ServerConfig, load_config
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.result_cache import ResultCache
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._runtime.state_file import JsonStateFile
 from mcp_manifold._surfaces.dispatch.connections import ALIASES_FILE, Connections
 from tests.conftest import (
+    CLIENT_MODES,
     TRANSPORT_MODE_IDS,
     TRANSPORT_MODES,
     client_over,
     http_gateway_url,
+    keyed_client,
     manifold_command,
     server_entry,
     stdio_gateway,
@@ -521,6 +526,58 @@ async def test_results_of_read_only_tools_are_cached_when_the_server_opts_in(wri
         assert await call("ticket") != first  # expired
 
 
+@pytest.mark.anyio
+async def test_a_clients_own_session_answers_it_alone_whatever_the_cache(tmp_path: Path) -> None:
+    # Regression: the cache was keyed by server, tool and arguments only, so under `session_scope: client`
+    # bob was answered from alice's own session (a filesystem server following her roots: her files).
+    keys = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef"}
+    config = write_gateway_config(
+        tmp_path, {"private": server_entry("private.py", session_scope="client", cache_ttl=60)}, expose=["direct"]
+    )
+    data = json.loads(config.read_text())
+    config.write_text(json.dumps({**data, "auth": {"api_keys": keys}}))
+    with http_gateway_url(config) as url:
+        for mode in CLIENT_MODES:
+            answers = {}
+            for name, key in keys.items():
+                async with keyed_client(url, key, mode) as client:
+                    answers[name] = [text_of(await client.call_tool("private_whose", {})) for _ in range(2)]
+            assert answers["alice"][0] != answers["bob"][0], (mode, answers)  # each its own server process
+            assert answers["alice"][0] == answers["alice"][1] and answers["bob"][0] == answers["bob"][1]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", CLIENT_MODES)
+async def test_a_call_whose_server_a_reload_removes_meanwhile_is_still_answered(tmp_path: Path, mode: str) -> None:
+    # Regression: its answer looked for the server's alias among the connections left, found none, and the
+    # client got "Internal server error" (or "coroutine raised StopIteration") for a call its server had run.
+    probe = server_entry("replica_probe.py")
+    config = write_gateway_config(
+        tmp_path, {"probe": probe, "numbers": SERVERS["numbers"]}, expose=["dispatch"], reload=False
+    )
+    journal, gate = tmp_path / "journal", tmp_path / "gate"
+    arguments = {"token": "t1", "journal": str(journal), "gate": str(gate)}
+    answers: list[types.CallToolResult] = []
+    async with (
+        Gateway(load_config(config), serving=True) as gateway,
+        Client(McpFront(gateway).server, mode=mode) as client,
+    ):
+
+        async def call() -> None:
+            answers.append(await dispatch(client, action="call", tool="work", arguments=arguments))
+
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(call)
+            with anyio.fail_after(20):
+                while not journal.exists():  # the server runs the call
+                    await anyio.sleep(0.02)
+            write_gateway_config(tmp_path, {"numbers": SERVERS["numbers"]}, expose=["dispatch"], reload=False)
+            assert gateway.reloader is not None and (await gateway.reloader.reload()).applied
+            gate.touch()
+    assert not answers[0].is_error and inner(answers[0]) == "done t1", text_of(answers[0])
+    assert (answers[0].meta or {})["connection"] == "probe"  # no alias is left: its name
+
+
 # --- connection ids and aliases ------------------------------------------------------------------------
 
 
@@ -729,6 +786,75 @@ async def test_a_path_outside_the_spill_directory_never_tells_whether_it_exists(
 
 
 @pytest.mark.anyio
+async def test_a_file_name_too_long_for_the_file_system_is_a_clear_error(client: Client) -> None:
+    # Regression: a name past 255 bytes made the existence check raise (ENAMETOOLONG), which reached the
+    # client as an internal error echoing the whole path (a megabyte for a megabyte), with a traceback in
+    # the gateway's log; so did every other refusal of a path, in full.
+    for name in ("r" * 300, "r" * 1_000_000):
+        for field, action in [("resultFile", "readresult"), ("argumentsFile", "call")]:
+            extra = {"tool": "echo"} if action == "call" else {}
+            message = await error(client, action=action, **extra, **{field: name})
+            assert f"'{field}': no such file 'rrr" in message and len(message) < 5000, message[:300]
+        message = await error(client, action="readresult", resultFile="/" + name)
+        assert "is outside them" in message and len(message) < 5000, message[:300]
+
+
+@pytest.mark.anyio
+async def test_an_error_never_echoes_a_huge_name_back(client: Client) -> None:
+    # Regression: unknown tools, connections, actions and parameters were quoted whole: a megabyte name
+    # sent a megabyte error back into the model's context.
+    big = "x" * 1_000_000
+    for request in [
+        {"action": "call", "tool": big},
+        {"action": "call", "tool": big, "connection": "c2"},
+        {"action": "call", "tool": "add", "connection": big},
+        {"action": big},
+        {"action": "list", big: 1},
+    ]:
+        message = await error(client, **request)
+        assert "'xxxx" in message and "(1000000 characters)" in message and len(message) < 1000, message[:300]
+    spilled = await dispatch(client, action="call", tool="echo", arguments={"text": "hi"}, resultToFile=True)
+    assert spilled.meta is not None, text_of(spilled)
+    pattern = "|".join(f"zz{index}" for index in range(100_000))  # RE2 takes it: 688,889 characters
+    missed = await dispatch(
+        client, action="readresult", resultFile=spilled.meta["resultFile"], op="grep", pattern=pattern
+    )
+    assert "no line of 1 matches 'zz0|zz1" in text_of(missed) and len(text_of(missed)) < 1000, text_of(missed)[:300]
+
+
+@pytest.mark.anyio
+async def test_a_spill_the_disk_cannot_hold_leaves_no_part_behind(write_config: Any, tmp_path: Path) -> None:
+    # Regression: a write that failed (a full disk) left what it had written, holding that space until its
+    # TTL; each failed spill took more, so the disk stayed full. A file size limit stands in for the disk.
+    config = write_config({"kitchen": server_entry("kitchen.py")}, {"spill_threshold": 1000})
+    command = manifold_command(config)
+    limited = StdioServerParameters(
+        command="sh", args=["-c", 'ulimit -f 300; exec "$@"', "sh", *command], env=dict(os.environ)
+    )
+    async with Client(limited, mode="legacy") as client:
+        answer = await client.call_tool("kitchen_huge", {"size": 400_000})  # 400 KB, past the 300 KiB limit
+        assert not answer.is_error and len(text_of(answer)) == 400_000  # inline, as the spill failed
+        assert list((tmp_path / "data" / "spill").rglob("result-*")) == []
+        small = await client.call_tool("kitchen_huge", {"size": 5000})
+        assert "auto-spilled" in text_of(small)
+
+
+@pytest.mark.anyio
+async def test_a_grep_costs_the_same_whatever_the_groups_of_its_pattern(client: Client) -> None:
+    # Regression: RE2 worked out every group of each match, at a cost of their number times the match's
+    # length, and the deadline is checked between lines: 1,000 groups around `.*` over one 400 KB line took
+    # minutes of a core (a 4 MB line: over 9 minutes), for a pattern of 2 KB.
+    spilled = await dispatch(client, action="call", tool="huge", arguments={"size": 400_000}, resultToFile=True)
+    assert spilled.meta is not None, text_of(spilled)
+    pattern = "(" * 1000 + ".*" + ")" * 1000
+    with anyio.fail_after(30):  # the code before took about 100 s here
+        found = await dispatch(
+            client, action="readresult", resultFile=spilled.meta["resultFile"], op="grep", pattern=pattern
+        )
+    assert not found.is_error and text_of(found).startswith("1: 0123456789abc"), text_of(found)[:300]
+
+
+@pytest.mark.anyio
 async def test_spilled_files_are_bounded_in_total_the_oldest_go_first(write_config: Any) -> None:
     """Spill files were bounded only by their TTL: a client asking for large results in files could fill the
     gateway's disk. `spill_max_bytes` bounds them; the oldest are removed to make room."""
@@ -757,6 +883,21 @@ async def test_spilled_files_expire_after_the_ttl_while_the_gateway_runs(write_c
             while path.exists():  # nothing else is spilled: the periodic sweep removes it
                 await anyio.sleep(0.2)
         assert "no such file" in await error(client, action="readresult", resultFile=str(path))
+
+
+@pytest.mark.anyio
+async def test_files_of_a_killed_gateway_go_when_the_next_one_starts(write_config: Any, tmp_path: Path) -> None:
+    # Regression: they went only when the next gateway spilled something itself; one that never did kept
+    # them (results past their TTL, on disk) for as long as it ran.
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed = tmp_path / "data" / "spill" / f"gw-{finished.stdout.strip()}-abcd"
+    killed.mkdir(parents=True)
+    (killed / "result-0123456789abcdef.txt").write_text("a result")
+    async with stdio_gateway(write_config(SERVERS, {"expose": ["dispatch"]})) as client:
+        assert "hi" in inner(await dispatch(client, action="call", tool="echo", arguments={"text": "hi"}))
+        with anyio.fail_after(10):
+            while killed.exists():
+                await anyio.sleep(0.05)
 
 
 # --- the documentation's examples ---------------------------------------------------------------------------

@@ -586,6 +586,32 @@ async def test_ext_filter_is_validated(client: Client) -> None:
     assert "unknown filter key 'server'" in await error_text(client, action="list", type="tool", filter={"server": 1})
     message = await error_text(client, action="list", type="tool", filter={"tags": [1]})
     assert "'filter.tags' must be a list of non-empty strings" in message
+    # Regression: any number of tags of any length were matched against every item on the event loop
+    # (100,000 tags over 1,000 tools held every client of the gateway for 135 s).
+    many = {"tags": [f"nomatch{index}" for index in range(10_000)]}
+    assert "'filter.tags' takes at most 32 tags, got 10000" in await error_text(
+        client, action="list", type="tool", filter=many
+    )
+    long = {"tags": ["word " * 10_000]}
+    message = await error_text(client, action="list", type="tool", filter=long)
+    assert "'filter.tags': a tag has at most 200 characters, got one of 50000" in message
+    most = payload(await raw_proxy(client, action="list", type="tool", filter={"tags": ["square"] * 32}))
+    assert [tool["name"] for tool in most] == ["numbers_sqrt"]
+
+
+async def test_an_error_never_echoes_a_huge_name_back(client: Client) -> None:
+    # Regression: unknown names, URIs, actions and parameters were quoted whole: a megabyte name sent a
+    # megabyte error back into the model's context.
+    big = "x" * 1_000_000
+    for request in [
+        {"action": "info", "type": "tool", "path": big},
+        {"action": "call", "type": "resource", "path": big},
+        {"action": "call", "type": "prompt", "path": big},
+        {"action": big},
+        {"action": "list", "type": "tool", big: 1},
+    ]:
+        message = await error_text(client, **request)
+        assert "'xxxx" in message and "(1000000 characters)" in message and len(message) < 1000, message[:300]
 
 
 def test_ext_filter_tags_match_meta_tags() -> None:

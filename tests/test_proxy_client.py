@@ -442,3 +442,75 @@ async def test_transparent_lists_refuse_an_answer_typed_as_another_kind() -> Non
     async with ProxyClient(server_answering_resource_lists_as("Tool"), transparent=True) as proxy:
         with pytest.raises(ProxyError, match="a resource query with pythonType 'Tool'; expected Resource"):
             await proxy.list_resources()
+
+
+def server_paging_for_ever(total: int | None) -> tuple[Server[Any], list[int]]:
+    """A server with its own `proxy` tool that answers every tool list with the same full page, whatever the
+    offset, claiming `total` tools (None: not saying), up to its 200th answer (then an empty page, so a
+    client that never stops still ends here); the list records the offsets asked for."""
+    rows = json.dumps([{"name": f"t{index}", "inputSchema": {"type": "object"}} for index in range(1000)])
+    annotations: dict[str, Any] = {"proxyAction": "list", "proxyType": "tool", "pythonType": "Tool", "many": True}
+    if total is not None:
+        annotations["totalCount"] = total
+    asked: list[int] = []
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="proxy", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        asked.append((params.arguments or {}).get("offset", 0))
+        return json_answer("proxy:list/tool", rows if len(asked) < 200 else "[]", annotations)
+
+    server: Server[Any] = Server("endless", on_list_tools=list_tools, on_call_tool=call_tool)
+    server.middleware.append(wire_middleware("proxy"))
+    return server, asked
+
+
+@pytest.mark.parametrize(("mode", "total"), [("legacy", None), ("auto", 10**9)])
+async def test_transparent_lists_stop_paging_a_proxy_that_never_ends(mode: str, total: int | None) -> None:
+    # Regression: the listing asked for the next page as long as the proxy said there was more (or sent a
+    # full page without a count): for ever, every item kept (326 MB after 300 pages, still asking).
+    server, asked = server_paging_for_ever(total)
+    async with ProxyClient(server, mode=mode, transparent=True) as proxy:
+        with pytest.raises(ProxyError, match="more than 100 pages of tools"):
+            await proxy.list_tools()
+    assert len(asked) == 100 and asked[-1] == 99_000
+
+
+def server_answering(answer: types.CallToolResult) -> Server[Any]:
+    """A server with its own `proxy` tool that gives `answer` to every request."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="proxy", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return answer
+
+    server: Server[Any] = Server("garbled", on_list_tools=list_tools, on_call_tool=call_tool)
+    server.middleware.append(wire_middleware("proxy"))
+    return server
+
+
+LISTED = {"proxyAction": "list", "proxyType": "tool", "pythonType": "Tool", "many": True, "totalCount": 1}
+
+
+@pytest.mark.parametrize(
+    ("mode", "answer", "reason"),
+    [
+        ("legacy", json_answer("proxy:list/tool", "not json {", LISTED), "Expecting value"),
+        ("auto", json_answer("proxy:list/tool", "[1, 2]", LISTED), "validation error"),
+        ("legacy", json_answer("proxy:list/tool", "[" * 100_000 + "]" * 100_000, LISTED), "recursion"),
+        ("auto", types.CallToolResult(content=[types.TextContent(type="text", text="hi")]), "no embedded JSON"),
+    ],
+    ids=["not-json", "not-items", "too-deep", "no-json"],
+)
+async def test_transparent_answers_that_cannot_be_read_raise_proxy_errors(
+    mode: str, answer: types.CallToolResult, reason: str
+) -> None:
+    # Regression: they raised ValueError, RecursionError or pydantic's ValidationError, which code written for
+    # a direct connection (catching MCPError) does not expect.
+    async with ProxyClient(server_answering(answer), mode=mode, transparent=True) as proxy:
+        for request in (proxy.list_tools(), proxy.get_prompt("p")):
+            with pytest.raises(ProxyError, match=f"the proxy's answer cannot be read: .*{reason}") as raised:
+                await request
+            assert raised.value.code == types.INTERNAL_ERROR

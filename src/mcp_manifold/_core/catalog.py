@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp_manifold._core.apps import app_uri, callable_by_app, for_app_only, meta_with_exposed_app
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.naming import assign_names, namespace_uri, sanitize_prefix, split_uri
-from mcp_manifold._core.suggestions import did_you_mean, quoted
+from mcp_manifold._core.suggestions import LONGEST_URI, did_you_mean, quoted
 from mcp_manifold._errors import NotFound
 
 Kind = Literal["tools", "resources", "prompts"]
@@ -250,7 +250,7 @@ class Catalog:
     def route_prompt(self, name: str) -> Route:
         found = self._prompts.get(name)
         if found is None:
-            raise NotFound(f"unknown prompt {name!r}{did_you_mean(name, self._prompts)}")
+            raise NotFound(f"unknown prompt {quoted(name)}{did_you_mean(name, self._prompts)}")
         return found[1]
 
     def prompt(self, name: str) -> types.Prompt:
@@ -313,5 +313,5 @@ def uri_parameters(tool: types.Tool) -> tuple[str, ...]:
 def unknown_resource(uri: str) -> NotFound:
     """The error for a URI that no server exposes, with the shape exposed URIs have."""
     return NotFound(
-        f"unknown resource {uri!r}: exposed URIs look like '<prefix>+<original uri>' (an app's: 'ui://<prefix>+<rest>')"
+        f"unknown resource {quoted(uri, LONGEST_URI)}: exposed URIs look like '<prefix>+<original uri>' (an app's: 'ui://<prefix>+<rest>')"
     )

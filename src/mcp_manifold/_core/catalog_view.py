@@ -16,7 +16,7 @@ import mcp_types as types
 from mcp_manifold._core.catalog import Catalog, Match, Route, ToolEntry, unknown_resource
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.profiles import Profile, for_profile
-from mcp_manifold._core.suggestions import did_you_mean, quoted
+from mcp_manifold._core.suggestions import LONGEST_URI, did_you_mean, quoted
 from mcp_manifold._errors import NotFound
 
 # `search(query, limit, server, allowed)`: the catalog's tools ranked for `query`, only those `allowed`.
@@ -182,7 +182,7 @@ class CatalogView:
     def _unknown_resource(self, uri: str) -> NotFound:
         if self.profile is None:
             return unknown_resource(uri)
-        return NotFound(f"unknown resource {uri!r}{for_profile(self.profile_name)}")
+        return NotFound(f"unknown resource {quoted(uri, LONGEST_URI)}{for_profile(self.profile_name)}")
 
     def prompts(self) -> list[types.Prompt]:
         if self.profile is None:
@@ -200,7 +200,7 @@ class CatalogView:
             if self._on_hidden is not None and not self.unrestricted:  # hidden or missing: recorded alike
                 self._on_hidden("prompt", route.server if route else "", route.original if route else name, name)
             known = [prompt.name for prompt in self.prompts()]
-            raise NotFound(f"unknown prompt {name!r}{for_profile(self.profile_name)}{did_you_mean(name, known)}")
+            raise NotFound(f"unknown prompt {quoted(name)}{for_profile(self.profile_name)}{did_you_mean(name, known)}")
         return route
 
     def has_prompt(self, name: str) -> bool:

@@ -12,12 +12,13 @@ from collections.abc import Iterable
 
 # Longer than any name the gateway shows: quoted shortened, and no one's spelling of a known name.
 _LONGEST_QUOTED = 100
+LONGEST_URI = 4096  # a URI longer than any the gateway takes (a subscription's bound): quoted shortened
 
 
-def quoted(name: str) -> str:
-    """`name` quoted for an error message; a name longer than any real one is cut, so that an error never
-    sends a megabyte of the caller's input back at it."""
-    if len(name) <= _LONGEST_QUOTED:
+def quoted(name: str, longest: int = _LONGEST_QUOTED) -> str:
+    """`name` quoted for an error message; a name longer than any real one (`longest`) is cut, so that an
+    error never sends a megabyte of the caller's input back at it."""
+    if len(name) <= longest:
         return repr(name)
     return f"{name[:_LONGEST_QUOTED]!r}... ({len(name)} characters)"
 

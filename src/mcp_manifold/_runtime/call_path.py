@@ -363,7 +363,14 @@ class CallPath:
         error = encoding_problem(arguments) if arguments else None
         if error is None:
             mark_checked(arguments)  # so the writer to the server does not walk them again
-        result = tool_error(error) if error is not None else self._cache.lookup(target.server, target.name, arguments)
+        # A client's own session (`session_scope: client`, or one that can answer its server's questions)
+        # answers for that client alone: its results are neither taken from the cache nor put in it.
+        cached = backend.owner is None
+        result = (
+            tool_error(error)
+            if error is not None
+            else (self._cache.lookup(target.server, target.name, arguments) if cached else None)
+        )
         if error is not None:
             outcome = "error"
         elif result is not None:
@@ -432,7 +439,8 @@ class CallPath:
                     return result
                 if not isinstance(result, WireResult):  # a wire result has no URIs and is never cached
                     result = self._exposed_uris(target, result)
-                    self._cache.store(target.server, target.name, call.arguments, result)
+                    if cached:
+                        self._cache.store(target.server, target.name, call.arguments, result)
             waited = time.perf_counter() - sent
             if result.is_error:
                 outcome = "error"

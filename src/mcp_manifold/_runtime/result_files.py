@@ -18,6 +18,7 @@ from typing import Any
 from mcp_manifold._core.reading import DEFAULT_READ_LINES as DEFAULT_LINES
 from mcp_manifold._core.reading import READ_OPS as OPS
 from mcp_manifold._core.reading import ReadAnswer as Answer
+from mcp_manifold._core.suggestions import quoted
 from mcp_manifold._errors import InvalidRequest
 
 MAX_LINE_CHARS = 2000
@@ -107,7 +108,9 @@ def grep(path: Path, pattern: str, context: int, deadline: float | None = None) 
         else:
             before.append((number, line))
     capped = f" (stopped at {MAX_GREP_MATCHES}; narrow the pattern)" if matches >= MAX_GREP_MATCHES else ""
-    note = f"{matches} matching line(s) of {total}{capped}" if matches else f"no line of {total} matches {pattern!r}"
+    note = (
+        f"{matches} matching line(s) of {total}{capped}" if matches else f"no line of {total} matches {quoted(pattern)}"
+    )
     return Answer("\n".join(out), note)
 
 
@@ -120,6 +123,9 @@ def compile_pattern(pattern: str) -> Any:
     options = re2.Options()
     options.case_sensitive = False
     options.log_errors = False  # a bad pattern is the caller's error, not a line on the gateway's stderr
+    # Only where a match starts and ends is used. Groups would cost their number times the match's length:
+    # 1,000 nested groups around `.*` held a core for minutes over a 4 MB line, past any deadline.
+    options.never_capture = True
     try:
         return re2.compile(pattern, options)
     except re2.error as exc:

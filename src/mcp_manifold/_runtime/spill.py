@@ -3,7 +3,8 @@
 Each gateway process gets its own directory (`gw-<pid>-<random>`, mode 0700) under `spill_dir`
 (default `<data_dir>/spill`); files in it are mode 0600. Files older than the TTL are removed as
 new ones are written and by a periodic sweep, the whole directory when the gateway stops, and
-directories left by gateways that died without cleaning up when the next one starts.
+directories left by gateways that died without cleaning up when the next one starts (whether or not it
+ever spills).
 
 Paths that clients send back (`argumentsFile`, `resultFile`) are checked here: only regular files
 inside the private directory or an explicitly allowed directory are accepted, after resolving
@@ -23,6 +24,7 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -44,6 +46,7 @@ _PREFIX = "gw-"
 # are bounded too.
 MIN_FILE_BYTES = 4096
 MAX_ARGUMENTS_BYTES = 64 * 1024 * 1024  # an arguments file is parsed in memory
+_LONGEST_PATH = 4096  # PATH_MAX on Linux
 
 
 class SpillStore:
@@ -73,7 +76,7 @@ class SpillStore:
         """The private directory, created on first use (a gateway that never spills creates nothing)."""
         if self._directory is None or not self._directory.is_dir():
             self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._remove_orphans()
+            self.remove_orphans()
             self._directory = Path(_make_private_dir(self.base))
         return self._directory
 
@@ -88,8 +91,14 @@ class SpillStore:
             self._make_room(len(data), kept)
         path = self.directory / f"result-{secrets.token_hex(8)}{suffix}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        except OSError:
+            # A full disk: the part written would only hold its space (the disk full) until its TTL.
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
         self.bytes_written += len(data)
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         return SpilledFile(path, len(data), lines)
@@ -141,7 +150,7 @@ class SpillStore:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
 
-    def _remove_orphans(self) -> None:
+    def remove_orphans(self) -> None:
         """Directories of gateways that are no longer running (killed before they could clean up)."""
         if self.shared:
             self._remove_stale_siblings()
@@ -171,7 +180,7 @@ class SpillStore:
         try:
             given = Path(raw.strip()).expanduser()
         except RuntimeError as exc:  # `~someone/...` for a user this system does not know
-            raise NotFound(f"'{field}': cannot use {raw!r}: {exc}") from None
+            raise NotFound(f"'{field}': cannot use {_shown(raw)}: {exc}") from None
         if ".." in given.parts:
             raise AccessDenied(f"'{field}' may not contain '..': give the file's full path")
         roots = self._roots()
@@ -187,12 +196,14 @@ class SpillStore:
             allowed = ", ".join(str(root) for root in roots)
             raise AccessDenied(
                 f"'{field}' must name a file in the spill directory or an allowed directory ({allowed}); "
-                f"{raw!r} is outside them (symlinks are followed before checking)"
+                f"{_shown(raw)} is outside them (symlinks are followed before checking)"
             )
-        if not real.exists():
-            raise NotFound(f"'{field}': no such file {raw!r} (spilled files are deleted after a while)")
-        if not real.is_file():
-            raise InvalidRequest(f"'{field}': {raw!r} is not a regular file")
+        try:
+            info = real.stat()
+        except OSError:  # missing, or a name the file system cannot hold (longer than 255 bytes, say)
+            raise NotFound(f"'{field}': no such file {_shown(raw)} (spilled files are deleted after a while)") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidRequest(f"'{field}': {_shown(raw)} is not a regular file")
         return real
 
     # --- reading result files back (the `ResultFiles` a surface gets from the host) ----------------
@@ -214,6 +225,14 @@ class SpillStore:
             with contextlib.suppress(OSError):
                 roots.append(directory.resolve(strict=True))
         return roots
+
+
+def _shown(raw: str) -> str:
+    """A path a client sent, quoted for an error: whole, unless longer than any path the system can open
+    (4096 bytes), so that an error never sends a megabyte of the caller's input back at it."""
+    if len(raw) <= _LONGEST_PATH:
+        return repr(raw)
+    return f"{raw[:100]!r}... ({len(raw)} characters)"
 
 
 def read_arguments(path: Path, field: str = "argumentsFile") -> dict[str, Any]:
@@ -254,7 +273,10 @@ def _from_toon(text: str) -> Any:
 
 
 async def sweep_periodically(store: SpillStore) -> None:
-    """Apply the TTL even while nothing new is spilled (run in the gateway's task group)."""
+    """Apply the TTL even while nothing new is spilled (run in the gateway's task group). What gateways
+    killed earlier left goes first: this one may never spill, and their files must not outlive their TTL."""
+    with contextlib.suppress(OSError):
+        await anyio.to_thread.run_sync(store.remove_orphans)
     while True:
         await anyio.sleep(max(1.0, min(store.ttl, 60.0)))
         with contextlib.suppress(OSError):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp_manifold._config import ServerConfig
+from mcp_manifold._core.suggestions import quoted
 from mcp_manifold._errors import NotFound
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def resolve_connection(shown: Iterable[Connection], ref: str) -> Connection:
         if ref in (connection.alias, connection.id, connection.server):
             return connection
     known = ", ".join(f"{c.alias} ({c.server})" for c in shown)
-    raise NotFound(f"unknown connection {ref!r}; known connections: {known or 'none'}")
+    raise NotFound(f"unknown connection {quoted(ref)}; known connections: {known or 'none'}")
 
 
 def _next_alias(taken: set[str]) -> str:

@@ -25,7 +25,7 @@ from mcp_manifold._core.clients import Request
 from mcp_manifold._core.reading import DEFAULT_READ_LINES, READ_OPS
 from mcp_manifold._core.results import SpillPolicy, ToolAnswer, content_size, estimate_tokens, render_result
 from mcp_manifold._core.router import Target, ToolCall
-from mcp_manifold._core.suggestions import did_you_mean
+from mcp_manifold._core.suggestions import did_you_mean, quoted
 from mcp_manifold._errors import InvalidRequest, NotFound
 from mcp_manifold._surfaces.base import Host, Surface
 from mcp_manifold._surfaces.dispatch.connections import ALIASES_FILE, Connection, Connections, resolve_connection
@@ -120,7 +120,9 @@ class DispatchSurface(Surface):
         return resolve_connection(self._connections(view), ref)
 
     def _alias(self, view: CatalogView, server: str) -> str:
-        return next(c.alias for c in self._connections(view) if c.server == server)
+        """`server`'s alias for this caller; its name once a reload removed it (or took it from the caller's
+        profile) while its call ran: that call's answer still comes."""
+        return next((c.alias for c in self._connections(view) if c.server == server), server)
 
     async def _ensure_listed(self, connections: list[Connection], view: CatalogView) -> None:
         """List the backends not listed yet; lazy ones start here. Those that cannot start are skipped."""
@@ -266,7 +268,7 @@ class DispatchSurface(Surface):
             view.report_miss(tool)
             names = [e.original.name for e in entries]
             raise NotFound(
-                f"connection {only.alias} ({only.server}) has no tool {tool!r}{did_you_mean(tool, names)}; "
+                f"connection {only.alias} ({only.server}) has no tool {quoted(tool)}{did_you_mean(tool, names)}; "
                 f"see action 'list' with connection '{only.alias}'"
             )
         await self._ensure_listed(self._connections(view), view)
@@ -277,13 +279,13 @@ class DispatchSurface(Surface):
             return entry.server, entry.original.name, entry
         if candidates:
             offered = ", ".join(f"{self._alias(view, e.server)} ({e.server})" for e in candidates)
-            raise InvalidRequest(f"tool {tool!r} is offered by several connections: {offered}; add 'connection'")
+            raise InvalidRequest(f"tool {quoted(tool)} is offered by several connections: {offered}; add 'connection'")
         view.report_miss(tool)
         unknown = [c for c in self._connections(view) if c.server not in view.catalog.servers]
         missing = f" (tools of {', '.join(f'{c.alias} ({c.server})' for c in unknown)} are unknown: not running)"
         names = sorted({e.original.name for e in entries})
         raise NotFound(
-            f"no connection offers a tool named {tool!r}{did_you_mean(tool, names)}{missing if unknown else ''}; "
+            f"no connection offers a tool named {quoted(tool)}{did_you_mean(tool, names)}{missing if unknown else ''}; "
             "use action 'search' or 'list'"
         )
 
@@ -360,7 +362,8 @@ class _Action:
         if action is None:
             raise InvalidRequest(f"missing required parameter 'action': one of {', '.join(ACTIONS)}")
         if action not in ACTIONS:
-            raise InvalidRequest(f"unknown action {action!r}: expected one of {', '.join(ACTIONS)}")
+            shown = quoted(action) if isinstance(action, str) else json_type_name(action)
+            raise InvalidRequest(f"unknown action {shown}: expected one of {', '.join(ACTIONS)}")
         allowed = PARAMETERS[action]
         for key, value in arguments.items():
             if key == "action" or value is None or key in allowed:
@@ -368,7 +371,7 @@ class _Action:
             owners = [name for name, keys in PARAMETERS.items() if key in keys]
             where = f"it belongs to action {' and '.join(owners)}" if owners else "unknown parameter"
             raise InvalidRequest(
-                f"'{key}' is not a parameter of action '{action}' ({where}); {action} takes: {', '.join(allowed)}"
+                f"{quoted(key)} is not a parameter of action '{action}' ({where}); {action} takes: {', '.join(allowed)}"
             )
         return cls(action, arguments)
 

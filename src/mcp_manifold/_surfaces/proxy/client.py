@@ -8,7 +8,8 @@ result types as the plain client, so code written for a direct connection runs u
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -39,6 +40,9 @@ from mcp_manifold._surfaces.proxy.format import (
 
 # The raw result dict: the SDK's typed parse would drop the proxy's annotation keys.
 _RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+# Most pages a transparent listing reads (100,000 items): a proxy that answers full pages for ever, or a
+# `totalCount` it never reaches, would otherwise be asked again for ever, every item kept.
+MAX_LIST_PAGES = 100
 
 
 class ProxyError(MCPError):
@@ -174,23 +178,31 @@ class ProxyClient(Client):
         return result
 
     async def _list_all(self, kind: Kind, meta: types.RequestParamsMeta | None) -> list[Item]:
-        """Every item of `kind`, page by page (the proxy caps a page at 1000)."""
+        """Every item of `kind`, page by page (the proxy caps a page at 1000), at most `MAX_LIST_PAGES` pages."""
         items: list[Item] = []
         offset = 0
-        while True:
+        for _ in range(MAX_LIST_PAGES):
             request = {"action": "list", "type": kind, "limit": MAX_LIMIT, "offset": offset}
             result = await self._query(request, meta)
-            data, annotations = query_payload(result)
+            with _readable(result):
+                data, annotations = query_payload(result)
             try:
                 check_python_type(kind, annotations.python_type if annotations is not None else None)
             except ValueError as exc:
                 raise ProxyError(str(exc), result, from_capability=False) from None
-            page = decode_items(kind, data)
+            with _readable(result):
+                page = decode_items(kind, data)
             items.extend(page)
             offset += len(page)
             total = annotations.total_count if annotations is not None else None
             if not page or (offset >= total if total is not None else len(page) < MAX_LIMIT):
                 return items
+        raise ProxyError(
+            f"the proxy listed more than {MAX_LIST_PAGES} pages of {kind}s ({offset} items) and was still not "
+            "done; it pages without end",
+            result,
+            from_capability=False,
+        )
 
     # --- transparent mode ------------------------------------------------------------------
 
@@ -254,7 +266,8 @@ class ProxyClient(Client):
         if message is not None:
             # As a direct tools/call answers for an unknown tool or bad arguments: a tool error result.
             return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
-        return tool_result_from_proxy(result)
+        with _readable(result):
+            return tool_result_from_proxy(result)
 
     async def read_resource(
         self,
@@ -269,7 +282,9 @@ class ProxyClient(Client):
             return await super().read_resource(
                 uri, input_responses=input_responses, request_state=request_state, meta=meta, cache_mode=cache_mode
             )
-        return read_result_from_proxy(await self._query({"action": "call", "type": "resource", "path": uri}, meta))
+        result = await self._query({"action": "call", "type": "resource", "path": uri}, meta)
+        with _readable(result):
+            return read_result_from_proxy(result)
 
     async def get_prompt(
         self,
@@ -287,7 +302,23 @@ class ProxyClient(Client):
         request: dict[str, Any] = {"action": "call", "type": "prompt", "path": name}
         if arguments:
             request["args"] = arguments
-        return prompt_result_from_proxy(await self._query(request, meta))
+        result = await self._query(request, meta)
+        with _readable(result):
+            return prompt_result_from_proxy(result)
+
+
+@contextmanager
+def _readable(result: types.CallToolResult) -> Iterator[None]:
+    """An answer of the proxy's that cannot be read as what was asked for (not JSON, nested too deeply, not
+    the items or result asked for) raises `ProxyError`, an `MCPError`, as a direct request's bad answer does;
+    it raised ValueError, RecursionError or pydantic's ValidationError."""
+    try:
+        yield
+    except (ValueError, RecursionError) as exc:  # JSON's and pydantic's errors are ValueErrors
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ProxyError(
+            f"the proxy's answer cannot be read: {reason}", result, from_capability=False, code=types.INTERNAL_ERROR
+        ) from None
 
 
 def _transparent_error(result: types.CallToolResult) -> ProxyError:

@@ -24,7 +24,7 @@ import mcp_types as types
 from pydantic import ConfigDict
 
 from mcp_manifold._core.arguments import given, integer_field, json_type_name, object_argument, string_field
-from mcp_manifold._core.suggestions import did_you_mean
+from mcp_manifold._core.suggestions import LONGEST_URI, did_you_mean, quoted
 from mcp_manifold._errors import InvalidRequest, NotFound
 
 Action = Literal["list", "info", "call"]
@@ -39,6 +39,10 @@ LIST_ONLY = ("limit", "offset", "filter_server", "filter")
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_BATCH = 100
+# A list's tags are each matched against every item, on the event loop: 100,000 tags (2.7 MB) over 1,000
+# tools held the gateway, every client's requests, for 135 s. A filter names a few tags, each a few words.
+MAX_TAGS = 32
+MAX_TAG_CHARS = 200
 JSON_MIME = "application/json"
 # `pythonType` of list results; info results name the item's own class. A resource list holds both
 # kinds, and Magg's client decodes it only under the exact name its server emits: Python's `str()` of
@@ -131,7 +135,7 @@ def parse_request(arguments: Mapping[str, Any]) -> ProxyOperation | BatchRequest
 def _check_known(arguments: Mapping[str, Any]) -> None:
     unknown = [key for key in arguments if key not in PARAMETERS]
     if unknown:
-        raise InvalidRequest(f"unknown parameter {unknown[0]!r}; the proxy tool takes: {', '.join(PARAMETERS)}")
+        raise InvalidRequest(f"unknown parameter {quoted(unknown[0])}; the proxy tool takes: {', '.join(PARAMETERS)}")
 
 
 def _action(arguments: Mapping[str, Any]) -> str:
@@ -140,7 +144,8 @@ def _action(arguments: Mapping[str, Any]) -> str:
         raise InvalidRequest(f"missing required parameter 'action': one of {choices}")
     action = arguments["action"]
     if action not in (*ACTIONS, BATCH):
-        raise InvalidRequest(f"unknown action {action!r}: expected one of {choices}")
+        shown = quoted(action) if isinstance(action, str) else json_type_name(action)
+        raise InvalidRequest(f"unknown action {shown}: expected one of {choices}")
     return cast(str, action)
 
 
@@ -218,6 +223,11 @@ def _filter(raw: Any) -> tuple[str | None, tuple[str, ...]]:
         tags = [tags]
     if not isinstance(tags, list) or not all(isinstance(tag, str) and tag.strip() for tag in tags):
         raise InvalidRequest("'filter.tags' must be a list of non-empty strings")
+    if len(tags) > MAX_TAGS:
+        raise InvalidRequest(f"'filter.tags' takes at most {MAX_TAGS} tags, got {len(tags)}")
+    longest = max(len(tag) for tag in tags)
+    if longest > MAX_TAG_CHARS:
+        raise InvalidRequest(f"'filter.tags': a tag has at most {MAX_TAG_CHARS} characters, got one of {longest}")
     return prefix, tuple(tags)
 
 
@@ -311,7 +321,8 @@ def find_item(items: Sequence[Item], kind: Kind, path: str) -> Item:
     for item in items:
         if item_key(item) == path:
             return item
-    raise NotFound(f"unknown {kind} {path!r}{did_you_mean(path, (item_key(item) for item in items))}")
+    shown = quoted(path, LONGEST_URI) if kind == "resource" else quoted(path)
+    raise NotFound(f"unknown {kind} {shown}{did_you_mean(path, (item_key(item) for item in items))}")
 
 
 # --- building results ---------------------------------------------------------------------------

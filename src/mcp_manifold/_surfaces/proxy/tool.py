@@ -32,6 +32,8 @@ from mcp_manifold._surfaces.proxy.format import (
     KINDS,
     MAX_BATCH,
     MAX_LIMIT,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
     BatchRequest,
     InvalidOperation,
     Item,
@@ -95,7 +97,8 @@ def proxy_tool(name: str = "proxy") -> types.Tool:
                     "prefix": {"type": "string", "description": "Only names/URIs starting with this."},
                     "tags": {
                         "type": "array",
-                        "items": {"type": "string"},
+                        "items": {"type": "string", "maxLength": MAX_TAG_CHARS},
+                        "maxItems": MAX_TAGS,
                         "description": "Only items matching any tag (a word of the name or description, "
                         "or a _meta tag).",
                     },
