@@ -32,6 +32,7 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, R
 
 from mcp_manifold._core.catalog import Catalog, Kind
 from mcp_manifold._core.clients import Caller, no_client_to_answer
+from mcp_manifold._core.suggestions import LONGEST_URI
 from mcp_manifold._errors import InvalidRequest
 from mcp_manifold._sdk import no_deprecation_warnings
 
@@ -54,7 +55,7 @@ _BUS_EVENTS = {"tools": ToolsListChanged, "resources": ResourcesListChanged, "pr
 # client's 2,000 subscriptions of 20,000 characters took the gateway from 85 to 620 MB. Real clients hold a
 # handful, and a resource URI longer than a path (4,096 on Linux) is not a resource's name.
 MAX_SUBSCRIPTIONS = 256  # per client (a session, or one 2026-07-28 listen stream)
-MAX_SUBSCRIBED_URI = 4096  # characters
+MAX_SUBSCRIBED_URI = LONGEST_URI  # characters (longer ones are quoted cut short in errors too)
 
 
 def several_clients_waiting(backend: Backend) -> bool:

@@ -35,6 +35,7 @@ import anyio
 from mcp_manifold._core.arguments import json_type_name
 from mcp_manifold._core.reading import ReadAnswer
 from mcp_manifold._core.results import SpilledFile
+from mcp_manifold._core.suggestions import quoted
 from mcp_manifold._errors import AccessDenied, InvalidRequest, NotFound
 from mcp_manifold._files import pid_is_alive
 from mcp_manifold._runtime import result_files
@@ -47,6 +48,11 @@ _PREFIX = "gw-"
 MIN_FILE_BYTES = 4096
 MAX_ARGUMENTS_BYTES = 64 * 1024 * 1024  # an arguments file is parsed in memory
 _LONGEST_PATH = 4096  # PATH_MAX on Linux
+
+
+def _shown(raw: str) -> str:
+    """A path a client sent, quoted for an error: whole, unless longer than any path the system can open."""
+    return quoted(raw, _LONGEST_PATH)
 
 
 class SpillStore:
@@ -225,14 +231,6 @@ class SpillStore:
             with contextlib.suppress(OSError):
                 roots.append(directory.resolve(strict=True))
         return roots
-
-
-def _shown(raw: str) -> str:
-    """A path a client sent, quoted for an error: whole, unless longer than any path the system can open
-    (4096 bytes), so that an error never sends a megabyte of the caller's input back at it."""
-    if len(raw) <= _LONGEST_PATH:
-        return repr(raw)
-    return f"{raw[:100]!r}... ({len(raw)} characters)"
 
 
 def read_arguments(path: Path, field: str = "argumentsFile") -> dict[str, Any]:
