@@ -127,12 +127,9 @@ class SharedLimits:
 
     def release(self, principal: str | None) -> None:
         who = principal or ANONYMOUS
-        slots = self._mine.get(who)
-        if not slots:
+        slot = _take_last(self._mine, who)
+        if slot is None:
             return
-        slot = slots.pop()
-        if not slots:
-            del self._mine[who]
         if slot == _LOCAL:
             self.fallback.release(principal)
         elif self.concurrency and len(self._finished) < _MAX_FINISHED:
@@ -146,24 +143,21 @@ class SharedLimits:
         """After `release`, before the call's answer goes out: remove its slot now if it was taken with half the
         principal's calls in flight or more (see the module); else nothing (it rides on the next admission)."""
         who = principal or ANONYMOUS
-        slots = self._settling.get(who)
-        if not slots:
+        slot = _take_last(self._settling, who)
+        if slot is None:
             return
-        slot = slots.pop()
-        if not slots:
-            del self._settling[who]
         key = self.store.key("limit", "flight", who)
         with contextlib.suppress(ValueError):  # else an admission has carried it already (removing twice is a no-op)
             self._finished.remove((key, slot))
         try:
             await self.store.run("limits", lambda: self.store.client.zrem(key, slot))
-        except StateUnavailable:  # removed once the store is back (the answer goes out all the same)
+        except BaseException as exc:
+            # Removed in the background: once the store is back (the answer goes out all the same), or after
+            # its request was cancelled on the way (which goes on).
             self._finished.append((key, slot))
             self._wake.set()
-        except BaseException:  # its request cancelled on the way: removed in the background
-            self._finished.append((key, slot))
-            self._wake.set()
-            raise
+            if not isinstance(exc, StateUnavailable):
+                raise
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Remove the finished calls' slots no admission carried within `FOLD_WINDOW`, a batch per round trip,
@@ -197,3 +191,14 @@ class SharedLimits:
             self._finished[:0] = batch[: max(0, _MAX_FINISHED - len(self._finished))]
             return False
         return True
+
+
+def _take_last(slots_of: dict[str, list[str]], who: str) -> str | None:
+    """The last slot `who` has in `slots_of`, taken out (its entry goes with its last slot); None if none."""
+    slots = slots_of.get(who)
+    if not slots:
+        return None
+    slot = slots.pop()
+    if not slots:
+        del slots_of[who]
+    return slot
