@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 
 from mcp_manifold._config import load_config
-from mcp_manifold._core.arguments import MAX_DEPTH, encoding_problem
+from mcp_manifold._core.arguments import MAX_DEPTH, QUICK_VALUES, encoding_problem, quick_verdict
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.router import Target
 from mcp_manifold._errors import InvalidRequest
@@ -81,6 +81,23 @@ async def test_a_lone_surrogate_is_refused_on_every_surface_and_the_server_keeps
         assert text_of(await client.call_tool("kitchen_echo", {"text": "after"})) == "after"
         statuses = await live_backends(tmp_path / "data")
     assert statuses["kitchen"]["restarts"] == 0, statuses["kitchen"]
+
+
+@pytest.mark.anyio
+async def test_large_arguments_are_checked_whole_and_their_first_bad_place_named(
+    connect: Any, write_config: Any, tmp_path: Path
+) -> None:
+    """Arguments holding more values than the quick walk takes are walked in a worker thread: a bad
+    value past the quick walk's reach is still refused, naming its place, and a good one is sent."""
+    padding = "{}," * QUICK_VALUES
+    async with connect(config(write_config, tmp_path, ["direct", "proxy"])) as client:
+        bad = '{"text": "x", "pad": [' + padding + '"\\ud800"]}'
+        call = {"action": "call", "type": "tool", "path": "kitchen_echo", "args": bad}
+        result = await client.call_tool("proxy", call)
+        assert result.is_error
+        assert f"argument 'pad[{QUICK_VALUES}]' is not valid Unicode: lone surrogate at position 0" in text_of(result)
+        good = await client.call_tool("kitchen_echo", {"text": "big", "pad": [{} for _ in range(QUICK_VALUES)]})
+        assert text_of(good) == "big"
 
 
 @pytest.mark.anyio
@@ -205,6 +222,19 @@ async def test_a_message_no_wire_carries_never_ends_the_connection_to_a_server(
 def test_encoding_problem_names_the_first_bad_place(value: Any, expected: str | None) -> None:
     problem = encoding_problem(value)
     assert problem == expected if expected is None else expected in (problem or "")
+    assert quick_verdict(value) is (expected is None)  # small values: decided by the quick walk
+
+
+def test_the_quick_walk_leaves_a_large_value_undecided_whatever_it_holds() -> None:
+    """More values than a quick walk takes (a bound on how long one call's check holds the event loop)
+    are left to `encoding_problem`, which the call path runs in a worker thread."""
+    many: list[Any] = [{} for _ in range(QUICK_VALUES)]
+    assert quick_verdict({"many": many}) is None
+    assert encoding_problem({"many": many}) is None
+    assert quick_verdict({"flat": list(range(QUICK_VALUES))}) is None
+    assert quick_verdict({"many": [*many, "\ud800"]}) is None  # unsendable past the bound: undecided too
+    assert quick_verdict({"few": many[:100]}) is True
+    assert quick_verdict({"few": [*many[:100], "\ud800"]}) is False
 
 
 def test_encoding_problem_walks_any_depth_and_limits_nesting() -> None:

@@ -30,7 +30,7 @@ def call(arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> Sessi
     return SessionMessage(types.JSONRPCRequest(jsonrpc="2.0", id=1, method="tools/call", params=params))
 
 
-async def test_the_writer_skips_only_the_very_arguments_checked_in_its_context() -> None:
+async def test_the_writer_skips_only_the_arguments_checked_in_its_context_or_their_copy() -> None:
     send, receive = anyio.create_memory_object_stream[SessionMessage](10)
     writes = EncodableWrites(send, "kitchen")
     # What the mark promises is taken at its word: a marked object is not walked again (here one the call
@@ -42,9 +42,13 @@ async def test_the_writer_skips_only_the_very_arguments_checked_in_its_context()
     # The rest of a request with marked arguments is walked.
     with pytest.raises(InvalidRequest, match=r"field 'params\._meta\.note' is not valid Unicode"):
         await writes.send(call(marked, {"note": "ok\udfff"}))
-    # Equal arguments are another object: walked.
+    # An equal copy (what the SDK's session sends: its request model dumped) is taken at the mark's word too;
+    # arguments that differ are walked.
+    copy = {"text": "\ud800"}
+    await writes.send(call(copy))
+    assert receive.receive_nowait().message.params["arguments"] is copy  # type: ignore[union-attr]
     with pytest.raises(InvalidRequest, match=r"field 'params\.arguments\.text' is not valid Unicode"):
-        await writes.send(call({"text": "\ud800"}))
+        await writes.send(call({"text": "\ud800", "more": 1}))
     # A mark made in another context (another task's request) does not reach this one.
     elsewhere = {"text": "\udfff"}
     contextvars.copy_context().run(mark_checked, elsewhere)

@@ -17,7 +17,12 @@ import pytest
 from mcp_manifold._core.results import SpillPolicy, estimate_tokens, render_result, spill_if_due
 from mcp_manifold._errors import AccessDenied, InvalidRequest, NotFound
 from mcp_manifold._runtime import result_files as readresult
-from mcp_manifold._runtime.spill import SpillStore, read_arguments
+from mcp_manifold._runtime.spill import (
+    MAX_ARGUMENTS_CONTAINERS,
+    MAX_TOON_ARGUMENTS_BYTES,
+    SpillStore,
+    read_arguments,
+)
 
 
 def text_result(text: str, **extra: object) -> types.CallToolResult:
@@ -126,6 +131,21 @@ def test_read_arguments_takes_json_or_toon_objects_only(tmp_path: Path) -> None:
     path.write_text("[2]: 1,2")
     with pytest.raises(InvalidRequest, match="not a JSON or TOON object"):
         read_arguments(path)
+
+
+def test_an_arguments_file_of_too_many_objects_or_too_much_toon_is_refused_unparsed(tmp_path: Path) -> None:
+    """Parsed, 30 MB of `{}` took the gateway to 1.66 GB, and TOON decodes at about a second per MB:
+    both are refused, naming the bound, before anything is parsed."""
+    path = tmp_path / "many.json"
+    path.write_text('{"a": [' + "{}," * MAX_ARGUMENTS_CONTAINERS + "{}]}")
+    with pytest.raises(InvalidRequest, match=rf"holds {MAX_ARGUMENTS_CONTAINERS + 3} brackets; .* at most "):
+        read_arguments(path)
+    path.write_text('{"a": [' + "{}," * (MAX_ARGUMENTS_CONTAINERS - 3) + "{}]}")
+    assert len(read_arguments(path)["a"]) == MAX_ARGUMENTS_CONTAINERS - 2
+    toon = tmp_path / "big.toon"
+    toon.write_text("text: " + "x" * MAX_TOON_ARGUMENTS_BYTES)
+    with pytest.raises(InvalidRequest, match=r"not JSON, and at .* bytes too large to be read as TOON"):
+        read_arguments(toon)
 
 
 def test_odd_paths_and_deep_json_are_clear_errors(store: SpillStore, tmp_path: Path) -> None:

@@ -82,9 +82,22 @@ def encoding_problem(value: Any, name: str = "argument", max_depth: int = MAX_DE
     iterative, so a value of any depth is checked in bounded stack.
     """
     # Depth counts down, so a check of a message around arguments can allow for its own levels.
-    if _sendable(value, MAX_DEPTH - max_depth):  # the common case, quickly; the walk names the place
+    if _sendable(value, MAX_DEPTH - max_depth, _UNBOUNDED) >= 0:  # the common case, quickly
         return None
-    return _first_problem(value, name, MAX_DEPTH - max_depth)
+    return _first_problem(value, name, MAX_DEPTH - max_depth)  # the walk names the place
+
+
+# Values a quick check walks (a few milliseconds at most); a value holding more is checked where a long
+# walk holds up no other caller (`quick_verdict`).
+QUICK_VALUES = 50_000
+
+
+def quick_verdict(value: Any, values: int = QUICK_VALUES) -> bool | None:
+    """Whether `value` can be sent (`encoding_problem` says why not), decided by a walk of at most about
+    `values` values; None when it holds more (4 MB of `{}` are 1.4 million objects, a quarter of a second
+    of walking): the caller checks those with `encoding_problem` off the event loop."""
+    room = _sendable(value, 0, values)
+    return None if room == _UNDECIDED else room >= 0
 
 
 def _first_problem(value: Any, name: str, start_depth: int = 0) -> str | None:
@@ -114,44 +127,65 @@ def _first_problem(value: Any, name: str, start_depth: int = 0) -> str | None:
     return None
 
 
-def _sendable(item: Any, depth: int) -> bool:
-    """Whether `item` can be sent, quickly: a string or plain child is checked inline, so the function is
-    called once per container, not per value (`json.dumps` of typical arguments is several times slower)."""
+# What `_sendable` returns besides the room left: the value cannot be sent, or it holds more objects and
+# arrays than the walk had room for.
+_UNSENDABLE = -1
+_UNDECIDED = -2
+_UNBOUNDED = 1 << 62
+
+
+def _sendable(item: Any, depth: int, room: int) -> int:
+    """Whether `item` can be sent, quickly: the room left (>= 0) of `room` values to walk (a container
+    counts for itself and each of its items), or _UNSENDABLE, or _UNDECIDED when it holds more. A string
+    or plain child is checked inline, so the function is called once per container, not per value
+    (`json.dumps` of typical arguments is several times slower)."""
     # Recursion stops at MAX_DEPTH, well within Python's own limit.
     kind = type(item)
     if kind is dict:
         if depth >= MAX_DEPTH:
-            return False
+            return _UNSENDABLE
+        room -= 1 + len(item)
+        if room < 0:
+            return _UNDECIDED
         for key, child in item.items():
             if type(key) is str:
                 if not key.isascii() and _unicode_problem(key) is not None:
-                    return False
+                    return _UNSENDABLE
             elif isinstance(key, str) and _unicode_problem(key) is not None:
-                return False
+                return _UNSENDABLE
             kind = type(child)
             if kind is str:
                 if not child.isascii() and _unicode_problem(child) is not None:
-                    return False
-            elif kind not in _PLAIN and not _sendable(child, depth + 1):
-                return False
-        return True
+                    return _UNSENDABLE
+            elif kind not in _PLAIN:
+                room = _sendable(child, depth + 1, room)
+                if room < 0:
+                    return room
+        return room
     if kind is list:
         if depth >= MAX_DEPTH:
-            return False
+            return _UNSENDABLE
+        room -= 1 + len(item)
+        if room < 0:
+            return _UNDECIDED
         for child in item:
             kind = type(child)
             if kind is str:
                 if not child.isascii() and _unicode_problem(child) is not None:
-                    return False
-            elif kind not in _PLAIN and not _sendable(child, depth + 1):
-                return False
-        return True
+                    return _UNSENDABLE
+            elif kind not in _PLAIN:
+                room = _sendable(child, depth + 1, room)
+                if room < 0:
+                    return room
+        return room
     if kind is str:
-        return item.isascii() or _unicode_problem(item) is None
+        return room if item.isascii() or _unicode_problem(item) is None else _UNSENDABLE
     if kind is float:
-        return item - item == 0.0  # false for NaN and the infinities
+        return room if item - item == 0.0 else _UNSENDABLE  # false for NaN and the infinities
     # A subclass (never what a JSON parser makes) takes the walk.
-    return kind in _PLAIN or not isinstance(item, str | dict | list | float) or _first_problem(item, "", depth) is None
+    if kind in _PLAIN or not isinstance(item, str | dict | list | float):
+        return room
+    return room if _first_problem(item, "", depth) is None else _UNSENDABLE
 
 
 _PLAIN = frozenset({int, bool, type(None)})  # nothing in these can be unsendable

@@ -41,7 +41,7 @@ from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
 from mcp_manifold._core.apps import meta_with_exposed_app
-from mcp_manifold._core.arguments import encoding_problem
+from mcp_manifold._core.arguments import encoding_problem, quick_verdict
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import ASKS, Caller, Request
 from mcp_manifold._core.naming import UI_SCHEME
@@ -360,7 +360,13 @@ class CallPath:
         waited: float | None = None
         # Input no wire can carry is refused here, after the policy (so a hidden name still reads like a
         # missing one) and before the backend, whose connection it would end for every caller.
-        error = encoding_problem(arguments) if arguments else None
+        error = None
+        if arguments:
+            verdict = quick_verdict(arguments)
+            if verdict is None:  # a large value: walked in a worker thread, the event loop serving others
+                error = await anyio.to_thread.run_sync(encoding_problem, arguments)
+            elif not verdict:
+                error = encoding_problem(arguments)  # names the place
         if error is None:
             mark_checked(arguments)  # so the writer to the server does not walk them again
         # A client's own session (`session_scope: client`, or one that can answer its server's questions)

@@ -8,8 +8,10 @@ a server: a client's answer to the server's question, a notification, a request 
 A request is refused to its sender (`InvalidRequest`), an answer is replaced by a JSON-RPC error (the
 server is never left waiting), and a notification is dropped with a log line.
 
-A request's `arguments` that the call path has checked already (`mark_checked`: that very object, in
-the same context) are not walked twice; the rest of the request (name, `_meta`, ...) always is.
+A request's `arguments` that the call path has checked already (`mark_checked`: that very object, or
+a copy equal to it, in the same context) are not walked twice; the rest of the request (name, `_meta`,
+...) always is. (Equal to a sendable value is sendable: equality keeps every type JSON has, and NaN,
+the one float a walk refuses that could compare equal, is never in a checked value.)
 """
 
 from __future__ import annotations
@@ -126,7 +128,9 @@ def _params_sendable(params: Mapping[str, Any]) -> bool:
     for key, value in params.items():
         if type(key) is not str or not key.isascii():
             return False
-        if value is checked and key == "arguments":
+        # The SDK's session sends a copy of them (its request model dumped): equal to what was checked,
+        # compared in C, which is several times quicker than a walk (4 MB of `{}`: 0.03 s against 0.23).
+        if key == "arguments" and (value is checked or (checked is not None and value == checked)):
             continue
         if type(value) is str and value.isascii():
             continue

@@ -47,6 +47,11 @@ _PREFIX = "gw-"
 # are bounded too.
 MIN_FILE_BYTES = 4096
 MAX_ARGUMENTS_BYTES = 64 * 1024 * 1024  # an arguments file is parsed in memory
+# Objects and arrays an arguments file may hold: about what one 4 MiB request can (1.4 million `{}`).
+# Each is a Python object of 64 bytes or more: 30 MB of `{}` took the gateway to 1.66 GB.
+MAX_ARGUMENTS_CONTAINERS = 1_500_000
+# TOON is decoded in Python, about a second per megabyte: a larger TOON file is refused, not decoded.
+MAX_TOON_ARGUMENTS_BYTES = 4 * 1024 * 1024
 _LONGEST_PATH = 4096  # PATH_MAX on Linux
 
 
@@ -214,8 +219,9 @@ class SpillStore:
 
     # --- reading result files back (the `ResultFiles` a surface gets from the host) ----------------
 
-    def read_arguments(self, path: Path) -> dict[str, Any]:
-        return read_arguments(path)
+    async def read_arguments(self, path: Path) -> dict[str, Any]:
+        # In a worker thread: the file is read and decoded (TOON in Python) while other calls go on.
+        return await anyio.to_thread.run_sync(read_arguments, path)
 
     async def stat(self, path: Path) -> dict[str, int | str]:
         return await result_files.stat_file(path)
@@ -246,12 +252,24 @@ def read_arguments(path: Path, field: str = "argumentsFile") -> dict[str, Any]:
         raise NotFound(f"'{field}': {path.name} no longer exists (spilled files are deleted after a while)") from None
     except OSError as exc:
         raise AccessDenied(f"'{field}': cannot read {path.name}: {exc.strerror or exc}") from None
+    # Counted in C before anything is parsed (brackets inside strings count too: a bound, not a census).
+    if (containers := text.count("{") + text.count("[")) > MAX_ARGUMENTS_CONTAINERS:
+        raise InvalidRequest(
+            f"'{field}': {path.name} holds {containers} brackets; arguments from a file may hold at most "
+            f"{MAX_ARGUMENTS_CONTAINERS} objects and arrays"
+        )
     try:
         value = json.loads(text)
         holds = f"JSON: {json_type_name(value)}"
     except RecursionError:
         raise InvalidRequest(f"'{field}': {path.name} is nested too deeply to be used as arguments") from None
     except ValueError:
+        if size > MAX_TOON_ARGUMENTS_BYTES:
+            raise InvalidRequest(
+                f"'{field}': {path.name} is not JSON, and at {size} bytes too large to be read as TOON "
+                f"(at most {MAX_TOON_ARGUMENTS_BYTES} bytes): spill results as JSON (setting toon: false) "
+                "to hand larger ones on"
+            ) from None
         value = _from_toon(text)
         holds = "text that is not a JSON or TOON object"
     if not isinstance(value, dict):

@@ -42,7 +42,7 @@ class ResultFiles(Protocol):
         """A path a client sent back, checked to be a result file it may read (else a clear error)."""
         ...
 
-    def read_arguments(self, path: Path) -> dict[str, Any]:
+    async def read_arguments(self, path: Path) -> dict[str, Any]:
         """A result file's content as a call's arguments (an object)."""
         ...
 

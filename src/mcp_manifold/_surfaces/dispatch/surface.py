@@ -226,7 +226,7 @@ class DispatchSurface(Surface):
         if action.given("argumentsFile"):
             arguments_file = files.resolve(action.raw["argumentsFile"], "argumentsFile")
             # Inline arguments refine the file's (e.g. a small option next to a big payload).
-            arguments = {**files.read_arguments(arguments_file), **arguments}
+            arguments = {**(await files.read_arguments(arguments_file)), **arguments}
         settings = self.host.settings
         spill = SpillPolicy(
             threshold=action.integer("resultSizeThreshold", settings.spill_threshold, 0, None),
