@@ -137,6 +137,7 @@ class Backend:
         self.protocol_version: str | None = None  # negotiated; 2026-07-28 for a modern server
         self.server_info: types.Implementation | None = None
         self._listened: tuple[str, ...] = ()  # the resource URIs the open listen stream asked for
+        self._subscribed: Callable[[], set[str]] = set  # the URIs clients are subscribed to now (listen_to)
         self._resubscribe = anyio.Event()
         self._session: ClientSession | None = None
         # A plain call's way around the SDK's request machinery (see http_leg and stdio_leg).
@@ -557,18 +558,20 @@ class Backend:
 
     # --- subscriptions/listen (2026-07-28 servers) -------------------------------------------------
 
-    def listen_to(self, uris: set[str]) -> None:
-        """The resources clients subscribed to (on a modern server, the listen stream asks for them)."""
-        if tuple(sorted(uris)) != self._listened:
-            self._listened = tuple(sorted(uris))
-            self._resubscribe.set()
+    def listen_to(self, subscribed: Callable[[], set[str]]) -> None:
+        """Clients' subscriptions to this server's resources changed (a modern server: its listen stream asks
+        for them). `subscribed` gives them; it is asked when the stream is next opened, once for a burst of
+        changes (a stream of 256 resources, subscribed one by one, scanned every subscribed URI each time)."""
+        self._subscribed = subscribed
+        self._resubscribe.set()
 
     async def _listen(self, session: ClientSession) -> None:
         """Keep a subscriptions/listen stream open; its events reach `_on_message` like notifications."""
         from mcp.client.subscriptions import listen
 
+        self._listened = tuple(sorted(self._subscribed()))  # a new session: what clients hold now
         while True:
-            self._resubscribe = anyio.Event()
+            changed = False
             try:
                 async with (
                     listen(
@@ -581,13 +584,24 @@ class Backend:
                     anyio.create_task_group() as reader,
                 ):
                     reader.start_soon(_drain, events, reader.cancel_scope)
-                    await self._resubscribe.wait()
+                    await self._subscriptions_change()
+                    changed = True
                     reader.cancel_scope.cancel()
-                if not self._resubscribe.is_set():
+                if not changed:
                     await anyio.sleep(1.0)  # the server ended the stream: listen again, but not in a tight loop
             except Exception as exc:  # the server does not serve listen, or the stream was lost
                 logger.debug("server %r: subscriptions/listen ended: %s", self.name, describe(exc))
-                await self._resubscribe.wait()  # no stream until the subscriptions change again
+                await self._subscriptions_change()  # no stream until the subscriptions change again
+
+    async def _subscriptions_change(self) -> None:
+        """Wait until the resources clients are subscribed to differ from those the stream names."""
+        while True:
+            await self._resubscribe.wait()
+            self._resubscribe = anyio.Event()
+            listened = tuple(sorted(self._subscribed()))
+            if listened != self._listened:
+                self._listened = listened
+                return
 
     async def roots_changed(self) -> None:
         """Tell the server its client's roots changed (if it was told the client has roots)."""

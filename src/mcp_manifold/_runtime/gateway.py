@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack, suppress
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -743,7 +744,8 @@ class Gateway:
             await backend.session()
             if backend.modern:
                 self.back_channel.subscribe(request.caller, uri)
-                backend.listen_to(self._subscribed_uris(route.server))  # a 2026-07-28 server: on its listen stream
+                # A 2026-07-28 server: its listen stream names them all, asked for when it is next opened.
+                backend.listen_to(partial(self._subscribed_uris, route.server))
                 return
             with no_deprecation_warnings():
                 await backend.request("resources/subscribe", lambda session: session.subscribe_resource(route.original))
@@ -773,26 +775,20 @@ class Gateway:
             self._task_group.start_soon(self._unsubscribe_at_servers, uris)
 
     async def _unsubscribe_at_servers(self, uris: list[str]) -> None:
-        relistened: set[str] = set()  # a 2026-07-28 server is told once: its listen stream names all that is left
         for uri in uris:
             try:
-                await self._unsubscribe_at_server(uri, start=False, relistened=relistened)
+                await self._unsubscribe_at_server(uri, start=False)
             except Exception as exc:  # a server's odd failure must not end the gateway's task group
                 logger.warning("could not unsubscribe %s: %s", uri, exc)
 
-    async def _unsubscribe_at_server(self, uri: str, *, start: bool = True, relistened: set[str] | None = None) -> None:
+    async def _unsubscribe_at_server(self, uri: str, *, start: bool = True) -> None:
         """Tell the server of `uri` that no client is subscribed to it any more. Without `start`, a server
-        that is not running is left alone: it holds no subscription, and starting it would be for nothing.
-        A 2026-07-28 server already in `relistened` was told of every subscription left (releasing a stream's
-        256 URIs scanned every subscribed URI once per URI)."""
+        that is not running is left alone: it holds no subscription, and starting it would be for nothing."""
         try:
             route = self._catalog.route_resource(uri)
             backend = self.calls.backend(route.server)
             if backend.modern:
-                if relistened is None or route.server not in relistened:
-                    backend.listen_to(self._subscribed_uris(route.server))
-                    if relistened is not None:
-                        relistened.add(route.server)
+                backend.listen_to(partial(self._subscribed_uris, route.server))
                 return
             if not start and backend.state != "ready":
                 return
