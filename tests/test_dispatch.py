@@ -547,6 +547,28 @@ async def test_a_clients_own_session_answers_it_alone_whatever_the_cache(tmp_pat
 
 
 @pytest.mark.anyio
+async def test_a_result_its_client_answered_for_is_never_anothers(tmp_path: Path) -> None:
+    # Regression: a read-only tool that asked its client something (here a form) had its result cached, and
+    # the next client got the first one's answer without being asked; a 2026-07-28 client's retry with
+    # its answers could be answered from the cache too.
+    config = write_gateway_config(tmp_path, {"kitchen": {**KITCHEN, "cache_ttl": 60}}, expose=["direct"])
+    with http_gateway_url(config) as url:
+        for mode in CLIENT_MODES:
+            told = {}
+            for name in ("alice", "bob"):
+
+                async def answer(context: Any, params: Any, name: str = name) -> types.ElicitResult:
+                    return types.ElicitResult(action="accept", content={"answer": f"{name}'s secret"})
+
+                async with Client(url, mode=mode, elicitation_callback=answer) as client:
+                    told[name] = text_of(await client.call_tool("kitchen_confide", {"question": "yours?"}))
+            assert told == {"alice": "told: alice's secret", "bob": "told: bob's secret"}, mode
+            async with Client(url, mode=mode) as client:  # one that asks nothing is still cached
+                first = text_of(await client.call_tool("kitchen_ticket", {}))
+                assert text_of(await client.call_tool("kitchen_ticket", {})) == first
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("mode", CLIENT_MODES)
 async def test_a_call_whose_server_a_reload_removes_meanwhile_is_still_answered(tmp_path: Path, mode: str) -> None:
     # Regression: its answer looked for the server's alias among the connections left, found none, and the

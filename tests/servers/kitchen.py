@@ -321,6 +321,11 @@ if os.environ.get("KITCHEN_EXTRAS"):
         counters["ticket"] += 1
         return counters["ticket"]
 
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+    def confide(question: str, reply: Annotated[ElicitationResult[Answer], Resolve(ask_question)]) -> str:
+        """A read-only tool whose answer is its client's: asks `question`, returns "told: <answer>"."""
+        return f"told: {reply.data.answer}" if isinstance(reply, AcceptedElicitation) else "not told"
+
     @server.tool()
     def tick() -> int:
         """Like ticket, without annotations: 1, 2, 3, ..."""

@@ -228,6 +228,9 @@ class Request:
         # gateway's state it echoes (unsealed by the front).
         self.input_responses: dict[str, Any] | None = None
         self.request_state: str | None = None
+        # A server put a question to this request's client while serving it: the result may depend on the
+        # answer, so it is not one to reuse for another client.
+        self.asked = False
         # What the address the client used names (an HTTP endpoint such as /mcp/instances/<instance_id>).
         self.endpoint: Mapping[str, str] = {}
         # Work that may wait until the client has its answer (a list the front runs then: the fast lane's),

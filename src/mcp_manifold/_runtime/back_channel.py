@@ -295,6 +295,7 @@ class BackChannel:
             )
         waiting = backend.current_caller
         if waiting is not None:
+            waiting.asked = True
             return await waiting.ask(method, params)
         owner = backend.owner() if backend.owner is not None else None
         if owner is None and self._sole is not None:

@@ -370,8 +370,10 @@ class CallPath:
         if error is None:
             mark_checked(arguments)  # so the writer to the server does not walk them again
         # A client's own session (`session_scope: client`, or one that can answer its server's questions)
-        # answers for that client alone: its results are neither taken from the cache nor put in it.
-        cached = backend.owner is None
+        # answers for that client alone: its results are neither taken from the cache nor put in it. Nor
+        # are a retry's with its answers (`requestState`: it goes on with its own call), nor (below) those
+        # of a call whose server asked its client something: before, the next client got the first's.
+        cached = backend.owner is None and request.request_state is None
         result = (
             tool_error(error)
             if error is not None
@@ -445,7 +447,7 @@ class CallPath:
                     return result
                 if not isinstance(result, WireResult):  # a wire result has no URIs and is never cached
                     result = self._exposed_uris(target, result)
-                    if cached:
+                    if cached and not request.asked:
                         self._cache.store(target.server, target.name, call.arguments, result)
             waited = time.perf_counter() - sent
             if result.is_error:

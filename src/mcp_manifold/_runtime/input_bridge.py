@@ -110,6 +110,7 @@ async def answer_questions(request: Request, questions: dict[str, types.InputReq
     """
     answers: dict[str, Any] = {}
     for key, question in questions.items():
+        request.asked = True
         answer = await request.ask(question.method, _session_era_params(question))
         if isinstance(answer, types.ErrorData):
             raise ManifoldError(f"the server asked the client ({question.method}) and got no answer: {answer.message}")
