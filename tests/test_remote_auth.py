@@ -197,15 +197,12 @@ async def test_a_command_run_by_a_person_logs_in_when_it_connects(
 
 
 @contextmanager
-def shared_login(
+def logged_in_to_store(
     redis: RedisServer, write_config: Callable[..., Path], tmp_path: Path, *server_args: str
-) -> Iterator[tuple[list[str], str, Path, str]]:
+) -> Iterator[tuple[list[Path], str, Path, str]]:
     """The OAuth fixture server (with `server_args`), logged in to once with `manifold auth login` by a gateway
-    whose tokens go to `redis`, and two gateways over HTTP with data dirs of their own and the same store.
-    Yields their URLs, the store's key of the server's tokens, the server's log (`issued`/`refused` lines)
-    and its address."""
-    from tests.conftest import gateway_over_http
-
+    whose tokens go to `redis`. Yields the configs of two replicas (data dirs of their own, the same store),
+    the store's key of the server's tokens, the server's log (`issued`/`refused` lines) and its address."""
     port = free_port()
     told = tmp_path / "oauth-server.log"
     with told.open("wb") as log:  # the server names each token it issues (never the token)
@@ -226,11 +223,22 @@ def shared_login(
         assert not list(tmp_path.glob("*/oauth/*.json"))  # nothing in either data dir
         (key,) = [line for line in redis.command("KEYS", "manifold:oauth:*").split("\r\n") if "oauth" in line]
         assert stored_field(redis, key, "tokens")["access_token"] not in done.stdout + done.stderr  # never shown
-        ports = [free_port(), free_port()]
-        with gateway_over_http(replicas[0], ports[0]), gateway_over_http(replicas[1], ports[1]):
-            yield [f"http://127.0.0.1:{p}/mcp" for p in ports], key, told, f"http://127.0.0.1:{port}"
+        yield replicas, key, told, f"http://127.0.0.1:{port}"
     finally:
         stop_process(server)
+
+
+@contextmanager
+def shared_login(
+    redis: RedisServer, write_config: Callable[..., Path], tmp_path: Path, *server_args: str
+) -> Iterator[tuple[list[str], str, Path, str]]:
+    """`logged_in_to_store`, with its two replicas serving over HTTP: yields their URLs instead of configs."""
+    from tests.conftest import gateway_over_http
+
+    with logged_in_to_store(redis, write_config, tmp_path, *server_args) as (replicas, key, told, server):
+        ports = [free_port(), free_port()]
+        with gateway_over_http(replicas[0], ports[0]), gateway_over_http(replicas[1], ports[1]):
+            yield [f"http://127.0.0.1:{p}/mcp" for p in ports], key, told, server
 
 
 def stored_field(redis: RedisServer, key: str, field: str) -> Any:
@@ -263,6 +271,24 @@ async def test_a_login_on_one_replica_serves_every_replica_and_refreshes_are_tak
     lines = told.read_text().splitlines()
     assert sum(line.startswith("issued ") for line in lines) >= 2
     assert not [line for line in lines if line.startswith("refused")]
+
+
+async def test_a_replicas_first_refresh_after_it_starts_is_taken_in_turn_too(
+    redis_server: RedisServer,  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    """Replicas that start when the stored access token has expired (the morning after) refresh it holding
+    the refresh lock, as every later refresh is: the first one was made without it, so replicas starting
+    together spent one refresh token twice (an authorization server that detects reuse revokes the grant)."""
+    lock = ("--refresh-lock-in", str(redis_server.port))
+    with logged_in_to_store(redis_server, write_config, tmp_path, *lock) as (replicas, key, told, _server):
+        redis_server.command("HSET", key, "expires_at", json.dumps(time.time() - 60))
+        async with Gateway(load_config(replicas[1])) as gateway:
+            answer = await gateway.call_tool_by_name(Request(Caller("cli")), "remote_whoami", {})
+        assert not answer.is_error and text(answer) not in ("nobody", "machine"), text(answer)
+    refreshes = [line for line in told.read_text().splitlines() if line.startswith("refresh ")]
+    assert refreshes == ["refresh with the lock held"], refreshes
 
 
 async def test_a_token_renewed_elsewhere_is_taken_when_the_old_one_is_refused(

@@ -9,7 +9,9 @@ HTTP only: ``python tests/servers/oauth_protected.py --http PORT`` (``http://127
 ``--token-seconds N`` makes its access tokens last N seconds (3600 by default). Refresh tokens rotate:
 each works once; with ``--revoke-on-refresh`` a refresh also revokes the client's earlier access tokens.
 Every token it ever issued is printed to stderr as ``issued <client_id>`` (never the token itself), and
-every refresh it refused for a refresh token spent already as ``refused ...``.
+every refresh it refused for a refresh token spent already as ``refused ...``. With ``--refresh-lock-in
+REDIS_PORT`` it also prints, for each refresh, whether a gateway's refresh lock was held in that Redis
+(``refresh with the lock held`` / ``refresh without the lock``).
 
 ``--split AS_PORT`` puts the authorization server on an origin of its own: the issuer is
 ``http://127.0.0.1:AS_PORT``, which the protected-resource metadata names, and the same app answers on both
@@ -23,6 +25,7 @@ import argparse
 import asyncio
 import base64
 import secrets
+import socket
 import sys
 import time
 from typing import Any
@@ -132,7 +135,16 @@ class InstantApproval:
         )
 
 
-def client_credentials(provider: InstantApproval, app: Any) -> Any:
+def refresh_locks(redis_port: int) -> bool:
+    """Whether a gateway holds a refresh lock (`manifold:oauth-refresh:*`) in the Redis on `redis_port`."""
+    pattern = b"manifold:oauth-refresh:*"
+    command = b"*2\r\n$4\r\nKEYS\r\n$%d\r\n%s\r\n" % (len(pattern), pattern)
+    with socket.create_connection(("127.0.0.1", redis_port), timeout=5) as sock:
+        sock.sendall(command)
+        return not sock.recv(65536).startswith(b"*0")
+
+
+def client_credentials(provider: InstantApproval, app: Any, redis_port: int | None = None) -> Any:
     """The ASGI app with the client-credentials grant added to its token endpoint."""
 
     async def gated(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -148,6 +160,9 @@ def client_credentials(provider: InstantApproval, app: Any) -> Any:
         body = b"".join(chunks)
         form = {key: values[0] for key, values in parse_qs(body.decode()).items()}
         print(f"token request on port {scope['server'][1]} ({form.get('grant_type')})", file=sys.stderr, flush=True)
+        if redis_port is not None and form.get("grant_type") == "refresh_token":
+            held = "with the lock held" if refresh_locks(redis_port) else "without the lock"
+            print(f"refresh {held}", file=sys.stderr, flush=True)
         if form.get("grant_type") != "client_credentials":
             sent = False
 
@@ -182,6 +197,7 @@ def main() -> None:
     parser.add_argument("--token-seconds", type=int, default=3600, metavar="N")
     parser.add_argument("--revoke-on-refresh", action="store_true")
     parser.add_argument("--split", type=int, metavar="AS_PORT")
+    parser.add_argument("--refresh-lock-in", type=int, metavar="REDIS_PORT")
     args = parser.parse_args()
     port = args.http
     base = f"http://127.0.0.1:{port}"
@@ -205,7 +221,8 @@ def main() -> None:
         token = get_access_token()
         return token.client_id if token is not None else "nobody"
 
-    app = client_credentials(provider, server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1"))
+    app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+    app = client_credentials(provider, app, args.refresh_lock_in)
     ports = [port] + ([args.split] if args.split else [])
     # The lifespan (the MCP sessions' manager) runs once, with the first server.
     servers = [

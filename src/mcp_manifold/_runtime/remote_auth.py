@@ -357,7 +357,14 @@ class _SharedRefresh:
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         context = self.context
-        refreshing = self._initialized and context.current_tokens is not None and not context.is_token_valid()
+        if not self._initialized:
+            # Loaded here, not in the SDK's flow: tokens read from the store with their access token expired
+            # (a replica just started) are refreshed in turn too, or two replicas starting together spend one
+            # refresh token twice (an authorization server that detects that revokes the whole grant).
+            async with context.lock:
+                if not self._initialized:
+                    await self._initialize()
+        refreshing = context.current_tokens is not None and not context.is_token_valid()
         async with context.storage.place.refresh_turn() if refreshing else nullcontext():
             if refreshing:
                 await self._take_newer(context.current_tokens.access_token)  # no refresh here if it did
