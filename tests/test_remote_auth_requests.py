@@ -89,6 +89,12 @@ async def test_an_oauth_endpoint_must_be_https_unless_on_loopback(
         "https://169.254.169.254/latest/meta-data",
         "https://[::1]/token",
         "https://[::ffff:192.168.1.1]/token",
+        # Shared address space (a cloud's metadata service), and IPv6 addresses that lead to an IPv4 one
+        # (NAT64, 6to4, IPv4-compatible): they were taken for public.
+        "https://100.100.100.200/latest/meta-data",
+        "https://[64:ff9b::a9fe:a9fe]/latest/meta-data",
+        "https://[2002:a9fe:a9fe::1]/token",
+        "https://[::a9fe:a9fe]/token",
     ],
 )
 async def test_a_public_servers_flow_never_reaches_a_local_address(url: str) -> None:

@@ -5,12 +5,12 @@ The SDK's flow fetches whatever addresses a remote party names (the `resource_me
 `httpx2.Request()` (so the client's timeouts never apply), reads each answer whole, and puts answer bodies
 into its error messages. Every OAuth request goes through `Guard` instead:
 
-- its address must be https, or http on a loopback host; and it may resolve to a loopback, link-local or
-  private address only when the MCP server's own URL is on such an address (a local setup) or the
-  server's `auth.allow_private_addresses` says so. That is checked twice: on the name's resolution just
-  before each OAuth request (to refuse it with its document named), and on the address each connection of
-  the server's client is actually made to (`PeerCheck`): a name may resolve to a public address for the
-  first check and to a private one by connect time (DNS rebinding);
+- its address must be https, or http on a loopback host; and it may resolve to a loopback, link-local,
+  private or other non-public address (`_is_local`) only when the MCP server's own URL is on such an
+  address (a local setup) or the server's `auth.allow_private_addresses` says so. That is checked twice:
+  on the name's resolution just before each OAuth request (to refuse it with its document named), and on
+  the address each connection of the server's client is actually made to (`PeerCheck`): a name may
+  resolve to a public address for the first check and to a private one by connect time (DNS rebinding);
 - it has a timeout of its own, and its answer is read up to `MAX_BODY` bytes, uncompressed, within
   `BODY_DEADLINE` seconds;
 - what went wrong is told as `server 'X': <document> at <host>: <what>`, the status code and never the body.
@@ -66,10 +66,21 @@ def document_of(request: httpx2.Request) -> str:
     return "token endpoint"
 
 
+# IPv6 prefixes whose last 32 bits are an IPv4 address the packets go to: NAT64's well-known prefix, and the
+# deprecated IPv4-compatible addresses.
+_CARRY_IPV4 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("::/96"))
+
+
 def _is_local(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_loopback or address.is_link_local or address.is_private or address.is_unspecified
+    """Whether `address` is anything but a public one: loopback, link-local, private, and also shared address
+    space (100.64.0.0/10, where a cloud keeps its metadata service at 100.100.100.200) and other reserved
+    ranges. An IPv6 address that carries an IPv4 one (mapped, NAT64, 6to4) is judged by where it leads."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if any(address in prefix for prefix in _CARRY_IPV4):
+            address = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        else:
+            address = address.ipv4_mapped or address.sixtofour or address
+    return not address.is_global
 
 
 async def _addresses(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
