@@ -367,3 +367,20 @@ async def test_a_refusal_is_shown_without_control_characters(
         await login_by_name(config, "remote", open_browser=browser)
     assert "the authorization server refused the login: [31mred[0mforged line" in str(raised.value)
     assert not any(ord(c) < 32 or ord(c) == 127 for c in str(raised.value))
+
+
+async def test_an_authorization_responses_iss_is_shown_without_control_characters(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    # The `iss` of the redirect (RFC 9207) is the authorization server's words: quoted in the error the
+    # person's terminal shows, it carried its escape sequences (a window title, a cleared screen).
+    config = load_config(write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth"}}}))
+
+    def browser(page: str) -> bool:
+        redirect, state = _redirect_uri(page)
+        return httpx.get(f"{redirect}?state={state}&code=c&iss=%1b%5d0%3bPWNED%07%1b%5b2J", timeout=10).is_success
+
+    with pytest.raises(ManifoldError) as raised:
+        await login_by_name(config, "remote", open_browser=browser)
+    assert "Authorization response iss mismatch: ]0;PWNED[2J != " in str(raised.value), str(raised.value)
+    assert not any(ord(c) < 32 or ord(c) == 127 for c in str(raised.value))

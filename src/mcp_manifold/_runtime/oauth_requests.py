@@ -121,7 +121,8 @@ class Guard:
         return None if self.local_ok else PeerCheck(self)
 
     def fail(self, sent: Sent, what: str) -> OAuthRequestFailed:
-        return OAuthRequestFailed(self.server, f"{sent.what} at {sent.host}: {what}")
+        # `what` may quote a remote party (the `iss` of an authorization response): never its escape sequences.
+        return OAuthRequestFailed(self.server, f"{sent.what} at {sent.host}: {printable(what, 500)}")
 
     async def check(self, request: httpx2.Request) -> Sent:
         """Refuse `request` if its address breaks the rules; set its timeout and encoding otherwise."""
