@@ -86,6 +86,7 @@ async def test_a_person_logs_in_once_with_the_browser(
     (stored,) = token_files(tmp_path)
     assert f"logged in to 'remote'; its tokens are kept in {stored}" in done.stderr
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700  # the login made the data dir: 0755 was
     saved = json.loads(stored.read_text())
     assert saved["tokens"]["access_token"] not in done.stdout + done.stderr  # never shown
     registered = saved["client"]["client_id"]  # registered dynamically, for the loopback redirect

@@ -48,7 +48,7 @@ from pydantic import ValidationError
 
 from mcp_manifold._config import Config, ServerConfig
 from mcp_manifold._errors import BackendStartError, InvalidRequest, ManifoldError, NotFound
-from mcp_manifold._files import atomic_write
+from mcp_manifold._files import atomic_write, private_dir
 from mcp_manifold._runtime.oauth_issuer import as_stored, look_up, origin_metadata, same_issuer, stored_metadata
 from mcp_manifold._runtime.oauth_requests import (
     Guard,
@@ -212,6 +212,7 @@ async def token_storage(
     """Where `config`'s tokens are kept: the shared state store when `state_url` is set (every replica uses
     and refreshes the same ones), else a file in the data dir."""
     if state_url is None:
+        private_dir(Path(data_dir))  # `manifold auth login` may be the first to make it: 0700, as `serve` does
         yield TokenFile(token_path(data_dir, config))
         return
     from mcp_manifold._runtime.shared_tokens import shared_token_fields
