@@ -292,6 +292,35 @@ async def test_a_replicas_first_refresh_after_it_starts_is_taken_in_turn_too(
     assert refreshes == ["refresh with the lock held"], refreshes
 
 
+async def test_sessions_that_share_a_token_file_refresh_in_turn(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Without state_url the tokens are a file that several sessions use (one per client with `session_scope:
+    client`, a `manifold call` beside `serve`): a refresh holds a lock on it, so two of them never spend one
+    refresh token; there was no lock at all, and two clients' sessions both spent it."""
+    port = free_port()
+    told = tmp_path / "oauth-server.log"
+    lock = ("--refresh-lock-files", str(tmp_path / "data" / "oauth"))
+    with told.open("wb") as log:
+        command = [sys.executable, str(SERVERS / "oauth_protected.py"), "--http", str(port), *lock]
+        server = subprocess.Popen(command, start_new_session=True, stderr=log)
+    try:
+        wait_for_port(port, server)
+        auth = {"type": "oauth"}
+        config = load_config(write_config({"remote": {"url": f"http://127.0.0.1:{port}/mcp", "auth": auth}}))
+        browse = lambda page: httpx.get(page, follow_redirects=True, timeout=30).is_success  # noqa: E731
+        stored = Path(await login_by_name(config, "remote", open_browser=browse))
+        stored.write_text(json.dumps({**json.loads(stored.read_text()), "expires_at": time.time() - 60}))
+        async with Gateway(config) as gateway:
+            answer = await gateway.call_tool_by_name(Request(Caller("cli")), "remote_whoami", {})
+        assert not answer.is_error and text(answer) not in ("nobody", "machine"), text(answer)
+    finally:
+        stop_process(server)
+    refreshes = [line for line in told.read_text().splitlines() if line.startswith("refresh ")]
+    assert refreshes == ["refresh with the lock held"], refreshes
+    assert stat.S_IMODE(stored.with_suffix(".lock").stat().st_mode) == 0o600
+
+
 async def test_a_token_renewed_elsewhere_is_taken_when_the_old_one_is_refused(
     redis_server: RedisServer,  # noqa: F811 - the fixture
     write_config: Callable[..., Path],

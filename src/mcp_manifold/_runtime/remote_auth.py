@@ -49,6 +49,7 @@ from pydantic import ValidationError
 from mcp_manifold._config import Config, ServerConfig
 from mcp_manifold._errors import BackendStartError, InvalidRequest, ManifoldError, NotFound
 from mcp_manifold._files import atomic_write, private_dir
+from mcp_manifold._runtime.file_turns import file_turn
 from mcp_manifold._runtime.oauth_issuer import as_stored, look_up, origin_metadata, same_issuer, stored_metadata
 from mcp_manifold._runtime.oauth_requests import (
     Guard,
@@ -105,7 +106,8 @@ class Place(Protocol):
 
 
 class TokenFilePlace:
-    """One JSON file (0600, in a 0700 folder). One process refreshes at a time (the SDK's own lock)."""
+    """One JSON file (0600, in a 0700 folder). Refreshes are taken in turn by every session and process
+    that uses it: a lock on the file beside it, `<token file>.lock` (see file_turns.py)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -126,7 +128,8 @@ class TokenFilePlace:
         atomic_write(self.path, json.dumps(data))
 
     def refresh_turn(self) -> AbstractAsyncContextManager[None]:
-        return nullcontext()
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return file_turn(self.path.with_suffix(".lock"), str(self.path))
 
     def where(self) -> str:
         return str(self.path)
