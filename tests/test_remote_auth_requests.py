@@ -178,6 +178,10 @@ async def test_an_answer_that_never_ends_is_cut_off(
             ("--prm", "malformed"),
             "protected-resource metadata at {host}: HTTP 200, not a valid document (authorization_servers: ",
         ),
+        # An integer of any size validates: it overflowed where the SDK adds it to the clock (an
+        # OverflowError naming nothing), and a negative one made every request refresh first.
+        (("--expires-in", "1" + "0" * 400), "token endpoint at {host}: HTTP 200, not a valid document (expires_in: "),
+        (("--expires-in", "-5"), "token endpoint at {host}: HTTP 200, not a valid document (expires_in: "),
     ],
 )
 async def test_malformed_documents_are_named(

@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024  # bytes an OAuth document may have: real ones are a few kB
 TIMEOUT = httpx2.Timeout(10.0)  # connect, read, write and pool, each
 BODY_DEADLINE = 30.0  # seconds an answer may take in all (a body sent a byte at a time keeps reads alive)
+LONGEST_LIFETIME = 100 * 365 * 24 * 3600  # seconds a token's expires_in may say (2**31 - 1, "never", is within)
 
 
 class OAuthRequestFailed(BackendStartError):
@@ -170,9 +171,14 @@ class Guard:
             "token endpoint": OAuthToken,
         }[sent.what]
         try:
-            model.model_validate_json(await response.aread())
+            document = model.model_validate_json(await response.aread())
         except ValidationError as exc:
             raise self.fail(sent, f"HTTP 200, not a valid document ({_problems(exc)})") from None
+        # Any integer validates, but the SDK adds it to the clock as a float (10**400 overflows) and a
+        # negative one makes every request refresh first.
+        lifetime = getattr(document, "expires_in", None)
+        if lifetime is not None and not 0 <= lifetime <= LONGEST_LIFETIME:
+            raise self.fail(sent, f"HTTP 200, not a valid document (expires_in: not from 0 to {LONGEST_LIFETIME})")
 
     def failed_answer(self, response: httpx2.Response, sent: Sent, exc: BaseException) -> OAuthRequestFailed:
         """What the SDK's error about `response` means, without the body it may have put in it (the log
