@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -414,3 +415,22 @@ async def test_an_authorization_responses_iss_is_shown_without_control_character
         await login_by_name(config, "remote", open_browser=browser)
     assert "Authorization response iss mismatch: ]0;PWNED[2J != " in str(raised.value), str(raised.value)
     assert not any(ord(c) < 32 or ord(c) == 127 for c in str(raised.value))
+
+
+async def test_a_login_whose_redirect_port_is_taken_says_so(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    # Another program listens on the configured redirect port: the login ends at once, naming the port (it
+    # ended in a bare "OSError: [Errno 98] Address already in use").
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        auth = {"type": "oauth", "redirect_port": port}
+        config = load_config(write_config({"remote": {"url": f"{protected}/mcp", "auth": auth}}))
+        with pytest.raises(ManifoldError) as raised:
+            await login_by_name(config, "remote", open_browser=lambda _page: True)
+    assert (
+        f"the login to 'remote' failed: server 'remote': the login's redirect port 127.0.0.1:{port} cannot be"
+        in str(raised.value)
+    ), str(raised.value)

@@ -574,7 +574,14 @@ class BrowserLogin:
     async def show_page(self, url: str) -> None:
         # The state the SDK put in the page's address: only a redirect that carries it back is the answer.
         self._state = parse_qs(urlsplit(url).query).get("state", [""])[0]
-        self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
+        try:
+            self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
+        except OSError as exc:  # another program listens there: the redirect would go to it
+            raise OAuthRequestFailed(
+                self.server,
+                f"the login's redirect port 127.0.0.1:{self.port} cannot be listened on ({exc.strerror or exc}; "
+                "is another program using it?)",
+            ) from None
         logger.info("opening the authorization page of server %r in the browser", self.server)
         # In a thread of its own, not awaited: a browser command may wait until its page is done, and the
         # page ends on the redirect, which `take_redirect` serves.
