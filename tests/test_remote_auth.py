@@ -22,7 +22,7 @@ from mcp_manifold._config import load_config, parse_config_data
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._errors import ManifoldError
 from mcp_manifold._runtime.gateway import Gateway
-from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, logins_in_browser, token_path
+from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, logins_in_browser, token_path, token_storage
 from tests.conftest import SERVERS, free_port, stdio_gateway, stop_process, wait_for_port
 from tests.scale_out import RedisServer, redis_server  # noqa: F401 - a fixture
 
@@ -199,12 +199,15 @@ async def test_a_command_run_by_a_person_logs_in_when_it_connects(
 
 
 @contextmanager
-def logged_in_to_store(
+def shared_login(
     redis: RedisServer, write_config: Callable[..., Path], tmp_path: Path, *server_args: str
-) -> Iterator[tuple[list[Path], str, Path, str]]:
+) -> Iterator[tuple[list[str], str, Path, str]]:
     """The OAuth fixture server (with `server_args`), logged in to once with `manifold auth login` by a gateway
-    whose tokens go to `redis`. Yields the configs of two replicas (data dirs of their own, the same store),
-    the store's key of the server's tokens, the server's log (`issued`/`refused` lines) and its address."""
+    whose tokens go to `redis`, and two gateways over HTTP with data dirs of their own and the same store.
+    Yields their URLs, the store's key of the server's tokens, the server's log (`issued`/`refused` lines)
+    and its address."""
+    from tests.conftest import gateway_over_http
+
     port = free_port()
     told = tmp_path / "oauth-server.log"
     with told.open("wb") as log:  # the server names each token it issues (never the token)
@@ -225,22 +228,11 @@ def logged_in_to_store(
         assert not list(tmp_path.glob("*/oauth/*.json"))  # nothing in either data dir
         (key,) = [line for line in redis.command("KEYS", "manifold:oauth:*").split("\r\n") if "oauth" in line]
         assert stored_field(redis, key, "tokens")["access_token"] not in done.stdout + done.stderr  # never shown
-        yield replicas, key, told, f"http://127.0.0.1:{port}"
-    finally:
-        stop_process(server)
-
-
-@contextmanager
-def shared_login(
-    redis: RedisServer, write_config: Callable[..., Path], tmp_path: Path, *server_args: str
-) -> Iterator[tuple[list[str], str, Path, str]]:
-    """`logged_in_to_store`, with its two replicas serving over HTTP: yields their URLs instead of configs."""
-    from tests.conftest import gateway_over_http
-
-    with logged_in_to_store(redis, write_config, tmp_path, *server_args) as (replicas, key, told, server):
         ports = [free_port(), free_port()]
         with gateway_over_http(replicas[0], ports[0]), gateway_over_http(replicas[1], ports[1]):
-            yield [f"http://127.0.0.1:{p}/mcp" for p in ports], key, told, server
+            yield [f"http://127.0.0.1:{p}/mcp" for p in ports], key, told, f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(server)
 
 
 def stored_field(redis: RedisServer, key: str, field: str) -> Any:
@@ -275,21 +267,44 @@ async def test_a_login_on_one_replica_serves_every_replica_and_refreshes_are_tak
     assert not [line for line in lines if line.startswith("refused")]
 
 
+async def first_refresh(
+    write_config: Callable[..., Path], tmp_path: Path, server_args: tuple[str, ...], settings: dict[str, Any]
+) -> list[str]:
+    """The OAuth fixture server (with `server_args`, which make it tell whether a refresh lock was held),
+    logged in to, its stored access token then expired (the morning after), and a gateway with `settings`
+    started on it to make one call: the `refresh ...` lines the server printed."""
+    port = free_port()
+    told = tmp_path / "oauth-server.log"
+    with told.open("wb") as log:
+        command = [sys.executable, str(SERVERS / "oauth_protected.py"), "--http", str(port), *server_args]
+        server = subprocess.Popen(command, start_new_session=True, stderr=log)
+    try:
+        wait_for_port(port, server)
+        remote = {"remote": {"url": f"http://127.0.0.1:{port}/mcp", "auth": {"type": "oauth"}}}
+        config = load_config(write_config(remote, settings))
+        browse = lambda page: httpx.get(page, follow_redirects=True, timeout=30).is_success  # noqa: E731
+        await login_by_name(config, "remote", open_browser=browse)
+        kept = token_storage(config.servers["remote"], config.settings.data_dir, config.settings.state_url)
+        async with kept as storage:
+            await storage.place.save({"expires_at": time.time() - 60})
+        async with Gateway(config) as gateway:
+            answer = await gateway.call_tool_by_name(Request(Caller("cli")), "remote_whoami", {})
+        assert not answer.is_error and text(answer) not in ("nobody", "machine"), text(answer)
+    finally:
+        stop_process(server)
+    return [line for line in told.read_text().splitlines() if line.startswith("refresh ")]
+
+
 async def test_a_replicas_first_refresh_after_it_starts_is_taken_in_turn_too(
     redis_server: RedisServer,  # noqa: F811 - the fixture
     write_config: Callable[..., Path],
     tmp_path: Path,
 ) -> None:
-    """Replicas that start when the stored access token has expired (the morning after) refresh it holding
-    the refresh lock, as every later refresh is: the first one was made without it, so replicas starting
-    together spent one refresh token twice (an authorization server that detects reuse revokes the grant)."""
+    """Replicas that start when the stored access token has expired refresh it holding the refresh lock, as
+    every later refresh is: the first one was made without it, so replicas starting together spent one
+    refresh token twice (an authorization server that detects reuse revokes the grant)."""
     lock = ("--refresh-lock-in", str(redis_server.port))
-    with logged_in_to_store(redis_server, write_config, tmp_path, *lock) as (replicas, key, told, _server):
-        redis_server.command("HSET", key, "expires_at", json.dumps(time.time() - 60))
-        async with Gateway(load_config(replicas[1])) as gateway:
-            answer = await gateway.call_tool_by_name(Request(Caller("cli")), "remote_whoami", {})
-        assert not answer.is_error and text(answer) not in ("nobody", "machine"), text(answer)
-    refreshes = [line for line in told.read_text().splitlines() if line.startswith("refresh ")]
+    refreshes = await first_refresh(write_config, tmp_path, lock, {"state_url": redis_server.url})
     assert refreshes == ["refresh with the lock held"], refreshes
 
 
@@ -299,27 +314,11 @@ async def test_sessions_that_share_a_token_file_refresh_in_turn(
     """Without state_url the tokens are a file that several sessions use (one per client with `session_scope:
     client`, a `manifold call` beside `serve`): a refresh holds a lock on it, so two of them never spend one
     refresh token; there was no lock at all, and two clients' sessions both spent it."""
-    port = free_port()
-    told = tmp_path / "oauth-server.log"
-    lock = ("--refresh-lock-files", str(tmp_path / "data" / "oauth"))
-    with told.open("wb") as log:
-        command = [sys.executable, str(SERVERS / "oauth_protected.py"), "--http", str(port), *lock]
-        server = subprocess.Popen(command, start_new_session=True, stderr=log)
-    try:
-        wait_for_port(port, server)
-        auth = {"type": "oauth"}
-        config = load_config(write_config({"remote": {"url": f"http://127.0.0.1:{port}/mcp", "auth": auth}}))
-        browse = lambda page: httpx.get(page, follow_redirects=True, timeout=30).is_success  # noqa: E731
-        stored = Path(await login_by_name(config, "remote", open_browser=browse))
-        stored.write_text(json.dumps({**json.loads(stored.read_text()), "expires_at": time.time() - 60}))
-        async with Gateway(config) as gateway:
-            answer = await gateway.call_tool_by_name(Request(Caller("cli")), "remote_whoami", {})
-        assert not answer.is_error and text(answer) not in ("nobody", "machine"), text(answer)
-    finally:
-        stop_process(server)
-    refreshes = [line for line in told.read_text().splitlines() if line.startswith("refresh ")]
+    folder = tmp_path / "data" / "oauth"
+    refreshes = await first_refresh(write_config, tmp_path, ("--refresh-lock-files", str(folder)), {})
     assert refreshes == ["refresh with the lock held"], refreshes
-    assert stat.S_IMODE(stored.with_suffix(".lock").stat().st_mode) == 0o600
+    (lock,) = folder.glob("*.lock")
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
 
 
 async def test_a_token_renewed_elsewhere_is_taken_when_the_old_one_is_refused(
