@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from mcp_manifold._config import load_config, parse_config_data
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._errors import ManifoldError
 from mcp_manifold._runtime.gateway import Gateway
-from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, logins_in_browser, token_path
+from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, logins_in_browser, token_path, token_storage
 from tests.conftest import SERVERS, free_port, stdio_gateway, stop_process, wait_for_port
 from tests.scale_out import RedisServer, redis_server  # noqa: F401 - a fixture
 
@@ -86,6 +87,7 @@ async def test_a_person_logs_in_once_with_the_browser(
     (stored,) = token_files(tmp_path)
     assert f"logged in to 'remote'; its tokens are kept in {stored}" in done.stderr
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700  # the login made the data dir: 0755 was
     saved = json.loads(stored.read_text())
     assert saved["tokens"]["access_token"] not in done.stdout + done.stderr  # never shown
     registered = saved["client"]["client_id"]  # registered dynamically, for the loopback redirect
@@ -265,6 +267,60 @@ async def test_a_login_on_one_replica_serves_every_replica_and_refreshes_are_tak
     assert not [line for line in lines if line.startswith("refused")]
 
 
+async def first_refresh(
+    write_config: Callable[..., Path], tmp_path: Path, server_args: tuple[str, ...], settings: dict[str, Any]
+) -> list[str]:
+    """The OAuth fixture server (with `server_args`, which make it tell whether a refresh lock was held),
+    logged in to, its stored access token then expired (the morning after), and a gateway with `settings`
+    started on it to make one call: the `refresh ...` lines the server printed."""
+    port = free_port()
+    told = tmp_path / "oauth-server.log"
+    with told.open("wb") as log:
+        command = [sys.executable, str(SERVERS / "oauth_protected.py"), "--http", str(port), *server_args]
+        server = subprocess.Popen(command, start_new_session=True, stderr=log)
+    try:
+        wait_for_port(port, server)
+        remote = {"remote": {"url": f"http://127.0.0.1:{port}/mcp", "auth": {"type": "oauth"}}}
+        config = load_config(write_config(remote, settings))
+        browse = lambda page: httpx.get(page, follow_redirects=True, timeout=30).is_success  # noqa: E731
+        await login_by_name(config, "remote", open_browser=browse)
+        kept = token_storage(config.servers["remote"], config.settings.data_dir, config.settings.state_url)
+        async with kept as storage:
+            await storage.place.save({"expires_at": time.time() - 60})
+        async with Gateway(config) as gateway:
+            answer = await gateway.call_tool_by_name(Request(Caller("cli")), "remote_whoami", {})
+        assert not answer.is_error and text(answer) not in ("nobody", "machine"), text(answer)
+    finally:
+        stop_process(server)
+    return [line for line in told.read_text().splitlines() if line.startswith("refresh ")]
+
+
+async def test_a_replicas_first_refresh_after_it_starts_is_taken_in_turn_too(
+    redis_server: RedisServer,  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    """Replicas that start when the stored access token has expired refresh it holding the refresh lock, as
+    every later refresh is: the first one was made without it, so replicas starting together spent one
+    refresh token twice (an authorization server that detects reuse revokes the grant)."""
+    lock = ("--refresh-lock-in", str(redis_server.port))
+    refreshes = await first_refresh(write_config, tmp_path, lock, {"state_url": redis_server.url})
+    assert refreshes == ["refresh with the lock held"], refreshes
+
+
+async def test_sessions_that_share_a_token_file_refresh_in_turn(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Without state_url the tokens are a file that several sessions use (one per client with `session_scope:
+    client`, a `manifold call` beside `serve`): a refresh holds a lock on it, so two of them never spend one
+    refresh token; there was no lock at all, and two clients' sessions both spent it."""
+    folder = tmp_path / "data" / "oauth"
+    refreshes = await first_refresh(write_config, tmp_path, ("--refresh-lock-files", str(folder)), {})
+    assert refreshes == ["refresh with the lock held"], refreshes
+    (lock,) = folder.glob("*.lock")
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
 async def test_a_token_renewed_elsewhere_is_taken_when_the_old_one_is_refused(
     redis_server: RedisServer,  # noqa: F811 - the fixture
     write_config: Callable[..., Path],
@@ -341,3 +397,39 @@ async def test_a_refusal_is_shown_without_control_characters(
         await login_by_name(config, "remote", open_browser=browser)
     assert "the authorization server refused the login: [31mred[0mforged line" in str(raised.value)
     assert not any(ord(c) < 32 or ord(c) == 127 for c in str(raised.value))
+
+
+async def test_an_authorization_responses_iss_is_shown_without_control_characters(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    # The `iss` of the redirect (RFC 9207) is the authorization server's words: quoted in the error the
+    # person's terminal shows, it carried its escape sequences (a window title, a cleared screen).
+    config = load_config(write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth"}}}))
+
+    def browser(page: str) -> bool:
+        redirect, state = _redirect_uri(page)
+        return httpx.get(f"{redirect}?state={state}&code=c&iss=%1b%5d0%3bPWNED%07%1b%5b2J", timeout=10).is_success
+
+    with pytest.raises(ManifoldError) as raised:
+        await login_by_name(config, "remote", open_browser=browser)
+    assert "Authorization response iss mismatch: ]0;PWNED[2J != " in str(raised.value), str(raised.value)
+    assert not any(ord(c) < 32 or ord(c) == 127 for c in str(raised.value))
+
+
+async def test_a_login_whose_redirect_port_is_taken_says_so(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    # Another program listens on the configured redirect port: the login ends at once, naming the port (it
+    # ended in a bare "OSError: [Errno 98] Address already in use").
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        auth = {"type": "oauth", "redirect_port": port}
+        config = load_config(write_config({"remote": {"url": f"{protected}/mcp", "auth": auth}}))
+        with pytest.raises(ManifoldError) as raised:
+            await login_by_name(config, "remote", open_browser=lambda _page: True)
+    assert (
+        f"the login to 'remote' failed: server 'remote': the login's redirect port 127.0.0.1:{port} cannot be"
+        in str(raised.value)
+    ), str(raised.value)

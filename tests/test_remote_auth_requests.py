@@ -89,6 +89,12 @@ async def test_an_oauth_endpoint_must_be_https_unless_on_loopback(
         "https://169.254.169.254/latest/meta-data",
         "https://[::1]/token",
         "https://[::ffff:192.168.1.1]/token",
+        # Shared address space (a cloud's metadata service), and IPv6 addresses that lead to an IPv4 one
+        # (NAT64, 6to4, IPv4-compatible): they were taken for public.
+        "https://100.100.100.200/latest/meta-data",
+        "https://[64:ff9b::a9fe:a9fe]/latest/meta-data",
+        "https://[2002:a9fe:a9fe::1]/token",
+        "https://[::a9fe:a9fe]/token",
     ],
 )
 async def test_a_public_servers_flow_never_reaches_a_local_address(url: str) -> None:
@@ -172,6 +178,10 @@ async def test_an_answer_that_never_ends_is_cut_off(
             ("--prm", "malformed"),
             "protected-resource metadata at {host}: HTTP 200, not a valid document (authorization_servers: ",
         ),
+        # An integer of any size validates: it overflowed where the SDK adds it to the clock (an
+        # OverflowError naming nothing), and a negative one made every request refresh first.
+        (("--expires-in", "1" + "0" * 400), "token endpoint at {host}: HTTP 200, not a valid document (expires_in: "),
+        (("--expires-in", "-5"), "token endpoint at {host}: HTTP 200, not a valid document (expires_in: "),
     ],
 )
 async def test_malformed_documents_are_named(

@@ -10,7 +10,8 @@ authorization page redirects at once with a code and the state it was given.
 
 - ``--prm MODE``: ``ok``, ``huge`` (valid JSON padded to ``--huge-mb`` MB), ``malformed``
   (``authorization_servers`` a string);
-- ``--token MODE``: ``ok`` (tokens ``hostile-access``/``hostile-refresh``), ``hang`` (never answers),
+- ``--token MODE``: ``ok`` (tokens ``hostile-access``/``hostile-refresh``, ``expires_in`` the JSON text of
+  ``--expires-in``, 3600 by default), ``hang`` (never answers),
   ``trickle`` (a 200 whose body comes a byte every 2 seconds, for ever),
   ``error`` (400 with a body that is not UTF-8 and carries ``HOSTILE-BODY``), ``html`` (200, a web page
   carrying ``HOSTILE-BODY``);
@@ -108,8 +109,11 @@ def build(args: argparse.Namespace) -> Starlette:
             return Response(b"<html>HOSTILE-BODY</html>", media_type="text/html")
         if args.token == "error":
             return Response(b"\xff\xfe HOSTILE-BODY \xff", status_code=400, media_type="application/json")
-        tokens = {"access_token": "hostile-access", "token_type": "Bearer", "expires_in": 3600}
-        return JSONResponse({**tokens, "refresh_token": "hostile-refresh"})
+        tokens = {"access_token": "hostile-access", "token_type": "Bearer", "refresh_token": "hostile-refresh"}
+        expires_in = args.expires_in or "3600"  # JSON text, as it is: a number of any size
+        return Response(
+            json.dumps(tokens)[:-1].encode() + f', "expires_in": {expires_in}}}'.encode(), media_type="application/json"
+        )
 
     async def internal(request: Request) -> Response:
         await record(request)
@@ -140,6 +144,7 @@ def main() -> None:
     parser.add_argument("--registration-url")
     parser.add_argument("--prm", choices=["ok", "huge", "malformed"], default="ok")
     parser.add_argument("--huge-mb", type=int, default=5)
+    parser.add_argument("--expires-in")
     parser.add_argument("--token", choices=["ok", "hang", "trickle", "error", "html"], default="ok")
     args = parser.parse_args()
     uvicorn.run(build(args), host="127.0.0.1", port=args.http, log_level="warning")

@@ -9,7 +9,10 @@ HTTP only: ``python tests/servers/oauth_protected.py --http PORT`` (``http://127
 ``--token-seconds N`` makes its access tokens last N seconds (3600 by default). Refresh tokens rotate:
 each works once; with ``--revoke-on-refresh`` a refresh also revokes the client's earlier access tokens.
 Every token it ever issued is printed to stderr as ``issued <client_id>`` (never the token itself), and
-every refresh it refused for a refresh token spent already as ``refused ...``.
+every refresh it refused for a refresh token spent already as ``refused ...``. With ``--refresh-lock-in
+REDIS_PORT`` (a gateway's refresh lock in that Redis) or ``--refresh-lock-files DIR`` (a lock on a
+``*.lock`` file in that folder, a data dir's ``oauth``) it also prints, for each refresh, whether a
+gateway held its refresh lock then (``refresh with the lock held`` / ``refresh without the lock``).
 
 ``--split AS_PORT`` puts the authorization server on an origin of its own: the issuer is
 ``http://127.0.0.1:AS_PORT``, which the protected-resource metadata names, and the same app answers on both
@@ -22,9 +25,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import fcntl
+import functools
 import secrets
+import socket
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -132,7 +140,27 @@ class InstantApproval:
         )
 
 
-def client_credentials(provider: InstantApproval, app: Any) -> Any:
+def redis_lock_held(redis_port: int) -> bool:
+    """Whether a gateway holds a refresh lock (`manifold:oauth-refresh:*`) in the Redis on `redis_port`."""
+    pattern = b"manifold:oauth-refresh:*"
+    command = b"*2\r\n$4\r\nKEYS\r\n$%d\r\n%s\r\n" % (len(pattern), pattern)
+    with socket.create_connection(("127.0.0.1", redis_port), timeout=5) as sock:
+        sock.sendall(command)
+        return not sock.recv(65536).startswith(b"*0")
+
+
+def file_lock_held(folder: Path) -> bool:
+    """Whether some process holds the lock (`flock`) on a `*.lock` file in `folder`."""
+    for lock in folder.glob("*.lock"):
+        with lock.open("rb") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+    return False
+
+
+def client_credentials(provider: InstantApproval, app: Any, lock_held: Callable[[], bool] | None = None) -> Any:
     """The ASGI app with the client-credentials grant added to its token endpoint."""
 
     async def gated(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -148,6 +176,9 @@ def client_credentials(provider: InstantApproval, app: Any) -> Any:
         body = b"".join(chunks)
         form = {key: values[0] for key, values in parse_qs(body.decode()).items()}
         print(f"token request on port {scope['server'][1]} ({form.get('grant_type')})", file=sys.stderr, flush=True)
+        if lock_held is not None and form.get("grant_type") == "refresh_token":
+            held = "with the lock held" if lock_held() else "without the lock"
+            print(f"refresh {held}", file=sys.stderr, flush=True)
         if form.get("grant_type") != "client_credentials":
             sent = False
 
@@ -182,6 +213,8 @@ def main() -> None:
     parser.add_argument("--token-seconds", type=int, default=3600, metavar="N")
     parser.add_argument("--revoke-on-refresh", action="store_true")
     parser.add_argument("--split", type=int, metavar="AS_PORT")
+    parser.add_argument("--refresh-lock-in", type=int, metavar="REDIS_PORT")
+    parser.add_argument("--refresh-lock-files", type=Path, metavar="DIR")
     args = parser.parse_args()
     port = args.http
     base = f"http://127.0.0.1:{port}"
@@ -205,7 +238,13 @@ def main() -> None:
         token = get_access_token()
         return token.client_id if token is not None else "nobody"
 
-    app = client_credentials(provider, server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1"))
+    app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+    lock_held = None
+    if args.refresh_lock_in is not None:
+        lock_held = functools.partial(redis_lock_held, args.refresh_lock_in)
+    elif args.refresh_lock_files is not None:
+        lock_held = functools.partial(file_lock_held, args.refresh_lock_files)
+    app = client_credentials(provider, app, lock_held)
     ports = [port] + ([args.split] if args.split else [])
     # The lifespan (the MCP sessions' manager) runs once, with the first server.
     servers = [

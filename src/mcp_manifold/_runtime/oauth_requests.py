@@ -5,12 +5,12 @@ The SDK's flow fetches whatever addresses a remote party names (the `resource_me
 `httpx2.Request()` (so the client's timeouts never apply), reads each answer whole, and puts answer bodies
 into its error messages. Every OAuth request goes through `Guard` instead:
 
-- its address must be https, or http on a loopback host; and it may resolve to a loopback, link-local or
-  private address only when the MCP server's own URL is on such an address (a local setup) or the
-  server's `auth.allow_private_addresses` says so. That is checked twice: on the name's resolution just
-  before each OAuth request (to refuse it with its document named), and on the address each connection of
-  the server's client is actually made to (`PeerCheck`): a name may resolve to a public address for the
-  first check and to a private one by connect time (DNS rebinding);
+- its address must be https, or http on a loopback host; and it may resolve to a loopback, link-local,
+  private or other non-public address (`_is_local`) only when the MCP server's own URL is on such an
+  address (a local setup) or the server's `auth.allow_private_addresses` says so. That is checked twice:
+  on the name's resolution just before each OAuth request (to refuse it with its document named), and on
+  the address each connection of the server's client is actually made to (`PeerCheck`): a name may
+  resolve to a public address for the first check and to a private one by connect time (DNS rebinding);
 - it has a timeout of its own, and its answer is read up to `MAX_BODY` bytes, uncompressed, within
   `BODY_DEADLINE` seconds;
 - what went wrong is told as `server 'X': <document> at <host>: <what>`, the status code and never the body.
@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024  # bytes an OAuth document may have: real ones are a few kB
 TIMEOUT = httpx2.Timeout(10.0)  # connect, read, write and pool, each
 BODY_DEADLINE = 30.0  # seconds an answer may take in all (a body sent a byte at a time keeps reads alive)
+LONGEST_LIFETIME = 100 * 365 * 24 * 3600  # seconds a token's expires_in may say (2**31 - 1, "never", is within)
 
 
 class OAuthRequestFailed(BackendStartError):
@@ -66,10 +67,21 @@ def document_of(request: httpx2.Request) -> str:
     return "token endpoint"
 
 
+# IPv6 prefixes whose last 32 bits are an IPv4 address the packets go to: NAT64's well-known prefix, and the
+# deprecated IPv4-compatible addresses.
+_CARRY_IPV4 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("::/96"))
+
+
 def _is_local(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_loopback or address.is_link_local or address.is_private or address.is_unspecified
+    """Whether `address` is anything but a public one: loopback, link-local, private, and also shared address
+    space (100.64.0.0/10, where a cloud keeps its metadata service at 100.100.100.200) and other reserved
+    ranges. An IPv6 address that carries an IPv4 one (mapped, NAT64, 6to4) is judged by where it leads."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if any(address in prefix for prefix in _CARRY_IPV4):
+            address = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        else:
+            address = address.ipv4_mapped or address.sixtofour or address
+    return not address.is_global
 
 
 async def _addresses(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
@@ -110,7 +122,8 @@ class Guard:
         return None if self.local_ok else PeerCheck(self)
 
     def fail(self, sent: Sent, what: str) -> OAuthRequestFailed:
-        return OAuthRequestFailed(self.server, f"{sent.what} at {sent.host}: {what}")
+        # `what` may quote a remote party (the `iss` of an authorization response): never its escape sequences.
+        return OAuthRequestFailed(self.server, f"{sent.what} at {sent.host}: {printable(what, 500)}")
 
     async def check(self, request: httpx2.Request) -> Sent:
         """Refuse `request` if its address breaks the rules; set its timeout and encoding otherwise."""
@@ -158,9 +171,14 @@ class Guard:
             "token endpoint": OAuthToken,
         }[sent.what]
         try:
-            model.model_validate_json(await response.aread())
+            document = model.model_validate_json(await response.aread())
         except ValidationError as exc:
             raise self.fail(sent, f"HTTP 200, not a valid document ({_problems(exc)})") from None
+        # Any integer validates, but the SDK adds it to the clock as a float (10**400 overflows) and a
+        # negative one makes every request refresh first.
+        lifetime = getattr(document, "expires_in", None)
+        if lifetime is not None and not 0 <= lifetime <= LONGEST_LIFETIME:
+            raise self.fail(sent, f"HTTP 200, not a valid document (expires_in: not from 0 to {LONGEST_LIFETIME})")
 
     def failed_answer(self, response: httpx2.Response, sent: Sent, exc: BaseException) -> OAuthRequestFailed:
         """What the SDK's error about `response` means, without the body it may have put in it (the log

@@ -48,7 +48,8 @@ from pydantic import ValidationError
 
 from mcp_manifold._config import Config, ServerConfig
 from mcp_manifold._errors import BackendStartError, InvalidRequest, ManifoldError, NotFound
-from mcp_manifold._files import atomic_write
+from mcp_manifold._files import atomic_write, private_dir
+from mcp_manifold._runtime.file_turns import file_turn
 from mcp_manifold._runtime.oauth_issuer import as_stored, look_up, origin_metadata, same_issuer, stored_metadata
 from mcp_manifold._runtime.oauth_requests import (
     Guard,
@@ -105,7 +106,8 @@ class Place(Protocol):
 
 
 class TokenFilePlace:
-    """One JSON file (0600, in a 0700 folder). One process refreshes at a time (the SDK's own lock)."""
+    """One JSON file (0600, in a 0700 folder). Refreshes are taken in turn by every session and process
+    that uses it: a lock on the file beside it, `<token file>.lock` (see file_turns.py)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -126,7 +128,8 @@ class TokenFilePlace:
         atomic_write(self.path, json.dumps(data))
 
     def refresh_turn(self) -> AbstractAsyncContextManager[None]:
-        return nullcontext()
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return file_turn(self.path.with_suffix(".lock"), str(self.path))
 
     def where(self) -> str:
         return str(self.path)
@@ -212,6 +215,7 @@ async def token_storage(
     """Where `config`'s tokens are kept: the shared state store when `state_url` is set (every replica uses
     and refreshes the same ones), else a file in the data dir."""
     if state_url is None:
+        private_dir(Path(data_dir))  # `manifold auth login` may be the first to make it: 0700, as `serve` does
         yield TokenFile(token_path(data_dir, config))
         return
     from mcp_manifold._runtime.shared_tokens import shared_token_fields
@@ -357,7 +361,14 @@ class _SharedRefresh:
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         context = self.context
-        refreshing = self._initialized and context.current_tokens is not None and not context.is_token_valid()
+        if not self._initialized:
+            # Loaded here, not in the SDK's flow: tokens read from the store with their access token expired
+            # (a replica just started) are refreshed in turn too, or two replicas starting together spend one
+            # refresh token twice (an authorization server that detects that revokes the whole grant).
+            async with context.lock:
+                if not self._initialized:
+                    await self._initialize()
+        refreshing = context.current_tokens is not None and not context.is_token_valid()
         async with context.storage.place.refresh_turn() if refreshing else nullcontext():
             if refreshing:
                 await self._take_newer(context.current_tokens.access_token)  # no refresh here if it did
@@ -563,7 +574,14 @@ class BrowserLogin:
     async def show_page(self, url: str) -> None:
         # The state the SDK put in the page's address: only a redirect that carries it back is the answer.
         self._state = parse_qs(urlsplit(url).query).get("state", [""])[0]
-        self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
+        try:
+            self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
+        except OSError as exc:  # another program listens there: the redirect would go to it
+            raise OAuthRequestFailed(
+                self.server,
+                f"the login's redirect port 127.0.0.1:{self.port} cannot be listened on ({exc.strerror or exc}; "
+                "is another program using it?)",
+            ) from None
         logger.info("opening the authorization page of server %r in the browser", self.server)
         # In a thread of its own, not awaited: a browser command may wait until its page is done, and the
         # page ends on the redirect, which `take_redirect` serves.
