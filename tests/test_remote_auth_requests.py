@@ -196,6 +196,21 @@ async def test_malformed_documents_are_named(
     assert "HOSTILE-BODY" not in told and "UnicodeDecodeError" not in told
 
 
+async def test_a_server_that_refuses_the_token_it_was_given_says_what_to_check(
+    hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
+    write_config: Callable[..., Path],
+) -> None:
+    """A token issued, then refused (401): the gateway's OAuth client is told so, with what to check. It said
+    "it wants a credential: a headers entry, or auth: {type: oauth}", of a server that has that entry."""
+    evil = hostile()  # answers 401 to every token
+    told = await refusal(remote(write_config, evil))
+    assert (
+        "answered HTTP 401 Unauthorized: it refused the OAuth token the gateway holds: is its client allowed "
+        'this server, with the "scopes" it asks for?'
+    ) in told, told
+    assert "it wants a credential" not in told
+
+
 async def test_the_address_connected_to_is_checked_too(
     hostile: Callable[..., Hostile],  # noqa: F811 - the fixture
 ) -> None:

@@ -56,7 +56,13 @@ from mcp_manifold._runtime.backend_errors import (
 )
 from mcp_manifold._runtime.cancellation import stray_cancellation
 from mcp_manifold._runtime.http_leg import HttpLeg
-from mcp_manifold._runtime.http_refusal import FirstAnswerPage, StartRefusals, cannot_connect, refusal
+from mcp_manifold._runtime.http_refusal import (
+    FirstAnswerPage,
+    StartRefusals,
+    cannot_connect,
+    oauth_remedy,
+    refusal,
+)
 from mcp_manifold._runtime.learned import learned_facts
 from mcp_manifold._runtime.listing_fetch import list_everything
 from mcp_manifold._runtime.not_mcp import GRACE, NotMcpWatch
@@ -229,7 +235,9 @@ class Backend:
                 self._record_failure(str(ours))
                 raise ours from None
             if isinstance(leaf, httpx2.HTTPStatusError):  # the SSE client's: its text ends in a link to MDN
-                reason = refusal(leaf.response, sse=self.config.transport == "sse")
+                oauth = self.config.auth
+                remedy = oauth_remedy(self.name, oauth.grant) if oauth is not None else None
+                reason = refusal(leaf.response, sse=self.config.transport == "sse", oauth_remedy=remedy)
             elif self._sse_page is not None and self._sse_page.said:
                 reason = self._sse_page.said
             else:
@@ -423,7 +431,8 @@ class Backend:
         hooks = [answer_bound(limit, self.name)]
         http_client = create_http_client(headers, auth, tls=tls, network_backend=connect, response_hooks=hooks)
         http_client = await stack.enter_async_context(http_client)
-        self._refusals = StartRefusals(http_client)
+        remedy = oauth_remedy(config.name, config.auth.grant) if config.auth is not None else None
+        self._refusals = StartRefusals(http_client, remedy)
         # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
         if auth is None and self._leg_allowed("MANIFOLD_HTTP_LEG"):
 

@@ -77,13 +77,25 @@ def cannot_connect(exc: BaseException, url: str) -> str | None:
     return None
 
 
-def refusal(response: Any, *, sse: bool = False) -> str:
-    """`GET <url> answered HTTP 404 Not Found: <what it usually means>`, the URL's secrets hidden."""
+def oauth_remedy(server: str, grant: str) -> str:
+    """What to do when `server`, which the gateway authorizes to with OAuth `grant`, refuses its token."""
+    if grant == "client_credentials":
+        return 'is its client allowed this server, with the "scopes" it asks for?'
+    return f'log in again with manifold auth login {server} (are the "scopes" asked for enough?)'
+
+
+def refusal(response: Any, *, sse: bool = False, oauth_remedy: str | None = None) -> str:
+    """`GET <url> answered HTTP 404 Not Found: <what it usually means>`, the URL's secrets hidden.
+    `oauth_remedy`: what to do about a refused token, for a server the gateway authorizes to with OAuth."""
     request = response.request
     said = f"{request.method} {redact_url(str(request.url))} answered HTTP {response.status_code}"
     if response.reason_phrase:
         said = f"{said} {response.reason_phrase}"
-    hint = (_SSE_HINTS if sse else _HINTS).get(response.status_code)
+    status = response.status_code
+    if oauth_remedy is not None and status in (401, 403):
+        hint: str | None = f"it refused the OAuth token the gateway holds: {oauth_remedy}"
+    else:
+        hint = (_SSE_HINTS if sse else _HINTS).get(status)
     return f"{said}: {hint}" if hint else said
 
 
@@ -105,14 +117,15 @@ class FirstAnswerPage:
 class StartRefusals:
     """A response hook on a starting server's HTTP client, taken off once it has started."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, oauth_remedy: str | None = None) -> None:
         self.client = client
+        self.oauth_remedy = oauth_remedy
         self.said: str | None = None
         client.event_hooks["response"].append(self)
 
     async def __call__(self, response: Any) -> None:
         if response.status_code >= 400:
-            self.said = refusal(response)
+            self.said = refusal(response, oauth_remedy=self.oauth_remedy)
         elif (page := web_page(response)) is not None:
             self.said = page
 
