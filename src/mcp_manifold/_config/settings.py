@@ -245,6 +245,12 @@ class Settings:
     max_http_sessions: int = _setting(
         1000, "Most HTTP client sessions open at once; past it a new client gets HTTP 503.", check=positive
     )
+    request_memory_mb: int = _setting(
+        256,
+        "Memory the large HTTP requests in flight (bodies of 64 KiB or more) may take together, by estimate;"
+        " past it they wait in turn (30 s at most, then HTTP 503).",
+        check=positive,
+    )
     header_timeout: float = _setting(
         10.0,
         "Seconds an HTTP connection has to send a request's line and headers (from when it opens, or its next "

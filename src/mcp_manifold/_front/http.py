@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_manifold._front.auth import guard
 from mcp_manifold._front.http_lane import HttpLane, LaneCounts, lane_enabled
 from mcp_manifold._front.identity import check_exposure, is_loopback
+from mcp_manifold._front.large_requests import LargeRequests, MemoryBudget
 from mcp_manifold._front.misread import answering_misread_requests
 from mcp_manifold._front.operators import OperatorsOnly
 from mcp_manifold._front.probes import PROBE_PATHS, probe_routes
@@ -76,6 +77,9 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
     quota = SessionQuota(starlette_app, manager, gateway.settings.principal_max_sessions)
     sdk_app = answering_misread_requests(without_phantom_sessions(quota))
     app = HttpLane(front, sdk_app, manager, lane_counts, enabled=lane_enabled())
+    # Large bodies in flight, bounded together by what they may cost in memory (`large_requests.py`).
+    budget = MemoryBudget(gateway.settings.request_memory_mb * 1024 * 1024)
+    app = LargeRequests(app, budget, manager.max_request_body_size)
     # The one place the app's routes get wrapped: every route above needs what `auth` asks for.
     dashboard = gateway.settings.dashboard
     # Served without a client's credential: the probes and the dashboard's page hold no data; the replicas'

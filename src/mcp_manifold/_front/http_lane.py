@@ -77,6 +77,7 @@ from mcp_manifold._front.fast_lane import (
 )
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
 from mcp_manifold._front.lane_reply import Reply, event
+from mcp_manifold._front.large_requests import read_body
 from mcp_manifold._front.request_meta import meta_accepted
 from mcp_manifold._front.server import _CALLER, McpFront, SessionCaller, StatelessCaller, principal_of_request
 from mcp_manifold._sdk import connection_of, open_session_transport, session_request_in_flight
@@ -181,7 +182,7 @@ class HttpLane:
         ):
             if self._in_flight and not too_long and headers.get(MCP_SESSION_ID_HEADER.encode()) is not None:
                 # No call for the lane, but maybe a cancel of one in a form the SDK accepts (a chunked body).
-                body, complete, replay = await _read_body(receive, self.max_body)
+                body, complete, replay = await read_body(receive, self.max_body)
                 await self._sdk_answers(scope, headers, body if complete else b"", replay, send)
                 return
             await self.app(scope, receive, send)
@@ -189,7 +190,7 @@ class HttpLane:
         if not await self._passes_security(scope, headers):
             await self.app(scope, receive, send)  # which refuses it, saying why
             return
-        body, complete, replay = await _read_body(receive, self.max_body)
+        body, complete, replay = await read_body(receive, self.max_body)
         if not complete:  # its client went before the whole body came: never a call to make (nor a cancel)
             await self.app(scope, replay, send)
             return
@@ -516,36 +517,6 @@ async def _status_of(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -
 
     await app(scope, receive, watched)
     return status
-
-
-async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool, Receive]:
-    """The request's body, whether all of it came, and a `receive` that gives it again (for the SDK path)
-    before the rest. An incomplete body (its client hung up first, or more than `limit` bytes came: a
-    chunked body, which the SDK refuses) is replayed as incomplete, so the SDK's path meets the rest."""
-    chunks = []
-    complete = False
-    size = 0
-    while size <= limit:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        chunks.append(chunk)
-        size += len(chunk)
-        if not message.get("more_body", False):
-            complete = size <= limit
-            break
-    body = b"".join(chunks)
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": not complete}
-        return await receive()
-
-    return body, complete, replay
 
 
 def _modern_json(response: dict[str, Any]) -> bytes:
