@@ -225,6 +225,8 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
         "tampered": (f"{header}.{tampered_payload}.{signature}", "signature does not verify"),
         "foreign key": (shared.token(key=other), "signature does not verify"),
         "garbage": ("not-a-key-nor-a-jwt", "neither an API key nor a well-formed JWT"),
+        # PyJWT reads a string `exp` as a number; the gateway answered it 500 with a traceback.
+        "exp a string": (shared.token(exp=str(int(time.time()) + 600)), "'exp' claim is a str, not a number"),
     }
     for case, (token, reason) in cases.items():
         response = await post(shared.url, token)

@@ -230,6 +230,11 @@ class JwtVerifier:
             )
         except jwt.PyJWTError as exc:
             raise TokenRejected(_jwt_failure(config, exc)) from None
+        expires = claims["exp"]
+        # PyJWT takes any `exp` int() reads ("1767225600" too); the expiry kept below and a stream's end need a
+        # number: a string one was a 500 with a traceback.
+        if not isinstance(expires, int | float) or isinstance(expires, bool):
+            raise TokenRejected(f"the token's 'exp' claim is a {type(expires).__name__}, not a number of seconds")
         principal = claims.get(config.principal_claim)
         if not isinstance(principal, str) or not principal:
             raise TokenRejected(f"the token has no {config.principal_claim!r} claim to name its principal")
@@ -243,7 +248,7 @@ class JwtVerifier:
             token=hashlib.sha256(token.encode()).hexdigest(),
             client_id=str(claims.get("client_id") or claims.get("azp") or principal),
             scopes=scopes,
-            expires_at=int(claims["exp"] + config.leeway),
+            expires_at=int(expires + config.leeway),
             resource=config.audience[0],
             subject=str(claims.get("sub") or principal),
             claims=claims,
