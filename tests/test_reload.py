@@ -506,6 +506,69 @@ async def _said_or_gone(process: subprocess.Popen[bytes], log: Path, line: str) 
     return process.poll() is not None or line in log.read_text(errors="replace")
 
 
+async def test_a_listen_stream_hears_nothing_of_a_resource_it_could_not_subscribe_once_its_profile_narrows(
+    tmp_path: Path,
+) -> None:
+    """A 2026-07-28 listen stream that names a resource whose subscription failed (here: a URI past the
+    subscription bound) kept it, judged by nothing: after a reload took every resource but `blob` from
+    erin's profile, she still heard of its updates, which her server sends whoever subscribed."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from mcp_manifold._config.security import hash_key
+
+    keys = {name: f"{name}-key-0123456789abcdef" for name in ("bob", "erin")}
+    text, blob = "kitchen+kitchen://text", "kitchen+kitchen://blob"
+    long = "kitchen+kitchen://greeting/" + "x" * 5000  # refused by the subscription bound, not unknown
+    path = tmp_path / "mcp.json"
+
+    def save(resources: list[str]) -> None:
+        # The handshake: this kitchen tells of every resource it touches, subscribed or not.
+        write(path, {"kitchen": server_entry("kitchen.py", protocol="legacy")}, reload=False, lazy=False)
+        data = json.loads(path.read_text())
+        api_keys = {name: {"sha256": hash_key(key)} for name, key in keys.items()}
+        profiles = {"readers": {"principals": ["erin"], "resources": resources}, "ops": {"principals": ["bob"]}}
+        path.write_text(json.dumps(data | {"auth": {"api_keys": api_keys}, "profiles": profiles}))
+
+    save(["kitchen+*"])
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(path), "--http", "--port", str(port)]
+    process = subprocess.Popen(command, start_new_session=True)
+    try:
+        wait_for_port(port, process)
+        async with AsyncExitStack() as stack:
+            clients = {}
+            for name in keys:
+                http = await stack.enter_async_context(
+                    create_mcp_http_client(headers={"Authorization": f"Bearer {keys[name]}"})
+                )
+                transport = streamable_http_client(url, http_client=http)
+                clients[name] = await stack.enter_async_context(Client(transport, mode="auto"))
+            stream = await stack.enter_async_context(clients["erin"].listen(resource_subscriptions=[long, blob]))
+            save([blob])
+            os.kill(process.pid, signal.SIGHUP)
+
+            async def text_refused() -> bool:  # the reload applies whole at once: then it has
+                try:
+                    await clients["erin"].read_resource(text)
+                except MCPError as exc:
+                    assert "unknown resource" in str(exc)
+                    return True
+                return False
+
+            await until(text_refused)
+            await clients["bob"].call_tool("kitchen_touch", {"uri": long.removeprefix("kitchen+")})
+            await clients["bob"].call_tool("kitchen_touch", {"uri": "kitchen://blob"})
+            with anyio.fail_after(20):
+                events = [await stream.__anext__()]
+                while getattr(events[-1], "uri", None) != blob:  # after `long`'s, had that been sent
+                    events.append(await stream.__anext__())
+            assert [getattr(event, "uri", None) for event in events] == [blob]  # was [long, blob]
+    finally:
+        stop_process(process)
+
+
 async def test_a_removed_server_announcing_while_its_call_drains_ends_nothing(tmp_path: Path) -> None:
     """Its announcement once the reload removed it is ignored; before, listing it again raised KeyError in the
     back channel's task group, and the whole gateway exited."""
