@@ -286,9 +286,13 @@ async def test_a_reload_applies_keys_and_profiles_and_keeps_authentication_on(
 ) -> None:
     """Profiles and keys are read at each request: an edit applies at once, so a removed (leaked) API key is
     refused from the next request on, without a restart that would drop every client. Switching
-    authentication off needs a restart and is said so; the running keys keep being checked until then."""
-    first, second = "the-first-operator-key", "the-second-operator-key"
+    authentication off, or adding OAuth, needs a restart and is said so; the keys of the edit apply at
+    once even then: before, the running ones stayed whole, and a key taken out (the only one, or in the
+    same edit as OAuth) went on working until a restart."""
+    first, second, third = "the-first-operator-key", "the-second-operator-key", "the-third-operator-key"
     path = tmp_path / "mcp.json"
+    (tmp_path / "jwks.json").write_text('{"keys": []}')
+    oauth = {"issuer": "http://127.0.0.1/issuer", "jwks_file": str(tmp_path / "jwks.json"), "audience": ["gw"]}
 
     def save(key: str | None, **sections: Any) -> None:
         write(path, {"numbers": server_entry("numbers.py")}, reload=False)
@@ -321,14 +325,26 @@ async def test_a_reload_applies_keys_and_profiles_and_keeps_authentication_on(
             assert not outcome.changes.sections_need_restart
             assert (await status(first), await status(second)) == (401, 200)
 
-            save(None, profiles=readonly)  # no auth at all: only a restart may open the gateway
+            # The key replaced in the edit that adds OAuth (metadata the front would serve: a restart).
+            save(
+                None,
+                profiles=readonly,
+                auth={"api_keys": {"operator": third}, "operators": ["operator"], "oauth": oauth},
+            )
             with caplog.at_level(logging.WARNING, logger="mcp_manifold"):
                 outcome = await gateway.reloader.reload()
             assert outcome.applied and outcome.changes.sections_need_restart == ("auth",)
             assert "auth" in outcome.as_dict()["changes"]["needs_restart"]
-            assert any("auth section changed but cannot change while running" in r.message for r in caplog.records)
-            assert gateway.config.auth.enabled  # the running auth stays whole
-            assert (await status(None), await status(first), await status(second)) == (401, 401, 200)
+            assert any("its api_keys and operators apply now" in r.message for r in caplog.records)
+            assert gateway.config.auth.oauth is None  # the OAuth settings wait for the restart
+            # Before: (401, 200, 401), the removed key working and the new one refused.
+            assert (await status(None), await status(second), await status(third)) == (401, 401, 200)
+
+            save(None, profiles=readonly)  # no auth at all: only a restart may open the gateway
+            outcome = await gateway.reloader.reload()
+            assert outcome.applied and outcome.changes.sections_need_restart == ("auth",)
+            # Until then its front checks every request, and no key is left: the last one is revoked too.
+            assert (await status(None), await status(third)) == (401, 401)  # was (401, 200)
             assert set(gateway.config.profiles) == {"readonly"}
 
 
