@@ -64,6 +64,8 @@ def test_profile_held_by_principal_globs_and_claims() -> None:
     assert profile_for(order, "bob@dev.example.com") is devs
     assert profile_for(order, "carol", {"groups": ["staff", "admins"]}) is admins
     assert profile_for(order, "dan", {"scope": "tools:read tools:write"}) is devs
+    assert profile_for(order, "dan", {"scp": "tools:read tools:write"}) is None  # `dev` asks `scope`
+    assert profile_for(order, "mallory", {"groups": "not admins"}) is None  # one value, not words
     assert profile_for(order, "eve", {"groups": ["staff"]}) is None
 
 

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from mcp_manifold._config.security import hash_key
 from tests.conftest import free_port, gateway_over_http, serve_endpoint
@@ -68,9 +69,29 @@ class HugeJwks(BaseHTTPRequestHandler):
         pass
 
 
+class AlgLessJwks(BaseHTTPRequestHandler):
+    """An issuer's JWKS whose RSA key names no `alg` (RFC 7517 makes it optional; Entra ID's keys have none)."""
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    def do_GET(self) -> None:
+        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
+        jwk.pop("alg", None)
+        document = json.dumps({"keys": [{**jwk, "kid": "k1"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(document)))
+        self.end_headers()
+        self.wfile.write(document)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @contextmanager
-def gateway(tmp_path: Path, jwks_url: str) -> Iterator[str]:
-    """A gateway with an API key and OAuth tokens checked against `jwks_url`; yields its /mcp URL."""
+def gateway(tmp_path: Path, jwks_url: str, **oauth: Any) -> Iterator[str]:
+    """A gateway with an API key and OAuth tokens checked against `jwks_url` (and `oauth`'s other settings);
+    yields its /mcp URL."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     config = tmp_path / "mcp.json"
@@ -81,7 +102,7 @@ def gateway(tmp_path: Path, jwks_url: str) -> Iterator[str]:
                 "manifold": {"data_dir": str(tmp_path / "data"), "log_level": "critical"},
                 "auth": {
                     "api_keys": {"alice": {"sha256": hash_key(KEY)}},
-                    "oauth": {"issuer": ISSUER, "jwks_url": jwks_url, "resource_url": url},
+                    "oauth": {"issuer": ISSUER, "jwks_url": jwks_url, "resource_url": url, **oauth},
                 },
             }
         )
@@ -129,3 +150,21 @@ async def test_a_jwks_answer_is_read_up_to_a_megabyte_not_whole(tmp_path: Path) 
             refused = await post(http, url, token)  # was 200: the whole answer was read, however long
             assert refused.status_code == 401
             assert "the issuer's keys could not be loaded" in refused.json()["error_description"]
+
+
+async def test_an_rsa_key_that_names_no_algorithm_verifies_the_rsa_algorithms_configured(tmp_path: Path) -> None:
+    """PyJWT reads an RSA key without `alg` as an RS256 key: with PS256 or RS512 configured, every token of such
+    an issuer was refused, saying "the token's algorithm is not one of PS256, ..." (it was). A token of another
+    key type that names the key is still refused."""
+    algorithms = ["PS256", "RS512", "ES256"]
+    with serve_endpoint(AlgLessJwks) as base, gateway(tmp_path, base + "/jwks.json", algorithms=algorithms) as url:
+        now = int(time.time())
+        claims = {"iss": ISSUER, "aud": url, "sub": "carol", "exp": now + 600}
+        async with httpx2.AsyncClient(timeout=30) as http:
+            for algorithm in ("PS256", "RS512"):
+                token = jwt.encode(claims, AlgLessJwks.key, algorithm=algorithm, headers={"kid": "k1"})
+                assert (await post(http, url, token)).status_code == 200, algorithm  # was 401
+            other = ec.generate_private_key(ec.SECP256R1())
+            refused = await post(http, url, jwt.encode(claims, other, algorithm="ES256", headers={"kid": "k1"}))
+            assert refused.status_code == 401
+            assert refused.json()["error_description"] == "the token's signing key ('k1') is not a key for ES256"

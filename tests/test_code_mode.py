@@ -22,6 +22,7 @@ import mcp_types as types
 import pytest
 from mcp.client import Client
 
+from mcp_manifold._config.security import hash_key
 from tests.conftest import (
     TRANSPORT_MODE_IDS,
     TRANSPORT_MODES,
@@ -489,24 +490,27 @@ async def test_a_round_of_calls_holds_no_more_than_the_program_could(write_confi
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_a_reload_that_moves_the_callers_principal_stops_its_programs_calls(
-    write_config: Any, http_gateway: Any, tmp_path: Path, mode: str
+@pytest.mark.parametrize("change", ["profile", "key"])
+async def test_a_reload_that_moves_the_callers_principal_or_removes_its_key_stops_its_programs_calls(
+    write_config: Any, http_gateway: Any, tmp_path: Path, mode: str, change: str
 ) -> None:
     """A reload that gives the principal a narrower profile refuses the session's next request; a program
-    running went on calling the old profile's tools to its end (up to code_timeout, code_max_calls)."""
-    key, started = "alice-key-0000000001", tmp_path / "started"
+    running went on calling the old profile's tools to its end (up to code_timeout, code_max_calls). So did
+    one whose API key the reload removed while its principal, with another key, still held the profile."""
+    key, spare, started = "alice-key-0000000001", "alice-key-0000000002", tmp_path / "started"
     kitchen = server_entry("kitchen.py", env={"KITCHEN_EXTRAS": "1"})
     config = write_config({"kitchen": kitchen}, {"expose": ["code"], "code_timeout": 15})
 
-    def holding(wide: str, narrow: str) -> None:
+    def holding(wide: str, narrow: str, keys: list[str]) -> None:
         profiles = {
             "wide": {"principals": [wide], "tools": ["*"]},
             "narrow": {"principals": [narrow], "tools": ["kitchen_echo"]},
         }
-        data = {**json.loads(config.read_text()), "auth": {"api_keys": {"alice": key}}, "profiles": profiles}
+        api_keys = {"alice": {"sha256": [hash_key(one) for one in keys]}}
+        data = {**json.loads(config.read_text()), "auth": {"api_keys": api_keys}, "profiles": profiles}
         config.write_text(json.dumps(data))
 
-    holding("alice", "nobody")
+    holding("alice", "nobody", [key, spare])
     url = http_gateway(config)
     async with keyed_client(url, key, mode) as client:
         await client.list_tools()  # known before the reload, for the SDK's check of the answer
@@ -529,11 +533,14 @@ async def test_a_reload_that_moves_the_callers_principal_stops_its_programs_call
                 group.start_soon(program)
                 while not started.exists():
                     await anyio.sleep(0.05)
-                holding("nobody", "alice")  # the gateway watches its config: the reload follows
+                if change == "profile":  # the gateway watches its config: the reload follows
+                    holding("nobody", "alice", [key, spare])
+                else:
+                    holding("alice", "nobody", [spare])
     said = text_of(answer[0])
     assert said == (
-        "Returned: \"tools.X: this program's caller no longer holds profile 'wide' (the configuration "
-        'was reloaded); open a new session"'
+        "Returned: \"tools.X: this program's caller no longer holds profile 'wide' or the API key it came with "
+        '(the configuration was reloaded); open a new session"'
     ), said
 
 

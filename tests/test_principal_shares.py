@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import anyio
 import httpx2
@@ -129,3 +131,34 @@ async def test_one_principal_holds_only_its_share_of_the_listen_streams(url: str
                 except MCPError:
                     await anyio.sleep(0.1)
         assert reopened
+
+
+async def test_sessions_of_a_removed_key_leave_its_principal_their_share(tmp_path: Path) -> None:
+    """A leaked key's sessions outlive its removal (nothing can use them any more), and kept their principal's
+    share: alice's other key got 429 until they idled out (`session_idle_timeout`, 30 minutes by default)."""
+    leaked, spare = "alice-leaked-key-0123456789", "alice-spare-key-0123456789"
+    config = tmp_path / "mcp.json"
+
+    def save(*keys: str) -> None:
+        settings = {"data_dir": str(tmp_path / "data"), "log_level": "error", "reload": False}
+        api_keys = {"alice": {"sha256": [hashlib.sha256(key.encode()).hexdigest() for key in keys]}}
+        data = {"mcpServers": {}, "manifold": settings | {"principal_max_sessions": 2}, "auth": {"api_keys": api_keys}}
+        config.write_text(json.dumps(data))
+
+    def bearer(key: str) -> dict[str, str]:
+        return {**HEADERS, "Authorization": f"Bearer {key}"}
+
+    save(leaked, spare)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with gateway_over_http(config, port) as process:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            opened = [await http.post(url, json=INITIALIZE, headers=bearer(leaked)) for _ in range(2)]
+            assert [response.status_code for response in opened] == [200, 200]
+            save(spare)
+            process.send_signal(signal.SIGHUP)
+            with anyio.fail_after(20):
+                while (await http.post(url, json=INITIALIZE, headers=bearer(leaked))).status_code != 401:
+                    await anyio.sleep(0.05)
+            opening = await http.post(url, json=INITIALIZE, headers=bearer(spare))
+            assert opening.status_code == 200, opening.text  # was 429: "principal 'alice' already has 2"

@@ -286,9 +286,13 @@ async def test_a_reload_applies_keys_and_profiles_and_keeps_authentication_on(
 ) -> None:
     """Profiles and keys are read at each request: an edit applies at once, so a removed (leaked) API key is
     refused from the next request on, without a restart that would drop every client. Switching
-    authentication off needs a restart and is said so; the running keys keep being checked until then."""
-    first, second = "the-first-operator-key", "the-second-operator-key"
+    authentication off, or adding OAuth, needs a restart and is said so; the keys of the edit apply at
+    once even then: before, the running ones stayed whole, and a key taken out (the only one, or in the
+    same edit as OAuth) went on working until a restart."""
+    first, second, third = "the-first-operator-key", "the-second-operator-key", "the-third-operator-key"
     path = tmp_path / "mcp.json"
+    (tmp_path / "jwks.json").write_text('{"keys": []}')
+    oauth = {"issuer": "http://127.0.0.1/issuer", "jwks_file": str(tmp_path / "jwks.json"), "audience": ["gw"]}
 
     def save(key: str | None, **sections: Any) -> None:
         write(path, {"numbers": server_entry("numbers.py")}, reload=False)
@@ -321,14 +325,26 @@ async def test_a_reload_applies_keys_and_profiles_and_keeps_authentication_on(
             assert not outcome.changes.sections_need_restart
             assert (await status(first), await status(second)) == (401, 200)
 
-            save(None, profiles=readonly)  # no auth at all: only a restart may open the gateway
+            # The key replaced in the edit that adds OAuth (metadata the front would serve: a restart).
+            save(
+                None,
+                profiles=readonly,
+                auth={"api_keys": {"operator": third}, "operators": ["operator"], "oauth": oauth},
+            )
             with caplog.at_level(logging.WARNING, logger="mcp_manifold"):
                 outcome = await gateway.reloader.reload()
             assert outcome.applied and outcome.changes.sections_need_restart == ("auth",)
             assert "auth" in outcome.as_dict()["changes"]["needs_restart"]
-            assert any("auth section changed but cannot change while running" in r.message for r in caplog.records)
-            assert gateway.config.auth.enabled  # the running auth stays whole
-            assert (await status(None), await status(first), await status(second)) == (401, 401, 200)
+            assert any("its api_keys and operators apply now" in r.message for r in caplog.records)
+            assert gateway.config.auth.oauth is None  # the OAuth settings wait for the restart
+            # Before: (401, 200, 401), the removed key working and the new one refused.
+            assert (await status(None), await status(second), await status(third)) == (401, 401, 200)
+
+            save(None, profiles=readonly)  # no auth at all: only a restart may open the gateway
+            outcome = await gateway.reloader.reload()
+            assert outcome.applied and outcome.changes.sections_need_restart == ("auth",)
+            # Until then its front checks every request, and no key is left: the last one is revoked too.
+            assert (await status(None), await status(third)) == (401, 401)  # was (401, 200)
             assert set(gateway.config.profiles) == {"readonly"}
 
 
@@ -504,6 +520,69 @@ async def _logged_or_exited(process: subprocess.Popen[bytes], log: Path, line: s
 
 async def _said_or_gone(process: subprocess.Popen[bytes], log: Path, line: str) -> bool:
     return process.poll() is not None or line in log.read_text(errors="replace")
+
+
+async def test_a_listen_stream_hears_nothing_of_a_resource_it_could_not_subscribe_once_its_profile_narrows(
+    tmp_path: Path,
+) -> None:
+    """A 2026-07-28 listen stream that names a resource whose subscription failed (here: a URI past the
+    subscription bound) kept it, judged by nothing: after a reload took every resource but `blob` from
+    erin's profile, she still heard of its updates, which her server sends whoever subscribed."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from mcp_manifold._config.security import hash_key
+
+    keys = {name: f"{name}-key-0123456789abcdef" for name in ("bob", "erin")}
+    text, blob = "kitchen+kitchen://text", "kitchen+kitchen://blob"
+    long = "kitchen+kitchen://greeting/" + "x" * 5000  # refused by the subscription bound, not unknown
+    path = tmp_path / "mcp.json"
+
+    def save(resources: list[str]) -> None:
+        # The handshake: this kitchen tells of every resource it touches, subscribed or not.
+        write(path, {"kitchen": server_entry("kitchen.py", protocol="legacy")}, reload=False, lazy=False)
+        data = json.loads(path.read_text())
+        api_keys = {name: {"sha256": hash_key(key)} for name, key in keys.items()}
+        profiles = {"readers": {"principals": ["erin"], "resources": resources}, "ops": {"principals": ["bob"]}}
+        path.write_text(json.dumps(data | {"auth": {"api_keys": api_keys}, "profiles": profiles}))
+
+    save(["kitchen+*"])
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(path), "--http", "--port", str(port)]
+    process = subprocess.Popen(command, start_new_session=True)
+    try:
+        wait_for_port(port, process)
+        async with AsyncExitStack() as stack:
+            clients = {}
+            for name in keys:
+                http = await stack.enter_async_context(
+                    create_mcp_http_client(headers={"Authorization": f"Bearer {keys[name]}"})
+                )
+                transport = streamable_http_client(url, http_client=http)
+                clients[name] = await stack.enter_async_context(Client(transport, mode="auto"))
+            stream = await stack.enter_async_context(clients["erin"].listen(resource_subscriptions=[long, blob]))
+            save([blob])
+            os.kill(process.pid, signal.SIGHUP)
+
+            async def text_refused() -> bool:  # the reload applies whole at once: then it has
+                try:
+                    await clients["erin"].read_resource(text)
+                except MCPError as exc:
+                    assert "unknown resource" in str(exc)
+                    return True
+                return False
+
+            await until(text_refused)
+            await clients["bob"].call_tool("kitchen_touch", {"uri": long.removeprefix("kitchen+")})
+            await clients["bob"].call_tool("kitchen_touch", {"uri": "kitchen://blob"})
+            with anyio.fail_after(20):
+                events = [await stream.__anext__()]
+                while getattr(events[-1], "uri", None) != blob:  # after `long`'s, had that been sent
+                    events.append(await stream.__anext__())
+            assert [getattr(event, "uri", None) for event in events] == [blob]  # was [long, blob]
+    finally:
+        stop_process(process)
 
 
 async def test_a_removed_server_announcing_while_its_call_drains_ends_nothing(tmp_path: Path) -> None:

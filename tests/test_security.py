@@ -225,6 +225,8 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
         "tampered": (f"{header}.{tampered_payload}.{signature}", "signature does not verify"),
         "foreign key": (shared.token(key=other), "signature does not verify"),
         "garbage": ("not-a-key-nor-a-jwt", "neither an API key nor a well-formed JWT"),
+        # PyJWT reads a string `exp` as a number; the gateway answered it 500 with a traceback.
+        "exp a string": (shared.token(exp=str(int(time.time()) + 600)), "'exp' claim is a str, not a number"),
     }
     for case, (token, reason) in cases.items():
         response = await post(shared.url, token)
@@ -245,6 +247,9 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
         assert (await post(shared.url, token)).status_code == 200
     nobody = await post(shared.url, shared.token(sub="dave", groups=["staff"]))
     assert nobody.status_code == 403 and "principal 'oauth:dave' holds no profile" in nobody.text
+    # A string claim is one value (only `scope` and `scp` are lists of words): it held the profile of any word.
+    worded = await post(shared.url, shared.token(sub="dave", groups="not writers"))
+    assert worded.status_code == 403 and "principal 'oauth:dave' holds no profile" in worded.text
 
 
 async def test_a_standing_stream_opened_with_a_token_ends_when_the_token_expires(shared: Shared) -> None:

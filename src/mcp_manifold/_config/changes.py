@@ -2,7 +2,8 @@
 settings apply at once or wait for a restart, and whether the `profiles` section or the `auth` section
 changed. Both apply at once, but `auth` waits for a restart when authentication is switched on or off,
 or when what the gateway advertises to OAuth clients (its issuer, resource URL and scopes, served as
-protected-resource metadata since start) changes: those shape the HTTP front's routes.
+protected-resource metadata since start) changes: those shape the HTTP front's routes. Its API keys
+and operators apply at once even then (`auth_after`): a key taken out of the config is revoked.
 
 Plain comparison of two checked configs, no I/O; the runtime (`_runtime/reload.py`) applies it. A
 server restarts only when its entry reaches another server (`identity()`: command, args, env, cwd,
@@ -12,7 +13,7 @@ filter, timeout, concurrency, caching, laziness) keeps its process and session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from mcp_manifold._config.model import AuthConfig, Config, ServerConfig
@@ -82,6 +83,19 @@ def _auth_shapes_the_front(auth: AuthConfig) -> tuple[Any, ...]:
     oauth = auth.oauth
     advertised = None if oauth is None else (oauth.issuer, oauth.resource_url, oauth.required_scopes)
     return auth.enabled, advertised
+
+
+def auth_after(running: AuthConfig, loaded: AuthConfig) -> AuthConfig:
+    """The `auth` a gateway running `running` serves once a reload has read `loaded`.
+
+    When the front's shape changes (a restart is needed), its running OAuth settings stay, but the loaded
+    API keys and operators apply, as they are checked at each request: a key taken out is refused from the
+    next request on, even in an edit that switches authentication off (every credential is refused until
+    the restart) or changes the OAuth metadata. Before, the running `auth` stayed whole and a revoked key
+    went on working until a restart. (A front started without authentication checks none until then.)"""
+    if _auth_shapes_the_front(running) == _auth_shapes_the_front(loaded):
+        return loaded
+    return replace(running, api_keys=loaded.api_keys, operators=loaded.operators)
 
 
 def diff_configs(running: Config, loaded: Config) -> ConfigChanges:

@@ -186,6 +186,11 @@ class AuthConfig:
     def enabled(self) -> bool:
         return bool(self.api_keys) or self.oauth is not None
 
+    def has_key(self, sha256: str, principal: str | None) -> bool:
+        """Whether the API key with this SHA-256 (hex) is configured, naming `principal`: after a reload,
+        whether what a key started (a stream, a program) may go on as that principal."""
+        return any(key.sha256 == sha256 and key.principal == principal for key in self.api_keys)
+
 
 @dataclass
 class Config:

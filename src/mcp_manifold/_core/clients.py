@@ -135,13 +135,15 @@ class Caller:
     `principal` is who authenticated (an API key's principal, a token's subject), None for a client
     that did not (stdio, loopback HTTP); `profile` the name of the profile that says what it may see
     and use, None for the gateway's `profile` setting (or everything); `claims` the token's claims (None
-    for an API key), with which the principal held that profile. The front sets them.
+    for an API key), with which the principal held that profile; `key_digest` the SHA-256 (hex) of the API
+    key it came with, so that work it started ends when a reload removes that key. The front sets them.
     """
 
     era: Era = "session"
     principal: str | None = None
     profile: str | None = None
     claims: Mapping[str, Any] | None = None
+    key_digest: str | None = None
     # Whether the gateway can tell this client's requests from others' (a session, an authenticated
     # principal): only then may it have sessions of its own to servers.
     identified = False

@@ -24,6 +24,8 @@ EVERYTHING = ("*",)
 CLAIM_PREFIX = "claim:"
 # A token's principal is `oauth:<its principal claim>`, so that no token subject can be an API key's principal.
 TOKEN_PRINCIPAL_PREFIX = "oauth:"
+# The claims whose string is a space-separated list (OAuth scopes, RFC 8693 §4.2; `scp` is Entra ID's).
+SCOPE_CLAIMS = frozenset({"scope", "scp"})
 
 
 def token_principal(claim: str) -> str:
@@ -83,7 +85,7 @@ class Profile:
 
 def principal_matches(matcher: str, principal: str, claims: Mapping[str, Any]) -> bool:
     """`alice`, `*@example.com` (globs on the principal) or `claim:groups=admins` (a claim's value,
-    or one of its values when the claim is a list)."""
+    or one of its values when the claim is a list, or one of its scopes when it is `scope` or `scp`)."""
     if not matcher.startswith(CLAIM_PREFIX):
         return fnmatchcase(principal, matcher)
     name, _, wanted = matcher[len(CLAIM_PREFIX) :].partition("=")
@@ -91,7 +93,9 @@ def principal_matches(matcher: str, principal: str, claims: Mapping[str, Any]) -
     if isinstance(value, list | tuple):
         return any(str(item) == wanted for item in value)
     if isinstance(value, str):
-        return value == wanted or wanted in value.split()  # OAuth's `scope` is space-separated
+        # Only a scope claim is a list of words: any string was split, so a `title` of "not an admin" (a claim
+        # users may write themselves) held the profile of `claim:title=admin`.
+        return value == wanted or (name in SCOPE_CLAIMS and wanted in value.split())
     return value is not None and str(value) == wanted
 
 

@@ -110,15 +110,16 @@ class JwksKeys:
     def __init__(self, url: str | None, file: str | None) -> None:
         self.url = url
         self.file = file
-        self._keys: dict[str | None, Any] = {}
+        self._keys: dict[str | None, tuple[dict[str, Any], jwt.PyJWK]] = {}  # kid -> its JWK, as PyJWT reads it
         self._fetched = -float("inf")  # when the keys were last loaded
         # When they were last asked for, loaded or not: a failed fetch waits as long as an unknown key id
         # does, or every request (a forged token needs no key) fetched again, one after another.
         self._asked = -float("inf")
         self._lock = anyio.Lock()
 
-    async def key(self, kid: str | None) -> Any:
-        """The key `kid` names (or the only key, for a token without `kid`); refetched when unknown or aged."""
+    async def key(self, kid: str | None, alg: str) -> Any:
+        """The key `kid` names (or the only key, for a token without `kid`), to verify a token signed with `alg`
+        (one of the configured algorithms); refetched when unknown or aged."""
         found = self._find(kid)
         now = time.monotonic()
         wanted = now - self._fetched > _JWKS_TTL or found is None
@@ -135,9 +136,17 @@ class JwksKeys:
             raise TokenRejected(f"the issuer's keys could not be loaded from {self.url or self.file}")
         if found is None:
             raise TokenRejected(f"the token's signing key ({kid!r}) is not among the issuer's keys")
-        return found
+        jwk, key = found
+        if key.algorithm_name == alg or "alg" in jwk or jwk.get("kty") != "RSA":
+            return key  # a JWK that names its algorithm is bound to it (PyJWT refuses another); EC's is its curve's
+        # RFC 7517 makes `alg` optional (Entra ID's keys have none), and PyJWT takes RS256 for an RSA key that
+        # names none: an issuer's RS384, RS512 and PS* tokens were all refused. Such a key is any RSA algorithm.
+        try:
+            return jwt.PyJWK(jwk, algorithm=alg)
+        except jwt.PyJWTError:
+            raise TokenRejected(f"the token's signing key ({kid!r}) is not a key for {alg}") from None
 
-    def _find(self, kid: str | None) -> Any:
+    def _find(self, kid: str | None) -> tuple[dict[str, Any], jwt.PyJWK] | None:
         if kid in self._keys:
             return self._keys[kid]
         if kid is None and len(self._keys) == 1:
@@ -150,16 +159,10 @@ class JwksKeys:
             document = await self._read()
             if not isinstance(document, dict):
                 raise ValueError(f"the key set is {type(document).__name__}, not a JSON object")
-            key_set = jwt.PyJWKSet.from_dict(document)
+            keys = _usable_keys(document, source)
         except (OSError, ValueError, jwt.PyJWTError) as exc:
             logger.warning("could not load the issuer's keys from %s: %s", source, exc)
             return  # keep the keys we had (if any), and ask again after `_JWKS_RETRY`
-        keys = {}
-        for key in key_set.keys:
-            if key.key_id is not None and not isinstance(key.key_id, str):  # a token's `kid` is a string
-                logger.warning("the issuer's key set at %s has a key whose kid is not a string: skipped", source)
-                continue
-            keys[key.key_id] = key
         self._keys = keys
         self._fetched = time.monotonic()
 
@@ -185,6 +188,29 @@ class JwksKeys:
         return json.loads(body)
 
 
+def _usable_keys(document: dict[str, Any], source: str | None) -> dict[str | None, tuple[dict[str, Any], jwt.PyJWK]]:
+    """A key set's keys by kid, as `jwt.PyJWKSet` reads them (what is no JWK, or no key PyJWT can use, is
+    skipped), each kept with its JWK, which `JwksKeys.key` may read again for another algorithm."""
+    members = document.get("keys")
+    if not isinstance(members, list):
+        raise ValueError("the key set has no 'keys' list")
+    keys: dict[str | None, tuple[dict[str, Any], jwt.PyJWK]] = {}
+    for jwk in members:
+        if not isinstance(jwk, dict):
+            continue
+        kid = jwk.get("kid")
+        if kid is not None and not isinstance(kid, str):  # a token's `kid` is a string
+            logger.warning("the issuer's key set at %s has a key whose kid is not a string: skipped", source)
+            continue
+        try:
+            keys[kid] = (jwk, jwt.PyJWK(jwk))
+        except jwt.PyJWTError:
+            continue  # a key type or curve PyJWT cannot use
+    if not keys:
+        raise ValueError("the key set has no key this gateway can use")
+    return keys
+
+
 _JWT_FAILURES: list[tuple[type[Exception], Callable[[OAuthConfig, Exception], str]]] = [
     (jwt.ExpiredSignatureError, lambda c, e: "the token has expired"),
     (jwt.ImmatureSignatureError, lambda c, e: "the token is not valid yet (nbf or iat in the future)"),
@@ -195,7 +221,8 @@ _JWT_FAILURES: list[tuple[type[Exception], Callable[[OAuthConfig, Exception], st
     (jwt.InvalidIssuerError, lambda c, e: f"the token was not issued by {c.issuer}"),
     (jwt.InvalidSignatureError, lambda c, e: "the token's signature does not verify"),
     (jwt.MissingRequiredClaimError, lambda c, e: f"the token has no {getattr(e, 'claim', '')!r} claim"),
-    (jwt.InvalidAlgorithmError, lambda c, e: f"the token's algorithm is not one of {', '.join(c.algorithms)}"),
+    # Its algorithm is one of the configured ones (checked first): this is a key bound to another.
+    (jwt.InvalidAlgorithmError, lambda c, e: f"the token's algorithm is not its signing key's: {e}"),
     (jwt.DecodeError, lambda c, e: "the token is not a well-formed JWT"),
 ]
 
@@ -217,7 +244,7 @@ class JwtVerifier:
             raise TokenRejected(
                 f"the token's algorithm {header.get('alg')!r} is not one of {', '.join(config.algorithms)}"
             )
-        key = await self.keys.key(header.get("kid"))
+        key = await self.keys.key(header.get("kid"), header["alg"])
         try:
             claims = jwt.decode(
                 token,
@@ -230,6 +257,11 @@ class JwtVerifier:
             )
         except jwt.PyJWTError as exc:
             raise TokenRejected(_jwt_failure(config, exc)) from None
+        expires = claims["exp"]
+        # PyJWT takes any `exp` int() reads ("1767225600" too); the expiry kept below and a stream's end need a
+        # number: a string one was a 500 with a traceback.
+        if not isinstance(expires, int | float) or isinstance(expires, bool):
+            raise TokenRejected(f"the token's 'exp' claim is a {type(expires).__name__}, not a number of seconds")
         principal = claims.get(config.principal_claim)
         if not isinstance(principal, str) or not principal:
             raise TokenRejected(f"the token has no {config.principal_claim!r} claim to name its principal")
@@ -243,7 +275,7 @@ class JwtVerifier:
             token=hashlib.sha256(token.encode()).hexdigest(),
             client_id=str(claims.get("client_id") or claims.get("azp") or principal),
             scopes=scopes,
-            expires_at=int(claims["exp"] + config.leeway),
+            expires_at=int(expires + config.leeway),
             resource=config.audience[0],
             subject=str(claims.get("sub") or principal),
             claims=claims,

@@ -74,7 +74,7 @@ def build_app(gateway: Gateway, host: str, stack: AsyncExitStack) -> ASGIApp:
     # A request with an `id` JSON-RPC does not allow is answered before the SDK sees it; the lane takes
     # only string and integer ids, so what it answers never needs that look.
     # One principal's share of the sessions: refused before the SDK opens one (`session_quota.py`).
-    quota = SessionQuota(starlette_app, manager, gateway.settings.principal_max_sessions)
+    quota = SessionQuota(starlette_app, manager, gateway.settings.principal_max_sessions, lambda: gateway.config.auth)
     sdk_app = answering_misread_requests(without_phantom_sessions(quota))
     app = HttpLane(front, sdk_app, manager, lane_counts, enabled=lane_enabled())
     # Large bodies in flight, bounded together by what they may cost in memory (`large_requests.py`).

@@ -154,8 +154,13 @@ class GatewayListenHandler:
             if not key_still_configured(identity, gateway.config):
                 stream.cancel()
                 return False
-            if isinstance(event, ResourceUpdated) and event.uri in servers:
-                return access.may_read_resource(request.caller, servers[event.uri], event.uri)
+            if isinstance(event, ResourceUpdated):
+                if event.uri in servers:
+                    return access.may_read_resource(request.caller, servers[event.uri], event.uri)
+                # Named but not subscribed (unknown then, or its subscription failed), so no server to judge it
+                # by: only for a caller that may still see everything. Before, once a reload had narrowed the
+                # caller's profile, its updates (another client subscribed) still came.
+                return access.profile(request.caller) is None and access.holds_profile(request.caller)
             return True
 
         admitting = _admits.set(admits)

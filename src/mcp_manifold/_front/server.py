@@ -336,7 +336,7 @@ class McpFront:
                 caller = SessionCaller(connection)
             if identity is not None:
                 caller.principal, caller.profile = identity.principal, identity.profile
-                caller.claims = identity.claims
+                caller.claims, caller.key_digest = identity.claims, identity.key_digest
             connection.state[_CALLER] = caller  # a 2026-07-28 request's connection lasts as long as it does
         return caller
 
@@ -349,6 +349,8 @@ class McpFront:
                 code=types.INVALID_REQUEST,
                 message=f"this session was opened with profile {caller.profile!r}; open a new session for another",
             )
+        if identity is not None:  # the key its principal uses now (one of its keys may be rotated out meanwhile)
+            caller.key_digest = identity.key_digest
         if ctx.request_id is not None:
             if isinstance(caller, SessionCaller):
                 self.gateway.back_channel.track(caller)

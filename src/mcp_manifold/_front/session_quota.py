@@ -6,6 +6,9 @@ sessions` until they idle out. This wrapper gives each authenticated principal a
 would open a session (no `mcp-session-id`, and a session-era protocol version or none, which is what the
 SDK opens a session for) is refused with 429 once its principal holds its share, before the SDK sees it.
 Clients that did not authenticate (loopback) are one local user and share the whole of `max_http_sessions`.
+A session opened with an API key a reload has since removed is not counted: no request can use it any more,
+and before, a leaked key's sessions kept its principal from opening any with its other key until they idled
+out (`session_idle_timeout`, 30 minutes by default).
 
 Requests that name a session, and 2026-07-28 requests (no sessions), pass after one look at their headers.
 """
@@ -14,10 +17,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_manifold._config.model import AuthConfig
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
 from mcp_manifold._sdk import session_is_open
 
@@ -32,11 +37,14 @@ _PRINCIPALS_KEPT = 1024  # past it, principals with no open session are forgotte
 class SessionQuota:
     """At most `limit` open HTTP sessions per authenticated principal, in front of the SDK's session manager."""
 
-    def __init__(self, app: ASGIApp, manager: object, limit: int) -> None:
+    def __init__(self, app: ASGIApp, manager: object, limit: int, auth: Callable[[], AuthConfig]) -> None:
         self.app = app
         self.manager = manager
         self.limit = limit
-        self._sessions: dict[str, set[str]] = {}  # principal -> ids of the sessions it opened (some may be gone)
+        self.auth = auth  # the running config's, for the API keys still configured
+        # principal -> the sessions it opened (some may be gone), each with the digest of the API key it opened
+        # them with (None: a token)
+        self._sessions: dict[str, dict[str, str | None]] = {}
         self._opening: dict[str, int] = {}  # principal -> its requests that may open a session, being served
         if session_is_open(manager, "") is None:  # said once, at start, not found out from a flood
             logger.warning(
@@ -46,10 +54,11 @@ class SessionQuota:
             )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        principal = self._opener(scope)
-        if principal is None:
+        identity = self._opener(scope)
+        if identity is None or identity.principal is None:
             await self.app(scope, receive, send)
             return
+        principal = identity.principal
         held = self._open_count(principal) + self._opening.get(principal, 0)
         if held >= self.limit:
             await _refuse(send, principal, held, self.limit)
@@ -71,7 +80,7 @@ class SessionQuota:
             if message["type"] == "http.response.start":
                 for name, value in message.get("headers", ()) if message["status"] < 400 else ():
                     if name == _SESSION_ID:
-                        self._keep(principal, value.decode("latin-1"))
+                        self._keep(principal, value.decode("latin-1"), identity.key_digest)
                 opened()
             await send(message)
 
@@ -80,8 +89,8 @@ class SessionQuota:
         finally:
             opened()
 
-    def _opener(self, scope: Scope) -> str | None:
-        """The principal of a request the SDK would open a session for; None for any other request."""
+    def _opener(self, scope: Scope) -> Identity | None:
+        """Who makes a request the SDK would open a session for, if it authenticated; None for any other request."""
         if scope["type"] != "http" or not scope["path"].startswith("/mcp"):
             return None
         identity = scope.get(SCOPE_KEY)
@@ -97,26 +106,27 @@ class SessionQuota:
                 version_read = True
                 if value not in _HANDSHAKE_VERSIONS:
                     return None
-        return identity.principal
+        return identity
 
     def _open_count(self, principal: str) -> int:
         """How many of the sessions `principal` opened are open still (those that ended are forgotten)."""
         sessions = self._sessions.get(principal)
         if not sessions:
             return 0
-        for session_id in list(sessions):
+        auth = self.auth()
+        for session_id, key_digest in list(sessions.items()):
             is_open = session_is_open(self.manager, session_id)
             if is_open is None:  # the SDK no longer lets this be told: no share is enforced
                 return 0
-            if not is_open:
-                sessions.discard(session_id)
+            if not is_open or (key_digest is not None and not auth.has_key(key_digest, principal)):
+                del sessions[session_id]  # ended, or its key was removed: no request can use it any more
         return len(sessions)
 
-    def _keep(self, principal: str, session_id: str) -> None:
+    def _keep(self, principal: str, session_id: str, key_digest: str | None) -> None:
         if principal not in self._sessions and len(self._sessions) >= _PRINCIPALS_KEPT:
             for other in [other for other in self._sessions if not self._open_count(other)]:
                 del self._sessions[other]
-        self._sessions.setdefault(principal, set()).add(session_id)
+        self._sessions.setdefault(principal, {})[session_id] = key_digest
 
 
 async def _refuse(send: Send, principal: str, held: int, limit: int) -> None:

@@ -48,8 +48,7 @@ def key_still_configured(identity: Identity | None, config: Config) -> bool:
     acting as the old one (its profile, its share of the limits)."""
     if identity is None or identity.key_digest is None:
         return True
-    digest, principal = identity.key_digest, identity.principal
-    return any(key.sha256 == digest and key.principal == principal for key in config.auth.api_keys)
+    return config.auth.has_key(identity.key_digest, identity.principal)
 
 
 def ends_with_credential(identity: Identity) -> bool:

@@ -86,14 +86,19 @@ class Access:
         return profile.name if profile is not None else None
 
     def holds_profile(self, caller: Caller) -> bool:
-        """Whether an authenticated caller's principal still holds the profile its session was opened with.
+        """Whether an authenticated caller's principal still holds the profile its session was opened with,
+        and the API key it came with (if it came with one) is still configured for it.
 
-        A reload may give it another profile, or none: the front then refuses the session's requests, and
-        what servers send unasked (`may_see_server`, `may_read_resource`) must not reach it either, though
-        its old profile may still exist and allow it."""
+        A reload may give it another profile, or none, or take its key away: the front then refuses the
+        session's requests, and what servers send unasked (`may_see_server`, `may_read_resource`) must not
+        reach it either, though its old profile may still exist and allow it. A code-mode program asks
+        here before each call: before, one whose key was removed went on calling tools to its end."""
         if caller.principal is None:
             return True
-        profiles = self._config().profiles
+        config = self._config()
+        if caller.key_digest is not None and not config.auth.has_key(caller.key_digest, caller.principal):
+            return False
+        profiles = config.profiles
         held = profile_for(profiles.values(), caller.principal, caller.claims) if profiles else None
         return (held.name if held is not None else None) == caller.profile
 

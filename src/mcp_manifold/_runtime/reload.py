@@ -17,7 +17,8 @@ A valid edit is applied at once (nothing awaits in between, so no call sees half
 - the `profiles` section applies at once (it is read at each request), and clients are told their
   lists changed; so does the `auth` section (keys, tokens, operators: checked at each request),
   unless it switches authentication on or off or changes the OAuth metadata the front serves: then
-  it is logged as needing a restart, as `port` is, and the running one stays whole.
+  it is logged as needing a restart, as `port` is, and the running OAuth settings stay, though its API
+  keys and operators apply at once (a key taken out is revoked: `auth_after`).
 
 Clients learn what changed from the catalog's change events (`list_changed`, and the listen streams
 of 2026-era clients), as for any other change of a backend's listing.
@@ -36,7 +37,7 @@ import anyio
 import anyio.abc
 
 from mcp_manifold._config import Config, Settings, load_config
-from mcp_manifold._config.changes import ConfigChanges, diff_configs
+from mcp_manifold._config.changes import ConfigChanges, auth_after, diff_configs
 from mcp_manifold._errors import ConfigError
 from mcp_manifold._runtime.heap import reloaded
 
@@ -193,11 +194,11 @@ class ConfigReloader:
                 wanted,
                 value,
             )
-        for section in changes.sections_need_restart:
+        if changes.sections_need_restart:
             logger.warning(
-                "config reload: the %s section changed but cannot change while running; "
-                "the running one stays until the gateway restarts",
-                section,
+                "config reload: the auth section switches authentication on or off, or changes the OAuth metadata "
+                "the gateway serves, which waits for a restart; until then the running OAuth settings stay, and "
+                "its api_keys and operators apply now (a key taken out is refused from the next request on)"
             )
         logger.info("config reloaded from %s: %s", self.path, changes.summary())
         reloaded(self.gateway.settings.shutdown_timeout)  # what the old config held is the collector's to free
@@ -224,10 +225,10 @@ def apply_changes(gateway: Reloadable, loaded: Config, changes: ConfigChanges) -
     gone = gateway.pool.replace(list(loaded.servers.values()), fresh)
     for name in changes.reconfigured:
         gateway.pool[name].reconfigure(loaded.servers[name])
-    # All of the loaded config (servers, profiles, auth) but the one Settings object everything holds; the
-    # running `auth` stays whole when it cannot change live (`diff_configs`). The HTTP front reads it at
-    # each request (`_front/auth.py`), so a removed API key is refused from the next request on.
-    auth = running.auth if changes.sections_need_restart else loaded.auth
+    # All of the loaded config (servers, profiles, auth) but the one Settings object everything holds; of
+    # an `auth` that cannot change live (`diff_configs`), only the keys and operators. The HTTP front reads
+    # it at each request (`_front/auth.py`), so a removed API key is refused from the next request on.
+    auth = auth_after(running.auth, loaded.auth)
     gateway.config = replace(loaded, settings=settings, auth=auth, path=running.path, overrides=running.overrides)
     gateway.result_cache.configure(loaded.servers, restarted=frozenset(changes.restarted))
     for name in (*changes.removed, *changes.restarted):
