@@ -249,6 +249,24 @@ async def test_audit_lines_name_the_namespaced_principal(gateway: Gateway) -> No
     assert not {line["principal"] for line in lines if line["name"] == "numbers_add"} & {"dana", "alice"}
 
 
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_made_up_name_of_a_megabyte_is_recorded_cut_short(gateway: Gateway, mode: str) -> None:
+    # A refused call is recorded with the name the caller sent: kept whole, one such call made an audit
+    # line of a megabyte (a few rotated the audit history away) and the dashboard held 200 of them.
+    marker = f"made-up-{mode}-"
+    name = marker + "x" * 1_000_000
+    async with connect(gateway.url, KEYS["bob"], mode=mode) as bob:
+        answer = await bob.call_tool(name, {})
+    assert answer.is_error and f"({len(name)} characters)" in text_of(answer)
+    audit = gateway.config.parent / "data" / "audit" / "audit.jsonl"
+    lines = [json.loads(line) for line in audit.read_text().splitlines() if marker in line]
+    assert len(lines) == 1 and lines[0]["outcome"] == "denied" and lines[0]["principal"] == "bob"
+    assert lines[0]["name"].startswith(name[:4096]) and len(lines[0]["name"]) < 4200
+    calls = (await gateway.get("/ui/api/calls", KEYS["ops"])).json()["calls"]
+    shown = [call for call in calls if call["name"].startswith(marker)]
+    assert len(shown) == 1 and len(shown[0]["name"]) < 4200 and len(json.dumps(shown[0])) < 5000
+
+
 # --- what held in the attack, kept: path tricks reach no operator data ---------------------------------
 
 TRICKS = (
