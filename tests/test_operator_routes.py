@@ -361,6 +361,32 @@ async def test_a_config_problem_never_shows_the_password_of_the_url_it_quotes(fr
         assert secret not in shown
 
 
+@pytest.mark.parametrize(
+    ("state_url", "reason"),
+    [("redis://:redis-password@[::1", "Invalid IPv6 URL"), ("redis://:redis-password@h:99999", "Port out of range")],
+)
+async def test_a_state_url_python_cannot_parse_is_a_problem_the_config_panel_shows(
+    front: Front, state_url: str, reason: str
+) -> None:
+    """urlsplit's ValueError escaped the check: the overview answered 500 to every operator while the file
+    held it (and `manifold config check` printed a traceback)."""
+    path = front.gateway.config.path
+    assert path is not None
+    good = path.read_text()
+    data = json.loads(good)
+    data["manifold"]["state_url"] = state_url
+    try:
+        path.write_text(json.dumps(data))
+        answer = await front.http.get("/ui/api/overview")
+    finally:
+        path.write_text(good)
+    assert answer.status_code == 200, answer.text
+    shown = "\n".join(answer.json()["config"]["problems"])
+    problem = "field 'state_url': must be a redis:// or rediss:// URL with a host, which Python cannot parse"
+    assert f"{problem} ({reason}" in shown
+    assert "redis-password" not in shown
+
+
 async def test_without_auth_every_local_user_is_an_operator(front: Front) -> None:
     for route in ("/metrics", "/ui/api/overview", "/ui/api/calls", "/ui/api/tools"):
         assert (await front.http.get(route)).status_code == 200, route
