@@ -466,3 +466,24 @@ async def test_a_non_operators_tools_revision_moves_only_with_what_it_sees(tmp_p
 
             await until(listed)
             assert (await http.get("/ui/api/tools", headers=guest)).json() == before
+
+
+async def test_a_servers_error_of_a_megabyte_is_recorded_cut_short(tmp_path: Path) -> None:
+    """A record kept a server's error whole (the audit line cuts it): erring.py's error of 1 MB, 20 calls, and
+    the dashboard's recent calls held and served 20 MB (its last 200: 200 MB), a trace's span as much."""
+    path = tmp_path / "mcp.json"
+    manifold = {"data_dir": str(tmp_path / "data"), "ping_interval": 0}
+    path.write_text(json.dumps({"mcpServers": {"erring": server_entry("erring.py")}, "manifold": manifold}))
+    message = "it went wrong: " + "e" * 1_000_000
+    async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            for mode in ("legacy", "auto"):
+                async with Client(McpFront(gateway).server, mode=mode) as client:
+                    answer = await client.call_tool("erring_fail", {"message": message})
+                assert answer.is_error and message in answer.content[0].text  # type: ignore[union-attr]
+            calls = (await http.get("/ui/api/calls")).json()["calls"]
+    assert [call["outcome"] for call in calls] == ["error", "error"]
+    for call in calls:
+        assert "it went wrong: eeee" in call["error"] and call["error"].endswith(" characters)"), call["error"][-80:]
+        assert len(call["error"]) < 2100

@@ -92,6 +92,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# A record's error, at most (the audit line cuts it shorter): a server's error can be as long as an answer,
+# and the dashboard keeps its last 200 records, a trace its span's status.
+LONGEST_ERROR = 2000
+
 # action: work the gateway does itself for a caller (a surface's list, search or result-file read);
 # program: code mode's, around its calls.
 CallKind = Literal["tool", "resource", "prompt", "completion", "action", "program"]
@@ -342,7 +346,7 @@ class CallPath:
             caller.key,
             time.perf_counter() - started,
             outcome,
-            error,
+            error if error is None or len(error) <= LONGEST_ERROR else shortened(error, LONGEST_ERROR),
             spilled,
             backend,
             principal=caller.principal,
