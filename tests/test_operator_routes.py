@@ -279,6 +279,7 @@ async def test_the_dashboard_api_answers_and_names_bad_input(front: Front) -> No
     assert [(call["name"], call["outcome"]) for call in calls["calls"]] == [
         ("numbers_add", "ok"),
         ("numbers_multiply", "ok"),  # the 2026-07-28 client's call shows like any other
+        ("dashboard", "ok"),  # the search above: the gateway's own work for its caller, as retrieve_tools'
     ]
     assert (await http.get("/ui/api/calls", params={"after": calls["last"]})).json()["calls"] == []
 
@@ -487,3 +488,26 @@ async def test_a_servers_error_of_a_megabyte_is_recorded_cut_short(tmp_path: Pat
     for call in calls:
         assert "it went wrong: eeee" in call["error"] and call["error"].endswith(" characters)"), call["error"][-80:]
         assert len(call["error"]) < 2100
+
+
+async def test_the_dashboards_search_is_within_the_callers_rate_limit(tmp_path: Path) -> None:
+    """A search is the gateway's own work, as retrieve_tools' is: a key over its rate limit, refused that on
+    /mcp, searched here without end (a long query costs the gateway a quarter of a second each)."""
+    path = write(tmp_path, rate_limit=0.001, rate_burst=2, search_embedder="bm25")  # a bucket that never refills here
+    data = json.loads(path.read_text())
+    data["auth"] = {"api_keys": {"guest": "a-guest-key-012345", "ops": "an-operator-key-0123"}, "operators": ["ops"]}
+    data["profiles"] = {"maths": {"principals": ["guest"], "servers": ["numbers"]}}
+    path.write_text(json.dumps(data))
+    async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            guest = {"Authorization": "Bearer a-guest-key-012345"}
+            answers = [await http.get("/ui/api/search", params={"q": "add"}, headers=guest) for _ in range(3)]
+            calls = (await http.get("/ui/api/calls", headers={"Authorization": "Bearer an-operator-key-0123"})).json()
+    assert [answer.status_code for answer in answers] == [200, 200, 429]
+    assert {row["name"] for row in answers[0].json()["matches"]} <= {"numbers_add", "numbers_multiply", "numbers_sqrt"}
+    refused = answers[2]
+    assert refused.json()["error_description"].startswith("principal 'guest' is over its rate limit")
+    assert int(refused.headers["retry-after"]) >= 1
+    searches = [(call["kind"], call["name"], call["outcome"]) for call in calls["calls"]]
+    assert searches == [("action", "dashboard", "ok")] * 2 + [("action", "dashboard", "rate_limited")]
