@@ -511,3 +511,21 @@ async def test_the_dashboards_search_is_within_the_callers_rate_limit(tmp_path: 
     assert int(refused.headers["retry-after"]) >= 1
     searches = [(call["kind"], call["name"], call["outcome"]) for call in calls["calls"]]
     assert searches == [("action", "dashboard", "ok")] * 2 + [("action", "dashboard", "rate_limited")]
+
+
+async def test_a_long_stderr_line_is_kept_cut_short(front: Front) -> None:
+    """Each stderr line was kept up to 64 KB, 200 of them: a server that logs big payloads put 12 MB in the
+    overview every operator's page polls each second, and in the live status file rewritten every 2 s."""
+    line = "payload: " + "x" * 60_000
+    assert not (await front.client.call_tool("kitchen_stderr", {"text": line})).is_error
+
+    async def kept() -> bool:
+        servers = (await front.http.get("/ui/api/overview")).json()["servers"]
+        kitchen = next(server for server in servers if server["name"] == "kitchen")
+        return any(said.startswith("payload: ") for said in kitchen["stderr_tail"])
+
+    await until(kept)
+    servers = (await front.http.get("/ui/api/overview")).json()["servers"]
+    kitchen = next(server for server in servers if server["name"] == "kitchen")
+    said = next(said for said in kitchen["stderr_tail"] if said.startswith("payload: "))
+    assert said == line[:2000] + f"... ({len(line)} characters)"

@@ -38,6 +38,7 @@ from mcp_manifold._core.breaker import CircuitBreaker
 from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller, Waiting
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.status import BackendStatus, State
+from mcp_manifold._core.suggestions import shortened
 from mcp_manifold._errors import (
     BackendClosed,
     BackendError,
@@ -81,6 +82,10 @@ logger = logging.getLogger(__name__)
 _BACKOFF_START = 1.0
 _BACKOFF_MAX = 30.0
 _CLIENT_INFO = types.Implementation(name="mcp-manifold", version=__version__)
+# Characters of one stderr line kept (its start and length past that): the tail is in every view of the
+# server (the dashboard's overview each second, the live status file every 2 s, errors quoting a line), and
+# a server that logs big payloads kept 200 lines of 64 KB, 12 MB in each.
+_STDERR_LINE = 2000
 
 
 class BackendHooks(Protocol):
@@ -457,7 +462,7 @@ class Backend:
 
     def _on_stderr_line(self, line: str) -> None:
         # Scrubbed as it arrives: a server may echo its own token, which must never be shown.
-        self.stderr.append(self.config.scrub(line))
+        self.stderr.append(shortened(self.config.scrub(line), _STDERR_LINE))  # cut after the scrub: no half secret
 
     def _process_gone(self, reason: str) -> None:
         if self.state == "ready" and self._stop is not None and not self._stop.is_set():
