@@ -295,10 +295,10 @@ async def test_audit_follow_shows_lines_whose_name_holds_a_line_separator(gatewa
     try:
         async with connect(gateway.url, KEYS["bob"]) as bob:
             # It shows the lines written after it started: call until one of them is shown.
-            for attempt in range(30):
+            for attempt in range(100):
                 await bob.call_tool(f"follow-ready-{attempt}", {})
                 with contextlib.suppress(queue.Empty):
-                    if "follow-ready" in await anyio.to_thread.run_sync(lambda: printed.get(timeout=2)):
+                    if "follow-ready" in await anyio.to_thread.run_sync(lambda: printed.get(timeout=0.75)):
                         break
             separators = ("\u2028", "\u2029", "\x85")
             for separator in separators:
