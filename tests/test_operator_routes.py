@@ -529,3 +529,24 @@ async def test_a_long_stderr_line_is_kept_cut_short(front: Front) -> None:
     kitchen = next(server for server in servers if server["name"] == "kitchen")
     said = next(said for said in kitchen["stderr_tail"] if said.startswith("payload: "))
     assert said == line[:2000] + f"... ({len(line)} characters)"
+
+
+async def test_a_servers_name_of_megabytes_is_shown_cut_short(tmp_path: Path) -> None:
+    """A server's name and version (serverInfo) were shown whole: one that named itself in 2 MB put it in
+    every caller's dispatch list (past a client's 1 MB event: the list failed), and in the overview."""
+    path = tmp_path / "mcp.json"
+    servers = {"painted": server_entry("painted.py", "--name-length", "2000000")}
+    manifold = {"data_dir": str(tmp_path / "data"), "ping_interval": 0, "expose": ["dispatch"]}
+    path.write_text(json.dumps({"mcpServers": servers, "manifold": manifold}))
+    shown = "painted".ljust(200, "n") + "... (2000015 characters)"  # its name, a space and its version (14)
+    async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        await gateway.ensure_catalog()  # started, so that it has named itself
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            for mode in ("legacy", "auto"):
+                async with Client(McpFront(gateway).server, mode=mode) as client:
+                    listed = await client.call_tool("proxy-dispatch", {"action": "list"})
+                connections = json.loads(listed.content[0].text)["connections"]  # type: ignore[union-attr]
+                assert [connection.get("serverInfo") for connection in connections] == [shown], mode
+            overview = (await http.get("/ui/api/overview")).json()
+    assert [server["server_info"] for server in overview["servers"]] == [shown]
