@@ -537,6 +537,30 @@ def test_what_a_server_writes_reaches_the_terminal_as_text_never_as_markup_or_es
 
 
 @pytest.mark.anyio
+async def test_what_a_server_writes_reaches_the_gateways_log_as_one_line_of_text(tmp_path: Path) -> None:
+    """The log quotes a server's name and version (`server 'x' ready (...)`), its errors, a URI: its escape
+    sequences acted on the terminal the operator reads the log in, and its line breaks forged log lines."""
+    from mcp import Client
+
+    from tests.conftest import gateway_over_http
+
+    config = tmp_path / "mcp.json"
+    servers = {"painted": server_entry("painted.py", "--forge")}
+    settings = {"data_dir": str(tmp_path / "data"), "log_level": "info", "ping_interval": 0}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": settings}))
+    port = free_port()
+    with (tmp_path / "stderr").open("wb") as stderr, gateway_over_http(config, port, stderr=stderr):
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            assert len((await client.list_tools()).tools) == 1  # the server started, so the log said so
+    log = (tmp_path / "stderr").read_text()
+    ready = [line for line in log.splitlines() if "server 'painted' ready" in line]
+    # Its version, ESC ] 0 ; title ESC \ and a line break, written out: \x1b]0;title\x1b\ then \n.
+    written_out = r"1.0\x1b]0;title\x1b\\nmcp-manifold ERROR mcp_manifold.forged: FORGED"
+    assert len(ready) == 1 and written_out in ready[0], log
+    assert not RAW_CONTROLS.search(log) and not any(line.startswith("mcp-manifold ERROR") for line in log.splitlines())
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_a_name_a_caller_made_up_reaches_manifold_audit_as_one_line_of_text(tmp_path: Path, mode: str) -> None:
     """The audit records the name a caller asked for, existing or not: its escapes must not act on the

@@ -279,6 +279,7 @@ async def test_the_dashboard_api_answers_and_names_bad_input(front: Front) -> No
     assert [(call["name"], call["outcome"]) for call in calls["calls"]] == [
         ("numbers_add", "ok"),
         ("numbers_multiply", "ok"),  # the 2026-07-28 client's call shows like any other
+        ("dashboard", "ok"),  # the search above: the gateway's own work for its caller, as retrieve_tools'
     ]
     assert (await http.get("/ui/api/calls", params={"after": calls["last"]})).json()["calls"] == []
 
@@ -361,6 +362,32 @@ async def test_a_config_problem_never_shows_the_password_of_the_url_it_quotes(fr
         assert secret not in shown
 
 
+@pytest.mark.parametrize(
+    ("state_url", "reason"),
+    [("redis://:redis-password@[::1", "Invalid IPv6 URL"), ("redis://:redis-password@h:99999", "Port out of range")],
+)
+async def test_a_state_url_python_cannot_parse_is_a_problem_the_config_panel_shows(
+    front: Front, state_url: str, reason: str
+) -> None:
+    """urlsplit's ValueError escaped the check: the overview answered 500 to every operator while the file
+    held it (and `manifold config check` printed a traceback)."""
+    path = front.gateway.config.path
+    assert path is not None
+    good = path.read_text()
+    data = json.loads(good)
+    data["manifold"]["state_url"] = state_url
+    try:
+        path.write_text(json.dumps(data))
+        answer = await front.http.get("/ui/api/overview")
+    finally:
+        path.write_text(good)
+    assert answer.status_code == 200, answer.text
+    shown = "\n".join(answer.json()["config"]["problems"])
+    problem = "field 'state_url': must be a redis:// or rediss:// URL with a host, which Python cannot parse"
+    assert f"{problem} ({reason}" in shown
+    assert "redis-password" not in shown
+
+
 async def test_without_auth_every_local_user_is_an_operator(front: Front) -> None:
     for route in ("/metrics", "/ui/api/overview", "/ui/api/calls", "/ui/api/tools"):
         assert (await front.http.get(route)).status_code == 200, route
@@ -440,3 +467,86 @@ async def test_a_non_operators_tools_revision_moves_only_with_what_it_sees(tmp_p
 
             await until(listed)
             assert (await http.get("/ui/api/tools", headers=guest)).json() == before
+
+
+async def test_a_servers_error_of_a_megabyte_is_recorded_cut_short(tmp_path: Path) -> None:
+    """A record kept a server's error whole (the audit line cuts it): erring.py's error of 1 MB, 20 calls, and
+    the dashboard's recent calls held and served 20 MB (its last 200: 200 MB), a trace's span as much."""
+    path = tmp_path / "mcp.json"
+    manifold = {"data_dir": str(tmp_path / "data"), "ping_interval": 0}
+    path.write_text(json.dumps({"mcpServers": {"erring": server_entry("erring.py")}, "manifold": manifold}))
+    message = "it went wrong: " + "e" * 1_000_000
+    async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            for mode in ("legacy", "auto"):
+                async with Client(McpFront(gateway).server, mode=mode) as client:
+                    answer = await client.call_tool("erring_fail", {"message": message})
+                assert answer.is_error and message in answer.content[0].text  # type: ignore[union-attr]
+            calls = (await http.get("/ui/api/calls")).json()["calls"]
+    assert [call["outcome"] for call in calls] == ["error", "error"]
+    for call in calls:
+        assert "it went wrong: eeee" in call["error"] and call["error"].endswith(" characters)"), call["error"][-80:]
+        assert len(call["error"]) < 2100
+
+
+async def test_the_dashboards_search_is_within_the_callers_rate_limit(tmp_path: Path) -> None:
+    """A search is the gateway's own work, as retrieve_tools' is: a key over its rate limit, refused that on
+    /mcp, searched here without end (a long query costs the gateway a quarter of a second each)."""
+    path = write(tmp_path, rate_limit=0.001, rate_burst=2, search_embedder="bm25")  # a bucket that never refills here
+    data = json.loads(path.read_text())
+    data["auth"] = {"api_keys": {"guest": "a-guest-key-012345", "ops": "an-operator-key-0123"}, "operators": ["ops"]}
+    data["profiles"] = {"maths": {"principals": ["guest"], "servers": ["numbers"]}}
+    path.write_text(json.dumps(data))
+    async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            guest = {"Authorization": "Bearer a-guest-key-012345"}
+            answers = [await http.get("/ui/api/search", params={"q": "add"}, headers=guest) for _ in range(3)]
+            calls = (await http.get("/ui/api/calls", headers={"Authorization": "Bearer an-operator-key-0123"})).json()
+    assert [answer.status_code for answer in answers] == [200, 200, 429]
+    assert {row["name"] for row in answers[0].json()["matches"]} <= {"numbers_add", "numbers_multiply", "numbers_sqrt"}
+    refused = answers[2]
+    assert refused.json()["error_description"].startswith("principal 'guest' is over its rate limit")
+    assert int(refused.headers["retry-after"]) >= 1
+    searches = [(call["kind"], call["name"], call["outcome"]) for call in calls["calls"]]
+    assert searches == [("action", "dashboard", "ok")] * 2 + [("action", "dashboard", "rate_limited")]
+
+
+async def test_a_long_stderr_line_is_kept_cut_short(front: Front) -> None:
+    """Each stderr line was kept up to 64 KB, 200 of them: a server that logs big payloads put 12 MB in the
+    overview every operator's page polls each second, and in the live status file rewritten every 2 s."""
+    line = "payload: " + "x" * 60_000
+    assert not (await front.client.call_tool("kitchen_stderr", {"text": line})).is_error
+
+    async def kept() -> bool:
+        servers = (await front.http.get("/ui/api/overview")).json()["servers"]
+        kitchen = next(server for server in servers if server["name"] == "kitchen")
+        return any(said.startswith("payload: ") for said in kitchen["stderr_tail"])
+
+    await until(kept)
+    servers = (await front.http.get("/ui/api/overview")).json()["servers"]
+    kitchen = next(server for server in servers if server["name"] == "kitchen")
+    said = next(said for said in kitchen["stderr_tail"] if said.startswith("payload: "))
+    assert said == line[:2000] + f"... ({len(line)} characters)"
+
+
+async def test_a_servers_name_of_megabytes_is_shown_cut_short(tmp_path: Path) -> None:
+    """A server's name and version (serverInfo) were shown whole: one that named itself in 2 MB put it in
+    every caller's dispatch list (past a client's 1 MB event: the list failed), and in the overview."""
+    path = tmp_path / "mcp.json"
+    servers = {"painted": server_entry("painted.py", "--name-length", "2000000")}
+    manifold = {"data_dir": str(tmp_path / "data"), "ping_interval": 0, "expose": ["dispatch"]}
+    path.write_text(json.dumps({"mcpServers": servers, "manifold": manifold}))
+    shown = "painted".ljust(200, "n") + "... (2000015 characters)"  # its name, a space and its version (14)
+    async with Gateway(load_config(path), serving=True) as gateway, AsyncExitStack() as stack:
+        app = build_app(gateway, "127.0.0.1", stack)
+        await gateway.ensure_catalog()  # started, so that it has named itself
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            for mode in ("legacy", "auto"):
+                async with Client(McpFront(gateway).server, mode=mode) as client:
+                    listed = await client.call_tool("proxy-dispatch", {"action": "list"})
+                connections = json.loads(listed.content[0].text)["connections"]  # type: ignore[union-attr]
+                assert [connection.get("serverInfo") for connection in connections] == [shown], mode
+            overview = (await http.get("/ui/api/overview")).json()
+    assert [server["server_info"] for server in overview["servers"]] == [shown]

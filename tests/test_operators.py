@@ -8,14 +8,19 @@ principal may do.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import queue
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 
@@ -247,6 +252,64 @@ async def test_audit_lines_name_the_namespaced_principal(gateway: Gateway) -> No
     assert ("oauth:dana", "readers", "numbers_add") in seen, seen
     assert ("dana", "dev", "kitchen_echo") in seen
     assert not {line["principal"] for line in lines if line["name"] == "numbers_add"} & {"dana", "alice"}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_made_up_name_of_a_megabyte_is_recorded_cut_short(gateway: Gateway, mode: str) -> None:
+    # A refused call is recorded with the name the caller sent: kept whole, one such call made an audit
+    # line of a megabyte (a few rotated the audit history away) and the dashboard held 200 of them.
+    marker = f"made-up-{mode}-"
+    name = marker + "x" * 1_000_000
+    async with connect(gateway.url, KEYS["bob"], mode=mode) as bob:
+        answer = await bob.call_tool(name, {})
+    assert answer.is_error and f"({len(name)} characters)" in text_of(answer)
+    audit = gateway.config.parent / "data" / "audit" / "audit.jsonl"
+    lines = [json.loads(line) for line in audit.read_text().splitlines() if marker in line]
+    assert len(lines) == 1 and lines[0]["outcome"] == "denied" and lines[0]["principal"] == "bob"
+    assert lines[0]["name"].startswith(name[:4096]) and len(lines[0]["name"]) < 4200
+    calls = (await gateway.get("/ui/api/calls", KEYS["ops"])).json()["calls"]
+    shown = [call for call in calls if call["name"].startswith(marker)]
+    assert len(shown) == 1 and len(shown[0]["name"]) < 4200 and len(json.dumps(shown[0])) < 5000
+
+
+async def test_audit_follow_shows_lines_whose_name_holds_a_line_separator(gateway: Gateway) -> None:
+    # JSON leaves U+2028, U+2029 and U+0085 raw in a string; --follow split what it read at them too, so a
+    # caller could keep its refused calls (and a server its errors) out of an operator's --follow.
+    command = [sys.executable, "-m", "mcp_manifold", "audit", "--follow", "-n", "0", "--json", "--principal", "bob"]
+    follow = subprocess.Popen(
+        [*command, "--config", str(gateway.config)],
+        stdout=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+    )
+    printed: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [printed.put(line) for line in follow.stdout or ()], daemon=True).start()
+
+    async def shown_until(marker: str) -> list[str]:
+        lines = []
+        while marker not in (line := await anyio.to_thread.run_sync(lambda: printed.get(timeout=30))):
+            lines.append(line)
+        return lines
+
+    try:
+        async with connect(gateway.url, KEYS["bob"]) as bob:
+            # It shows the lines written after it started: call until one of them is shown.
+            for attempt in range(100):
+                await bob.call_tool(f"follow-ready-{attempt}", {})
+                with contextlib.suppress(queue.Empty):
+                    if "follow-ready" in await anyio.to_thread.run_sync(lambda: printed.get(timeout=0.75)):
+                        break
+            separators = ("\u2028", "\u2029", "\x85")
+            for separator in separators:
+                await bob.call_tool(f"split{separator}name", {})
+            await bob.call_tool("follow-last", {})
+            lines = await shown_until("follow-last")
+    finally:
+        follow.terminate()
+        follow.wait(timeout=30)
+    names = [json.loads(line)["name"] for line in lines if "split" in line]
+    assert names == [f"split{separator}name" for separator in separators], lines
 
 
 # --- what held in the attack, kept: path tricks reach no operator data ---------------------------------

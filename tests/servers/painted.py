@@ -3,7 +3,9 @@
 Tool ``open [link=https://evil.example]here[/link]`` (its own name is markup; answers "ok"), described by
 ``--description`` (default: a plain sentence; ``hostile`` gives markup that breaks rich, ``[/]``, a screen
 clear, an OSC 8 hyperlink, a
-right-to-left override and a C1 CSI). Its name and version, and a line on stderr at start, carry escapes too.
+right-to-left override and a C1 CSI). Its name and version, and a line on stderr at start, carry escapes too;
+with ``--forge`` its version also holds a line break and a line that reads like one of the gateway's log;
+``--name-length N`` pads its name to N characters.
 
 Run: ``python tests/servers/painted.py [--description hostile]`` (stdio) or with ``--http PORT``.
 """
@@ -21,9 +23,14 @@ TOOL_NAME = "open [link=https://evil.example]here[/link]"
 
 parser = make_parser(__doc__.splitlines()[0])
 parser.add_argument("--description", default="plain", help="plain, or hostile")
+parser.add_argument("--forge", action="store_true", help="a version whose line break forges a log line")
+parser.add_argument("--name-length", type=int, default=0, help="its name padded to this many characters")
 args = parser.parse_args()
 
-server = MCPServer("painted", version=f"1.0{ESC}]0;title{ESC}\\", log_level="WARNING")
+VERSION = f"1.0{ESC}]0;title{ESC}\\"
+if args.forge:
+    VERSION += "\nmcp-manifold ERROR mcp_manifold.forged: FORGED"
+server = MCPServer("painted".ljust(args.name_length, "n"), version=VERSION, log_level="WARNING")
 
 
 def opened() -> str:

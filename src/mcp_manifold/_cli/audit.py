@@ -92,7 +92,9 @@ def _follow(directory: Path, filters: dict[str, str | None], show: Any) -> None:
                     chunk = file.read()
                     complete = chunk[: chunk.rfind("\n") + 1]
                     position += len(complete.encode("utf-8"))
-                for raw in complete.splitlines():
+                # At "\n" only: `splitlines` also breaks at U+2028, U+2029 and U+0085, which JSON leaves raw in
+                # a string, so a line whose name (a caller's) or error (a server's) held one was never shown.
+                for raw in complete.split("\n"):
                     try:
                         entry = json.loads(raw)
                     except ValueError:

@@ -14,6 +14,7 @@ import anyio
 import typer
 from rich.console import Console
 
+from mcp_manifold._cli.shown import printable
 from mcp_manifold._config import Config, load_config, settings_fields
 from mcp_manifold._errors import ConfigError
 from mcp_manifold._runtime.lineage import check_not_nested
@@ -175,6 +176,21 @@ def load(config_path: Path | None, overrides: dict[str, Any] | None = None) -> C
     return cfg
 
 
+class LogFormatter(logging.Formatter):
+    """One log record, one line, with every control character written out (`\\x1b`, `\\n`); a traceback
+    below it keeps its line breaks. A record quotes what servers and callers wrote (a server's name and
+    version, its errors, a URI): raw, a line break forged a log line of any level and an escape sequence acted
+    on the terminal the operator reads the log in (the window's title, the screen cleared)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))
+
+    def format(self, record: logging.LogRecord) -> str:
+        # The message's line holds no line break now: what follows the first one is the traceback or stack.
+        line, newline, rest = super().format(record).partition("\n")
+        return line + newline + printable(rest, lines=True)
+
+
 def no_servers_warning(cfg: Config) -> str | None:
     """`no servers: ...` for a config that would serve nothing (an import of an empty client file, every
     server disabled), which is otherwise a quiet gateway of no tools; None when it serves some, or the hub
@@ -188,7 +204,7 @@ def no_servers_warning(cfg: Config) -> str | None:
 def configure_logging(level: str) -> None:
     """The gateway's own log records go to stderr (never stdout: it may carry MCP) at `log_level`."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("mcp-manifold %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(LogFormatter("mcp-manifold %(levelname)s %(name)s: %(message)s"))
     logger = logging.getLogger("mcp_manifold")
     logger.handlers[:] = [handler]
     logger.setLevel(level.upper())

@@ -46,7 +46,12 @@ SEPARATORS = ("_", "-", "__", "--", "_-", "-_")
 
 
 def state_url_problem(url: str) -> str | None:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is no number from 0 to 65535, as connecting would
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535", ...: a problem, not a traceback
+        unparsed = f"which Python cannot parse ({exc})"
+        return f"must be a redis:// or rediss:// URL with a host, {unparsed}, not {quoted_url(url)}"
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
         return f"must be a redis:// or rediss:// URL with a host, not {quoted_url(url)}"
     return None

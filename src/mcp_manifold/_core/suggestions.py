@@ -23,6 +23,15 @@ def quoted(name: str, longest: int = _LONGEST_QUOTED) -> str:
     return f"{name[:_LONGEST_QUOTED]!r}... ({len(name)} characters)"
 
 
+def shortened(text: str, longest: int) -> str:
+    """`text` as a record keeps it: whole up to `longest` characters, else its start and its length, so that
+    a name a caller made up (a refused one is recorded) costs the audit log and the dashboard a few KB at
+    most, not the megabytes it sent."""
+    if len(text) <= longest:
+        return text
+    return f"{text[:longest]}... ({len(text)} characters)"
+
+
 def close_names(name: str, known: Iterable[str], *, limit: int = 3) -> list[str]:
     """Up to `limit` known names the user probably meant by `name`, best first."""
     if len(name) > _LONGEST_QUOTED:

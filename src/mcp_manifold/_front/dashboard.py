@@ -7,7 +7,8 @@ The page (`dashboard_static/`) polls the API about once a second and redraws in 
   catalog's revision, the config check and the last reloads;
 - `GET /ui/api/tools`: every tool as exposed, with its server and its pin (quarantined or not), lazy
   servers started and listed first;
-- `GET /ui/api/search?q=...&limit=N`: tools ranked as `retrieve_tools` ranks them (`Gateway.search`);
+- `GET /ui/api/search?q=...&limit=N`: tools ranked as `retrieve_tools` ranks them (`Gateway.search`), as
+  the gateway's own work for the caller (kind "action": its principal's rate and calls in flight, audited);
 - `GET /ui/api/calls?after=N`: the calls the call path saw since number N (`RecentCalls`).
 
 It only reads: nothing here changes the gateway, so it needs no CSRF guard. Who may read it: the
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -39,6 +41,8 @@ from mcp_manifold._config import MAX_SEARCH_LIMIT, check_config
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Caller
 from mcp_manifold._core.clients import Request as CallerRequest
+from mcp_manifold._core.router import Target
+from mcp_manifold._errors import RateLimited
 from mcp_manifold._front.identity import request_identity
 from mcp_manifold._front.operators import OperatorsOnly
 from mcp_manifold._runtime.call_path import CallRecord
@@ -46,6 +50,7 @@ from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._version import __version__
 
 RECENT_CALLS = 200
+SEARCH = Target("", "search", "dashboard", "")  # the search as audit lines and metrics name it (kind action)
 _STATIC = resources.files("mcp_manifold._front") / "dashboard_static"
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css"}
 # The page loads its own script and style and nothing else; no inline code runs.
@@ -204,8 +209,7 @@ class Dashboard:
         identity = request_identity(request)
         if identity is not None and identity.operator:
             return None
-        principal, profile = (identity.principal, identity.profile) if identity is not None else (None, None)
-        return self.gateway.view(CallerRequest(Caller("dashboard", principal=principal, profile=profile)))
+        return self.gateway.view(_caller(request))
 
     async def tools(self, request: Request) -> Response:
         # Lazy servers (the default) are started and listed first, as a client's `tools/list` has them:
@@ -249,18 +253,29 @@ class Dashboard:
             return _json({"error": f"limit must be from 1 to {MAX_SEARCH_LIMIT}, not {limit}"}, status=400)
         await self.gateway.ensure_catalog()
         view = self._view(request)
+
+        async def search() -> list[dict[str, Any]]:
+            matches = await (view or self.gateway).search(query, limit=limit)
+            return [
+                {
+                    "name": match.entry.name,
+                    "server": match.entry.server,
+                    "score": round(match.score, 4),
+                    "description": match.entry.exposed.description or "",
+                }
+                for match in matches
+            ]
+
         started = time.perf_counter()
-        matches = await (view or self.gateway).search(query, limit=limit)
+        # The gateway's own work for a caller, as retrieve_tools' search is: within its principal's rate and
+        # calls in flight, and audited. (A key over its limit searched here without end, a long query costing
+        # the gateway a quarter of a second each.)
+        try:
+            rows = await self.gateway.calls.action(_caller(request), SEARCH, search)
+        except RateLimited as exc:
+            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+            return _json({"error": "rate_limited", "error_description": str(exc)}, status=429, headers=headers)
         took = time.perf_counter() - started
-        rows = [
-            {
-                "name": match.entry.name,
-                "server": match.entry.server,
-                "score": round(match.score, 4),
-                "description": match.entry.exposed.description or "",
-            }
-            for match in matches
-        ]
         return _json({"query": query, "limit": limit, "ms": round(took * 1000, 2), "matches": rows})
 
     async def recent_calls(self, request: Request) -> Response:
@@ -272,13 +287,20 @@ class Dashboard:
         return _json({"calls": self.calls.since(after), "last": self.calls.last})
 
 
+def _caller(request: Request) -> CallerRequest:
+    """The dashboard's request as the gateway's caller: the principal and profile its credential holds."""
+    identity = request_identity(request)
+    principal, profile = (identity.principal, identity.profile) if identity is not None else (None, None)
+    return CallerRequest(Caller("dashboard", principal=principal, profile=profile))
+
+
 def _rows_revision(rows: list[dict[str, Any]]) -> str:
     """A revision of exactly these rows: it changes when they do, and with nothing else."""
     return hashlib.sha256(json.dumps(rows, sort_keys=True).encode("utf-8", "backslashreplace")).hexdigest()[:16]
 
 
-def _json(data: Any, status: int = 200) -> Response:
-    return _Json(data, status_code=status, headers={"Cache-Control": "no-store"})
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return _Json(data, status_code=status, headers={"Cache-Control": "no-store", **(headers or {})})
 
 
 class _Json(JSONResponse):

@@ -38,6 +38,7 @@ from mcp_manifold._core.breaker import CircuitBreaker
 from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller, Waiting
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.status import BackendStatus, State
+from mcp_manifold._core.suggestions import shortened
 from mcp_manifold._errors import (
     BackendClosed,
     BackendError,
@@ -87,6 +88,13 @@ logger = logging.getLogger(__name__)
 _BACKOFF_START = 1.0
 _BACKOFF_MAX = 30.0
 _CLIENT_INFO = types.Implementation(name="mcp-manifold", version=__version__)
+# Characters of one stderr line kept (its start and length past that): the tail is in every view of the
+# server (the dashboard's overview each second, the live status file every 2 s, errors quoting a line), and
+# a server that logs big payloads kept 200 lines of 64 KB, 12 MB in each.
+_STDERR_LINE = 2000
+# Characters of a server's name and version shown (dispatch's list, the dashboard, `manifold servers`, the
+# log): a server named itself in 5 MB, and every caller's dispatch list failed (past its client's 1 MB event).
+_SERVER_INFO = 200
 
 
 class BackendHooks(Protocol):
@@ -251,9 +259,8 @@ class Backend:
         self._failures = 0
         self.state = "ready"
         self.last_error = None
-        info = self.server_info
         pid = f", pid {self.pid}" if self.pid is not None and self.config.transport == "stdio" else ""
-        logger.info("server %r ready (%s%s)", self.name, f"{info.name} {info.version}" if info else "?", pid)
+        logger.info("server %r ready (%s%s)", self.name, self._named_itself() or "?", pid)
 
     def _record_failure(self, reason: str) -> None:
         self.state = "failed"
@@ -467,7 +474,7 @@ class Backend:
 
     def _on_stderr_line(self, line: str) -> None:
         # Scrubbed as it arrives: a server may echo its own token, which must never be shown.
-        self.stderr.append(self.config.scrub(line))
+        self.stderr.append(shortened(self.config.scrub(line), _STDERR_LINE))  # cut after the scrub: no half secret
 
     def _process_gone(self, reason: str) -> None:
         if self.state == "ready" and self._stop is not None and not self._stop.is_set():
@@ -857,8 +864,12 @@ class Backend:
         capabilities = self._session.server_capabilities if self._session is not None else None
         return capabilities is not None and capabilities.completions is not None
 
-    def status(self) -> BackendStatus:
+    def _named_itself(self) -> str | None:
+        """The server's name and version as it gave them (`serverInfo`), cut to `_SERVER_INFO` characters."""
         info = self.server_info
+        return shortened(f"{info.name} {info.version}".strip(), _SERVER_INFO) if info else None
+
+    def status(self) -> BackendStatus:
         retry = self._next_retry - time.monotonic() if self.state == "failed" else None
         return BackendStatus(
             name=self.name,
@@ -869,7 +880,7 @@ class Backend:
             pid=self.pid,
             tools=self.tool_count,
             stderr_tail=list(self.stderr),
-            server_info=f"{info.name} {info.version}".strip() if info else None,
+            server_info=self._named_itself(),
             retry_in=max(0.0, retry) if retry is not None else None,
             breaker=self.breaker.state,
             breaker_retry_in=self.breaker.retry_in(),

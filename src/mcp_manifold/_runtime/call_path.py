@@ -57,6 +57,7 @@ from mcp_manifold._core.results import (
     with_exposed_uris,
 )
 from mcp_manifold._core.router import Target, ToolCall
+from mcp_manifold._core.suggestions import LONGEST_URI, shortened
 from mcp_manifold._core.wire import WireResult, wire_result
 from mcp_manifold._errors import (
     BackendError,
@@ -90,6 +91,10 @@ if TYPE_CHECKING:
     from mcp_manifold._runtime.spill import SpillStore
 
 logger = logging.getLogger(__name__)
+
+# A record's error, at most (the audit line cuts it shorter): a server's error can be as long as an answer,
+# and the dashboard keeps its last 200 records, a trace its span's status.
+LONGEST_ERROR = 2000
 
 # action: work the gateway does itself for a caller (a surface's list, search or result-file read);
 # program: code mode's, around its calls.
@@ -337,11 +342,11 @@ class CallPath:
         caller = request.caller
         return CallRecord(
             kind,
-            target,
+            _recorded(target),
             caller.key,
             time.perf_counter() - started,
             outcome,
-            error,
+            error if error is None or len(error) <= LONGEST_ERROR else shortened(error, LONGEST_ERROR),
             spilled,
             backend,
             principal=caller.principal,
@@ -809,6 +814,16 @@ class CallPath:
                 observer(record)
             except Exception:  # an observer's bug must never fail the call it watched
                 logger.exception("call observer failed")
+
+
+def _recorded(target: Target) -> Target:
+    """`target` as a record names it. A refused call's name is the caller's own (an unknown tool or URI is
+    recorded when profiles or limits are on): kept whole, one of a few MB made every audit line that size
+    (a handful of calls rotated the whole audit history away) and the dashboard's recent calls held 200 of
+    them. A longer name than any real one (`LONGEST_URI`) is kept as its start and its length."""
+    if len(target.exposed) <= LONGEST_URI and len(target.name) <= LONGEST_URI:
+        return target
+    return replace(target, name=shortened(target.name, LONGEST_URI), exposed=shortened(target.exposed, LONGEST_URI))
 
 
 def _refuse_unencodable(kind: CallKind, target: Target, arguments: Any) -> None:
