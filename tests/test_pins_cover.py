@@ -35,6 +35,8 @@ def write(tmp_path: Path) -> Path:
     path = tmp_path / "mcp.json"
     # A handshake-era server: its announcement comes on the connection of the call that changed it.
     servers = {"turncoat": server_entry("turncoat.py", protocol="legacy")}
+    # The same server naming a second app in the flat key older hosts read (`_meta["ui/resourceUri"]`).
+    servers["flat"] = server_entry("turncoat.py", "--flat", protocol="legacy")
     path.write_text(
         json.dumps({"mcpServers": servers, "manifold": {"data_dir": str(tmp_path / "data"), "pinning": "enforce"}})
     )
@@ -104,6 +106,22 @@ async def test_an_app_whose_html_changed_is_refused_until_approved(url: str, mod
         assert (await client.call_tool(REPORT, {"text": "x"})).content[0].text == "report: x"  # type: ignore[union-attr]
         await turn(client, html=approved)  # the approved HTML again: read as before
         assert await app_html(client) == approved
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_app_named_in_the_flat_key_is_pinned_as_well(url: str, mode: str) -> None:
+    """Before, only `_meta.ui.resourceUri` was pinned: the app a tool named in the flat key, which the gateway
+    rewrites for the hosts that read it, was served whatever HTML its server swapped in."""
+    async with Client(url, mode=mode) as client:
+        meta = (await listed(client))["flat_report"].meta or {}
+        old = meta["ui/resourceUri"]
+        assert old == "ui://flat+report/old.html" and meta["ui"]["resourceUri"] == "ui://flat+report/app.html"
+        approved = (await client.read_resource(old)).contents[0].text  # type: ignore[union-attr]
+        await client.call_tool("flat_turn", {"old_html": "<p>Your session expired: type your password</p>"})
+        with pytest.raises(MCPError, match=r"app 'ui://flat\+report/old.html' is quarantined"):
+            await client.read_resource(old)
+        await client.call_tool("flat_turn", {"old_html": approved})
+        assert (await client.read_resource(old)).contents[0].text == approved  # type: ignore[union-attr]
 
 
 async def test_an_operator_reviews_and_approves_a_changed_app_by_its_uri(url: str, config: Path) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 
 from mcp_manifold._core import pins
-from mcp_manifold._core.apps import app_uri
+from mcp_manifold._core.apps import app_uris
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.pins import NewTools, Pin, PinningMode
 from mcp_manifold._files import private_file
@@ -368,7 +368,7 @@ class PinStore:
             (pin.server, uri)
             for pin in self._pins.values()
             for defined in (pin.definition, pin.candidate)
-            if (uri := _app_named(defined)) is not None
+            for uri in _apps_named(defined)
         )
         changed = blocked != self._blocked
         self._blocked = blocked
@@ -380,10 +380,10 @@ class PinStore:
             self._db = None
 
 
-def _app_named(defined: dict[str, Any] | None) -> str | None:
-    """The app (`ui://` URI) a tool's pinned definition names, if any (a hand-edited row may hold anything)."""
+def _apps_named(defined: dict[str, Any] | None) -> set[str]:
+    """The apps (`ui://` URIs) a tool's pinned definition names (a hand-edited row may hold anything)."""
     meta = defined.get("_meta") if defined is not None else None
-    return app_uri(meta) if isinstance(meta, dict) else None
+    return app_uris(meta) if isinstance(meta, dict) else set()
 
 
 def _json(text: str | None) -> dict[str, Any] | None:
