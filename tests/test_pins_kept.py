@@ -90,6 +90,25 @@ async def test_a_pin_row_that_is_not_json_is_skipped_and_named(tmp_path: Path) -
         assert "Traceback" not in log.read_text()
 
 
+def test_a_pins_file_that_is_no_database_stops_the_gateway_with_one_line_naming_it(tmp_path: Path) -> None:
+    """Before, a pins.sqlite that SQLite cannot read (a truncated copy, disk corruption) ended `serve`, `tools`
+    and `pins` in a 40-line traceback whose last line named no file. It still starts nothing (serving without
+    the pins would lift every quarantine), and says which file and what to do."""
+    config = write(tmp_path, {"numbers": server_entry("numbers.py")})
+    (tmp_path / "data").mkdir(mode=0o700)
+    pins_file = tmp_path / "data" / "pins.sqlite"
+    pins_file.write_bytes(b"not a database, " * 256)
+    pins_file.chmod(0o600)
+    for args in (["serve"], ["pins"]):
+        command = [sys.executable, "-m", "mcp_manifold", *args, "--config", str(config)]
+        ran = subprocess.run(command, input="", capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 1, ran.stderr
+        assert ran.stderr.startswith(f"error: the pins in '{pins_file}' cannot be read: file is not a database"), (
+            ran.stderr
+        )
+        assert "Traceback" not in ran.stderr and "move it aside" in ran.stderr
+
+
 async def test_a_decision_holds_for_the_definition_reviewed_not_for_one_the_server_served_since(tmp_path: Path) -> None:
     """Before, `manifold pins approve` approved whatever the server served when it ran, seen or not; and an
     approval written from a snapshot the gateway had moved past (a write it could not save, another replica's

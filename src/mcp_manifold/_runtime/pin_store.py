@@ -25,6 +25,7 @@ from mcp_manifold._core import pins
 from mcp_manifold._core.apps import app_uris
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.pins import NewTools, Pin, PinningMode
+from mcp_manifold._errors import ManifoldError
 from mcp_manifold._files import private_file
 
 logger = logging.getLogger(__name__)
@@ -282,11 +283,21 @@ class PinStore:
         if self._db is not None or self.mode == "off":
             return
         private_file(self.path)  # 0600, and so its -wal and -shm files (SQLite gives them its mode)
-        self._db = sqlite3.connect(self.path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
-        self._version = self._db.execute("PRAGMA data_version").fetchone()[0]
-        self._pins = dict(self._read())
+        db = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+            self._version = db.execute("PRAGMA data_version").fetchone()[0]
+            self._db = db
+            self._pins = dict(self._read())
+        except sqlite3.Error as exc:
+            # Closed, not open: serving without the pins would serve every quarantined tool as new.
+            self._db = None
+            db.close()
+            raise ManifoldError(
+                f"the pins in {str(self.path)!r} cannot be read: {exc}. Nothing starts without them (their "
+                "quarantines would be lifted); restore the file, or move it aside to pin every tool afresh"
+            ) from None
         self._recompute()
 
     def _read(self) -> Iterator[tuple[tuple[str, str], Pin]]:
