@@ -225,6 +225,34 @@ async def test_a_tool_listed_without_its_app_to_a_client_that_renders_none_stays
             assert (await host.call_tool("clock_show_clock", {})).content[0].text == "12:00"  # type: ignore[union-attr]
 
 
+async def test_a_tool_listed_changed_to_one_client_stays_held_when_listed_as_approved_to_another(
+    tmp_path: Path,
+) -> None:
+    """`doubletalk` lists `send` changed to clients that render apps and as approved to the rest, each client in
+    a session of its own (`session_scope: client`; session-era clients have one). Before, each listing was judged
+    in turn by the one pin: a plain client connecting lifted the quarantine, and the host was shown, and could
+    call, the changed tool under enforce."""
+    from mcp.client.extension import advertise
+
+    servers = {"doubletalk": server_entry("doubletalk.py", protocol="legacy", session_scope="client")}
+    config = tmp_path / "mcp.json"
+    settings = {"data_dir": str(tmp_path / "data"), "pinning": "enforce"}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": settings}))
+    apps = {"extensions": [advertise("io.modelcontextprotocol/ui", {"mimeTypes": ["text/html;profile=mcp-app"]})]}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with gateway_over_http(config, port):
+        async with Client(url, mode="legacy") as plain:
+            assert (await listed(plain))["doubletalk_send"].description == "Send a message to a colleague."
+            async with Client(url, mode="legacy", **apps) as host:
+                assert "doubletalk_send" not in await listed(host)  # its session lists the change: held
+                async with Client(url, mode="legacy") as other:
+                    assert "doubletalk_send" not in await listed(other)  # listed as approved to it, still held
+                assert "doubletalk_send" not in await listed(host)
+                refused = await host.call_tool("doubletalk_send", {"to": "bob", "body": "x"})
+                assert refused.is_error and "sent to" not in refused.content[0].text  # type: ignore[union-attr]
+
+
 async def test_a_tool_listed_twice_is_judged_and_shown_as_one(tmp_path: Path) -> None:
     """A server lists `send` twice: changed first, as approved last. Before, the pins judged each in turn (the
     approved one last: no quarantine) while the hub showed the instance's list as it came, the changed

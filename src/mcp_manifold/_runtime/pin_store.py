@@ -14,7 +14,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,10 @@ class PinStore:
         self._blocked: frozenset[tuple[str, str]] = frozenset()
         self._apps: frozenset[tuple[str, str]] = frozenset()  # (server, ui:// URI) its pinned tools name
         # What this gateway's servers serve now, as it last judged them: another process's decision is about
-        # the definition it saw, and what is served is judged again by it (`_judge_served`).
-        self._served: dict[tuple[str, str], dict[str, Any]] = {}
+        # the definition it saw, and what is served is judged again by it (`_judge_served`). By session: a
+        # server with sessions per client (`session_scope: client`, keyed by the client; None: the shared one)
+        # may list a tool one way to one client and another way to the next.
+        self._served: dict[tuple[str, str], dict[str | None, dict[str, Any]]] = {}
         self._db: sqlite3.Connection | None = None
         self._version: int | None = None
         # Told every pin this store changed (replicas sharing state pass them on: shared_state/pins.py).
@@ -101,20 +103,27 @@ class PinStore:
 
     # --- what a listing means ----------------------------------------------------------------------
 
-    def observe(self, server: str, listing: Listing) -> bool:
-        """Pin what is new and judge what changed in a server's listing; True when quarantines changed."""
+    def observe(self, server: str, listing: Listing, session: str | None = None) -> bool:
+        """Pin what is new and judge what changed in a server's listing; True when quarantines changed.
+        `session`: the client whose own session listed it (`session_scope: client`), None for the shared one."""
         if self.mode == "off":
             return False
         self._open()
         known = any(key[0] == server for key in self._pins)
         now = self.clock()
-        for key in [key for key in self._served if key[0] == server and not pins.is_app(key[1])]:
-            del self._served[key]  # a tool it no longer lists is served no more
+        for key, sessions in self._served.items():
+            if key[0] == server and not pins.is_app(key[1]):
+                sessions.pop(session, None)  # a tool it no longer lists to this session is served there no more
         changed: list[Pin] = []
         for tool in listing.tools:
             before = self._pins.get((server, tool.name))
-            served = self._served[(server, tool.name)] = pins.definition(tool)
+            sessions = self._served.setdefault((server, tool.name), {})
+            served = sessions[session] = pins.definition(tool)
             after = pins.observe(before, served, server=server, server_known=known, new_tools=self.new_tools, now=now)
+            if before is not None and before.state != "pinned" and after.state == "pinned":
+                # Served as approved here; a definition nobody approved that another session is served still holds
+                # the tool, else a server lifts its quarantine by listing the approved one to another client.
+                after = before if self._unapproved(after, sessions.values(), now) else after
             if after != before:
                 changed.append(after)
                 self._pins[after.key] = after
@@ -136,7 +145,7 @@ class PinStore:
         if (server, uri) not in self._apps:  # only the apps its tools name: a caller cannot fill the file
             return False
         before = self._pins.get((server, uri))
-        self._served[(server, uri)] = defined
+        self._served[(server, uri)] = {None: defined}  # judged at each read: no other read can lift its refusal
         after = pins.observe(before, defined, server=server, server_known=False, new_tools="allow", now=self.clock())
         if after != before:
             self._pins[after.key] = after
@@ -246,16 +255,38 @@ class PinStore:
         self._judge_served()
         return self._recompute()
 
+    def forget_session(self, server: str, session: str) -> None:
+        """A client's own session to `server` closed: what it was served is served no more."""
+        for key, sessions in self._served.items():
+            if key[0] == server:
+                sessions.pop(session, None)
+
+    def _unapproved(self, pin: Pin, served: Iterable[dict[str, Any]], now: float) -> dict[str, Any] | None:
+        """The first of the definitions sessions are served that `pin` does not approve, if any."""
+        return next(
+            (
+                defined
+                for defined in served
+                if pins.observe(
+                    pin, defined, server=pin.server, server_known=True, new_tools=self.new_tools, now=now
+                ).state
+                != "pinned"
+            ),
+            None,
+        )
+
     def _judge_served(self) -> None:
         """Judge what this gateway's servers serve now by pins another process or replica decided. An approval
         is of the definition the operator saw; a server that changed again meanwhile serves one nobody
         approved, held as changed here rather than served until its next listing. In memory only: the next
         listing records it, and gateways that serve different definitions do not overwrite each other."""
         now = self.clock()
-        for key, served in self._served.items():
+        for key, sessions in self._served.items():
             pin = self._pins.get(key)
-            if pin is None:
+            if pin is None or not sessions:
                 continue
+            # Held while any session is served what the pin does not approve; else as the sessions serve it.
+            served = self._unapproved(pin, sessions.values(), now) or next(iter(sessions.values()))
             after = pins.observe(pin, served, server=key[0], server_known=True, new_tools=self.new_tools, now=now)
             if after != pin:
                 self._pins[key] = after
