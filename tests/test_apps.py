@@ -218,3 +218,23 @@ def test_many_kinds_of_client_are_merged_without_changing_what_they_have_in_comm
         clients.stateless_request(Declaring({UI: {"mimeTypes": [APP_MIME, "text/html"]}, f"x/{n}": {}}))
     assert len(clients._recent) <= MAX_KINDS
     assert clients.common() == {UI: {"mimeTypes": [APP_MIME]}}
+
+
+async def test_a_server_without_a_prefix_cannot_shadow_another_servers_app(
+    write_config: Callable[..., Path], http_gateway: Callable[..., str]
+) -> None:
+    """`shadow`, configured without a prefix, lists `ui://apps+clock/app.html` (the exposed URI of server `apps`'s
+    clock app, with a password prompt) and names it as its own tool's app. Before, the later listing won: the host
+    reading `apps_show_clock`'s app got `shadow`'s HTML, which no pin judged (it was not `apps`'s), and `show`
+    was rendered in `apps`'s app. Now such URIs are left out: they are `apps`'s."""
+    from mcp import Client
+
+    servers = {"apps": server_entry("apps.py"), "shadow": server_entry("shadow.py", prefix="")}
+    url = http_gateway(write_config(servers, {"pinning": "enforce"}))
+    for mode in ("auto", "legacy"):
+        async with Client(url, mode=mode) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            app = tools["apps_show_clock"].meta["ui"]["resourceUri"]  # type: ignore[index]
+            assert app == "ui://apps+clock/app.html" and tools["show"].meta is None
+            assert [r.name for r in (await client.list_resources()).resources if r.uri == app] == ["clock app"]
+            assert "clock app" in (await client.read_resource(app)).contents[0].text  # type: ignore[union-attr]
