@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -238,3 +239,29 @@ async def test_a_server_without_a_prefix_cannot_shadow_another_servers_app(
             assert app == "ui://apps+clock/app.html" and tools["show"].meta is None
             assert [r.name for r in (await client.list_resources()).resources if r.uri == app] == ["clock app"]
             assert "clock app" in (await client.read_resource(app)).contents[0].text  # type: ignore[union-attr]
+
+
+async def test_a_profile_that_hides_an_apps_tools_hides_the_app(
+    tmp_path: Path, http_gateway: Callable[..., str]
+) -> None:
+    """Before, a profile denying `apps_show_clock` and `apps_tick` (the tools that name the clock app) still listed
+    and read the app, whose HTML names and calls them. An app is seen by a caller that may use one of its tools."""
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    config = tmp_path / "mcp.json"
+    profiles = {"hidden": {"tools": ["*", "!apps_show_clock", "!apps_tick"]}, "ticks": {"tools": ["apps_tick"]}}
+    servers = {"apps": server_entry("apps.py")}
+    config.write_text(
+        json.dumps({"mcpServers": servers, "profiles": profiles, "manifold": {"data_dir": str(tmp_path)}})
+    )
+    url = http_gateway(config)
+    app = "ui://apps+clock/app.html"
+    for mode in ("auto", "legacy"):
+        async with Client(f"{url}/p/hidden", mode=mode) as hidden:
+            assert [r.uri for r in (await hidden.list_resources()).resources] == []
+            with pytest.raises(MCPError, match=r"unknown resource 'ui://apps\+clock/app.html' for profile 'hidden'"):
+                await hidden.read_resource(app)
+        async with Client(f"{url}/p/ticks", mode=mode) as ticks:  # a tool that names it is its own
+            assert [r.uri for r in (await ticks.list_resources()).resources] == [app]
+            assert "clock app" in (await ticks.read_resource(app)).contents[0].text  # type: ignore[union-attr]

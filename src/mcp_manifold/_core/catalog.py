@@ -89,6 +89,7 @@ class Catalog:
         # may call by its own server's name (the original name, when one app server alone has it).
         self._app_only: dict[str, ToolEntry] = {}
         self._app_names: dict[str, ToolEntry] = {}
+        self._app_tools: dict[str, list[ToolEntry]] = {}  # an app's exposed URI -> the tools that name it
         self._prompts: dict[str, tuple[types.Prompt, Route]] = {}
         # (server, original name) -> exposed name, for tools and prompts: `exposed_name`.
         self._tool_names: dict[tuple[str, str], str] = {}
@@ -173,6 +174,11 @@ class Catalog:
         }
         self._app_only = app_only
         self._app_names = {name: entries[0] for name, entries in by_app_name.items() if len(entries) == 1}
+        app_tools: dict[str, list[ToolEntry]] = {}
+        for entry in [*tools.values(), *app_only.values()]:
+            for uri in app_uris(entry.exposed.meta):
+                app_tools.setdefault(uri, []).append(entry)
+        self._app_tools = app_tools
 
     def _build_prompts(self) -> None:
         owners: list[tuple[str, str]] = []
@@ -259,6 +265,10 @@ class Catalog:
 
     def has_tool(self, name: str) -> bool:
         return self.entry(name) is not None
+
+    def tools_naming(self, uri: str) -> list[ToolEntry]:
+        """The tools whose app (`_meta.ui`) is the resource `uri` (exposed), listed or for their app only."""
+        return self._app_tools.get(uri, [])
 
     def route_tool(self, name: str) -> Route:
         entry = self.tool(name)

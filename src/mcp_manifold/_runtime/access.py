@@ -14,7 +14,7 @@ import mcp_types as types
 
 from mcp_manifold._config import Config
 from mcp_manifold._core.catalog import Catalog
-from mcp_manifold._core.catalog_view import CatalogView, Search, allowed_as_listed
+from mcp_manifold._core.catalog_view import CatalogView, Search, allowed_as_listed, app_allowed
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.limits import Limits
 from mcp_manifold._core.pins import app_definition
@@ -169,7 +169,12 @@ class Access:
 
     def _allows_as_listed(self, profile: Profile, kind: CallKind, target: Target) -> bool:
         # A hub call of a configured server's item names it as the server does: judged by the catalog's name too.
-        return allowed_as_listed(profile, self.catalog, kind, target.server, target.name, target.exposed)
+        if not allowed_as_listed(profile, self.catalog, kind, target.server, target.name, target.exposed):
+            return False
+        if kind != "resource":
+            return True
+        listed = self.catalog.exposed_name("resource", target.server, target.name) or target.exposed
+        return app_allowed(profile, self.catalog, listed)  # the app of a tool it may not use is not its to read
 
     @staticmethod
     def _allows(profile: Profile, kind: CallKind, target: Target) -> bool:
