@@ -106,7 +106,8 @@ class Access:
         """Whether the caller's profile lets it read resource `uri` (exposed) of `server`, for its updates: a
         subscription outlives a reload that takes the resource away."""
         profile = self.profile(caller)
-        return (profile is None or profile.allows_resource(server, uri)) and self.holds_profile(caller)
+        allowed = profile is None or (profile.allows_resource(server, uri) and app_allowed(profile, self.catalog, uri))
+        return allowed and self.holds_profile(caller)
 
     def allows_surface(self, request: Request, surface: str) -> bool:
         profile = self.profile(request.caller)
