@@ -168,14 +168,13 @@ class PinStore:
         if before is not None and before.state == pin.state:
             what = "changed again, still not approved"
         logger.warning(
-            "%s %r of server %r %s; %s. Review: manifold pins diff %s/%s",
+            "%s %r of server %r %s; %s. Review: manifold pins diff %r",
             "app" if pins.is_app(pin.tool) else "tool",
             pin.tool,
             pin.server,
             what,
             held,
-            pin.server,
-            pin.tool,
+            f"{pin.server}/{pin.tool}",  # quoted as the name is: a server's escape sequences never reach a terminal
         )
 
     # --- the operator's decisions --------------------------------------------------------------------
