@@ -111,9 +111,8 @@ class PinStore:
         self._open()
         known = any(key[0] == server for key in self._pins)
         now = self.clock()
-        for key, sessions in self._served.items():
-            if key[0] == server and not pins.is_app(key[1]):
-                sessions.pop(session, None)  # a tool it no longer lists to this session is served there no more
+        for key in [key for key in self._served if key[0] == server and not pins.is_app(key[1])]:
+            self._served_no_more(key, session)  # a tool it no longer lists to this session is served there no more
         changed: list[Pin] = []
         for tool in listing.tools:
             before = self._pins.get((server, tool.name))
@@ -256,9 +255,15 @@ class PinStore:
 
     def forget_session(self, server: str, session: str) -> None:
         """A client's own session to `server` closed: what it was served is served no more."""
-        for key, sessions in self._served.items():
-            if key[0] == server:
-                sessions.pop(session, None)
+        for key in [key for key in self._served if key[0] == server]:
+            self._served_no_more(key, session)
+
+    def _served_no_more(self, key: tuple[str, str], session: str | None) -> None:
+        sessions = self._served.get(key)
+        if sessions is not None:
+            sessions.pop(session, None)
+            if not sessions:  # kept only while served: a server renaming its tools must not grow it
+                del self._served[key]
 
     def _unapproved(self, pin: Pin, served: Iterable[dict[str, Any]], now: float) -> dict[str, Any] | None:
         """The first of the definitions sessions are served that `pin` does not approve, if any."""
