@@ -63,6 +63,7 @@ class PinStore:
         self._pins: dict[tuple[str, str], Pin] = {}
         self._blocked: frozenset[tuple[str, str]] = frozenset()
         self._apps: frozenset[tuple[str, str]] = frozenset()  # (server, ui:// URI) its pinned tools name
+        self._pinned_servers: frozenset[str] = frozenset()  # the servers with pins (`_recompute` keeps both)
         # What this gateway's servers serve now, as it last judged them: another process's decision is about
         # the definition it saw, and what is served is judged again by it (`_judge_served`). By session: a
         # server with sessions per client (`session_scope: client`, keyed by the client; None: the shared one)
@@ -109,7 +110,7 @@ class PinStore:
         if self.mode == "off":
             return False
         self._open()
-        known = any(key[0] == server for key in self._pins)
+        known = server in self._pinned_servers  # not a scan of every pin: each listing of every server asks
         now = self.clock()
         for key in [key for key in self._served if key[0] == server and not pins.is_app(key[1])]:
             self._served_no_more(key, session)  # a tool it no longer lists to this session is served there no more
@@ -410,6 +411,7 @@ class PinStore:
 
     def _recompute(self) -> bool:
         blocked = frozenset(key for key, pin in self._pins.items() if pins.blocks(pin, self.mode))
+        self._pinned_servers = frozenset(server for server, _tool in self._pins)
         self._apps = frozenset(
             (pin.server, uri)
             for pin in self._pins.values()
