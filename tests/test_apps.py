@@ -239,6 +239,7 @@ async def test_a_server_without_a_prefix_cannot_shadow_another_servers_app(
             assert app == "ui://apps+clock/app.html" and tools["show"].meta is None
             assert [r.name for r in (await client.list_resources()).resources if r.uri == app] == ["clock app"]
             assert "clock app" in (await client.read_resource(app)).contents[0].text  # type: ignore[union-attr]
+            assert "ui" not in ((await client.call_tool("show", {"text": "hi"})).meta or {})  # nor in its result
 
 
 async def test_a_profile_that_hides_an_apps_tools_hides_the_app(

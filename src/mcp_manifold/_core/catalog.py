@@ -159,7 +159,7 @@ class Catalog:
             server, tool = origin[key]
             update: dict[str, Any] = {"name": exposed_name}
             meta = meta_with_exposed_app(tool.meta, lambda uri, prefix=key[0]: namespace_uri(prefix, uri))
-            if meta is not None and any(self._foreign(uri, server) for uri in app_uris(meta)):
+            if meta is not None and any(self.foreign(uri, server) for uri in app_uris(meta)):
                 update["meta"] = meta_without_app(meta) or None  # another server's app: hosts would render it here
             elif meta is not None:
                 update["meta"] = meta
@@ -202,17 +202,17 @@ class Catalog:
         for server, listing in self._listings.items():
             for resource in listing.listing.resources:
                 uri = namespace_uri(listing.prefix, resource.uri)
-                if not self._foreign(uri, server):
+                if not self.foreign(uri, server):
                     resources[uri] = (resource.model_copy(update={"uri": uri}), Route(server, resource.uri))
             for template in listing.listing.templates:
                 exposed = namespace_uri(listing.prefix, template.uri_template)
-                if not self._foreign(exposed, server):
+                if not self.foreign(exposed, server):
                     templates.append((template.model_copy(update={"uri_template": exposed}), server))
         # Sorted like tools and prompts, so listings do not depend on which backend answered first.
         self._resources = dict(sorted(resources.items()))
         self._templates = sorted(templates, key=lambda pair: pair[0].uri_template)
 
-    def _foreign(self, exposed: str, server: str) -> bool:
+    def foreign(self, exposed: str, server: str) -> bool:
         """Whether an exposed URI of `server` is in another server's namespace (`ui://apps+...`, `apps+...`): only
         a server without a prefix has such URIs, and they would shadow that server's, its apps included."""
         split = split_uri(exposed)
