@@ -253,9 +253,8 @@ async def test_a_profile_that_hides_an_apps_tools_hides_the_app(
     config = tmp_path / "mcp.json"
     profiles = {"hidden": {"tools": ["*", "!apps_show_clock", "!apps_tick"]}, "ticks": {"tools": ["apps_tick"]}}
     servers = {"apps": server_entry("apps.py")}
-    config.write_text(
-        json.dumps({"mcpServers": servers, "profiles": profiles, "manifold": {"data_dir": str(tmp_path)}})
-    )
+    settings = {"data_dir": str(tmp_path), "expose": ["direct", "hub"]}
+    config.write_text(json.dumps({"mcpServers": servers, "profiles": profiles, "manifold": settings}))
     url = http_gateway(config)
     app = "ui://apps+clock/app.html"
     for mode in ("auto", "legacy"):
@@ -263,6 +262,10 @@ async def test_a_profile_that_hides_an_apps_tools_hides_the_app(
             assert [r.uri for r in (await hidden.list_resources()).resources] == []
             with pytest.raises(MCPError, match=r"unknown resource 'ui://apps\+clock/app.html' for profile 'hidden'"):
                 await hidden.read_resource(app)
+            await hidden.call_tool("instances_connect", {"instance_id": "apps"})  # the hub: the server's own URIs
+            assert [r.uri for r in (await hidden.list_resources()).resources] == []
+            with pytest.raises(MCPError, match="unknown resource"):
+                await hidden.read_resource("ui://clock/app.html")
         async with Client(f"{url}/p/ticks", mode=mode) as ticks:  # a tool that names it is its own
             assert [r.uri for r in (await ticks.list_resources()).resources] == [app]
             assert "clock app" in (await ticks.read_resource(app)).contents[0].text  # type: ignore[union-attr]

@@ -257,7 +257,12 @@ class CatalogView:
         profile = self.profile
 
         def listed(kind: str, shown: str, own: str) -> bool:  # allowed by the catalog's name too
-            return profile is None or allowed_as_listed(profile, self.catalog, kind, server, own, shown)
+            if profile is None or not allowed_as_listed(profile, self.catalog, kind, server, own, shown):
+                return profile is None
+            # An app is the catalog's under its exposed URI, where the tools that name it are known.
+            return kind != "resource" or app_allowed(
+                profile, self.catalog, self.catalog.exposed_name("resource", server, own) or shown
+            )
 
         return replace(
             listing,
