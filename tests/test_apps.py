@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -218,3 +219,53 @@ def test_many_kinds_of_client_are_merged_without_changing_what_they_have_in_comm
         clients.stateless_request(Declaring({UI: {"mimeTypes": [APP_MIME, "text/html"]}, f"x/{n}": {}}))
     assert len(clients._recent) <= MAX_KINDS
     assert clients.common() == {UI: {"mimeTypes": [APP_MIME]}}
+
+
+async def test_a_server_without_a_prefix_cannot_shadow_another_servers_app(
+    write_config: Callable[..., Path], http_gateway: Callable[..., str]
+) -> None:
+    """`shadow`, configured without a prefix, lists `ui://apps+clock/app.html` (the exposed URI of server `apps`'s
+    clock app, with a password prompt) and names it as its own tool's app. Before, the later listing won: the host
+    reading `apps_show_clock`'s app got `shadow`'s HTML, which no pin judged (it was not `apps`'s), and `show`
+    was rendered in `apps`'s app. Now such URIs are left out: they are `apps`'s."""
+    from mcp import Client
+
+    servers = {"apps": server_entry("apps.py"), "shadow": server_entry("shadow.py", prefix="")}
+    url = http_gateway(write_config(servers, {"pinning": "enforce"}))
+    for mode in ("auto", "legacy"):
+        async with Client(url, mode=mode) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            app = tools["apps_show_clock"].meta["ui"]["resourceUri"]  # type: ignore[index]
+            assert app == "ui://apps+clock/app.html" and tools["show"].meta is None
+            assert [r.name for r in (await client.list_resources()).resources if r.uri == app] == ["clock app"]
+            assert "clock app" in (await client.read_resource(app)).contents[0].text  # type: ignore[union-attr]
+            assert "ui" not in ((await client.call_tool("show", {"text": "hi"})).meta or {})  # nor in its result
+
+
+async def test_a_profile_that_hides_an_apps_tools_hides_the_app(
+    tmp_path: Path, http_gateway: Callable[..., str]
+) -> None:
+    """Before, a profile denying `apps_show_clock` and `apps_tick` (the tools that name the clock app) still listed
+    and read the app, whose HTML names and calls them. An app is seen by a caller that may use one of its tools."""
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    config = tmp_path / "mcp.json"
+    profiles = {"hidden": {"tools": ["*", "!apps_show_clock", "!apps_tick"]}, "ticks": {"tools": ["apps_tick"]}}
+    servers = {"apps": server_entry("apps.py")}
+    settings = {"data_dir": str(tmp_path), "expose": ["direct", "hub"]}
+    config.write_text(json.dumps({"mcpServers": servers, "profiles": profiles, "manifold": settings}))
+    url = http_gateway(config)
+    app = "ui://apps+clock/app.html"
+    for mode in ("auto", "legacy"):
+        async with Client(f"{url}/p/hidden", mode=mode) as hidden:
+            assert [r.uri for r in (await hidden.list_resources()).resources] == []
+            with pytest.raises(MCPError, match=r"unknown resource 'ui://apps\+clock/app.html' for profile 'hidden'"):
+                await hidden.read_resource(app)
+            await hidden.call_tool("instances_connect", {"instance_id": "apps"})  # the hub: the server's own URIs
+            assert [r.uri for r in (await hidden.list_resources()).resources] == []
+            with pytest.raises(MCPError, match="unknown resource"):
+                await hidden.read_resource("ui://clock/app.html")
+        async with Client(f"{url}/p/ticks", mode=mode) as ticks:  # a tool that names it is its own
+            assert [r.uri for r in (await ticks.list_resources()).resources] == [app]
+            assert "clock app" in (await ticks.read_resource(app)).contents[0].text  # type: ignore[union-attr]

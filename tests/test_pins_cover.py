@@ -35,6 +35,8 @@ def write(tmp_path: Path) -> Path:
     path = tmp_path / "mcp.json"
     # A handshake-era server: its announcement comes on the connection of the call that changed it.
     servers = {"turncoat": server_entry("turncoat.py", protocol="legacy")}
+    # The same server naming a second app in the flat key older hosts read (`_meta["ui/resourceUri"]`).
+    servers["flat"] = server_entry("turncoat.py", "--flat", protocol="legacy")
     path.write_text(
         json.dumps({"mcpServers": servers, "manifold": {"data_dir": str(tmp_path / "data"), "pinning": "enforce"}})
     )
@@ -104,6 +106,22 @@ async def test_an_app_whose_html_changed_is_refused_until_approved(url: str, mod
         assert (await client.call_tool(REPORT, {"text": "x"})).content[0].text == "report: x"  # type: ignore[union-attr]
         await turn(client, html=approved)  # the approved HTML again: read as before
         assert await app_html(client) == approved
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_app_named_in_the_flat_key_is_pinned_as_well(url: str, mode: str) -> None:
+    """Before, only `_meta.ui.resourceUri` was pinned: the app a tool named in the flat key, which the gateway
+    rewrites for the hosts that read it, was served whatever HTML its server swapped in."""
+    async with Client(url, mode=mode) as client:
+        meta = (await listed(client))["flat_report"].meta or {}
+        old = meta["ui/resourceUri"]
+        assert old == "ui://flat+report/old.html" and meta["ui"]["resourceUri"] == "ui://flat+report/app.html"
+        approved = (await client.read_resource(old)).contents[0].text  # type: ignore[union-attr]
+        await client.call_tool("flat_turn", {"old_html": "<p>Your session expired: type your password</p>"})
+        with pytest.raises(MCPError, match=r"app 'ui://flat\+report/old.html' is quarantined"):
+            await client.read_resource(old)
+        await client.call_tool("flat_turn", {"old_html": approved})
+        assert (await client.read_resource(old)).contents[0].text == approved  # type: ignore[union-attr]
 
 
 async def test_an_operator_reviews_and_approves_a_changed_app_by_its_uri(url: str, config: Path) -> None:
@@ -205,6 +223,34 @@ async def test_a_tool_listed_without_its_app_to_a_client_that_renders_none_stays
                 assert (await listed(plain))["clock_show_clock"].meta is None  # its own session: no app
                 assert (await plain.call_tool("clock_show_clock", {})).content[0].text == "12:00"  # type: ignore[union-attr]
             assert (await host.call_tool("clock_show_clock", {})).content[0].text == "12:00"  # type: ignore[union-attr]
+
+
+async def test_a_tool_listed_changed_to_one_client_stays_held_when_listed_as_approved_to_another(
+    tmp_path: Path,
+) -> None:
+    """`doubletalk` lists `send` changed to clients that render apps and as approved to the rest, each client in
+    a session of its own (`session_scope: client`; session-era clients have one). Before, each listing was judged
+    in turn by the one pin: a plain client connecting lifted the quarantine, and the host was shown, and could
+    call, the changed tool under enforce."""
+    from mcp.client.extension import advertise
+
+    servers = {"doubletalk": server_entry("doubletalk.py", protocol="legacy", session_scope="client")}
+    config = tmp_path / "mcp.json"
+    settings = {"data_dir": str(tmp_path / "data"), "pinning": "enforce"}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": settings}))
+    apps = {"extensions": [advertise("io.modelcontextprotocol/ui", {"mimeTypes": ["text/html;profile=mcp-app"]})]}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with gateway_over_http(config, port):
+        async with Client(url, mode="legacy") as plain:
+            assert (await listed(plain))["doubletalk_send"].description == "Send a message to a colleague."
+            async with Client(url, mode="legacy", **apps) as host:
+                assert "doubletalk_send" not in await listed(host)  # its session lists the change: held
+                async with Client(url, mode="legacy") as other:
+                    assert "doubletalk_send" not in await listed(other)  # listed as approved to it, still held
+                assert "doubletalk_send" not in await listed(host)
+                refused = await host.call_tool("doubletalk_send", {"to": "bob", "body": "x"})
+                assert refused.is_error and "sent to" not in refused.content[0].text  # type: ignore[union-attr]
 
 
 async def test_a_tool_listed_twice_is_judged_and_shown_as_one(tmp_path: Path) -> None:

@@ -90,6 +90,46 @@ async def test_a_pin_row_that_is_not_json_is_skipped_and_named(tmp_path: Path) -
         assert "Traceback" not in log.read_text()
 
 
+async def test_the_log_of_a_held_tool_writes_its_names_escapes_out(tmp_path: Path) -> None:
+    """Before, the line that tells the operator which tool is held ended `Review: manifold pins diff SERVER/TOOL`
+    with the server's tool name raw: its escape sequences (a screen clear, a window title) reached the terminal
+    the gateway logs to."""
+    name = "x\x1b[2J\x1b]0;owned\x1b\\"
+    config = write(tmp_path, {"shifty": server_entry("shifty.py", protocol="legacy")})
+    manifold = json.loads(config.read_text())
+    manifold["manifold"]["pin_new_tools"] = "quarantine"
+    config.write_text(json.dumps(manifold))
+    log, port = tmp_path / "gateway.log", free_port()
+    with log.open("wb") as stream, gateway_over_http(config, port, stderr=stream) as process:
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            shifted = await client.call_tool(
+                "shifty_shift", {"description": "Send a message to a colleague.", "add": name}
+            )
+            assert text_of(shifted) == "shifted"
+            await said_or_exited(process, log, "is new on a server whose tools are pinned")
+    said = next(line for line in log.read_text().splitlines() if "is new on a server" in line)
+    assert "\x1b" not in said and said.endswith("Review: manifold pins diff 'shifty/x\\x1b[2J\\x1b]0;owned\\x1b\\\\'")
+
+
+def test_a_pins_file_that_is_no_database_stops_the_gateway_with_one_line_naming_it(tmp_path: Path) -> None:
+    """Before, a pins.sqlite that SQLite cannot read (a truncated copy, disk corruption) ended `serve`, `tools`
+    and `pins` in a 40-line traceback whose last line named no file. It still starts nothing (serving without
+    the pins would lift every quarantine), and says which file and what to do."""
+    config = write(tmp_path, {"numbers": server_entry("numbers.py")})
+    (tmp_path / "data").mkdir(mode=0o700)
+    pins_file = tmp_path / "data" / "pins.sqlite"
+    pins_file.write_bytes(b"not a database, " * 256)
+    pins_file.chmod(0o600)
+    for args in (["serve"], ["pins"]):
+        command = [sys.executable, "-m", "mcp_manifold", *args, "--config", str(config)]
+        ran = subprocess.run(command, input="", capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 1, ran.stderr
+        assert ran.stderr.startswith(f"error: the pins in '{pins_file}' cannot be read: file is not a database"), (
+            ran.stderr
+        )
+        assert "Traceback" not in ran.stderr and "move it aside" in ran.stderr
+
+
 async def test_a_decision_holds_for_the_definition_reviewed_not_for_one_the_server_served_since(tmp_path: Path) -> None:
     """Before, `manifold pins approve` approved whatever the server served when it ran, seen or not; and an
     approval written from a snapshot the gateway had moved past (a write it could not save, another replica's

@@ -29,6 +29,16 @@ def app_uri(meta: Mapping[str, Any] | None) -> str | None:
     return uri if isinstance(uri, str) else None
 
 
+def app_uris(meta: Mapping[str, Any] | None) -> set[str]:
+    """Every app a tool's `_meta` names: `ui.resourceUri` and the flat key may name two, and a host reads either
+    (the gateway rewrites both), so each is the tool's app to pin."""
+    if not meta:
+        return set()
+    ui = meta.get(_UI)
+    named = (ui.get("resourceUri") if isinstance(ui, Mapping) else None, meta.get(_FLAT_KEY))
+    return {uri for uri in named if isinstance(uri, str)}
+
+
 def names_an_app(meta: Mapping[str, Any] | None) -> bool:
     """Whether `_meta` carries an app reference the gateway must rewrite."""
     return bool(meta) and (_UI in meta or _FLAT_KEY in meta)  # type: ignore[operator]

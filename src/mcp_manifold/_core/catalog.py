@@ -15,7 +15,14 @@ from typing import Any, Literal, NamedTuple
 
 import mcp_types as types
 
-from mcp_manifold._core.apps import app_uri, callable_by_app, for_app_only, meta_with_exposed_app
+from mcp_manifold._core.apps import (
+    app_uri,
+    app_uris,
+    callable_by_app,
+    for_app_only,
+    meta_with_exposed_app,
+    meta_without_app,
+)
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.naming import assign_names, namespace_uri, sanitize_prefix, split_uri
 from mcp_manifold._core.suggestions import LONGEST_URI, did_you_mean, quoted
@@ -82,6 +89,7 @@ class Catalog:
         # may call by its own server's name (the original name, when one app server alone has it).
         self._app_only: dict[str, ToolEntry] = {}
         self._app_names: dict[str, ToolEntry] = {}
+        self._app_tools: dict[str, list[ToolEntry]] = {}  # an app's exposed URI -> the tools that name it
         self._prompts: dict[str, tuple[types.Prompt, Route]] = {}
         # (server, original name) -> exposed name, for tools and prompts: `exposed_name`.
         self._tool_names: dict[tuple[str, str], str] = {}
@@ -151,7 +159,9 @@ class Catalog:
             server, tool = origin[key]
             update: dict[str, Any] = {"name": exposed_name}
             meta = meta_with_exposed_app(tool.meta, lambda uri, prefix=key[0]: namespace_uri(prefix, uri))
-            if meta is not None:
+            if meta is not None and any(self.foreign(uri, server) for uri in app_uris(meta)):
+                update["meta"] = meta_without_app(meta) or None  # another server's app: hosts would render it here
+            elif meta is not None:
                 update["meta"] = meta
             exposed = tool.model_copy(update=update)
             entry = ToolEntry(exposed, server, tool, content_hash(exposed), uri_parameters(tool))
@@ -164,6 +174,11 @@ class Catalog:
         }
         self._app_only = app_only
         self._app_names = {name: entries[0] for name, entries in by_app_name.items() if len(entries) == 1}
+        app_tools: dict[str, list[ToolEntry]] = {}
+        for entry in [*tools.values(), *app_only.values()]:
+            for uri in app_uris(entry.exposed.meta):
+                app_tools.setdefault(uri, []).append(entry)
+        self._app_tools = app_tools
 
     def _build_prompts(self) -> None:
         owners: list[tuple[str, str]] = []
@@ -187,13 +202,21 @@ class Catalog:
         for server, listing in self._listings.items():
             for resource in listing.listing.resources:
                 uri = namespace_uri(listing.prefix, resource.uri)
-                resources[uri] = (resource.model_copy(update={"uri": uri}), Route(server, resource.uri))
+                if not self.foreign(uri, server):
+                    resources[uri] = (resource.model_copy(update={"uri": uri}), Route(server, resource.uri))
             for template in listing.listing.templates:
                 exposed = namespace_uri(listing.prefix, template.uri_template)
-                templates.append((template.model_copy(update={"uri_template": exposed}), server))
+                if not self.foreign(exposed, server):
+                    templates.append((template.model_copy(update={"uri_template": exposed}), server))
         # Sorted like tools and prompts, so listings do not depend on which backend answered first.
         self._resources = dict(sorted(resources.items()))
         self._templates = sorted(templates, key=lambda pair: pair[0].uri_template)
+
+    def foreign(self, exposed: str, server: str) -> bool:
+        """Whether an exposed URI of `server` is in another server's namespace (`ui://apps+...`, `apps+...`): only
+        a server without a prefix has such URIs, and they would shadow that server's, its apps included."""
+        split = split_uri(exposed)
+        return split is not None and self._prefix_owner.get(split[0], server) != server
 
     def _fingerprints(self) -> dict[Kind, str]:
         def digest(items: Iterable[types.MCPModel]) -> str:
@@ -242,6 +265,10 @@ class Catalog:
 
     def has_tool(self, name: str) -> bool:
         return self.entry(name) is not None
+
+    def tools_naming(self, uri: str) -> list[ToolEntry]:
+        """The tools whose app (`_meta.ui`) is the resource `uri` (exposed), listed or for their app only."""
+        return self._app_tools.get(uri, [])
 
     def route_tool(self, name: str) -> Route:
         entry = self.tool(name)

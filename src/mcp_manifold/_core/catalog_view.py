@@ -43,6 +43,14 @@ def allowed_as_listed(profile: Profile, catalog: Catalog, kind: str, server: str
     return listed is None or listed == shown or profile.allows_item(kind, server, listed)
 
 
+def app_allowed(profile: Profile, catalog: Catalog, uri: str) -> bool:
+    """Whether `profile` may see the resource `uri` (exposed) as far as it is an MCP App: an app that tools name is
+    seen by a caller that may use one of them. Its HTML names and calls them, so a profile that hides a tool
+    hides its app too; a resource no tool names is judged by the resource globs alone."""
+    naming = catalog.tools_naming(uri)
+    return not naming or any(profile.allows_tool(entry.server, entry.name) for entry in naming)
+
+
 class CatalogView:
     """The catalog as one caller may see it; `profile` None and nothing blocked is the whole catalog."""
 
@@ -79,7 +87,9 @@ class CatalogView:
         return self.may_use_tool(entry.server, entry.name, entry.original.name)
 
     def _resource_visible(self, server: str, uri: str) -> bool:
-        return self.profile is None or self.profile.allows_resource(server, uri)
+        if self.profile is None:
+            return True
+        return self.profile.allows_resource(server, uri) and app_allowed(self.profile, self.catalog, uri)
 
     def _prompt_visible(self, server: str, name: str) -> bool:
         return self.profile is None or self.profile.allows_prompt(server, name)
@@ -247,7 +257,12 @@ class CatalogView:
         profile = self.profile
 
         def listed(kind: str, shown: str, own: str) -> bool:  # allowed by the catalog's name too
-            return profile is None or allowed_as_listed(profile, self.catalog, kind, server, own, shown)
+            if profile is None or not allowed_as_listed(profile, self.catalog, kind, server, own, shown):
+                return profile is None
+            # An app is the catalog's under its exposed URI, where the tools that name it are known.
+            return kind != "resource" or app_allowed(
+                profile, self.catalog, self.catalog.exposed_name("resource", server, own) or shown
+            )
 
         return replace(
             listing,

@@ -40,7 +40,7 @@ import pydantic_core
 from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
-from mcp_manifold._core.apps import meta_with_exposed_app
+from mcp_manifold._core.apps import app_uris, meta_with_exposed_app, meta_without_app
 from mcp_manifold._core.arguments import encoding_problem, quick_verdict
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import ASKS, Caller, Request
@@ -635,7 +635,8 @@ class CallPath:
         if (content := with_exposed_uris(list(result.content), exposer)) is not None:
             update["content"] = content
         if (meta := meta_with_exposed_app(result.meta, exposer)) is not None:
-            update["meta"] = meta
+            foreign = any(self._catalog.foreign(uri, target.server) for uri in app_uris(meta))
+            update["meta"] = (meta_without_app(meta) or None) if foreign else meta  # as in its listing (catalog.py)
         return result.model_copy(update=update) if update else result
 
     def _exposer(self, target: Target) -> Callable[[str], str]:

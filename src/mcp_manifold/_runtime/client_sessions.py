@@ -48,7 +48,9 @@ class ClientSessions:
         self._closing: set[str] = set()
         self._task_group: anyio.abc.TaskGroup | None = None
         self.version = 0  # changes whenever a client's listing does (views of the catalog follow it)
-        self.on_listing: Callable[[str, Listing], object] | None = None  # sees each listing first (the pins)
+        # See each listing first, by server and client, and each client's session that closes (the pins).
+        self.on_listing: Callable[[str, Listing, str], object] | None = None
+        self.on_closed: Callable[[str, str], object] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -130,6 +132,8 @@ class ClientSessions:
             if not listings:  # a 2026-07-28 principal never says it has gone: its key must not stay for good
                 del self._listings[key[1]]
         self.version += 1
+        if self.on_closed is not None:
+            self.on_closed(*key)
         if backend is not None and self._task_group is not None:
             logger.info("server %r: closing the session of client %s (%s)", key[0], key[1], why)
             self._task_group.start_soon(backend.stop)
@@ -182,12 +186,15 @@ class ClientSessions:
 
     async def _list(self, config: ServerConfig, caller: Caller) -> None:
         try:
-            listing = await self.session(config, caller).list_all()
+            backend = self.session(config, caller)
+            listing = await backend.list_all()
         except ManifoldError as exc:
             # The client sees the shared listing of this server meanwhile; its calls say what failed.
             logger.warning("%s (the session of client %s)", exc, caller.key)
             return
+        if self._sessions.get((config.name, caller.key)) is not backend:
+            return  # closed while it listed: what it was served is served no more
         if self.on_listing is not None:
-            self.on_listing(config.name, listing)
+            self.on_listing(config.name, listing, caller.key)
         self._listings.setdefault(caller.key, {})[config.name] = listing
         self.version += 1

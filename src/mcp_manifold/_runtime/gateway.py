@@ -133,6 +133,7 @@ class Gateway:
             self.pool, self._catalog, ListingCache(data_dir / "listings"), serving=serving, on_listing=self.pins.observe
         )
         self.client_sessions.on_listing = self.pins.observe
+        self.client_sessions.on_closed = self.pins.forget_session
         self.result_cache = ResultCache(self._catalog, config.servers)
         spill_base = self._settings.spill_dir or str(data_dir / "spill")
         self.spill = SpillStore(

@@ -14,7 +14,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -22,9 +22,10 @@ from typing import Any
 import anyio
 
 from mcp_manifold._core import pins
-from mcp_manifold._core.apps import app_uri
+from mcp_manifold._core.apps import app_uris
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.pins import NewTools, Pin, PinningMode
+from mcp_manifold._errors import ManifoldError
 from mcp_manifold._files import private_file
 
 logger = logging.getLogger(__name__)
@@ -62,9 +63,12 @@ class PinStore:
         self._pins: dict[tuple[str, str], Pin] = {}
         self._blocked: frozenset[tuple[str, str]] = frozenset()
         self._apps: frozenset[tuple[str, str]] = frozenset()  # (server, ui:// URI) its pinned tools name
+        self._pinned_servers: frozenset[str] = frozenset()  # the servers with pins (`_recompute` keeps both)
         # What this gateway's servers serve now, as it last judged them: another process's decision is about
-        # the definition it saw, and what is served is judged again by it (`_judge_served`).
-        self._served: dict[tuple[str, str], dict[str, Any]] = {}
+        # the definition it saw, and what is served is judged again by it (`_judge_served`). By session: a
+        # server with sessions per client (`session_scope: client`, keyed by the client; None: the shared one)
+        # may list a tool one way to one client and another way to the next.
+        self._served: dict[tuple[str, str], dict[str | None, dict[str, Any]]] = {}
         self._db: sqlite3.Connection | None = None
         self._version: int | None = None
         # Told every pin this store changed (replicas sharing state pass them on: shared_state/pins.py).
@@ -100,20 +104,26 @@ class PinStore:
 
     # --- what a listing means ----------------------------------------------------------------------
 
-    def observe(self, server: str, listing: Listing) -> bool:
-        """Pin what is new and judge what changed in a server's listing; True when quarantines changed."""
+    def observe(self, server: str, listing: Listing, session: str | None = None) -> bool:
+        """Pin what is new and judge what changed in a server's listing; True when quarantines changed.
+        `session`: the client whose own session listed it (`session_scope: client`), None for the shared one."""
         if self.mode == "off":
             return False
         self._open()
-        known = any(key[0] == server for key in self._pins)
+        known = server in self._pinned_servers  # not a scan of every pin: each listing of every server asks
         now = self.clock()
         for key in [key for key in self._served if key[0] == server and not pins.is_app(key[1])]:
-            del self._served[key]  # a tool it no longer lists is served no more
+            self._served_no_more(key, session)  # a tool it no longer lists to this session is served there no more
         changed: list[Pin] = []
         for tool in listing.tools:
             before = self._pins.get((server, tool.name))
-            served = self._served[(server, tool.name)] = pins.definition(tool)
+            sessions = self._served.setdefault((server, tool.name), {})
+            served = sessions[session] = pins.definition(tool)
             after = pins.observe(before, served, server=server, server_known=known, new_tools=self.new_tools, now=now)
+            if before is not None and before.state != "pinned" and after.state == "pinned":
+                # Served as approved here; a definition nobody approved that another session is served still holds
+                # the tool, else a server lifts its quarantine by listing the approved one to another client.
+                after = before if self._unapproved(after, sessions.values(), now) else after
             if after != before:
                 changed.append(after)
                 self._pins[after.key] = after
@@ -135,7 +145,7 @@ class PinStore:
         if (server, uri) not in self._apps:  # only the apps its tools name: a caller cannot fill the file
             return False
         before = self._pins.get((server, uri))
-        self._served[(server, uri)] = defined
+        self._served[(server, uri)] = {None: defined}  # judged at each read: no other read can lift its refusal
         after = pins.observe(before, defined, server=server, server_known=False, new_tools="allow", now=self.clock())
         if after != before:
             self._pins[after.key] = after
@@ -158,14 +168,13 @@ class PinStore:
         if before is not None and before.state == pin.state:
             what = "changed again, still not approved"
         logger.warning(
-            "%s %r of server %r %s; %s. Review: manifold pins diff %s/%s",
+            "%s %r of server %r %s; %s. Review: manifold pins diff %r",
             "app" if pins.is_app(pin.tool) else "tool",
             pin.tool,
             pin.server,
             what,
             held,
-            pin.server,
-            pin.tool,
+            f"{pin.server}/{pin.tool}",  # quoted as the name is: a server's escape sequences never reach a terminal
         )
 
     # --- the operator's decisions --------------------------------------------------------------------
@@ -245,16 +254,44 @@ class PinStore:
         self._judge_served()
         return self._recompute()
 
+    def forget_session(self, server: str, session: str) -> None:
+        """A client's own session to `server` closed: what it was served is served no more."""
+        for key in [key for key in self._served if key[0] == server]:
+            self._served_no_more(key, session)
+
+    def _served_no_more(self, key: tuple[str, str], session: str | None) -> None:
+        sessions = self._served.get(key)
+        if sessions is not None:
+            sessions.pop(session, None)
+            if not sessions:  # kept only while served: a server renaming its tools must not grow it
+                del self._served[key]
+
+    def _unapproved(self, pin: Pin, served: Iterable[dict[str, Any]], now: float) -> dict[str, Any] | None:
+        """The first of the definitions sessions are served that `pin` does not approve, if any."""
+        return next(
+            (
+                defined
+                for defined in served
+                if pins.observe(
+                    pin, defined, server=pin.server, server_known=True, new_tools=self.new_tools, now=now
+                ).state
+                != "pinned"
+            ),
+            None,
+        )
+
     def _judge_served(self) -> None:
         """Judge what this gateway's servers serve now by pins another process or replica decided. An approval
         is of the definition the operator saw; a server that changed again meanwhile serves one nobody
         approved, held as changed here rather than served until its next listing. In memory only: the next
         listing records it, and gateways that serve different definitions do not overwrite each other."""
         now = self.clock()
-        for key, served in self._served.items():
+        for key, sessions in self._served.items():
             pin = self._pins.get(key)
-            if pin is None:
+            if pin is None or not sessions:
                 continue
+            # Held while any session is served what the pin does not approve; else as the sessions serve it.
+            served = self._unapproved(pin, sessions.values(), now) or next(iter(sessions.values()))
             after = pins.observe(pin, served, server=key[0], server_known=True, new_tools=self.new_tools, now=now)
             if after != pin:
                 self._pins[key] = after
@@ -282,11 +319,21 @@ class PinStore:
         if self._db is not None or self.mode == "off":
             return
         private_file(self.path)  # 0600, and so its -wal and -shm files (SQLite gives them its mode)
-        self._db = sqlite3.connect(self.path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
-        self._version = self._db.execute("PRAGMA data_version").fetchone()[0]
-        self._pins = dict(self._read())
+        db = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+            self._version = db.execute("PRAGMA data_version").fetchone()[0]
+            self._db = db
+            self._pins = dict(self._read())
+        except sqlite3.Error as exc:
+            # Closed, not open: serving without the pins would serve every quarantined tool as new.
+            self._db = None
+            db.close()
+            raise ManifoldError(
+                f"the pins in {str(self.path)!r} cannot be read: {exc}. Nothing starts without them (their "
+                "quarantines would be lifted); restore the file, or move it aside to pin every tool afresh"
+            ) from None
         self._recompute()
 
     def _read(self) -> Iterator[tuple[tuple[str, str], Pin]]:
@@ -364,11 +411,12 @@ class PinStore:
 
     def _recompute(self) -> bool:
         blocked = frozenset(key for key, pin in self._pins.items() if pins.blocks(pin, self.mode))
+        self._pinned_servers = frozenset(server for server, _tool in self._pins)
         self._apps = frozenset(
             (pin.server, uri)
             for pin in self._pins.values()
             for defined in (pin.definition, pin.candidate)
-            if (uri := _app_named(defined)) is not None
+            for uri in _apps_named(defined)
         )
         changed = blocked != self._blocked
         self._blocked = blocked
@@ -380,10 +428,10 @@ class PinStore:
             self._db = None
 
 
-def _app_named(defined: dict[str, Any] | None) -> str | None:
-    """The app (`ui://` URI) a tool's pinned definition names, if any (a hand-edited row may hold anything)."""
+def _apps_named(defined: dict[str, Any] | None) -> set[str]:
+    """The apps (`ui://` URIs) a tool's pinned definition names (a hand-edited row may hold anything)."""
     meta = defined.get("_meta") if defined is not None else None
-    return app_uri(meta) if isinstance(meta, dict) else None
+    return app_uris(meta) if isinstance(meta, dict) else set()
 
 
 def _json(text: str | None) -> dict[str, Any] | None:
