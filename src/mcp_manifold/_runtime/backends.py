@@ -390,6 +390,7 @@ class Backend:
                 read_stdout=leg.reading_stdout if leg is not None else None,
                 server=self.name,
                 max_line=self.settings.max_answer_bytes,
+                stderr_kept=self.stderr.maxlen or 1,
             )
             self.pid = process.pid if process is not None else None
             self._process = process

@@ -1,0 +1,89 @@
+"""noisy: a server that sends more than its clients can take, written without the SDK (raw JSON-RPC on
+stdio), so that nothing paces what it writes.
+
+- `stderr(lines)` writes `lines` short lines (`e`) to stderr as fast as the pipe takes them, then `done`,
+  and answers "wrote";
+- `flood(count, size, kind="log", marker="")` sends `count` notifications of `size` characters during the
+  call: log messages (`kind` "log"), or progress on the call's progress token ("progress"); once they are
+  all written it creates the file `marker` (if given) and answers "flooded";
+- `fine` answers "fine".
+
+Run: ``python tests/servers/noisy.py`` (stdio only).
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+OBJECT = {"type": "object"}
+TOOLS = [{"name": name, "description": f"{name}.", "inputSchema": OBJECT} for name in ("stderr", "flood", "fine")]
+
+
+def send(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def text(request_id: Any, said: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": said}]}}
+
+
+def write_stderr(lines: int) -> None:
+    block = b"e\n" * 32768
+    for _ in range(lines // 32768):
+        os.write(2, block)
+    os.write(2, b"e\n" * (lines % 32768) + b"done\n")
+
+
+def flood(params: dict[str, Any]) -> None:
+    arguments = params.get("arguments") or {}
+    blob = "x" * int(arguments.get("size", 1000))
+    token = (params.get("_meta") or {}).get("progressToken")
+    for step in range(int(arguments.get("count", 1))):
+        if arguments.get("kind") == "progress":
+            send(
+                {
+                    "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": step, "message": blob},
+                    "jsonrpc": "2.0",
+                }
+            )
+        else:
+            send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": blob}})
+    if arguments.get("marker"):
+        Path(arguments["marker"]).touch()
+
+
+def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
+    if "id" not in message or "method" not in message:
+        return None
+    method, request_id = message["method"], message["id"]
+    params = message.get("params") or {}
+    if method == "initialize":
+        capabilities = {"tools": {}, "logging": {}}
+        info = {"name": "noisy", "version": "1.0.0"}
+        result: Any = {"protocolVersion": params["protocolVersion"], "capabilities": capabilities, "serverInfo": info}
+    elif method == "tools/list":
+        result = {"tools": TOOLS}
+    elif method == "tools/call" and params.get("name") == "stderr":
+        write_stderr(int((params.get("arguments") or {}).get("lines", 1)))
+        return text(request_id, "wrote")
+    elif method == "tools/call" and params.get("name") == "flood":
+        flood(params)
+        return text(request_id, "flooded")
+    elif method == "tools/call":
+        return text(request_id, "fine")
+    elif method in ("ping", "logging/setLevel"):
+        result = {}
+    else:
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"method not found: {method}"}}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+if __name__ == "__main__":
+    for line in sys.stdin:
+        answer = reply_to(json.loads(line))
+        if answer is not None:
+            send(answer)
