@@ -4,15 +4,21 @@ in a bounded queue."""
 
 from __future__ import annotations
 
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
+from mcp import Client
 
 from mcp_manifold._config import load_config
 from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.gateway import Gateway
-from tests.conftest import server_entry
+from tests.conftest import http_gateway_url, server_entry, write_gateway_config
 
 
 @pytest.mark.anyio
@@ -42,3 +48,85 @@ async def test_a_flood_of_stderr_lines_is_read_for_the_lines_kept(
                 await anyio.sleep(0.01)
         assert list(backend.stderr) == ["e"] * 19 + ["done"]
         assert taken < 30_000, taken
+
+
+@pytest.fixture(scope="module")
+def noisy_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A gateway over HTTP in front of noisy.py (and another, for the calls that must go on)."""
+    folder = tmp_path_factory.mktemp("noisy")
+    servers = {"noisy": server_entry("noisy.py"), "other": server_entry("noisy.py")}
+    with http_gateway_url(write_gateway_config(folder, servers, expose=["direct"], log_level="error")) as url:
+        with httpx2.Client(timeout=30) as http:  # the servers start (the tests' calls then take the same time)
+            _session(http, url)
+        yield url
+
+
+def _session(http: httpx2.Client, url: str) -> dict[str, str]:
+    """A new session-era session's headers (its first request lists the servers, starting them)."""
+    head = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    opened = http.post(url, json=_INITIALIZE, headers=head)
+    session = {**head, "Mcp-Session-Id": opened.headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-11-25"}
+    http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session)
+    return session
+
+
+def _unread_call(url: str, arguments: dict[str, Any], progress: bool) -> socket.socket:
+    """A session-era session's `tools/call noisy_flood`, sent on a socket with a small buffer that is not read."""
+    with httpx2.Client(timeout=30) as http:
+        session = _session(http, url)
+    params: dict[str, Any] = {"name": "noisy_flood", "arguments": arguments}
+    if progress:
+        params["_meta"] = {"progressToken": "flood"}
+    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}).encode()
+    host = url.split("/")[2]
+    unread = socket.socket()
+    unread.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    unread.connect((host.split(":")[0], int(host.split(":")[1])))
+    lines = ["POST /mcp HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}"]
+    lines += [f"{key}: {value}" for key, value in session.items()]
+    unread.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    return unread
+
+
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "slow", "version": "1"}},
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["log", "progress"])
+async def test_what_a_server_sends_a_call_faster_than_its_client_reads_waits_in_a_bounded_queue(
+    noisy_url: str, tmp_path: Path, kind: str
+) -> None:
+    """A server sending a call's client 1,000 messages of 20 kB (log messages, or progress on the call's
+    token) while the client does not read: each waited in a task of its own, holding its message, for as
+    long as the client did not read (20,000 such took the gateway from 83 MB to 1.5 GB). Now at most 4 MB
+    of them wait; the rest are dropped, the call is answered, and the gateway's other calls go on."""
+    marker = tmp_path / "sent"
+    arguments = {"count": 1000, "size": 20_000, "kind": kind, "marker": str(marker)}
+    unread = await anyio.to_thread.run_sync(_unread_call, noisy_url, arguments, kind == "progress")
+    with unread:
+        with anyio.fail_after(60):
+            while not marker.exists():  # every message is written, and all but the pipe's last 64 kB read
+                await anyio.sleep(0.05)
+        async with Client(noisy_url, mode="legacy") as other:
+            assert (await other.call_tool("other_fine", {})).content[0].text == "fine"  # type: ignore[union-attr]
+        received = await anyio.to_thread.run_sync(_read_until_answered, unread)
+    sent = received.count(b"notifications/message" if kind == "log" else b"notifications/progress")
+    assert b"flooded" in received
+    assert 0 < sent < 700, sent
+
+
+def _read_until_answered(unread: socket.socket) -> bytes:
+    unread.settimeout(30)
+    received = bytearray()
+    while b"flooded" not in received[-100_000:]:
+        chunk = unread.recv(1 << 20)
+        if not chunk:
+            break
+        received += chunk
+    return bytes(received)

@@ -34,6 +34,7 @@ from mcp_manifold._core.catalog import Catalog, Kind
 from mcp_manifold._core.clients import Caller, no_client_to_answer
 from mcp_manifold._core.suggestions import LONGEST_URI
 from mcp_manifold._errors import InvalidRequest
+from mcp_manifold._runtime.relay_bound import log_size, relay
 from mcp_manifold._sdk import no_deprecation_warnings
 
 if TYPE_CHECKING:
@@ -274,7 +275,8 @@ class BackChannel:
             return
         waiting = backend.current_caller
         if waiting is not None:
-            await waiting.log(params.level, params.data, name)
+            size = log_size(params.data)
+            await relay(waiting, size, lambda: waiting.log(params.level, params.data, name), backend.name)
             return
         with no_deprecation_warnings():
             for caller in list(self._callers):
