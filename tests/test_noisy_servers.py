@@ -12,13 +12,20 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
 
 from mcp_manifold._config import load_config
+from mcp_manifold._errors import BackendError
 from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import http_gateway_url, server_entry, write_gateway_config
+
+
+def text_of(result: types.CallToolResult) -> str:
+    assert isinstance(result.content[0], types.TextContent)
+    return result.content[0].text
 
 
 @pytest.mark.anyio
@@ -130,3 +137,37 @@ def _read_until_answered(unread: socket.socket) -> bytes:
             break
         received += chunk
     return bytes(received)
+
+
+@pytest.mark.anyio
+async def test_the_exit_of_a_server_process_gone_before_stops_nothing_of_the_one_after_it(
+    write_config: Any, tmp_path: Path
+) -> None:
+    """A server whose connection ended while its process lived on (it closed its stdout) is started again on
+    its next call; the old process is stopped meanwhile (its group, SIGTERM then SIGKILL). Its exit was
+    taken for the new process's: the new, healthy session was stopped, and the call running on it failed
+    ("the server closed the connection"). An exit stops only the session of its own process now."""
+    path = write_config({"noisy": server_entry("noisy.py")}, {"expose": ["direct"]})
+    gone, started = tmp_path / "gone", tmp_path / "started"
+
+    def call(name: str, arguments: dict[str, Any]) -> Any:
+        return backend.request("tools/call", lambda session: session.call_tool(name, arguments))
+
+    async with Gateway(load_config(path)) as gateway:
+        backend = gateway.pool.backends["noisy"]
+        await backend.list_all()  # the SDK's session checks each result against the tool it listed
+        first = backend.pid
+        assert text_of(await call("vanish", {"marker": str(gone)})) == "vanishing"
+        with pytest.raises(BackendError, match="closed the connection"):  # the call that finds it gone
+            await call("fine", {})
+        async with anyio.create_task_group() as group:
+
+            async def let_the_old_one_go() -> None:
+                with anyio.fail_after(30):
+                    while not started.exists():  # the call below is running on the new process
+                        await anyio.sleep(0.02)
+                gone.touch()  # the old process exits; a child left in its group keeps its stop going 2 s
+
+            group.start_soon(let_the_old_one_go)
+            assert text_of(await call("slow", {"seconds": 1.5, "started": str(started)})) == "slept"
+        assert backend.pid != first and backend.state == "ready"

@@ -6,6 +6,9 @@ stdio), so that nothing paces what it writes.
 - `flood(count, size, kind="log", marker="")` sends `count` notifications of `size` characters during the
   call: log messages (`kind` "log"), or progress on the call's progress token ("progress"); once they are
   all written it creates the file `marker` (if given) and answers "flooded";
+- `vanish(marker)` answers "vanishing", then closes its stdout (its connection ends) but lives on until
+  the file `marker` exists, leaving a child in its process group that ignores SIGTERM and keeps stderr;
+- `slow(seconds, started)` creates the file `started`, then answers "slept" after `seconds`;
 - `fine` answers "fine".
 
 Run: ``python tests/servers/noisy.py`` (stdio only).
@@ -13,12 +16,15 @@ Run: ``python tests/servers/noisy.py`` (stdio only).
 
 import json
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 OBJECT = {"type": "object"}
-TOOLS = [{"name": name, "description": f"{name}.", "inputSchema": OBJECT} for name in ("stderr", "flood", "fine")]
+NAMES = ("stderr", "flood", "vanish", "slow", "fine")
+TOOLS = [{"name": name, "description": f"{name}.", "inputSchema": OBJECT} for name in NAMES]
 
 
 def send(message: dict[str, Any]) -> None:
@@ -56,6 +62,19 @@ def flood(params: dict[str, Any]) -> None:
         Path(arguments["marker"]).touch()
 
 
+def vanish(marker: Path) -> None:
+    os.close(1)
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(60)
+        os._exit(0)
+    for _ in range(600):
+        if marker.exists():
+            break
+        time.sleep(0.05)
+    os._exit(0)
+
+
 def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
     if "id" not in message or "method" not in message:
         return None
@@ -73,6 +92,14 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
     elif method == "tools/call" and params.get("name") == "flood":
         flood(params)
         return text(request_id, "flooded")
+    elif method == "tools/call" and params.get("name") == "vanish":
+        send(text(request_id, "vanishing"))
+        vanish(Path(params["arguments"]["marker"]))
+    elif method == "tools/call" and params.get("name") == "slow":
+        arguments = params.get("arguments") or {}
+        Path(arguments["started"]).touch()
+        time.sleep(float(arguments["seconds"]))
+        return text(request_id, "slept")
     elif method == "tools/call":
         return text(request_id, "fine")
     elif method in ("ping", "logging/setLevel"):

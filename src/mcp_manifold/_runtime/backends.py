@@ -17,6 +17,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, suppress
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -386,7 +387,7 @@ class Backend:
                 stack,
                 watchers,
                 on_stderr_line=self._on_stderr_line,
-                on_exit=self._process_gone,
+                on_exit=partial(self._process_gone, self._stop),  # this run's process, not a later one
                 read_stdout=leg.reading_stdout if leg is not None else None,
                 server=self.name,
                 max_line=self.settings.max_answer_bytes,
@@ -460,8 +461,10 @@ class Backend:
         # Scrubbed as it arrives: a server may echo its own token, which must never be shown.
         self.stderr.append(self.config.scrub(line))
 
-    def _process_gone(self, reason: str) -> None:
-        if self.state == "ready" and self._stop is not None and not self._stop.is_set():
+    def _process_gone(self, stop: anyio.Event | None, reason: str) -> None:
+        """The process of the run `stop` ends has exited. Only that run dies of it: the exit of one stopped
+        earlier (its group is still being stopped) would otherwise stop the session started after it."""
+        if stop is self._stop and self.state == "ready" and stop is not None and not stop.is_set():
             self._mark_dead(reason)
 
     def _mark_dead(self, reason: str) -> None:
