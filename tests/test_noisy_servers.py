@@ -1,6 +1,7 @@
-"""A server that sends more than its clients can take (tests/servers/noisy.py) costs the gateway a bounded
-amount of work and memory: its stderr is read for the lines kept, and what it sends a call's client waits
-in a bounded queue."""
+"""A server that sends more than its clients can take, or comes and goes (tests/servers/noisy.py,
+restless.py), costs the gateway a bounded amount of work and memory and nobody else anything: its stderr is
+read for the lines kept, what it sends a call's client waits in a bounded queue, an old process's exit
+stops nothing of the new one's, and event streams it ends at once are opened again at a pace."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from mcp_manifold._config import load_config
 from mcp_manifold._errors import BackendError
 from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.gateway import Gateway
-from tests.conftest import http_gateway_url, server_entry, write_gateway_config
+from mcp_manifold._runtime.get_pacing import BURST, RATE
+from tests.conftest import http_gateway_url, server_entry, server_over_http, write_gateway_config
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -171,3 +173,23 @@ async def test_the_exit_of_a_server_process_gone_before_stops_nothing_of_the_one
             group.start_soon(let_the_old_one_go)
             assert text_of(await call("slow", {"seconds": 1.5, "started": str(started)})) == "slept"
         assert backend.pid != first and backend.state == "ready"
+
+
+@pytest.mark.anyio
+async def test_event_streams_a_server_ends_at_once_are_opened_again_at_a_pace(write_config: Any) -> None:
+    """A remote server that ends each GET stream at once with `retry: 0` was sent some 190 GETs a second
+    for as long as its session lasted (the SDK's client opens it again at once): a fifth of a core of the
+    gateway, and other servers' calls took three times as long. The session's GETs are paced now: 20 back
+    to back, then 20 a second at most."""
+    with server_over_http("restless.py") as url:
+        path = write_config({"restless": {"url": url, "protocol": "legacy"}}, {"expose": ["direct"]})
+        async with Gateway(load_config(path)) as gateway:
+            backend = gateway.pool.backends["restless"]
+
+            async def gets() -> int:
+                return int(text_of(await backend.request("tools/call", lambda s: s.call_tool("gets", {}))))
+
+            before = await gets()
+            await anyio.sleep(1)  # what is measured: how many GETs one second of the session costs
+            after = await gets()
+            assert after - before <= BURST + 2 * RATE, "paced: the burst, then 20 a second"

@@ -56,6 +56,7 @@ from mcp_manifold._runtime.backend_errors import (
     translate_backend_errors,
 )
 from mcp_manifold._runtime.cancellation import stray_cancellation
+from mcp_manifold._runtime.get_pacing import GetPacing
 from mcp_manifold._runtime.http_leg import HttpLeg
 from mcp_manifold._runtime.http_refusal import FirstAnswerPage, StartRefusals, cannot_connect, refusal
 from mcp_manifold._runtime.learned import learned_facts
@@ -422,7 +423,10 @@ class Backend:
             opened = sse_client(config.url, headers=headers or None, auth=auth, httpx_client_factory=clients)
             return await stack.enter_async_context(opened)
         hooks = [answer_bound(limit, self.name)]
-        http_client = create_http_client(headers, auth, tls=tls, network_backend=connect, response_hooks=hooks)
+        pacing = [GetPacing(self.name)]  # the session's GETs, whichever of its clients sends them
+        http_client = create_http_client(
+            headers, auth, tls=tls, network_backend=connect, response_hooks=hooks, request_hooks=pacing
+        )
         http_client = await stack.enter_async_context(http_client)
         self._refusals = StartRefusals(http_client)
         # OAuth servers keep the SDK's path: its provider's refresh and login rounds stay in one place.
@@ -432,7 +436,7 @@ class Backend:
                 if http_client.is_closed:  # the session has ended: a client opened now would never close
                     raise RuntimeError("the session's HTTP client is closed")
                 jar = http_client.cookies.jar
-                opened = create_http_client(headers, cookies=jar, tls=tls, response_hooks=hooks)
+                opened = create_http_client(headers, cookies=jar, tls=tls, response_hooks=hooks, request_hooks=pacing)
                 return await stack.enter_async_context(opened)
 
             self._leg = HttpLeg(http_client, config.url, self.name, config.scrub, open_client)
