@@ -22,7 +22,8 @@ from mcp_manifold._errors import BackendError
 from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._runtime.get_pacing import BURST, RATE
-from tests.conftest import http_gateway_url, server_entry, server_over_http, write_gateway_config
+from mcp_manifold._runtime.relay_bound import MOST_QUESTIONS
+from tests.conftest import http_gateway_url, server_entry, server_over_http, stdio_gateway, write_gateway_config
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -193,3 +194,42 @@ async def test_event_streams_a_server_ends_at_once_are_opened_again_at_a_pace(wr
             await anyio.sleep(1)  # what is measured: how many GETs one second of the session costs
             after = await gets()
             assert after - before <= BURST + 2 * RATE, "paced: the burst, then 20 a second"
+
+
+QUESTIONS = 50
+
+
+@pytest.mark.anyio
+async def test_a_call_has_a_few_questions_wait_for_its_client_at_once_and_the_rest_are_refused(
+    write_config: Any, tmp_path: Path
+) -> None:
+    """A server asking its client 5,000 elicitations of 20 kB at once in one call, which a person answers
+    one by one: every one was passed on and waited in the gateway for its answer (76 to 473 MB in ten
+    seconds, the client shown thousands of questions). Now at most `MOST_QUESTIONS` of a call's questions
+    wait for its client at once; the server gets an error for each one past that."""
+    asked = 0
+    answer = anyio.Event()
+    tally = tmp_path / "refused"
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        nonlocal asked
+        asked += 1
+        await answer.wait()  # a person: the questions wait while the others are asked
+        return types.ElicitResult(action="decline")
+
+    def refused() -> int:
+        return int(tally.read_text() or 0) if tally.exists() else 0
+
+    async def answer_once_every_question_is_asked_or_refused() -> None:
+        with anyio.fail_after(30):
+            while asked + refused() < QUESTIONS:
+                await anyio.sleep(0.02)
+        answer.set()
+
+    path = write_config({"noisy": server_entry("noisy.py")}, {"expose": ["direct"]})
+    async with stdio_gateway(path, mode="legacy", elicitation_callback=elicit) as client:
+        async with anyio.create_task_group() as group:
+            group.start_soon(answer_once_every_question_is_asked_or_refused)
+            said = text_of(await client.call_tool("noisy_ask", {"count": QUESTIONS, "tally": str(tally)}))
+        assert said == f"answered {MOST_QUESTIONS}, refused {QUESTIONS - MOST_QUESTIONS}", said
+        assert text_of(await client.call_tool("noisy_fine", {})) == "fine"

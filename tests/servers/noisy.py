@@ -9,6 +9,9 @@ stdio), so that nothing paces what it writes.
 - `vanish(marker)` answers "vanishing", then closes its stdout (its connection ends) but lives on until
   the file `marker` exists, leaving a child in its process group that ignores SIGTERM and keeps stderr;
 - `slow(seconds, started)` creates the file `started`, then answers "slept" after `seconds`;
+- `ask(count, tally)` asks its client `count` elicitations at once (`elicitation/create`), writes how
+  many of the answers so far were errors to the file `tally` as they come, and once every one is in,
+  answers "answered A, refused R" (R: the errors);
 - `fine` answers "fine".
 
 Run: ``python tests/servers/noisy.py`` (stdio only).
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 OBJECT = {"type": "object"}
-NAMES = ("stderr", "flood", "vanish", "slow", "fine")
+NAMES = ("stderr", "flood", "vanish", "slow", "ask", "fine")
 TOOLS = [{"name": name, "description": f"{name}.", "inputSchema": OBJECT} for name in NAMES]
 
 
@@ -75,6 +78,23 @@ def vanish(marker: Path) -> None:
     os._exit(0)
 
 
+def ask(count: int, tally: Path) -> str:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    for number in range(count):
+        params = {"message": f"Question {number}?", "requestedSchema": schema}
+        send({"jsonrpc": "2.0", "id": f"ask-{number}", "method": "elicitation/create", "params": params})
+    answered = refused = 0
+    while answered + refused < count:
+        message = json.loads(sys.stdin.readline())
+        if str(message.get("id", "")).startswith("ask-") and "method" not in message:
+            if "error" in message:
+                refused += 1
+                tally.write_text(str(refused))
+            else:
+                answered += 1
+    return f"answered {answered}, refused {refused}"
+
+
 def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
     if "id" not in message or "method" not in message:
         return None
@@ -95,6 +115,9 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
     elif method == "tools/call" and params.get("name") == "vanish":
         send(text(request_id, "vanishing"))
         vanish(Path(params["arguments"]["marker"]))
+    elif method == "tools/call" and params.get("name") == "ask":
+        arguments = params["arguments"]
+        return text(request_id, ask(int(arguments["count"]), Path(arguments["tally"])))
     elif method == "tools/call" and params.get("name") == "slow":
         arguments = params.get("arguments") or {}
         Path(arguments["started"]).touch()
@@ -110,7 +133,7 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
 
 
 if __name__ == "__main__":
-    for line in sys.stdin:
+    while line := sys.stdin.readline():  # (not `for line in sys.stdin`: `ask` reads stdin too)
         answer = reply_to(json.loads(line))
         if answer is not None:
             send(answer)

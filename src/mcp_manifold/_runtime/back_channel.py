@@ -34,7 +34,7 @@ from mcp_manifold._core.catalog import Catalog, Kind
 from mcp_manifold._core.clients import Caller, no_client_to_answer
 from mcp_manifold._core.suggestions import LONGEST_URI
 from mcp_manifold._errors import InvalidRequest
-from mcp_manifold._runtime.relay_bound import log_size, relay
+from mcp_manifold._runtime.relay_bound import ask_within, log_size, relay
 from mcp_manifold._sdk import no_deprecation_warnings
 
 if TYPE_CHECKING:
@@ -297,10 +297,10 @@ class BackChannel:
             )
         waiting = backend.current_caller
         if waiting is not None:
-            return await waiting.ask(method, params)
+            return await ask_within(waiting, method, lambda: waiting.ask(method, params))
         owner = backend.owner() if backend.owner is not None else None
         if owner is None and self._sole is not None:
             owner = self._sole()
         if owner is None:
             return no_client_to_answer(method)
-        return await owner.ask(method, params)
+        return await ask_within(owner, method, lambda: owner.ask(method, params))
