@@ -12,6 +12,8 @@ stdio), so that nothing paces what it writes.
 - `ask(count, tally)` asks its client `count` elicitations at once (`elicitation/create`), writes how
   many of the answers so far were errors to the file `tally` as they come, and once every one is in,
   answers "answered A, refused R" (R: the errors);
+- `biglog(strings)` sends one log message whose data is a list of `strings` one-letter strings, then
+  answers "logged";
 - `fine` answers "fine".
 
 Run: ``python tests/servers/noisy.py`` (stdio only).
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 OBJECT = {"type": "object"}
-NAMES = ("stderr", "flood", "vanish", "slow", "ask", "fine")
+NAMES = ("stderr", "flood", "vanish", "slow", "ask", "biglog", "fine")
 TOOLS = [{"name": name, "description": f"{name}.", "inputSchema": OBJECT} for name in NAMES]
 
 
@@ -118,6 +120,10 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
     elif method == "tools/call" and params.get("name") == "ask":
         arguments = params["arguments"]
         return text(request_id, ask(int(arguments["count"]), Path(arguments["tally"])))
+    elif method == "tools/call" and params.get("name") == "biglog":
+        data = ["a"] * int(params["arguments"]["strings"])
+        send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": data}})
+        return text(request_id, "logged")
     elif method == "tools/call" and params.get("name") == "slow":
         arguments = params.get("arguments") or {}
         Path(arguments["started"]).touch()

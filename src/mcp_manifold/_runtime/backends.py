@@ -33,7 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings, redact_url
 from mcp_manifold._config.commands import command_warning
-from mcp_manifold._config.redaction import scrub_data
+from mcp_manifold._config.redaction import Secret, replacements, scrub_log_data
 from mcp_manifold._config.switches import speed_up_on
 from mcp_manifold._core.breaker import CircuitBreaker
 from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller, Waiting
@@ -166,6 +166,7 @@ class Backend:
         self._sse_page: FirstAnswerPage | None = None  # an SSE server's: whether its stream was a web page
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
         self._filled_fields: set[str] = set()  # fields this server leaves out of its answers (logged once)
+        self._secrets_of: tuple[ServerConfig, list[tuple[Secret, str]]] | None = None  # see `_secrets`
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -874,8 +875,14 @@ class Backend:
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         with suppress(Exception):
             # A server may log its own token: scrubbed here, before any client or the gateway's log sees it.
-            params = params.model_copy(update={"data": scrub_data(params.data, self.config.scrub)})
+            params = params.model_copy(update={"data": scrub_log_data(self._secrets(), params.data)})
             await self.hooks.on_server_log(self, params)
+
+    def _secrets(self) -> list[tuple[Secret, str]]:
+        """What scrubbing this server's log messages replaces (`replacements`), worked out once per config."""
+        if self._secrets_of is None or self._secrets_of[0] is not self.config:
+            self._secrets_of = (self.config, replacements(self.config))
+        return self._secrets_of[1]
 
     async def _on_sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
         return await self._forward_request("sampling/createMessage", params)
