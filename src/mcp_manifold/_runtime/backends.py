@@ -33,7 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings, redact_url
 from mcp_manifold._config.commands import command_warning
-from mcp_manifold._config.redaction import Secret, replacements, scrub_log_data
+from mcp_manifold._config.redaction import Secret, apply, replacements, scrub_log_data
 from mcp_manifold._config.switches import speed_up_on
 from mcp_manifold._core.breaker import CircuitBreaker
 from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller, Waiting
@@ -464,7 +464,7 @@ class Backend:
 
     def _on_stderr_line(self, line: str) -> None:
         # Scrubbed as it arrives: a server may echo its own token, which must never be shown.
-        self.stderr.append(self.config.scrub(line))
+        self.stderr.append(apply(self._secrets(), line))  # `config.scrub`, its secrets worked out once
 
     def _process_gone(self, stop: anyio.Event | None, reason: str) -> None:
         """The process of the run `stop` ends has exited. Only that run dies of it: the exit of one stopped
