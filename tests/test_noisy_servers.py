@@ -264,3 +264,28 @@ async def test_a_log_message_of_many_strings_is_scrubbed_without_a_walk_when_no_
         result = await backend.request("tools/call", lambda session: session.call_tool("biglog", {"strings": 100_000}))
         assert text_of(result) == "logged"  # the log message came before the answer
         assert scrubbed - before < 100, scrubbed - before
+
+
+@pytest.mark.anyio
+async def test_questions_for_a_call_that_has_ended_are_given_up(write_config: Any, tmp_path: Path) -> None:
+    """A server asking its client questions in a call, then answering the call without waiting for them:
+    the questions waited at the client, and in the gateway, for as long as the client did not answer (a
+    person away): 16 of 200 kB in each call left 96 MB held after 30 calls. Those of a call that has ended
+    are given up now, and the server gets an error for each."""
+    asked = 0
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        nonlocal asked
+        asked += 1
+        await anyio.sleep_forever()  # its person is away
+        raise AssertionError
+
+    tally = tmp_path / "refused"
+    path = write_config({"noisy": server_entry("noisy.py")}, {"expose": ["direct"]})
+    async with stdio_gateway(path, mode="legacy", elicitation_callback=elicit) as client:
+        arguments = {"count": 5, "tally": str(tally), "wait": False}
+        assert text_of(await client.call_tool("noisy_ask", arguments)) == "asked"
+        with anyio.fail_after(10):
+            while not tally.exists() or tally.read_text() != "5":  # the server hears the five given up
+                await anyio.sleep(0.02)
+        assert text_of(await client.call_tool("noisy_fine", {})) == "fine"

@@ -9,9 +9,9 @@ stdio), so that nothing paces what it writes.
 - `vanish(marker)` answers "vanishing", then closes its stdout (its connection ends) but lives on until
   the file `marker` exists, leaving a child in its process group that ignores SIGTERM and keeps stderr;
 - `slow(seconds, started)` creates the file `started`, then answers "slept" after `seconds`;
-- `ask(count, tally)` asks its client `count` elicitations at once (`elicitation/create`), writes how
-  many of the answers so far were errors to the file `tally` as they come, and once every one is in,
-  answers "answered A, refused R" (R: the errors);
+- `ask(count, tally, wait=True)` asks its client `count` elicitations at once (`elicitation/create`),
+  writes how many of the answers so far were errors to the file `tally` as they come, and once every one
+  is in, answers "answered A, refused R" (R: the errors); with `wait` false it answers "asked" at once;
 - `biglog(strings)` sends one log message whose data is a list of `strings` one-letter strings, then
   answers "logged";
 - `fine` answers "fine".
@@ -80,21 +80,37 @@ def vanish(marker: Path) -> None:
     os._exit(0)
 
 
-def ask(count: int, tally: Path) -> str:
+class Asked:
+    """The answers to this server's questions: counted, the errors written to the `tally` file."""
+
+    answered = 0
+    refused = 0
+    tally: Path | None = None
+
+    @classmethod
+    def take(cls, message: dict[str, Any]) -> None:
+        if not str(message.get("id", "")).startswith("ask-") or "method" in message:
+            return
+        if "error" in message:
+            cls.refused += 1
+            if cls.tally is not None:
+                cls.tally.write_text(str(cls.refused))
+        else:
+            cls.answered += 1
+
+
+def ask(count: int, tally: Path, wait: bool) -> str:
+    Asked.answered = Asked.refused = 0
+    Asked.tally = tally
     schema = {"type": "object", "properties": {"name": {"type": "string"}}}
     for number in range(count):
         params = {"message": f"Question {number}?", "requestedSchema": schema}
         send({"jsonrpc": "2.0", "id": f"ask-{number}", "method": "elicitation/create", "params": params})
-    answered = refused = 0
-    while answered + refused < count:
-        message = json.loads(sys.stdin.readline())
-        if str(message.get("id", "")).startswith("ask-") and "method" not in message:
-            if "error" in message:
-                refused += 1
-                tally.write_text(str(refused))
-            else:
-                answered += 1
-    return f"answered {answered}, refused {refused}"
+    if not wait:
+        return "asked"
+    while Asked.answered + Asked.refused < count:
+        Asked.take(json.loads(sys.stdin.readline()))
+    return f"answered {Asked.answered}, refused {Asked.refused}"
 
 
 def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -119,7 +135,8 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
         vanish(Path(params["arguments"]["marker"]))
     elif method == "tools/call" and params.get("name") == "ask":
         arguments = params["arguments"]
-        return text(request_id, ask(int(arguments["count"]), Path(arguments["tally"])))
+        said = ask(int(arguments["count"]), Path(arguments["tally"]), arguments.get("wait", True))
+        return text(request_id, said)
     elif method == "tools/call" and params.get("name") == "biglog":
         data = ["a"] * int(params["arguments"]["strings"])
         send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": data}})
@@ -140,6 +157,7 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
 
 if __name__ == "__main__":
     while line := sys.stdin.readline():  # (not `for line in sys.stdin`: `ask` reads stdin too)
+        Asked.take(json.loads(line))
         answer = reply_to(json.loads(line))
         if answer is not None:
             send(answer)

@@ -297,7 +297,17 @@ class BackChannel:
             )
         waiting = backend.current_caller
         if waiting is not None:
-            return await ask_within(waiting, method, lambda: waiting.ask(method, params))
+            # For this call: given up if it ends first (else each call could leave questions waiting for good).
+            with anyio.CancelScope() as scope:
+                forget = backend.asking(waiting, scope)
+                try:
+                    return await ask_within(waiting, method, lambda: waiting.ask(method, params))
+                finally:
+                    forget()
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"{method}: the call it was asked in has ended, so the client is no longer asked",
+            )
         owner = backend.owner() if backend.owner is not None else None
         if owner is None and self._sole is not None:
             owner = self._sole()

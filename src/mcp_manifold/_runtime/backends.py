@@ -153,6 +153,7 @@ class Backend:
         limit = config.max_concurrency
         self._limiter = anyio.CapacityLimiter(limit) if limit else None
         self._callers: list[Any] = []  # front sessions with a request in flight here, newest last
+        self._asking: dict[Any, list[anyio.CancelScope]] = {}  # their questions waiting for an answer (`asking`)
         self._running = 0  # requests on the session now, counted or not among `_callers` (a ping, a listing)
         # Learned: under `protocol: auto` the server took 2026-07-28 but asks its client mid-call, which
         # only a session carries; it is reconnected with the handshake (see `asks_mid_call`).
@@ -703,7 +704,21 @@ class Backend:
     def serving(self, request: Any) -> Waiting:
         """`with backend.serving(request):` marks a client request as waiting on this backend, so what
         the server initiates meanwhile (a log, a request for input) can reach that client."""
-        return Waiting(self._callers, request)
+        return Waiting(self._callers, request, self._asking)
+
+    def asking(self, request: Any, scope: anyio.CancelScope) -> Callable[[], None]:
+        """Note a question the server put to the client of `request` (a call in flight here), answered within
+        `scope`: cancelled if it still waits when the call ends. Returns what forgets it once answered."""
+        scopes = self._asking.setdefault(request, [])
+        scopes.append(scope)
+
+        def forget() -> None:
+            with suppress(ValueError):
+                scopes.remove(scope)
+            if not scopes and self._asking.get(request) is scopes:
+                del self._asking[request]
+
+        return forget
 
     @property
     def current_caller(self) -> Any | None:
