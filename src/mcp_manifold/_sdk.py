@@ -462,10 +462,12 @@ def create_http_client(
     tls: Any = None,
     network_backend: Any = None,
     response_hooks: Sequence[Any] = (),
+    request_hooks: Sequence[Any] = (),
 ) -> Any:
     """An httpx client set up as the SDK's own transports set theirs up (timeouts, redirects), one per
     backend session: its pool keeps up to `HTTP_KEEPALIVE` connections alive between calls. `response_hooks`
-    see each response before anything reads it (`answer_size.answer_bound`). `cookies`, a
+    see each response before anything reads it (`answer_size.answer_bound`); `request_hooks` each request
+    before it is sent (`get_pacing.GetPacing`). `cookies`, a
     `CookieJar`, is shared with the client (another client's jar: what a load balancer set reaches both);
     `tls`, an `ssl.SSLContext` from `tls_context`, is too (each client would otherwise load the CA bundle,
     some 30 ms of the event loop's time). `network_backend`, an httpcore2 network backend, makes its
@@ -488,7 +490,7 @@ def create_http_client(
         verify=verify,
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         limits=limits,
-        event_hooks={"response": list(response_hooks)},
+        event_hooks={"request": list(request_hooks), "response": list(response_hooks)},
     )
     if network_backend is not None:
         import httpcore2

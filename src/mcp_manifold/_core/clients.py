@@ -266,17 +266,23 @@ class Request:
 
 
 class Waiting:
-    """`with Waiting(callers, request):` keeps `request` among `callers` while it waits on a server (what
-    `Backend.serving` returns): plain and synchronous, it costs next to nothing per call."""
+    """`with Waiting(callers, request, asking):` keeps `request` among `callers` while it waits on a server
+    (what `Backend.serving` returns): plain and synchronous, it costs next to nothing per call. When it no
+    longer waits there, the questions the server put to its client meanwhile that still wait for an answer
+    (`asking`: request -> their cancel scopes) are given up: they were for a call that has ended."""
 
-    __slots__ = ("_callers", "_request")
+    __slots__ = ("_asking", "_callers", "_request")
 
-    def __init__(self, callers: list[Any], request: Any) -> None:
+    def __init__(self, callers: list[Any], request: Any, asking: dict[Any, list[Any]]) -> None:
         self._callers = callers
         self._request = request
+        self._asking = asking
 
     def __enter__(self) -> None:
         self._callers.append(self._request)
 
     def __exit__(self, *exc_info: object) -> None:
         self._callers.remove(self._request)
+        if self._asking and self._request not in self._callers:
+            for scope in self._asking.pop(self._request, ()):
+                scope.cancel()

@@ -34,6 +34,7 @@ from mcp_manifold._core.catalog import Catalog, Kind
 from mcp_manifold._core.clients import Caller, no_client_to_answer
 from mcp_manifold._core.suggestions import LONGEST_URI
 from mcp_manifold._errors import InvalidRequest
+from mcp_manifold._runtime.relay_bound import ask_within, log_size, relay
 from mcp_manifold._sdk import no_deprecation_warnings
 
 if TYPE_CHECKING:
@@ -274,7 +275,8 @@ class BackChannel:
             return
         waiting = backend.current_caller
         if waiting is not None:
-            await waiting.log(params.level, params.data, name)
+            size = log_size(params.data)
+            await relay(waiting, size, lambda: waiting.log(params.level, params.data, name), backend.name)
             return
         with no_deprecation_warnings():
             for caller in list(self._callers):
@@ -295,11 +297,21 @@ class BackChannel:
             )
         waiting = backend.current_caller
         if waiting is not None:
-            waiting.asked = True
-            return await waiting.ask(method, params)
+            waiting.asked = True  # the result may depend on the answer: not one to reuse for another client
+            # For this call: given up if it ends first (else each call could leave questions waiting for good).
+            with anyio.CancelScope() as scope:
+                forget = backend.asking(waiting, scope)
+                try:
+                    return await ask_within(waiting, method, lambda: waiting.ask(method, params))
+                finally:
+                    forget()
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"{method}: the call it was asked in has ended, so the client is no longer asked",
+            )
         owner = backend.owner() if backend.owner is not None else None
         if owner is None and self._sole is not None:
             owner = self._sole()
         if owner is None:
             return no_client_to_answer(method)
-        return await owner.ask(method, params)
+        return await ask_within(owner, method, lambda: owner.ask(method, params))

@@ -17,6 +17,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, suppress
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -32,7 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_manifold._config import ServerConfig, Settings, redact_url
 from mcp_manifold._config.commands import command_warning
-from mcp_manifold._config.redaction import scrub_data
+from mcp_manifold._config.redaction import Secret, apply, replacements, scrub_log_data
 from mcp_manifold._config.switches import speed_up_on
 from mcp_manifold._core.breaker import CircuitBreaker
 from mcp_manifold._core.clients import ASKS, NO_ASKS, Ask, Caller, Waiting
@@ -56,6 +57,7 @@ from mcp_manifold._runtime.backend_errors import (
     translate_backend_errors,
 )
 from mcp_manifold._runtime.cancellation import stray_cancellation
+from mcp_manifold._runtime.get_pacing import GetPacing
 from mcp_manifold._runtime.http_leg import HttpLeg
 from mcp_manifold._runtime.http_refusal import (
     FirstAnswerPage,
@@ -166,6 +168,7 @@ class Backend:
         limit = config.max_concurrency
         self._limiter = anyio.CapacityLimiter(limit) if limit else None
         self._callers: list[Any] = []  # front sessions with a request in flight here, newest last
+        self._asking: dict[Any, list[anyio.CancelScope]] = {}  # their questions waiting for an answer (`asking`)
         self._running = 0  # requests on the session now, counted or not among `_callers` (a ping, a listing)
         # Learned: under `protocol: auto` the server took 2026-07-28 but asks its client mid-call, which
         # only a session carries; it is reconnected with the handshake (see `asks_mid_call`).
@@ -179,6 +182,7 @@ class Backend:
         self._sse_page: FirstAnswerPage | None = None  # an SSE server's: whether its stream was a web page
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
         self._filled_fields: set[str] = set()  # fields this server leaves out of its answers (logged once)
+        self._secrets_of: tuple[ServerConfig, list[tuple[Secret, str]]] | None = None  # see `_secrets`
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -402,10 +406,11 @@ class Backend:
                 stack,
                 watchers,
                 on_stderr_line=self._on_stderr_line,
-                on_exit=self._process_gone,
+                on_exit=partial(self._process_gone, self._stop),  # this run's process, not a later one
                 read_stdout=leg.reading_stdout if leg is not None else None,
                 server=self.name,
                 max_line=self.settings.max_answer_bytes,
+                stderr_kept=self.stderr.maxlen or 1,
             )
             self.pid = process.pid if process is not None else None
             self._process = process
@@ -436,7 +441,10 @@ class Backend:
             opened = sse_client(config.url, headers=headers or None, auth=auth, httpx_client_factory=clients)
             return await stack.enter_async_context(opened)
         hooks = [answer_bound(limit, self.name)]
-        http_client = create_http_client(headers, auth, tls=tls, network_backend=connect, response_hooks=hooks)
+        pacing = [GetPacing(self.name)]  # the session's GETs, whichever of its clients sends them
+        http_client = create_http_client(
+            headers, auth, tls=tls, network_backend=connect, response_hooks=hooks, request_hooks=pacing
+        )
         http_client = await stack.enter_async_context(http_client)
         remedy = oauth_remedy(config.name, config.auth.grant) if config.auth is not None else None
         self._refusals = StartRefusals(http_client, remedy)
@@ -447,7 +455,7 @@ class Backend:
                 if http_client.is_closed:  # the session has ended: a client opened now would never close
                     raise RuntimeError("the session's HTTP client is closed")
                 jar = http_client.cookies.jar
-                opened = create_http_client(headers, cookies=jar, tls=tls, response_hooks=hooks)
+                opened = create_http_client(headers, cookies=jar, tls=tls, response_hooks=hooks, request_hooks=pacing)
                 return await stack.enter_async_context(opened)
 
             self._leg = HttpLeg(http_client, config.url, self.name, config.scrub, open_client)
@@ -474,10 +482,13 @@ class Backend:
 
     def _on_stderr_line(self, line: str) -> None:
         # Scrubbed as it arrives: a server may echo its own token, which must never be shown.
-        self.stderr.append(shortened(self.config.scrub(line), _STDERR_LINE))  # cut after the scrub: no half secret
+        # `config.scrub`, its secrets worked out once; cut after the scrub: no half secret.
+        self.stderr.append(shortened(apply(self._secrets(), line), _STDERR_LINE))
 
-    def _process_gone(self, reason: str) -> None:
-        if self.state == "ready" and self._stop is not None and not self._stop.is_set():
+    def _process_gone(self, stop: anyio.Event | None, reason: str) -> None:
+        """The process of the run `stop` ends has exited. Only that run dies of it: the exit of one stopped
+        earlier (its group is still being stopped) would otherwise stop the session started after it."""
+        if stop is self._stop and self.state == "ready" and stop is not None and not stop.is_set():
             self._mark_dead(reason)
 
     def _mark_dead(self, reason: str) -> None:
@@ -724,7 +735,21 @@ class Backend:
     def serving(self, request: Any) -> Waiting:
         """`with backend.serving(request):` marks a client request as waiting on this backend, so what
         the server initiates meanwhile (a log, a request for input) can reach that client."""
-        return Waiting(self._callers, request)
+        return Waiting(self._callers, request, self._asking)
+
+    def asking(self, request: Any, scope: anyio.CancelScope) -> Callable[[], None]:
+        """Note a question the server put to the client of `request` (a call in flight here), answered within
+        `scope`: cancelled if it still waits when the call ends. Returns what forgets it once answered."""
+        scopes = self._asking.setdefault(request, [])
+        scopes.append(scope)
+
+        def forget() -> None:
+            with suppress(ValueError):
+                scopes.remove(scope)
+            if not scopes and self._asking.get(request) is scopes:
+                del self._asking[request]
+
+        return forget
 
     @property
     def current_caller(self) -> Any | None:
@@ -900,8 +925,14 @@ class Backend:
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         with suppress(Exception):
             # A server may log its own token: scrubbed here, before any client or the gateway's log sees it.
-            params = params.model_copy(update={"data": scrub_data(params.data, self.config.scrub)})
+            params = params.model_copy(update={"data": scrub_log_data(self._secrets(), params.data)})
             await self.hooks.on_server_log(self, params)
+
+    def _secrets(self) -> list[tuple[Secret, str]]:
+        """What scrubbing this server's log messages replaces (`replacements`), worked out once per config."""
+        if self._secrets_of is None or self._secrets_of[0] is not self.config:
+            self._secrets_of = (self.config, replacements(self.config))
+        return self._secrets_of[1]
 
     async def _on_sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
         return await self._forward_request("sampling/createMessage", params)

@@ -79,6 +79,7 @@ from mcp_manifold._runtime.could_not_ask import (
 )
 from mcp_manifold._runtime.input_bridge import MAX_ROUNDS, HeldCalls, answer_questions, backend_state, read_state
 from mcp_manifold._runtime.outbound import mark_checked
+from mcp_manifold._runtime.relay_bound import relayed_progress
 from mcp_manifold._sdk import call_tool_wire, requesting_client
 
 if TYPE_CHECKING:
@@ -403,7 +404,7 @@ class CallPath:
                 return session.call_tool(
                     target.name,
                     arguments,
-                    progress_callback=serving.progress if progress is not None else None,
+                    progress_callback=relayed_progress(serving, backend.name) if progress is not None else None,
                     meta=meta,  # type: ignore[arg-type]
                     allow_input_required=True,
                     **extra,
