@@ -75,6 +75,25 @@ def test_a_gateway_is_not_ready_while_its_store_refuses_writes(
     assert "SHARED STATE REFUSING" in log.read_text() and "OutOfMemoryError" in log.read_text()
 
 
+def test_readiness_probes_ask_the_store_at_most_once_a_second(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """/readyz needs no credential: each one sent the store a PING (1,500 probes, 1,646 commands)."""
+    config = write_config({"probe": server_entry("replica_probe.py")}, {"http": True, "state_url": redis_server.url})
+    port = free_port()
+    store = redis.Redis.from_url(redis_server.url)
+    with gateway_over_http(config, port, timeout=60):
+        with httpx.Client() as client:
+            assert client.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+            before = store.info("commandstats").get("cmdstat_ping", {}).get("calls", 0)
+            started = time.monotonic()
+            for _ in range(200):
+                assert client.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+            seconds = time.monotonic() - started
+        pings = store.info("commandstats").get("cmdstat_ping", {}).get("calls", 0) - before
+    assert pings <= seconds + 2, (pings, seconds)  # the replica's own heartbeat sends none
+
+
 async def test_a_kind_refused_while_full_is_tried_again_by_the_readiness_check(redis_server: RedisServer) -> None:
     """A kind run only for requests (a rate limit's admission) and refused while the store was full: once the
     store has room, the readiness check alone finds it out (a balancer sends a replica that is not ready
