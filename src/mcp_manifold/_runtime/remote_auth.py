@@ -702,7 +702,8 @@ async def login_by_name(config: Config, name: str, *, open_browser: Callable[[st
 def _first_words(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+    # An SDK error may quote what a remote party sent (an `iss`): never its control characters, to a terminal.
+    return printable(f"{type(exc).__name__}: {exc}".strip().rstrip(":"), 1000)
 
 
 async def _serve_redirect(
