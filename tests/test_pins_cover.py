@@ -12,7 +12,9 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -202,21 +204,33 @@ async def _has(client: Client) -> bool:
     return REPORT in await listed(client)
 
 
+@contextmanager
+def per_client_gateway(tmp_path: Path, name: str, script: str) -> Iterator[str]:
+    """A gateway over HTTP enforcing pins, with server `name` (`script`) in a session of each client's own:
+    its /mcp URL."""
+    servers = {name: server_entry(script, protocol="legacy", session_scope="client")}
+    config = tmp_path / "mcp.json"
+    settings = {"data_dir": str(tmp_path / "data"), "pinning": "enforce"}
+    config.write_text(json.dumps({"mcpServers": servers, "manifold": settings}))
+    port = free_port()
+    with gateway_over_http(config, port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+def apps_host() -> dict[str, Any]:
+    """A client's options to declare it renders MCP Apps."""
+    from mcp.client.extension import advertise
+
+    return {"extensions": [advertise("io.modelcontextprotocol/ui", {"mimeTypes": ["text/html;profile=mcp-app"]})]}
+
+
 async def test_a_tool_listed_without_its_app_to_a_client_that_renders_none_stays_approved(tmp_path: Path) -> None:
     """Apps servers name their app only to clients that render apps. With sessions of each client's own
     (`session_scope: client`, session-era clients), the gateway sees the tool both ways; the fallback takes
     nothing approved away. Before, once `_meta` was pinned, a plain client connecting quarantined the app tool
     for every client, the Apps host included."""
-    from mcp.client.extension import advertise
-
-    servers = {"clock": server_entry("courteous.py", protocol="legacy", session_scope="client")}
-    config = tmp_path / "mcp.json"
-    settings = {"data_dir": str(tmp_path / "data"), "pinning": "enforce"}
-    config.write_text(json.dumps({"mcpServers": servers, "manifold": settings}))
-    apps = {"extensions": [advertise("io.modelcontextprotocol/ui", {"mimeTypes": ["text/html;profile=mcp-app"]})]}
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    with gateway_over_http(config, port):
+    apps = apps_host()
+    with per_client_gateway(tmp_path, "clock", "courteous.py") as url:
         async with Client(url, mode="legacy", **apps) as host:
             assert (await listed(host))["clock_show_clock"].meta  # pinned with its app
             async with Client(url, mode="legacy") as plain:
@@ -232,16 +246,8 @@ async def test_a_tool_listed_changed_to_one_client_stays_held_when_listed_as_app
     a session of its own (`session_scope: client`; session-era clients have one). Before, each listing was judged
     in turn by the one pin: a plain client connecting lifted the quarantine, and the host was shown, and could
     call, the changed tool under enforce."""
-    from mcp.client.extension import advertise
-
-    servers = {"doubletalk": server_entry("doubletalk.py", protocol="legacy", session_scope="client")}
-    config = tmp_path / "mcp.json"
-    settings = {"data_dir": str(tmp_path / "data"), "pinning": "enforce"}
-    config.write_text(json.dumps({"mcpServers": servers, "manifold": settings}))
-    apps = {"extensions": [advertise("io.modelcontextprotocol/ui", {"mimeTypes": ["text/html;profile=mcp-app"]})]}
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    with gateway_over_http(config, port):
+    apps = apps_host()
+    with per_client_gateway(tmp_path, "doubletalk", "doubletalk.py") as url:
         async with Client(url, mode="legacy") as plain:
             assert (await listed(plain))["doubletalk_send"].description == "Send a message to a colleague."
             async with Client(url, mode="legacy", **apps) as host:
