@@ -163,6 +163,7 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "ping_timeout": ("1", 1.0),
     "session_idle_timeout": ("0", 0.0),
     "max_http_sessions": ("2", 2),
+    "request_memory_mb": ("64", 64),
     "principal_max_sessions": ("3", 3),
     "header_timeout": ("5", 5.0),
     "body_timeout": ("7", 7.0),
