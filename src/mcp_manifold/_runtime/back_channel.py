@@ -298,6 +298,11 @@ class BackChannel:
         waiting = backend.current_caller
         if waiting is not None:
             waiting.asked = True  # the result may depend on the answer: not one to reuse for another client
+            if method == "roots/list":
+                # A server asks for roots whenever they changed (roots/list_changed), not for the call that
+                # happens to be in flight, and a client answers at once: given up with that call, the
+                # server kept the old roots.
+                return await ask_within(waiting, method, lambda: waiting.ask(method, params))
             # For this call: given up if it ends first (else each call could leave questions waiting for good).
             with anyio.CancelScope() as scope:
                 forget = backend.asking(waiting, scope)
