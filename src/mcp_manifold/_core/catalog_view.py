@@ -38,9 +38,18 @@ def allowed_as_listed(profile: Profile, catalog: Catalog, kind: str, server: str
     A configured server's items reach the hub under the server's own names (`crash`, `kitchen://config`)
     and every other surface under the catalog's (`kitchen_crash`, `kitchen+kitchen://config`): a profile
     that denies one name denies the item under both, so no surface is a way around it.
+    A resource that is an app is judged by its tools too (`app_allowed`), under the catalog's name, where the
+    tools that name it are known.
     """
     listed = catalog.exposed_name(kind, server, original)
-    return listed is None or listed == shown or profile.allows_item(kind, server, listed)
+    if listed is not None and listed != shown and not profile.allows_item(kind, server, listed):
+        return False
+    return kind != "resource" or app_allowed(profile, catalog, listed or shown)
+
+
+def resource_allowed(profile: Profile, catalog: Catalog, server: str, uri: str) -> bool:
+    """Whether `profile` may see the resource `uri` (exposed) of `server`: by the resource globs, and as an app."""
+    return profile.allows_resource(server, uri) and app_allowed(profile, catalog, uri)
 
 
 def app_allowed(profile: Profile, catalog: Catalog, uri: str) -> bool:
@@ -87,9 +96,7 @@ class CatalogView:
         return self.may_use_tool(entry.server, entry.name, entry.original.name)
 
     def _resource_visible(self, server: str, uri: str) -> bool:
-        if self.profile is None:
-            return True
-        return self.profile.allows_resource(server, uri) and app_allowed(self.profile, self.catalog, uri)
+        return self.profile is None or resource_allowed(self.profile, self.catalog, server, uri)
 
     def _prompt_visible(self, server: str, name: str) -> bool:
         return self.profile is None or self.profile.allows_prompt(server, name)
@@ -257,12 +264,7 @@ class CatalogView:
         profile = self.profile
 
         def listed(kind: str, shown: str, own: str) -> bool:  # allowed by the catalog's name too
-            if profile is None or not allowed_as_listed(profile, self.catalog, kind, server, own, shown):
-                return profile is None
-            # An app is the catalog's under its exposed URI, where the tools that name it are known.
-            return kind != "resource" or app_allowed(
-                profile, self.catalog, self.catalog.exposed_name("resource", server, own) or shown
-            )
+            return profile is None or allowed_as_listed(profile, self.catalog, kind, server, own, shown)
 
         return replace(
             listing,

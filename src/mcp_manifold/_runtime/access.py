@@ -14,7 +14,7 @@ import mcp_types as types
 
 from mcp_manifold._config import Config
 from mcp_manifold._core.catalog import Catalog
-from mcp_manifold._core.catalog_view import CatalogView, Search, allowed_as_listed, app_allowed
+from mcp_manifold._core.catalog_view import CatalogView, Search, allowed_as_listed, resource_allowed
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.limits import Limits
 from mcp_manifold._core.pins import app_definition
@@ -111,7 +111,7 @@ class Access:
         """Whether the caller's profile lets it read resource `uri` (exposed) of `server`, for its updates: a
         subscription outlives a reload that takes the resource away."""
         profile = self.profile(caller)
-        allowed = profile is None or (profile.allows_resource(server, uri) and app_allowed(profile, self.catalog, uri))
+        allowed = profile is None or resource_allowed(profile, self.catalog, server, uri)
         return allowed and self.holds_profile(caller)
 
     def allows_surface(self, request: Request, surface: str) -> bool:
@@ -174,13 +174,9 @@ class Access:
             raise quarantined_app(target)
 
     def _allows_as_listed(self, profile: Profile, kind: CallKind, target: Target) -> bool:
-        # A hub call of a configured server's item names it as the server does: judged by the catalog's name too.
-        if not allowed_as_listed(profile, self.catalog, kind, target.server, target.name, target.exposed):
-            return False
-        if kind != "resource":
-            return True
-        listed = self.catalog.exposed_name("resource", target.server, target.name) or target.exposed
-        return app_allowed(profile, self.catalog, listed)  # the app of a tool it may not use is not its to read
+        # A hub call of a configured server's item names it as the server does: judged by the catalog's name too
+        # (and the app of a tool it may not use is not its to read).
+        return allowed_as_listed(profile, self.catalog, kind, target.server, target.name, target.exposed)
 
     @staticmethod
     def _allows(profile: Profile, kind: CallKind, target: Target) -> bool:
