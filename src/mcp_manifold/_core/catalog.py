@@ -159,10 +159,8 @@ class Catalog:
             server, tool = origin[key]
             update: dict[str, Any] = {"name": exposed_name}
             meta = meta_with_exposed_app(tool.meta, lambda uri, prefix=key[0]: namespace_uri(prefix, uri))
-            if meta is not None and any(self.foreign(uri, server) for uri in app_uris(meta)):
-                update["meta"] = meta_without_app(meta) or None  # another server's app: hosts would render it here
-            elif meta is not None:
-                update["meta"] = meta
+            if meta is not None:
+                update["meta"] = self.without_foreign_app(meta, server)
             exposed = tool.model_copy(update=update)
             entry = ToolEntry(exposed, server, tool, content_hash(exposed), uri_parameters(tool))
             (app_only if for_app_only(tool.meta) else tools)[exposed_name] = entry
@@ -211,6 +209,13 @@ class Catalog:
         # Sorted like tools and prompts, so listings do not depend on which backend answered first.
         self._resources = dict(sorted(resources.items()))
         self._templates = sorted(templates, key=lambda pair: pair[0].uri_template)
+
+    def without_foreign_app(self, meta: dict[str, Any], server: str) -> dict[str, Any] | None:
+        """A tool's or result's `_meta` of `server`, its app already exposed, without the app reference when that
+        names another server's app (`foreign`): hosts would render that app for this server's tool."""
+        if any(self.foreign(uri, server) for uri in app_uris(meta)):
+            return meta_without_app(meta) or None
+        return meta
 
     def foreign(self, exposed: str, server: str) -> bool:
         """Whether an exposed URI of `server` is in another server's namespace (`ui://apps+...`, `apps+...`): only

@@ -40,7 +40,7 @@ import pydantic_core
 from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
-from mcp_manifold._core.apps import app_uris, meta_with_exposed_app, meta_without_app
+from mcp_manifold._core.apps import meta_with_exposed_app
 from mcp_manifold._core.arguments import encoding_problem, quick_verdict
 from mcp_manifold._core.catalog import Catalog
 from mcp_manifold._core.clients import ASKS, Caller, Request
@@ -347,7 +347,7 @@ class CallPath:
             caller.key,
             time.perf_counter() - started,
             outcome,
-            error if error is None or len(error) <= LONGEST_ERROR else shortened(error, LONGEST_ERROR),
+            error if error is None else shortened(error, LONGEST_ERROR),
             spilled,
             backend,
             principal=caller.principal,
@@ -636,8 +636,7 @@ class CallPath:
         if (content := with_exposed_uris(list(result.content), exposer)) is not None:
             update["content"] = content
         if (meta := meta_with_exposed_app(result.meta, exposer)) is not None:
-            foreign = any(self._catalog.foreign(uri, target.server) for uri in app_uris(meta))
-            update["meta"] = (meta_without_app(meta) or None) if foreign else meta  # as in its listing (catalog.py)
+            update["meta"] = self._catalog.without_foreign_app(meta, target.server)  # as in its listing
         return result.model_copy(update=update) if update else result
 
     def _exposer(self, target: Target) -> Callable[[str], str]:
