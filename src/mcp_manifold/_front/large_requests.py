@@ -16,12 +16,13 @@ in flight. Smaller requests are not counted and never wait: they cost little, an
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import deque
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_manifold._front.json_answers import send_error
 
 logger = logging.getLogger(__name__)
 
@@ -126,14 +127,7 @@ async def _busy(send: Send, budget: MemoryBudget) -> None:
         f"{waited} for room: retry it later, or send smaller requests"
     )
     logger.info("HTTP: a large request refused after waiting %s for room (request_memory_mb %d)", waited, megabytes)
-    payload = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(payload)).encode()),
-        (b"retry-after", b"5"),
-    ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+    await send_error(send, 503, -32000, message, [(b"retry-after", b"5")])
 
 
 async def read_body(receive: Receive, limit: int) -> tuple[bytes, bool, Receive]:

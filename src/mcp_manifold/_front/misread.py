@@ -9,11 +9,10 @@ will answer. JSON-RPC says: an invalid request, answered with id null. This wrap
 
 from __future__ import annotations
 
-import json
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._core.framing import may_be_misread, misread_request_answer
+from mcp_manifold._front.json_answers import send_json
 
 _INSPECTED = 4 * 1024 * 1024  # bytes; a larger body goes to the SDK unexamined
 
@@ -38,7 +37,7 @@ def answering_misread_requests(app: ASGIApp) -> ASGIApp:
             body = b"".join(message.get("body", b"") for message in received)
             answer = misread_request_answer(body) if may_be_misread(body) else None
             if answer is not None:
-                await _reply(send, answer)
+                await send_json(send, 400, answer)
                 return
         await app(scope, _replaying(received, receive), send)
 
@@ -53,10 +52,3 @@ def _replaying(received: list[Message], receive: Receive) -> Receive:
         return pending.pop(0) if pending else await receive()
 
     return replay
-
-
-async def _reply(send: Send, answer: dict[str, object]) -> None:
-    payload = json.dumps(answer).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": 400, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})

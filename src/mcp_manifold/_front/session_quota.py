@@ -15,7 +15,6 @@ Requests that name a session, and 2026-07-28 requests (no sessions), pass after 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 
@@ -24,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_manifold._config.model import AuthConfig
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
+from mcp_manifold._front.json_answers import send_error
 from mcp_manifold._sdk import session_is_open
 
 logger = logging.getLogger(__name__)
@@ -134,7 +134,4 @@ async def _refuse(send: Send, principal: str, held: int, limit: int) -> None:
         f"principal {principal!r} already has {held} open session(s) (principal_max_sessions {limit}); "
         "end one (HTTP DELETE with its mcp-session-id) or let one idle out, then open another"
     )
-    payload = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": 429, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+    await send_error(send, 429, -32600, message)
