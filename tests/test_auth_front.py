@@ -23,7 +23,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from mcp_manifold._config.security import hash_key
-from tests.conftest import free_port, gateway_over_http, serve_endpoint
+from tests.conftest import JsonEndpoint, free_port, gateway_over_http, serve_endpoint
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +69,7 @@ class HugeJwks(BaseHTTPRequestHandler):
         pass
 
 
-class AlgLessJwks(BaseHTTPRequestHandler):
+class AlgLessJwks(JsonEndpoint):
     """An issuer's JWKS whose RSA key names no `alg` (RFC 7517 makes it optional; Entra ID's keys have none)."""
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -77,15 +77,7 @@ class AlgLessJwks(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
         jwk.pop("alg", None)
-        document = json.dumps({"keys": [{**jwk, "kid": "k1"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(document)))
-        self.end_headers()
-        self.wfile.write(document)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply(200, {"keys": [{**jwk, "kid": "k1"}]})
 
 
 @contextmanager

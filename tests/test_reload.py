@@ -146,6 +146,16 @@ async def until(check: Any, timeout: float = 20) -> Any:
     return found
 
 
+async def read_refused(client: Client, uri: str, words: str) -> bool:
+    """Whether reading `uri` is refused now, saying `words` (what a reload that applied makes of it)."""
+    try:
+        await client.read_resource(uri)
+    except MCPError as exc:
+        assert words in str(exc)
+        return True
+    return False
+
+
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[Gateway, Client, Watcher, Path]]:
     path = write(
@@ -450,15 +460,8 @@ async def test_a_reload_that_takes_a_resource_away_ends_its_updates_to_open_sess
             )
             os.kill(process.pid, signal.SIGHUP)
 
-            async def alice_refused() -> bool:  # the reload applies whole at once: then it has
-                try:
-                    await clients["alice"].read_resource(text)
-                except MCPError as exc:
-                    assert "this session was opened with profile 'dev'" in str(exc)
-                    return True
-                return False
-
-            await until(alice_refused)
+            # The reload applies whole at once: then it has.
+            await until(lambda: read_refused(clients["alice"], text, "this session was opened with profile 'dev'"))
             await clients["bob"].call_tool("kitchen_touch", {"uri": "kitchen://text"})
             await clients["bob"].call_tool("kitchen_touch", {"uri": "kitchen://blob"})
             await heard["carol"].wait(text)
@@ -565,15 +568,7 @@ async def test_a_listen_stream_hears_nothing_of_a_resource_it_could_not_subscrib
             save([blob])
             os.kill(process.pid, signal.SIGHUP)
 
-            async def text_refused() -> bool:  # the reload applies whole at once: then it has
-                try:
-                    await clients["erin"].read_resource(text)
-                except MCPError as exc:
-                    assert "unknown resource" in str(exc)
-                    return True
-                return False
-
-            await until(text_refused)
+            await until(lambda: read_refused(clients["erin"], text, "unknown resource"))  # the reload has applied
             await clients["bob"].call_tool("kitchen_touch", {"uri": long.removeprefix("kitchen+")})
             await clients["bob"].call_tool("kitchen_touch", {"uri": "kitchen://blob"})
             with anyio.fail_after(20):

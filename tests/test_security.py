@@ -17,7 +17,6 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._config.security import hash_key
 from tests.conftest import (
+    JsonEndpoint,
     free_port,
     gateway_over_http,
     serve_endpoint,
@@ -79,18 +79,11 @@ class Issuer:
     @contextmanager
     def serve(self) -> Iterator[str]:
         """Serve the JWKS from this process; yields its URL."""
-        document = json.dumps(self.jwks()).encode()
+        document = self.jwks()
 
-        class Jwks(BaseHTTPRequestHandler):
+        class Jwks(JsonEndpoint):
             def do_GET(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(document)))
-                self.end_headers()
-                self.wfile.write(document)
-
-            def log_message(self, *args: object) -> None:
-                pass
+                self.reply(200, document)
 
         with serve_endpoint(Jwks) as base:
             yield base.removesuffix("/v1") + "/jwks.json"
