@@ -159,6 +159,7 @@ SETTING_SAMPLES: dict[str, tuple[str, Any]] = {
     "list_changed_exec": ("notify-send x", "notify-send x"),
     "list_changed_exec_timeout": ("2", 2.0),
     "discovery_dir": ("/tmp/discovery", "/tmp/discovery"),
+    "pin_max_tools": ("50", 50),
     "ping_interval": ("0", 0.0),
     "ping_timeout": ("1", 1.0),
     "session_idle_timeout": ("0", 0.0),

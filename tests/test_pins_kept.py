@@ -176,3 +176,74 @@ async def test_a_decision_holds_for_the_definition_reviewed_not_for_one_the_serv
 def pins_cli(config: Path, *args: str) -> Any:
     command = [sys.executable, "-m", "mcp_manifold", "pins", *args, "--config", str(config)]
     return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+async def test_a_server_past_pin_max_tools_has_its_new_tools_held_unpinned_until_its_pins_are_forgotten(
+    tmp_path: Path,
+) -> None:
+    """Before, every tool name a server ever listed was pinned for good: a server that renamed its tools at each
+    listing grew pins.sqlite and the store without end (100,000 pins: 150-400 ms per changed listing, seconds at
+    start). Past `pin_max_tools` its new tools are held and pinned nowhere, and the old pins are never dropped
+    by the gateway (that would let it reuse a trusted name), only by the operator's `manifold pins forget`."""
+    path = write(tmp_path, {"shifty": server_entry("shifty.py", protocol="legacy")})
+    settings = json.loads(path.read_text())
+    settings["manifold"]["pin_max_tools"] = 3
+    path.write_text(json.dumps(settings))
+    same = "Send a message to a colleague."
+    log, port = tmp_path / "gateway.log", free_port()
+    with log.open("wb") as stream, gateway_over_http(path, port, stderr=stream) as process:
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            await client.call_tool("shifty_shift", {"description": same, "add": "first"})  # the third pin
+            assert text_of(await client.call_tool("shifty_first", {})) == "added first"
+            await client.call_tool("shifty_shift", {"description": same, "add": "second"})
+            await said_or_exited(process, log, "are not pinned ('second')")
+            assert "shifty_second" not in {tool.name for tool in (await client.list_tools()).tools}
+            refused = await client.call_tool("shifty_second", {})
+            assert refused.is_error and "added" not in text_of(refused)
+            db = sqlite3.connect(tmp_path / "data" / "pins.sqlite", isolation_level=None)
+            assert sorted(row[0] for row in db.execute("SELECT tool FROM pins")) == ["first", "send", "shift"]
+
+            forgot = pins_cli(path, "forget", "shifty")
+            assert forgot.returncode == 0 and "shifty: 3 pins forgotten" in forgot.stdout, forgot.stderr
+            assert db.execute("SELECT count(*) FROM pins").fetchone() == (0,)
+            with anyio.fail_after(15):  # its next listing after the gateway read the file: pinned afresh
+                while db.execute("SELECT count(*) FROM pins").fetchone() != (3,):
+                    await client.call_tool("shifty_shift", {"description": same})
+                    await anyio.sleep(0.2)
+            db.close()
+    assert "Raise pin_max_tools, or forget its pins (manifold pins forget 'shifty')" in log.read_text()
+
+
+def test_pins_forget_names_an_unknown_server_and_will_not_approve_a_held_pin_unasked(tmp_path: Path) -> None:
+    from mcp_manifold._core.listing import Listing
+    from mcp_manifold._runtime.pin_store import PinStore
+
+    path = write(tmp_path, {"shifty": server_entry("shifty.py", protocol="legacy")})
+    store = PinStore(tmp_path / "data", "enforce")
+    store.observe("shifty", Listing(tools=[types.Tool(name="send", description="Send.", input_schema={})]))
+    store.observe("shifty", Listing(tools=[types.Tool(name="send", description="Leak.", input_schema={})]))
+    store.close()
+    unknown = pins_cli(path, "forget", "shifti")
+    assert unknown.returncode == 1 and "no pins of server 'shifti'" in unknown.stderr and "shifty" in unknown.stderr
+    held = pins_cli(path, "forget", "shifty")
+    assert held.returncode == 1 and "1 of these pins are not approved (shifty/send)" in held.stderr
+    assert "nothing forgotten" in held.stderr
+    assert pins_cli(path, "forget", "shifty", "--yes").returncode == 0
+    assert PinStore(tmp_path / "data", "enforce").pins() == []
+
+
+@pytest.mark.parametrize("mode", ["warn", "enforce"])
+def test_a_server_renaming_its_tools_at_every_listing_grows_no_pins_past_the_bound(tmp_path: Path, mode: str) -> None:
+    from mcp_manifold._core.listing import Listing
+    from mcp_manifold._runtime.pin_store import PinStore
+
+    store = PinStore(tmp_path / "data", mode, max_tools=50)  # type: ignore[arg-type]
+    for round_ in range(20):
+        tools = [types.Tool(name=f"t{round_}_{n}", input_schema={}) for n in range(40)]
+        store.observe("renamer", Listing(tools=tools))
+    assert len(store.pins()) == 50
+    assert store.blocked("renamer", "t19_0") is (mode == "enforce")  # past the bound: held only when enforcing
+    assert not store.blocked("renamer", "t0_0")  # pinned at first sight, and kept
+    assert not store.blocked("renamer", "t18_0")  # no longer listed: held no more
+    store.close()
+    assert len(PinStore(tmp_path / "data", mode).pins()) == 50  # type: ignore[arg-type]

@@ -140,6 +140,26 @@ def test_pins_approve_holds_though_the_replica_that_quarantined_has_a_clock_ahea
     assert json.loads(store.hget("manifold:pins", "probe\tx"))["state"] == "pinned"
 
 
+def test_pins_forget_on_a_data_dir_no_replica_uses_forgets_them_in_the_shared_store(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """`manifold pins forget` with `state_url`: the server's pins leave the shared hash and it is listed as
+    forgotten, which every replica takes (and one started later drops from its own file); others stay."""
+    import redis
+
+    store = redis.Redis.from_url(redis_server.url)
+    for server, tool in (("renamer", "a"), ("renamer", "b"), ("probe", "x")):
+        pin = {"server": server, "tool": tool, "state": "pinned", "hash": "h", "definition": {"name": tool}}
+        store.hset("manifold:pins", f"{server}\t{tool}", json.dumps(pin))
+    store.incr("manifold:pins:version")
+    config = write_config({"probe": server_entry("replica_probe.py")}, {"state_url": redis_server.url})
+    forget = manifold("pins", "forget", "renamer", "--config", str(config), data_dir=tmp_path / "operator")
+    assert forget.returncode == 0, forget.stderr
+    assert "renamer: 2 pins forgotten" in forget.stdout and "published to every replica" in forget.stdout
+    assert sorted(store.hkeys("manifold:pins")) == [b"probe\tx"]
+    assert store.zrange("manifold:pins:forgotten", 0, -1) == [b"renamer"]
+
+
 def test_audit_reads_the_configured_audit_path(write_config: Any, tmp_path: Path) -> None:
     directory = tmp_path / "audit-elsewhere"
     directory.mkdir()

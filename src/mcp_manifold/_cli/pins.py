@@ -146,6 +146,51 @@ def pins_reject(
     _decide(names, config, "reject", expect)
 
 
+@pins_app.command("forget")
+def pins_forget(
+    servers: Annotated[list[str], typer.Argument(help="Servers (or hub instance ids) whose pins to forget.")],
+    config: ConfigOption = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Forget them even when some are held: what it serves is then pinned as it is.")
+    ] = False,
+) -> None:
+    """Forget every pin of a server: at its next listing what it serves is pinned afresh, as for a new server.
+
+    For a server past `pin_max_tools` (one that renames its tools), or one you replaced with another under the
+    same name. Its approvals go with its pins: what it serves at its next listing is trusted as it is."""
+    cfg, store = _pin_store(config)
+    try:
+        known = store.servers()
+        for server in servers:
+            if server not in known:
+                from mcp_manifold._core.suggestions import did_you_mean
+
+                raise ManifoldError(f"no pins of server {printable(server)!r}{did_you_mean(server, sorted(known))}")
+        held = [pin for pin in store.pins() if pin.server in servers and pin.state != "pinned"]
+        if held and not yes:
+            names = ", ".join(printable(f"{pin.server}/{pin.tool}") for pin in held[:5])
+            raise ManifoldError(
+                f"{len(held)} of these pins are not approved ({names}{', ...' * (len(held) > 5)}): forgetting them "
+                "pins what the server serves at its next listing as it is. Review them (manifold pins diff), or "
+                "give --yes to forget them all the same; nothing forgotten"
+            )
+        for server in servers:
+            count = store.forget(server)
+            out.print(
+                f"{printable(server)}: {count} pins forgotten; what it serves is pinned afresh at its next listing "
+                "(a running gateway lists it again at its next announcement, reload or restart)",
+                markup=False,
+                highlight=False,
+            )
+    finally:
+        store.close()
+    if cfg.settings.state_url:
+        from mcp_manifold._runtime.shared_state.pins import publish_forgotten
+
+        anyio.run(publish_forgotten, cfg.settings.state_url, servers)
+        out.print(f"published to every replica ({len(servers)} server(s))")
+
+
 def _decide(names: list[str], config: Path | None, decision: str, expect: str | None = None) -> None:
     if expect is not None and len(names) != 1:
         raise ManifoldError(f"--expect names one definition: give one tool to {decision}, not {len(names)}")

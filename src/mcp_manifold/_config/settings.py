@@ -342,6 +342,12 @@ class Settings:
         "A tool that appears on a server whose tools are already pinned: allow, or quarantine it until approved.",
         choices=("allow", "quarantine"),
     )
+    pin_max_tools: int = _setting(
+        10_000,
+        "The most tools and apps pinned per server; a server past it has its new tools held (pinning: enforce) or"
+        " served unpinned (warn), and logged, never the pins of its old tools dropped. See `manifold pins forget`.",
+        check=positive,
+    )
     audit: bool = _setting(True, "Write one JSON line per call, read and prompt to audit/audit.jsonl in data_dir.")
     audit_max_bytes: int = _setting(
         10_000_000, "Size at which the audit log rotates (audit.jsonl.1, .2, ...).", check=positive

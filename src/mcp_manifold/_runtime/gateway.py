@@ -128,7 +128,12 @@ class Gateway:
         self._catalog.subscribe(self._count_change)
         # Pins judge each listing before the catalog takes it: a changed tool is quarantined before any
         # client can see the change.
-        self.pins = PinStore(data_dir, self._settings.pinning, self._settings.pin_new_tools)  # type: ignore[arg-type]
+        self.pins = PinStore(
+            data_dir,
+            self._settings.pinning,  # type: ignore[arg-type]
+            self._settings.pin_new_tools,  # type: ignore[arg-type]
+            max_tools=self._settings.pin_max_tools,
+        )
         self.sync = CatalogSync(
             self.pool, self._catalog, ListingCache(data_dir / "listings"), serving=serving, on_listing=self.pins.observe
         )

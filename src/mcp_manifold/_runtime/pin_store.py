@@ -14,6 +14,7 @@ import json
 import logging
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -55,13 +56,20 @@ class PinStore:
         mode: PinningMode = "warn",
         new_tools: NewTools = "allow",
         clock: Callable[[], float] = time.time,
+        *,
+        max_tools: int = 10_000,
     ) -> None:
         self.path = Path(data_dir).expanduser() / FILE_NAME
         self.mode = mode
         self.new_tools = new_tools
         self.clock = clock
+        self.max_tools = max_tools
         self._pins: dict[tuple[str, str], Pin] = {}
         self._blocked: frozenset[tuple[str, str]] = frozenset()
+        self._counts: dict[str, int] = {}  # pins per server (`_recompute` keeps it)
+        # Tools a server lists past `max_tools` pins, by (server, session): never pinned, so a server that renames
+        # its tools at every listing cannot grow the file without end; held under enforce. Only what is listed now.
+        self._unpinned: dict[tuple[str, str | None], frozenset[str]] = {}
         self._apps: frozenset[tuple[str, str]] = frozenset()  # (server, ui:// URI) its pinned tools name
         self._pinned_servers: frozenset[str] = frozenset()  # the servers with pins (`_recompute` keeps both)
         # What this gateway's servers serve now, as it last judged them: another process's decision is about
@@ -115,8 +123,13 @@ class PinStore:
         for key in [key for key in self._served if key[0] == server and not pins.is_app(key[1])]:
             self._served_no_more(key, session)  # a tool it no longer lists to this session is served there no more
         changed: list[Pin] = []
+        count, unpinned = self._counts.get(server, 0), []
         for tool in listing.tools:
             before = self._pins.get((server, tool.name))
+            if before is None and count >= self.max_tools:
+                unpinned.append(tool.name)
+                continue
+            count += before is None
             sessions = self._served.setdefault((server, tool.name), {})
             served = sessions[session] = pins.definition(tool)
             after = pins.observe(before, served, server=server, server_known=known, new_tools=self.new_tools, now=now)
@@ -129,10 +142,33 @@ class PinStore:
                 self._pins[after.key] = after
                 if after.state != "pinned":
                     self._tell(after, before)
-        if not changed:
+        unpinned_changed = self._note_unpinned(server, session, unpinned)
+        if changed:
+            self._keep(changed, f"what server {server!r} listed")
+        elif not unpinned_changed:
             return False
-        self._keep(changed, f"what server {server!r} listed")
         return self._recompute()
+
+    def _note_unpinned(self, server: str, session: str | None, unpinned: list[str]) -> bool:
+        """Keep (and log) the tools a listing had past `max_tools`; True when they changed."""
+        before = self._unpinned.pop((server, session), frozenset())
+        if not unpinned:
+            return bool(before)
+        self._unpinned[(server, session)] = frozenset(unpinned)
+        shown = ", ".join(repr(name[:200]) for name in unpinned[:5]) + (
+            f" and {len(unpinned) - 5} more" * (len(unpinned) > 5)
+        )
+        logger.warning(
+            "server %r has %d pinned tools (pin_max_tools); %d it lists now are not pinned (%s): %s. Raise "
+            "pin_max_tools, or forget its pins (manifold pins forget %r) to have what it serves pinned afresh",
+            server,
+            self._counts.get(server, 0),
+            len(unpinned),
+            shown,
+            "held until then" if self.enforcing else "served unpinned (pinning: warn)",
+            server,
+        )
+        return frozenset(unpinned) != before
 
     def observe_app(self, server: str, uri: str, defined: dict[str, Any]) -> bool:
         """Pin an MCP App's contents on its first read and judge them on every later one; True when it is
@@ -210,6 +246,8 @@ class PinStore:
             del self._pins[key]
         for key in [key for key in self._served if key[0] == server]:
             del self._served[key]
+        for key in [key for key in self._unpinned if key[0] == server]:
+            del self._unpinned[key]
         if tell and self.on_forget is not None:
             self.on_forget(server)
         if keys:
@@ -258,6 +296,8 @@ class PinStore:
         """A client's own session to `server` closed: what it was served is served no more."""
         for key in [key for key in self._served if key[0] == server]:
             self._served_no_more(key, session)
+        if self._unpinned.pop((server, session), None):
+            self._recompute()
 
     def _served_no_more(self, key: tuple[str, str], session: str | None) -> None:
         sessions = self._served.get(key)
@@ -411,7 +451,10 @@ class PinStore:
 
     def _recompute(self) -> bool:
         blocked = frozenset(key for key, pin in self._pins.items() if pins.blocks(pin, self.mode))
-        self._pinned_servers = frozenset(server for server, _tool in self._pins)
+        if self.enforcing and self._unpinned:  # judged by no pin: held as a new tool would be
+            blocked |= {(server, tool) for (server, _session), tools in self._unpinned.items() for tool in tools}
+        self._counts = Counter(server for server, _tool in self._pins)
+        self._pinned_servers = frozenset(self._counts)
         self._apps = frozenset(
             (pin.server, uri)
             for pin in self._pins.values()

@@ -191,6 +191,19 @@ async def publish_decisions(state_url: str, decided: list[Pin]) -> None:
         await store.close()
 
 
+async def publish_forgotten(state_url: str, servers: list[str]) -> None:
+    """`manifold pins forget` with `state_url` set: the servers' pins leave the shared store, and every replica
+    forgets them within a second (one stopped meanwhile, at its start), as for a hub instance gone for good."""
+    store = StateStore(state_url, "pins-cli", announce=False)
+    try:
+        forget: Any = store.client.register_script(FORGET)
+        keys = [store.key("pins"), store.key("pins", "version"), store.key("pins", "forgotten")]
+        for server in servers:
+            await store.run("pins", lambda a=[server, FORGOTTEN_KEPT]: forget(keys=keys, args=a))
+    finally:
+        await store.close()
+
+
 def _text(value: bytes | str) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
