@@ -23,7 +23,15 @@ from mcp_manifold._runtime.backends import Backend
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._runtime.get_pacing import BURST, RATE
 from mcp_manifold._runtime.relay_bound import MOST_QUESTIONS
-from tests.conftest import http_gateway_url, server_entry, server_over_http, stdio_gateway, write_gateway_config
+from tests.conftest import (
+    free_port,
+    gateway_over_http,
+    http_gateway_url,
+    server_entry,
+    server_over_http,
+    stdio_gateway,
+    write_gateway_config,
+)
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -194,6 +202,26 @@ async def test_event_streams_a_server_ends_at_once_are_opened_again_at_a_pace(wr
             await anyio.sleep(1)  # what is measured: how many GETs one second of the session costs
             after = await gets()
             assert after - before <= BURST + 2 * RATE, "paced: the burst, then 20 a second"
+
+
+@pytest.mark.anyio
+async def test_what_the_sdks_client_logs_of_a_server_reaches_the_gateways_log_as_text(
+    write_config: Any, tmp_path: Path
+) -> None:
+    """The SDK's client logs a remote server's unknown SSE event by its name (`Unknown SSE event: ...`). Its
+    records went through Python's fallback handler, raw: a server's escape sequences set the operator's
+    window title and cleared the screen. They go through the gateway's formatter now."""
+    hostile = "x\x1b]0;owned\x07\x1b[2J"
+    with server_over_http("restless.py", "--event", hostile) as url:
+        config = write_config({"restless": {"url": url, "protocol": "legacy"}}, {"lazy": False})
+        log, port = tmp_path / "gateway.log", free_port()
+        with log.open("wb") as stream, gateway_over_http(config, port, stderr=stream):
+            with anyio.fail_after(30):
+                while b"Unknown SSE event" not in log.read_bytes():
+                    await anyio.sleep(0.1)
+    said = log.read_bytes()
+    assert b"\x1b" not in said
+    assert b"WARNING mcp.client.streamable_http: Unknown SSE event: x\\x1b]0;owned\\x07\\x1b[2J" in said
 
 
 QUESTIONS = 50

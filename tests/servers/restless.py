@@ -4,9 +4,10 @@ once (`retry: 0`).
 Written without the SDK (raw JSON-RPC over streamable HTTP, session-era, with a session id), since the
 SDK's server keeps its GET stream open. Every GET gets an event stream of one event, `retry: 0`, and
 ends. Tools: `gets` answers how many GETs came so far; `fine` answers `fine`. For the test that the
-gateway paces the GETs such a server gets.
+gateway paces the GETs such a server gets. With ``--event NAME`` the event is named NAME (escapes allowed:
+for the test that what the SDK's client logs of it reaches the gateway's log as text).
 
-Run: ``python tests/servers/restless.py --http PORT``.
+Run: ``python tests/servers/restless.py [--event NAME] --http PORT``.
 """
 
 import json
@@ -23,6 +24,7 @@ from starlette.routing import Route
 SESSION = {"mcp-session-id": "restless-1"}
 TOOLS = [{"name": name, "description": f"{name}.", "inputSchema": {"type": "object"}} for name in ("gets", "fine")]
 gets = 0
+EVENT = sys.argv[sys.argv.index("--event") + 1] if "--event" in sys.argv else ""
 
 
 def answer(request_id: Any, result: dict[str, Any]) -> Response:
@@ -38,7 +40,8 @@ async def endpoint(request: Request) -> Response:
     global gets
     if request.method == "GET":
         gets += 1
-        return Response(b"retry: 0\n\n", media_type="text/event-stream", headers=SESSION)
+        named = f"event: {EVENT}\ndata: {{}}\n" if EVENT else ""
+        return Response(f"{named}retry: 0\n\n".encode(), media_type="text/event-stream", headers=SESSION)
     if request.method == "DELETE":
         return Response(status_code=200)
     message = json.loads(await request.body())

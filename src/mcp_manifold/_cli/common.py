@@ -202,13 +202,21 @@ def no_servers_warning(cfg: Config) -> str | None:
 
 
 def configure_logging(level: str) -> None:
-    """The gateway's own log records go to stderr (never stdout: it may carry MCP) at `log_level`."""
+    """The gateway's own log records go to stderr (never stdout: it may carry MCP) at `log_level`; the
+    libraries' warnings (the SDK's client quotes what a server sent: an SSE event's name, a content type) go
+    there through the same formatter, where Python's fallback wrote them raw."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(LogFormatter("mcp-manifold %(levelname)s %(name)s: %(message)s"))
     logger = logging.getLogger("mcp_manifold")
     logger.handlers[:] = [handler]
     logger.setLevel(level.upper())
     logger.propagate = False
+    root = logging.getLogger()
+    if not root.handlers:  # an embedding program's own logging is left as it is
+        others = logging.StreamHandler(sys.stderr)
+        others.setFormatter(LogFormatter("%(levelname)s %(name)s: %(message)s"))
+        others.setLevel(logging.WARNING)  # what the fallback showed, and no more
+        root.addHandler(others)
 
 
 def settings_help() -> str:
