@@ -123,6 +123,10 @@ class Catalog:
         view._rebuild()
         return view
 
+    def servers_listed_apart(self, shared: Catalog) -> list[str]:
+        """The servers whose listing here is not `shared`'s (`with_listings` made this copy for one client)."""
+        return [server for server, backend in self._listings.items() if shared._listings.get(server) is not backend]
+
     def remove_backend(self, server: str) -> set[Kind]:
         if self._listings.pop(server, None) is None:
             return set()
