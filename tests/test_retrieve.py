@@ -477,3 +477,23 @@ async def test_a_client_finds_what_its_own_session_lists(mode: str, tmp_path: Pa
             found = text_of(await writer.call_tool("retrieve_tools", query))
             assert names_in(found)[0] == "capable_story_writer", found
             assert "capable_story_writer" not in text_of(await reader.call_tool("retrieve_tools", query))
+
+
+async def test_call_tools_suggestions_are_a_search_within_the_callers_rate(tmp_path: Path) -> None:
+    """An unknown name's 'closest' suggestions cost a search: counted against the caller's rate as retrieve_tools
+    is. Before, a caller over its limit, refused retrieve_tools, searched through call_tool without end. (One
+    client mode: the surface's path is the same in both.)"""
+    config = write_gateway_config(
+        tmp_path,
+        {"numbers": SERVERS["numbers"]},
+        expose=["retrieve"],
+        search_embedder="bm25",
+        rate_limit=0.01,
+        rate_burst=2,
+    )
+    unknown = {"name": "multiply_numbers", "args": {}}
+    async with stdio_gateway(config, mode="auto") as client:
+        assert "closest: numbers_multiply" in text_of(await client.call_tool("call_tool", unknown))
+        assert "numbers_multiply" in text_of(await client.call_tool("retrieve_tools", {"query": "multiply"}))
+        refused = text_of(await client.call_tool("call_tool", unknown))
+        assert "over its rate limit" in refused and "closest" not in refused, refused

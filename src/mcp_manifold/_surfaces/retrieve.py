@@ -240,8 +240,11 @@ class RetrieveSurface(Surface):
         if entry is None:
             view.report_miss(name)
             # No tool has a longer name: nothing to suggest, and no search of a name that is really a page.
-            long = len(name) > MAX_NAME_LENGTH
-            close = [] if long else [m.entry.name for m in await view.search(name.replace("_", " "), limit=3)]
+            # The suggestions are a search, the caller's work as retrieve_tools' is: within its rate and calls in
+            # flight, and audited (a key over its rate limit searched here without end, unrecorded).
+            long, words = len(name) > MAX_NAME_LENGTH, name.replace("_", " ")
+            found = [] if long else await self.work(request, CALL, "search", lambda: view.search(words, limit=3))
+            close = [match.entry.name for match in found]
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise NotFound(
                 f"no tool named {quoted(name)}{for_profile(view.profile_name)}{hint}. Use {RETRIEVE} to find tools."
