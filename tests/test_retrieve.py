@@ -14,8 +14,12 @@ from typing import Any, ClassVar
 import anyio
 import mcp_types as types
 import pytest
+from mcp import Client
 
+from mcp_manifold._config import load_config
 from mcp_manifold._files import pid_is_alive
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import (
     CLIENT_MODES,
     JsonEndpoint,
@@ -497,3 +501,25 @@ async def test_call_tools_suggestions_are_a_search_within_the_callers_rate(tmp_p
         assert "numbers_multiply" in text_of(await client.call_tool("retrieve_tools", {"query": "multiply"}))
         refused = text_of(await client.call_tool("call_tool", unknown))
         assert "over its rate limit" in refused and "closest" not in refused, refused
+
+
+async def test_a_reload_that_lowers_tools_limit_shrinks_the_pool_at_once(tmp_path: Path) -> None:
+    """tools_limit is live: lowered from 6 to 2, a session lists and may call its 2 best tools from then on.
+    Before, it went on listing and calling all 6 until its next search. (A session-era client: a 2026-07-28
+    one has no pool, test_eras.)"""
+    servers = {"catalog": server_entry("catalog.py", "--count", "40")}
+    settings = {"expose": ["retrieve"], "routing": "dynamic", "search_embedder": "bm25", "reload": False}
+    config = write_gateway_config(tmp_path, servers, tools_limit=6, **settings)
+    async with (
+        Gateway(load_config(config), serving=True) as gateway,
+        Client(McpFront(gateway).server, mode="legacy") as client,
+    ):
+        await client.call_tool("retrieve_tools", {"query": "github issues pull request", "limit": 6})
+        registered = [tool.name for tool in (await client.list_tools()).tools if tool.name != "retrieve_tools"]
+        assert len(registered) == 6
+        write_gateway_config(tmp_path, servers, tools_limit=2, **settings)
+        assert gateway.reloader is not None and (await gateway.reloader.reload()).applied
+        kept = [tool.name for tool in (await client.list_tools()).tools if tool.name != "retrieve_tools"]
+        assert len(kept) == 2 and set(kept) < set(registered), kept
+        dropped = next(name for name in registered if name not in kept)
+        assert "unknown tool" in text_of(await client.call_tool(dropped, {}))
