@@ -458,29 +458,34 @@ async def test_a_change_while_the_index_embeds_waits_for_it_instead_of_queueing(
                 await anyio.sleep(0.05)
 
 
-@pytest.mark.parametrize("mode", CLIENT_MODES)
-async def test_a_client_finds_what_its_own_session_lists(mode: str, tmp_path: Path) -> None:
-    """`session_scope: client`: a client that can sample is listed `story_writer` by its own session, and finds
-    it; one that cannot finds nothing of it. Before, search ranked the shared session's listing only: the
-    tool was in the client's tools/list and callable, but no search found it."""
-    keys = {"writer": "writer-caller-key-0001", "reader": "reader-caller-key-0001"}
-    config = write_gateway_config(
-        tmp_path,
-        {"capable": server_entry("capable.py", session_scope="client")},
-        expose=["direct", "retrieve"],
-        search_embedder="bm25",
-    )
-    config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": keys}}))
-    query = {"query": "write a short story with the language model"}
+CAPABLE_KEYS = {"writer": "writer-caller-key-0001", "reader": "reader-caller-key-0001"}
+
+
+@pytest.fixture(scope="module")
+def capable_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A gateway whose server lists each client its own tools (`session_scope: client`), for both client modes."""
+    folder = tmp_path_factory.mktemp("capable")
+    servers = {"capable": server_entry("capable.py", session_scope="client")}
+    config = write_gateway_config(folder, servers, expose=["direct", "retrieve"], search_embedder="bm25")
+    config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": CAPABLE_KEYS}}))
     with http_gateway_url(config) as url:
-        async with (
-            keyed_client(url, keys["writer"], mode, sampling_callback=answer_sampling) as writer,
-            keyed_client(url, keys["reader"], mode) as reader,
-        ):
-            assert "capable_story_writer" in {tool.name for tool in (await writer.list_tools()).tools}
-            found = text_of(await writer.call_tool("retrieve_tools", query))
-            assert names_in(found)[0] == "capable_story_writer", found
-            assert "capable_story_writer" not in text_of(await reader.call_tool("retrieve_tools", query))
+        yield url
+
+
+@pytest.mark.parametrize("mode", CLIENT_MODES)
+async def test_a_client_finds_what_its_own_session_lists(mode: str, capable_url: str) -> None:
+    """`session_scope: client`: a client that can sample is listed `story_writer` by its own session, and finds
+    it; one that cannot (listed it for an app only) finds nothing of it. Before, search ranked the shared
+    session's listing only: the tool was in the client's tools/list and callable, but no search found it."""
+    query = {"query": "write a short story with the language model"}
+    async with (
+        keyed_client(capable_url, CAPABLE_KEYS["writer"], mode, sampling_callback=answer_sampling) as writer,
+        keyed_client(capable_url, CAPABLE_KEYS["reader"], mode) as reader,
+    ):
+        assert "capable_story_writer" in {tool.name for tool in (await writer.list_tools()).tools}
+        found = text_of(await writer.call_tool("retrieve_tools", query))
+        assert names_in(found)[0] == "capable_story_writer", found
+        assert "capable_story_writer" not in text_of(await reader.call_tool("retrieve_tools", query))
 
 
 async def test_call_tools_suggestions_are_a_search_within_the_callers_rate(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """capable: lists a tool only to clients that can do what it needs, as server-everything lists its sampling tool.
 
 ``story_writer(topic)`` ("Write a short story about a topic with your language model.", answers "story about
-<topic>") is listed only to a client that declared sampling; ``weather_now(city)`` ("Current weather for a
+<topic>") is listed to a client that declared sampling, and to the others for an app only
+(``_meta.ui.visibility: ["app"]``: never shown to a model); ``weather_now(city)`` ("Current weather for a
 city.", answers "sunny in <city>") to every client. For sessions per client (``session_scope: client``): a
 client finds and calls what its own session lists, and nothing another client's lists.
 
@@ -21,7 +22,14 @@ class Capable(MCPServer):
         declared = ctx.session.client_capabilities
         if declared is not None and declared.sampling is not None:
             return listed
-        return ListToolsResult(tools=[tool for tool in listed.tools if tool.name != "story_writer"])
+        # To the others, for an app only: a tool of that name the gateway holds, but never shows a model.
+        app_only = {"ui": {"visibility": ["app"]}}
+        return ListToolsResult(
+            tools=[
+                tool.model_copy(update={"meta": app_only}) if tool.name == "story_writer" else tool
+                for tool in listed.tools
+            ]
+        )
 
 
 server = Capable("capable", version="1.0.0", log_level="WARNING")

@@ -275,6 +275,10 @@ class Catalog:
     def has_tool(self, name: str) -> bool:
         return self.entry(name) is not None
 
+    def listed_entry(self, name: str) -> ToolEntry | None:
+        """The listed tool `name` (one of `tool_entries`, never one for its app only), or None."""
+        return self._tools.get(name)
+
     def tools_naming(self, uri: str) -> list[ToolEntry]:
         """The tools whose app (`_meta.ui`) is the resource `uri` (exposed), listed or for their app only."""
         return self._app_tools.get(uri, [])

@@ -106,7 +106,7 @@ class CatalogSearch:
             if entry.server not in apart:
                 continue
             doc = tool_document(entry)
-            shared = self.catalog.entry(entry.name)
+            shared = self.catalog.listed_entry(entry.name)  # what the index holds under that name
             if shared is None or tool_document(shared) != doc:
                 key = f"{entry.name}{VARIANT}{doc.content_hash()[:16]}"
                 own[key] = replace(doc, key=key)
