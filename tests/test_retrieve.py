@@ -501,7 +501,10 @@ async def test_call_tools_suggestions_are_a_search_within_the_callers_rate(tmp_p
         rate_burst=2,
     )
     unknown = {"name": "multiply_numbers", "args": {}}
-    async with stdio_gateway(config, mode="auto") as client:
+    async with (
+        Gateway(load_config(config), serving=True) as gateway,
+        Client(McpFront(gateway).server, mode="auto") as client,
+    ):
         assert "closest: numbers_multiply" in text_of(await client.call_tool("call_tool", unknown))
         assert "numbers_multiply" in text_of(await client.call_tool("retrieve_tools", {"query": "multiply"}))
         refused = text_of(await client.call_tool("call_tool", unknown))
