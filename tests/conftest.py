@@ -161,14 +161,14 @@ def http_gateway() -> Iterator[Callable[..., str]]:
 
 
 @asynccontextmanager
-async def keyed_client(url: str, key: str, mode: str) -> AsyncIterator[Client]:
+async def keyed_client(url: str, key: str, mode: str, **client_kwargs: Any) -> AsyncIterator[Client]:
     """A real SDK client of an HTTP gateway that wants an API key, presenting `key` as a bearer token."""
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     async with (
         create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http,
-        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode, **client_kwargs) as client,
     ):
         yield client
 

@@ -72,7 +72,7 @@ def test_profile_held_by_principal_globs_and_claims() -> None:
 # --- the caller's view ---------------------------------------------------------------------------
 
 
-async def no_search(query: str, limit: int, server: str | None, allowed: Any) -> list[Any]:
+async def no_search(query: str, limit: int, server: str | None, allowed: Any, catalog: Any) -> list[Any]:
     return []
 
 
@@ -126,7 +126,7 @@ def test_a_hub_instance_listing_is_filtered_by_the_names_shown() -> None:
 async def test_search_ranks_only_what_the_caller_may_call() -> None:
     seen: list[list[str]] = []
 
-    async def search(query: str, limit: int, server: str | None, allowed: Any) -> list[Any]:
+    async def search(query: str, limit: int, server: str | None, allowed: Any, catalog: Any) -> list[Any]:
         seen.append([name for name in ("git_status", "git_push", "db_query") if allowed(name)])
         return []
 

@@ -14,11 +14,18 @@ from typing import Any, ClassVar
 import anyio
 import mcp_types as types
 import pytest
+from mcp import Client
 
+from mcp_manifold._config import load_config
 from mcp_manifold._files import pid_is_alive
+from mcp_manifold._front.server import McpFront
+from mcp_manifold._runtime.gateway import Gateway
 from tests.conftest import (
     CLIENT_MODES,
     JsonEndpoint,
+    answer_sampling,
+    http_gateway_url,
+    keyed_client,
     serve_endpoint,
     server_entry,
     stdio_gateway,
@@ -449,3 +456,78 @@ async def test_a_change_while_the_index_embeds_waits_for_it_instead_of_queueing(
         with anyio.fail_after(10):
             while await search("teleport apple") != ["kitchen_teleport_apple"]:
                 await anyio.sleep(0.05)
+
+
+CAPABLE_KEYS = {"writer": "writer-caller-key-0001", "reader": "reader-caller-key-0001"}
+
+
+@pytest.fixture(scope="module")
+def capable_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A gateway whose server lists each client its own tools (`session_scope: client`), for both client modes."""
+    folder = tmp_path_factory.mktemp("capable")
+    servers = {"capable": server_entry("capable.py", session_scope="client")}
+    config = write_gateway_config(folder, servers, expose=["direct", "retrieve"], search_embedder="bm25")
+    config.write_text(json.dumps({**json.loads(config.read_text()), "auth": {"api_keys": CAPABLE_KEYS}}))
+    with http_gateway_url(config) as url:
+        yield url
+
+
+@pytest.mark.parametrize("mode", CLIENT_MODES)
+async def test_a_client_finds_what_its_own_session_lists(mode: str, capable_url: str) -> None:
+    """`session_scope: client`: a client that can sample is listed `story_writer` by its own session, and finds
+    it; one that cannot (listed it for an app only) finds nothing of it. Before, search ranked the shared
+    session's listing only: the tool was in the client's tools/list and callable, but no search found it."""
+    query = {"query": "write a short story with the language model"}
+    async with (
+        keyed_client(capable_url, CAPABLE_KEYS["writer"], mode, sampling_callback=answer_sampling) as writer,
+        keyed_client(capable_url, CAPABLE_KEYS["reader"], mode) as reader,
+    ):
+        assert "capable_story_writer" in {tool.name for tool in (await writer.list_tools()).tools}
+        found = text_of(await writer.call_tool("retrieve_tools", query))
+        assert names_in(found)[0] == "capable_story_writer", found
+        assert "capable_story_writer" not in text_of(await reader.call_tool("retrieve_tools", query))
+
+
+async def test_call_tools_suggestions_are_a_search_within_the_callers_rate(tmp_path: Path) -> None:
+    """An unknown name's 'closest' suggestions cost a search: counted against the caller's rate as retrieve_tools
+    is. Before, a caller over its limit, refused retrieve_tools, searched through call_tool without end. (One
+    client mode: the surface's path is the same in both.)"""
+    config = write_gateway_config(
+        tmp_path,
+        {"numbers": SERVERS["numbers"]},
+        expose=["retrieve"],
+        search_embedder="bm25",
+        rate_limit=0.01,
+        rate_burst=2,
+    )
+    unknown = {"name": "multiply_numbers", "args": {}}
+    async with (
+        Gateway(load_config(config), serving=True) as gateway,
+        Client(McpFront(gateway).server, mode="auto") as client,
+    ):
+        assert "closest: numbers_multiply" in text_of(await client.call_tool("call_tool", unknown))
+        assert "numbers_multiply" in text_of(await client.call_tool("retrieve_tools", {"query": "multiply"}))
+        refused = text_of(await client.call_tool("call_tool", unknown))
+        assert "over its rate limit" in refused and "closest" not in refused, refused
+
+
+async def test_a_reload_that_lowers_tools_limit_shrinks_the_pool_at_once(tmp_path: Path) -> None:
+    """tools_limit is live: lowered from 6 to 2, a session lists and may call its 2 best tools from then on.
+    Before, it went on listing and calling all 6 until its next search. (A session-era client: a 2026-07-28
+    one has no pool, test_eras.)"""
+    servers = {"catalog": server_entry("catalog.py", "--count", "40")}
+    settings = {"expose": ["retrieve"], "routing": "dynamic", "search_embedder": "bm25", "reload": False}
+    config = write_gateway_config(tmp_path, servers, tools_limit=6, **settings)
+    async with (
+        Gateway(load_config(config), serving=True) as gateway,
+        Client(McpFront(gateway).server, mode="legacy") as client,
+    ):
+        await client.call_tool("retrieve_tools", {"query": "github issues pull request", "limit": 6})
+        registered = [tool.name for tool in (await client.list_tools()).tools if tool.name != "retrieve_tools"]
+        assert len(registered) == 6
+        write_gateway_config(tmp_path, servers, tools_limit=2, **settings)
+        assert gateway.reloader is not None and (await gateway.reloader.reload()).applied
+        kept = [tool.name for tool in (await client.list_tools()).tools if tool.name != "retrieve_tools"]
+        assert len(kept) == 2 and set(kept) < set(registered), kept
+        dropped = next(name for name in registered if name not in kept)
+        assert "unknown tool" in text_of(await client.call_tool(dropped, {}))

@@ -123,6 +123,10 @@ class Catalog:
         view._rebuild()
         return view
 
+    def servers_listed_apart(self, shared: Catalog) -> list[str]:
+        """The servers whose listing here is not `shared`'s (`with_listings` made this copy for one client)."""
+        return [server for server, backend in self._listings.items() if shared._listings.get(server) is not backend]
+
     def remove_backend(self, server: str) -> set[Kind]:
         if self._listings.pop(server, None) is None:
             return set()
@@ -270,6 +274,10 @@ class Catalog:
 
     def has_tool(self, name: str) -> bool:
         return self.entry(name) is not None
+
+    def listed_entry(self, name: str) -> ToolEntry | None:
+        """The listed tool `name` (one of `tool_entries`, never one for its app only), or None."""
+        return self._tools.get(name)
 
     def tools_naming(self, uri: str) -> list[ToolEntry]:
         """The tools whose app (`_meta.ui`) is the resource `uri` (exposed), listed or for their app only."""

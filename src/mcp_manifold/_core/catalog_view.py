@@ -19,8 +19,9 @@ from mcp_manifold._core.profiles import Profile, for_profile
 from mcp_manifold._core.suggestions import LONGEST_URI, did_you_mean, quoted
 from mcp_manifold._errors import NotFound
 
-# `search(query, limit, server, allowed)`: the catalog's tools ranked for `query`, only those `allowed`.
-Search = Callable[[str, int, str | None, Callable[[str], bool] | None], Awaitable[list[Match]]]
+# `search(query, limit, server, allowed, catalog)`: `catalog`'s tools ranked for `query`, only those `allowed`
+# (a client with sessions of its own has a catalog of its own: those sessions' tools are what it searches).
+Search = Callable[[str, int, str | None, Callable[[str], bool] | None, Catalog], Awaitable[list[Match]]]
 Blocked = Callable[[str, str], bool]  # (server, original tool name) -> quarantined
 # Told when the caller asked for something it may not see, whether it exists or not: (kind, server,
 # original, exposed); server "" for a name that does not exist. Both are refusals, recorded alike, so
@@ -243,7 +244,7 @@ class CatalogView:
             return []
         # A set made here on the event loop: the ranking runs in a worker thread.
         allowed = None if self.unrestricted else {entry.name for entry in self.tool_entries()}.__contains__
-        return await self._search(query, limit, server, allowed)
+        return await self._search(query, limit, server, allowed, self.catalog)
 
     # --- a hub instance's lists ----------------------------------------------------------------------
 

@@ -506,10 +506,15 @@ class Gateway:
         return self.access.holds_profile(caller)
 
     async def _search_allowed(
-        self, query: str, limit: int, server: str | None, allowed: Callable[[str], bool] | None
+        self,
+        query: str,
+        limit: int,
+        server: str | None,
+        allowed: Callable[[str], bool] | None,
+        catalog: Catalog | None = None,
     ) -> list[Match]:
         started = time.perf_counter()
-        matches = await self.search_index.find(query, limit=limit, server=server, allowed=allowed)
+        matches = await self.search_index.find(query, limit=limit, server=server, allowed=allowed, catalog=catalog)
         for observer in self.search_observers:
             observer(time.perf_counter() - started)
         return matches

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -21,6 +22,18 @@ from mcp_manifold._search import IndexStore, SearchHit, SearchIndex, ToolDocumen
 from mcp_manifold._search.errors import EmbedderUnavailable
 
 logger = logging.getLogger(__name__)
+
+# A tool a client's own session lists otherwise than the shared one (`session_scope: client`: a server that
+# lists a sampling tool only to clients that can sample) is indexed beside the shared one as
+# `name` VARIANT `its content hash`, ranked for that client only.
+VARIANT = "\x00"
+# Clients' own versions kept in the index at most; past it, only the searching client's are kept.
+MAX_VARIANTS = 2000
+
+
+def _name(key: str) -> str:
+    """The exposed tool name of an index key (a client's own version's too)."""
+    return key.partition(VARIANT)[0]
 
 
 def tool_document(entry: ToolEntry) -> ToolDocument:
@@ -67,6 +80,7 @@ class CatalogSearch:
         self._stale = True
         self._first_update: anyio.Event | None = None
         self._updating = False  # a `find` is bringing the index up to date (read and set on the event loop)
+        self._variants: dict[str, ToolDocument] = {}  # clients' own versions of tools, by key (read on the loop)
         catalog.subscribe(self._on_change)
 
     def _on_change(self, kinds: set[Kind]) -> None:
@@ -78,10 +92,45 @@ class CatalogSearch:
         if not self._stale:
             return None
         self._stale = False
-        return [tool_document(entry) for entry in self.catalog.tool_entries()]
+        return [*(tool_document(entry) for entry in self.catalog.tool_entries()), *self._variants.values()]
 
-    def _matches(self, hits: list[SearchHit]) -> list[Match]:
-        return [Match(self.catalog.tool(hit.key), hit.score) for hit in hits if self.catalog.has_tool(hit.key)]
+    def _matches(self, hits: list[SearchHit], catalog: Catalog | None = None) -> list[Match]:
+        catalog = catalog or self.catalog
+        return [Match(catalog.tool(_name(hit.key)), hit.score) for hit in hits if catalog.has_tool(_name(hit.key))]
+
+    def _own_documents(self, catalog: Catalog) -> dict[str, ToolDocument]:
+        """The tools a client's own catalog has otherwise than the shared one (or only it has), by variant key."""
+        apart = set(catalog.servers_listed_apart(self.catalog))
+        own: dict[str, ToolDocument] = {}
+        for entry in catalog.tool_entries() if apart else []:
+            if entry.server not in apart:
+                continue
+            doc = tool_document(entry)
+            shared = self.catalog.listed_entry(entry.name)  # what the index holds under that name
+            if shared is None or tool_document(shared) != doc:
+                key = f"{entry.name}{VARIANT}{doc.content_hash()[:16]}"
+                own[key] = replace(doc, key=key)
+        return own
+
+    def _allowed_in(
+        self, catalog: Catalog | None, allowed: Callable[[str], bool] | None
+    ) -> tuple[Callable[[str], bool] | None, Catalog | None]:
+        """Which index keys a caller searching `catalog` (None: the shared one) ranks: its own versions of tools
+        where it has them, the shared ones elsewhere, never another client's; and the catalog its hits name."""
+        if catalog is None or catalog is self.catalog:
+            if not self._variants:
+                return allowed, None
+            return (lambda key: VARIANT not in key and (allowed is None or allowed(key))), None
+        own = self._own_documents(catalog)
+        if any(key not in self._variants for key in own):
+            if len(self._variants) + len(own) > MAX_VARIANTS:
+                self._variants = {}
+            self._variants.update(own)
+            self._stale = True
+        mine = set(own)
+        shadowed = {_name(key) for key in own}
+        names = allowed or {entry.name for entry in catalog.tool_entries()}.__contains__
+        return (lambda key: (key in mine if VARIANT in key else key not in shadowed) and names(_name(key))), catalog
 
     def sync(self) -> None:
         """Bring the index up to date with the catalog (cheap when nothing changed)."""
@@ -94,7 +143,13 @@ class CatalogSearch:
         return self._matches(self.index.search(query, limit=limit, server=server))
 
     async def find(
-        self, query: str, *, limit: int, server: str | None = None, allowed: Callable[[str], bool] | None = None
+        self,
+        query: str,
+        *,
+        limit: int,
+        server: str | None = None,
+        allowed: Callable[[str], bool] | None = None,
+        catalog: Catalog | None = None,
     ) -> list[Match]:
         """`search` from async code: indexing and query embedding run in a worker thread.
 
@@ -107,7 +162,11 @@ class CatalogSearch:
         which takes the catalog as it is then. Each search that saw a change used to start an update of
         its own, queued behind the running one: a server whose list kept changing had searches wait
         minutes for lists that were gone by then, each embedded in turn.
+
+        `catalog` is the caller's when it has sessions of its own to some servers (`Gateway.catalog_for`):
+        what those sessions list is what it finds.
         """
+        allowed, catalog = self._allowed_in(catalog, allowed)
         docs = None if self._updating else self._pending_documents()
         if docs is None:
             if self._first_update is not None and len(self.index) == 0:
@@ -115,7 +174,7 @@ class CatalogSearch:
             hits = await anyio.to_thread.run_sync(
                 lambda: self.index.search(query, limit=limit, server=server, allowed=allowed)
             )
-            return self._matches(hits)
+            return self._matches(hits, catalog)
         updated = anyio.Event()
         self._first_update = self._first_update or updated
         self._updating = True
@@ -129,7 +188,7 @@ class CatalogSearch:
             return self.index.search(query, limit=limit, server=server, allowed=allowed)
 
         try:
-            return self._matches(await anyio.to_thread.run_sync(work))
+            return self._matches(await anyio.to_thread.run_sync(work), catalog)
         finally:
             self._updating = False
             updated.set()

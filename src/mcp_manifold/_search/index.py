@@ -45,9 +45,15 @@ EMBED_BATCH = 64  # texts per embedder call: the unit of progress reports
 # its first 256 tokens only; a megabyte of request took seconds of CPU to tokenise and match. A longer
 # one is read up to here rather than refused: a model may well paste a page where a sentence belongs.
 MAX_QUERY_CHARS = 4096
-# Callers' views kept per catalog state: one per profile that hides tools. Each holds a BM25 index and its
-# tools' vectors (15 MB for 10,000 tools of the local model), so a few, not one per caller.
-MAX_VIEWS = 16
+# Callers' views kept per catalog state: one per profile that hides tools. Each holds a BM25 index (about a
+# kilobyte a tool, measured) and its tools' vectors (1.5 kB a tool of the local model). At least MIN_VIEWS are
+# kept, and more while they hold less than VIEW_BYTES together; the least recently used goes first. (All 16
+# were dropped when a 17th came: 17 profiles searching in turn remade a view at every search, 5,000 tools
+# taking each from 74 to 325 ms.)
+MIN_VIEWS = 16
+MAX_VIEWS = 256
+VIEW_BYTES = 256 * 1024 * 1024
+_VIEW_ROW_BYTES = 1024
 Progress = Callable[[int, int], None]
 
 
@@ -390,8 +396,9 @@ class SearchIndex:
             return snapshot
         seen = np.packbits(mask).tobytes()  # the view's key: which rows, in the snapshot's fixed order
         with self._lock:
-            if self._views_of is snapshot and seen in self._views:
-                return self._views[seen]
+            if self._views_of is snapshot and (kept := self._views.pop(seen, None)) is not None:
+                self._views[seen] = kept  # the most recently used last
+                return kept
         embedded = snapshot.matrix is not None
         view = visible_part(
             snapshot,
@@ -401,9 +408,10 @@ class SearchIndex:
             b=self._ranking.b,
         )
         with self._lock:
-            if self._views_of is not snapshot or len(self._views) >= MAX_VIEWS:
+            if self._views_of is not snapshot:
                 self._views_of, self._views = snapshot, {}
             self._views[seen] = view
+            _trim_views(self._views)
         return view
 
     def _view_profile(self, profile: Profile, embedded: bool) -> tuple[list[str], Vector]:
@@ -460,6 +468,18 @@ class SearchIndex:
         log.warning("search index: %s", message)
         with self._lock:
             self._last_error = message
+
+
+def _view_bytes(view: Snapshot) -> int:
+    """About what a caller's view holds in memory."""
+    return len(view.keys) * _VIEW_ROW_BYTES + (view.matrix.nbytes if view.matrix is not None else 0)
+
+
+def _trim_views(views: dict[bytes, Snapshot]) -> None:
+    """Drop the least recently used views (the first) down to the bounds above."""
+    total = sum(map(_view_bytes, views.values()))
+    while len(views) > MAX_VIEWS or (len(views) > MIN_VIEWS and total > VIEW_BYTES):
+        total -= _view_bytes(views.pop(next(iter(views))))
 
 
 def _profiles_of(docs: Iterable[ToolDocument]) -> dict[str, Profile]:

@@ -240,8 +240,11 @@ class RetrieveSurface(Surface):
         if entry is None:
             view.report_miss(name)
             # No tool has a longer name: nothing to suggest, and no search of a name that is really a page.
-            long = len(name) > MAX_NAME_LENGTH
-            close = [] if long else [m.entry.name for m in await view.search(name.replace("_", " "), limit=3)]
+            # The suggestions are a search, the caller's work as retrieve_tools' is: within its rate and calls in
+            # flight, and audited (a key over its rate limit searched here without end, unrecorded).
+            long, words = len(name) > MAX_NAME_LENGTH, name.replace("_", " ")
+            found = [] if long else await self.work(request, CALL, "search", lambda: view.search(words, limit=3))
+            close = [match.entry.name for match in found]
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise NotFound(
                 f"no tool named {quoted(name)}{for_profile(view.profile_name)}{hint}. Use {RETRIEVE} to find tools."
@@ -255,12 +258,17 @@ class RetrieveSurface(Surface):
     # --- dynamic mode ------------------------------------------------------------------------
 
     def _pool(self, request: Request) -> dict[str, _Registered]:
-        return request.caller.state.setdefault(_POOL_KEY, {})
+        pool: dict[str, _Registered] = request.caller.state.setdefault(_POOL_KEY, {})
+        # Within tools_limit as it is now: a reload may lower it (it is live), and the pool must not wait for
+        # the session's next search to shrink (before, it listed and called the old limit's tools till then).
+        _evict_weakest(pool, self.host.settings.tools_limit, time.monotonic())
+        return pool
 
     async def _register(self, request: Request, matches: list[Any]) -> dict[str, str]:
         """Put the matches in the session's pool; each match's status: `newly registered`,
         `already registered`, or `not registered` (the pool is full of better ones, `tools_limit`)."""
-        pool = self._pool(request)
+        # Not through `_pool`: trimming the pool to a tools_limit a reload lowered is a change this search tells.
+        pool = request.caller.state.setdefault(_POOL_KEY, {})
         now = time.monotonic()
         view = self.host.view(request)
         for gone in [name for name in pool if not view.has_tool(name)]:
@@ -272,10 +280,7 @@ class RetrieveSurface(Surface):
                 pool[match.entry.name] = _Registered(match.score, now)
             else:
                 current.found_at = now
-        limit = max(1, self.host.settings.tools_limit)
-        while len(pool) > limit:
-            weakest = min(pool, key=lambda key: pool[key].priority(now))
-            del pool[weakest]
+        _evict_weakest(pool, self.host.settings.tools_limit, now)
         if set(pool) != before:
             await self.host.notify_list_changed({"tools"}, request.caller)
             # For clients that ignore list_changed: the operator's command, after the notification and
@@ -294,6 +299,14 @@ class RetrieveSurface(Surface):
 
 
 NEWLY, ALREADY, NOT_REGISTERED = "newly registered", "already registered", "not registered"
+
+
+def _evict_weakest(pool: dict[str, _Registered], tools_limit: int, now: float) -> None:
+    """Drop the pool's weakest tools (the least relevant, least recently found) until `tools_limit` remain."""
+    limit = max(1, tools_limit)
+    while len(pool) > limit:
+        weakest = min(pool, key=lambda key: pool[key].priority(now))
+        del pool[weakest]
 
 
 def _registration_summary(registration: dict[str, str]) -> str:
