@@ -422,3 +422,55 @@ async def test_dispatch_aliases_say_nothing_of_the_servers_a_profile_hides(tmp_p
             assert "c1 words" in (tool.description or "") and "c2" not in (tool.description or "")
             listed = json.loads(text_of(await everyone.call_tool("proxy-dispatch", {"action": "list"})))
             assert [(c["alias"], c["name"]) for c in listed["connections"]] == [("c1", "numbers"), ("c2", "words")]
+
+
+RESPELLED = [  # each reads file:///secret/key at a server that normalises URIs (tests/servers/lenient.py)
+    "file:///public/../secret/key",
+    "file:///public/%2e%2e/secret/key",
+    "file:///%73ecret/key",
+    "FILE:///secret/key",
+    "file:////secret/key",
+    "file:///./secret/key",
+    "file:///secret/key#top",
+]
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe
+async def test_a_resource_glob_is_not_passed_by_another_spelling_of_the_uri(tmp_path: Path, http_gateway: Any) -> None:
+    """A profile denying `file:///secret/*`, or allowing only `file:///public/*`, read the secret as
+    `file:///public/../secret/key` and the like, on every surface, from a server that normalises URIs: the
+    globs judged the spelling, the server read another resource. A caller with a profile is refused such a
+    spelling, saying why; one without a profile is not."""
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"files": server_entry("lenient.py", prefix="")},
+                "manifold": {"data_dir": str(tmp_path / "data"), "expose": ["direct", "proxy"]},
+                "profiles": {
+                    "denied": {"resources": ["*", "!file:///secret/*"]},
+                    "public": {"resources": ["file:///public/*"]},
+                },
+            }
+        )
+    )
+    url = http_gateway(config)
+    for mode in ("auto", "legacy"):
+        for profile in ("denied", "public"):
+            async with Client(url.replace("/mcp", f"/mcp/p/{profile}"), mode=mode) as client:
+                assert [str(r.uri) for r in (await client.list_resources()).resources] == ["file:///public/readme"]
+                for uri in RESPELLED:
+                    with pytest.raises(Exception, match=r"resource URI .* has .*: a server may read it as another"):
+                        await client.read_resource(uri)
+                    answer = await client.call_tool("proxy", {"action": "call", "type": "resource", "path": uri})
+                    assert "a server may read it as another resource" in text_of(answer), answer
+                    if mode == "legacy":
+                        with pytest.raises(Exception, match="a server may read it as another"):
+                            await client.subscribe_resource(uri)
+                read = await client.read_resource("file:///public/readme")
+                assert read.contents[0].text == "public text"  # type: ignore[union-attr]
+                assert text_of(await client.call_tool("subscribed", {})) == "[]"  # never asked to subscribe
+        async with Client(url, mode=mode) as everyone:  # no profile: every spelling reaches the server
+            read = await everyone.read_resource("file:///public/../secret/key")
+            assert read.contents[0].text == "SECRET-KEY-TEXT"  # type: ignore[union-attr]
+

@@ -303,6 +303,10 @@ class Catalog:
             return Route(unprefixed[0], uri)
         raise unknown_resource(uri)
 
+    def lists_resource(self, uri: str) -> bool:
+        """Whether `uri` is a listed resource's exposed URI, exactly as listed."""
+        return uri in self._resources
+
     def exposed_uri(self, server: str, original_uri: str) -> str:
         """The exposed form of a backend's URI (in notifications, read results and tool results)."""
         listing = self._listings.get(server)
