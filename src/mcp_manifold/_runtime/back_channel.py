@@ -295,6 +295,11 @@ class BackChannel:
                 self._task_group.start_soon(self._relist, backend)
         elif method == "notifications/resources/updated":
             uri = self.catalog.exposed_uri(backend.name, notification.params.uri)  # type: ignore[union-attr]
+            if self.catalog.foreign(uri, backend.name):
+                # A server without a prefix naming another's resource (`kitchen+kitchen://text`): before, its
+                # subscribers heard of an update their server never made.
+                logger.debug("%s: resources/updated of another server's resource %s dropped", backend.name, uri)
+                return
             await self.bus.publish(ResourceUpdated(uri))
             for subscriber in list(self._subscriptions.get(uri, ())):
                 if self._may_read(subscriber, backend.name, uri):  # a reload may have taken it away since
