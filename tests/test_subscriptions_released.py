@@ -135,9 +135,10 @@ async def test_a_client_holds_a_bounded_number_of_subscriptions_of_bounded_lengt
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe
 async def test_a_server_without_a_prefix_cannot_update_another_servers_resource(tmp_path: Any) -> None:
-    """A server without a prefix (session-era: it may send updates unasked) sends `resources/updated` for
-    `kitchen+kitchen://text`, a URI in server kitchen's namespace: its subscribers heard of an update kitchen never made. Now it is dropped; kitchen's
-    own update, sent after it on the same stream, is the first they hear."""
+    """A server without a prefix (session-era: it may send updates unasked) sends `resources/updated`
+    for `kitchen+kitchen://text`, a URI in server kitchen's namespace: its subscribers heard of an update
+    kitchen never made. Now it is dropped; kitchen's own update, sent after it on the same stream, is the
+    first they hear (in both client modes)."""
     kitchen = server_entry("kitchen.py")
     config = write_gateway_config(
         tmp_path, {"kitchen": kitchen, "bare": {**kitchen, "prefix": "", "protocol": "legacy"}}
