@@ -493,7 +493,19 @@ async def test_a_2026_client_gets_private_lists_and_listens_only_to_what_it_may_
             await alice.call_tool("kitchen_touch", {"uri": "kitchen://text"})
             with anyio.fail_after(15):
                 assert (await alices.__anext__()).uri == hidden  # type: ignore[attr-defined]
-            await alice.call_tool("kitchen_add_tool", {"name": "fresh"})  # a change every stream hears of
+            # A change of kitchen, which bob's profile hides: not his to hear of (his own test is in
+            # test_security_local.py). Its new tool, quarantined, is approved: what every client may see
+            # changed, so every stream hears of that.
+            await alice.call_tool("kitchen_add_tool", {"name": "fresh"})
+            await poll(lambda: _pinned(shared, "kitchen", "fresh"))
+            approved = manifold(shared.config, "pins", "approve", "kitchen/fresh")
+            assert approved.returncode == 0, approved.stderr
             with anyio.fail_after(15):
                 event = await bobs.__anext__()
         assert type(event).__name__ == "ToolsListChanged", event  # not the update of alice's resource
+
+
+async def _pinned(shared: Shared, server: str, tool: str) -> bool:
+    """Whether the pin store holds `server`'s `tool` (in any state)."""
+    rows = json.loads(manifold(shared.config, "pins", "--json").stdout)
+    return (server, tool) in {(row["server"], row["tool"]) for row in rows}

@@ -422,3 +422,121 @@ async def test_dispatch_aliases_say_nothing_of_the_servers_a_profile_hides(tmp_p
             assert "c1 words" in (tool.description or "") and "c2" not in (tool.description or "")
             listed = json.loads(text_of(await everyone.call_tool("proxy-dispatch", {"action": "list"})))
             assert [(c["alias"], c["name"]) for c in listed["connections"]] == [("c1", "numbers"), ("c2", "words")]
+
+
+RESPELLED = [  # each reads file:///secret/key at a server that normalises URIs (tests/servers/lenient.py)
+    "file:///public/../secret/key",
+    "file:///public/%2e%2e/secret/key",
+    "file:///%73ecret/key",
+    "FILE:///secret/key",
+    "file:////secret/key",
+    "file:///./secret/key",
+    "file:///secret/key#top",
+]
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe
+async def test_a_resource_glob_is_not_passed_by_another_spelling_of_the_uri(tmp_path: Path, http_gateway: Any) -> None:
+    """A profile denying `file:///secret/*`, or allowing only `file:///public/*`, read the secret as
+    `file:///public/../secret/key` and the like, on every surface, from a server that normalises URIs: the
+    globs judged the spelling, the server read another resource. A caller with a profile is refused such a
+    spelling, saying why; one without a profile is not."""
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"files": server_entry("lenient.py", prefix="")},
+                "manifold": {"data_dir": str(tmp_path / "data"), "expose": ["direct", "proxy"]},
+                "profiles": {
+                    "denied": {"resources": ["*", "!file:///secret/*"]},
+                    "public": {"resources": ["file:///public/*"]},
+                },
+            }
+        )
+    )
+    url = http_gateway(config)
+    for mode in ("auto", "legacy"):
+        # A deny glob and an allow glob: every spelling past the first, one past the second.
+        for profile, spellings in (("denied", RESPELLED), ("public", RESPELLED[:1])):
+            async with Client(url.replace("/mcp", f"/mcp/p/{profile}"), mode=mode) as client:
+                assert [str(r.uri) for r in (await client.list_resources()).resources] == ["file:///public/readme"]
+                for uri in spellings:
+                    with pytest.raises(Exception, match=r"resource URI .* has .*: a server may read it as another"):
+                        await client.read_resource(uri)
+                    answer = await client.call_tool("proxy", {"action": "call", "type": "resource", "path": uri})
+                    assert "a server may read it as another resource" in text_of(answer), answer
+                    if mode == "legacy":
+                        with pytest.raises(Exception, match="a server may read it as another"):
+                            await client.subscribe_resource(uri)
+                read = await client.read_resource("file:///public/readme")
+                assert read.contents[0].text == "public text"  # type: ignore[union-attr]
+                assert text_of(await client.call_tool("subscribed", {})) == "[]"  # never asked to subscribe
+        async with Client(url, mode=mode) as everyone:  # no profile: every spelling reaches the server
+            read = await everyone.read_resource("file:///public/../secret/key")
+            assert read.contents[0].text == "SECRET-KEY-TEXT"  # type: ignore[union-attr]
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe
+async def test_a_change_of_a_server_the_profile_hides_is_not_announced(tmp_path: Path, http_gateway: Any) -> None:
+    """`tools/list_changed` of a server its profile hides reached a client (in its session, and on its
+    2026-07-28 listen stream): a hidden server exists, and changed. Now a client hears of a change only if
+    it may see something that changed. A resource update of a server it sees, sent after the hidden change on
+    the same stream, must come first; a change it may see is still announced."""
+    kitchen = server_entry("kitchen.py")
+    config = write(tmp_path, {"log_level": "error"}, profiles={"one": {"servers": ["seen"]}})
+    data = json.loads(config.read_text())
+    data["mcpServers"] = {"seen": kitchen, "hidden": kitchen}
+    config.write_text(json.dumps(data))
+    url = http_gateway(config)
+    for mode in ("auto", "legacy"):
+        await _a_hidden_change_is_unheard(url, mode)
+
+
+async def _a_hidden_change_is_unheard(url: str, mode: str) -> None:
+    heard: list[str] = []
+    told = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.append("tools")
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(str(message.params.uri))
+
+    async def on_everyone(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    async with (
+        Client(url.replace("/mcp", "/mcp/p/one"), mode=mode, message_handler=on_message) as one,
+        Client(url, mode="legacy", message_handler=on_everyone) as everyone,
+    ):
+        await one.list_tools()
+        await everyone.list_tools()
+
+        async def changes() -> None:
+            await everyone.call_tool("hidden_add_tool", {"name": f"secret_{mode}"})
+            with anyio.fail_after(10):
+                await told.wait()  # the hidden change is announced (to every client in one pass)
+            await everyone.call_tool("seen_touch", {"uri": "kitchen://text"})
+
+        if mode == "legacy":
+            await one.subscribe_resource("seen+kitchen://text")
+            await changes()
+            with anyio.fail_after(10):
+                while not heard:
+                    await anyio.sleep(0.02)
+            assert heard[0] == "seen+kitchen://text", heard
+            await everyone.call_tool("seen_add_tool", {"name": f"open_{mode}"})
+            with anyio.fail_after(10):
+                while "tools" not in heard:
+                    await anyio.sleep(0.02)
+        else:
+            async with one.listen(tools_list_changed=True, resource_subscriptions=["seen+kitchen://text"]) as stream:
+                await changes()
+                with anyio.fail_after(10):
+                    first = await stream.__anext__()
+                assert type(first).__name__ == "ResourceUpdated", first
+                await everyone.call_tool("seen_add_tool", {"name": f"open_{mode}"})
+                with anyio.fail_after(10):
+                    assert type(await stream.__anext__()).__name__ == "ToolsListChanged"
+        assert f"seen_open_{mode}" in {tool.name for tool in (await one.list_tools()).tools}

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
+from typing import Any
 
 import anyio
 import httpx2 as httpx
@@ -129,3 +131,54 @@ async def test_a_client_holds_a_bounded_number_of_subscriptions_of_bounded_lengt
         result = await client.call_tool("watched_subscribed", {})
         assert not result.is_error
     await until_subscribed(url, [])
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe
+async def test_a_server_without_a_prefix_cannot_update_another_servers_resource(tmp_path: Any) -> None:
+    """A server without a prefix (session-era: it may send updates unasked) sends `resources/updated`
+    for `kitchen+kitchen://text`, a URI in server kitchen's namespace: its subscribers heard of an update
+    kitchen never made. Now it is dropped; kitchen's own update, sent after it on the same stream, is the
+    first they hear (in both client modes)."""
+    kitchen = server_entry("kitchen.py")
+    config = write_gateway_config(
+        tmp_path, {"kitchen": kitchen, "bare": {**kitchen, "prefix": "", "protocol": "legacy"}}
+    )
+    with http_gateway_url(config) as url:
+        for mode in ("auto", "legacy"):
+            heard: list[str] = []
+
+            async def on_message(message: Any, heard: list[str] = heard) -> None:
+                if isinstance(message, types.ResourceUpdatedNotification):
+                    heard.append(str(message.params.uri))
+
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(Client(url, mode=mode, message_handler=on_message))
+                uris = ["kitchen+kitchen://text", "kitchen+kitchen://blob"]
+                if mode == "legacy":
+                    for uri in uris:
+                        await client.subscribe_resource(uri)
+                    events = _updates_heard(heard)
+                else:
+                    events = _updates_on(await stack.enter_async_context(client.listen(resource_subscriptions=uris)))
+                await client.call_tool("touch", {"uri": "kitchen+kitchen://text"})  # bare's forgery
+                await client.call_tool("kitchen_touch", {"uri": "kitchen://blob"})  # kitchen's own, after it
+                await client.call_tool("kitchen_touch", {"uri": "kitchen://text"})
+                with anyio.fail_after(10):
+                    assert [await events.__anext__(), await events.__anext__()] == uris[::-1]
+
+
+async def _updates_heard(heard: list[str]) -> AsyncIterator[str]:
+    """The URIs of a session's resource updates, one by one as they come."""
+    seen = 0
+    while True:
+        while len(heard) == seen:
+            await anyio.sleep(0.02)
+        seen += 1
+        yield heard[seen - 1]
+
+
+async def _updates_on(stream: Any) -> AsyncIterator[str]:
+    """The URIs of a listen stream's resource updates."""
+    async for event in stream:
+        if hasattr(event, "uri"):
+            yield event.uri

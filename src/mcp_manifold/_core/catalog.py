@@ -98,6 +98,10 @@ class Catalog:
         self._templates: list[tuple[types.ResourceTemplate, str]] = []
         self._prefix_owner: dict[str, str] = {}
         self._listeners: list[Callable[[set[Kind]], None]] = []
+        # What the latest change changed, per kind: (server, exposed name) of each item added, removed or
+        # changed. Read by listeners that tell clients of a change only
+        # if they may see some of it (`back_channel`): a change behind their profile is not theirs to hear of.
+        self.last_change: dict[Kind, frozenset[tuple[str, str]]] = {}
 
     # --- updates ---------------------------------------------------------------------------
 
@@ -141,6 +145,7 @@ class Catalog:
         after = self._fingerprints()
         changed = {kind for kind in KINDS if before[kind] != after[kind]}
         if changed:
+            self.last_change = {kind: _changed_items(before[kind], after[kind]) for kind in changed}
             for listener in list(self._listeners):
                 listener(changed)
         return changed
@@ -227,14 +232,15 @@ class Catalog:
         split = split_uri(exposed)
         return split is not None and self._prefix_owner.get(split[0], server) != server
 
-    def _fingerprints(self) -> dict[Kind, str]:
-        def digest(items: Iterable[types.MCPModel]) -> str:
-            return hashlib.sha256("".join(content_hash(item) for item in items).encode()).hexdigest()
-
+    def _fingerprints(self) -> dict[Kind, dict[tuple[str, str], str]]:
+        """Per kind, (server, exposed name) of each item (a template's name: its URI template) -> its content hash."""
         return {
-            "tools": digest(entry.exposed for entry in [*self._tools.values(), *self._app_only.values()]),
-            "prompts": digest(prompt for prompt, _ in self._prompts.values()),
-            "resources": digest([*(r for r, _ in self._resources.values()), *(t for t, _ in self._templates)]),
+            "tools": {(e.server, name): e.hash for name, e in [*self._tools.items(), *self._app_only.items()]},
+            "prompts": {(route.server, name): content_hash(prompt) for name, (prompt, route) in self._prompts.items()},
+            "resources": {
+                **{(route.server, uri): content_hash(resource) for uri, (resource, route) in self._resources.items()},
+                **{(server, t.uri_template): content_hash(t) for t, server in self._templates},
+            },
         }
 
     # --- queries ---------------------------------------------------------------------------
@@ -311,6 +317,10 @@ class Catalog:
             return Route(unprefixed[0], uri)
         raise unknown_resource(uri)
 
+    def lists_resource(self, uri: str) -> bool:
+        """Whether `uri` is a listed resource's exposed URI, exactly as listed."""
+        return uri in self._resources
+
     def exposed_uri(self, server: str, original_uri: str) -> str:
         """The exposed form of a backend's URI (in notifications, read results and tool results)."""
         listing = self._listings.get(server)
@@ -336,6 +346,11 @@ class Catalog:
 
     def server_of_prefix(self, prefix: str) -> str | None:
         return self._prefix_owner.get(sanitize_prefix(prefix))
+
+
+def _changed_items(before: dict[tuple[str, str], str], after: dict[tuple[str, str], str]) -> frozenset[tuple[str, str]]:
+    """(server, name) of each item added, removed or changed between two `_fingerprints` of one kind."""
+    return frozenset(item for item in before.keys() | after.keys() if before.get(item) != after.get(item))
 
 
 def uri_parameters(tool: types.Tool) -> tuple[str, ...]:

@@ -17,7 +17,8 @@ from mcp_manifold._core.catalog import Catalog, Match, Route, ToolEntry, unknown
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.profiles import Profile, for_profile
 from mcp_manifold._core.suggestions import LONGEST_URI, did_you_mean, quoted
-from mcp_manifold._errors import NotFound
+from mcp_manifold._core.uri_spelling import respelled
+from mcp_manifold._errors import InvalidRequest, NotFound
 
 # `search(query, limit, server, allowed, catalog)`: `catalog`'s tools ranked for `query`, only those `allowed`
 # (a client with sessions of its own has a catalog of its own: those sessions' tools are what it searches).
@@ -45,12 +46,19 @@ def allowed_as_listed(profile: Profile, catalog: Catalog, kind: str, server: str
     listed = catalog.exposed_name(kind, server, original)
     if listed is not None and listed != shown and not profile.allows_item(kind, server, listed):
         return False
-    return kind != "resource" or app_allowed(profile, catalog, listed or shown)
+    return kind != "resource" or (app_allowed(profile, catalog, listed or shown) and plainly_named(catalog, shown))
 
 
 def resource_allowed(profile: Profile, catalog: Catalog, server: str, uri: str) -> bool:
-    """Whether `profile` may see the resource `uri` (exposed) of `server`: by the resource globs, and as an app."""
-    return profile.allows_resource(server, uri) and app_allowed(profile, catalog, uri)
+    """Whether `profile` may see the resource `uri` (exposed) of `server`: by the resource globs, as an app, and
+    named the plain way its globs can judge (`plainly_named`)."""
+    return profile.allows_resource(server, uri) and app_allowed(profile, catalog, uri) and plainly_named(catalog, uri)
+
+
+def plainly_named(catalog: Catalog, uri: str) -> bool:
+    """Whether `uri` (exposed) is as listed, or spelled so that no server reads it as another (`uri_spelling`):
+    else `file:///public/../secret/key` passed a glob `!file:///secret/*` and read the secret."""
+    return catalog.lists_resource(uri) or respelled(uri) is None
 
 
 def app_allowed(profile: Profile, catalog: Catalog, uri: str) -> bool:
@@ -177,6 +185,12 @@ class CatalogView:
             return ""
 
     def route_resource(self, uri: str) -> Route:
+        if self.profile is not None and not plainly_named(self.catalog, uri):
+            # Whether or not it exists: the spelling alone is refused, saying why.
+            raise InvalidRequest(
+                f"resource URI {quoted(uri, LONGEST_URI)} has {respelled(uri)}: a server may read it as another "
+                "resource than the one this profile's resource globs judged; name it without that"
+            )
         try:
             route = self.catalog.route_resource(uri)
         except NotFound:

@@ -26,7 +26,15 @@ from contextvars import ContextVar
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
-from mcp.server.subscriptions import ListenHandler, ResourceUpdated, ServerEvent, SubscriptionBus
+from mcp.server.subscriptions import (
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    SubscriptionBus,
+    ToolsListChanged,
+)
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import (
@@ -37,6 +45,7 @@ from mcp_types import (
     SubscriptionsListenResult,
 )
 
+from mcp_manifold._core.catalog import Kind
 from mcp_manifold._core.clients import Request
 from mcp_manifold._errors import ManifoldError, NotFound, RateLimited
 from mcp_manifold._front.identity import request_identity
@@ -45,6 +54,12 @@ from mcp_manifold._runtime.back_channel import MAX_SUBSCRIPTIONS
 from mcp_manifold._runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
+
+_LIST_KINDS: dict[type[ServerEvent], Kind] = {
+    ToolsListChanged: "tools",
+    PromptsListChanged: "prompts",
+    ResourcesListChanged: "resources",
+}
 
 # What the stream being opened in this task may be sent (`_StreamBus`); None: everything.
 _admits: ContextVar[Callable[[ServerEvent], bool] | None] = ContextVar("manifold_listen_admits", default=None)
@@ -161,7 +176,8 @@ class GatewayListenHandler:
                 # by: only for a caller that may still see everything. Before, once a reload had narrowed the
                 # caller's profile, its updates (another client subscribed) still came.
                 return access.profile(request.caller) is None and access.holds_profile(request.caller)
-            return True
+            # A list changed: only if the caller may see something that changed (a hidden server's is not its news).
+            return gateway.back_channel.concerns(request.caller, _LIST_KINDS[type(event)])
 
         admitting = _admits.set(admits)
         try:

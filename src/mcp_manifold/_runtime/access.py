@@ -13,7 +13,7 @@ from collections.abc import Callable
 import mcp_types as types
 
 from mcp_manifold._config import Config
-from mcp_manifold._core.catalog import Catalog
+from mcp_manifold._core.catalog import Catalog, Kind
 from mcp_manifold._core.catalog_view import CatalogView, Search, allowed_as_listed, resource_allowed
 from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._core.limits import Limits
@@ -112,6 +112,18 @@ class Access:
         subscription outlives a reload that takes the resource away."""
         profile = self.profile(caller)
         allowed = profile is None or resource_allowed(profile, self.catalog, server, uri)
+        return allowed and self.holds_profile(caller)
+
+    def may_see_item(self, caller: Caller, kind: Kind, server: str, name: str) -> bool:
+        """Whether the caller's profile lets it see the item `name` (exposed) of a `kind` list, for the
+        `list_changed` that a change of it causes."""
+        profile = self.profile(caller)
+        if profile is None:
+            return True
+        if kind == "resources":
+            allowed = resource_allowed(profile, self.catalog, server, name)
+        else:
+            allowed = profile.allows_item("tool" if kind == "tools" else "prompt", server, name)
         return allowed and self.holds_profile(caller)
 
     def allows_surface(self, request: Request, surface: str) -> bool:

@@ -6,7 +6,8 @@ to them what backends initiate:
 - `list_changed` from a backend re-lists it (the catalog then announces what really changed); a client
   hears of a change to a list only if it has that list, was not told yet since it last listed it, and
   listed it before the change, so ten backends coming up behind a client's first `tools/list` cost it at
-  most one notification, and none if that list already shows them;
+  most one notification, and none if that list already shows them; and only if its profile lets it see
+  one of the items that changed (the catalog says which: `Catalog.last_change`), on its listen stream too;
   `resources/updated` goes to the clients that subscribed to that URI and may still read it (a reload
   may have changed their profile since);
 - a log message goes to the client whose call is running on that backend, else to every client that
@@ -74,11 +75,13 @@ class BackChannel:
         relist: Callable[[Backend], Awaitable[None]],
         may_see: Callable[[Caller, str], bool] = lambda caller, server: True,
         may_read: Callable[[Caller, str, str], bool] = lambda caller, server, uri: True,
+        may_see_item: Callable[[Caller, Kind, str, str], bool] = lambda caller, kind, server, name: True,
     ) -> None:
         self.catalog = catalog
         self._relist = relist  # re-list one backend (run in the background)
         self._may_see = may_see  # whether a client's profile lets it see a server (`Access.may_see_server`)
         self._may_read = may_read  # and read a resource of it (`Access.may_read_resource`)
+        self._may_see_item = may_see_item  # and see an item of a list (`Access.may_see_item`)
         # Told at once (before the re-listing starts) of a server that announced a change of its tools.
         self.tools_announced: Callable[[str], None] | None = None
         self.bus = InMemorySubscriptionBus()  # 2026-era clients' subscriptions/listen streams
@@ -95,6 +98,11 @@ class BackChannel:
         # has it: without the counts it would be told, and that notice would stand for the next real change.
         self._changes = 0
         self._pending: dict[Kind, int] = {}  # kind -> the count of its latest change not yet announced
+        # Of those, the items that changed ((server, exposed name)): a client hears of a change only if it may
+        # see one of them. Before, a change behind a client's profile reached it: a hidden server exists and
+        # changed. None: not known (a reload, a hub change): every client hears of it.
+        self._pending_items: dict[Kind, frozenset[tuple[str, str]] | None] = {}
+        self._publishing: Mapping[Kind, frozenset[tuple[str, str]] | None] = {}  # while `publish` delivers
         self._changed = anyio.Event()
         # Per client, the lists it has and has not been told about since it listed them (coalescing): the
         # change count each list showed.
@@ -195,9 +203,13 @@ class BackChannel:
     # --- changes --------------------------------------------------------------------------------
 
     def catalog_changed(self, kinds: set[Kind]) -> None:
-        """A catalog listener: queue the kinds for `run`, which tells the clients."""
+        """A catalog listener: queue the kinds (and the items that changed) for `run`, which tells the clients."""
         self._changes += 1
         self._pending.update(dict.fromkeys(kinds, self._changes))
+        for kind in kinds:
+            queued = self._pending_items.get(kind, frozenset())
+            changed = self.catalog.last_change.get(kind)
+            self._pending_items[kind] = None if queued is None or changed is None else queued | changed
         self._changed.set()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -209,7 +221,8 @@ class BackChannel:
                 await self._changed.wait()
                 self._changed = anyio.Event()
                 changes, self._pending = self._pending, {}
-                await self._announce(changes)
+                items, self._pending_items = self._pending_items, {}
+                await self._announce(changes, items)
 
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
         """Send `list_changed` for `kinds` to one client, or to all of them (and their listen streams).
@@ -223,15 +236,36 @@ class BackChannel:
         self._changes += 1
         await self._announce(dict.fromkeys(kinds, self._changes))
 
-    async def _announce(self, changes: dict[Kind, int]) -> None:
-        await self.publish(set(changes))
+    async def _announce(
+        self, changes: dict[Kind, int], items: Mapping[Kind, frozenset[tuple[str, str]] | None] | None = None
+    ) -> None:
+        items = items or {}
+        await self.publish(set(changes), items)
         for target in list(self._callers):
-            await self._tell(target, changes)
+            await self._tell(
+                target, {kind: count for kind, count in changes.items() if self._sees(target, kind, items)}
+            )
 
-    async def publish(self, kinds: set[Kind]) -> None:
-        """Tell the listen streams of 2026-07-28 clients that the lists of `kinds` changed."""
-        for kind in sorted(kinds):
-            await self.bus.publish(_BUS_EVENTS[kind]())
+    async def publish(
+        self, kinds: set[Kind], items: Mapping[Kind, frozenset[tuple[str, str]] | None] | None = None
+    ) -> None:
+        """Tell the listen streams of 2026-07-28 clients that the lists of `kinds` changed (`items`: what
+        changed of each, for `concerns`)."""
+        self._publishing = items or {}
+        try:
+            for kind in sorted(kinds):
+                await self.bus.publish(_BUS_EVENTS[kind]())  # delivered to this replica's streams before it returns
+        finally:
+            self._publishing = {}
+
+    def concerns(self, caller: Caller, kind: Kind) -> bool:
+        """Whether the change of the `kind` list being published now concerns `caller` (a listen stream's
+        filter): it may see something that changed. Another replica's change is not known here: yes."""
+        return self._sees(caller, kind, self._publishing)
+
+    def _sees(self, caller: Caller, kind: Kind, items: Mapping[Kind, frozenset[tuple[str, str]] | None]) -> bool:
+        changed = items.get(kind)
+        return changed is None or any(self._may_see_item(caller, kind, server, name) for server, name in changed)
 
     async def _tell(self, caller: Caller, changes: Mapping[Kind, int | None]) -> None:
         """Tell `caller` of the changes (kind -> change count, None: now) to lists it has and has not been
@@ -261,6 +295,11 @@ class BackChannel:
                 self._task_group.start_soon(self._relist, backend)
         elif method == "notifications/resources/updated":
             uri = self.catalog.exposed_uri(backend.name, notification.params.uri)  # type: ignore[union-attr]
+            if self.catalog.foreign(uri, backend.name):
+                # A server without a prefix naming another's resource (`kitchen+kitchen://text`): before, its
+                # subscribers heard of an update their server never made.
+                logger.debug("%s: resources/updated of another server's resource %s dropped", backend.name, uri)
+                return
             await self.bus.publish(ResourceUpdated(uri))
             for subscriber in list(self._subscriptions.get(uri, ())):
                 if self._may_read(subscriber, backend.name, uri):  # a reload may have taken it away since

@@ -105,6 +105,7 @@ class Gateway:
             relist=self._relist,
             may_see=lambda caller, server: self.access.may_see_server(caller, server),
             may_read=lambda caller, server, uri: self.access.may_read_resource(caller, server, uri),
+            may_see_item=lambda caller, kind, server, name: self.access.may_see_item(caller, kind, server, name),
         )
         self.relists = Relists(hold=self._settings.pinning == "enforce")
         self._relisting: dict[Backend, bool] = {}  # a backend being re-listed -> announced again meanwhile
