@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
+from mcp_manifold._code_engine import engine_problem
 from mcp_manifold._config.problems import Invalid, Problems, unknown
 from mcp_manifold._config.values import (
     as_bool,
@@ -553,4 +554,8 @@ def resolve_settings(
         embedder = settings.search_embedder
         message = f"is only used with search_embedder 'hybrid', but search_embedder is {embedder!r}"
         last.problems.add(None, last.label("search_models"), message)
+    if "code" in settings.expose and (problem := engine_problem()):
+        # Asked here as serve asks at start, so that `manifold config check` says it first.
+        last = next(layer for layer in reversed(layers) if "expose" in layer.values)
+        last.problems.add(None, last.label("expose"), problem)
     return settings
