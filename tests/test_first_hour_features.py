@@ -36,3 +36,20 @@ def test_config_check_says_the_code_surface_has_no_engine_as_serve_would(
     assert checked.returncode == 1, checked.stdout
     assert "field 'expose': the code surface needs the QuickJS engine" in checked.stderr
     assert "pip install 'mcp-manifold[code]'" in checked.stderr and "Traceback" not in checked.stderr
+
+
+def test_config_check_refuses_an_open_http_gateway_on_the_network_as_serve_would(write_config: Any, home: Path) -> None:
+    """`http: true` on 0.0.0.0 without `auth`: `serve` refuses to start, and `config check` said OK."""
+    config = write_config({"numbers": server_entry("numbers.py")}, {"http": True, "host": "0.0.0.0"})
+    checked = manifold(home, "config", "check", str(config))
+    assert checked.returncode == 1, checked.stdout
+    assert "refusing to serve HTTP on 0.0.0.0 without authentication" in checked.stderr
+    assert "Configure API keys or OAuth in the 'auth' section" in checked.stderr
+    served = manifold(home, "serve", str(config))
+    assert served.returncode != 0 and "refusing to serve HTTP on 0.0.0.0" in served.stderr  # the same refusal
+    opened = write_config(
+        {"numbers": server_entry("numbers.py")},
+        {"http": True, "host": "0.0.0.0", "insecure_open_to_network": True},
+        name="open.json",
+    )
+    assert manifold(home, "config", "check", str(opened)).returncode == 0  # said in so many words: allowed

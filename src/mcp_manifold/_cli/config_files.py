@@ -14,6 +14,7 @@ from mcp_manifold._config.commands import command_warning
 from mcp_manifold._config.principal_names import principal_warnings
 from mcp_manifold._config.secret_destinations import unbound_secret_warnings
 from mcp_manifold._errors import ConfigError, ManifoldError
+from mcp_manifold._front.identity import exposure_problem
 
 
 @config_app.command("check")
@@ -31,6 +32,10 @@ def config_check(
     if problems:
         raise typer.Exit(1)
     config = load_config(path)
+    if config.settings.http and (refused := exposure_problem(config)):
+        # What `serve` would refuse at start (with `http: true` in the file; a --http flag is not seen here).
+        err.print(f"{path}: {refused}", markup=False, highlight=False)
+        raise typer.Exit(1)
     if empty := no_servers_warning(config):
         err.print(f"warning: {path}: {empty}", markup=False, highlight=False)
     for server in config.servers.values():
