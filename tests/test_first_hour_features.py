@@ -6,6 +6,7 @@ Each test runs the real `manifold` command, as `tests/test_cli_first_hour.py` do
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -53,3 +54,22 @@ def test_config_check_refuses_an_open_http_gateway_on_the_network_as_serve_would
         name="open.json",
     )
     assert manifold(home, "config", "check", str(opened)).returncode == 0  # said in so many words: allowed
+
+
+def test_a_profile_naming_a_server_that_is_not_configured_is_warned_of(write_config: Any, home: Path) -> None:
+    """`servers: [numbrs]` matched nothing, silently: the profile's holders saw no tools, check said OK."""
+    config = write_config(
+        {"numbers": server_entry("numbers.py"), "words": server_entry("words.py")}, {"profile": "dev"}
+    )
+    data = json.loads(config.read_text())
+    data["profiles"] = {"dev": {"servers": ["numbrs", "!words"]}, "ops": {"servers": ["num*", "db*"]}, "all": {}}
+    config.write_text(json.dumps(data))
+    checked = manifold(home, "config", "check", str(config))
+    assert checked.returncode == 0 and "OK" in checked.stdout, checked.stderr  # a warning: it fails closed
+    said = " ".join(checked.stderr.split())
+    assert "profile 'dev', field 'servers': 'numbrs' matches no configured server; did you mean 'numbers'?" in said
+    assert "profile 'ops', field 'servers': 'db*' matches no configured server; the servers are numbers, words" in said
+    assert said.count("warning:") == 2, said  # '!words', 'num*' and the profile without servers match
+    # serve warns at start too (asked on 0.0.0.0 without auth, it stops right after: no server started)
+    served = manifold(home, "serve", str(config), "--http", "--host", "0.0.0.0")
+    assert "'numbrs' matches no configured server; did you mean 'numbers'?" in " ".join(served.stderr.split())

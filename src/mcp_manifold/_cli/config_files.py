@@ -12,6 +12,7 @@ from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path,
 from mcp_manifold._config import check_config, load_config
 from mcp_manifold._config.commands import command_warning
 from mcp_manifold._config.principal_names import principal_warnings
+from mcp_manifold._config.profile_servers import profile_server_warnings
 from mcp_manifold._config.secret_destinations import unbound_secret_warnings
 from mcp_manifold._errors import ConfigError, ManifoldError
 from mcp_manifold._front.identity import exposure_problem
@@ -41,7 +42,7 @@ def config_check(
     for server in config.servers.values():
         if warning := command_warning(server):
             err.print(f"warning: {path}: server {server.name!r}: {warning}; it would fail to start", markup=False)
-    for warning in [*principal_warnings(config), *unbound_secret_warnings(config)]:
+    for warning in [*principal_warnings(config), *profile_server_warnings(config), *unbound_secret_warnings(config)]:
         err.print(f"warning: {path}: {warning}", markup=False, highlight=False)
     out.print(f"[green]{path}: OK[/green]")
 
