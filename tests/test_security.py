@@ -245,6 +245,25 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
     assert worded.status_code == 403 and "principal 'oauth:dave' holds no profile" in worded.text
 
 
+async def test_a_key_sent_without_bearer_is_told_how_to_send_it(shared: Shared) -> None:
+    """A key in the Authorization header without `Bearer `, or in another header, got only "Authentication
+    required"; the refusal now says how to send it, never quoting what was sent."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    how = "send 'Authorization: Bearer <API key or access token>'"
+    cases = {
+        "Authorization": (ALICE_KEY, "the Authorization header is not a bearer credential"),
+        "X-API-Key": (ALICE_KEY, "no credential was sent"),
+    }
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for header, (value, reason) in cases.items():
+            response = await http.post(shared.url, json=INITIALIZE, headers={**headers, header: value})
+            assert response.status_code == 401, header
+            assert response.json()["error_description"] == f"{reason}: {how}", response.text
+            challenge = response.headers["www-authenticate"]
+            assert f"{reason}: {how}" in challenge and "resource_metadata=" in challenge, challenge
+            assert ALICE_KEY not in response.text and ALICE_KEY not in challenge
+
+
 async def test_a_standing_stream_opened_with_a_token_ends_when_the_token_expires(shared: Shared) -> None:
     """A stream stayed open, carrying what servers send unasked, long after its token expired (the way an
     issuer ends someone's access). A 2026-07-28 listen stream now ends gracefully at the token's exp (an

@@ -4,10 +4,10 @@
 (`/mcp` today, `/metrics` and `/ui` beside it) needs a credential when the config has an `auth`
 section, except the OAuth protected-resource metadata (RFC 9728), which is how a client finds out
 where to log in. It is made of the SDK's auth parts (`mcp.server.auth`): its `BearerAuthBackend`
-with our `TokenVerifier`, its `RequireAuthMiddleware` (401 with `WWW-Authenticate` when no token is
-given), its `AuthContextMiddleware` (so `get_access_token()` works), its protected-resource
-routes. A token that is given but fails gets a 401 naming what failed (expired, wrong audience,
-wrong issuer, bad signature, malformed), in `WWW-Authenticate` and the body.
+with our `TokenVerifier`, its `AuthContextMiddleware` (so `get_access_token()` works), its protected-resource
+routes. A request without a bearer credential gets a 401 saying how to send one; a token that is given
+but fails gets a 401 naming what failed (expired, wrong audience, wrong issuer, bad signature,
+malformed), in `WWW-Authenticate` and the body.
 
 After authentication, `Identity` (principal, profile, operator or not) goes into the request's ASGI
 scope, where the MCP front picks it up for the client's `Caller` and the operator routes check the
@@ -36,7 +36,7 @@ from typing import Any
 import anyio
 import jwt
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from pydantic import AnyHttpUrl
@@ -373,11 +373,32 @@ def guard(app: ASGIApp, config: Callable[[], Config], open_paths: Callable[[str]
             public.routes.append(Route(ROOT_METADATA_PATH, routes[0].endpoint, methods=["GET", "OPTIONS"]))
     # No scopes asked here: `required_scopes` are a token's, which `JwtVerifier` checks (403 insufficient_scope);
     # asked of every credential, they refused each API key (a key carries no scopes) on every route.
-    required = RequireAuthMiddleware(identify, [], metadata_url)
+    required = _RequireCredential(identify, str(metadata_url) if metadata_url else None)
     authenticated = AuthenticationMiddleware(
         required, backend=BearerAuthBackend(verifier), on_error=_refusal(str(metadata_url) if metadata_url else None)
     )
     return _Guard(app, _ProfilePath(_Public(public, authenticated, app, open_paths)))
+
+
+class _RequireCredential:
+    """A request without a valid credential gets 401, saying how to send one. The SDK's
+    `RequireAuthMiddleware` said only "Authentication required", also to a key sent without `Bearer ` or in
+    another header, the usual first mistake with a shared gateway. The header's value is never quoted."""
+
+    def __init__(self, app: ASGIApp, metadata_url: str | None) -> None:
+        self.app = app
+        self.metadata_url = metadata_url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if isinstance(scope.get("user"), AuthenticatedUser):
+            await self.app(scope, receive, send)
+            return
+        how = "'Authorization: Bearer <API key or access token>'"
+        if HTTPConnection(scope).headers.get("authorization") is None:
+            description = f"no credential was sent: send {how}"
+        else:
+            description = f"the Authorization header is not a bearer credential: send {how}"
+        await _error(401, "invalid_token", description, self.metadata_url)(scope, receive, send)
 
 
 def _refusal(metadata_url: str | None) -> Callable[[HTTPConnection, AuthenticationError], Response]:
