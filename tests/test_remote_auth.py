@@ -23,7 +23,7 @@ from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._errors import ManifoldError
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, logins_in_browser, token_path, token_storage
-from tests.conftest import SERVERS, free_port, stdio_gateway, stop_process, wait_for_port
+from tests.conftest import SERVERS, free_port, server_entry, stdio_gateway, stop_process, wait_for_port
 from tests.scale_out import RedisServer, redis_server  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.anyio
@@ -152,6 +152,15 @@ async def test_login_names_what_is_wrong(write_config: Callable[..., Path]) -> N
         await login_by_name(config, "nope")
     with pytest.raises(ManifoldError, match="server 'plain' has no 'auth'"):
         await login_by_name(config, "plain")
+    # A stdio server cannot have `auth`: it was told to add one, which the config then refused.
+    local = load_config(write_config({"local": server_entry("numbers.py")}, name="local.json"))
+    with pytest.raises(ManifoldError, match=r"server 'local' is started by the gateway \(stdio\) and needs no login"):
+        await login_by_name(local, "local")
+    down = load_config(
+        write_config({"down": {"url": f"http://127.0.0.1:{free_port()}/mcp", "auth": {"type": "oauth"}}}, name="d.json")
+    )
+    with pytest.raises(ManifoldError, match=r"could not reach http://127\.0\.0\.1:\d+/mcp: is the server running\?"):
+        await login_by_name(down, "down")
 
 
 async def test_tokens_the_server_no_longer_takes_ask_for_a_login_without_waiting(

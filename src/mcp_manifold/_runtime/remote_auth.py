@@ -678,6 +678,12 @@ async def login_by_name(config: Config, name: str, *, open_browser: Callable[[st
     if server is None:
         known = ", ".join(sorted(n for n, s in config.servers.items() if s.auth is not None)) or "none"
         raise NotFound(f"no server {name!r} in the config (servers with OAuth: {known})")
+    if server.url is None:
+        # Suggesting `auth` here led to a config problem: OAuth is for remote servers only.
+        raise InvalidRequest(
+            f"server {name!r} is started by the gateway (stdio) and needs no login: "
+            "OAuth is for servers reached by 'url'"
+        )
     if server.auth is None:
         raise InvalidRequest(f"server {name!r} has no 'auth' in its config: add {{'type': 'oauth'}} to log in to it")
     settings = config.settings
@@ -695,8 +701,16 @@ async def login_by_name(config: Config, name: str, *, open_browser: Callable[[st
         found = login_needed_in(exc)
         if isinstance(found, OAuthRequestFailed):  # says which document, where, and what: never an answer's body
             raise ManifoldError(f"the login to {name!r} failed: {found}") from None
-        raise ManifoldError(server.scrub(f"the login to {name!r} failed: {_first_words(exc)}")) from None
+        unreachable = f" (could not reach {server.endpoint()}: is the server running?)" if _unreachable(exc) else ""
+        raise ManifoldError(server.scrub(f"the login to {name!r} failed: {_first_words(exc)}{unreachable}")) from None
     return storage.place.where()
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether the flow failed because no connection could be made (the server down, a wrong port)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout)
 
 
 def _first_words(exc: BaseException) -> str:
