@@ -73,3 +73,11 @@ def test_a_profile_naming_a_server_that_is_not_configured_is_warned_of(write_con
     # serve warns at start too (asked on 0.0.0.0 without auth, it stops right after: no server started)
     served = manifold(home, "serve", str(config), "--http", "--host", "0.0.0.0")
     assert "'numbrs' matches no configured server; did you mean 'numbers'?" in " ".join(served.stderr.split())
+
+
+def test_new_key_refuses_a_principal_the_config_would_refuse(home: Path) -> None:
+    """`auth new-key oauth:alice` printed a key and a config entry that `config check` then refused."""
+    made = manifold(home, "auth", "new-key", "oauth:alice")
+    assert made.returncode == 2 and "mfk_" not in made.stdout, made.stdout
+    assert "error: an API key's principal may not start with 'oauth:', not 'oauth:alice': no key made" in made.stderr
+    assert manifold(home, "auth", "new-key", "alice").stdout.startswith("mfk_")
