@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import server_entry
+from tests.conftest import server_entry, stop_process
 from tests.test_cli_first_hour import manifold
 
 
@@ -81,3 +83,25 @@ def test_new_key_refuses_a_principal_the_config_would_refuse(home: Path) -> None
     assert made.returncode == 2 and "mfk_" not in made.stdout, made.stdout
     assert "error: an API key's principal may not start with 'oauth:', not 'oauth:alice': no key made" in made.stderr
     assert manifold(home, "auth", "new-key", "alice").stdout.startswith("mfk_")
+
+
+def test_register_with_a_config_that_has_no_hub_says_its_gateway_will_not_list_it(
+    write_config: Any, tmp_path: Path
+) -> None:
+    """`manifold register --config` of a gateway without `hub` in expose registered silently, and that
+    gateway never listed the instance."""
+    config = write_config({"numbers": server_entry("numbers.py")}, {"discovery_dir": str(tmp_path / "found")})
+    command = [sys.executable, "-m", "mcp_manifold", "register", "--name", "shop", "--url", "http://127.0.0.1:9/mcp"]
+    register = subprocess.Popen(
+        [*command, "--config", str(config)], stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert register.stderr is not None
+        said = [register.stderr.readline()]
+        while said[-1] and not said[-1].startswith("registered "):  # what it says before it registers
+            said.append(register.stderr.readline())
+    finally:
+        stop_process(register)
+    assert said[-1].startswith("registered shop-") and len(said) == 2, said
+    assert said[0].startswith(f"warning: {config} does not expose the hub (expose: direct)"), said
+    assert "add 'hub' to expose" in said[0], said
