@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from mcp_manifold import _cli as cli
 from tests.conftest import server_entry, stop_process
 from tests.test_cli_first_hour import manifold
 
@@ -105,3 +107,24 @@ def test_register_with_a_config_that_has_no_hub_says_its_gateway_will_not_list_i
     assert said[-1].startswith("registered shop-") and len(said) == 2, said
     assert said[0].startswith(f"warning: {config} does not expose the hub (expose: direct)"), said
     assert "add 'hub' to expose" in said[0], said
+
+
+def test_pins_takes_its_config_before_a_subcommand_and_as_its_argument(write_config: Any, home: Path) -> None:
+    """`manifold pins --config team.yaml diff NAME` read the default config (another data dir's pins: "no
+    pinned tool"), and `manifold pins team.yaml`, as every other command takes its config, was "No such
+    command". In process (CliRunner), with a HOME that has no default config."""
+    config = write_config({"numbers": server_entry("numbers.py")})
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": None, "MANIFOLD_CONFIG": None, "MANIFOLD_DATA_DIR": None}
+
+    def pins(*args: str) -> Any:
+        return CliRunner().invoke(cli.app, ["pins", *args], env=env)
+
+    assert CliRunner().invoke(cli.app, ["tools", str(config)], env=env).exit_code == 0  # pins the three tools
+    for args in (["--config", str(config), "diff", "numbers/add"], [str(config), "diff", "numbers/add"]):
+        shown = pins(*args)
+        assert shown.exit_code == 0 and "numbers/add: unchanged since it was approved" in shown.output, shown.output
+    listed = pins(str(config), "--json")
+    assert listed.exit_code == 0 and {row["tool"] for row in json.loads(listed.output)} == {"add", "multiply", "sqrt"}
+    approved = pins("--config", str(config), "approve", "numbers_add")
+    assert "numbers/add: nothing to approve (it is served as approved)" in approved.output, approved.output
+    assert "No such command" in pins("nosuch").output  # a subcommand's typo is still one

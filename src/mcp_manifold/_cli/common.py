@@ -13,9 +13,10 @@ from typing import Annotated, Any
 import anyio
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from mcp_manifold._cli.shown import printable
-from mcp_manifold._config import Config, load_config, settings_fields
+from mcp_manifold._config import CONFIG_SUFFIXES, Config, load_config, settings_fields
 from mcp_manifold._errors import ConfigError
 from mcp_manifold._runtime.lineage import check_not_nested
 
@@ -48,9 +49,36 @@ def _top(
 
 config_app = typer.Typer(help="Work with config files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+
+
+class ConfigArgumentGroup(TyperGroup):
+    """A command group that takes its config file as its argument too (`manifold pins team.yaml`), as every
+    other command does; a group reads its first argument as a subcommand, so that said "No such command"."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: typer's click Context
+        return super().parse_args(ctx, _config_as_option(args, set(self.commands)))
+
+
+def _config_as_option(args: list[str], commands: set[str]) -> list[str]:
+    """`args` with a first argument that is a config file (not a subcommand) given as `--config FILE`."""
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg in ("--config", "-c"):
+            index += 2
+        elif arg.startswith("-"):
+            index += 1
+        else:
+            if arg not in commands and Path(arg).suffix.lower() in CONFIG_SUFFIXES:
+                return [*args[:index], "--config", arg, *args[index + 1 :]]
+            break
+    return args
+
+
 pins_app = typer.Typer(
     help="Pinned tool definitions: list them (no subcommand), see what changed, approve or reject a change.",
     invoke_without_command=True,
+    cls=ConfigArgumentGroup,
 )
 app.add_typer(pins_app, name="pins")
 auth_app = typer.Typer(help="Credentials for a shared gateway.", no_args_is_help=True)
