@@ -128,3 +128,15 @@ def test_pins_takes_its_config_before_a_subcommand_and_as_its_argument(write_con
     approved = pins("--config", str(config), "approve", "numbers_add")
     assert "numbers/add: nothing to approve (it is served as approved)" in approved.output, approved.output
     assert "No such command" in pins("nosuch").output  # a subcommand's typo is still one
+
+
+def test_call_and_search_take_the_config_first_as_their_usage_line_shows(write_config: Any, home: Path) -> None:
+    """`Usage: manifold search [OPTIONS] [CONFIG] QUERY`, but `manifold search mcp.json "add numbers"` read
+    the query as the config file ("unsupported file type ''") and the file as the query."""
+    config = write_config({"numbers": server_entry("numbers.py")}, {"search_embedder": "bm25"})
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": None, "MANIFOLD_CONFIG": None, "MANIFOLD_DATA_DIR": None}
+    called = CliRunner().invoke(cli.app, ["call", str(config), "numbers_add", "--args", '{"a": 1, "b": 2}'], env=env)
+    assert called.exit_code == 0 and called.output.strip() == "3.0", called.output
+    found = CliRunner().invoke(cli.app, ["search", str(config), "add two numbers", "--json", "-n", "1"], env=env)
+    assert found.exit_code == 0, found.output
+    assert [match["name"] for match in json.loads(found.output)["matches"]] == ["numbers_add"]

@@ -191,6 +191,20 @@ def load_for(ctx: typer.Context, option: Path | None, *, required: bool = True) 
     return load(config_path(option, positional, required=required), overrides)
 
 
+def load_with_argument(ctx: typer.Context, option: Path | None, argument: str) -> tuple[Config, str]:
+    """`load_for` for a command with an argument of its own (`call NAME`, `search QUERY`), and that argument.
+    The usage line reads `[CONFIG] NAME`, so a config file given first is taken as one: before, the file was
+    read as the name and the name as the file (`'multiply two numbers': unsupported file type ''`)."""
+    overrides, positional = parse_extra(ctx.args)
+    if option is None and len(positional) == 1 and _is_config_file(argument) and not _is_config_file(positional[0]):
+        argument, positional = positional[0], [argument]
+    return load(config_path(option, positional), overrides), argument
+
+
+def _is_config_file(text: str) -> bool:
+    return Path(text).suffix.lower() in CONFIG_SUFFIXES and Path(text).is_file()
+
+
 def load(config_path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
     try:
         cfg = load_config(config_path, overrides=overrides or {})
