@@ -140,3 +140,18 @@ def test_call_and_search_take_the_config_first_as_their_usage_line_shows(write_c
     found = CliRunner().invoke(cli.app, ["search", str(config), "add two numbers", "--json", "-n", "1"], env=env)
     assert found.exit_code == 0, found.output
     assert [match["name"] for match in json.loads(found.output)["matches"]] == ["numbers_add"]
+
+
+def test_manifold_tools_names_a_profile_tool_entry_that_matches_no_tool(write_config: Any, home: Path) -> None:
+    """`tools: [numbers_ad]` hid numbers_add without a word: `manifold tools --profile dev` listed 0 tools."""
+    config = write_config({"numbers": server_entry("numbers.py")})
+    data = json.loads(config.read_text())
+    data["profiles"] = {"dev": {"tools": ["numbers_ad", "numbers_m*", "!numbers_sqr"]}}
+    config.write_text(json.dumps(data))
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": None, "MANIFOLD_CONFIG": None, "MANIFOLD_DATA_DIR": None}
+    listed = CliRunner().invoke(cli.app, ["tools", str(config), "--profile", "dev", "--json"], env=env)
+    assert listed.exit_code == 0, listed.output
+    said = " ".join(listed.output.split())
+    assert "warning: profile 'dev', field 'tools': 'numbers_ad' matches no tool any server lists; did you mean" in said
+    assert "'!numbers_sqr' matches no tool any server lists; did you mean 'numbers_sqrt'" in said
+    assert "'numbers_m*' matches" not in said and said.count("warning:") == 2, said
