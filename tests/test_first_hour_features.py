@@ -155,3 +155,36 @@ def test_manifold_tools_names_a_profile_tool_entry_that_matches_no_tool(write_co
     assert "warning: profile 'dev', field 'tools': 'numbers_ad' matches no tool any server lists; did you mean" in said
     assert "'!numbers_sqr' matches no tool any server lists; did you mean 'numbers_sqrt'" in said
     assert "'numbers_m*' matches" not in said and said.count("warning:") == 2, said
+
+
+@pytest.mark.parametrize(
+    ("auth", "said"),
+    [
+        (
+            {"api_keys": {"alice": {"key": "mfk_" + "a" * 24}}},
+            [
+                "profile 'dev' names principal 'alcie', which is no API key's; did you mean 'alice'?",
+                "profile 'dev' names 'claim:groups=dev', but only tokens carry claims and no oauth is configured",
+            ],
+        ),
+        (None, ["profile 'dev' names principals, but no client authenticates (auth has no api_keys or oauth)"]),
+    ],
+    ids=["keys-only", "no-auth"],
+)
+def test_profile_principals_that_no_credential_can_name_are_warned_of(
+    write_config: Any, home: Path, auth: dict[str, Any] | None, said: list[str]
+) -> None:
+    """With API keys only, `principals: [alcie]` (or a `claim:` matcher) matched no one; with no auth at all a
+    profile's principals restricted no one (every client got everything). Both passed the check silently."""
+    config = write_config({"numbers": server_entry("numbers.py")})
+    data = json.loads(config.read_text())
+    data["profiles"] = {"dev": {"principals": ["alcie", "claim:groups=dev"], "servers": ["numbers"]}}
+    if auth is not None:
+        data["auth"] = auth
+    config.write_text(json.dumps(data))
+    checked = CliRunner().invoke(cli.app, ["config", "check", str(config)])
+    assert checked.exit_code == 0, checked.output
+    shown = " ".join(checked.output.split())
+    for line in said:
+        assert f"warning: {config}: {line}" in shown, shown
+    assert shown.count("warning:") == len(said), shown
