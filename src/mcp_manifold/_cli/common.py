@@ -233,6 +233,22 @@ class LogFormatter(logging.Formatter):
         return line + newline + printable(rest, lines=True)
 
 
+def config_warnings(cfg: Config) -> list[str]:
+    """What `config check` and `serve` both warn of in a config that loads: mistakes that fail closed, or
+    serve nothing, without a word (each a line of its own)."""
+    from mcp_manifold._config.principal_names import principal_warnings
+    from mcp_manifold._config.profile_servers import profile_server_warnings
+    from mcp_manifold._config.secret_destinations import unbound_secret_warnings
+
+    empty = no_servers_warning(cfg)
+    return [
+        *([empty] if empty else []),
+        *principal_warnings(cfg),
+        *profile_server_warnings(cfg),
+        *unbound_secret_warnings(cfg),
+    ]
+
+
 def no_servers_warning(cfg: Config) -> str | None:
     """`no servers: ...` for a config that would serve nothing (an import of an empty client file, every
     server disabled), which is otherwise a quiet gateway of no tools; None when it serves some, or the hub
