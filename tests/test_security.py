@@ -214,7 +214,15 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
     cases = {
         "expired": (shared.token(exp=int(time.time()) - 3600), "the token has expired"),
         "wrong audience": (shared.issuer.token("http://elsewhere/mcp"), "not for this gateway"),
-        "wrong issuer": (shared.token(iss="http://127.0.0.1/other"), "was not issued by http://127.0.0.1/issuer"),
+        "wrong issuer": (
+            shared.token(iss="http://127.0.0.1/other"),
+            "was not issued by http://127.0.0.1/issuer: its iss is 'http://127.0.0.1/other'",
+        ),
+        # The usual newcomer's mismatch: it said only "not issued by", leaving the '/' to be found.
+        "issuer's slash": (
+            shared.token(iss="http://127.0.0.1/issuer/"),
+            "its iss is 'http://127.0.0.1/issuer/' (they differ only in the trailing '/': auth.oauth.issuer must",
+        ),
         "tampered": (f"{header}.{tampered_payload}.{signature}", "signature does not verify"),
         "foreign key": (shared.token(key=other), "signature does not verify"),
         "garbage": ("not-a-key-nor-a-jwt", "neither an API key nor a well-formed JWT"),

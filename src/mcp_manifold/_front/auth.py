@@ -51,6 +51,7 @@ from mcp_manifold._config import Config
 from mcp_manifold._config.model import ApiKey, AuthConfig, OAuthConfig
 from mcp_manifold._core.bounded import BoundedTable
 from mcp_manifold._core.profiles import profile_for, token_principal
+from mcp_manifold._core.suggestions import quoted
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
 from mcp_manifold._front.operators import is_operator
 from mcp_manifold._front.standing_streams import ends_with_credential, serve_stream
@@ -218,7 +219,6 @@ _JWT_FAILURES: list[tuple[type[Exception], Callable[[OAuthConfig, Exception], st
         jwt.InvalidAudienceError,
         lambda c, e: f"the token is not for this gateway: its audience must include {c.audience[0]}",
     ),
-    (jwt.InvalidIssuerError, lambda c, e: f"the token was not issued by {c.issuer}"),
     (jwt.InvalidSignatureError, lambda c, e: "the token's signature does not verify"),
     (jwt.MissingRequiredClaimError, lambda c, e: f"the token has no {getattr(e, 'claim', '')!r} claim"),
     # Its algorithm is one of the configured ones (checked first): this is a key bound to another.
@@ -255,6 +255,8 @@ class JwtVerifier:
                 leeway=config.leeway,
                 options={"require": ["exp", "iss", "aud"]},
             )
+        except jwt.InvalidIssuerError:
+            raise TokenRejected(_other_issuer(config, token)) from None
         except jwt.PyJWTError as exc:
             raise TokenRejected(_jwt_failure(config, exc)) from None
         expires = claims["exp"]
@@ -281,6 +283,16 @@ class JwtVerifier:
             claims=claims,
             principal=token_principal(principal),
         )
+
+
+def _other_issuer(config: OAuthConfig, token: str) -> str:
+    """Why a token whose signature verified was refused for its `iss`, naming it: an issuer configured
+    without the trailing '/' its tokens carry (or with one they lack) was refused with no clue."""
+    issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")  # signed by the issuer's key
+    said = f"the token was not issued by {config.issuer}: its iss is {quoted(str(issuer))}"
+    if isinstance(issuer, str) and issuer.rstrip("/") == config.issuer.rstrip("/"):
+        said += " (they differ only in the trailing '/': auth.oauth.issuer must be the iss exactly)"
+    return said
 
 
 def _jwt_failure(config: OAuthConfig, exc: Exception) -> str:
