@@ -213,7 +213,10 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
     ).decode()
     cases = {
         "expired": (shared.token(exp=int(time.time()) - 3600), "the token has expired"),
-        "wrong audience": (shared.issuer.token("http://elsewhere/mcp"), "not for this gateway"),
+        "wrong audience": (
+            shared.issuer.token("http://elsewhere/mcp"),
+            f"not for this gateway: its audience must include {shared.url}; its aud is http://elsewhere/mcp",
+        ),
         "wrong issuer": (
             shared.token(iss="http://127.0.0.1/other"),
             "was not issued by http://127.0.0.1/issuer: its iss is 'http://127.0.0.1/other'",

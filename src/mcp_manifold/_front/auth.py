@@ -51,7 +51,7 @@ from mcp_manifold._config import Config
 from mcp_manifold._config.model import ApiKey, AuthConfig, OAuthConfig
 from mcp_manifold._core.bounded import BoundedTable
 from mcp_manifold._core.profiles import profile_for, token_principal
-from mcp_manifold._core.suggestions import quoted
+from mcp_manifold._core.suggestions import quoted, shortened
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
 from mcp_manifold._front.operators import is_operator
 from mcp_manifold._front.standing_streams import ends_with_credential, serve_stream
@@ -215,10 +215,6 @@ def _usable_keys(document: dict[str, Any], source: str | None) -> dict[str | Non
 _JWT_FAILURES: list[tuple[type[Exception], Callable[[OAuthConfig, Exception], str]]] = [
     (jwt.ExpiredSignatureError, lambda c, e: "the token has expired"),
     (jwt.ImmatureSignatureError, lambda c, e: "the token is not valid yet (nbf or iat in the future)"),
-    (
-        jwt.InvalidAudienceError,
-        lambda c, e: f"the token is not for this gateway: its audience must include {c.audience[0]}",
-    ),
     (jwt.InvalidSignatureError, lambda c, e: "the token's signature does not verify"),
     (jwt.MissingRequiredClaimError, lambda c, e: f"the token has no {getattr(e, 'claim', '')!r} claim"),
     # Its algorithm is one of the configured ones (checked first): this is a key bound to another.
@@ -257,6 +253,8 @@ class JwtVerifier:
             )
         except jwt.InvalidIssuerError:
             raise TokenRejected(_other_issuer(config, token)) from None
+        except jwt.InvalidAudienceError:
+            raise TokenRejected(_other_audience(config, token)) from None
         except jwt.PyJWTError as exc:
             raise TokenRejected(_jwt_failure(config, exc)) from None
         expires = claims["exp"]
@@ -293,6 +291,14 @@ def _other_issuer(config: OAuthConfig, token: str) -> str:
     if isinstance(issuer, str) and issuer.rstrip("/") == config.issuer.rstrip("/"):
         said += " (they differ only in the trailing '/': auth.oauth.issuer must be the iss exactly)"
     return said
+
+
+def _other_audience(config: OAuthConfig, token: str) -> str:
+    """Why a token whose signature verified was refused for its `aud`, naming it (a resource_url written
+    without the `/mcp` or the trailing '/' the identity provider puts in its tokens was refused with no clue)."""
+    aud = jwt.decode(token, options={"verify_signature": False}).get("aud")
+    audience = shortened(", ".join(map(str, aud)) if isinstance(aud, list) else str(aud), 200)
+    return f"the token is not for this gateway: its audience must include {config.audience[0]}; its aud is {audience}"
 
 
 def _jwt_failure(config: OAuthConfig, exc: Exception) -> str:
