@@ -109,6 +109,22 @@ def test_a_command_run_by_a_person_logs_in_when_its_server_asks(
     assert len(token_files(tmp_path)) == 1
 
 
+def test_a_login_left_undone_in_the_browser_is_named_not_the_servers_speed(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """`manifold tools` showed the login page and nobody logged in: the server's start timed out and the
+    error said "init_timeout: raise it for a server that is slow to start"."""
+    config = write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth"}}}, {"init_timeout": 1})
+    env = {**os.environ, "BROWSER": "true %s"}  # a browser that opens the page, and a person who does nothing
+    command = [sys.executable, "-m", "mcp_manifold", "tools", "--json", "--config", str(config)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-3000:]
+    said = " ".join(done.stderr.split())
+    assert "remote: did not finish initialization within 1s: its OAuth login in the browser was not completed" in said
+    assert "log in first with `manifold auth login remote` (it waits five minutes)" in said
+    assert "init_timeout: raise it" not in said
+
+
 def test_auth_login_names_an_unknown_server(write_config: Callable[..., Path]) -> None:
     config = write_config({"local": {"command": sys.executable, "args": [str(SERVERS / "kitchen.py")]}})
     command = [sys.executable, "-m", "mcp_manifold", "auth", "login", "nowhere", "--config", str(config)]

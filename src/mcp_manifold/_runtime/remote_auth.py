@@ -583,6 +583,7 @@ class BrowserLogin:
                 "is another program using it?)",
             ) from None
         logger.info("opening the authorization page of server %r in the browser", self.server)
+        _pages_waiting.add(self.server)
         # In a thread of its own, not awaited: a browser command may wait until its page is done, and the
         # page ends on the redirect, which `take_redirect` serves.
         threading.Thread(target=self._open, args=(url,), daemon=True, name="manifold-oauth-browser").start()
@@ -609,6 +610,7 @@ class BrowserLogin:
                 group.cancel_scope.cancel()
         if isinstance(answer, Exception):
             raise answer
+        _pages_waiting.discard(self.server)
         return answer
 
 
@@ -624,6 +626,17 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+# The servers whose authorization page a person was shown and whose login has not come back (a command
+# run by a person: `serve` never shows one). When such a server's start then times out, its error says
+# the login is what it waited for, not that the server is slow (it told a newcomer to raise init_timeout).
+_pages_waiting: set[str] = set()
+
+
+def login_page_waiting(server: str) -> bool:
+    """Whether `server`'s authorization page was shown to a person and its login has not come back."""
+    return server in _pages_waiting
 
 
 # The browser of a command run by a person (`call`, `tools`, `servers`): while set, a server that needs a
