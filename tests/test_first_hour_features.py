@@ -188,3 +188,19 @@ def test_profile_principals_that_no_credential_can_name_are_warned_of(
     for line in said:
         assert f"warning: {config}: {line}" in shown, shown
     assert shown.count("warning:") == len(said), shown
+
+
+def test_a_profile_flag_naming_no_profile_is_reported_as_the_flag_not_the_file(write_config: Any) -> None:
+    """`serve --profile nope` was reported as the file's field ('mcp.json, field 'profile': names no profile:
+    'nope''), so the reader looked in a file that says something else."""
+    config = write_config({"numbers": server_entry("numbers.py")}, {"profile": "dev"})
+    data = json.loads(config.read_text())
+    data["profiles"] = {"dev": {"servers": ["numbers"]}}
+    config.write_text(json.dumps(data))
+    flagged = CliRunner().invoke(cli.app, ["serve", str(config), "--profile", "nope"])
+    assert flagged.exit_code == 2, flagged.output
+    said = " ".join(flagged.output.split())
+    assert "command line, field 'profile': names no profile: 'nope' (profiles: dev)" in said, said
+    assert f"{config}, field 'profile'" not in said
+    variable = CliRunner().invoke(cli.app, ["config", "check", str(config)], env={"MANIFOLD_PROFILE": "nope"})
+    assert "environment, field 'MANIFOLD_PROFILE': names no profile: 'nope'" in " ".join(variable.output.split())

@@ -318,12 +318,19 @@ def _profile(name: str, entry: Any, env: Mapping[str, str], problems: Problems) 
     return Profile(name=name, **fields)
 
 
-def check_against_settings(profiles: Mapping[str, Profile], settings: Settings, problems: Problems) -> None:
+def check_against_settings(
+    profiles: Mapping[str, Profile],
+    settings: Settings,
+    problems: Problems,
+    profile_given: tuple[Problems, str] | None = None,
+) -> None:
     """What only holds together with the settings: the profile setting names a profile, and each
-    profile's surfaces are exposed."""
+    profile's surfaces are exposed. `profile_given`: where the profile setting came from (`given_in`), so a
+    `--profile` typo is not reported as the file's."""
     if settings.profile is not None and settings.profile not in profiles:
         known = ", ".join(profiles) or "none are defined"
-        problems.add(None, "profile", f"names no profile: {settings.profile!r} (profiles: {known})")
+        where, label = profile_given or (problems, "profile")
+        where.add(None, label, f"names no profile: {settings.profile!r} (profiles: {known})")
     for profile in profiles.values():
         for surface in profile.surfaces or ():
             if surface not in settings.expose:

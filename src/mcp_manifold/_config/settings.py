@@ -494,6 +494,19 @@ def environment_settings(env: Mapping[str, str]) -> tuple[dict[str, str], dict[s
     return values, variables
 
 
+def given_in(
+    name: str, overrides: Mapping[str, Any] | None, env: Mapping[str, str], in_file: Problems
+) -> tuple[Problems, str]:
+    """Where the setting `name` was given last (flag > environment > file), as a problem about it names
+    it: the problems of that source and the field's label there (`MANIFOLD_PROFILE` in the environment)."""
+    if (overrides or {}).get(name) is not None:
+        return Problems(COMMAND_LINE, in_file.items), name
+    _values, variables = environment_settings(env)
+    if name in variables:
+        return Problems(ENVIRONMENT, in_file.items), variables[name]
+    return in_file, name
+
+
 class _Layer(NamedTuple):
     """The checked settings of one source, with where its problems go and how they name a setting."""
 
