@@ -137,6 +137,40 @@ async def test_programs_call_loop_and_catch(shared: Shared) -> None:
     assert bad.is_error and "'code'" in text_of(bad)
 
 
+async def test_a_misnamed_tool_is_named_with_the_caller_s_own_tools(shared: Shared) -> None:
+    """QuickJS said only "TypeError: not a function" for tools.numbers_ad(...), and a tool called by its
+    bare name was "not defined": the answer now names the wrong name and the tools the caller has."""
+    misspelt = await run(shared.client, "const sum = await tools.numbers_ad({a: 1, b: 2});\nreturn sum")
+    assert misspelt.is_error, text_of(misspelt)
+    said = text_of(misspelt)
+    assert said.startswith("Error: TypeError: not a function"), said
+    assert said.endswith(
+        "tools.numbers_ad is not one of this program's tools; search_tools finds tools by what they do"
+    ), said  # more than ten tools: not listed
+    bare = await run(shared.client, "return await numbers_add({a: 1, b: 2})")
+    assert "a tool is called as tools.numbers_add(args), not by its bare name" in text_of(bare), text_of(bare)
+
+
+def test_a_tool_the_caller_may_not_use_reads_like_one_that_does_not_exist() -> None:
+    """No correction is guessed from the wrong name (it would differ for a hidden tool and a missing one);
+    past ten tools the error says where to find them instead of listing them."""
+    from mcp_manifold._surfaces.code.misnamed import with_name_hints
+
+    many = [f"numbers_op{n}" for n in range(11)]
+    hidden = with_name_hints("TypeError: not a function", "await tools['numbers_add']({})", many)
+    assert hidden == (
+        "TypeError: not a function: tools.numbers_add is not one of this program's tools; "
+        "search_tools finds tools by what they do"
+    )
+    few = with_name_hints("TypeError: not a function", "await tools.numbers_ad({})", ["numbers_add", "numbers_sqrt"])
+    assert few.endswith(
+        "tools.numbers_ad is not one of this program's tools; its tools are tools.numbers_add, tools.numbers_sqrt"
+    )
+    assert with_name_hints("TypeError: x is null", "return await tools.numbers_op1({})", many) == (
+        "TypeError: x is null"  # every tool it names is one of its own: nothing to add
+    )
+
+
 async def test_large_values_stay_in_the_program(connect: Any, write_config: Any) -> None:
     # A spill threshold that would send a 300 kB result to a file: inside a program it is a plain value.
     config = write_config(SERVERS, {"expose": ["code"], "spill_threshold": 1000})

@@ -23,7 +23,7 @@ from mcp_manifold._core.clients import Caller, Request
 from mcp_manifold._errors import ManifoldError
 from mcp_manifold._runtime.gateway import Gateway
 from mcp_manifold._runtime.remote_auth import TokenFile, login_by_name, logins_in_browser, token_path, token_storage
-from tests.conftest import SERVERS, free_port, stdio_gateway, stop_process, wait_for_port
+from tests.conftest import SERVERS, free_port, server_entry, stdio_gateway, stop_process, wait_for_port
 from tests.scale_out import RedisServer, redis_server  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.anyio
@@ -109,6 +109,22 @@ def test_a_command_run_by_a_person_logs_in_when_its_server_asks(
     assert len(token_files(tmp_path)) == 1
 
 
+def test_a_login_left_undone_in_the_browser_is_named_not_the_servers_speed(
+    protected: str, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """`manifold tools` showed the login page and nobody logged in: the server's start timed out and the
+    error said "init_timeout: raise it for a server that is slow to start"."""
+    config = write_config({"remote": {"url": f"{protected}/mcp", "auth": {"type": "oauth"}}}, {"init_timeout": 1})
+    env = {**os.environ, "BROWSER": "true %s"}  # a browser that opens the page, and a person who does nothing
+    command = [sys.executable, "-m", "mcp_manifold", "tools", "--json", "--config", str(config)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-3000:]
+    said = " ".join(done.stderr.split())
+    assert "remote: did not finish initialization within 1s: its OAuth login in the browser was not completed" in said
+    assert "log in first with `manifold auth login remote` (it waits five minutes)" in said
+    assert "init_timeout: raise it" not in said
+
+
 def test_auth_login_names_an_unknown_server(write_config: Callable[..., Path]) -> None:
     config = write_config({"local": {"command": sys.executable, "args": [str(SERVERS / "kitchen.py")]}})
     command = [sys.executable, "-m", "mcp_manifold", "auth", "login", "nowhere", "--config", str(config)]
@@ -152,6 +168,15 @@ async def test_login_names_what_is_wrong(write_config: Callable[..., Path]) -> N
         await login_by_name(config, "nope")
     with pytest.raises(ManifoldError, match="server 'plain' has no 'auth'"):
         await login_by_name(config, "plain")
+    # A stdio server cannot have `auth`: it was told to add one, which the config then refused.
+    local = load_config(write_config({"local": server_entry("numbers.py")}, name="local.json"))
+    with pytest.raises(ManifoldError, match=r"server 'local' is started by the gateway \(stdio\) and needs no login"):
+        await login_by_name(local, "local")
+    down = load_config(
+        write_config({"down": {"url": f"http://127.0.0.1:{free_port()}/mcp", "auth": {"type": "oauth"}}}, name="d.json")
+    )
+    with pytest.raises(ManifoldError, match=r"could not reach http://127\.0\.0\.1:\d+/mcp: is the server running\?"):
+        await login_by_name(down, "down")
 
 
 async def test_tokens_the_server_no_longer_takes_ask_for_a_login_without_waiting(

@@ -213,8 +213,19 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
     ).decode()
     cases = {
         "expired": (shared.token(exp=int(time.time()) - 3600), "the token has expired"),
-        "wrong audience": (shared.issuer.token("http://elsewhere/mcp"), "not for this gateway"),
-        "wrong issuer": (shared.token(iss="http://127.0.0.1/other"), "was not issued by http://127.0.0.1/issuer"),
+        "wrong audience": (
+            shared.issuer.token("http://elsewhere/mcp"),
+            f"not for this gateway: its audience must include {shared.url}; its aud is http://elsewhere/mcp",
+        ),
+        "wrong issuer": (
+            shared.token(iss="http://127.0.0.1/other"),
+            "was not issued by http://127.0.0.1/issuer: its iss is 'http://127.0.0.1/other'",
+        ),
+        # The usual newcomer's mismatch: it said only "not issued by", leaving the '/' to be found.
+        "issuer's slash": (
+            shared.token(iss="http://127.0.0.1/issuer/"),
+            "its iss is 'http://127.0.0.1/issuer/' (they differ only in the trailing '/': auth.oauth.issuer must",
+        ),
         "tampered": (f"{header}.{tampered_payload}.{signature}", "signature does not verify"),
         "foreign key": (shared.token(key=other), "signature does not verify"),
         "garbage": ("not-a-key-nor-a-jwt", "neither an API key nor a well-formed JWT"),
@@ -243,6 +254,25 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
     # A string claim is one value (only `scope` and `scp` are lists of words): it held the profile of any word.
     worded = await post(shared.url, shared.token(sub="dave", groups="not writers"))
     assert worded.status_code == 403 and "principal 'oauth:dave' holds no profile" in worded.text
+
+
+async def test_a_key_sent_without_bearer_is_told_how_to_send_it(shared: Shared) -> None:
+    """A key in the Authorization header without `Bearer `, or in another header, got only "Authentication
+    required"; the refusal now says how to send it, never quoting what was sent."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    how = "send 'Authorization: Bearer <API key or access token>'"
+    cases = {
+        "Authorization": (ALICE_KEY, "the Authorization header is not a bearer credential"),
+        "X-API-Key": (ALICE_KEY, "no credential was sent"),
+    }
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for header, (value, reason) in cases.items():
+            response = await http.post(shared.url, json=INITIALIZE, headers={**headers, header: value})
+            assert response.status_code == 401, header
+            assert response.json()["error_description"] == f"{reason}: {how}", response.text
+            challenge = response.headers["www-authenticate"]
+            assert f"{reason}: {how}" in challenge and "resource_metadata=" in challenge, challenge
+            assert ALICE_KEY not in response.text and ALICE_KEY not in challenge
 
 
 async def test_a_standing_stream_opened_with_a_token_ends_when_the_token_expires(shared: Shared) -> None:

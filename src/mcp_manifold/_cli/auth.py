@@ -15,8 +15,12 @@ def auth_new_key(principal: Annotated[str, typer.Argument(help="Who the key is f
     """Make a random API key: give the key to its holder, put the SHA-256 in the config's auth.api_keys."""
     import secrets
 
-    from mcp_manifold._config.security import hash_key
+    from mcp_manifold._config.security import hash_key, key_principal_problem
 
+    if problem := key_principal_problem(principal):
+        # Before, the key was made and printed, and the config it said to write was then refused.
+        err.print(f"error: {problem}, not {principal!r}: no key made", markup=False, highlight=False)
+        raise typer.Exit(2)
     key = f"mfk_{secrets.token_urlsafe(32)}"
     err.print("Give this key to its holder (it is not shown again):", markup=False)
     print(key)

@@ -17,7 +17,7 @@ from mcp_manifold._cli.common import (
     JsonOption,
     app,
     err,
-    load_for,
+    load_with_argument,
     out,
     with_gateway,
 )
@@ -40,7 +40,7 @@ def call(
         raise typer.BadParameter(f"--args is not valid JSON: {exc}") from None
     if not isinstance(arguments, dict):
         raise typer.BadParameter("--args must be a JSON object, e.g. '{\"a\": 1}'")
-    cfg = load_for(ctx, config)
+    cfg, name = load_with_argument(ctx, config, name)
 
     async def work(gateway: Any) -> Any:
         from mcp_manifold._core.clients import Caller, Request
@@ -100,7 +100,7 @@ def search(
     ranking step, or why it is not in the index at all (a disabled server, a tools filter, a server
     that did not start).
     """
-    cfg = load_for(ctx, config)
+    cfg, query = load_with_argument(ctx, config, query)
 
     async def work(gateway: Any) -> tuple[list[Any], Any, Any, list[str], str | None]:
         from rich.progress import Progress

@@ -13,9 +13,10 @@ from typing import Annotated, Any
 import anyio
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from mcp_manifold._cli.shown import printable
-from mcp_manifold._config import Config, load_config, settings_fields
+from mcp_manifold._config import CONFIG_SUFFIXES, Config, load_config, settings_fields
 from mcp_manifold._errors import ConfigError
 from mcp_manifold._runtime.lineage import check_not_nested
 
@@ -48,9 +49,36 @@ def _top(
 
 config_app = typer.Typer(help="Work with config files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+
+
+class ConfigArgumentGroup(TyperGroup):
+    """A command group that takes its config file as its argument too (`manifold pins team.yaml`), as every
+    other command does; a group reads its first argument as a subcommand, so that said "No such command"."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: typer's click Context
+        return super().parse_args(ctx, _config_as_option(args, set(self.commands)))
+
+
+def _config_as_option(args: list[str], commands: set[str]) -> list[str]:
+    """`args` with a first argument that is a config file (not a subcommand) given as `--config FILE`."""
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg in ("--config", "-c"):
+            index += 2
+        elif arg.startswith("-"):
+            index += 1
+        else:
+            if arg not in commands and Path(arg).suffix.lower() in CONFIG_SUFFIXES:
+                return [*args[:index], "--config", arg, *args[index + 1 :]]
+            break
+    return args
+
+
 pins_app = typer.Typer(
     help="Pinned tool definitions: list them (no subcommand), see what changed, approve or reject a change.",
     invoke_without_command=True,
+    cls=ConfigArgumentGroup,
 )
 app.add_typer(pins_app, name="pins")
 auth_app = typer.Typer(help="Credentials for a shared gateway.", no_args_is_help=True)
@@ -163,6 +191,20 @@ def load_for(ctx: typer.Context, option: Path | None, *, required: bool = True) 
     return load(config_path(option, positional, required=required), overrides)
 
 
+def load_with_argument(ctx: typer.Context, option: Path | None, argument: str) -> tuple[Config, str]:
+    """`load_for` for a command with an argument of its own (`call NAME`, `search QUERY`), and that argument.
+    The usage line reads `[CONFIG] NAME`, so a config file given first is taken as one: before, the file was
+    read as the name and the name as the file (`'multiply two numbers': unsupported file type ''`)."""
+    overrides, positional = parse_extra(ctx.args)
+    if option is None and len(positional) == 1 and _is_config_file(argument) and not _is_config_file(positional[0]):
+        argument, positional = positional[0], [argument]
+    return load(config_path(option, positional), overrides), argument
+
+
+def _is_config_file(text: str) -> bool:
+    return Path(text).suffix.lower() in CONFIG_SUFFIXES and Path(text).is_file()
+
+
 def load(config_path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
     try:
         cfg = load_config(config_path, overrides=overrides or {})
@@ -189,6 +231,22 @@ class LogFormatter(logging.Formatter):
         # The message's line holds no line break now: what follows the first one is the traceback or stack.
         line, newline, rest = super().format(record).partition("\n")
         return line + newline + printable(rest, lines=True)
+
+
+def config_warnings(cfg: Config) -> list[str]:
+    """What `config check` and `serve` both warn of in a config that loads: mistakes that fail closed, or
+    serve nothing, without a word (each a line of its own)."""
+    from mcp_manifold._config.principal_names import principal_warnings
+    from mcp_manifold._config.profile_servers import profile_server_warnings
+    from mcp_manifold._config.secret_destinations import unbound_secret_warnings
+
+    empty = no_servers_warning(cfg)
+    return [
+        *([empty] if empty else []),
+        *principal_warnings(cfg),
+        *profile_server_warnings(cfg),
+        *unbound_secret_warnings(cfg),
+    ]
 
 
 def no_servers_warning(cfg: Config) -> str | None:

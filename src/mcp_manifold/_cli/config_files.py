@@ -8,12 +8,11 @@ from typing import Annotated
 
 import typer
 
-from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path, err, load, no_servers_warning, out
+from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path, config_warnings, err, load, out
 from mcp_manifold._config import check_config, load_config
 from mcp_manifold._config.commands import command_warning
-from mcp_manifold._config.principal_names import principal_warnings
-from mcp_manifold._config.secret_destinations import unbound_secret_warnings
 from mcp_manifold._errors import ConfigError, ManifoldError
+from mcp_manifold._front.identity import exposure_problem
 
 
 @config_app.command("check")
@@ -31,12 +30,14 @@ def config_check(
     if problems:
         raise typer.Exit(1)
     config = load_config(path)
-    if empty := no_servers_warning(config):
-        err.print(f"warning: {path}: {empty}", markup=False, highlight=False)
+    if config.settings.http and (refused := exposure_problem(config)):
+        # What `serve` would refuse at start (with `http: true` in the file; a --http flag is not seen here).
+        err.print(f"{path}: {refused}", markup=False, highlight=False)
+        raise typer.Exit(1)
     for server in config.servers.values():
         if warning := command_warning(server):
             err.print(f"warning: {path}: server {server.name!r}: {warning}; it would fail to start", markup=False)
-    for warning in [*principal_warnings(config), *unbound_secret_warnings(config)]:
+    for warning in config_warnings(config):
         err.print(f"warning: {path}: {warning}", markup=False, highlight=False)
     out.print(f"[green]{path}: OK[/green]")
 

@@ -66,6 +66,9 @@ def pins(
 ) -> None:
     """Every pinned tool and its state: pinned, changed, new or rejected (quarantined under pinning: enforce)."""
     if ctx.invoked_subcommand is not None:
+        # `pins --config team.yaml diff NAME` (or `pins team.yaml diff NAME`): the subcommand's config unless
+        # it names one itself; it read the default config instead, and another data dir's pins.
+        ctx.obj = config
         return
     cfg, store = _pin_store(config)
     rows = [pin for pin in store.pins() if not changed or pin.state != "pinned"]
@@ -101,12 +104,14 @@ def pins(
 
 @pins_app.command("diff")
 def pins_diff(
-    name: Annotated[str, typer.Argument(help="SERVER/TOOL, or the tool's exposed name.")], config: ConfigOption = None
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="SERVER/TOOL, or the tool's exposed name.")],
+    config: ConfigOption = None,
 ) -> None:
     """What changed in a tool since it was approved: description and schemas as a diff."""
     from mcp_manifold._core.pins import describe_change
 
-    cfg, store = _pin_store(config)
+    cfg, store = _pin_store(config or ctx.obj)
     pin = _find_pin(cfg, store, name)
     # What the operator reads to decide: no escape sequence in the new definition may rewrite it, and no
     # character a terminal shows as nothing (text for the model in Unicode tags) may hide in it.
@@ -128,22 +133,24 @@ ExpectOption = Annotated[
 
 @pins_app.command("approve")
 def pins_approve(
+    ctx: typer.Context,
     names: Annotated[list[str], typer.Argument(help="SERVER/TOOL or exposed names.")],
     config: ConfigOption = None,
     expect: ExpectOption = None,
 ) -> None:
     """Approve the definition a tool is served with now; a running gateway lifts its quarantine within a second."""
-    _decide(names, config, "approve", expect)
+    _decide(names, config or ctx.obj, "approve", expect)
 
 
 @pins_app.command("reject")
 def pins_reject(
+    ctx: typer.Context,
     names: Annotated[list[str], typer.Argument(help="SERVER/TOOL or exposed names.")],
     config: ConfigOption = None,
     expect: ExpectOption = None,
 ) -> None:
     """Refuse the definition a tool is served with now: quarantined until the server serves the approved one."""
-    _decide(names, config, "reject", expect)
+    _decide(names, config or ctx.obj, "reject", expect)
 
 
 @pins_app.command("forget")

@@ -46,6 +46,14 @@ def register(
     from mcp_manifold._runtime.registration import build_record, default_pid, register_until_stopped
 
     cfg = load_for(ctx, config, required=False)
+    if cfg.path is not None and "hub" not in cfg.settings.expose:
+        # Registered all the same (another gateway may read the same place), but the newcomer's one does not.
+        err.print(
+            f"warning: {cfg.path} does not expose the hub (expose: {', '.join(cfg.settings.expose)}), so a gateway "
+            "serving it lists no registered instance: add 'hub' to expose",
+            markup=False,
+            highlight=False,
+        )
     folder = discovery_dir(cfg.settings.discovery_dir)
     try:
         record = build_record(

@@ -20,13 +20,12 @@ from mcp_manifold._cli.common import (
     ConfigOption,
     app,
     config_path,
+    config_warnings,
     err,
     load,
-    no_servers_warning,
     parse_extra,
     settings_help,
 )
-from mcp_manifold._config.secret_destinations import unbound_secret_warnings
 from mcp_manifold._config.switches import speed_up_on
 
 
@@ -45,9 +44,8 @@ def serve(
         if value is not None:
             overrides[key] = value
     cfg = load(config_path(config, positional), overrides)
-    for warning in [no_servers_warning(cfg), *unbound_secret_warnings(cfg)]:
-        if warning is not None:
-            err.print(f"warning: {cfg.path}: {warning}", markup=False, highlight=False)
+    for warning in config_warnings(cfg):
+        err.print(f"warning: {cfg.path}: {warning}", markup=False, highlight=False)
     listener: socket.socket | None = None
     if cfg.settings.http:
         from mcp_manifold._front.identity import check_exposure

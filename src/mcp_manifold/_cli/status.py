@@ -216,14 +216,16 @@ def tools(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption =
     tools are missing from the list)."""
     cfg = load_for(ctx, config)
 
-    async def work(gateway: Any) -> tuple[list[Any], list[dict[str, Any]]]:
+    async def work(gateway: Any) -> tuple[list[Any], list[dict[str, Any]], list[str]]:
         from mcp_manifold._core.clients import Caller, Request
 
         await gateway.ensure_catalog()
         # What a client of the `profile` setting sees (`--profile NAME`): everything without one.
-        return gateway.view(Request(Caller("cli"))).tool_entries(), [b.status().__dict__ for b in gateway.pool]
+        entries = gateway.view(Request(Caller("cli"))).tool_entries()
+        return entries, [b.status().__dict__ for b in gateway.pool], [e.name for e in gateway.catalog.tool_entries()]
 
-    entries, states = anyio.run(with_gateway, cfg, work)
+    entries, states, every_name = anyio.run(with_gateway, cfg, work)
+    _warn_of_unmatched_tools(cfg, every_name)
     if as_json:
         rows = [
             {"name": e.name, "server": e.server, "original": e.original.name, "description": e.exposed.description}
@@ -234,6 +236,19 @@ def tools(ctx: typer.Context, config: ConfigOption = None, as_json: JsonOption =
         _print_tools(entries)
     # The tools of the servers that started are listed; a failed one makes the list incomplete.
     _exit_if_failed(cfg, states)
+
+
+def _warn_of_unmatched_tools(cfg: Any, every_name: list[str]) -> None:
+    """Each `tools` entry of the profile listed (`--profile`) that matches no tool the servers list: it
+    hides nothing and allows nothing, so a typo there left the tool out without a word."""
+    from mcp_manifold._core.profiles import unmatched_tool_globs
+    from mcp_manifold._core.suggestions import did_you_mean
+
+    profile = cfg.profiles.get(cfg.settings.profile) if cfg.settings.profile else None
+    for entry in unmatched_tool_globs(profile, every_name) if profile is not None else []:
+        hint = did_you_mean(entry.removeprefix("!"), every_name)
+        line = f"warning: profile {profile.name!r}, field 'tools': {entry!r} matches no tool any server lists{hint}"
+        err.print(line, markup=False, highlight=False)
 
 
 def _print_tools(entries: list[Any]) -> None:

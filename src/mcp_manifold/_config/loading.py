@@ -20,7 +20,7 @@ from mcp_manifold._config.problems import Problems, kind, unknown
 from mcp_manifold._config.redaction import show_references
 from mcp_manifold._config.security import check_against_settings, parse_auth, parse_profiles
 from mcp_manifold._config.servers import parse_servers
-from mcp_manifold._config.settings import resolve_settings
+from mcp_manifold._config.settings import given_in, resolve_settings
 from mcp_manifold._config.variables import referenced_values
 from mcp_manifold._errors import ConfigError, ConfigProblem
 
@@ -86,7 +86,7 @@ def _build(
     profiles = parse_profiles(
         _section(data.get("profiles"), in_file, "profiles", "profile names to profiles"), env, in_file
     )
-    check_against_settings(profiles, settings, in_file)
+    check_against_settings(profiles, settings, in_file, given_in("profile", overrides, env, in_file))
     # A message may quote a value that came from the environment (`not a number: '<token>'`), and
     # problems are shown by `config check`, the dashboard and reloads: such a value reads `${VAR}`.
     expanded = referenced_values(dict(data), env)

@@ -124,9 +124,8 @@ def _api_keys(raw: Any, problems: Problems) -> tuple[ApiKey, ...]:
         if not isinstance(principal, str) or not principal.strip():
             problems.add(None, "auth.api_keys", f"principals must be non-empty strings, not {principal!r}")
             continue
-        if principal.startswith(TOKEN_PRINCIPAL_PREFIX):
-            # That name space is the tokens': a key named so could pass for a token's subject.
-            problems.add(None, where, f"an API key's principal may not start with {TOKEN_PRINCIPAL_PREFIX!r}")
+        if problem := key_principal_problem(principal):
+            problems.add(None, where, problem)
             continue
         try:
             hashes = _key_hashes(entry)
@@ -140,6 +139,16 @@ def _api_keys(raw: Any, problems: Problems) -> tuple[ApiKey, ...]:
                 continue
             keys.append(ApiKey(principal, digest))
     return tuple(keys)
+
+
+def key_principal_problem(principal: str) -> str | None:
+    """Why `principal` cannot name an API key, or None (`manifold auth new-key` asks it too)."""
+    if not principal.strip():
+        return "an API key's principal must be a non-empty name"
+    if principal.startswith(TOKEN_PRINCIPAL_PREFIX):
+        # That name space is the tokens': a key named so could pass for a token's subject.
+        return f"an API key's principal may not start with {TOKEN_PRINCIPAL_PREFIX!r}"
+    return None
 
 
 def _key_hashes(entry: Any) -> list[str]:
@@ -309,12 +318,19 @@ def _profile(name: str, entry: Any, env: Mapping[str, str], problems: Problems) 
     return Profile(name=name, **fields)
 
 
-def check_against_settings(profiles: Mapping[str, Profile], settings: Settings, problems: Problems) -> None:
+def check_against_settings(
+    profiles: Mapping[str, Profile],
+    settings: Settings,
+    problems: Problems,
+    profile_given: tuple[Problems, str] | None = None,
+) -> None:
     """What only holds together with the settings: the profile setting names a profile, and each
-    profile's surfaces are exposed."""
+    profile's surfaces are exposed. `profile_given`: where the profile setting came from (`given_in`), so a
+    `--profile` typo is not reported as the file's."""
     if settings.profile is not None and settings.profile not in profiles:
         known = ", ".join(profiles) or "none are defined"
-        problems.add(None, "profile", f"names no profile: {settings.profile!r} (profiles: {known})")
+        where, label = profile_given or (problems, "profile")
+        where.add(None, label, f"names no profile: {settings.profile!r} (profiles: {known})")
     for profile in profiles.values():
         for surface in profile.surfaces or ():
             if surface not in settings.expose:

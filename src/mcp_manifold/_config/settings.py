@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
+from mcp_manifold._code_engine import engine_problem
 from mcp_manifold._config.problems import Invalid, Problems, unknown
 from mcp_manifold._config.values import (
     as_bool,
@@ -499,6 +500,19 @@ def environment_settings(env: Mapping[str, str]) -> tuple[dict[str, str], dict[s
     return values, variables
 
 
+def given_in(
+    name: str, overrides: Mapping[str, Any] | None, env: Mapping[str, str], in_file: Problems
+) -> tuple[Problems, str]:
+    """Where the setting `name` was given last (flag > environment > file), as a problem about it names
+    it: the problems of that source and the field's label there (`MANIFOLD_PROFILE` in the environment)."""
+    if (overrides or {}).get(name) is not None:
+        return Problems(COMMAND_LINE, in_file.items), name
+    _values, variables = environment_settings(env)
+    if name in variables:
+        return Problems(ENVIRONMENT, in_file.items), variables[name]
+    return in_file, name
+
+
 class _Layer(NamedTuple):
     """The checked settings of one source, with where its problems go and how they name a setting."""
 
@@ -559,4 +573,8 @@ def resolve_settings(
         embedder = settings.search_embedder
         message = f"is only used with search_embedder 'hybrid', but search_embedder is {embedder!r}"
         last.problems.add(None, last.label("search_models"), message)
+    if "code" in settings.expose and (problem := engine_problem()):
+        # Asked here as serve asks at start, so that `manifold config check` says it first.
+        last = next(layer for layer in reversed(layers) if "expose" in layer.values)
+        last.problems.add(None, last.label("expose"), problem)
     return settings

@@ -83,6 +83,13 @@ class Profile:
         return any(principal_matches(matcher, principal, claims or {}) for matcher in self.principals)
 
 
+def unmatched_tool_globs(profile: Profile, names: Iterable[str]) -> list[str]:
+    """The profile's `tools` entries (or `!entries`) that match none of `names`, the tools its servers list:
+    a typo there (`numbers_ad`) silently hides the tool. For `manifold tools`, which lists them anyway."""
+    listed = list(names)
+    return [entry for entry in profile.tools if not any(fnmatchcase(name, entry.removeprefix("!")) for name in listed)]
+
+
 def principal_matches(matcher: str, principal: str, claims: Mapping[str, Any]) -> bool:
     """`alice`, `*@example.com` (globs on the principal) or `claim:groups=admins` (a claim's value,
     or one of its values when the claim is a list, or one of its scopes when it is `scope` or `scp`)."""

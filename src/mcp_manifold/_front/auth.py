@@ -4,10 +4,10 @@
 (`/mcp` today, `/metrics` and `/ui` beside it) needs a credential when the config has an `auth`
 section, except the OAuth protected-resource metadata (RFC 9728), which is how a client finds out
 where to log in. It is made of the SDK's auth parts (`mcp.server.auth`): its `BearerAuthBackend`
-with our `TokenVerifier`, its `RequireAuthMiddleware` (401 with `WWW-Authenticate` when no token is
-given), its `AuthContextMiddleware` (so `get_access_token()` works), its protected-resource
-routes. A token that is given but fails gets a 401 naming what failed (expired, wrong audience,
-wrong issuer, bad signature, malformed), in `WWW-Authenticate` and the body.
+with our `TokenVerifier`, its `AuthContextMiddleware` (so `get_access_token()` works), its protected-resource
+routes. A request without a bearer credential gets a 401 saying how to send one; a token that is given
+but fails gets a 401 naming what failed (expired, wrong audience, wrong issuer, bad signature,
+malformed), in `WWW-Authenticate` and the body.
 
 After authentication, `Identity` (principal, profile, operator or not) goes into the request's ASGI
 scope, where the MCP front picks it up for the client's `Caller` and the operator routes check the
@@ -36,7 +36,7 @@ from typing import Any
 import anyio
 import jwt
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from pydantic import AnyHttpUrl
@@ -51,6 +51,7 @@ from mcp_manifold._config import Config
 from mcp_manifold._config.model import ApiKey, AuthConfig, OAuthConfig
 from mcp_manifold._core.bounded import BoundedTable
 from mcp_manifold._core.profiles import profile_for, token_principal
+from mcp_manifold._core.suggestions import quoted, shortened
 from mcp_manifold._front.identity import SCOPE_KEY, Identity
 from mcp_manifold._front.operators import is_operator
 from mcp_manifold._front.standing_streams import ends_with_credential, serve_stream
@@ -214,11 +215,6 @@ def _usable_keys(document: dict[str, Any], source: str | None) -> dict[str | Non
 _JWT_FAILURES: list[tuple[type[Exception], Callable[[OAuthConfig, Exception], str]]] = [
     (jwt.ExpiredSignatureError, lambda c, e: "the token has expired"),
     (jwt.ImmatureSignatureError, lambda c, e: "the token is not valid yet (nbf or iat in the future)"),
-    (
-        jwt.InvalidAudienceError,
-        lambda c, e: f"the token is not for this gateway: its audience must include {c.audience[0]}",
-    ),
-    (jwt.InvalidIssuerError, lambda c, e: f"the token was not issued by {c.issuer}"),
     (jwt.InvalidSignatureError, lambda c, e: "the token's signature does not verify"),
     (jwt.MissingRequiredClaimError, lambda c, e: f"the token has no {getattr(e, 'claim', '')!r} claim"),
     # Its algorithm is one of the configured ones (checked first): this is a key bound to another.
@@ -255,6 +251,10 @@ class JwtVerifier:
                 leeway=config.leeway,
                 options={"require": ["exp", "iss", "aud"]},
             )
+        except jwt.InvalidIssuerError:
+            raise TokenRejected(_other_issuer(config, token)) from None
+        except jwt.InvalidAudienceError:
+            raise TokenRejected(_other_audience(config, token)) from None
         except jwt.PyJWTError as exc:
             raise TokenRejected(_jwt_failure(config, exc)) from None
         expires = claims["exp"]
@@ -281,6 +281,24 @@ class JwtVerifier:
             claims=claims,
             principal=token_principal(principal),
         )
+
+
+def _other_issuer(config: OAuthConfig, token: str) -> str:
+    """Why a token whose signature verified was refused for its `iss`, naming it: an issuer configured
+    without the trailing '/' its tokens carry (or with one they lack) was refused with no clue."""
+    issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")  # signed by the issuer's key
+    said = f"the token was not issued by {config.issuer}: its iss is {quoted(str(issuer))}"
+    if isinstance(issuer, str) and issuer.rstrip("/") == config.issuer.rstrip("/"):
+        said += " (they differ only in the trailing '/': auth.oauth.issuer must be the iss exactly)"
+    return said
+
+
+def _other_audience(config: OAuthConfig, token: str) -> str:
+    """Why a token whose signature verified was refused for its `aud`, naming it (a resource_url written
+    without the `/mcp` or the trailing '/' the identity provider puts in its tokens was refused with no clue)."""
+    aud = jwt.decode(token, options={"verify_signature": False}).get("aud")
+    audience = shortened(", ".join(map(str, aud)) if isinstance(aud, list) else str(aud), 200)
+    return f"the token is not for this gateway: its audience must include {config.audience[0]}; its aud is {audience}"
 
 
 def _jwt_failure(config: OAuthConfig, exc: Exception) -> str:
@@ -373,11 +391,32 @@ def guard(app: ASGIApp, config: Callable[[], Config], open_paths: Callable[[str]
             public.routes.append(Route(ROOT_METADATA_PATH, routes[0].endpoint, methods=["GET", "OPTIONS"]))
     # No scopes asked here: `required_scopes` are a token's, which `JwtVerifier` checks (403 insufficient_scope);
     # asked of every credential, they refused each API key (a key carries no scopes) on every route.
-    required = RequireAuthMiddleware(identify, [], metadata_url)
+    required = _RequireCredential(identify, str(metadata_url) if metadata_url else None)
     authenticated = AuthenticationMiddleware(
         required, backend=BearerAuthBackend(verifier), on_error=_refusal(str(metadata_url) if metadata_url else None)
     )
     return _Guard(app, _ProfilePath(_Public(public, authenticated, app, open_paths)))
+
+
+class _RequireCredential:
+    """A request without a valid credential gets 401, saying how to send one. The SDK's
+    `RequireAuthMiddleware` said only "Authentication required", also to a key sent without `Bearer ` or in
+    another header, the usual first mistake with a shared gateway. The header's value is never quoted."""
+
+    def __init__(self, app: ASGIApp, metadata_url: str | None) -> None:
+        self.app = app
+        self.metadata_url = metadata_url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if isinstance(scope.get("user"), AuthenticatedUser):
+            await self.app(scope, receive, send)
+            return
+        how = "'Authorization: Bearer <API key or access token>'"
+        if HTTPConnection(scope).headers.get("authorization") is None:
+            description = f"no credential was sent: send {how}"
+        else:
+            description = f"the Authorization header is not a bearer credential: send {how}"
+        await _error(401, "invalid_token", description, self.metadata_url)(scope, receive, send)
 
 
 def _refusal(metadata_url: str | None) -> Callable[[HTTPConnection, AuthenticationError], Response]:

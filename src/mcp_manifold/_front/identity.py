@@ -56,16 +56,22 @@ def is_loopback(host: str) -> bool:
 def check_exposure(config: Config) -> None:
     """Refuse to serve HTTP on a non-loopback address without authentication, unless told to in so many words."""
     settings = config.settings
-    if is_loopback(settings.host) or config.auth.enabled:
-        return
-    if settings.insecure_open_to_network:
+    if problem := exposure_problem(config):
+        raise ManifoldError(problem)
+    if not is_loopback(settings.host) and not config.auth.enabled:  # insecure_open_to_network, then
         logger.warning(
             "serving HTTP on %s WITHOUT AUTHENTICATION (insecure_open_to_network): anyone who can reach this "
             "port can call every tool of every server",
             settings.host,
         )
-        return
-    raise ManifoldError(
+
+
+def exposure_problem(config: Config) -> str | None:
+    """Why `config` may not be served over HTTP as it is, or None; `manifold config check` asks it too."""
+    settings = config.settings
+    if is_loopback(settings.host) or config.auth.enabled or settings.insecure_open_to_network:
+        return None
+    return (
         f"refusing to serve HTTP on {settings.host} without authentication: anyone who can reach it could call "
         "every tool of every server. Configure API keys or OAuth in the 'auth' section (docs/security.md), "
         "listen on 127.0.0.1, or pass --insecure-open-to-network if this is really what you want"

@@ -274,6 +274,20 @@ class Backend:
         self._failures += 1
         self._next_retry = time.monotonic() + delay
 
+    def _init_timed_out(self) -> str:
+        """Why initialization did not finish in time: a person's OAuth login not completed, or a slow start."""
+        waited = f"did not finish initialization within {self.settings.init_timeout:g}s"
+        if self.config.auth is not None:
+            from mcp_manifold._runtime.remote_auth import login_page_waiting
+
+            if login_page_waiting(self.name):
+                return (
+                    f"{waited}: its OAuth login in the browser was not completed by then; log in first with "
+                    f"`manifold auth login {self.name}` (it waits five minutes), then run this again"
+                )
+        # The setting named: a server that loads a model or fetches a package may need longer.
+        return f"{waited} (init_timeout: raise it for a server that is slow to start)"
+
     def _with_stderr(self, message: str) -> str:
         line = telling_line(self.stderr)
         if line is not None:
@@ -324,14 +338,7 @@ class Backend:
                             raise HandshakeRefused(self.name, f"the handshake failed: {describe(exc)}") from exc
                         self.initialize_result = session.initialize_result
                 except TimeoutError:
-                    raise BackendStartError(
-                        self.name,
-                        # The setting named: a server that loads a model or fetches a package may need longer.
-                        self._with_stderr(
-                            f"did not finish initialization within {self.settings.init_timeout:g}s "
-                            "(init_timeout: raise it for a server that is slow to start)"
-                        ),
-                    ) from None
+                    raise BackendStartError(self.name, self._with_stderr(self._init_timed_out())) from None
                 except HandshakeRefused:
                     raise
                 except Exception as exc:

@@ -583,6 +583,7 @@ class BrowserLogin:
                 "is another program using it?)",
             ) from None
         logger.info("opening the authorization page of server %r in the browser", self.server)
+        _pages_waiting.add(self.server)
         # In a thread of its own, not awaited: a browser command may wait until its page is done, and the
         # page ends on the redirect, which `take_redirect` serves.
         threading.Thread(target=self._open, args=(url,), daemon=True, name="manifold-oauth-browser").start()
@@ -609,6 +610,7 @@ class BrowserLogin:
                 group.cancel_scope.cancel()
         if isinstance(answer, Exception):
             raise answer
+        _pages_waiting.discard(self.server)
         return answer
 
 
@@ -624,6 +626,17 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+# The servers whose authorization page a person was shown and whose login has not come back (a command
+# run by a person: `serve` never shows one). When such a server's start then times out, its error says
+# the login is what it waited for, not that the server is slow (it told a newcomer to raise init_timeout).
+_pages_waiting: set[str] = set()
+
+
+def login_page_waiting(server: str) -> bool:
+    """Whether `server`'s authorization page was shown to a person and its login has not come back."""
+    return server in _pages_waiting
 
 
 # The browser of a command run by a person (`call`, `tools`, `servers`): while set, a server that needs a
@@ -678,6 +691,12 @@ async def login_by_name(config: Config, name: str, *, open_browser: Callable[[st
     if server is None:
         known = ", ".join(sorted(n for n, s in config.servers.items() if s.auth is not None)) or "none"
         raise NotFound(f"no server {name!r} in the config (servers with OAuth: {known})")
+    if server.url is None:
+        # Suggesting `auth` here led to a config problem: OAuth is for remote servers only.
+        raise InvalidRequest(
+            f"server {name!r} is started by the gateway (stdio) and needs no login: "
+            "OAuth is for servers reached by 'url'"
+        )
     if server.auth is None:
         raise InvalidRequest(f"server {name!r} has no 'auth' in its config: add {{'type': 'oauth'}} to log in to it")
     settings = config.settings
@@ -695,8 +714,16 @@ async def login_by_name(config: Config, name: str, *, open_browser: Callable[[st
         found = login_needed_in(exc)
         if isinstance(found, OAuthRequestFailed):  # says which document, where, and what: never an answer's body
             raise ManifoldError(f"the login to {name!r} failed: {found}") from None
-        raise ManifoldError(server.scrub(f"the login to {name!r} failed: {_first_words(exc)}")) from None
+        unreachable = f" (could not reach {server.endpoint()}: is the server running?)" if _unreachable(exc) else ""
+        raise ManifoldError(server.scrub(f"the login to {name!r} failed: {_first_words(exc)}{unreachable}")) from None
     return storage.place.where()
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether the flow failed because no connection could be made (the server down, a wrong port)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout)
 
 
 def _first_words(exc: BaseException) -> str:

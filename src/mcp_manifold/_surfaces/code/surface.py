@@ -19,6 +19,7 @@ asked in the middle of a program, so that call throws an Error saying so.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from typing import Any
@@ -34,6 +35,7 @@ from mcp_manifold._core.results import SpillPolicy, ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall, tool_target
 from mcp_manifold._errors import InvalidRequest, ManifoldError
 from mcp_manifold._surfaces.base import Surface
+from mcp_manifold._surfaces.code.misnamed import with_name_hints
 from mcp_manifold._surfaces.code.sandbox import (
     Limits,
     Outcome,
@@ -173,6 +175,8 @@ class CodeSurface(Surface):
 
         async def run() -> ProgramReport:
             outcome = await self._run(request, sandbox, code)
+            if not outcome.ok and outcome.error:  # a misspelt tool was only "TypeError: not a function"
+                outcome = dataclasses.replace(outcome, error=with_name_hints(outcome.error, code, names))
             result = _answer(outcome, sandbox.limits)
             answer.append(result)
             size = sum(len(block.text) for block in result.content if isinstance(block, types.TextContent))
