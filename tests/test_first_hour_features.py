@@ -128,6 +128,8 @@ def test_pins_takes_its_config_before_a_subcommand_and_as_its_argument(write_con
     approved = pins("--config", str(config), "approve", "numbers_add")
     assert "numbers/add: nothing to approve (it is served as approved)" in approved.output, approved.output
     assert "No such command" in pins("nosuch").output  # a subcommand's typo is still one
+    forgot = pins("--config", str(config), "forget", "numbers")
+    assert "numbers: 3 pins forgotten" in forgot.output, forgot.output
 
 
 def test_call_and_search_take_the_config_first_as_their_usage_line_shows(write_config: Any, home: Path) -> None:

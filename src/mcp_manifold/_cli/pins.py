@@ -155,6 +155,7 @@ def pins_reject(
 
 @pins_app.command("forget")
 def pins_forget(
+    ctx: typer.Context,
     servers: Annotated[list[str], typer.Argument(help="Servers (or hub instance ids) whose pins to forget.")],
     config: ConfigOption = None,
     yes: Annotated[
@@ -165,7 +166,7 @@ def pins_forget(
 
     For a server past `pin_max_tools` (one that renames its tools), or one you replaced with another under the
     same name. Its approvals go with its pins: what it serves at its next listing is trusted as it is."""
-    cfg, store = _pin_store(config)
+    cfg, store = _pin_store(config or ctx.obj)
     try:
         known = store.servers()
         for server in servers:
