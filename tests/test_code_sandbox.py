@@ -8,6 +8,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
+from mcp_manifold._surfaces.code import sandbox
 from mcp_manifold._surfaces.code.sandbox import Limits, PendingCall, Sandbox, Settled
 from mcp_manifold._surfaces.code.signatures import declaration
 
@@ -102,6 +103,8 @@ FORGERIES = {
         ' ? \'[{"id": 99, "name": {"x": 1}, "arguments": "[1]"}]\' : stringify(value, ...rest);\n'
         "await tools.x({n: 1}); return 'called';"
     ),
+    # The value the host reads at the end, left whole by a replaced String.prototype.slice.
+    "the value's cut": "String.prototype.slice = function () { return String(this); }; return 'x'.repeat(1e5);",
 }
 
 
@@ -248,3 +251,20 @@ def test_a_value_the_program_has_no_room_for_is_out_of_memory() -> None:
             lambda calls, left, raw=raw: [Settled(call.id, True, big, raw) for call in calls],
         )
         assert (outcome.kind, outcome.error) == ("memory", "the program ran out of memory (8 MB)"), (raw, outcome)
+
+
+def test_the_host_reads_no_more_of_a_programs_value_or_error_than_the_answer_shows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A program's value and error were read whole at its end, while the host held the GIL: a 30 MB value was
+    parsed, then scanned for lone surrogates, and every other client's calls waited up to half a second at each
+    such program's end. The prelude cuts them to what the answer shows and says how long they were."""
+    read: list[int] = []
+    original = sandbox._read
+    monkeypatch.setattr(sandbox, "_read", lambda text, *rest: read.append(len(text)) or original(text, *rest))
+    limits = Limits(output_chars=1000)
+    value = Sandbox([], limits).run("return 'x'.repeat(3e6)", echo_rounds([]))
+    assert value.value == f'"{"x" * 999}… [cut: 2999002 more characters]', (value.value or "")[-60:]
+    error = Sandbox([], limits).run("throw new Error('y'.repeat(3e6))", echo_rounds([]))
+    assert error.error == f"Error: {'y' * 993}… [cut: 2999007 more characters]", (error.error or "")[-60:]
+    assert read and max(read) < 20_000, read

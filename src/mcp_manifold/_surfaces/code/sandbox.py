@@ -103,7 +103,9 @@ class Settled:
 @dataclass
 class Outcome:
     ok: bool
-    value: str | None = None  # the program's return value as JSON text (None: it returned nothing)
+    value: str | None = (
+        None  # the program's return value as JSON text, cut to the output limit (None: it returned nothing)
+    )
     error: str | None = None
     output: str = ""
     output_dropped: int = 0  # characters printed past the cap
@@ -183,15 +185,20 @@ _PRELUDE = r"""
   for (const [key, value] of [["tools", tools], ["console", console]]) {
     Object.defineProperty(globalThis, key, { value, writable: false, configurable: false, enumerable: false });
   }
+  // The value and the error are cut here to what the answer shows, with their whole length: the host
+  // read them whole (a 30 MB value), parsing and scanning them while holding the GIL, so every other
+  // client's calls waited up to half a second at each such program's end.
   const settled = (value) => {
-    try {
-      const shown = value === undefined ? null : JSON.stringify(value);
-      outcome = { ok: true, value: shown === undefined ? null : shown };
-    } catch (e) {
-      outcome = { ok: true, value: JSON.stringify(text(value)) };
-    }
+    let shown;
+    try { shown = value === undefined ? null : JSON.stringify(value); }
+    catch (e) { shown = JSON.stringify(text(value)); }
+    if (typeof shown !== "string") { outcome = { ok: true, value: null, chars: 0 }; return; }
+    outcome = { ok: true, value: shown.slice(0, limits.output), chars: shown.length };
   };
-  const failed = (error) => { outcome = { ok: false, error: describe(error) }; };
+  const failed = (error) => {
+    const said = describe(error);
+    outcome = { ok: false, error: said.slice(0, limits.error), chars: said.length };
+  };
   const fromText = (answer) => {  // a tool's text: parsed when it is JSON (here, under the program's limits)
     try { return JSON.parse(answer); } catch (e) {
       if (e instanceof SyntaxError || e instanceof RangeError) return answer;  // no JSON, or nested too deep
@@ -240,8 +247,10 @@ class Sandbox:
         self._seen: set[int] = set()  # the ids of the calls handed out: each once, at most max_calls of them
         self._made = 0  # the calls made (the audit's count): not those refused before (too many, too large)
         self._state: dict[str, Any] = {}
-        # The state while the program runs: its output (each character at most six as JSON) and two numbers.
+        # The state while the program runs: its output (each character at most six as JSON) and two numbers;
+        # at its end, its value or error too, which the prelude cuts to what the answer shows.
         self._running_state_chars = 6 * limits.output_chars + 100
+        self._final_state_chars = 6 * (limits.output_chars + max(limits.output_chars, _ERROR_ROOM)) + 200
         self.stopped = False  # set from another thread: checked between slices
 
     def run(self, code: str, perform: Callable[[list[PendingCall], float], list[Settled]]) -> Outcome:
@@ -259,7 +268,12 @@ class Sandbox:
             context.set_time_limit(max(left, 0.001))
             return action()
 
-        limits = {"names": self.tool_names, "output": self.limits.output_chars, "calls": self.limits.max_calls}
+        limits = {
+            "names": self.tool_names,
+            "output": self.limits.output_chars,
+            "error": max(self.limits.output_chars, _ERROR_ROOM),
+            "calls": self.limits.max_calls,
+        }
         host: Any = None
         try:
             host = slice_(lambda: context.eval(_PRELUDE.replace("LIMITS", json.dumps(limits))))
@@ -268,10 +282,12 @@ class Sandbox:
                 while slice_(context.execute_pending_job):
                     pass
                 text = slice_(lambda: host("state", 0, False, ""))
-                self._state = _read(text)
+                self._state = _read(text, self._final_state_chars)
                 outcome = self._state["outcome"]
                 if outcome is not None:
-                    return self._finish(outcome["ok"], outcome.get("value"), outcome.get("error"))
+                    return self._finish(
+                        outcome["ok"], outcome.get("value"), outcome.get("error"), chars=outcome["chars"]
+                    )
                 if len(text) > self._running_state_chars:
                     # Larger than the prelude writes while the program runs: a program that inflated it
                     # had the host parse it after every round, holding the GIL, so other callers waited.
@@ -358,7 +374,7 @@ class Sandbox:
         try:
             context.set_time_limit(1.0)
             context.set_memory_limit(self.limits.memory_bytes + 8 * 1024 * 1024)  # room to read the output
-            self._state = _read(host("state", 0, False, ""))
+            self._state = _read(host("state", 0, False, ""), self._final_state_chars)
         except Exception:
             pass
 
@@ -374,7 +390,10 @@ class Sandbox:
         where = f" (line {number})" if number >= 1 else ""
         return self._finish(False, None, lines[0] + where)
 
-    def _finish(self, ok: bool, value: str | None, error: str | None, kind: str | None = None) -> Outcome:
+    def _finish(
+        self, ok: bool, value: str | None, error: str | None, kind: str | None = None, chars: int | None = None
+    ) -> Outcome:
+        """The outcome as the answer shows it; `chars`: the whole length of a value or error the prelude cut."""
         if error is not None and "InternalError: out of memory" in error:
             error, kind = f"the program ran out of memory ({self.limits.memory_bytes // (1024 * 1024)} MB)", "memory"
         elif error is not None and "InternalError: interrupted" in error:
@@ -384,9 +403,10 @@ class Sandbox:
         output, dropped = state.get("output", ""), state.get("dropped", 0)
         if len(output) > cap:  # the program's own cap is its to spoil: this one holds
             output, dropped = output[:cap], dropped + len(output) - cap
-        room = max(cap, _ERROR_ROOM)
-        if error is not None and len(error) > room:  # a thrown value can be as long as the program likes
-            error = f"{error[:room]}… [cut: {len(error) - room} more characters]"
+        if value is not None:
+            value = _cut(value, cap, chars)
+        if error is not None:  # a thrown value can be as long as the program likes
+            error = _cut(error, max(cap, _ERROR_ROOM), chars)
         return Outcome(
             ok=ok,
             value=_whole(value),
@@ -402,8 +422,11 @@ class _Tampered(Exception):
     """What the program's side of the channel said is not what the prelude writes."""
 
 
-def _read(text: Any) -> dict[str, Any]:
-    """The program's state as the prelude writes it, checked: anything else is a program that tampered."""
+def _read(text: Any, most: int) -> dict[str, Any]:
+    """The program's state as the prelude writes it, checked: anything else is a program that tampered.
+    Longer than `most` characters it is not even parsed (the prelude writes no more)."""
+    if type(text) is str and len(text) > most:
+        raise _Tampered
     try:
         state = json.loads(text)
     except (TypeError, ValueError, RecursionError):
@@ -420,7 +443,19 @@ def _read(text: Any) -> dict[str, Any]:
             raise _Tampered
         if not outcome["ok"] and type(outcome.get("error")) is not str:
             raise _Tampered
+        shown = outcome.get("value") if outcome["ok"] else outcome["error"]
+        if type(outcome.get("chars")) is not int or outcome["chars"] < len(shown or ""):
+            raise _Tampered
     return state
+
+
+def _cut(text: str, room: int, chars: int | None = None) -> str:
+    """`text` to `room` characters, saying how many more there were (`chars`: its whole length, when the
+    prelude cut it already)."""
+    whole = max(len(text), chars or 0)
+    if whole <= room:
+        return text
+    return f"{text[:room]}… [cut: {whole - room} more characters]"
 
 
 def _whole(text: str | None) -> str | None:

@@ -310,11 +310,8 @@ def _answer(outcome: Outcome, limits: Limits) -> types.CallToolResult:
         )
     if not outcome.ok:
         parts.append(f"Error: {outcome.error}")
-    elif outcome.value is not None:
-        value = outcome.value
-        if len(value) > limits.output_chars:
-            value = f"{value[: limits.output_chars]}… [cut: {len(outcome.value) - limits.output_chars} more characters]"
-        parts.append(f"Returned: {value}")
+    elif outcome.value is not None:  # cut to the output limit already, saying so
+        parts.append(f"Returned: {outcome.value}")
     if not parts:
         parts.append("(the program printed nothing and returned nothing)")
     return types.CallToolResult(
