@@ -571,3 +571,30 @@ async def test_a_tools_text_is_parsed_by_the_program(shared: Shared) -> None:
         "return [typeof deep, deep.length, json, await tools.kitchen_echo({text: 'NaN'})]",
     )
     assert text_of(answer) == 'Returned: ["string",100000,{"a":[1,2.5,"é"]},"NaN"]', text_of(answer)[:300]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_question_a_program_cannot_relay_does_not_hold_its_server(
+    write_config: Any, tmp_path: Path, mode: str
+) -> None:
+    """A 2026-07-28 client's program calling a session-era server's tool that asks mid-call gets an error at
+    once; but the gateway held the server's call for a retry no program can make (held_call_timeout, 300 s),
+    the server waiting on its question meanwhile: noisy's `ask` blocks its whole server, so the program's next
+    call of it ran out of time. The held call is given up at once, and its question refused."""
+    tally = tmp_path / "tally"
+    config = write_config(
+        {"noisy": server_entry("noisy.py")}, {"expose": ["code"], "code_timeout": 20, "held_call_timeout": 300}
+    )
+    async with stdio_gateway(config, mode=mode, elicitation_callback=answer_elicitation) as client:
+        answer = await run(
+            client,
+            f"let said; try {{ said = await tools.noisy_ask({{count: 1, tally: {json.dumps(str(tally))}}}); }}\n"
+            "catch (e) { said = e.message; }\n"
+            "return [said, await tools.noisy_fine({})]",
+        )
+    said, fine = json.loads(text_of(answer).removeprefix("Returned: "))
+    if mode == "legacy":  # the question reaches the session-era client, which answers
+        assert (said, fine) == ("answered 1, refused 0", "fine"), said
+    else:
+        assert said.startswith("tools.noisy_ask asked the client a question in the middle of the call"), said
+        assert (fine, tally.read_text()) == ("fine", "1")

@@ -261,6 +261,9 @@ class CodeSurface(Surface):
             logger.exception("code mode: the call of %s failed", call.name)
             return Settled(call.id, False, f"tools.{call.name}: the gateway failed to make the call")
         if isinstance(result, types.InputRequiredResult):
+            # No retry will come: a session-era server's call held for one (held_call_timeout, 300 s) kept
+            # waiting on its question, so each such call of a program tied the server up for nothing.
+            self.host.calls.give_up(result)
             return Settled(
                 call.id,
                 False,
