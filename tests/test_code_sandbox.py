@@ -268,3 +268,27 @@ def test_the_host_reads_no_more_of_a_programs_value_or_error_than_the_answer_sho
     error = Sandbox([], limits).run("throw new Error('y'.repeat(3e6))", echo_rounds([]))
     assert error.error == f"Error: {'y' * 993}… [cut: 2999007 more characters]", (error.error or "")[-60:]
     assert read and max(read) < 20_000, read
+
+
+def test_the_objects_of_a_rounds_arguments_are_held_to_half_the_programs_memory() -> None:
+    """A call's arguments are parsed by the gateway and held until their round ends, outside the program's
+    heap; code_value_bytes bounds their text, but 8 MB of `{}` is 2.6 million Python objects: two such calls
+    took the gateway from 100 to 860 MB and held other clients' calls 3.3 s. Their objects and arrays may
+    cost half the program's memory, as its values may; the calls past that throw before they are made."""
+    code = (
+        "const a = Array(40000).fill({}), said = [];\n"
+        "for (const round of [[a], [a, a], [[...a, ...a, ...a]]]) {\n"
+        "  const all = await Promise.allSettled(round.map((a) => tools.x({a})));\n"
+        "  said.push(all.map((one) => one.status === 'fulfilled' ? one.value.a.length : one.reason.message));\n"
+        "}\n"
+        "return said;"
+    )
+    rounds: list[list[str]] = []
+    outcome = Sandbox(["x"], Limits(memory_bytes=16 << 20)).run(code, echo_rounds(rounds))
+    past = (
+        "tools.x: the arguments of the calls awaited together hold more objects and arrays than the gateway takes "
+        "from a program at once (about {} in this call's, 41943 at most together for 16 MB, code_memory_mb): send "
+        "fewer, or await fewer calls at a time"
+    )
+    assert json.loads(outcome.value or "") == [[40000], [40000, past.format(40002)], [past.format(120002)]], outcome
+    assert (rounds, outcome.calls) == ([["x"], ["x"]], 2), rounds

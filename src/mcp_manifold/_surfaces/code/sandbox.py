@@ -232,6 +232,9 @@ _PRELUDE = r"""
 # header takes two: `(async function anonymous(` and `) {`).
 _FIRST_LINE = 3
 _SURROGATE = re.compile("[\\ud800-\\udfff]")  # a lone half of a pair, which no answer can carry
+# What an object or array of a call's arguments costs the gateway once parsed (a `{}` is a dict of 64 bytes
+# and more, and the call path copies it to send it): 8 MB of `{}` in two calls took it from 100 to 860 MB.
+_CONTAINER_BYTES = 200
 _ERROR_ROOM = 1_000  # an error is cut at the output limit, but never shorter than this (the gateway's own words)
 _NOT_READ = "the program interfered with the sandbox's own functions, so its answer could not be read"
 
@@ -326,6 +329,9 @@ class Sandbox:
             raise _Tampered
         batch: list[PendingCall] = []
         refused: list[Settled] = []
+        # The arguments of a round are held parsed until it ends, outside the program's heap: their objects and
+        # arrays may cost half its memory, as its values may (counted in C, brackets in strings too: a bound).
+        room = self.limits.memory_bytes // 2 // _CONTAINER_BYTES
         for item in items:
             if (
                 type(item) is not dict
@@ -355,6 +361,21 @@ class Sandbox:
                     )
                 )
                 continue
+            containers = item["arguments"].count("{") + item["arguments"].count("[")
+            if containers > room:
+                megabytes = self.limits.memory_bytes // (1024 * 1024)
+                refused.append(
+                    Settled(
+                        call_id,
+                        False,
+                        f"tools.{name}: the arguments of the calls awaited together hold more objects and arrays "
+                        f"than the gateway takes from a program at once (about {containers} in this call's, "
+                        f"{self.limits.memory_bytes // 2 // _CONTAINER_BYTES} at most together for {megabytes} MB, "
+                        "code_memory_mb): send fewer, or await fewer calls at a time",
+                    )
+                )
+                continue
+            room -= containers
             try:
                 arguments = json.loads(item["arguments"])
             except RecursionError:
