@@ -5,6 +5,7 @@ Each test runs over stdio and HTTP, with the SDK's default client (2026-07-28) a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -598,3 +599,27 @@ async def test_a_question_a_program_cannot_relay_does_not_hold_its_server(
     else:
         assert said.startswith("tools.noisy_ask asked the client a question in the middle of the call"), said
         assert (fine, tally.read_text()) == ("fine", "1")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_programs_calls_send_no_progress_on_its_token(write_config: Any, mode: str) -> None:
+    """Each call a program made reported its progress on the program's own progress token: calls made together
+    interleaved theirs and each later call started over (1, 1, 2, 2, 3, 3, then 1 again), where the progress
+    of one token must increase. A program's calls are made without it, as the proxy's batches are."""
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    config = write_config({"kitchen": SERVERS["kitchen"]}, {"expose": ["code"]})
+    async with stdio_gateway(config, mode=mode) as client:
+        answer = await client.call_tool(
+            "execute_code",
+            {
+                "code": "const two = [tools.kitchen_progress({steps: 3}), tools.kitchen_progress({steps: 3})];\n"
+                "return [...await Promise.all(two), await tools.kitchen_progress({steps: 2})]"
+            },
+            progress_callback=on_progress,
+        )
+        assert text_of(answer) == 'Returned: ["done 3","done 3","done 2"]', text_of(answer)
+    assert all(later > earlier for earlier, later in itertools.pairwise(seen)), seen

@@ -254,7 +254,11 @@ class CodeSurface(Surface):
         try:
             # The view again, now: a tool quarantined or no longer allowed since the program started is unknown.
             target = tool_target(self.host.view(request), call.name, self.name)
-            result = await self.host.calls.call_tool(request, ToolCall(target, call.arguments, spill=_NEVER_SPILL))
+            # Without the client's progress token: each call's progress went out on it, so the client saw the
+            # progress of calls made together interleaved and each later call's start over (1, 1, 2, 2, ...),
+            # where a token's progress must increase (the proxy's batches strip it for the same reason).
+            made = ToolCall(target, call.arguments, spill=_NEVER_SPILL)
+            result = await self.host.calls.call_tool(request.without_progress(), made)
         except ManifoldError as exc:  # unknown or not allowed (worded alike), quarantined, rate limited
             return Settled(call.id, False, str(exc))
         except Exception:
