@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 
 import anyio
 import pytest
 
 from mcp_manifold._surfaces.code import sandbox
-from mcp_manifold._surfaces.code.sandbox import Limits, PendingCall, Sandbox, Settled
+from mcp_manifold._surfaces.code.sandbox import Limits, Outcome, PendingCall, Sandbox, Settled
 from mcp_manifold._surfaces.code.signatures import declaration
 
 
@@ -292,3 +293,39 @@ def test_the_objects_of_a_rounds_arguments_are_held_to_half_the_programs_memory(
     )
     assert json.loads(outcome.value or "") == [[40000], [40000, past.format(40002)], [past.format(120002)]], outcome
     assert (rounds, outcome.calls) == ([["x"], ["x"]], 2), rounds
+
+
+# One-line programs that went through a length in C, where QuickJS never looks at its time limit: they ran for
+# ever past code_timeout, holding their thread and slot (four took every slot for good).
+ENDLESS_IN_C = [
+    "Array.prototype.join.call({length: 2 ** 53 - 1}, '')",
+    "Array.prototype.sort.call({length: 2 ** 53 - 1})",
+    "Array.prototype.reverse.call({length: 2 ** 53 - 1})",
+    "Array(2 ** 32 - 1).concat([1])",
+    "[0].flatMap(() => Array(2 ** 32 - 1))",
+    "Array(2 ** 32 - 1).values().drop(2 ** 32 - 2).next()",
+    # a getter that lengthens a later item once its own length was checked
+    "(() => { const b = [1], a = [0]; Object.defineProperty(a, 0, {get() { b.length = 2 ** 32 - 1; return 1 }});"
+    " return a.concat(b) })()",
+]
+
+
+def test_built_ins_that_go_through_a_length_in_c_end_at_the_time_limit() -> None:
+    for line in ENDLESS_IN_C:
+        ended: list[Outcome] = []
+
+        def run(code: str = f"return {line}", ended: list[Outcome] = ended) -> None:
+            ended.append(Sandbox([], Limits(seconds=1)).run(code, echo_rounds([])))
+
+        thread = threading.Thread(target=run, daemon=True)  # one that never ends must not hold the test run
+        thread.start()
+        thread.join(20)
+        assert ended, f"{line} ran past its time limit"
+        said = ended[0].error or ""
+        assert "RangeError: " in said or "ran out of time" in said, (line, ended[0])
+    ordinary = Sandbox([], Limits()).run(
+        "return [[1, [2, [3]]].flat(), [0].concat([1], 2), [3, 1, 2].sort().join(''),"
+        " [1, 2, 3].values().drop(1).toArray()]",
+        echo_rounds([]),
+    )
+    assert ordinary.value == '[[1,2,[3]],[0,1,2],"123",[2,3]]', ordinary

@@ -125,6 +125,7 @@ _PRELUDE = r"""
 (() => {
   delete globalThis.__date_clock;  // an engine benchmark helper, not for programs
   const limits = LIMITS;
+  GUARDS
   const AsyncFunction = (async () => {}).constructor;
   const queue = [];
   const pending = new Map();
@@ -228,6 +229,113 @@ _PRELUDE = r"""
 })()
 """
 
+# Built-ins that go through a length in C without looking at QuickJS's time limit: on an object of length
+# 2**53 - 1 (or an array of 2**32 - 1 holes) `join`, `sort`, `reverse`, `slice`, `concat`, `flat`... ran for
+# ever, holding the program's thread and its slot past code_timeout; four such one-line programs took every
+# slot for good. Each is guarded before the program runs: a length past `limits.length` is refused, read so that
+# the built-in reads the same (a data property, never a getter; proxies are removed, whose traps could show the
+# guard one length and the built-in another). `concat` is made an item at a time, each checked just before; `flat`
+# and `flatMap` are written in JavaScript, which the time limit stops (an element's getter could change what the
+# built-in goes through after any check).
+_GUARDS = r"""
+  (() => {
+    "use strict";  // a guard called on null or undefined says so, as the built-in does
+    const { getOwnPropertyDescriptor, getPrototypeOf, defineProperty } = Object;
+    const apply = Reflect.apply, isArray = Array.isArray, toObject = Object, spreads = Symbol.isConcatSpreadable;
+    const most = limits.length;
+    delete globalThis.Proxy;
+    const plain = (where, object, key, label) => {  // a data property's value, own or inherited: no getter runs
+      for (let holder = object; holder !== null && holder !== undefined; holder = getPrototypeOf(holder)) {
+        const own = getOwnPropertyDescriptor(holder, key);
+        if (own === undefined) continue;
+        if (!("value" in own)) throw new TypeError(`${where}: in a program, ${label} may not be a getter`);
+        return own.value;
+      }
+      return undefined;
+    };
+    const bounded = (where, object) => {  // the length the built-in will go through, refused past `most`
+      const length = isArray(object) ? object.length : plain(where, object, "length", "length");
+      if (length !== undefined && typeof length !== "number") {
+        throw new TypeError(`${where}: in a program, length must be a number`);
+      }
+      if (length > most) {
+        throw new RangeError(`${where}: a length of ${length} is more than a program may go through at once `
+          + `(${most}): the engine could not stop it at the time limit`);
+      }
+      return length > 0 ? length - length % 1 : 0;
+    };
+    const method = (owner, name, value) => {
+      defineProperty(owner, name, { value, writable: true, enumerable: false, configurable: true });
+    };
+    const guarded = ["join", "toLocaleString", "reverse", "sort", "copyWithin", "slice", "splice", "shift", "unshift"];
+    for (const name of guarded) {
+      const native = Array.prototype[name], where = `Array.prototype.${name}`;
+      const checked = { [name](...args) { bounded(where, this); return apply(native, this, args); } }[name];
+      method(Array.prototype, name, checked);
+    }
+    const concat = Array.prototype.concat;
+    const spreadable = (item) => {
+      if (item === null || (typeof item !== "object" && typeof item !== "function")) return false;
+      const said = plain("Array.prototype.concat", item, spreads, "Symbol.isConcatSpreadable");
+      return said === undefined ? isArray(item) : !!said;
+    };
+    method(Array.prototype, "concat", { concat(...items) {
+      const where = "Array.prototype.concat";
+      let total = spreadable(this) ? bounded(where, this) : 1;
+      let joined = apply(concat, this, []);
+      for (let i = 0; i < items.length; i++) {
+        total += spreadable(items[i]) ? bounded(where, items[i]) : 1;
+        if (total > most) bounded(where, { length: total });
+        joined = apply(concat, joined, [items[i]]);
+      }
+      return joined;
+    } }.concat);
+    const toLength = (value) => { const n = +value; return n > 0 ? (n > 2 ** 53 - 1 ? 2 ** 53 - 1 : n - n % 1) : 0; };
+    const append = (out, value) => {
+      defineProperty(out, out.length, { value, writable: true, enumerable: true, configurable: true });
+    };
+    const flatInto = (out, source, depth) => {
+      const length = toLength(source.length);
+      for (let k = 0; k < length; k++) {
+        if (!(k in source)) continue;
+        const element = source[k];
+        if (depth >= 1 && isArray(element)) flatInto(out, element, depth - 1);
+        else append(out, element);
+      }
+    };
+    const objectOf = (where, value) => {
+      if (value === null || value === undefined) throw new TypeError(`${where} called on null or undefined`);
+      return toObject(value);
+    };
+    method(Array.prototype, "flat", { flat(depth) {
+      const out = [], levels = depth === undefined ? 1 : +depth;
+      flatInto(out, objectOf("Array.prototype.flat", this), levels === levels ? levels : 0);
+      return out;
+    } }.flat);
+    method(Array.prototype, "flatMap", { flatMap(callback, thisArg) {
+      const source = objectOf("Array.prototype.flatMap", this), length = toLength(source.length), out = [];
+      if (typeof callback !== "function") throw new TypeError("Array.prototype.flatMap: its callback is no function");
+      for (let k = 0; k < length; k++) {
+        if (!(k in source)) continue;
+        const mapped = apply(callback, thisArg, [source[k], k, source]);
+        if (isArray(mapped)) flatInto(out, mapped, 0);
+        else append(out, mapped);
+      }
+      return out;
+    } }.flatMap);
+    const helpers = typeof Iterator === "function" ? Iterator.prototype : undefined;
+    if (helpers !== undefined && typeof helpers.drop === "function") {
+      const drop = helpers.drop;
+      method(helpers, "drop", { drop(limit) {
+        const count = +limit;  // skipped in C at the first next(), as many as asked
+        if (count > most) bounded("Iterator.prototype.drop", { length: count });
+        return apply(drop, this, [count]);
+      } }.drop);
+    }
+  })();
+"""
+_LENGTH_BOUND = 1 << 25  # a length the guarded built-ins go through: about a fifth of a second of C at most
+
 # The function body a program is compiled as starts on this line of what the engine reports (its
 # header takes two: `(async function anonymous(` and `) {`).
 _FIRST_LINE = 3
@@ -276,10 +384,12 @@ class Sandbox:
             "output": self.limits.output_chars,
             "error": max(self.limits.output_chars, _ERROR_ROOM),
             "calls": self.limits.max_calls,
+            "length": _LENGTH_BOUND,
         }
         host: Any = None
         try:
-            host = slice_(lambda: context.eval(_PRELUDE.replace("LIMITS", json.dumps(limits))))
+            prelude = _PRELUDE.replace("GUARDS", _GUARDS).replace("LIMITS", json.dumps(limits))
+            host = slice_(lambda: context.eval(prelude))
             slice_(lambda: host("start", 0, False, code))
             while True:
                 while slice_(context.execute_pending_job):
