@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -329,3 +330,18 @@ def test_built_ins_that_go_through_a_length_in_c_end_at_the_time_limit() -> None
         echo_rounds([]),
     )
     assert ordinary.value == '[[1,2,[3]],[0,1,2],"123",[2,3]]', ordinary
+
+
+def test_the_host_reads_only_the_start_of_an_engine_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replaced built-in the host's own call runs (JSON.parse, settling a call) can throw a value as long as the
+    program's memory; the host split and searched all of that error for its line number, holding the GIL (0.13 s
+    for 30 MB at every such program's end). It reads the start the answer shows, and counts the rest."""
+    searched: list[int] = []
+    search = sandbox.re.search
+    monkeypatch.setattr(
+        sandbox, "re", SimpleNamespace(search=lambda pattern, text: searched.append(len(text)) or search(pattern, text))
+    )
+    code = "const big = 'q'.repeat(3e6); JSON.parse = () => { throw big; }; await tools.x({}); return 1"
+    outcome = Sandbox(["x"], Limits(output_chars=100)).run(code, echo_rounds([]))
+    assert outcome.error == f"{'q' * 1000}… [cut: 2999000 more characters]", (outcome.error or "")[-60:]
+    assert searched and max(searched) < 10_000, searched
