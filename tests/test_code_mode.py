@@ -5,6 +5,7 @@ Each test runs over stdio and HTTP, with the SDK's default client (2026-07-28) a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -605,3 +606,54 @@ async def test_a_tools_text_is_parsed_by_the_program(shared: Shared) -> None:
         "return [typeof deep, deep.length, json, await tools.kitchen_echo({text: 'NaN'})]",
     )
     assert text_of(answer) == 'Returned: ["string",100000,{"a":[1,2.5,"é"]},"NaN"]', text_of(answer)[:300]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_question_a_program_cannot_relay_does_not_hold_its_server(
+    write_config: Any, tmp_path: Path, mode: str
+) -> None:
+    """A 2026-07-28 client's program calling a session-era server's tool that asks mid-call gets an error at
+    once; but the gateway held the server's call for a retry no program can make (held_call_timeout, 300 s),
+    the server waiting on its question meanwhile: noisy's `ask` blocks its whole server, so the program's next
+    call of it ran out of time. The held call is given up at once, and its question refused."""
+    tally = tmp_path / "tally"
+    config = write_config(
+        {"noisy": server_entry("noisy.py")}, {"expose": ["code"], "code_timeout": 20, "held_call_timeout": 300}
+    )
+    async with stdio_gateway(config, mode=mode, elicitation_callback=answer_elicitation) as client:
+        answer = await run(
+            client,
+            f"let said; try {{ said = await tools.noisy_ask({{count: 1, tally: {json.dumps(str(tally))}}}); }}\n"
+            "catch (e) { said = e.message; }\n"
+            "return [said, await tools.noisy_fine({})]",
+        )
+    said, fine = json.loads(text_of(answer).removeprefix("Returned: "))
+    if mode == "legacy":  # the question reaches the session-era client, which answers
+        assert (said, fine) == ("answered 1, refused 0", "fine"), said
+    else:
+        assert said.startswith("tools.noisy_ask asked the client a question in the middle of the call"), said
+        assert (fine, tally.read_text()) == ("fine", "1")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_programs_calls_send_no_progress_on_its_token(write_config: Any, mode: str) -> None:
+    """Each call a program made reported its progress on the program's own progress token: calls made together
+    interleaved theirs and each later call started over (1, 1, 2, 2, 3, 3, then 1 again), where the progress
+    of one token must increase. A program's calls are made without it, as the proxy's batches are."""
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    config = write_config({"kitchen": SERVERS["kitchen"]}, {"expose": ["code"]})
+    async with stdio_gateway(config, mode=mode) as client:
+        answer = await client.call_tool(
+            "execute_code",
+            {
+                "code": "const two = [tools.kitchen_progress({steps: 3}), tools.kitchen_progress({steps: 3})];\n"
+                "return [...await Promise.all(two), await tools.kitchen_progress({steps: 2})]"
+            },
+            progress_callback=on_progress,
+        )
+        assert text_of(answer) == 'Returned: ["done 3","done 3","done 2"]', text_of(answer)
+    assert all(later > earlier for earlier, later in itertools.pairwise(seen)), seen

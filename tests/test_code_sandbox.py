@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import anyio
 import pytest
 
-from mcp_manifold._surfaces.code.sandbox import Limits, PendingCall, Sandbox, Settled
+from mcp_manifold._surfaces.code import sandbox
+from mcp_manifold._surfaces.code.sandbox import Limits, Outcome, PendingCall, Sandbox, Settled
 from mcp_manifold._surfaces.code.signatures import declaration
 
 
@@ -102,6 +105,8 @@ FORGERIES = {
         ' ? \'[{"id": 99, "name": {"x": 1}, "arguments": "[1]"}]\' : stringify(value, ...rest);\n'
         "await tools.x({n: 1}); return 'called';"
     ),
+    # The value the host reads at the end, left whole by a replaced String.prototype.slice.
+    "the value's cut": "String.prototype.slice = function () { return String(this); }; return 'x'.repeat(1e5);",
 }
 
 
@@ -248,3 +253,95 @@ def test_a_value_the_program_has_no_room_for_is_out_of_memory() -> None:
             lambda calls, left, raw=raw: [Settled(call.id, True, big, raw) for call in calls],
         )
         assert (outcome.kind, outcome.error) == ("memory", "the program ran out of memory (8 MB)"), (raw, outcome)
+
+
+def test_the_host_reads_no_more_of_a_programs_value_or_error_than_the_answer_shows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A program's value and error were read whole at its end, while the host held the GIL: a 30 MB value was
+    parsed, then scanned for lone surrogates, and every other client's calls waited up to half a second at each
+    such program's end. The prelude cuts them to what the answer shows and says how long they were."""
+    read: list[int] = []
+    original = sandbox._read
+    monkeypatch.setattr(sandbox, "_read", lambda text, *rest: read.append(len(text)) or original(text, *rest))
+    limits = Limits(output_chars=1000)
+    value = Sandbox([], limits).run("return 'x'.repeat(3e6)", echo_rounds([]))
+    assert value.value == f'"{"x" * 999}… [cut: 2999002 more characters]', (value.value or "")[-60:]
+    error = Sandbox([], limits).run("throw new Error('y'.repeat(3e6))", echo_rounds([]))
+    assert error.error == f"Error: {'y' * 993}… [cut: 2999007 more characters]", (error.error or "")[-60:]
+    assert read and max(read) < 20_000, read
+
+
+def test_the_objects_of_a_rounds_arguments_are_held_to_half_the_programs_memory() -> None:
+    """A call's arguments are parsed by the gateway and held until their round ends, outside the program's
+    heap; code_value_bytes bounds their text, but 8 MB of `{}` is 2.6 million Python objects: two such calls
+    took the gateway from 100 to 860 MB and held other clients' calls 3.3 s. Their objects and arrays may
+    cost half the program's memory, as its values may; the calls past that throw before they are made."""
+    code = (
+        "const a = Array(40000).fill({}), said = [];\n"
+        "for (const round of [[a], [a, a], [[...a, ...a, ...a]]]) {\n"
+        "  const all = await Promise.allSettled(round.map((a) => tools.x({a})));\n"
+        "  said.push(all.map((one) => one.status === 'fulfilled' ? one.value.a.length : one.reason.message));\n"
+        "}\n"
+        "return said;"
+    )
+    rounds: list[list[str]] = []
+    outcome = Sandbox(["x"], Limits(memory_bytes=16 << 20)).run(code, echo_rounds(rounds))
+    past = (
+        "tools.x: the arguments of the calls awaited together hold more objects and arrays than the gateway takes "
+        "from a program at once (about {} in this call's, 41943 at most together for 16 MB, code_memory_mb): send "
+        "fewer, or await fewer calls at a time"
+    )
+    assert json.loads(outcome.value or "") == [[40000], [40000, past.format(40002)], [past.format(120002)]], outcome
+    assert (rounds, outcome.calls) == ([["x"], ["x"]], 2), rounds
+
+
+# One-line programs that went through a length in C, where QuickJS never looks at its time limit: they ran for
+# ever past code_timeout, holding their thread and slot (four took every slot for good).
+ENDLESS_IN_C = [
+    "Array.prototype.join.call({length: 2 ** 53 - 1}, '')",
+    "Array.prototype.sort.call({length: 2 ** 53 - 1})",
+    "Array.prototype.reverse.call({length: 2 ** 53 - 1})",
+    "Array(2 ** 32 - 1).concat([1])",
+    "[0].flatMap(() => Array(2 ** 32 - 1))",
+    "Array(2 ** 32 - 1).values().drop(2 ** 32 - 2).next()",
+    # a getter that lengthens a later item once its own length was checked
+    "(() => { const b = [1], a = [0]; Object.defineProperty(a, 0, {get() { b.length = 2 ** 32 - 1; return 1 }});"
+    " return a.concat(b) })()",
+]
+
+
+def test_built_ins_that_go_through_a_length_in_c_end_at_the_time_limit() -> None:
+    for line in ENDLESS_IN_C:
+        ended: list[Outcome] = []
+
+        def run(code: str = f"return {line}", ended: list[Outcome] = ended) -> None:
+            ended.append(Sandbox([], Limits(seconds=1)).run(code, echo_rounds([])))
+
+        thread = threading.Thread(target=run, daemon=True)  # one that never ends must not hold the test run
+        thread.start()
+        thread.join(20)
+        assert ended, f"{line} ran past its time limit"
+        said = ended[0].error or ""
+        assert "RangeError: " in said or "ran out of time" in said, (line, ended[0])
+    ordinary = Sandbox([], Limits()).run(
+        "return [[1, [2, [3]]].flat(), [0].concat([1], 2), [3, 1, 2].sort().join(''),"
+        " [1, 2, 3].values().drop(1).toArray()]",
+        echo_rounds([]),
+    )
+    assert ordinary.value == '[[1,2,[3]],[0,1,2],"123",[2,3]]', ordinary
+
+
+def test_the_host_reads_only_the_start_of_an_engine_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replaced built-in the host's own call runs (JSON.parse, settling a call) can throw a value as long as the
+    program's memory; the host split and searched all of that error for its line number, holding the GIL (0.13 s
+    for 30 MB at every such program's end). It reads the start the answer shows, and counts the rest."""
+    searched: list[int] = []
+    search = sandbox.re.search
+    monkeypatch.setattr(
+        sandbox, "re", SimpleNamespace(search=lambda pattern, text: searched.append(len(text)) or search(pattern, text))
+    )
+    code = "const big = 'q'.repeat(3e6); JSON.parse = () => { throw big; }; await tools.x({}); return 1"
+    outcome = Sandbox(["x"], Limits(output_chars=100)).run(code, echo_rounds([]))
+    assert outcome.error == f"{'q' * 1000}… [cut: 2999000 more characters]", (outcome.error or "")[-60:]
+    assert searched and max(searched) < 10_000, searched

@@ -477,6 +477,11 @@ class CallPath:
 
     # --- programs (code mode) ------------------------------------------------------------------
 
+    def give_up(self, asked: types.InputRequiredResult) -> None:
+        """A call answered `input_required` whose questions nobody will answer: the server's call the gateway
+        holds for the retry stops now, not after `held_call_timeout`."""
+        self._held.give_up(asked.request_state)
+
     async def run_program(
         self, request: Request, target: Target, run: Callable[[], Awaitable[ProgramReport]]
     ) -> ProgramReport:

@@ -267,6 +267,17 @@ class HeldCalls:
         self._task_group.start_soon(run)
         return await self._next(held)
 
+    def give_up(self, request_state: str | None) -> None:
+        """Stop the held call `request_state` names at once: its questions will never be answered (a code-mode
+        program's call, whose program cannot ask its client). It was held to `timeout` for nothing, the server's
+        call waiting on its question meanwhile."""
+        state = read_state(request_state)
+        if state is None or state.kind != "held" or state.holder != self.holder:
+            return  # a 2026-07-28 server's questions: it holds nothing, nor does the gateway
+        held = self._held.pop(state.held_id or "", None)
+        if held is not None:
+            held.scope.cancel()
+
     async def resume(self, state: State, request: Request) -> Any:
         """A client's retry: its answers to the held call's questions; the call's result, or more questions."""
         if state.holder != self.holder:

@@ -140,6 +140,10 @@ class Calls(Protocol):
         """Run a code-mode program under one record and span; its calls still go through `call_tool`."""
         ...
 
+    def give_up(self, asked: types.InputRequiredResult) -> None:
+        """Stop the server's call behind an `input_required` answer that will never be retried."""
+        ...
+
     async def action(self, request: Request, target: Target, work: Callable[[], Awaitable[Any]]) -> Any:
         """Run `work`, which the gateway does itself for the caller (a list, a search, a result file read),
         through the policy like a call: rate-limited, counted in flight, audited (kind "action")."""

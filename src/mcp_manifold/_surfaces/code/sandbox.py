@@ -69,7 +69,9 @@ class Settled:
 @dataclass
 class Outcome:
     ok: bool
-    value: str | None = None  # the program's return value as JSON text (None: it returned nothing)
+    value: str | None = (
+        None  # the program's return value as JSON text, cut to the output limit (None: it returned nothing)
+    )
     error: str | None = None
     output: str = ""
     output_dropped: int = 0  # characters printed past the cap
@@ -89,6 +91,7 @@ _PRELUDE = r"""
 (() => {
   delete globalThis.__date_clock;  // an engine benchmark helper, not for programs
   const limits = LIMITS;
+  GUARDS
   const AsyncFunction = (async () => {}).constructor;
   const queue = [];
   const pending = new Map();
@@ -149,15 +152,20 @@ _PRELUDE = r"""
   for (const [key, value] of [["tools", tools], ["console", console]]) {
     Object.defineProperty(globalThis, key, { value, writable: false, configurable: false, enumerable: false });
   }
+  // The value and the error are cut here to what the answer shows, with their whole length: the host
+  // read them whole (a 30 MB value), parsing and scanning them while holding the GIL, so every other
+  // client's calls waited up to half a second at each such program's end.
   const settled = (value) => {
-    try {
-      const shown = value === undefined ? null : JSON.stringify(value);
-      outcome = { ok: true, value: shown === undefined ? null : shown };
-    } catch (e) {
-      outcome = { ok: true, value: JSON.stringify(text(value)) };
-    }
+    let shown;
+    try { shown = value === undefined ? null : JSON.stringify(value); }
+    catch (e) { shown = JSON.stringify(text(value)); }
+    if (typeof shown !== "string") { outcome = { ok: true, value: null, chars: 0 }; return; }
+    outcome = { ok: true, value: shown.slice(0, limits.output), chars: shown.length };
   };
-  const failed = (error) => { outcome = { ok: false, error: describe(error) }; };
+  const failed = (error) => {
+    const said = describe(error);
+    outcome = { ok: false, error: said.slice(0, limits.error), chars: said.length };
+  };
   const fromText = (answer) => {  // a tool's text: parsed when it is JSON (here, under the program's limits)
     try { return JSON.parse(answer); } catch (e) {
       if (e instanceof SyntaxError || e instanceof RangeError) return answer;  // no JSON, or nested too deep
@@ -187,10 +195,120 @@ _PRELUDE = r"""
 })()
 """
 
+# Built-ins that go through a length in C without looking at QuickJS's time limit: on an object of length
+# 2**53 - 1 (or an array of 2**32 - 1 holes) `join`, `sort`, `reverse`, `slice`, `concat`, `flat`... ran for
+# ever, holding the program's thread and its slot past code_timeout; four such one-line programs took every
+# slot for good. Each is guarded before the program runs: a length past `limits.length` is refused, read so that
+# the built-in reads the same (a data property, never a getter; proxies are removed, whose traps could show the
+# guard one length and the built-in another). `concat` is made an item at a time, each checked just before; `flat`
+# and `flatMap` are written in JavaScript, which the time limit stops (an element's getter could change what the
+# built-in goes through after any check).
+_GUARDS = r"""
+  (() => {
+    "use strict";  // a guard called on null or undefined says so, as the built-in does
+    const { getOwnPropertyDescriptor, getPrototypeOf, defineProperty } = Object;
+    const apply = Reflect.apply, isArray = Array.isArray, toObject = Object, spreads = Symbol.isConcatSpreadable;
+    const most = limits.length;
+    delete globalThis.Proxy;
+    const plain = (where, object, key, label) => {  // a data property's value, own or inherited: no getter runs
+      for (let holder = object; holder !== null && holder !== undefined; holder = getPrototypeOf(holder)) {
+        const own = getOwnPropertyDescriptor(holder, key);
+        if (own === undefined) continue;
+        if (!("value" in own)) throw new TypeError(`${where}: in a program, ${label} may not be a getter`);
+        return own.value;
+      }
+      return undefined;
+    };
+    const bounded = (where, object) => {  // the length the built-in will go through, refused past `most`
+      const length = isArray(object) ? object.length : plain(where, object, "length", "length");
+      if (length !== undefined && typeof length !== "number") {
+        throw new TypeError(`${where}: in a program, length must be a number`);
+      }
+      if (length > most) {
+        throw new RangeError(`${where}: a length of ${length} is more than a program may go through at once `
+          + `(${most}): the engine could not stop it at the time limit`);
+      }
+      return length > 0 ? length - length % 1 : 0;
+    };
+    const method = (owner, name, value) => {
+      defineProperty(owner, name, { value, writable: true, enumerable: false, configurable: true });
+    };
+    const guarded = ["join", "toLocaleString", "reverse", "sort", "copyWithin", "slice", "splice", "shift", "unshift"];
+    for (const name of guarded) {
+      const native = Array.prototype[name], where = `Array.prototype.${name}`;
+      const checked = { [name](...args) { bounded(where, this); return apply(native, this, args); } }[name];
+      method(Array.prototype, name, checked);
+    }
+    const concat = Array.prototype.concat;
+    const spreadable = (item) => {
+      if (item === null || (typeof item !== "object" && typeof item !== "function")) return false;
+      const said = plain("Array.prototype.concat", item, spreads, "Symbol.isConcatSpreadable");
+      return said === undefined ? isArray(item) : !!said;
+    };
+    method(Array.prototype, "concat", { concat(...items) {
+      const where = "Array.prototype.concat";
+      let total = spreadable(this) ? bounded(where, this) : 1;
+      let joined = apply(concat, this, []);
+      for (let i = 0; i < items.length; i++) {
+        total += spreadable(items[i]) ? bounded(where, items[i]) : 1;
+        if (total > most) bounded(where, { length: total });
+        joined = apply(concat, joined, [items[i]]);
+      }
+      return joined;
+    } }.concat);
+    const toLength = (value) => { const n = +value; return n > 0 ? (n > 2 ** 53 - 1 ? 2 ** 53 - 1 : n - n % 1) : 0; };
+    const append = (out, value) => {
+      defineProperty(out, out.length, { value, writable: true, enumerable: true, configurable: true });
+    };
+    const flatInto = (out, source, depth) => {
+      const length = toLength(source.length);
+      for (let k = 0; k < length; k++) {
+        if (!(k in source)) continue;
+        const element = source[k];
+        if (depth >= 1 && isArray(element)) flatInto(out, element, depth - 1);
+        else append(out, element);
+      }
+    };
+    const objectOf = (where, value) => {
+      if (value === null || value === undefined) throw new TypeError(`${where} called on null or undefined`);
+      return toObject(value);
+    };
+    method(Array.prototype, "flat", { flat(depth) {
+      const out = [], levels = depth === undefined ? 1 : +depth;
+      flatInto(out, objectOf("Array.prototype.flat", this), levels === levels ? levels : 0);
+      return out;
+    } }.flat);
+    method(Array.prototype, "flatMap", { flatMap(callback, thisArg) {
+      const source = objectOf("Array.prototype.flatMap", this), length = toLength(source.length), out = [];
+      if (typeof callback !== "function") throw new TypeError("Array.prototype.flatMap: its callback is no function");
+      for (let k = 0; k < length; k++) {
+        if (!(k in source)) continue;
+        const mapped = apply(callback, thisArg, [source[k], k, source]);
+        if (isArray(mapped)) flatInto(out, mapped, 0);
+        else append(out, mapped);
+      }
+      return out;
+    } }.flatMap);
+    const helpers = typeof Iterator === "function" ? Iterator.prototype : undefined;
+    if (helpers !== undefined && typeof helpers.drop === "function") {
+      const drop = helpers.drop;
+      method(helpers, "drop", { drop(limit) {
+        const count = +limit;  // skipped in C at the first next(), as many as asked
+        if (count > most) bounded("Iterator.prototype.drop", { length: count });
+        return apply(drop, this, [count]);
+      } }.drop);
+    }
+  })();
+"""
+_LENGTH_BOUND = 1 << 25  # a length the guarded built-ins go through: about a fifth of a second of C at most
+
 # The function body a program is compiled as starts on this line of what the engine reports (its
 # header takes two: `(async function anonymous(` and `) {`).
 _FIRST_LINE = 3
 _SURROGATE = re.compile("[\\ud800-\\udfff]")  # a lone half of a pair, which no answer can carry
+# What an object or array of a call's arguments costs the gateway once parsed (a `{}` is a dict of 64 bytes
+# and more, and the call path copies it to send it): 8 MB of `{}` in two calls took it from 100 to 860 MB.
+_CONTAINER_BYTES = 200
 _ERROR_ROOM = 1_000  # an error is cut at the output limit, but never shorter than this (the gateway's own words)
 _NOT_READ = "the program interfered with the sandbox's own functions, so its answer could not be read"
 
@@ -206,8 +324,10 @@ class Sandbox:
         self._seen: set[int] = set()  # the ids of the calls handed out: each once, at most max_calls of them
         self._made = 0  # the calls made (the audit's count): not those refused before (too many, too large)
         self._state: dict[str, Any] = {}
-        # The state while the program runs: its output (each character at most six as JSON) and two numbers.
+        # The state while the program runs: its output (each character at most six as JSON) and two numbers;
+        # at its end, its value or error too, which the prelude cuts to what the answer shows.
         self._running_state_chars = 6 * limits.output_chars + 100
+        self._final_state_chars = 6 * (limits.output_chars + max(limits.output_chars, _ERROR_ROOM)) + 200
         self.stopped = False  # set from another thread: checked between slices
 
     def run(self, code: str, perform: Callable[[list[PendingCall], float], list[Settled]]) -> Outcome:
@@ -225,19 +345,28 @@ class Sandbox:
             context.set_time_limit(max(left, 0.001))
             return action()
 
-        limits = {"names": self.tool_names, "output": self.limits.output_chars, "calls": self.limits.max_calls}
+        limits = {
+            "names": self.tool_names,
+            "output": self.limits.output_chars,
+            "error": max(self.limits.output_chars, _ERROR_ROOM),
+            "calls": self.limits.max_calls,
+            "length": _LENGTH_BOUND,
+        }
         host: Any = None
         try:
-            host = slice_(lambda: context.eval(_PRELUDE.replace("LIMITS", json.dumps(limits))))
+            prelude = _PRELUDE.replace("GUARDS", _GUARDS).replace("LIMITS", json.dumps(limits))
+            host = slice_(lambda: context.eval(prelude))
             slice_(lambda: host("start", 0, False, code))
             while True:
                 while slice_(context.execute_pending_job):
                     pass
                 text = slice_(lambda: host("state", 0, False, ""))
-                self._state = _read(text)
+                self._state = _read(text, self._final_state_chars)
                 outcome = self._state["outcome"]
                 if outcome is not None:
-                    return self._finish(outcome["ok"], outcome.get("value"), outcome.get("error"))
+                    return self._finish(
+                        outcome["ok"], outcome.get("value"), outcome.get("error"), chars=outcome["chars"]
+                    )
                 if len(text) > self._running_state_chars:
                     # Larger than the prelude writes while the program runs: a program that inflated it
                     # had the host parse it after every round, holding the GIL, so other callers waited.
@@ -276,6 +405,9 @@ class Sandbox:
             raise _Tampered
         batch: list[PendingCall] = []
         refused: list[Settled] = []
+        # The arguments of a round are held parsed until it ends, outside the program's heap: their objects and
+        # arrays may cost half its memory, as its values may (counted in C, brackets in strings too: a bound).
+        room = self.limits.memory_bytes // 2 // _CONTAINER_BYTES
         for item in items:
             if (
                 type(item) is not dict
@@ -305,6 +437,21 @@ class Sandbox:
                     )
                 )
                 continue
+            containers = item["arguments"].count("{") + item["arguments"].count("[")
+            if containers > room:
+                megabytes = self.limits.memory_bytes // (1024 * 1024)
+                refused.append(
+                    Settled(
+                        call_id,
+                        False,
+                        f"tools.{name}: the arguments of the calls awaited together hold more objects and arrays "
+                        f"than the gateway takes from a program at once (about {containers} in this call's, "
+                        f"{self.limits.memory_bytes // 2 // _CONTAINER_BYTES} at most together for {megabytes} MB, "
+                        "code_memory_mb): send fewer, or await fewer calls at a time",
+                    )
+                )
+                continue
+            room -= containers
             try:
                 arguments = json.loads(item["arguments"])
             except RecursionError:
@@ -324,7 +471,7 @@ class Sandbox:
         try:
             context.set_time_limit(1.0)
             context.set_memory_limit(self.limits.memory_bytes + 8 * 1024 * 1024)  # room to read the output
-            self._state = _read(host("state", 0, False, ""))
+            self._state = _read(host("state", 0, False, ""), self._final_state_chars)
         except Exception:
             pass
 
@@ -332,15 +479,24 @@ class Sandbox:
         return f"the program ran out of time ({self.limits.seconds:g} s)"
 
     def _engine_error(self, message: str) -> Outcome:
-        lines = message.strip().splitlines() or ["the engine stopped the program"]
+        # Only its start is read: a replaced built-in can throw a value as long as the program's memory from
+        # inside the host's own call, and splitting and searching all of it held the GIL (0.13 s for 30 MB).
+        text = message.lstrip()
+        head = text[: max(self.limits.output_chars, _ERROR_ROOM) + 2_000]  # the engine's stack lines follow
+        lines = head.rstrip().splitlines() or ["the engine stopped the program"]
+        end = text.find("\n")
+        chars = end if end >= 0 else len(text.rstrip())  # its first line's whole length, for the cut's note
         if lines[0] == "null":  # what QuickJS throws when it has no room left to make the error itself
-            lines = ["InternalError: out of memory"]
-        line = re.search(r"<input>:(\d+)", message)
+            lines, chars = ["InternalError: out of memory"], 0
+        line = re.search(r"<input>:(\d+)", head)
         number = int(line.group(1)) - _FIRST_LINE + 1 if line else 0
         where = f" (line {number})" if number >= 1 else ""
-        return self._finish(False, None, lines[0] + where)
+        return self._finish(False, None, lines[0] + where, chars=chars)
 
-    def _finish(self, ok: bool, value: str | None, error: str | None, kind: str | None = None) -> Outcome:
+    def _finish(
+        self, ok: bool, value: str | None, error: str | None, kind: str | None = None, chars: int | None = None
+    ) -> Outcome:
+        """The outcome as the answer shows it; `chars`: the whole length of a value or error the prelude cut."""
         if error is not None and "InternalError: out of memory" in error:
             error, kind = f"the program ran out of memory ({self.limits.memory_bytes // (1024 * 1024)} MB)", "memory"
         elif error is not None and "InternalError: interrupted" in error:
@@ -350,9 +506,10 @@ class Sandbox:
         output, dropped = state.get("output", ""), state.get("dropped", 0)
         if len(output) > cap:  # the program's own cap is its to spoil: this one holds
             output, dropped = output[:cap], dropped + len(output) - cap
-        room = max(cap, _ERROR_ROOM)
-        if error is not None and len(error) > room:  # a thrown value can be as long as the program likes
-            error = f"{error[:room]}… [cut: {len(error) - room} more characters]"
+        if value is not None:
+            value = _cut(value, cap, chars)
+        if error is not None:  # a thrown value can be as long as the program likes
+            error = _cut(error, max(cap, _ERROR_ROOM), chars)
         return Outcome(
             ok=ok,
             value=_whole(value),
@@ -368,8 +525,11 @@ class _Tampered(Exception):
     """What the program's side of the channel said is not what the prelude writes."""
 
 
-def _read(text: Any) -> dict[str, Any]:
-    """The program's state as the prelude writes it, checked: anything else is a program that tampered."""
+def _read(text: Any, most: int) -> dict[str, Any]:
+    """The program's state as the prelude writes it, checked: anything else is a program that tampered.
+    Longer than `most` characters it is not even parsed (the prelude writes no more)."""
+    if type(text) is str and len(text) > most:
+        raise _Tampered
     try:
         state = json.loads(text)
     except (TypeError, ValueError, RecursionError):
@@ -386,7 +546,19 @@ def _read(text: Any) -> dict[str, Any]:
             raise _Tampered
         if not outcome["ok"] and type(outcome.get("error")) is not str:
             raise _Tampered
+        shown = outcome.get("value") if outcome["ok"] else outcome["error"]
+        if type(outcome.get("chars")) is not int or outcome["chars"] < len(shown or ""):
+            raise _Tampered
     return state
+
+
+def _cut(text: str, room: int, chars: int | None = None) -> str:
+    """`text` to `room` characters, saying how many more there were (`chars`: its whole length, when the
+    prelude cut it already)."""
+    whole = max(len(text), chars or 0)
+    if whole <= room:
+        return text
+    return f"{text[:room]}… [cut: {whole - room} more characters]"
 
 
 def _whole(text: str | None) -> str | None:

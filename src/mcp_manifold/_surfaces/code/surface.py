@@ -258,13 +258,20 @@ class CodeSurface(Surface):
         try:
             # The view again, now: a tool quarantined or no longer allowed since the program started is unknown.
             target = tool_target(self.host.view(request), call.name, self.name)
-            result = await self.host.calls.call_tool(request, ToolCall(target, call.arguments, spill=_NEVER_SPILL))
+            # Without the client's progress token: each call's progress went out on it, so the client saw the
+            # progress of calls made together interleaved and each later call's start over (1, 1, 2, 2, ...),
+            # where a token's progress must increase (the proxy's batches strip it for the same reason).
+            made = ToolCall(target, call.arguments, spill=_NEVER_SPILL)
+            result = await self.host.calls.call_tool(request.without_progress(), made)
         except ManifoldError as exc:  # unknown or not allowed (worded alike), quarantined, rate limited
             return Settled(call.id, False, str(exc))
         except Exception:
             logger.exception("code mode: the call of %s failed", call.name)
             return Settled(call.id, False, f"tools.{call.name}: the gateway failed to make the call")
         if isinstance(result, types.InputRequiredResult):
+            # No retry will come: a session-era server's call held for one (held_call_timeout, 300 s) kept
+            # waiting on its question, so each such call of a program tied the server up for nothing.
+            self.host.calls.give_up(result)
             return Settled(
                 call.id,
                 False,
@@ -314,11 +321,8 @@ def _answer(outcome: Outcome, limits: Limits) -> types.CallToolResult:
         )
     if not outcome.ok:
         parts.append(f"Error: {outcome.error}")
-    elif outcome.value is not None:
-        value = outcome.value
-        if len(value) > limits.output_chars:
-            value = f"{value[: limits.output_chars]}… [cut: {len(outcome.value) - limits.output_chars} more characters]"
-        parts.append(f"Returned: {value}")
+    elif outcome.value is not None:  # cut to the output limit already, saying so
+        parts.append(f"Returned: {outcome.value}")
     if not parts:
         parts.append("(the program printed nothing and returned nothing)")
     return types.CallToolResult(
