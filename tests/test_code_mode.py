@@ -441,12 +441,12 @@ async def test_a_cancelled_program_keeps_its_slot_while_its_thread_runs(
     from mcp_manifold._config import load_config
     from mcp_manifold._front.server import McpFront
     from mcp_manifold._runtime.gateway import Gateway
-    from mcp_manifold._surfaces.code.sandbox import Sandbox
+    from mcp_manifold._surfaces.code.engine_processes import IsolatedSandbox
 
     running: list[int] = [0, 0]  # now, most at once
-    original = Sandbox.run
+    original = IsolatedSandbox.run
 
-    def counted(self: Sandbox, *args: Any) -> Any:
+    def counted(self: IsolatedSandbox, *args: Any) -> Any:
         running[0] += 1
         running[1] = max(running)
         try:
@@ -454,7 +454,7 @@ async def test_a_cancelled_program_keeps_its_slot_while_its_thread_runs(
         finally:
             running[0] -= 1
 
-    monkeypatch.setattr(Sandbox, "run", counted)
+    monkeypatch.setattr(IsolatedSandbox, "run", counted)
     settings = {"expose": ["code"], "code_max_programs": 1, "code_timeout": 2}
     async with (
         Gateway(load_config(write_config(SERVERS, settings))) as gateway,
@@ -469,6 +469,29 @@ async def test_a_cancelled_program_keeps_its_slot_while_its_thread_runs(
                 await anyio.sleep(0.05)
         assert running[1] == 1
         assert text_of(await run(client, "return 2")) == "Returned: 2"  # and the slot is free again
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_program_in_engine_code_that_ignores_the_time_limit_is_stopped_and_frees_its_slot(
+    write_config: Any, mode: str
+) -> None:
+    """QuickJS looks at its time limit between bytecode steps only: turning a BigInt of a million bits into a
+    string takes seconds of C, and `map(String)` over such elements chained them (21.6 s on a 1 s limit for
+    four; this one's forty, about two minutes of a core, held its slot, code_max_programs 1). The program's
+    engine runs in a process now, killed a second past its deadline."""
+    from mcp_manifold._config import load_config
+    from mcp_manifold._front.server import McpFront
+    from mcp_manifold._runtime.gateway import Gateway
+
+    settings = {"expose": ["code"], "code_max_programs": 1, "code_timeout": 1}
+    async with (
+        Gateway(load_config(write_config(SERVERS, settings))) as gateway,
+        Client(McpFront(gateway).server, mode=mode) as client,
+    ):
+        with anyio.fail_after(30):
+            stopped = text_of(await run(client, "return Array(40).fill(1n << 999000n).map(String).length"))
+            assert "ran out of time (1 s); it was inside the engine's own code" in stopped, stopped
+            assert text_of(await run(client, "return 2")) == "Returned: 2"  # its slot, and a process, are free
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

@@ -35,13 +35,13 @@ from mcp_manifold._core.results import SpillPolicy, ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall, tool_target
 from mcp_manifold._errors import InvalidRequest, ManifoldError
 from mcp_manifold._surfaces.base import Surface
+from mcp_manifold._surfaces.code.engine_processes import EngineProcesses, IsolatedSandbox
 from mcp_manifold._surfaces.code.misnamed import with_name_hints
 from mcp_manifold._surfaces.code.sandbox import (
     Limits,
     Outcome,
     PendingCall,
     ProgramStopped,
-    Sandbox,
     Settled,
     load_engine,
 )
@@ -85,9 +85,19 @@ class CodeSurface(Surface):
         super().__init__(host)
         load_engine()  # a gateway with `expose: [code]` and no engine says so at start, not at the first call
         self._programs: FairSlots | None = None
+        # Each program's engine runs in a process of its own, killed past its deadline (`engine_processes.py`).
+        self._engines = EngineProcesses(host.settings.code_max_programs)
 
     async def start(self) -> None:
         self._programs = FairSlots(self.host.settings.code_max_programs)
+
+    async def run(self) -> None:
+        """Keep an engine process ready for the first program, and stop every idle one with the gateway."""
+        try:
+            await anyio.to_thread.run_sync(self._engines.warm)
+            await anyio.sleep_forever()
+        finally:
+            self._engines.close()
 
     def reserved_tool_names(self) -> list[str]:
         return [SEARCH, EXECUTE]
@@ -170,7 +180,7 @@ class CodeSurface(Surface):
             raise InvalidRequest(f"{EXECUTE} needs 'code': the JavaScript source of a program")
         await self.host.ensure_catalog(request)
         names = [entry.name for entry in self.host.view(request).tool_entries()]
-        sandbox = Sandbox(names, self.limits())
+        sandbox = IsolatedSandbox(self._engines, names, self.limits())
         answer: list[types.CallToolResult] = []
 
         async def run() -> ProgramReport:
@@ -185,7 +195,7 @@ class CodeSurface(Surface):
         await self.host.calls.run_program(request, Target("", EXECUTE, EXECUTE, self.name), run)
         return answer[0]
 
-    async def _run(self, request: Request, sandbox: Sandbox, code: str) -> Outcome:
+    async def _run(self, request: Request, sandbox: IsolatedSandbox, code: str) -> Outcome:
         cancelled = anyio.get_cancelled_exc_class()
 
         def perform(batch: list[PendingCall], seconds_left: float) -> list[Settled]:
@@ -218,7 +228,7 @@ class CodeSurface(Surface):
         return outcome
 
     async def _round(
-        self, request: Request, sandbox: Sandbox, batch: list[PendingCall], seconds_left: float
+        self, request: Request, sandbox: IsolatedSandbox, batch: list[PendingCall], seconds_left: float
     ) -> list[Settled]:
         """One round of a program's calls, concurrently; calls still running at its deadline fail."""
         if sandbox.stopped:  # its request is gone: no call is made for it any more
