@@ -200,6 +200,7 @@ class CatalogSync:
         self.live.discard(name)
         self._remembered.discard(name)  # one put back under this name may declare other extensions
         self._warned.pop(name, None)
+        self.cache.drop(name)
         self.catalog.remove_backend(name)
 
     def unsettle(self, name: str) -> None:
