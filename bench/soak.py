@@ -12,6 +12,10 @@ Each cycle does one of, in turn:
 - a 2026-07-28 client that starts a slow call with a progress token and drops the connection mid-call;
 - junk: an unknown tool, a random request id, a random `Mcp-Session-Id`.
 
+With `--reload-every N`, every N cycles the config file is edited to swap its third server for a new one
+(`catalog.py` under a new name), the soak waits for the reload to apply and calls the new server once: what
+a reload removes must not stay behind (metric series, pins served, tasks, processes).
+
 Run: `nice .venv/bin/python bench/soak.py --cycles 2000 --every 500`. Writes bench/results/soak.json.
 """
 
@@ -118,6 +122,34 @@ async def one_cycle(url: str, cycle: int) -> None:
         await junk(url, cycle)
 
 
+def soak_servers(generation: int) -> dict[str, Any]:
+    """The servers of the config's `generation`: each reload swaps the third for one of a new name."""
+    servers = {"kitchen": server_entry("kitchen.py"), "numbers": server_entry("numbers.py")}
+    if generation:
+        servers[f"swapped{generation}"] = server_entry("catalog.py", "--count", "3", "--tag", f"g{generation}")
+    return servers
+
+
+async def reload_swapping(folder: Path, base: str, generation: int) -> None:
+    """Edit the config to swap its third server for a new one; return once the reload applied and the new
+    server answered a call."""
+
+    def applied() -> int:
+        found = re.search(r'manifold_config_reloads_total\{result="applied"\} (\S+)', httpx.get(f"{base}/metrics").text)
+        return int(float(found.group(1))) if found else 0
+
+    before = applied()
+    write_gateway_config(folder, soak_servers(generation), **SETTINGS)
+    with anyio.fail_after(30):
+        while applied() == before:
+            await anyio.sleep(0.1)
+    async with Client(f"{base}/mcp", mode="legacy") as client:
+        with anyio.fail_after(30):
+            while not any(tool.name.startswith(f"swapped{generation}_") for tool in (await client.list_tools()).tools):
+                await anyio.sleep(0.1)
+        await client.call_tool(f"swapped{generation}_tool_0001_g{generation}", {})
+
+
 def descendants(pid: int) -> int:
     found, todo = 0, [pid]
     while todo:
@@ -141,10 +173,12 @@ def measure(pid: int, base: str, data: Path) -> dict[str, Any]:
     }
 
 
-async def soak(cycles: int, every: int, settle: float) -> list[dict[str, Any]]:
+SETTINGS: dict[str, Any] = {"expose": ["direct"], "lazy": False, "session_idle_timeout": IDLE}
+
+
+async def soak(cycles: int, every: int, settle: float, reload_every: int = 0) -> list[dict[str, Any]]:
     folder = Path(tempfile.mkdtemp(prefix="manifold-soak-"))
-    servers = {"kitchen": server_entry("kitchen.py"), "numbers": server_entry("numbers.py")}
-    config = write_gateway_config(folder, servers, expose=["direct"], lazy=False, session_idle_timeout=IDLE)
+    config = write_gateway_config(folder, soak_servers(0), **SETTINGS)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     rows = []
@@ -160,10 +194,14 @@ async def soak(cycles: int, every: int, settle: float) -> list[dict[str, Any]]:
                     "seconds": round(time.monotonic() - started),
                     **measure(gateway.pid, base, folder / "data"),
                 }
+                if reload_every:
+                    row["reloads"] = cycle // reload_every
                 rows.append(row)
                 print(" ".join(f"{key}={value}" for key, value in row.items()), flush=True)
             if cycle < cycles:
                 await one_cycle(f"{base}/mcp", cycle + 5)
+                if reload_every and (cycle + 1) % reload_every == 0:
+                    await reload_swapping(folder, base, (cycle + 1) // reload_every)
     return rows
 
 
@@ -172,8 +210,9 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=2000)
     parser.add_argument("--every", type=int, default=500, help="cycles between readings")
     parser.add_argument("--settle", type=float, default=IDLE + 4, help="seconds idle before each reading")
+    parser.add_argument("--reload-every", type=int, default=0, help="cycles between config reloads (0: none)")
     args = parser.parse_args()
-    rows = anyio.run(soak, args.cycles, args.every, args.settle)
+    rows = anyio.run(soak, args.cycles, args.every, args.settle, args.reload_every)
     results = ROOT / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
     (results / "soak.json").write_text(json.dumps({"load": os.getloadavg(), "readings": rows}, indent=2))

@@ -11,12 +11,16 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+import redis
 
-from mcp_manifold._config import load_config
+from mcp_manifold._config import ServerConfig, load_config
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._runtime.gateway import Gateway
-from mcp_manifold._runtime.listing_cache import ListingCache
+from mcp_manifold._runtime.listing_cache import KEPT_PER_SERVER, ListingCache
+from mcp_manifold._runtime.shared_state.learned import SharedLearning
+from mcp_manifold._runtime.shared_state.store import StateStore
 from tests.conftest import SERVERS, server_entry
+from tests.scale_out import RedisServer, redis_server  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.anyio
 
@@ -81,6 +85,48 @@ async def test_unreadable_or_foreign_entries_are_ignored(tmp_path: Path) -> None
     (path,) = (tmp_path / "listings").glob("*.json")
     path.write_text("{not json")
     assert cache.load(config.servers["numbers"]) is None
+
+
+def configs_of_numbers(tmp_path: Path, count: int) -> list[ServerConfig]:
+    """`numbers` as `count` reloads that each edit its env would make it: one config fingerprint each."""
+    edits = [{"numbers": server_entry("numbers.py", env={"EDIT": str(edit)})} for edit in range(count)]
+    return [load_config(write(tmp_path, servers)).servers["numbers"] for servers in edits]
+
+
+LISTING = Listing(tools=[types.Tool(name="t", input_schema={"type": "object"})], resources=[], templates=[], prompts=[])
+
+
+async def test_a_server_keeps_the_listings_of_its_latest_configs_only(tmp_path: Path) -> None:
+    """Each config a server ever had (an env or header edited, then reloaded) kept its listing file for good:
+    one more file per such reload (200 reloads, 200 files). Now a server name keeps its latest few."""
+    cache = ListingCache(tmp_path / "listings")
+    words = load_config(write(tmp_path, {"words": server_entry("words.py")})).servers["words"]
+    cache.save(words, LISTING)
+    configs = configs_of_numbers(tmp_path, KEPT_PER_SERVER + 3)
+    for config in configs:
+        cache.save(config, LISTING)
+        assert cache.load(config) == LISTING  # the one just saved is always kept
+    assert len(list((tmp_path / "listings").glob("*.json"))) == KEPT_PER_SERVER + 1
+    assert cache.load(words) == LISTING  # another server's are its own
+
+
+async def test_a_listing_dropped_here_leaves_the_shared_store(
+    redis_server: RedisServer,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    """The shared listing cache (a Redis hash every replica starts from) kept one entry per config too."""
+    store = StateStore(redis_server.url, "r0")
+    cache = ListingCache(tmp_path / "listings")
+    learning = SharedLearning(store, cache, list)
+    try:
+        for config in configs_of_numbers(tmp_path, KEPT_PER_SERVER + 3):
+            cache.save(config, LISTING)
+            await learning._exchange()
+    finally:
+        await store.close()
+    shared = redis.Redis.from_url(redis_server.url).hkeys("manifold:listings")
+    assert sorted(name.decode() for name in shared) == sorted(path.name for path in (tmp_path / "listings").iterdir())
+    assert len(shared) == KEPT_PER_SERVER
 
 
 async def test_a_gateway_that_does_not_serve_caches_nothing(tmp_path: Path) -> None:

@@ -198,6 +198,9 @@ class CatalogSync:
         """A config reload removed the server: its items leave the catalog (clients get list_changed)."""
         self.listed.discard(name)
         self.live.discard(name)
+        self._remembered.discard(name)  # one put back under this name may declare other extensions
+        self._warned.pop(name, None)
+        self.cache.drop(name)
         self.catalog.remove_backend(name)
 
     def unsettle(self, name: str) -> None:

@@ -31,6 +31,9 @@ from mcp_manifold._runtime.backends import Backend, BackendHooks
 logger = logging.getLogger(__name__)
 
 _SWEEP_EVERY = 30.0  # seconds between looks for idle sessions (at most; less when the idle time is short)
+# In a client's `state`: the sessions that end its own when it goes. Before, a session-era client was told once
+# more each time one of its sessions was reopened (idled out, a reload), for as long as it stayed connected.
+_WATCHED = "manifold.client_sessions"
 
 
 class ClientSessions:
@@ -91,8 +94,9 @@ class ClientSessions:
         backend.owner = owner
         backend.attach(self._task_group)
         self._sessions[key] = backend
-        if not any(client == caller.key for _server, client in self._sessions if _server != config.name):
-            caller.on_close(lambda: self._client_gone(caller.key))  # once per client
+        if caller.state.get(_WATCHED) is not self:  # once per client, however often its sessions are reopened
+            caller.state[_WATCHED] = self
+            caller.on_close(lambda: self._client_gone(caller.key))
         return backend
 
     @staticmethod

@@ -190,7 +190,8 @@ class Gateway:
             self.calls.observe(self.audit)
         self.health = HealthMonitor(self._settings)
         self.search_observers: list[Callable[[float], None]] = []  # told each search's seconds (metrics)
-        # Told each hub instance gone for good (a generated id): what is kept by server goes (metrics).
+        # Told each server gone (a hub instance with a generated id, a server a reload removed): what is kept
+        # by server goes (metrics).
         self.forget_observers: list[Callable[[str], None]] = []
         # A serving gateway applies edits of its config file while it runs (and on request: SIGHUP).
         self.reloader = ConfigReloader(self, watch=self._settings.reload) if serving and config.path else None
@@ -594,6 +595,14 @@ class Gateway:
         self.pins.forget(instance_id)
         for observer in self.forget_observers:
             observer(instance_id)
+
+    def server_removed(self, name: str) -> None:
+        """A config reload removed the server: what is kept by server goes (what it served, its metric series
+        and their label), but not its pins. Else each server ever removed kept its series, and once
+        `SERVER_LABELS` had been, every server added since counted as `_other`."""
+        self.pins.not_served(name)
+        for observer in self.forget_observers:
+            observer(name)
 
     # --- client requests, routed to the surfaces (the front and the CLI call these) ----------------
 

@@ -5,7 +5,11 @@ seconds. With a cached listing the first answer comes from here and the servers 
 (the gateway re-lists them and sends `list_changed` if anything differs).
 
 An entry is keyed by the server's name and config fingerprint, so a changed command, URL or env
-never reuses an old listing. A file that cannot be read or validated counts as absent.
+never reuses an old listing. A file that cannot be read or validated counts as absent. The latest
+`KEPT_PER_SERVER` configs of one server name keep theirs (a few configs sharing a data dir each warm-start);
+older ones are dropped, and a server a config reload removes takes its listings with it: each config a
+server ever had (an env or header edited, then reloaded), and each server ever removed, kept its file for
+good, one more per such reload.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from mcp_manifold._files import atomic_write
 logger = logging.getLogger(__name__)
 
 _FORMAT = 1
+KEPT_PER_SERVER = 4  # listings kept of one server name (its latest configs)
 
 
 _FIELDS: dict[str, type[types.MCPModel]] = {
@@ -42,8 +47,10 @@ class ListingCache:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        # Told each listing saved (file name, JSON text): replicas sharing state pass it on.
+        # Told each listing saved (file name, JSON text), and the names of those dropped: replicas sharing
+        # state pass them on.
         self.on_save: Callable[[str, str], None] | None = None
+        self.on_drop: Callable[[list[str]], None] | None = None
 
     def put(self, name: str, text: str) -> None:
         """Keep a listing another replica saved under its file `name`, unless this one has it already."""
@@ -57,8 +64,10 @@ class ListingCache:
             logger.warning("could not cache a shared listing: %s", exc)
 
     def _path(self, config: ServerConfig) -> Path:
-        key = hashlib.sha256(f"{config.name}\0{config.fingerprint()}".encode()).hexdigest()[:24]
-        return self.directory / f"{key}.json"
+        # The server's name first, so that its listings of other configs are found by their prefix.
+        named = _digest(config.name)[:12]
+        configured = _digest(f"{config.name}\0{config.fingerprint()}")[:24]
+        return self.directory / f"{named}-{configured}.json"
 
     def load(self, config: ServerConfig) -> Listing | None:
         path = self._path(config)
@@ -92,3 +101,31 @@ class ListingCache:
             logger.warning("could not cache the listing of %s: %s", config.name, exc)
         if self.on_save is not None:
             self.on_save(path.name, text)
+        self._drop_older(path)
+
+    def drop(self, name: str) -> None:
+        """Drop every listing of the server `name` (a config reload removed it)."""
+        self._unlink(list(self.directory.glob(f"{_digest(name)[:12]}-*.json")))
+
+    def _drop_older(self, saved: Path) -> None:
+        """Drop the listings of `saved`'s server name past the latest `KEPT_PER_SERVER` (`saved` among them)."""
+        prefix = saved.name.split("-", 1)[0]
+        others = [path for path in self.directory.glob(f"{prefix}-*.json") if path != saved]
+        self._unlink(sorted(others, key=_modified, reverse=True)[KEPT_PER_SERVER - 1 :])
+
+    def _unlink(self, paths: list[Path]) -> None:
+        for path in paths:
+            path.unlink(missing_ok=True)
+        if paths and self.on_drop is not None:
+            self.on_drop([path.name for path in paths])
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # dropped meanwhile by another gateway sharing the data dir
+        return 0.0

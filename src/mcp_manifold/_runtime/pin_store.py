@@ -244,10 +244,7 @@ class PinStore:
         keys = [key for key in self._pins if key[0] == server]
         for key in keys:
             del self._pins[key]
-        for key in [key for key in self._served if key[0] == server]:
-            del self._served[key]
-        for key in [key for key in self._unpinned if key[0] == server]:
-            del self._unpinned[key]
+        self.not_served(server)
         if tell and self.on_forget is not None:
             self.on_forget(server)
         if keys:
@@ -291,6 +288,16 @@ class PinStore:
         self._keep(newer, "another replica's pins", tell=False)
         self._judge_served()
         return self._recompute()
+
+    def not_served(self, server: str) -> None:
+        """`server` serves nothing any more (a config reload removed it). Its pins stay, since an approval outlives
+        a server taken out and put back; what it served goes, else every server a reload ever removed was kept
+        (and scanned by each listing)."""
+        for key in [key for key in self._served if key[0] == server]:
+            del self._served[key]
+        for key in [key for key in self._unpinned if key[0] == server]:  # held past pin_max_tools: served no more
+            del self._unpinned[key]
+        self._recompute()
 
     def forget_session(self, server: str, session: str) -> None:
         """A client's own session to `server` closed: what it was served is served no more."""

@@ -72,6 +72,8 @@ class Reloadable(Protocol):
     @property
     def task_group(self) -> anyio.abc.TaskGroup: ...
 
+    def server_removed(self, name: str) -> None: ...
+
 
 @dataclass(frozen=True)
 class ReloadOutcome:
@@ -239,6 +241,7 @@ def apply_changes(gateway: Reloadable, loaded: Config, changes: ConfigChanges) -
         gateway.client_sessions.close_server(name, "the config changed")
     for name in changes.removed:
         gateway.sync.forget(name)
+        gateway.server_removed(name)
 
     background = gateway.task_group
     if "profiles" in changes.sections:  # what each client may see changed, though no server's listing did

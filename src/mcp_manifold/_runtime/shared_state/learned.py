@@ -3,7 +3,8 @@ whether it asks its client mid-call (then it is reached in a session, see `Backe
 
 A listing one replica saves goes to a Redis hash under the listing cache's own file name (the server's
 name and config fingerprint), and a replica starting up fills its cache from there: its first `tools/list`
-is answered at once even on a fresh machine. The servers known to ask mid-call are a Redis set of the same
+is answered at once even on a fresh machine. A listing its cache drops (a server's older config) leaves the
+hash too. The servers known to ask mid-call are a Redis set of the same
 names; every replica adds what it learns and takes what the others learned, every `INTERVAL` seconds.
 
 While the store is down, each replica learns on its own; what it learned is written when the store is back.
@@ -41,12 +42,20 @@ class SharedLearning:
         self.listings_key = store.key("listings")
         self.asking_key = store.key("asks-mid-call")
         self._listings: dict[str, str] = {}  # saved here, not yet written to the store
+        self._dropped: set[str] = set()  # dropped here (a server's older configs), not yet from the store
         self._told: set[str] = set()  # servers this replica has put in the set
         self._skipped: set[tuple[str, bytes]] = set()  # entries logged as unreadable (each once, not every round)
         cache.on_save = self._saved
+        cache.on_drop = self._dropped_here
 
     def _saved(self, name: str, text: str) -> None:
         self._listings[name] = text
+        self._dropped.discard(name)
+
+    def _dropped_here(self, names: list[str]) -> None:
+        for name in names:
+            self._listings.pop(name, None)
+            self._dropped.add(name)
 
     async def prefetch(self) -> None:
         """Fill the local listing cache with what every replica saved (before the first listing is needed)."""
@@ -79,6 +88,10 @@ class SharedLearning:
             for name, text in listings.items():
                 if self._listings.get(name) == text:
                     del self._listings[name]
+        if self._dropped:
+            dropped = list(self._dropped)
+            await self.store.run("listing cache", lambda: self.store.client.hdel(self.listings_key, *dropped))
+            self._dropped.difference_update(dropped)
         backends = list(self.backends())
         learned = {server_key(backend) for backend in backends if backend.needs_session} - self._told
         if learned:
