@@ -478,7 +478,7 @@ async def test_a_program_in_engine_code_that_ignores_the_time_limit_is_stopped_a
     """QuickJS looks at its time limit between bytecode steps only: turning a BigInt of a million bits into a
     string takes seconds of C, and `map(String)` over such elements chained them (21.6 s on a 1 s limit for
     four; this one's forty, about two minutes of a core, held its slot, code_max_programs 1). The program's
-    engine runs in a process now, killed a second past its deadline."""
+    engine runs in a process now, killed as long again past its deadline."""
     from mcp_manifold._config import load_config
     from mcp_manifold._front.server import McpFront
     from mcp_manifold._runtime.gateway import Gateway
@@ -490,7 +490,7 @@ async def test_a_program_in_engine_code_that_ignores_the_time_limit_is_stopped_a
     ):
         with anyio.fail_after(30):
             stopped = text_of(await run(client, "return Array(40).fill(1n << 999000n).map(String).length"))
-            assert "ran out of time (1 s); it was inside the engine's own code" in stopped, stopped
+            assert "ran out of time (1 s) and was stopped, what it printed lost" in stopped, stopped
             assert text_of(await run(client, "return 2")) == "Returned: 2"  # its slot, and a process, are free
 
 

@@ -61,6 +61,7 @@ from mcp_manifold._runtime.relists import Relists
 from mcp_manifold._runtime.reload import ConfigReloader
 from mcp_manifold._runtime.spill import SpillStore, sweep_periodically
 from mcp_manifold._runtime.state_file import JsonStateFile
+from mcp_manifold._runtime.worker_processes import WorkerProcesses
 from mcp_manifold._sdk import no_deprecation_warnings
 from mcp_manifold._surfaces import Surface, load_surface
 
@@ -548,6 +549,10 @@ class Gateway:
 
     def state_file(self, name: str) -> JsonStateFile:
         return JsonStateFile(self.data_dir / name)
+
+    def worker_processes(self, module: str, most: int) -> WorkerProcesses:
+        """Worker processes for a surface (code mode's engines), which it warms and closes."""
+        return WorkerProcesses(module, most)
 
     def start_command(self, command: str, *, timeout: float) -> None:
         """Start an operator's command from the config through the shell; returns at once.

@@ -213,6 +213,11 @@ class Host(Protocol):
         `timeout`; returns at once. Failures and timeouts are logged, never raised."""
         ...
 
+    def worker_processes(self, module: str, most: int) -> Any:
+        """Worker processes running `python -m module` (`runtime/worker_processes.py`), at most `most` kept idle;
+        the surface closes them when it stops."""
+        ...
+
     # --- instances found at run time (the hub) ---
     @property
     def instances(self) -> Instances: ...

@@ -4,9 +4,10 @@ QuickJS looks at its time limit between bytecode steps only, and some of its C c
 BigInt of a million bits is turned into a string in seconds, and a built-in that does so for each element
 (`Array(4).fill(1n << 999000n).map(String)`) chained them: 21.6 s on a 1 s limit, and no bound with more
 elements. A thread cannot be stopped, so such a program held a core and its slot for as long as it liked.
-Each program now runs in a process (`engine_worker.py`); the engine still stops a program itself at its
-deadline, and a process still running `GRACE` seconds later is killed. Idle processes wait for the next
-program, so a program starts in the time of a pipe's round trip, not a Python start.
+Each program now runs in a worker process the host keeps (`engine_worker.py`); the engine still stops a
+program itself at its deadline, and a process still running as long again later (`GRACE` at least) is
+killed. Idle processes wait for the next program, so a program starts in a pipe's round trip, not a Python
+start.
 
 The process runs the caller's code: what it sends is JSON (`engine_wire.py`), bounded in size, and checked
 again here (the calls' names, ids and count) as from any other untrusted side; the tool calls themselves are
@@ -16,76 +17,34 @@ made by the gateway, through the caller's view, as before.
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, fields
-from typing import Any
+from typing import Any, Protocol
 
 from mcp_manifold._surfaces.code.engine_wire import WireBroken, read_message, write_message
 from mcp_manifold._surfaces.code.sandbox import Limits, Outcome, PendingCall, ProgramStopped, Settled
 
 logger = logging.getLogger(__name__)
 
-GRACE = 1.0  # seconds past a program's deadline before its process is killed: the engine's own stop comes first
-_COMMAND = [sys.executable, "-m", "mcp_manifold._surfaces.code.engine_worker"]
-# What the process is given of the gateway's environment: enough to start Python, none of the servers' secrets.
-_ENVIRONMENT = ("PATH", "PYTHONPATH", "SYSTEMROOT", "LANG", "LC_ALL")
+MODULE = "mcp_manifold._surfaces.code.engine_worker"  # what the host's worker processes run (`engine_worker.py`)
+# The engine counts a program's time as its process's CPU time, which on a machine short of CPU is slower than
+# the wall's: the kill waits as long again (a second at least), so the engine's own stop, which keeps what the
+# program printed, comes first wherever it can.
+GRACE = 1.0
 _OUTCOME_TYPES = {"ok": bool, "value": (str, type(None)), "error": (str, type(None)), "output": str}
 _OUTCOME_TYPES |= {"output_dropped": int, "calls": int, "kind": str}
 _KINDS = frozenset({"ok", "error", "timeout", "memory"})
 
 
-class EngineProcesses:
-    """The engine processes of one gateway: at most `most` idle ones wait for the next program."""
+class EngineProcesses(Protocol):
+    """The host's worker processes running `MODULE` (`runtime/worker_processes.py`)."""
 
-    def __init__(self, most: int) -> None:
-        self.most = most
-        self._idle: list[subprocess.Popen[bytes]] = []
-        self._lock = threading.Lock()
-        self._closed = False
+    def take(self) -> Any: ...
 
-    def take(self) -> subprocess.Popen[bytes]:
-        with self._lock:
-            while self._idle:
-                process = self._idle.pop()
-                if process.poll() is None:
-                    return process
-        return _start()
+    def give_back(self, process: Any) -> None: ...
 
-    def give_back(self, process: subprocess.Popen[bytes]) -> None:
-        with self._lock:
-            if not self._closed and len(self._idle) < self.most and process.poll() is None:
-                self._idle.append(process)
-                return
-        stop(process)
-
-    def warm(self) -> None:
-        """Start one process ahead of the first program (its Python start is a third of a second)."""
-        self.give_back(_start())
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for process in idle:
-            stop(process)
-
-
-def _start() -> subprocess.Popen[bytes]:
-    environment = {name: os.environ[name] for name in _ENVIRONMENT if name in os.environ}
-    return subprocess.Popen(_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.kill()
-    process.wait()
-    for stream in (process.stdin, process.stdout):
-        if stream is not None:
-            stream.close()
+    def discard(self, process: Any) -> None: ...
 
 
 class IsolatedSandbox:
@@ -106,13 +65,14 @@ class IsolatedSandbox:
         """Run `code`; `perform(calls, seconds_left)` makes a round of tool calls and returns their answers."""
         process = self.processes.take()
         assert process.stdin is not None and process.stdout is not None
-        deadline = time.monotonic() + self.limits.seconds + GRACE
+        budget = self.limits.seconds
+        deadline = time.monotonic() + budget + max(GRACE, budget)
         try:
             write_message(process.stdin, {"names": self.tool_names, "limits": asdict(self.limits), "code": code})
             while True:
                 message = read_message(process.stdout.fileno(), deadline, self._most_bytes, lambda: self.stopped)
                 if message is None:  # past its deadline in code that does not look at it, or its request is gone
-                    stop(process)
+                    self.processes.discard(process)
                     return self._killed()
                 if "done" in message:
                     outcome = self._outcome(message["done"])
@@ -120,7 +80,7 @@ class IsolatedSandbox:
                     return outcome
                 batch = self._batch(message.get("round"))
                 try:
-                    answers = perform(batch, deadline - GRACE - time.monotonic())
+                    answers = perform(batch, deadline - max(GRACE, budget) - time.monotonic())
                 except ProgramStopped:
                     write_message(process.stdin, {"stop": True})
                     continue
@@ -128,10 +88,10 @@ class IsolatedSandbox:
         except (WireBroken, OSError, ValueError, TypeError) as exc:
             # What the process sent is not what the worker writes: its program reached past the engine.
             logger.warning("code mode: a program's engine process was stopped: %s", exc)
-            stop(process)
+            self.processes.discard(process)
             return Outcome(False, error="the program's engine stopped answering as it should", calls=len(self._seen))
         except BaseException:
-            stop(process)
+            self.processes.discard(process)
             raise
 
     def _batch(self, items: Any) -> list[PendingCall]:
@@ -168,8 +128,9 @@ class IsolatedSandbox:
             return Outcome(False, error="the program was stopped", calls=len(self._seen), kind="timeout")
         return Outcome(
             False,
-            error=f"the program ran out of time ({self.limits.seconds:g} s); it was inside the engine's own code, "
-            "which does not look at the time limit, and was stopped there, so what it printed is lost",
+            error=f"the program ran out of time ({self.limits.seconds:g} s) and was stopped, what it printed lost: it "
+            "was still running as long again later (in the engine's own code, which does not look at the time "
+            "limit, or on a machine short of CPU)",
             calls=len(self._seen),
             kind="timeout",
         )

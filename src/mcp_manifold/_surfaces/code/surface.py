@@ -35,7 +35,8 @@ from mcp_manifold._core.results import SpillPolicy, ToolAnswer
 from mcp_manifold._core.router import Target, ToolCall, tool_target
 from mcp_manifold._errors import InvalidRequest, ManifoldError
 from mcp_manifold._surfaces.base import Surface
-from mcp_manifold._surfaces.code.engine_processes import EngineProcesses, IsolatedSandbox
+from mcp_manifold._surfaces.code.engine_processes import MODULE as ENGINE_MODULE
+from mcp_manifold._surfaces.code.engine_processes import IsolatedSandbox
 from mcp_manifold._surfaces.code.misnamed import with_name_hints
 from mcp_manifold._surfaces.code.sandbox import (
     Limits,
@@ -86,7 +87,7 @@ class CodeSurface(Surface):
         load_engine()  # a gateway with `expose: [code]` and no engine says so at start, not at the first call
         self._programs: FairSlots | None = None
         # Each program's engine runs in a process of its own, killed past its deadline (`engine_processes.py`).
-        self._engines = EngineProcesses(host.settings.code_max_programs)
+        self._engines = host.worker_processes(ENGINE_MODULE, host.settings.code_max_programs)
 
     async def start(self) -> None:
         self._programs = FairSlots(self.host.settings.code_max_programs)
