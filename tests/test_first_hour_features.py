@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the fixture `home` imported from test_cli_first_hour is a parameter of the tests
 """A newcomer turning on the features (code mode, HTTP, profiles, API keys): `manifold config check`
 says what `serve` would refuse, and a mistake is named with its fix.
 
@@ -18,14 +19,7 @@ from typer.testing import CliRunner
 
 from mcp_manifold import _cli as cli
 from tests.conftest import server_entry, stop_process
-from tests.test_cli_first_hour import manifold
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    return folder
+from tests.test_cli_first_hour import home, manifold  # noqa: F401 - home is a fixture
 
 
 def test_config_check_says_the_code_surface_has_no_engine_as_serve_would(

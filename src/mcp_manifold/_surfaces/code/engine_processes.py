@@ -23,7 +23,7 @@ from dataclasses import asdict, fields
 from typing import Any, Protocol
 
 from mcp_manifold._surfaces.code.engine_wire import WireBroken, read_message, write_message
-from mcp_manifold._surfaces.code.sandbox import Limits, Outcome, PendingCall, ProgramStopped, Settled
+from mcp_manifold._surfaces.code.sandbox import Limits, Outcome, PendingCall, ProgramStopped, Settled, forged_call
 
 logger = logging.getLogger(__name__)
 
@@ -99,13 +99,7 @@ class IsolatedSandbox:
             raise WireBroken("a round that is not a list")
         batch = []
         for item in items:
-            if (
-                type(item) is not dict
-                or type(item.get("id")) is not int
-                or item["id"] in self._seen
-                or item.get("name") not in self._names
-                or type(item.get("arguments")) is not dict
-            ):
+            if forged_call(item, self._seen, self._names, dict):
                 raise WireBroken("a call that the engine's worker does not write")
             self._seen.add(item["id"])
             batch.append(PendingCall(item["id"], item["name"], item["arguments"]))

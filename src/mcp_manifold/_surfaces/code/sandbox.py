@@ -409,13 +409,7 @@ class Sandbox:
         # arrays may cost half its memory, as its values may (counted in C, brackets in strings too: a bound).
         room = self.limits.memory_bytes // 2 // _CONTAINER_BYTES
         for item in items:
-            if (
-                type(item) is not dict
-                or type(item.get("id")) is not int
-                or item["id"] in self._seen
-                or item.get("name") not in self._names
-                or type(item.get("arguments")) is not str
-            ):
+            if forged_call(item, self._seen, self._names, str):
                 raise _Tampered
             call_id, name = item["id"], item["name"]
             self._seen.add(call_id)
@@ -519,6 +513,18 @@ class Sandbox:
             calls=self._made,
             kind=kind or ("ok" if ok else "error"),
         )
+
+
+def forged_call(item: Any, seen: set[int], names: frozenset[str], arguments: type) -> bool:
+    """Whether `item` is no call the prelude (or the engine's worker, `arguments` parsed) writes: not an object,
+    an id handed out before or not a number, a name not among the program's tools, arguments of another type."""
+    return (
+        type(item) is not dict
+        or type(item.get("id")) is not int
+        or item["id"] in seen
+        or item.get("name") not in names
+        or type(item.get("arguments")) is not arguments
+    )
 
 
 class _Tampered(Exception):
