@@ -194,6 +194,9 @@ async def test_a_server_past_pin_max_tools_has_its_new_tools_held_unpinned_until
     with log.open("wb") as stream, gateway_over_http(path, port, stderr=stream) as process:
         async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
             await client.call_tool("shifty_shift", {"description": same, "add": "first"})  # the third pin
+            with anyio.fail_after(15):  # listed again in the background after its announcement
+                while "shifty_first" not in {tool.name for tool in (await client.list_tools()).tools}:
+                    await anyio.sleep(0.05)
             assert text_of(await client.call_tool("shifty_first", {})) == "added first"
             await client.call_tool("shifty_shift", {"description": same, "add": "second"})
             await said_or_exited(process, log, "are not pinned ('second')")
