@@ -101,6 +101,32 @@ async def test_a_schema_whose_refs_loop_or_fan_out_or_whose_values_are_huge_is_c
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("leg", ["1", "0"])
+async def test_an_answer_of_too_many_objects_closes_that_servers_connection_unparsed(
+    write_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leg: str
+) -> None:
+    """Parsed, an object costs the gateway about 250 bytes however short it is on the wire: a server's answer
+    of 7.8 MB of `{}` took it to 970 MB and held other clients 7 s, and `max_answer_bytes` (64 MB) let eight
+    times that through. Past one object or array per 64 bytes of `max_answer_bytes` (16,384 here) the line is
+    not parsed and the connection is closed, as for a line too long; the other server answers."""
+    monkeypatch.setenv("MANIFOLD_STDIO_LEG", leg)
+    path = write_config(
+        {"unruly": server_entry("unruly.py", timeout=30), "other": server_entry("unruly.py")},
+        {"expose": ["direct"], "max_answer_bytes": 1 << 20},
+    )
+    async with stdio_gateway(path) as client:
+        fits = await client.call_tool("unruly_objects", {"kb": 32})  # 10,922 objects: answered
+        assert not fits.is_error and len(fits.structured_content["items"]) == 10_922  # type: ignore[index]
+        refused = await client.call_tool("unruly_objects", {"kb": 256})
+        assert refused.is_error and "closed the connection" in text_of(refused), text_of(refused)
+        assert text_of(await client.call_tool("other_fine", {})) == "fine"
+        status = (await live_backends(tmp_path / "data"))["unruly"]
+        said = "server 'unruly' wrote an answer of more than 16384 objects and arrays on stdout (one per 64 bytes"
+        assert status["last_error"].startswith(said), status
+        assert text_of(await client.call_tool("unruly_fine", {})) == "fine"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("leg", ["1", "0"])
 async def test_a_stdout_line_that_never_ends_closes_that_servers_connection(
     write_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leg: str
 ) -> None:

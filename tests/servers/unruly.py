@@ -4,6 +4,7 @@ stdio), since the SDK's server cannot send what it sends.
 - `storm(n, kind="tools")` writes `n` `notifications/<kind>/list_changed` before it answers "stormed";
 - `listings` answers how many `tools/list` requests it got so far;
 - `spew(mb)` writes `mb` megabytes on stdout with no newline (a line that never ends), then nothing;
+- `objects(kb)` answers structured content of `kb` KiB of empty objects (`[{},{},...]`);
 - `fine` answers "fine";
 - `--cursor-loop`: every `tools/list` page names a next cursor, the same one each time, for ever (a
   pagination that never ends); `--endless`: a new one each time, for ever;
@@ -30,6 +31,11 @@ TOOLS: list[dict[str, Any]] = [
     },
     {"name": "listings", "description": "How many tools/list requests came.", "inputSchema": OBJECT},
     {"name": "fine", "description": "Answer 'fine'.", "inputSchema": OBJECT},
+    {
+        "name": "objects",
+        "description": "Answer kb KiB of empty objects.",
+        "inputSchema": {"type": "object", "properties": {"kb": {"type": "integer"}}},
+    },
     {
         "name": "spew",
         "description": "Write mb megabytes with no newline.",
@@ -104,6 +110,9 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
             sys.stdout.write(chunk)
         sys.stdout.flush()
         return None
+    elif method == "tools/call" and params.get("name") == "objects":
+        items = [{}] * (int((params.get("arguments") or {}).get("kb", 1)) * 1024 // 3)
+        result = {"content": [{"type": "text", "text": "objects"}], "structuredContent": {"items": items}}
     elif method == "tools/call" and params.get("name") == "listings":
         return text(request_id, str(listings))
     elif method == "tools/call":

@@ -82,6 +82,10 @@ async def open_stdio(
     return streams, process
 
 
+_COUNTED_PAST = 64 << 10  # lines shorter than this hold too few brackets to matter: never counted
+_CONTAINER_BYTES = 64  # an answer may hold one object or array per this many bytes of `max_answer_bytes`
+
+
 class LineTooLong(ConnectionError):
     """A server wrote a line on stdout longer than its bound (the SDK's reader ends on a `ConnectionError`)."""
 
@@ -105,6 +109,9 @@ class BoundedLines(anyio.abc.ByteReceiveStream):
         self._open: list[bytes] = []  # the pieces read of the line not ended yet
         self._open_size = 0
         self._ended: str | None = None  # why, once a line was too long
+        # Parsed, an object or array costs the gateway about 250 bytes, whatever it takes on the wire (`{}`: 2):
+        # 7.8 MB of them took it to 970 MB, parsed on the event loop. Counted in C, brackets in strings too.
+        self._containers = limit // _CONTAINER_BYTES
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         while self._ended is None:
@@ -120,18 +127,27 @@ class BoundedLines(anyio.abc.ByteReceiveStream):
             if end:
                 lines = b"".join([*self._open, data[:end]]) if self._open else data[:end]
                 self._open, self._open_size = ([data[end:]], len(data) - end) if end < len(data) else ([], 0)
+                if len(lines) > _COUNTED_PAST and lines.count(b"{") + lines.count(b"[") > self._containers:
+                    self._end(
+                        f"server {self._server!r} wrote an answer of more than {self._containers} objects and "
+                        f"arrays on stdout (one per {_CONTAINER_BYTES} bytes of max_answer_bytes)"
+                    )
+                    break
                 return lines
             self._open.append(data)
             self._open_size += len(data)
             if self._open_size > self._limit:
-                self._open, self._open_size = [], 0
-                self._ended = (
+                self._end(
                     f"server {self._server!r} wrote a line of more than {size_words(self._limit)} on stdout"
                     " (max_answer_bytes)"
                 )
-                logger.warning("%s: its connection is closed", self._ended)
-                self._on_end(self._ended)
         raise LineTooLong(self._ended)
+
+    def _end(self, why: str) -> None:
+        self._open, self._open_size = [], 0
+        self._ended = why
+        logger.warning("%s: its connection is closed", why)
+        self._on_end(why)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
