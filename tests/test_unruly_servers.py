@@ -39,7 +39,7 @@ async def test_a_storm_of_list_changed_costs_two_listings_not_one_each(write_con
         assert text_of(await client.call_tool("other_fine", {})) == "fine"
         # The server answers in order, so each listing the gateway sent before this call is counted.
         assert int(text_of(await client.call_tool("unruly_listings", {}))) <= 3
-        assert len((await client.list_tools()).tools) == 2 * 4 + 50
+        assert len((await client.list_tools()).tools) == 2 * 5 + 50
 
 
 @pytest.mark.anyio
@@ -53,7 +53,7 @@ async def test_a_listing_that_names_a_cursor_again_is_refused_and_the_others_lis
     )
     async with stdio_gateway(path) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-        assert names == {"other_storm", "other_listings", "other_fine", "other_spew"}, len(names)
+        assert names == {"other_storm", "other_listings", "other_fine", "other_spew", "other_objects"}, len(names)
         assert text_of(await client.call_tool("other_fine", {})) == "fine"
 
 
