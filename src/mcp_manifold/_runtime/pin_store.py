@@ -66,12 +66,11 @@ class PinStore:
         self.max_tools = max_tools
         self._pins: dict[tuple[str, str], Pin] = {}
         self._blocked: frozenset[tuple[str, str]] = frozenset()
-        self._counts: dict[str, int] = {}  # pins per server (`_recompute` keeps it)
+        self._counts: dict[str, int] = {}  # pins per server, only servers with some (`_recompute` keeps it)
         # Tools a server lists past `max_tools` pins, by (server, session): never pinned, so a server that renames
         # its tools at every listing cannot grow the file without end; held under enforce. Only what is listed now.
         self._unpinned: dict[tuple[str, str | None], frozenset[str]] = {}
         self._apps: frozenset[tuple[str, str]] = frozenset()  # (server, ui:// URI) its pinned tools name
-        self._pinned_servers: frozenset[str] = frozenset()  # the servers with pins (`_recompute` keeps both)
         # What this gateway's servers serve now, as it last judged them: another process's decision is about
         # the definition it saw, and what is served is judged again by it (`_judge_served`). By session: a
         # server with sessions per client (`session_scope: client`, keyed by the client; None: the shared one)
@@ -104,7 +103,7 @@ class PinStore:
     def servers(self) -> set[str]:
         """The servers that have pins."""
         self._open()
-        return {server for server, _tool in self._pins}
+        return set(self._counts)
 
     def get(self, server: str, tool: str) -> Pin | None:
         self._open()
@@ -118,7 +117,7 @@ class PinStore:
         if self.mode == "off":
             return False
         self._open()
-        known = server in self._pinned_servers  # not a scan of every pin: each listing of every server asks
+        known = server in self._counts  # not a scan of every pin: each listing of every server asks
         now = self.clock()
         for key in [key for key in self._served if key[0] == server and not pins.is_app(key[1])]:
             self._served_no_more(key, session)  # a tool it no longer lists to this session is served there no more
@@ -295,9 +294,11 @@ class PinStore:
         (and scanned by each listing)."""
         for key in [key for key in self._served if key[0] == server]:
             del self._served[key]
-        for key in [key for key in self._unpinned if key[0] == server]:  # held past pin_max_tools: served no more
+        held = [key for key in self._unpinned if key[0] == server]  # past pin_max_tools: served no more either
+        for key in held:
             del self._unpinned[key]
-        self._recompute()
+        if held:
+            self._recompute()
 
     def forget_session(self, server: str, session: str) -> None:
         """A client's own session to `server` closed: what it was served is served no more."""
@@ -461,7 +462,6 @@ class PinStore:
         if self.enforcing and self._unpinned:  # judged by no pin: held as a new tool would be
             blocked |= {(server, tool) for (server, _session), tools in self._unpinned.items() for tool in tools}
         self._counts = Counter(server for server, _tool in self._pins)
-        self._pinned_servers = frozenset(self._counts)
         self._apps = frozenset(
             (pin.server, uri)
             for pin in self._pins.values()
