@@ -79,6 +79,26 @@ async def test_an_answer_past_max_answer_bytes_fails_that_call_only(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_answer_of_too_many_objects_fails_that_call_only(gateway: str, mode: str) -> None:
+    """Parsed, an object costs the gateway about 250 bytes however short on the wire: an answer past 64 KiB
+    holding more than one `{` or `[` per 64 bytes of `max_answer_bytes` (4,096 here) fails that call unparsed,
+    plain, gzip-encoded or without a content-length, as a stdio server's line does; an answer under 64 KiB is
+    not counted, and the same server's next call answers."""
+    refused_objects = (
+        "server 'bulky': Failed to parse JSON response: the answer holds more than 4096 objects and arrays (one"
+        " per 64 bytes of max_answer_bytes); it was not read"
+    )
+    async with Client(gateway, mode=mode) as client:
+        for how in ({}, {"gzip": True}, {"chunked": True}):
+            refused = await client.call_tool("bulky_big", {"kb": 100, "objects": True, **how})
+            assert refused.is_error and text_of(refused) == refused_objects, (how, text_of(refused)[:300])
+            fits = await client.call_tool("bulky_big", {"kb": 40, "objects": True, **how})
+            assert not fits.is_error and len(fits.structured_content["items"]) == 10_240, how  # type: ignore[index]
+        assert text_of(await client.call_tool("bulky_fine", {})) == "fine"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_read_past_max_answer_bytes_fails_that_read_only(gateway: str, mode: str) -> None:
     """What the raw leg never takes (a `resources/read`) goes through the SDK's client, on the client the
     gateway made: its answer is bounded alike, plain or gzip-encoded, and the session goes on."""

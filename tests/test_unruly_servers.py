@@ -120,7 +120,10 @@ async def test_an_answer_of_too_many_objects_closes_that_servers_connection_unpa
         assert refused.is_error and "closed the connection" in text_of(refused), text_of(refused)
         assert text_of(await client.call_tool("other_fine", {})) == "fine"
         status = (await live_backends(tmp_path / "data"))["unruly"]
-        said = "server 'unruly' wrote an answer of more than 16384 objects and arrays on stdout (one per 64 bytes"
+        said = (
+            "server 'unruly' wrote an answer of more than 16384 objects and arrays (one per 64 bytes of"
+            " max_answer_bytes) on stdout"
+        )
         assert status["last_error"].startswith(said), status
         assert text_of(await client.call_tool("unruly_fine", {})) == "fine"
 

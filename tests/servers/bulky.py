@@ -1,8 +1,9 @@
 """bulky: a remote MCP server whose answers are as large as asked, plain or gzip-encoded.
 
 Written without the SDK (raw JSON-RPC over streamable HTTP, session-era, no session id), since the SDK's
-server cannot send a large answer cheaply, nor compress one. Tools: `big(kb, gzip, chunked)` answers a
-text of `kb` KiB as one JSON body, gzip-encoded if `gzip`, without a content-length if `chunked`;
+server cannot send a large answer cheaply, nor compress one. Tools: `big(kb, gzip, chunked, objects)` answers
+a text of `kb` KiB as one JSON body, gzip-encoded if `gzip`, without a content-length if `chunked`, or with
+`objects` structured content of `kb` KiB of empty objects (`[{},{},...]`) instead;
 `chatty(kb)` answers in an event stream, after `kb` KiB of log notifications, 64 KiB each; `fine` answers
 `fine`. Resources: `bulky://big/{kb}` and `bulky://gzip/{kb}`, a text of `kb` KiB (its `resources/read`
 answer gzip-encoded for the second). For the tests that an answer past `max_answer_bytes` fails that
@@ -32,7 +33,12 @@ TOOLS = [
         "description": "Answer a text of kb KiB.",
         "inputSchema": {
             "type": "object",
-            "properties": {**KB, "gzip": {"type": "boolean"}, "chunked": {"type": "boolean"}},
+            "properties": {
+                **KB,
+                "gzip": {"type": "boolean"},
+                "chunked": {"type": "boolean"},
+                "objects": {"type": "boolean"},
+            },
         },
     },
     {
@@ -101,7 +107,13 @@ def reply(message: dict[str, Any]) -> Response:
         kb = int(arguments.get("kb", 1))
         if params["name"] == "big":
             text = {"type": "text", "text": "x" * (kb << 10)}
-            return answer(request_id, {"content": [text]}, bool(arguments.get("gzip")), bool(arguments.get("chunked")))
+            result: dict[str, Any] = {"content": [text]}
+            if arguments.get("objects"):
+                result = {
+                    "content": [{"type": "text", "text": "objects"}],
+                    "structuredContent": {"items": [{}] * ((kb << 10) // 4)},
+                }  # "{}, ": 4 bytes
+            return answer(request_id, result, bool(arguments.get("gzip")), bool(arguments.get("chunked")))
         if params["name"] == "chatty":
             return chatty(request_id, kb)
         return answer(request_id, {"content": [{"type": "text", "text": "fine"}]})

@@ -24,7 +24,13 @@ import anyio
 import anyio.abc
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from mcp_manifold._runtime.answer_size import size_words
+from mcp_manifold._runtime.answer_size import (
+    COUNTED_PAST,
+    containers_in,
+    most_containers,
+    size_words,
+    too_many_containers,
+)
 from mcp_manifold._sdk import capture_spawned
 
 logger = logging.getLogger(__name__)
@@ -82,10 +88,6 @@ async def open_stdio(
     return streams, process
 
 
-_COUNTED_PAST = 64 << 10  # lines shorter than this hold too few brackets to matter: never counted
-_CONTAINER_BYTES = 64  # an answer may hold one object or array per this many bytes of `max_answer_bytes`
-
-
 class LineTooLong(ConnectionError):
     """A server wrote a line on stdout longer than its bound (the SDK's reader ends on a `ConnectionError`)."""
 
@@ -109,9 +111,7 @@ class BoundedLines(anyio.abc.ByteReceiveStream):
         self._open: list[bytes] = []  # the pieces read of the line not ended yet
         self._open_size = 0
         self._ended: str | None = None  # why, once a line was too long
-        # Parsed, an object or array costs the gateway about 250 bytes, whatever it takes on the wire (`{}`: 2):
-        # 7.8 MB of them took it to 970 MB, parsed on the event loop. Counted in C, brackets in strings too.
-        self._containers = limit // _CONTAINER_BYTES
+        self._containers = most_containers(limit)  # objects and arrays cost far more parsed (`answer_size`)
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         while self._ended is None:
@@ -127,10 +127,9 @@ class BoundedLines(anyio.abc.ByteReceiveStream):
             if end:
                 lines = b"".join([*self._open, data[:end]]) if self._open else data[:end]
                 self._open, self._open_size = ([data[end:]], len(data) - end) if end < len(data) else ([], 0)
-                if len(lines) > _COUNTED_PAST and lines.count(b"{") + lines.count(b"[") > self._containers:
+                if len(lines) > COUNTED_PAST and containers_in(lines) > self._containers:
                     self._end(
-                        f"server {self._server!r} wrote an answer of more than {self._containers} objects and "
-                        f"arrays on stdout (one per {_CONTAINER_BYTES} bytes of max_answer_bytes)"
+                        f"server {self._server!r} wrote an answer of {too_many_containers(self._limit)} on stdout"
                     )
                     break
                 return lines
