@@ -322,6 +322,28 @@ async def test_a_server_a_reload_removes_takes_its_metric_series_and_what_it_ser
         assert cache.load(words) is None  # and its listing for a warm start goes (one file per server removed)
 
 
+async def test_a_reload_warns_of_a_new_mistake_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A reload bringing a mistake that `serve` warns of at start (a profile naming no configured server)
+    logs it, as the start would have said it; a reload that changes something else does not say it again."""
+    servers = {"numbers": server_entry("numbers.py")}
+    path = write(tmp_path / "mcp.json", servers, reload=False)
+    async with Gateway(load_config(path), serving=True) as gateway:
+        assert gateway.reloader is not None
+        data = json.loads(path.read_text())
+        data["profiles"] = {"team": {"servers": ["numbrs"]}}
+        path.write_text(json.dumps(data))
+        with caplog.at_level(logging.WARNING, logger="mcp_manifold"):
+            assert (await gateway.reloader.reload()).applied
+            data["manifold"]["tools_limit"] = 7
+            path.write_text(json.dumps(data))
+            assert (await gateway.reloader.reload()).applied
+        warned = [record.getMessage() for record in caplog.records if "numbrs" in record.getMessage()]
+        assert warned == [
+            f"config reload: {path}: profile 'team', field 'servers': 'numbrs' matches no configured server;"
+            " did you mean 'numbers'?"
+        ], warned
+
+
 async def test_a_reload_applies_keys_and_profiles_and_keeps_authentication_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -233,32 +233,6 @@ class LogFormatter(logging.Formatter):
         return line + newline + printable(rest, lines=True)
 
 
-def config_warnings(cfg: Config) -> list[str]:
-    """What `config check` and `serve` both warn of in a config that loads: mistakes that fail closed, or
-    serve nothing, without a word (each a line of its own)."""
-    from mcp_manifold._config.principal_names import principal_warnings
-    from mcp_manifold._config.profile_servers import profile_server_warnings
-    from mcp_manifold._config.secret_destinations import unbound_secret_warnings
-
-    empty = no_servers_warning(cfg)
-    return [
-        *([empty] if empty else []),
-        *principal_warnings(cfg),
-        *profile_server_warnings(cfg),
-        *unbound_secret_warnings(cfg),
-    ]
-
-
-def no_servers_warning(cfg: Config) -> str | None:
-    """`no servers: ...` for a config that would serve nothing (an import of an empty client file, every
-    server disabled), which is otherwise a quiet gateway of no tools; None when it serves some, or the hub
-    finds them at run time."""
-    if cfg.enabled_servers or "hub" in cfg.settings.expose:
-        return None
-    which = "no server is enabled" if cfg.servers else "mcpServers lists none"
-    return f"no servers: {which}, so a client sees no tools (add them under mcpServers, or `manifold import`)"
-
-
 def configure_logging(level: str) -> None:
     """The gateway's own log records go to stderr (never stdout: it may carry MCP) at `log_level`; the
     libraries' warnings (the SDK's client quotes what a server sent: an SSE event's name, a content type) go

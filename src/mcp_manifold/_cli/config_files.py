@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
-from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path, config_warnings, err, load, out
+from mcp_manifold._cli.common import ConfigOption, app, config_app, config_path, err, load, out
 from mcp_manifold._config import check_config, load_config
 from mcp_manifold._config.commands import command_warning
+from mcp_manifold._config.warnings import config_warnings
 from mcp_manifold._errors import ConfigError, ManifoldError
 from mcp_manifold._front.identity import exposure_problem
 

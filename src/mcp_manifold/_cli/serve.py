@@ -20,13 +20,13 @@ from mcp_manifold._cli.common import (
     ConfigOption,
     app,
     config_path,
-    config_warnings,
     err,
     load,
     parse_extra,
     settings_help,
 )
 from mcp_manifold._config.switches import speed_up_on
+from mcp_manifold._config.warnings import config_warnings
 
 
 @app.command(context_settings=EXTRA, epilog=settings_help(), options_metavar=WITH_CONFIG)

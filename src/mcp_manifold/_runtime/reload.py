@@ -38,6 +38,7 @@ import anyio.abc
 
 from mcp_manifold._config import Config, Settings, load_config
 from mcp_manifold._config.changes import ConfigChanges, auth_after, diff_configs
+from mcp_manifold._config.warnings import config_warnings
 from mcp_manifold._errors import ConfigError
 from mcp_manifold._runtime.heap import reloaded
 
@@ -202,6 +203,10 @@ class ConfigReloader:
                 "the gateway serves, which waits for a restart; until then the running OAuth settings stay, and "
                 "its api_keys and operators apply now (a key taken out is refused from the next request on)"
             )
+        warned = set(config_warnings(running))  # said at start or at an earlier reload
+        for warning in config_warnings(loaded):
+            if warning not in warned:
+                logger.warning("config reload: %s: %s", self.path, warning)
         logger.info("config reloaded from %s: %s", self.path, changes.summary())
         reloaded(self.gateway.settings.shutdown_timeout)  # what the old config held is the collector's to free
         self.applied += 1
