@@ -122,6 +122,13 @@ def test_pins_takes_its_config_before_a_subcommand_and_as_its_argument(write_con
     approved = pins("--config", str(config), "approve", "numbers_add")
     assert "numbers/add: nothing to approve (it is served as approved)" in approved.output, approved.output
     assert "No such command" in pins("nosuch").output  # a subcommand's typo is still one
+    for decision in ("approve", "reject"):  # a config file given last is the config, not a name
+        decided = pins(decision, "numbers_add", str(config))
+        assert decided.exit_code == 0, decided.output
+        assert f"numbers/add: nothing to {decision} (it is served as approved)" in decided.output, decided.output
+    forgot = pins("forget", "numbers", str(config))
+    assert "numbers: 3 pins forgotten" in forgot.output, forgot.output
+    assert CliRunner().invoke(cli.app, ["tools", str(config)], env=env).exit_code == 0  # pinned again
     forgot = pins("--config", str(config), "forget", "numbers")
     assert "numbers: 3 pins forgotten" in forgot.output, forgot.output
 

@@ -201,6 +201,15 @@ def load_with_argument(ctx: typer.Context, option: Path | None, argument: str) -
     return load(config_path(option, positional), overrides), argument
 
 
+def config_among(names: list[str], option: Path | None) -> tuple[list[str], Path | None]:
+    """`names` of a command that takes several (`pins approve A B`), and its config: a config file given last
+    (`pins approve A team.yaml`, as other commands take it) is the config, not a name. Before, it was read
+    as a name, and the default config's pins were searched for it."""
+    if option is None and len(names) > 1 and _is_config_file(names[-1]):
+        return names[:-1], Path(names[-1])
+    return names, option
+
+
 def _is_config_file(text: str) -> bool:
     return Path(text).suffix.lower() in CONFIG_SUFFIXES and Path(text).is_file()
 

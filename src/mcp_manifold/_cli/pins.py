@@ -10,7 +10,7 @@ import anyio
 import typer
 from rich.table import Table
 
-from mcp_manifold._cli.common import ConfigOption, JsonOption, config_path, err, load, out, pins_app
+from mcp_manifold._cli.common import ConfigOption, JsonOption, config_among, config_path, err, load, out, pins_app
 from mcp_manifold._cli.shown import json_text, plain, printable
 from mcp_manifold._config import Config
 from mcp_manifold._errors import ManifoldError
@@ -139,7 +139,7 @@ def pins_approve(
     expect: ExpectOption = None,
 ) -> None:
     """Approve the definition a tool is served with now; a running gateway lifts its quarantine within a second."""
-    _decide(names, config or ctx.obj, "approve", expect)
+    _decide(*config_among(names, config or ctx.obj), "approve", expect)
 
 
 @pins_app.command("reject")
@@ -150,7 +150,7 @@ def pins_reject(
     expect: ExpectOption = None,
 ) -> None:
     """Refuse the definition a tool is served with now: quarantined until the server serves the approved one."""
-    _decide(names, config or ctx.obj, "reject", expect)
+    _decide(*config_among(names, config or ctx.obj), "reject", expect)
 
 
 @pins_app.command("forget")
@@ -166,7 +166,8 @@ def pins_forget(
 
     For a server past `pin_max_tools` (one that renames its tools), or one you replaced with another under the
     same name. Its approvals go with its pins: what it serves at its next listing is trusted as it is."""
-    cfg, store = _pin_store(config or ctx.obj)
+    servers, config = config_among(servers, config or ctx.obj)
+    cfg, store = _pin_store(config)
     try:
         known = store.servers()
         for server in servers:
