@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import redis
 from mcp import Client
 
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
-from tests.conftest import free_port, gateway_over_http, server_entry
+from tests.conftest import free_port, gateway_over_http, manifold_command, server_entry
 from tests.scale_out import RedisServer, redis_server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio
@@ -213,3 +214,17 @@ async def test_a_store_that_hangs_after_an_outage_holds_a_command_briefly_not_fo
                 await store.run("limits", store.client.ping)
     finally:
         await store.close()
+
+
+def test_a_replica_that_cannot_reach_the_store_at_start_says_so_once(tmp_path: Path) -> None:
+    """A replica whose store is down at start exits saying why; before, an ERROR line said first that limits
+    were per replica until the store was back, as if it would serve."""
+    settings = {"state_url": f"redis://127.0.0.1:{free_port()}/0", "data_dir": str(tmp_path / "data"), "lazy": True}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"numbers": server_entry("numbers.py")}, "manifold": settings}))
+    started = subprocess.run(
+        manifold_command(config), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+    assert started.returncode != 0, started.stderr
+    assert "the shared state store is unreachable (shared secrets)" in started.stderr, started.stderr
+    assert "a replica cannot start without it" in started.stderr and "per replica" not in started.stderr, started.stderr

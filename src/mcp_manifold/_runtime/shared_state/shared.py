@@ -87,6 +87,9 @@ class SharedState:
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Read the shared secrets (the store must answer: a replica that cannot share them must not serve),
         then keep this replica's heartbeat and background work going in `task_group`."""
+        # Not announced as an outage (its ERROR line says limits are per replica until the store is back): a
+        # replica that cannot start says so once, in the error below, and exits.
+        announce, self.store.announce = self.store.announce, False
         try:
             if not self.settings.request_state_keys:
                 key = "request-state"
@@ -94,6 +97,8 @@ class SharedState:
             token = SharedSecret("replica-token", await shared_secret(self.store, "replica-token"))
         except StateUnavailable as exc:
             raise StateUnavailable(f"{exc}; a replica cannot start without it") from None
+        finally:
+            self.store.announce = announce
         self.forwarding = HeldForwarding(self.held, self.directory, token, self.settings.held_call_timeout)
         self.held.elsewhere = self.forwarding.forward
         known = [token] if self.request_state_key is None else [token, self.request_state_key]
