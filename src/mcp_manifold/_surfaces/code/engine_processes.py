@@ -65,12 +65,12 @@ class IsolatedSandbox:
         """Run `code`; `perform(calls, seconds_left)` makes a round of tool calls and returns their answers."""
         process = self.processes.take()
         assert process.stdin is not None and process.stdout is not None
-        budget = self.limits.seconds
-        deadline = time.monotonic() + budget + max(GRACE, budget)
+        ends = time.monotonic() + self.limits.seconds  # where the engine stops the program itself
+        killed_at = ends + max(GRACE, self.limits.seconds)  # where a process still running is killed
         try:
             write_message(process.stdin, {"names": self.tool_names, "limits": asdict(self.limits), "code": code})
             while True:
-                message = read_message(process.stdout.fileno(), deadline, self._most_bytes, lambda: self.stopped)
+                message = read_message(process.stdout.fileno(), killed_at, self._most_bytes, lambda: self.stopped)
                 if message is None:  # past its deadline in code that does not look at it, or its request is gone
                     self.processes.discard(process)
                     return self._killed()
@@ -80,7 +80,7 @@ class IsolatedSandbox:
                     return outcome
                 batch = self._batch(message.get("round"))
                 try:
-                    answers = perform(batch, deadline - max(GRACE, budget) - time.monotonic())
+                    answers = perform(batch, ends - time.monotonic())
                 except ProgramStopped:
                     write_message(process.stdin, {"stop": True})
                     continue
