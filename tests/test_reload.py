@@ -398,7 +398,7 @@ async def test_a_reload_applies_keys_and_profiles_and_keeps_authentication_on(
                 outcome = await gateway.reloader.reload()
             assert outcome.applied and outcome.changes.sections_need_restart == ("auth",)
             assert "auth" in outcome.as_dict()["changes"]["needs_restart"]
-            assert any("its api_keys and operators apply now" in r.message for r in caplog.records)
+            assert any("its api_keys, operators and revoked apply now" in r.message for r in caplog.records)
             assert gateway.config.auth.oauth is None  # the OAuth settings wait for the restart
             # Before: (401, 200, 401), the removed key working and the new one refused.
             assert (await status(None), await status(second), await status(third)) == (401, 401, 200)
@@ -786,3 +786,75 @@ async def test_a_reload_that_removes_an_api_key_ends_the_streams_it_opened(tmp_p
             assert b"resources/updated" not in heard and erin_heard == []
     finally:
         stop_process(process)
+
+
+async def test_a_reload_that_revokes_a_token_refuses_it_and_ends_its_streams(tmp_path: Path) -> None:
+    """A JWT is good until its `exp`, and removing nothing from the config stopped a leaked one: the issuer's
+    keys had to change for everyone. `auth.revoked` names tokens refused from the next request on: each of a
+    principal's (`oauth:dave`) or one by its `jti`. A stream one opened ends; another token of the same
+    principal, not named, goes on."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from tests.test_security import Issuer
+
+    issuer, port = Issuer(), free_port()
+    url, path = f"http://127.0.0.1:{port}/mcp", tmp_path / "mcp.json"
+    tokens = {
+        "dave": issuer.token(url, sub="dave"),
+        "erin-1": issuer.token(url, sub="erin", jti="t-1"),
+        "erin-2": issuer.token(url, sub="erin", jti="t-2"),
+    }
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+
+    async def post(http: httpx.AsyncClient, token: str) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+        return await http.post(url, json=initialize, headers=headers)
+
+    with issuer.serve() as jwks_url:
+
+        def save(revoked: list[str]) -> None:
+            write(path, {"kitchen": server_entry("kitchen.py")}, reload=False, lazy=False)
+            oauth = {"issuer": issuer.url, "jwks_url": jwks_url, "resource_url": url}
+            path.write_text(json.dumps(json.loads(path.read_text()) | {"auth": {"oauth": oauth, "revoked": revoked}}))
+
+        save([])
+        command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(path), "--http", "--port", str(port)]
+        process = subprocess.Popen(command, start_new_session=True)
+        try:
+            wait_for_port(port, process)
+            async with AsyncExitStack() as stack:
+                clients = {}
+                for name, mode in (("dave", "auto"), ("erin-2", "legacy")):
+                    http = await stack.enter_async_context(
+                        create_mcp_http_client(headers={"Authorization": f"Bearer {tokens[name]}"})
+                    )
+                    transport = streamable_http_client(url, http_client=http)
+                    clients[name] = await stack.enter_async_context(Client(transport, mode=mode))
+                daves = await stack.enter_async_context(clients["dave"].listen(tools_list_changed=True))
+                http = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
+                assert [(await post(http, token)).status_code for token in tokens.values()] == [200, 200, 200]
+
+                save(["oauth:dave", "jti:t-1"])
+                os.kill(process.pid, signal.SIGHUP)
+
+                async def refused() -> bool:
+                    return (await post(http, tokens["dave"])).status_code == 401
+
+                await until(refused)
+                for name in ("dave", "erin-1"):
+                    answer = await post(http, tokens[name])
+                    assert answer.status_code == 401, (name, answer.text)
+                    assert answer.json()["error_description"] == "the token was revoked (auth.revoked)", answer.text
+                assert (await post(http, tokens["erin-2"])).status_code == 200
+                echoed = await clients["erin-2"].call_tool("kitchen_echo", {"text": "on"})
+                assert [block.text for block in echoed.content] == ["on"]  # type: ignore[union-attr]
+                with anyio.fail_after(20):
+                    assert [event async for event in daves] == []  # it ends, gracefully
+        finally:
+            stop_process(process)

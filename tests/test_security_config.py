@@ -137,6 +137,28 @@ def test_operators_and_the_operator_scope_are_read_and_checked(tmp_path: Path) -
     assert "field 'auth.operators': must be a list of non-empty strings (globs), not" in wrong
 
 
+def test_revoked_tokens_are_read_and_checked(tmp_path: Path) -> None:
+    oauth = {"issuer": "https://login.example.com/", "jwks_url": "https://login.example.com/jwks", "audience": "gw"}
+    good = write(tmp_path, {"auth": {"oauth": oauth, "revoked": ["oauth:mallory", "jti:4f1c"]}})
+    auth = load_config(good).auth
+    assert auth.revoked == {"oauth:mallory", "jti:4f1c"}
+    assert auth.revokes("oauth:mallory", {}) and auth.revokes("oauth:erin", {"jti": "4f1c"})
+    assert not auth.revokes("oauth:erin", {"jti": "other"}) and not auth.revokes("oauth:mallory", None)  # a key
+
+    bad = write(tmp_path, {"auth": {"api_keys": {"alice": KEY}, "revoked": ["alice", "mallory", "jti:", "oauth: "]}})
+    text = "\n".join(str(problem) for problem in check_config(bad, env={}))
+    for fragment in (
+        "field 'auth.revoked': 'alice' is an API key's principal: take its key out of api_keys to revoke it",
+        "field 'auth.revoked': 'mallory' is neither a token's principal ('oauth:<claim>') nor a token id",
+        "field 'auth.revoked': 'jti:' is neither",
+        "field 'auth.revoked': 'oauth: ' is neither",
+        "field 'auth.revoked': names tokens, but no oauth is configured (an API key is revoked by taking it out)",
+    ):
+        assert fragment in text, (fragment, text)
+    wrong = "\n".join(str(p) for p in check_config(write(tmp_path, {"auth": {"oauth": oauth, "revoked": "x"}})))
+    assert "field 'auth.revoked': must be a list of token principals and token ids, not" in wrong
+
+
 def test_a_missing_key_variable_names_its_place(tmp_path: Path) -> None:
     path = write(tmp_path, {"auth": {"api_keys": {"ci": "${CI_KEY}"}}})
     [problem] = check_config(path, env={})

@@ -95,7 +95,7 @@ def auth_after(running: AuthConfig, loaded: AuthConfig) -> AuthConfig:
     went on working until a restart. (A front started without authentication checks none until then.)"""
     if _auth_shapes_the_front(running) == _auth_shapes_the_front(loaded):
         return loaded
-    return replace(running, api_keys=loaded.api_keys, operators=loaded.operators)
+    return replace(running, api_keys=loaded.api_keys, operators=loaded.operators, revoked=loaded.revoked)
 
 
 def diff_configs(running: Config, loaded: Config) -> ConfigChanges:

@@ -181,6 +181,9 @@ class AuthConfig:
     # Who may use the operator routes (/metrics, the dashboard's overview and calls): principal globs
     # and `claim:NAME=VALUE`, as a profile's `principals`; a token's principal is `oauth:<claim>`.
     operators: tuple[str, ...] = ()
+    # Tokens refused before their `exp` (one leaked, a person gone): token principals (`oauth:<claim>`), each
+    # of that principal's tokens, and token ids (`jti:<id>`), one token.
+    revoked: frozenset[str] = frozenset()
 
     @property
     def enabled(self) -> bool:
@@ -190,6 +193,20 @@ class AuthConfig:
         """Whether the API key with this SHA-256 (hex) is configured, naming `principal`: after a reload,
         whether what a key started (a stream, a program) may go on as that principal."""
         return any(key.sha256 == sha256 and key.principal == principal for key in self.api_keys)
+
+    def revokes(self, principal: str | None, claims: Mapping[str, Any] | None) -> bool:
+        """Whether `auth.revoked` names the token of this principal and these claims (never an API key's)."""
+        if not self.revoked or claims is None:
+            return False
+        token_id = claims.get("jti")
+        return principal in self.revoked or (isinstance(token_id, str) and f"jti:{token_id}" in self.revoked)
+
+    def still_accepts(self, principal: str | None, claims: Mapping[str, Any] | None, key_digest: str | None) -> bool:
+        """Whether what a credential started (a stream, a session, a program) may go on after a reload: its
+        API key still configured for its principal, or its token not revoked."""
+        if key_digest is not None:
+            return self.has_key(key_digest, principal)
+        return not self.revokes(principal, claims)
 
 
 @dataclass

@@ -11,6 +11,7 @@ auth:
     resource_url: https://gateway.example.com/mcp                 # RFC 9728; the default audience
     operator_scope: manifold:operator                             # (the default) a token with it is an operator's
   operators: [alice, "oauth:*@ops.example.com"]  # who may read /metrics and the dashboard's overview and calls
+  revoked: ["oauth:mallory@example.com", "jti:4f1c..."]  # tokens refused before their exp
 profiles:
   readonly:
     principals: [ci, "oauth:robot@example.com", "claim:groups=auditors"]
@@ -37,7 +38,7 @@ from mcp_manifold._config.values import as_float, as_str, http_url_problem, non_
 from mcp_manifold._config.variables import expand_fields
 from mcp_manifold._core.profiles import TOKEN_PRINCIPAL_PREFIX, Profile, claim_matcher_problem
 
-AUTH_FIELDS = ("api_keys", "oauth", "operators")
+AUTH_FIELDS = ("api_keys", "oauth", "operators", "revoked")
 OAUTH_FIELDS = (
     "issuer",
     "audience",
@@ -86,7 +87,43 @@ def parse_auth(raw: Mapping[Any, Any], env: Mapping[str, str], problems: Problem
     keys = _api_keys(values.get("api_keys"), problems)
     oauth = _oauth(values["oauth"], problems) if values.get("oauth") is not None else None
     operators = _operators(values, problems)
-    return AuthConfig(api_keys=keys, oauth=oauth, operators=operators)
+    revoked = _revoked(values, keys, problems)
+    return AuthConfig(api_keys=keys, oauth=oauth, operators=operators, revoked=revoked)
+
+
+_TOKEN_ID_PREFIX = "jti:"
+
+
+def _revoked(values: Mapping[Any, Any], keys: tuple[ApiKey, ...], problems: Problems) -> frozenset[str]:
+    """`auth.revoked`: token principals (`oauth:alice`) and token ids (`jti:...`), exactly (no globs: a
+    revocation names what it refuses)."""
+    raw = values.get("revoked")
+    if raw is None:
+        return frozenset()
+    if not isinstance(raw, list | tuple) or not all(isinstance(item, str) for item in raw):
+        problems.add(None, "auth.revoked", f"must be a list of token principals and token ids, not {kind(raw)}")
+        return frozenset()
+    key_principals = {key.principal for key in keys}
+    for entry in raw:
+        if entry in key_principals:
+            problems.add(
+                None, "auth.revoked", f"{entry!r} is an API key's principal: take its key out of api_keys to revoke it"
+            )
+        elif not any(entry.startswith(prefix) and entry[len(prefix) :].strip() for prefix in _REVOCABLE):
+            problems.add(
+                None,
+                "auth.revoked",
+                f"{entry!r} is neither a token's principal ('{TOKEN_PRINCIPAL_PREFIX}<claim>') nor a token id "
+                f"('{_TOKEN_ID_PREFIX}<its jti claim>')",
+            )
+    if raw and values.get("oauth") is None:
+        problems.add(
+            None, "auth.revoked", "names tokens, but no oauth is configured (an API key is revoked by taking it out)"
+        )
+    return frozenset(raw)
+
+
+_REVOCABLE = (TOKEN_PRINCIPAL_PREFIX, _TOKEN_ID_PREFIX)
 
 
 def _operators(values: Mapping[Any, Any], problems: Problems) -> tuple[str, ...]:

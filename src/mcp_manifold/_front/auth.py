@@ -352,7 +352,10 @@ class CurrentVerifier:
         auth = self._config().auth
         if auth is not self._auth:  # one identity check per request; a reload gives a new object
             self._follow(auth)
-        return await self._verifier.verify_token(token)
+        verified = await self._verifier.verify_token(token)
+        if isinstance(verified, Principal) and auth.revokes(verified.principal, verified.claims):
+            raise TokenRejected("the token was revoked (auth.revoked)")
+        return verified
 
     def _follow(self, auth: AuthConfig) -> None:
         if self._auth is not None and auth.oauth == self._auth.oauth:

@@ -49,7 +49,7 @@ from mcp_manifold._core.catalog import Kind
 from mcp_manifold._core.clients import Request
 from mcp_manifold._errors import ManifoldError, NotFound, RateLimited
 from mcp_manifold._front.identity import request_identity
-from mcp_manifold._front.standing_streams import key_still_configured, stream_scope
+from mcp_manifold._front.standing_streams import credential_still_accepted, stream_scope
 from mcp_manifold._runtime.back_channel import MAX_SUBSCRIPTIONS
 from mcp_manifold._runtime.gateway import Gateway
 
@@ -166,7 +166,7 @@ class GatewayListenHandler:
         stream = stream_scope(identity)
 
         def admits(event: ServerEvent) -> bool:  # read as each event is published: a reload may change it
-            if not key_still_configured(identity, gateway.config):
+            if not credential_still_accepted(identity, gateway.config):
                 stream.cancel()
                 return False
             if isinstance(event, ResourceUpdated):

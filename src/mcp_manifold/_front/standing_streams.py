@@ -8,7 +8,8 @@ taken its API key out of the config (a leaked key revoked). Now a stream ends:
 
 - at its token's `exp`;
 - before anything more is sent on it, once its API key is no longer configured, or names another
-  principal; an idle GET stream finds out at its next keep-alive ping.
+  principal, or its token is revoked (`auth.revoked`); an idle GET stream finds out at its next
+  keep-alive ping.
 
 The GET stream's response is closed; the listen stream gets its closing result (a graceful end, per
 the spec). A client that still has access opens it again.
@@ -42,13 +43,13 @@ def stream_scope(identity: Identity | None) -> anyio.CancelScope:
     return anyio.CancelScope(deadline=anyio.current_time() + left)
 
 
-def key_still_configured(identity: Identity | None, config: Config) -> bool:
-    """Whether the API key a request came with (if it came with one) is still in the running config, naming
-    the same principal: a key a reload gave to another principal would otherwise keep its open streams
-    acting as the old one (its profile, its share of the limits)."""
-    if identity is None or identity.key_digest is None:
+def credential_still_accepted(identity: Identity | None, config: Config) -> bool:
+    """Whether the credential a request came with is still accepted by the running config: its API key still
+    there, naming the same principal (a key a reload gave to another principal would otherwise keep its open
+    streams acting as the old one: its profile, its share of the limits), or its token not revoked."""
+    if identity is None or identity.principal is None:
         return True
-    return config.auth.has_key(identity.key_digest, identity.principal)
+    return config.auth.still_accepts(identity.principal, identity.claims, identity.key_digest)
 
 
 def ends_with_credential(identity: Identity) -> bool:
@@ -68,7 +69,7 @@ async def serve_stream(
             if message["type"] == "http.response.start":
                 started = True
             elif message["type"] == "http.response.body":
-                if not key_still_configured(identity, config()):
+                if not credential_still_accepted(identity, config()):
                     stream.cancel()  # nothing more goes out: the app stops at this checkpoint
                     await anyio.lowlevel.checkpoint()
                 ended = not message.get("more_body", False)

@@ -87,7 +87,8 @@ class Access:
 
     def holds_profile(self, caller: Caller) -> bool:
         """Whether an authenticated caller's principal still holds the profile its session was opened with,
-        and the API key it came with (if it came with one) is still configured for it.
+        and the API key it came with (if it came with one) is still configured for it, or its token is not
+        revoked.
 
         A reload may give it another profile, or none, or take its key away: the front then refuses the
         session's requests, and what servers send unasked (`may_see_server`, `may_read_resource`) must not
@@ -96,7 +97,7 @@ class Access:
         if caller.principal is None:
             return True
         config = self._config()
-        if caller.key_digest is not None and not config.auth.has_key(caller.key_digest, caller.principal):
+        if not config.auth.still_accepts(caller.principal, caller.claims, caller.key_digest):
             return False
         profiles = config.profiles
         held = profile_for(profiles.values(), caller.principal, caller.claims) if profiles else None

@@ -201,7 +201,7 @@ class ConfigReloader:
             logger.warning(
                 "config reload: the auth section switches authentication on or off, or changes the OAuth metadata "
                 "the gateway serves, which waits for a restart; until then the running OAuth settings stay, and "
-                "its api_keys and operators apply now (a key taken out is refused from the next request on)"
+                "its api_keys, operators and revoked apply now (a key taken out is refused from the next request on)"
             )
         warned = set(config_warnings(running))  # said at start or at an earlier reload
         for warning in config_warnings(loaded):
