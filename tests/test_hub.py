@@ -30,6 +30,7 @@ from tests.conftest import (
     keyed_client,
     server_entry,
     server_over_http,
+    stdio_gateway,
     stop_process,
     wait_for_port,
 )
@@ -742,6 +743,66 @@ async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
             assert {prompt.name for prompt in (await client.list_prompts()).prompts} == {"kitchen_greet", "greet"}
             with pytest.raises(MCPError, match="unknown prompt 'summarize' for profile 'dev'"):
                 await client.get_prompt("summarize", {"text": "x"})
+
+
+async def test_a_change_of_an_instance_the_profile_hides_is_not_heard_on_a_listen_stream(
+    discovery: Path, http_gateway: Callable[..., str], write_config: Any
+) -> None:
+    """An instance's list change was published to every 2026-07-28 listen stream, a caller's whose profile hides
+    the instance too: it exists, and changed. Now a stream hears of it only if its caller may see something that
+    changed; one at the instance's own address still does. (Listen streams are 2026-07-28's alone.)"""
+    settings = {"expose": ["hub", "direct"], "discovery_dir": str(discovery), "log_level": "error", **FAST}
+    config = write_config({"seen": server_entry("kitchen.py")}, settings)
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"one": {"servers": ["seen"]}}}))
+    with server_over_http("shifty.py") as alpha:
+        announce(discovery, "alpha", alpha)
+        url = http_gateway(config)
+        async with Client(url.replace("/mcp", "/mcp/p/one")) as one, Client(f"{url}/instances/alpha") as everyone:
+            assert set(await listed(one)) == {"seen"}
+            assert "send" in await tool_names(everyone)  # the catalog (`seen`) and alpha listed: no change pending
+            async with (
+                one.listen(tools_list_changed=True, resource_subscriptions=["seen+kitchen://text"]) as hidden,
+                everyone.listen(tools_list_changed=True) as address,
+            ):
+                assert text_of(await everyone.call_tool("shift", {"description": "changed", "add": "x"})) == "shifted"
+                with anyio.fail_after(10):
+                    assert type(await address.__anext__()).__name__ == "ToolsListChanged"  # to every stream at once
+                await everyone.call_tool("seen_touch", {"uri": "kitchen://text"})
+                with anyio.fail_after(10):
+                    first = await hidden.__anext__()
+                assert type(first).__name__ == "ResourceUpdated", first
+
+
+async def test_a_session_whose_profile_a_reload_narrowed_hears_nothing_of_its_instance(
+    instances: Instances, discovery: Path, write_config: Any
+) -> None:
+    """A session stays bound to its instance when a reload takes the instance from its profile (its lists hide
+    it), and it was still told what happened to the instance: "instance 'alpha' went away: ...". Over stdio the
+    notice would come before the answer of the call that found the record gone. (A binding is the session era's.)"""
+    announce(discovery, "alpha", instances.start("alpha"))
+    settings = {"expose": ["hub"], "discovery_dir": str(discovery), "profile": "dev", **FAST}
+    config = write_config({}, settings)
+    data = json.loads(config.read_text())
+    config.write_text(json.dumps({**data, "profiles": {"dev": {"servers": ["alpha", "other"]}}}))
+    heard: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(str(params.data))
+
+    async with stdio_gateway(config, logging_callback=on_log) as client:
+        assert not (await client.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+        config.write_text(json.dumps({**data, "profiles": {"dev": {"servers": ["other"]}}}))
+        with anyio.fail_after(20):
+            while "whoami" in await tool_names(client):  # the reload applied
+                await anyio.sleep(0.1)
+        (discovery / "alpha.json").unlink()
+        assert (await listed(client))["alpha"] == {
+            "id": "alpha",
+            "state": "gone",
+            "connected": True,
+            "last_error": None,
+        }
+        assert not [line for line in heard if "alpha" in line], heard
 
 
 async def test_a_principal_counts_only_its_own_sessions_on_an_instance(

@@ -48,13 +48,17 @@ class InstanceListener(Protocol):
         """Whether any client is connected to the instance (only those instances are worth news)."""
         ...
 
-    async def instance_gone(self, instance_id: str, label: str, reason: str) -> None: ...
+    async def instance_gone(self, instance_id: str, label: str, reason: str, listing: Listing | None) -> None:
+        """The instance went away; `listing`: what it last listed (all of it left the lists)."""
+        ...
 
     async def instance_dead(self, instance_id: str, label: str, reason: str) -> None: ...
 
     async def instance_back(self, instance_id: str, label: str) -> None: ...
 
-    async def listing_changed(self, instance_id: str) -> None: ...
+    async def listing_changed(self, instance_id: str, before: Listing | None) -> None:
+        """The instance lists something else than `before` now (its `listing`)."""
+        ...
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None: ...
 
@@ -255,7 +259,7 @@ class InstanceRegistry:
         await self.pool.remove(instance.id)
         logger.info("dropped instance %s: %s", instance.id, reason)
         if self._listener is not None and self._in_use(instance.id):
-            await self._listener.instance_gone(instance.id, instance.label(), reason)
+            await self._listener.instance_gone(instance.id, instance.label(), reason, instance.listing)
 
     def _forget(self, instance_id: str) -> None:
         """An instance whose id `manifold register` generated is gone: no registration names that id again, so
@@ -438,7 +442,7 @@ class InstanceRegistry:
             logger.warning("could not re-list %s: %s", instance.label(), exc)
             return
         if before != after and self._listener is not None:
-            await self._listener.listing_changed(instance.id)
+            await self._listener.listing_changed(instance.id, before)
 
     def relist_announced(self, instance: Instance) -> None:
         """The instance announced a list change: re-list it, once more at most after the re-list running now.

@@ -458,17 +458,23 @@ class HubSurface(Surface):
         self, instance_id: str, level: types.LoggingLevel, message: Any, logger_name: str = "manifold.hub"
     ) -> None:
         """Tell the clients bound to an instance what happened to it (a log message, best effort)."""
-        for caller in list(self._sessions.get(instance_id, ())):
+        for caller in self._told(instance_id):
             await caller.log(level, message, logger_name)
+
+    def _told(self, instance_id: str) -> list[Caller]:
+        """The clients bound to an instance that may still see it: a reload that narrowed a client's profile
+        leaves it bound (its lists hide the instance), and it must not hear of the instance either."""
+        bound = self._sessions.get(instance_id, ())
+        return [caller for caller in bound if self.host.may_see_server(caller, instance_id)]
 
     # --- what the registry tells (InstanceListener) ---------------------------------------------
 
     def in_use(self, instance_id: str) -> bool:
         return bool(self._sessions.get(instance_id))
 
-    async def instance_gone(self, instance_id: str, label: str, reason: str) -> None:
+    async def instance_gone(self, instance_id: str, label: str, reason: str, listing: Listing | None) -> None:
         await self._notify_sessions(instance_id, "warning", f"{label} went away: {reason}")
-        await self._lists_changed(instance_id)
+        await self._lists_changed(instance_id, listing, None)
 
     async def instance_dead(self, instance_id: str, label: str, reason: str) -> None:
         message = f"{label} is dead: {reason}. The hub keeps trying to reconnect."
@@ -477,14 +483,17 @@ class HubSurface(Surface):
     async def instance_back(self, instance_id: str, label: str) -> None:
         await self._notify_sessions(instance_id, "notice", f"{label} is back")
 
-    async def listing_changed(self, instance_id: str) -> None:
-        await self._lists_changed(instance_id)
+    async def listing_changed(self, instance_id: str, before: Listing | None) -> None:
+        instance = self.registry.get(instance_id)
+        await self._lists_changed(instance_id, before, instance.listing if instance is not None else None)
 
-    async def _lists_changed(self, instance_id: str) -> None:
-        # The sessions connected to it, and the listen streams (of /mcp/instances/<instance_id>, say).
-        for caller in list(self._sessions.get(instance_id, ())):
+    async def _lists_changed(self, instance_id: str, before: Listing | None, after: Listing | None) -> None:
+        # The sessions connected to it, and the listen streams (of /mcp/instances/<instance_id>, say) whose
+        # caller may see something that changed: before, every stream heard of every instance's change, a
+        # caller whose profile hides the instance too (it exists, and changed).
+        for caller in self._told(instance_id):
             await self.host.notify_list_changed(_ALL_KINDS, caller)
-        await self.host.notify_listeners(_ALL_KINDS)
+        await self.host.notify_listeners(_ALL_KINDS, changed_items(instance_id, before, after))
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None:
         await self._notify_sessions(instance_id, level, data, logger_name)
@@ -503,3 +512,32 @@ def _tools_with_schemas(listing: Listing) -> str:
         schema = json.dumps(tool.input_schema, separators=(",", ":"))
         lines.append(f"- {tool.name}: {description}\n  input: {schema}")
     return "\n".join(lines) or "(no tools)"
+
+
+def changed_items(
+    instance_id: str, before: Listing | None, after: Listing | None
+) -> dict[Kind, frozenset[tuple[str, str]]]:
+    """Per kind, (instance id, name as the hub shows it) of each item added, removed or changed between two
+    listings (a template's name: its URI template), as `Catalog.last_change` says it of configured servers."""
+
+    def items(listing: Listing | None) -> dict[Kind, dict[str, Any]]:
+        if listing is None:
+            return {kind: {} for kind in _ALL_KINDS}
+        return {
+            "tools": {tool.name: tool for tool in listing.tools},
+            "prompts": {prompt.name: prompt for prompt in listing.prompts},
+            "resources": {
+                **{str(resource.uri): resource for resource in listing.resources},
+                **{template.uri_template: template for template in listing.templates},
+            },
+        }
+
+    old, new = items(before), items(after)
+    return {
+        kind: frozenset(
+            (instance_id, name)
+            for name in old[kind].keys() | new[kind].keys()
+            if old[kind].get(name) != new[kind].get(name)
+        )
+        for kind in _ALL_KINDS
+    }
