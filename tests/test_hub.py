@@ -25,6 +25,7 @@ from mcp_manifold._runtime.discovery import write_record
 from mcp_manifold._runtime.registration import build_record
 from tests.conftest import (
     Instances,
+    answer_elicitation,
     free_port,
     gateway_over_http,
     keyed_client,
@@ -893,6 +894,30 @@ async def test_a_generated_id_takes_its_pins_with_it_and_a_given_id_keeps_them(
             assert not (await client.call_tool("instances_connect", {"instance_id": "stable"})).is_error
             assert "send" not in await tool_names(client) and "shift" in await tool_names(client)
             assert ("stable", "send", "changed") in pin_rows(tmp_path / "data")
+
+
+async def test_a_generated_id_takes_what_was_learned_of_it_with_it(
+    discovery: Path, hub_gateway: Callable[..., str], tmp_path: Path
+) -> None:
+    """What the gateway learns of how to reach a server (here: it asks its client mid-call, `needs_session`) is
+    kept in learned.json under the server's name: each instance registered under a generated id kept an entry
+    there for good, however short-lived. Now it goes with the instance's pins. (A session-era client is one that
+    can answer the question, which is what makes the gateway learn.)"""
+    learned = tmp_path / "data" / "learned.json"
+    with server_over_http("midcall.py") as url:
+        async with Client(hub_gateway(), mode="legacy", elicitation_callback=answer_elicitation) as client:
+            generated = []
+            for _ in range(2):
+                record = build_record("midcall", url=url, pid=os.getpid())
+                write_record(discovery, record)
+                generated.append(record.id)
+                call = {"instance_id": record.id, "tool": "confirm", "arguments": {"action": "deploy"}}
+                await client.call_tool("instances_call", call)
+            assert list(json.loads(learned.read_text()).values()) == [["needs_session"]] * 2
+            for instance_id in generated:
+                (discovery / f"{instance_id}.json").unlink()
+            assert await listed(client) == {}
+            assert json.loads(learned.read_text()) == {}
 
 
 async def test_an_instance_announcing_without_end_is_relisted_one_at_a_time(
