@@ -430,6 +430,27 @@ async def test_hostile_input_gives_clear_errors_and_breaks_nothing(
 # --- health --------------------------------------------------------------------------------------
 
 
+async def test_a_mistyped_tool_of_a_large_instance_names_a_few_of_its_tools(
+    discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    """An error about a tool an instance lacks named every tool it has: 2,000 tools made each mistyped call's
+    answer 22 KB, all of it into the model's context. Now it names the first 20 and says where the rest are."""
+    with server_over_http("catalog.py", "--count", "30") as url:
+        announce(discovery, "big", url)
+        gateway = hub_gateway()
+        for mode in ("auto", "legacy"):
+            async with Client(gateway, mode=mode) as client:
+                call = {"instance_id": "big", "tool": "tool_00030"}
+                called = text_of(await client.call_tool("instances_call", call))
+                assert "did you mean 'tool_0030'" in called and "tool_0020 and 10 more" in called, called
+                assert called.endswith("and 10 more; instances_connect shows them all)"), called
+                if mode == "legacy":  # a session bound to the instance
+                    assert not (await client.call_tool("instances_connect", {"instance_id": "big"})).is_error
+                    bound = text_of(await client.call_tool("tool_00030", {}))
+                    assert "instance 'big' has no such tool (its tools: tool_0001, " in bound, bound
+                    assert "tool_0020 and 10 more; tools/list shows them all)" in bound, bound
+
+
 async def test_instance_killed_mid_session_then_recovers(
     instances: Instances, discovery: Path, hub_gateway: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -906,16 +927,12 @@ async def test_a_generated_id_takes_what_was_learned_of_it_with_it(
     learned = tmp_path / "data" / "learned.json"
     with server_over_http("midcall.py") as url:
         async with Client(hub_gateway(), mode="legacy", elicitation_callback=answer_elicitation) as client:
-            generated = []
-            for _ in range(2):
-                record = build_record("midcall", url=url, pid=os.getpid())
-                write_record(discovery, record)
-                generated.append(record.id)
-                call = {"instance_id": record.id, "tool": "confirm", "arguments": {"action": "deploy"}}
-                await client.call_tool("instances_call", call)
-            assert list(json.loads(learned.read_text()).values()) == [["needs_session"]] * 2
-            for instance_id in generated:
-                (discovery / f"{instance_id}.json").unlink()
+            record = build_record("midcall", url=url, pid=os.getpid())
+            write_record(discovery, record)
+            call = {"instance_id": record.id, "tool": "confirm", "arguments": {"action": "deploy"}}
+            await client.call_tool("instances_call", call)
+            assert list(json.loads(learned.read_text()).values()) == [["needs_session"]]
+            (discovery / f"{record.id}.json").unlink()
             assert await listed(client) == {}
             assert json.loads(learned.read_text()) == {}
 
