@@ -772,16 +772,24 @@ async def test_a_change_of_an_instance_the_profile_hides_is_not_heard_on_a_liste
 ) -> None:
     """An instance's list change was published to every 2026-07-28 listen stream, a caller's whose profile hides
     the instance too: it exists, and changed. Now a stream hears of it only if its caller may see something that
-    changed; one at the instance's own address still does. (Listen streams are 2026-07-28's alone.)"""
+    changed; one at the instance's own address still does. A configured server, an instance too, was announced
+    again by the hub under the hub's names (`secret`), which a profile hiding `seen_secret` does not match: its
+    changes are the catalog's to announce. (Listen streams are 2026-07-28's alone.)"""
     settings = {"expose": ["hub", "direct"], "discovery_dir": str(discovery), "log_level": "error", **FAST}
     config = write_config({"seen": server_entry("kitchen.py")}, settings)
-    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"one": {"servers": ["seen"]}}}))
+    profile = {"servers": ["seen"], "tools": ["*", "!seen_secret"]}
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"one": profile}}))
     with server_over_http("shifty.py") as alpha:
         announce(discovery, "alpha", alpha)
         url = http_gateway(config)
-        async with Client(url.replace("/mcp", "/mcp/p/one")) as one, Client(f"{url}/instances/alpha") as everyone:
+        async with (
+            Client(url.replace("/mcp", "/mcp/p/one")) as one,
+            Client(f"{url}/instances/alpha") as everyone,
+            Client(url, mode="legacy") as bound,
+        ):
             assert set(await listed(one)) == {"seen"}
             assert "send" in await tool_names(everyone)  # the catalog (`seen`) and alpha listed: no change pending
+            assert not (await bound.call_tool("instances_connect", {"instance_id": "seen"})).is_error
             async with (
                 one.listen(tools_list_changed=True, resource_subscriptions=["seen+kitchen://text"]) as hidden,
                 everyone.listen(tools_list_changed=True) as address,
@@ -789,7 +797,11 @@ async def test_a_change_of_an_instance_the_profile_hides_is_not_heard_on_a_liste
                 assert text_of(await everyone.call_tool("shift", {"description": "changed", "add": "x"})) == "shifted"
                 with anyio.fail_after(10):
                     assert type(await address.__anext__()).__name__ == "ToolsListChanged"  # to every stream at once
-                await everyone.call_tool("seen_touch", {"uri": "kitchen://text"})
+                await bound.call_tool("seen_add_tool", {"name": "secret"})
+                with anyio.fail_after(10):
+                    while "secret" not in await tool_names(bound):  # the hub re-listed `seen` for its session
+                        await anyio.sleep(0.05)
+                await bound.call_tool("seen_touch", {"uri": "kitchen://text"})
                 with anyio.fail_after(10):
                     first = await hidden.__anext__()
                 assert type(first).__name__ == "ResourceUpdated", first

@@ -494,6 +494,11 @@ class HubSurface(Surface):
         # caller whose profile hides the instance too (it exists, and changed).
         for caller in self._told(instance_id):
             await self.host.notify_list_changed(_ALL_KINDS, caller)
+        if instance_id in self.host.servers:
+            # A configured server: the catalog announced the change to every stream, judged by the names its
+            # profiles judge (`kitchen_secret`); told again under the hub's (`secret`), a stream whose profile
+            # hides the tool by the catalog's name heard of it.
+            return
         await self.host.notify_listeners(_ALL_KINDS, changed_items(instance_id, before, after))
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None:
