@@ -839,6 +839,25 @@ async def test_a_session_whose_profile_a_reload_narrowed_hears_nothing_of_its_in
         assert not [line for line in heard if "alpha" in line], heard
 
 
+@pytest.mark.modern_era("a client without a session is told how to call an instance's tools")
+async def test_a_2026_client_over_stdio_is_not_sent_to_an_address_it_cannot_reach(
+    instances: Instances, discovery: Path, write_config: Any
+) -> None:
+    """`instances_connect` and a call of an instance's tool by its name pointed a 2026-07-28 client at the
+    instance's address, /mcp/instances/<id>, which only a gateway serving HTTP has: over stdio it leads nowhere.
+    There `instances_call` is the way (over HTTP both are offered: test_eras)."""
+    announce(discovery, "alpha", instances.start("alpha"))
+    config = write_config({}, {"expose": ["hub"], "discovery_dir": str(discovery), **FAST})
+    async with stdio_gateway(config, mode="auto") as client:
+        connected = text_of(await client.call_tool("instances_connect", {"instance_id": "alpha"}))
+        assert "call them with instances_call(instance_id='alpha', tool, arguments).\n" in connected, connected
+        by_name = text_of(await client.call_tool("whoami", {}))
+        assert "call it with instances_call" in by_name, by_name
+        unknown = text_of(await client.call_tool("nobody_has_it", {}))
+        assert "call them with instances_call" in unknown, unknown
+        assert not [text for text in (connected, by_name, unknown) if "/mcp/instances" in text]
+
+
 async def test_a_principal_counts_only_its_own_sessions_on_an_instance(
     instances: Instances, discovery: Path, http_gateway: Callable[..., str], write_config: Any
 ) -> None:

@@ -180,15 +180,23 @@ class HubSurface(Surface):
             and listing.tool(name) is not None
         ]
         if owners:
+            address = f", or by its name at the address /mcp/instances/{owners[0]}" if self._addresses else ""
             return (
                 f"it is a tool of instance {owners[0]!r}: call it with {CALL} "
-                f'{{"instance_id": "{owners[0]}", "tool": "{name}", "arguments": {{...}}}}, or by its name at the '
-                f"address /mcp/instances/{owners[0]} (a client speaking MCP 2026-07-28 has no session to connect)"
+                f'{{"instance_id": "{owners[0]}", "tool": "{name}", "arguments": {{...}}}}{address} '
+                "(a client speaking MCP 2026-07-28 has no session to connect)"
             )
+        address = " or at the address /mcp/instances/<instance_id>" if self._addresses else ""
         return (
             f"a client speaking MCP 2026-07-28 has no session to connect: call {LIST}, then {CONNECT} to see an "
-            f"instance's tools, and call them with {CALL} or at the address /mcp/instances/<instance_id>"
+            f"instance's tools, and call them with {CALL}{address}"
         )
+
+    @property
+    def _addresses(self) -> bool:
+        """Whether instances have addresses of their own (/mcp/instances/<id>): only a gateway serving HTTP has.
+        Over stdio a 2026-07-28 client was pointed at an address it has no way to reach."""
+        return self.host.settings.http
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         # Listing scans for instances, connecting starts a session: the gateway's own work, as actions.
@@ -302,11 +310,11 @@ class HubSurface(Surface):
         )
         if request.caller.era == "stateless":
             # No session to bind: the tools, and how to reach them, are the answer.
+            address = f", or use the address /mcp/instances/{instance.id}, whose lists are this instance's"
             text = (
                 f"{instance.label()} has {summary}. This client speaks MCP 2026-07-28, which keeps no session, so "
                 f"connecting cannot add them to your list: call them with {CALL}(instance_id={instance.id!r}, tool, "
-                f"arguments), or use the address /mcp/instances/{instance.id}, whose lists are this instance's.\n"
-                + _tools_with_schemas(listing)
+                f"arguments){address if self._addresses else ''}.\n" + _tools_with_schemas(listing)
             )
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
         if request.caller.state.get(_BOUND) != instance.id:  # connecting again changes no list
