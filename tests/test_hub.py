@@ -25,11 +25,13 @@ from mcp_manifold._runtime.discovery import write_record
 from mcp_manifold._runtime.registration import build_record
 from tests.conftest import (
     Instances,
+    answer_elicitation,
     free_port,
     gateway_over_http,
     keyed_client,
     server_entry,
     server_over_http,
+    stdio_gateway,
     stop_process,
     wait_for_port,
 )
@@ -428,6 +430,27 @@ async def test_hostile_input_gives_clear_errors_and_breaks_nothing(
 # --- health --------------------------------------------------------------------------------------
 
 
+async def test_a_mistyped_tool_of_a_large_instance_names_a_few_of_its_tools(
+    discovery: Path, hub_gateway: Callable[..., str]
+) -> None:
+    """An error about a tool an instance lacks named every tool it has: 2,000 tools made each mistyped call's
+    answer 22 KB, all of it into the model's context. Now it names the first 20 and says where the rest are."""
+    with server_over_http("catalog.py", "--count", "30") as url:
+        announce(discovery, "big", url)
+        gateway = hub_gateway()
+        for mode in ("auto", "legacy"):
+            async with Client(gateway, mode=mode) as client:
+                call = {"instance_id": "big", "tool": "tool_00030"}
+                called = text_of(await client.call_tool("instances_call", call))
+                assert "did you mean 'tool_0030'" in called and "tool_0020 and 10 more" in called, called
+                assert called.endswith("and 10 more; instances_connect shows them all)"), called
+                if mode == "legacy":  # a session bound to the instance
+                    assert not (await client.call_tool("instances_connect", {"instance_id": "big"})).is_error
+                    bound = text_of(await client.call_tool("tool_00030", {}))
+                    assert "instance 'big' has no such tool (its tools: tool_0001, " in bound, bound
+                    assert "tool_0020 and 10 more; tools/list shows them all)" in bound, bound
+
+
 async def test_instance_killed_mid_session_then_recovers(
     instances: Instances, discovery: Path, hub_gateway: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -744,6 +767,97 @@ async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
                 await client.get_prompt("summarize", {"text": "x"})
 
 
+async def test_a_change_of_an_instance_the_profile_hides_is_not_heard_on_a_listen_stream(
+    discovery: Path, http_gateway: Callable[..., str], write_config: Any
+) -> None:
+    """An instance's list change was published to every 2026-07-28 listen stream, a caller's whose profile hides
+    the instance too: it exists, and changed. Now a stream hears of it only if its caller may see something that
+    changed; one at the instance's own address still does. A configured server, an instance too, was announced
+    again by the hub under the hub's names (`secret`), which a profile hiding `seen_secret` does not match: its
+    changes are the catalog's to announce. (Listen streams are 2026-07-28's alone.)"""
+    settings = {"expose": ["hub", "direct"], "discovery_dir": str(discovery), "log_level": "error", **FAST}
+    config = write_config({"seen": server_entry("kitchen.py")}, settings)
+    profile = {"servers": ["seen"], "tools": ["*", "!seen_secret"]}
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"one": profile}}))
+    with server_over_http("shifty.py") as alpha:
+        announce(discovery, "alpha", alpha)
+        url = http_gateway(config)
+        async with (
+            Client(url.replace("/mcp", "/mcp/p/one")) as one,
+            Client(f"{url}/instances/alpha") as everyone,
+            Client(url, mode="legacy") as bound,
+        ):
+            assert set(await listed(one)) == {"seen"}
+            assert "send" in await tool_names(everyone)  # the catalog (`seen`) and alpha listed: no change pending
+            assert not (await bound.call_tool("instances_connect", {"instance_id": "seen"})).is_error
+            async with (
+                one.listen(tools_list_changed=True, resource_subscriptions=["seen+kitchen://text"]) as hidden,
+                everyone.listen(tools_list_changed=True) as address,
+            ):
+                assert text_of(await everyone.call_tool("shift", {"description": "changed", "add": "x"})) == "shifted"
+                with anyio.fail_after(10):
+                    assert type(await address.__anext__()).__name__ == "ToolsListChanged"  # to every stream at once
+                await bound.call_tool("seen_add_tool", {"name": "secret"})
+                with anyio.fail_after(10):
+                    while "secret" not in await tool_names(bound):  # the hub re-listed `seen` for its session
+                        await anyio.sleep(0.05)
+                await bound.call_tool("seen_touch", {"uri": "kitchen://text"})
+                with anyio.fail_after(10):
+                    first = await hidden.__anext__()
+                assert type(first).__name__ == "ResourceUpdated", first
+
+
+async def test_a_session_whose_profile_a_reload_narrowed_hears_nothing_of_its_instance(
+    instances: Instances, discovery: Path, write_config: Any
+) -> None:
+    """A session stays bound to its instance when a reload takes the instance from its profile (its lists hide
+    it), and it was still told what happened to the instance: "instance 'alpha' went away: ...". Over stdio the
+    notice would come before the answer of the call that found the record gone. (A binding is the session era's.)"""
+    announce(discovery, "alpha", instances.start("alpha"))
+    settings = {"expose": ["hub"], "discovery_dir": str(discovery), "profile": "dev", **FAST}
+    config = write_config({}, settings)
+    data = json.loads(config.read_text())
+    config.write_text(json.dumps({**data, "profiles": {"dev": {"servers": ["alpha", "other"]}}}))
+    heard: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(str(params.data))
+
+    async with stdio_gateway(config, logging_callback=on_log) as client:
+        assert not (await client.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+        config.write_text(json.dumps({**data, "profiles": {"dev": {"servers": ["other"]}}}))
+        with anyio.fail_after(20):
+            while "whoami" in await tool_names(client):  # the reload applied
+                await anyio.sleep(0.1)
+        (discovery / "alpha.json").unlink()
+        assert (await listed(client))["alpha"] == {
+            "id": "alpha",
+            "state": "gone",
+            "connected": True,
+            "last_error": None,
+        }
+        assert not [line for line in heard if "alpha" in line], heard
+
+
+@pytest.mark.modern_era("a client without a session is told how to call an instance's tools")
+async def test_a_2026_client_over_stdio_is_not_sent_to_an_address_it_cannot_reach(
+    instances: Instances, discovery: Path, write_config: Any
+) -> None:
+    """`instances_connect` and a call of an instance's tool by its name pointed a 2026-07-28 client at the
+    instance's address, /mcp/instances/<id>, which only a gateway serving HTTP has: over stdio it leads nowhere.
+    There `instances_call` is the way (over HTTP both are offered: test_eras)."""
+    announce(discovery, "alpha", instances.start("alpha"))
+    config = write_config({}, {"expose": ["hub"], "discovery_dir": str(discovery), **FAST})
+    async with stdio_gateway(config, mode="auto") as client:
+        connected = text_of(await client.call_tool("instances_connect", {"instance_id": "alpha"}))
+        assert "call them with instances_call(instance_id='alpha', tool, arguments).\n" in connected, connected
+        by_name = text_of(await client.call_tool("whoami", {}))
+        assert "call it with instances_call" in by_name, by_name
+        unknown = text_of(await client.call_tool("nobody_has_it", {}))
+        assert "call them with instances_call" in unknown, unknown
+        assert not [text for text in (connected, by_name, unknown) if "/mcp/instances" in text]
+
+
 async def test_a_principal_counts_only_its_own_sessions_on_an_instance(
     instances: Instances, discovery: Path, http_gateway: Callable[..., str], write_config: Any
 ) -> None:
@@ -832,6 +946,26 @@ async def test_a_generated_id_takes_its_pins_with_it_and_a_given_id_keeps_them(
             assert not (await client.call_tool("instances_connect", {"instance_id": "stable"})).is_error
             assert "send" not in await tool_names(client) and "shift" in await tool_names(client)
             assert ("stable", "send", "changed") in pin_rows(tmp_path / "data")
+
+
+async def test_a_generated_id_takes_what_was_learned_of_it_with_it(
+    discovery: Path, hub_gateway: Callable[..., str], tmp_path: Path
+) -> None:
+    """What the gateway learns of how to reach a server (here: it asks its client mid-call, `needs_session`) is
+    kept in learned.json under the server's name: each instance registered under a generated id kept an entry
+    there for good, however short-lived. Now it goes with the instance's pins. (A session-era client is one that
+    can answer the question, which is what makes the gateway learn.)"""
+    learned = tmp_path / "data" / "learned.json"
+    with server_over_http("midcall.py") as url:
+        async with Client(hub_gateway(), mode="legacy", elicitation_callback=answer_elicitation) as client:
+            record = build_record("midcall", url=url, pid=os.getpid())
+            write_record(discovery, record)
+            call = {"instance_id": record.id, "tool": "confirm", "arguments": {"action": "deploy"}}
+            await client.call_tool("instances_call", call)
+            assert list(json.loads(learned.read_text()).values()) == [["needs_session"]]
+            (discovery / f"{record.id}.json").unlink()
+            assert await listed(client) == {}
+            assert json.loads(learned.read_text()) == {}
 
 
 async def test_an_instance_announcing_without_end_is_relisted_one_at_a_time(

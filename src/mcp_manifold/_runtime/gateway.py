@@ -508,6 +508,9 @@ class Gateway:
     def holds_profile(self, caller: Caller) -> bool:
         return self.access.holds_profile(caller)
 
+    def may_see_server(self, caller: Caller, server: str) -> bool:
+        return self.access.may_see_server(caller, server)
+
     async def _search_allowed(
         self,
         query: str,
@@ -540,8 +543,10 @@ class Gateway:
     async def notify_list_changed(self, kinds: set[Kind], caller: Caller | None = None) -> None:
         await self.back_channel.notify_list_changed(kinds, caller)
 
-    async def notify_listeners(self, kinds: set[Kind]) -> None:
-        await self.back_channel.publish(kinds)
+    async def notify_listeners(
+        self, kinds: set[Kind], items: Mapping[Kind, frozenset[tuple[str, str]]] | None = None
+    ) -> None:
+        await self.back_channel.publish(kinds, items)
 
     @property
     def result_files(self) -> SpillStore:

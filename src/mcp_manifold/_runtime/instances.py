@@ -27,9 +27,10 @@ from mcp_manifold._core.naming import assign_names
 from mcp_manifold._core.status import BackendStatus
 from mcp_manifold._errors import BackendUnavailable, ManifoldError
 from mcp_manifold._runtime.discovery import InstanceRecord, Scan, discovery_dir, read_records, remove_record
+from mcp_manifold._runtime.learned import learned_facts
 
 if TYPE_CHECKING:
-    from mcp_manifold._config import Settings
+    from mcp_manifold._config import ServerConfig, Settings
     from mcp_manifold._core.catalog import Catalog
     from mcp_manifold._runtime.back_channel import BackChannel
     from mcp_manifold._runtime.backends import Backend
@@ -48,13 +49,17 @@ class InstanceListener(Protocol):
         """Whether any client is connected to the instance (only those instances are worth news)."""
         ...
 
-    async def instance_gone(self, instance_id: str, label: str, reason: str) -> None: ...
+    async def instance_gone(self, instance_id: str, label: str, reason: str, listing: Listing | None) -> None:
+        """The instance went away; `listing`: what it last listed (all of it left the lists)."""
+        ...
 
     async def instance_dead(self, instance_id: str, label: str, reason: str) -> None: ...
 
     async def instance_back(self, instance_id: str, label: str) -> None: ...
 
-    async def listing_changed(self, instance_id: str) -> None: ...
+    async def listing_changed(self, instance_id: str, before: Listing | None) -> None:
+        """The instance lists something else than `before` now (its `listing`)."""
+        ...
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None: ...
 
@@ -184,12 +189,12 @@ class InstanceRegistry:
                 return
             for source, problem in found.problems.items():
                 self._report_once(source, f"skipping instance file {problem}")
-            gone_for_good: set[str] = set()
+            gone_for_good: dict[str, ServerConfig] = {}  # how each was reached (what was learned of it is keyed so)
             for instance_id, (record, reason) in found.stale.items():
                 logger.info("instance %s is stale (%s); removing its record", instance_id, reason)
                 await anyio.to_thread.run_sync(remove_record, self.directory, instance_id)
                 if record.generated_id:  # stale before this gateway knew it (it was stopped, say)
-                    gone_for_good.add(instance_id)
+                    gone_for_good[instance_id] = record.server_config()
             now = time.time()
             for instance in list(self.instances.values()):
                 if instance.record is None or instance.id in found.live:
@@ -201,10 +206,10 @@ class InstanceRegistry:
                 stale = found.stale.get(instance.id)
                 await self._drop(instance, f"stale: {stale[1]}" if stale else "its registration was removed")
                 if instance.record.generated_id:
-                    gone_for_good.add(instance.id)
+                    gone_for_good[instance.id] = instance.backend.config
             # A configured server's name is never an instance's (its record is skipped): its pins stay.
-            for instance_id in gone_for_good - found.live.keys() - self.pool.backends.keys():
-                self._forget(instance_id)
+            for instance_id in gone_for_good.keys() - found.live.keys() - self.pool.backends.keys():
+                self._forget(instance_id, gone_for_good[instance_id])
             self.skipped = set()
             for record in found.live.values():
                 await self._add_or_update(record)
@@ -255,13 +260,15 @@ class InstanceRegistry:
         await self.pool.remove(instance.id)
         logger.info("dropped instance %s: %s", instance.id, reason)
         if self._listener is not None and self._in_use(instance.id):
-            await self._listener.instance_gone(instance.id, instance.label(), reason)
+            await self._listener.instance_gone(instance.id, instance.label(), reason, instance.listing)
 
-    def _forget(self, instance_id: str) -> None:
+    def _forget(self, instance_id: str, config: ServerConfig) -> None:
         """An instance whose id `manifold register` generated is gone: no registration names that id again, so
-        what is kept for it goes too. An id given by the user (`--id`) keeps its pins: it may come back, and
-        its tools are judged against them then."""
+        what is kept for it goes too (its pins, metric series, and what was learned of how to reach it: one entry
+        of learned.json per such instance was kept for good). An id given by the user (`--id`) keeps its pins: it
+        may come back, and its tools are judged against them then."""
         logger.info("instance %s was registered under a generated id; forgetting its pins", instance_id)
+        learned_facts(self.settings.data_dir).forget(config)
         if self.on_forget is not None:
             self.on_forget(instance_id)
 
@@ -438,7 +445,7 @@ class InstanceRegistry:
             logger.warning("could not re-list %s: %s", instance.label(), exc)
             return
         if before != after and self._listener is not None:
-            await self._listener.listing_changed(instance.id)
+            await self._listener.listing_changed(instance.id, before)
 
     def relist_announced(self, instance: Instance) -> None:
         """The instance announced a list change: re-list it, once more at most after the re-list running now.

@@ -39,6 +39,13 @@ class LearnedFacts:
             known.append(fact)
             self._file.save(facts)
 
+    def forget(self, config: ServerConfig) -> None:
+        """Drop what was learned of a server that is gone for good (a hub instance under a generated id): no
+        server is reached by that name again, and each kept its entry for good."""
+        facts = self._all()
+        if facts.pop(_key(config), None) is not None:
+            self._file.save(facts)
+
     def _all(self) -> dict[str, list[str]]:
         if self._facts is None:
             loaded = self._file.load()

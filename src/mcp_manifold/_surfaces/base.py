@@ -172,6 +172,11 @@ class Host(Protocol):
         have given it another): for work that goes on making calls after its request was admitted."""
         ...
 
+    def may_see_server(self, caller: Caller, server: str) -> bool:
+        """Whether the caller's profile lets it see `server` (or hub instance) now, for what is sent to it unasked:
+        a reload may have taken the server away from a client still connected to it."""
+        ...
+
     # --- the catalog ---
     async def ensure_catalog(self, request: Request | None = None) -> None:
         """List every configured server not listed yet (starting lazy ones), and the client's own sessions."""
@@ -195,9 +200,12 @@ class Host(Protocol):
         """Tell one client (or all) that lists changed."""
         ...
 
-    async def notify_listeners(self, kinds: set[ListKind]) -> None:
+    async def notify_listeners(
+        self, kinds: set[ListKind], items: Mapping[ListKind, frozenset[tuple[str, str]]] | None = None
+    ) -> None:
         """Tell 2026-07-28 clients' listen streams that lists of `kinds` may have changed (the lists of an
-        address of its own, such as a hub instance's), without telling every session."""
+        address of its own, such as a hub instance's), without telling every session. `items`: (server, exposed
+        name) of what changed, per kind; a stream hears of a kind only if its caller may see one of them."""
         ...
 
     # --- files and processes ---

@@ -50,6 +50,7 @@ _BOUND = "hub.instance"  # client state: the id of the instance this client is c
 _RELEASE = "hub.release_registered"
 _ALL_KINDS: set[Kind] = {"tools", "resources", "prompts"}
 _HOW_TO = f"Call {LIST} to see the running instances, then {CONNECT} with an instance_id to use its tools."
+_NAMED_AT_MOST = 20  # an instance's tools named in an error about one it lacks
 
 
 def hub_tools() -> list[types.Tool]:
@@ -165,8 +166,8 @@ class HubSurface(Surface):
         if instance is None:
             return self._gone_message(request, bound)
         listing = self._visible(request, instance)
-        tools = ", ".join(tool.name for tool in listing.tools) if listing else "unknown"
-        return f"{instance.label()} has no such tool (its tools: {tools}). {CONNECT} switches to another instance."
+        tools = _some_tools([tool.name for tool in listing.tools], "tools/list") if listing else "its tools: unknown"
+        return f"{instance.label()} has no such tool ({tools}). {CONNECT} switches to another instance."
 
     def _stateless_hint(self, request: Request, name: str) -> str:
         """A 2026-07-28 client has no session to connect: `instances_connect` only showed it the tools. Name
@@ -179,15 +180,23 @@ class HubSurface(Surface):
             and listing.tool(name) is not None
         ]
         if owners:
+            address = f", or by its name at the address /mcp/instances/{owners[0]}" if self._addresses else ""
             return (
                 f"it is a tool of instance {owners[0]!r}: call it with {CALL} "
-                f'{{"instance_id": "{owners[0]}", "tool": "{name}", "arguments": {{...}}}}, or by its name at the '
-                f"address /mcp/instances/{owners[0]} (a client speaking MCP 2026-07-28 has no session to connect)"
+                f'{{"instance_id": "{owners[0]}", "tool": "{name}", "arguments": {{...}}}}{address} '
+                "(a client speaking MCP 2026-07-28 has no session to connect)"
             )
+        address = " or at the address /mcp/instances/<instance_id>" if self._addresses else ""
         return (
             f"a client speaking MCP 2026-07-28 has no session to connect: call {LIST}, then {CONNECT} to see an "
-            f"instance's tools, and call them with {CALL} or at the address /mcp/instances/<instance_id>"
+            f"instance's tools, and call them with {CALL}{address}"
         )
+
+    @property
+    def _addresses(self) -> bool:
+        """Whether instances have addresses of their own (/mcp/instances/<id>): only a gateway serving HTTP has.
+        Over stdio a 2026-07-28 client was pointed at an address it has no way to reach."""
+        return self.host.settings.http
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         # Listing scans for instances, connecting starts a session: the gateway's own work, as actions.
@@ -301,11 +310,11 @@ class HubSurface(Surface):
         )
         if request.caller.era == "stateless":
             # No session to bind: the tools, and how to reach them, are the answer.
+            address = f", or use the address /mcp/instances/{instance.id}, whose lists are this instance's"
             text = (
                 f"{instance.label()} has {summary}. This client speaks MCP 2026-07-28, which keeps no session, so "
                 f"connecting cannot add them to your list: call them with {CALL}(instance_id={instance.id!r}, tool, "
-                f"arguments), or use the address /mcp/instances/{instance.id}, whose lists are this instance's.\n"
-                + _tools_with_schemas(listing)
+                f"arguments){address if self._addresses else ''}.\n" + _tools_with_schemas(listing)
             )
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
         if request.caller.state.get(_BOUND) != instance.id:  # connecting again changes no list
@@ -369,7 +378,7 @@ class HubSurface(Surface):
             names = [t.name for t in listing.tools]
             raise NotFound(
                 f"{instance.label()} has no tool {quoted(tool)}{did_you_mean(tool, names)} "
-                f"(its tools: {', '.join(names)})"
+                f"({_some_tools(names, CONNECT)})"
             )
         target = Target(instance.id, instance.original_tool(tool), tool, self.name)
         result = await self.host.calls.call_tool(request, ToolCall(target, args))
@@ -458,17 +467,23 @@ class HubSurface(Surface):
         self, instance_id: str, level: types.LoggingLevel, message: Any, logger_name: str = "manifold.hub"
     ) -> None:
         """Tell the clients bound to an instance what happened to it (a log message, best effort)."""
-        for caller in list(self._sessions.get(instance_id, ())):
+        for caller in self._told(instance_id):
             await caller.log(level, message, logger_name)
+
+    def _told(self, instance_id: str) -> list[Caller]:
+        """The clients bound to an instance that may still see it: a reload that narrowed a client's profile
+        leaves it bound (its lists hide the instance), and it must not hear of the instance either."""
+        bound = self._sessions.get(instance_id, ())
+        return [caller for caller in bound if self.host.may_see_server(caller, instance_id)]
 
     # --- what the registry tells (InstanceListener) ---------------------------------------------
 
     def in_use(self, instance_id: str) -> bool:
         return bool(self._sessions.get(instance_id))
 
-    async def instance_gone(self, instance_id: str, label: str, reason: str) -> None:
+    async def instance_gone(self, instance_id: str, label: str, reason: str, listing: Listing | None) -> None:
         await self._notify_sessions(instance_id, "warning", f"{label} went away: {reason}")
-        await self._lists_changed(instance_id)
+        await self._lists_changed(instance_id, listing, None)
 
     async def instance_dead(self, instance_id: str, label: str, reason: str) -> None:
         message = f"{label} is dead: {reason}. The hub keeps trying to reconnect."
@@ -477,14 +492,22 @@ class HubSurface(Surface):
     async def instance_back(self, instance_id: str, label: str) -> None:
         await self._notify_sessions(instance_id, "notice", f"{label} is back")
 
-    async def listing_changed(self, instance_id: str) -> None:
-        await self._lists_changed(instance_id)
+    async def listing_changed(self, instance_id: str, before: Listing | None) -> None:
+        instance = self.registry.get(instance_id)
+        await self._lists_changed(instance_id, before, instance.listing if instance is not None else None)
 
-    async def _lists_changed(self, instance_id: str) -> None:
-        # The sessions connected to it, and the listen streams (of /mcp/instances/<instance_id>, say).
-        for caller in list(self._sessions.get(instance_id, ())):
+    async def _lists_changed(self, instance_id: str, before: Listing | None, after: Listing | None) -> None:
+        # The sessions connected to it, and the listen streams (of /mcp/instances/<instance_id>, say) whose
+        # caller may see something that changed: before, every stream heard of every instance's change, a
+        # caller whose profile hides the instance too (it exists, and changed).
+        for caller in self._told(instance_id):
             await self.host.notify_list_changed(_ALL_KINDS, caller)
-        await self.host.notify_listeners(_ALL_KINDS)
+        if instance_id in self.host.servers:
+            # A configured server: the catalog announced the change to every stream, judged by the names its
+            # profiles judge (`kitchen_secret`); told again under the hub's (`secret`), a stream whose profile
+            # hides the tool by the catalog's name heard of it.
+            return
+        await self.host.notify_listeners(_ALL_KINDS, changed_items(instance_id, before, after))
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None:
         await self._notify_sessions(instance_id, level, data, logger_name)
@@ -495,6 +518,15 @@ def _bound(request: Request) -> str | None:
     return request.endpoint.get("instance_id") or request.caller.state.get(_BOUND)
 
 
+def _some_tools(names: list[str], shown_by: str) -> str:
+    """An instance's tools for an error about a name it lacks: all of them when few, else how many and where they
+    are shown. Before, every name: an instance of 2,000 tools made each mistyped call's error 22 KB."""
+    if len(names) <= _NAMED_AT_MOST:
+        return f"its tools: {', '.join(names) or 'none'}"
+    first = ", ".join(names[:_NAMED_AT_MOST])
+    return f"its tools: {first} and {len(names) - _NAMED_AT_MOST} more; {shown_by} shows them all"
+
+
 def _tools_with_schemas(listing: Listing) -> str:
     """One line per tool: name, what it does, and its input schema (all a model needs to call it)."""
     lines = []
@@ -503,3 +535,32 @@ def _tools_with_schemas(listing: Listing) -> str:
         schema = json.dumps(tool.input_schema, separators=(",", ":"))
         lines.append(f"- {tool.name}: {description}\n  input: {schema}")
     return "\n".join(lines) or "(no tools)"
+
+
+def changed_items(
+    instance_id: str, before: Listing | None, after: Listing | None
+) -> dict[Kind, frozenset[tuple[str, str]]]:
+    """Per kind, (instance id, name as the hub shows it) of each item added, removed or changed between two
+    listings (a template's name: its URI template), as `Catalog.last_change` says it of configured servers."""
+
+    def items(listing: Listing | None) -> dict[Kind, dict[str, Any]]:
+        if listing is None:
+            return {kind: {} for kind in _ALL_KINDS}
+        return {
+            "tools": {tool.name: tool for tool in listing.tools},
+            "prompts": {prompt.name: prompt for prompt in listing.prompts},
+            "resources": {
+                **{str(resource.uri): resource for resource in listing.resources},
+                **{template.uri_template: template for template in listing.templates},
+            },
+        }
+
+    old, new = items(before), items(after)
+    return {
+        kind: frozenset(
+            (instance_id, name)
+            for name in old[kind].keys() | new[kind].keys()
+            if old[kind].get(name) != new[kind].get(name)
+        )
+        for kind in _ALL_KINDS
+    }
