@@ -121,6 +121,43 @@ async def test_an_approval_reaches_a_replica_whose_clock_runs_ahead(redis_server
         await store.close()
 
 
+async def test_a_forget_after_the_store_lost_its_data_reaches_a_replica_that_never_saw_it_empty(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Redis restarted empty, and another replica wrote its pins back before this one looked (a busy host; in a
+    cluster, one paused): `manifold pins forget` made then still reaches it, and what it offers back of the store
+    it lost is not the forgotten server's. Before, the new store's forgets, numbered from 1 again, were below the
+    last it took, so it kept the quarantine for good; and its stale pins went up over the forget to every replica."""
+    import anyio
+
+    from mcp_manifold._runtime.pin_store import PinStore
+    from mcp_manifold._runtime.shared_state.pins import SharedPins, publish_forgotten
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    check = redis.Redis.from_url(redis_server.url)
+    check.set("manifold:pins:version", 100)
+    check.zadd("manifold:pins:forgotten", {"gone": 100})  # forgotten before this replica started
+    changed = Pin("shifty", "send", "changed", "old", {"name": "send"}, "new", {"name": "send", "v": 2}, 1.0)
+    pins = PinStore(tmp_path, "enforce")
+    pins.merge([changed, Pin("probe", "x", "pinned", "h", {"name": "x"})])
+    store = StateStore(redis_server.url, "far")
+    shared = SharedPins(store, pins, changed=lambda: anyio.sleep(0))
+    try:
+        await shared._exchange(flush=False)  # its first look, as at its start
+        check.flushall()
+        check.hset("manifold:pins", "probe\tx", json.dumps({"server": "probe", "tool": "x", "state": "pinned"}))
+        check.incr("manifold:pins:version")  # another replica's pins, back first
+        await publish_forgotten(redis_server.url, ["shifty"])
+        await shared._exchange(flush=True)
+        assert pins.get("shifty", "send") is None and not pins.blocked("shifty", "send")
+        await shared._exchange(flush=True)  # what it offered back on seeing the store had lost its data goes up
+        assert not check.hexists("manifold:pins", "shifty\tsend")
+        assert check.hexists("manifold:pins", "probe\tx")
+    finally:
+        await store.close()
+        pins.close()
+
+
 def test_logs_name_the_store_without_its_password() -> None:
     from mcp_manifold._runtime.shared_state.store import _safe_url
 

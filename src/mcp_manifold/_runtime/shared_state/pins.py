@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
@@ -61,6 +62,19 @@ redis.call('ZADD', KEYS[3], version, ARGV[1])
 redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -1 - tonumber(ARGV[2]))
 return version
 """
+# KEYS: the version counter, the store's mark. ARGV: a new mark. Returns the version ('' when none) and the mark,
+# made here when the store has none: a store that lost its data (restarted without persistence, flushed) has
+# another mark from then on, whatever its counter reads. The counter alone cannot tell: another replica's pins
+# written back first, or the new store's own forgets, number it from 1 again before this replica looks.
+# A full store that has no mark yet (one an older version filled) is read unmarked ('') rather than refused.
+LOOK = """
+local mark = redis.call('GET', KEYS[2])
+if not mark then
+  mark = ''
+  if not redis.pcall('SET', KEYS[2], ARGV[1]).err then mark = ARGV[1] end
+end
+return {redis.call('GET', KEYS[1]) or '', mark}
+"""
 
 
 class SharedPins:
@@ -71,12 +85,14 @@ class SharedPins:
         self.key = store.key("pins")
         self.version_key = store.key("pins", "version")
         self.forgotten_key = store.key("pins", "forgotten")
+        self.mark_key = store.key("pins", "mark")
         self._put: Any = store.client.register_script(PUT)
+        self._look: Any = store.client.register_script(LOOK)
         self._forget: Any = store.client.register_script(FORGET)
         self._forgetting: list[str] = []  # servers this replica forgot, on their way to the store
         self._forgotten_seen: float | None = None  # the version of the last forgotten server taken
         self._pending: dict[tuple[str, str], tuple[Pin, bool]] = {}  # -> the pin, whether only where absent
-        self._seen_version: bytes | None = None
+        self._seen_version: tuple[bytes, bytes] | None = None  # the store's mark and version, as last taken
         self._seen: dict[Any, Any] = {}  # the hash as last read: only what changed since is taken
         self._wake = anyio.Event()
         pins.on_change = self.push
@@ -139,8 +155,10 @@ class SharedPins:
 
     async def _pull(self) -> bool:
         """Merge the pins other replicas changed since the last look; True when quarantines changed."""
-        version = await self.store.run("pins", lambda: self.store.client.get(self.version_key))
-        if version is None and self._seen_version is not None:
+        keys, mark = [self.version_key, self.mark_key], secrets.token_hex(8)
+        number, marked = await self.store.run("pins", lambda: self._look(keys=keys, args=[mark]))
+        version = (marked, number)
+        if self._seen_version is not None and self._seen_version[0] not in (b"", marked):  # ('': full, unmarked)
             # The store lost its data (restarted without persistence): what this replica knows goes up again.
             self.offer(self.pins.pins())
             self._forgotten_seen = None  # the list of forgotten servers starts again too
@@ -168,6 +186,10 @@ class SharedPins:
         servers = {_text(member) for member, _score in entries}
         for server in servers & self.pins.servers():
             self.pins.forget(server, tell=False)
+        # Nor are they written back from here: the pins offered when the store lost its data (this look's) came
+        # from the memory the forget was meant to empty, and went up over it to every replica.
+        for key in [key for key in self._pending if key[0] in servers]:
+            del self._pending[key]
         # What the last look took of them counts as new if it is pinned again.
         self._seen = {field: text for field, text in self._seen.items() if _text(field).split("\t")[0] not in servers}
 
