@@ -158,6 +158,37 @@ async def test_a_forget_after_the_store_lost_its_data_reaches_a_replica_that_nev
         pins.close()
 
 
+async def test_a_forget_taken_from_the_store_that_lifts_a_quarantine_tells_the_clients(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """`manifold pins forget --yes` of a server with a quarantined tool: a replica taking it from the store serves
+    the tool again, and tells its clients their tool lists changed (as a forget on its own data dir does).
+    Before, it served it again in silence: a listen stream or a session never heard of it."""
+
+    from mcp_manifold._runtime.pin_store import PinStore
+    from mcp_manifold._runtime.shared_state.pins import SharedPins, publish_forgotten
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    changed = Pin("shifty", "send", "changed", "old", {"name": "send"}, "new", {"name": "send", "v": 2}, 1.0)
+    pins = PinStore(tmp_path, "enforce")
+    pins.merge([changed])
+    told: list[bool] = []
+
+    async def tell() -> None:
+        told.append(True)
+
+    store = StateStore(redis_server.url, "far")
+    shared = SharedPins(store, pins, changed=tell)
+    try:
+        await shared._exchange(flush=False)  # its first look, as at its start
+        await publish_forgotten(redis_server.url, ["shifty"])
+        await shared._exchange(flush=True)
+        assert not pins.blocked("shifty", "send") and told == [True]
+    finally:
+        await store.close()
+        pins.close()
+
+
 def test_logs_name_the_store_without_its_password() -> None:
     from mcp_manifold._runtime.shared_state.store import _safe_url
 

@@ -96,6 +96,10 @@ class PinStore:
         """Whether the tool is quarantined (only ever true with `pinning: enforce`)."""
         return (server, tool) in self._blocked
 
+    def quarantined(self) -> frozenset[tuple[str, str]]:
+        """Every (server, tool) held now."""
+        return self._blocked
+
     def pins(self) -> list[Pin]:
         self._open()
         return sorted(self._pins.values(), key=lambda pin: pin.key)

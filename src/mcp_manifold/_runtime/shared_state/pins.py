@@ -164,26 +164,28 @@ class SharedPins:
             self._forgotten_seen = None  # the list of forgotten servers starts again too
         if version == self._seen_version:
             return False
-        await self._take_forgotten()
+        forgot = await self._take_forgotten()
         raw = await self.store.run("pins", lambda: self.store.client.hgetall(self.key))
         self._seen_version = version
         changed = {field: text for field, text in raw.items() if self._seen.get(field) != text}
         self._seen = raw
         # A change of this replica's still on its way to the store is newer than what the store has.
         taken = [pin for pin in read_pins(changed) if not self._changing(pin.key)]
-        return self.pins.merge(taken)
+        return self.pins.merge(taken) or forgot
 
-    async def _take_forgotten(self) -> None:
+    async def _take_forgotten(self) -> bool:
         """Forget here the servers another replica forgot since the last look (at the first look, every one still
-        listed: a replica that was stopped meanwhile drops them from its file rather than offering them back)."""
+        listed: a replica that was stopped meanwhile drops them from its file rather than offering them back);
+        True when quarantines changed (a forgotten server's held tools are served again: clients are told)."""
         low = "-inf" if self._forgotten_seen is None else f"({self._forgotten_seen}"
         entries = await self.store.run(
             "pins", lambda: self.store.client.zrangebyscore(self.forgotten_key, low, "+inf", withscores=True)
         )
         if not entries:
-            return
+            return False
         self._forgotten_seen = max(score for _member, score in entries)
         servers = {_text(member) for member, _score in entries}
+        blocked = self.pins.quarantined()
         for server in servers & self.pins.servers():
             self.pins.forget(server, tell=False)
         # Nor are they written back from here: the pins offered when the store lost its data (this look's) came
@@ -192,6 +194,7 @@ class SharedPins:
             del self._pending[key]
         # What the last look took of them counts as new if it is pinned again.
         self._seen = {field: text for field, text in self._seen.items() if _text(field).split("\t")[0] not in servers}
+        return self.pins.quarantined() != blocked
 
     def _changing(self, key: tuple[str, str]) -> bool:
         entry = self._pending.get(key)
