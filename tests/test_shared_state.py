@@ -189,6 +189,39 @@ async def test_a_forget_taken_from_the_store_that_lifts_a_quarantine_tells_the_c
         pins.close()
 
 
+async def test_a_forget_taken_from_the_store_keeps_the_tools_past_pin_max_tools_held_until_the_next_listing(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A running server's pins forgotten (`manifold pins forget`): its tools listed past `pin_max_tools` stay held
+    under enforce until its next listing judges them afresh, as on a gateway that reads the forget from its file.
+    Before, a replica taking the forget from the store served them at once, pinned nowhere, until that listing
+    (which may never come: it holds them again)."""
+    import anyio
+    import mcp_types as types
+
+    from mcp_manifold._core.listing import Listing
+    from mcp_manifold._runtime.pin_store import PinStore
+    from mcp_manifold._runtime.shared_state.pins import SharedPins, publish_forgotten
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    pins = PinStore(tmp_path, "enforce", max_tools=2)
+    listing = Listing(tools=[types.Tool(name=name, input_schema={}) for name in ("a", "b", "c")])
+    pins.observe("renamer", listing)
+    assert pins.blocked("renamer", "c")  # past the bound
+    store = StateStore(redis_server.url, "far")
+    shared = SharedPins(store, pins, changed=lambda: anyio.sleep(0))
+    try:
+        await shared._exchange(flush=False)
+        await publish_forgotten(redis_server.url, ["renamer"])
+        await shared._exchange(flush=True)
+        assert pins.get("renamer", "a") is None and pins.blocked("renamer", "c")
+        pins.observe("renamer", listing)  # its next listing: pinned afresh, up to the bound
+        assert pins.get("renamer", "a") is not None and pins.blocked("renamer", "c")
+    finally:
+        await store.close()
+        pins.close()
+
+
 def test_logs_name_the_store_without_its_password() -> None:
     from mcp_manifold._runtime.shared_state.store import _safe_url
 

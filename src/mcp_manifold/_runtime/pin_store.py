@@ -240,14 +240,16 @@ class PinStore:
 
     def forget(self, server: str, *, tell: bool = True) -> int:
         """Drop every pin of `server`, in memory and in the file: a hub instance whose id was generated is gone
-        for good, and its pins would only pile up (and be scanned by every listing). How many were dropped."""
+        for good, and its pins would only pile up (and be scanned by every listing); or the operator's `manifold
+        pins forget`, taken from the shared store. How many were dropped. What it is served now stays (`not_served`
+        drops that for one that is gone): a server forgotten while it runs has its tools past `max_tools` held until
+        its next listing judges them afresh, as when a gateway reads the forget from its file."""
         if self.mode == "off":
             return 0
         self._open()
         keys = [key for key in self._pins if key[0] == server]
         for key in keys:
             del self._pins[key]
-        self.not_served(server)
         if tell and self.on_forget is not None:
             self.on_forget(server)
         if keys:
