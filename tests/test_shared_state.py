@@ -222,6 +222,36 @@ async def test_a_forget_taken_from_the_store_keeps_the_tools_past_pin_max_tools_
         pins.close()
 
 
+def test_manifold_pins_drops_the_pins_a_data_dir_kept_of_a_server_forgotten_since(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """An operator's data dir that `manifold pins` ran on before another machine's `pins forget`: it showed the
+    forgotten server's old pins still (a quarantine the replicas no longer had), and approving one put it back
+    in the shared store for every replica. Now those the store no longer has are dropped when it merges; what the
+    replicas pinned afresh since, and other servers' pins, stay."""
+    from mcp_manifold._cli.pins import _pin_store
+    from mcp_manifold._runtime.pin_store import PinStore
+
+    config = write_config({"probe": server_entry("replica_probe.py")}, {"state_url": redis_server.url})
+    kept = PinStore(tmp_path / "data", "enforce")
+    old = Pin("shifty", "old", "changed", "h", {"name": "old"}, "c", {"name": "old", "v": 2})
+    other = Pin("probe", "x", "pinned", "h", {"name": "x"})
+    kept.merge([old, Pin("shifty", "send", "pinned", "h0", {"name": "send"}), other])
+    kept.close()
+    store = redis.Redis.from_url(redis_server.url)
+    store.zadd("manifold:pins:forgotten", {"shifty": 1})
+    fresh = {"server": "shifty", "tool": "send", "state": "pinned", "hash": "h1", "definition": {"name": "send"}}
+    store.hset("manifold:pins", "shifty\tsend", json.dumps(fresh))  # pinned afresh by a replica after the forget
+    _cfg, pins = _pin_store(config)
+    try:
+        assert [(pin.server, pin.tool, pin.hash) for pin in pins.pins()] == [
+            ("probe", "x", "h"),
+            ("shifty", "send", "h1"),
+        ]
+    finally:
+        pins.close()
+
+
 def test_logs_name_the_store_without_its_password() -> None:
     from mcp_manifold._runtime.shared_state.store import _safe_url
 

@@ -261,6 +261,18 @@ class PinStore:
             self._recompute()
         return len(keys)
 
+    def drop(self, keys: list[tuple[str, str]]) -> None:
+        """Drop these pins, in memory and in the file (one transaction): those of a server the shared store
+        forgot, kept in a data dir `manifold pins` ran on before."""
+        if not keys or self.mode == "off":
+            return
+        self._open()
+        for key in keys:
+            self._pins.pop(key, None)
+        with self._transaction() as db:
+            db.executemany("DELETE FROM pins WHERE server = ? AND tool = ?", keys)
+        self._recompute()
+
     # --- another process's decisions -----------------------------------------------------------------
 
     def reload_if_changed(self) -> bool:

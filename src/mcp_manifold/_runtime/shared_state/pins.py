@@ -240,10 +240,17 @@ def _field(pin: Pin) -> str:
 async def shared_pins(state_url: str) -> list[Pin]:
     """Every pin in the shared store: what `manifold pins` merges into its own data dir's store first, so a
     machine that runs no replica sees (and decides on) what the replicas pinned."""
+    return (await shared_pins_and_forgotten(state_url))[0]
+
+
+async def shared_pins_and_forgotten(state_url: str) -> tuple[list[Pin], set[str]]:
+    """Every pin in the shared store, and the servers forgotten (`pins:forgotten`): a data dir that held pins of
+    one before its forget must not show them, nor publish a decision on one back over the forget."""
     store = StateStore(state_url, "pins-cli", announce=False)
     try:
         raw = await store.run("pins", lambda: store.client.hgetall(store.key("pins")))
-        return read_pins(raw)
+        forgotten = await store.run("pins", lambda: store.client.zrange(store.key("pins", "forgotten"), 0, -1))
+        return read_pins(raw), {_text(member) for member in forgotten}
     except StateUnavailable as exc:  # before any decision: one the replicas might never hear is not taken
         raise StateUnavailable(f"{exc}; nothing was changed: run it again once the store answers") from None
     finally:
