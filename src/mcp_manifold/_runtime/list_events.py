@@ -29,7 +29,7 @@ class _ResourcesChanged(ResourcesListChanged):
     changed: Items | None = None
 
 
-_EVENTS: dict[Kind, type[ServerEvent]] = {
+_EVENTS: dict[Kind, type[_ToolsChanged] | type[_PromptsChanged] | type[_ResourcesChanged]] = {
     "tools": _ToolsChanged,
     "prompts": _PromptsChanged,
     "resources": _ResourcesChanged,
@@ -43,7 +43,7 @@ _KINDS: dict[type[ServerEvent], Kind] = {
 
 def list_changed(kind: Kind, changed: Items | None) -> ServerEvent:
     """The event that the `kind` list changed; `changed`: what changed of it, None when not known."""
-    return _EVENTS[kind](changed=changed)  # type: ignore[call-arg]
+    return _EVENTS[kind](changed=changed)
 
 
 def list_kind(event: ServerEvent) -> Kind | None:
