@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_manifold._runtime.shared_state.status import replica_rows
 from tests.conftest import SERVERS, Instances, free_port, server_entry, server_over_http, stop_process, wait_for_port
-from tests.scale_out import Cluster, RedisServer, Replica, redis_server, replicas  # noqa: F401 - fixtures
+from tests.scale_out import Cluster, RedisServer, Replica, redis_server, replicas, wait_healthy  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -467,16 +467,38 @@ async def test_an_instance_registered_once_is_listed_by_every_replica(
 async def test_a_listen_stream_on_one_replica_hears_a_change_made_through_another(
     write_config: Any, redis_server: RedisServer, replicas: Any
 ) -> None:
-    config = write_config({"kitchen": server_entry("kitchen.py")}, {"http": True, "state_url": redis_server.url})
+    """A change made through one replica reaches the listen streams of another, but only those of callers who may
+    see something that changed, as on one replica: before, another replica's event went to every stream, so a
+    caller whose profile hides a server heard, on any replica but the one that saw it, that it had changed."""
+    kitchen = server_entry("kitchen.py", lazy=False)
+    config = write_config({"seen": kitchen, "hidden": kitchen}, {"http": True, "state_url": redis_server.url})
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"one": {"servers": ["seen"]}}}))
     cluster: Cluster = replicas(config, 2)
     listening_at, changing_at = cluster.replicas
-    async with Client(listening_at.url) as listener, Client(changing_at.url) as changer:
+    for replica in cluster.replicas:  # listed (and announced) before any stream opens: only the test's changes follow
+        wait_healthy(replica.url.replace("/mcp", "/readyz"))
+    async with (
+        Client(listening_at.url) as listener,
+        Client(listening_at.url.replace("/mcp", "/mcp/p/one")) as narrow,
+        Client(changing_at.url) as changer,
+    ):
         await listener.list_tools()
-        async with listener.listen(tools_list_changed=True) as stream:
-            await changer.call_tool("kitchen_add_tool", {"name": "fresh"})
+        await narrow.list_tools()
+        async with (
+            listener.listen(tools_list_changed=True) as stream,
+            narrow.listen(tools_list_changed=True, resource_subscriptions=["seen+kitchen://text"]) as narrowed,
+        ):
+            await changer.call_tool("hidden_add_tool", {"name": "fresh"})
             with anyio.fail_after(20):
                 event = await stream.__anext__()
-    assert type(event).__name__ == "ToolsListChanged"
+            assert type(event).__name__ == "ToolsListChanged"
+            await listener.call_tool("seen_touch", {"uri": "kitchen://text"})  # after the hidden change, here
+            with anyio.fail_after(20):
+                first = await narrowed.__anext__()
+            assert type(first).__name__ == "ResourceUpdated", first  # the hidden change was not its news
+            await changer.call_tool("seen_add_tool", {"name": "open"})
+            with anyio.fail_after(20):
+                assert type(await narrowed.__anext__()).__name__ == "ToolsListChanged"  # one it may see is
 
 
 async def test_every_replica_has_its_row_in_the_status(

@@ -121,6 +121,137 @@ async def test_an_approval_reaches_a_replica_whose_clock_runs_ahead(redis_server
         await store.close()
 
 
+async def test_a_forget_after_the_store_lost_its_data_reaches_a_replica_that_never_saw_it_empty(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Redis restarted empty, and another replica wrote its pins back before this one looked (a busy host; in a
+    cluster, one paused): `manifold pins forget` made then still reaches it, and what it offers back of the store
+    it lost is not the forgotten server's. Before, the new store's forgets, numbered from 1 again, were below the
+    last it took, so it kept the quarantine for good; and its stale pins went up over the forget to every replica."""
+    import anyio
+
+    from mcp_manifold._runtime.pin_store import PinStore
+    from mcp_manifold._runtime.shared_state.pins import SharedPins, publish_forgotten
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    check = redis.Redis.from_url(redis_server.url)
+    check.set("manifold:pins:version", 100)
+    check.zadd("manifold:pins:forgotten", {"gone": 100})  # forgotten before this replica started
+    changed = Pin("shifty", "send", "changed", "old", {"name": "send"}, "new", {"name": "send", "v": 2}, 1.0)
+    pins = PinStore(tmp_path, "enforce")
+    pins.merge([changed, Pin("probe", "x", "pinned", "h", {"name": "x"})])
+    store = StateStore(redis_server.url, "far")
+    shared = SharedPins(store, pins, changed=lambda: anyio.sleep(0))
+    try:
+        await shared._exchange(flush=False)  # its first look, as at its start
+        check.flushall()
+        check.hset("manifold:pins", "probe\tx", json.dumps({"server": "probe", "tool": "x", "state": "pinned"}))
+        check.incr("manifold:pins:version")  # another replica's pins, back first
+        await publish_forgotten(redis_server.url, ["shifty"])
+        await shared._exchange(flush=True)
+        assert pins.get("shifty", "send") is None and not pins.blocked("shifty", "send")
+        await shared._exchange(flush=True)  # what it offered back on seeing the store had lost its data goes up
+        assert not check.hexists("manifold:pins", "shifty\tsend")
+        assert check.hexists("manifold:pins", "probe\tx")
+    finally:
+        await store.close()
+        pins.close()
+
+
+async def test_a_forget_taken_from_the_store_that_lifts_a_quarantine_tells_the_clients(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """`manifold pins forget --yes` of a server with a quarantined tool: a replica taking it from the store serves
+    the tool again, and tells its clients their tool lists changed (as a forget on its own data dir does).
+    Before, it served it again in silence: a listen stream or a session never heard of it."""
+
+    from mcp_manifold._runtime.pin_store import PinStore
+    from mcp_manifold._runtime.shared_state.pins import SharedPins, publish_forgotten
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    changed = Pin("shifty", "send", "changed", "old", {"name": "send"}, "new", {"name": "send", "v": 2}, 1.0)
+    pins = PinStore(tmp_path, "enforce")
+    pins.merge([changed])
+    told: list[bool] = []
+
+    async def tell() -> None:
+        told.append(True)
+
+    store = StateStore(redis_server.url, "far")
+    shared = SharedPins(store, pins, changed=tell)
+    try:
+        await shared._exchange(flush=False)  # its first look, as at its start
+        await publish_forgotten(redis_server.url, ["shifty"])
+        await shared._exchange(flush=True)
+        assert not pins.blocked("shifty", "send") and told == [True]
+    finally:
+        await store.close()
+        pins.close()
+
+
+async def test_a_forget_taken_from_the_store_keeps_the_tools_past_pin_max_tools_held_until_the_next_listing(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A running server's pins forgotten (`manifold pins forget`): its tools listed past `pin_max_tools` stay held
+    under enforce until its next listing judges them afresh, as on a gateway that reads the forget from its file.
+    Before, a replica taking the forget from the store served them at once, pinned nowhere, until that listing
+    (which may never come: it holds them again)."""
+    import anyio
+    import mcp_types as types
+
+    from mcp_manifold._core.listing import Listing
+    from mcp_manifold._runtime.pin_store import PinStore
+    from mcp_manifold._runtime.shared_state.pins import SharedPins, publish_forgotten
+    from mcp_manifold._runtime.shared_state.store import StateStore
+
+    pins = PinStore(tmp_path, "enforce", max_tools=2)
+    listing = Listing(tools=[types.Tool(name=name, input_schema={}) for name in ("a", "b", "c")])
+    pins.observe("renamer", listing)
+    assert pins.blocked("renamer", "c")  # past the bound
+    store = StateStore(redis_server.url, "far")
+    shared = SharedPins(store, pins, changed=lambda: anyio.sleep(0))
+    try:
+        await shared._exchange(flush=False)
+        await publish_forgotten(redis_server.url, ["renamer"])
+        await shared._exchange(flush=True)
+        assert pins.get("renamer", "a") is None and pins.blocked("renamer", "c")
+        pins.observe("renamer", listing)  # its next listing: pinned afresh, up to the bound
+        assert pins.get("renamer", "a") is not None and pins.blocked("renamer", "c")
+    finally:
+        await store.close()
+        pins.close()
+
+
+def test_manifold_pins_drops_the_pins_a_data_dir_kept_of_a_server_forgotten_since(
+    write_config: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """An operator's data dir that `manifold pins` ran on before another machine's `pins forget`: it showed the
+    forgotten server's old pins still (a quarantine the replicas no longer had), and approving one put it back
+    in the shared store for every replica. Now those the store no longer has are dropped when it merges; what the
+    replicas pinned afresh since, and other servers' pins, stay."""
+    from mcp_manifold._cli.pins import _pin_store
+    from mcp_manifold._runtime.pin_store import PinStore
+
+    config = write_config({"probe": server_entry("replica_probe.py")}, {"state_url": redis_server.url})
+    kept = PinStore(tmp_path / "data", "enforce")
+    old = Pin("shifty", "old", "changed", "h", {"name": "old"}, "c", {"name": "old", "v": 2})
+    other = Pin("probe", "x", "pinned", "h", {"name": "x"})
+    kept.merge([old, Pin("shifty", "send", "pinned", "h0", {"name": "send"}), other])
+    kept.close()
+    store = redis.Redis.from_url(redis_server.url)
+    store.zadd("manifold:pins:forgotten", {"shifty": 1})
+    fresh = {"server": "shifty", "tool": "send", "state": "pinned", "hash": "h1", "definition": {"name": "send"}}
+    store.hset("manifold:pins", "shifty\tsend", json.dumps(fresh))  # pinned afresh by a replica after the forget
+    _cfg, pins = _pin_store(config)
+    try:
+        assert [(pin.server, pin.tool, pin.hash) for pin in pins.pins()] == [
+            ("probe", "x", "h"),
+            ("shifty", "send", "h1"),
+        ]
+    finally:
+        pins.close()
+
+
 def test_logs_name_the_store_without_its_password() -> None:
     from mcp_manifold._runtime.shared_state.store import _safe_url
 

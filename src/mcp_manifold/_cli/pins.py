@@ -27,10 +27,15 @@ def _pin_store(config: Path | None) -> Any:
         err.print("note: pinning is off in this config; showing the pins recorded before", markup=False)
     store = PinStore(cfg.settings.data_dir, "warn" if mode == "off" else mode)  # type: ignore[arg-type]
     if cfg.settings.state_url:  # what the replicas pinned, however far their data dirs are from this one
-        from mcp_manifold._runtime.shared_state.pins import shared_pins
+        from mcp_manifold._runtime.shared_state.pins import shared_pins_and_forgotten
 
+        shared, forgotten = anyio.run(shared_pins_and_forgotten, cfg.settings.state_url)
+        # A forgotten server's pins this dir kept from before its forget, which the store no longer has: shown, and
+        # approved, they came back to every replica. (What the store has of it, pinned afresh since, stays.)
+        held = {pin.key for pin in shared}
+        store.drop([pin.key for pin in store.pins() if pin.server in forgotten and pin.key not in held])
         # The store is the judge of what came last: no clock of any machine is (they disagree).
-        store.merge(anyio.run(shared_pins, cfg.settings.state_url))
+        store.merge(shared)
     return cfg, store
 
 

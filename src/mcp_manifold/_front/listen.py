@@ -28,12 +28,9 @@ from typing import Any
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import (
     ListenHandler,
-    PromptsListChanged,
-    ResourcesListChanged,
     ResourceUpdated,
     ServerEvent,
     SubscriptionBus,
-    ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
@@ -45,7 +42,6 @@ from mcp_types import (
     SubscriptionsListenResult,
 )
 
-from mcp_manifold._core.catalog import Kind
 from mcp_manifold._core.clients import Request
 from mcp_manifold._errors import ManifoldError, NotFound, RateLimited
 from mcp_manifold._front.identity import request_identity
@@ -55,11 +51,6 @@ from mcp_manifold._runtime.gateway import Gateway
 
 logger = logging.getLogger(__name__)
 
-_LIST_KINDS: dict[type[ServerEvent], Kind] = {
-    ToolsListChanged: "tools",
-    PromptsListChanged: "prompts",
-    ResourcesListChanged: "resources",
-}
 
 # What the stream being opened in this task may be sent (`_StreamBus`); None: everything.
 _admits: ContextVar[Callable[[ServerEvent], bool] | None] = ContextVar("manifold_listen_admits", default=None)
@@ -177,7 +168,7 @@ class GatewayListenHandler:
                 # caller's profile, its updates (another client subscribed) still came.
                 return access.profile(request.caller) is None and access.holds_profile(request.caller)
             # A list changed: only if the caller may see something that changed (a hidden server's is not its news).
-            return gateway.back_channel.concerns(request.caller, _LIST_KINDS[type(event)])
+            return gateway.back_channel.concerns(request.caller, event)
 
         admitting = _admits.set(admits)
         try:

@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp.server.subscriptions import InMemorySubscriptionBus
-from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
+from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
 
 from mcp_manifold._core.catalog import Catalog, Kind
 from mcp_manifold._core.clients import Caller, no_client_to_answer
 from mcp_manifold._core.suggestions import LONGEST_URI
 from mcp_manifold._errors import InvalidRequest
+from mcp_manifold._runtime.list_events import changed_items, list_changed, list_kind
 from mcp_manifold._runtime.relay_bound import ask_within, log_size, relay
 from mcp_manifold._sdk import no_deprecation_warnings
 
@@ -50,7 +51,6 @@ _LIST_CHANGED = frozenset(
         "notifications/prompts/list_changed",
     }
 )
-_BUS_EVENTS = {"tools": ToolsListChanged, "resources": ResourcesListChanged, "prompts": PromptsListChanged}
 
 # A subscription costs the gateway its URI for as long as the client stays, and a 2026-07-28 server is sent
 # every subscribed URI of its own again at each change (its listen stream names them all): unbounded, one
@@ -102,7 +102,6 @@ class BackChannel:
         # see one of them. Before, a change behind a client's profile reached it: a hidden server exists and
         # changed. None: not known (a reload, a hub change): every client hears of it.
         self._pending_items: dict[Kind, frozenset[tuple[str, str]] | None] = {}
-        self._publishing: Mapping[Kind, frozenset[tuple[str, str]] | None] = {}  # while `publish` delivers
         self._changed = anyio.Event()
         # Per client, the lists it has and has not been told about since it listed them (coalescing): the
         # change count each list showed.
@@ -251,17 +250,17 @@ class BackChannel:
     ) -> None:
         """Tell the listen streams of 2026-07-28 clients that the lists of `kinds` changed (`items`: what
         changed of each, for `concerns`)."""
-        self._publishing = items or {}
-        try:
-            for kind in sorted(kinds):
-                await self.bus.publish(_BUS_EVENTS[kind]())  # delivered to this replica's streams before it returns
-        finally:
-            self._publishing = {}
+        items = items or {}
+        for kind in sorted(kinds):
+            # Each event carries what changed, to this replica's streams and the other replicas' alike. Before,
+            # that was read from this back channel while it published: another replica's event was judged by
+            # nothing, and reached every stream (a hidden server's change too).
+            await self.bus.publish(list_changed(kind, items.get(kind)))
 
-    def concerns(self, caller: Caller, kind: Kind) -> bool:
-        """Whether the change of the `kind` list being published now concerns `caller` (a listen stream's
-        filter): it may see something that changed. Another replica's change is not known here: yes."""
-        return self._sees(caller, kind, self._publishing)
+    def concerns(self, caller: Caller, event: ServerEvent) -> bool:
+        """Whether a list event concerns `caller` (a listen stream's filter): it may see something that changed."""
+        kind = list_kind(event)
+        return kind is not None and self._sees(caller, kind, {kind: changed_items(event)})
 
     def _sees(self, caller: Caller, kind: Kind, items: Mapping[Kind, frozenset[tuple[str, str]] | None]) -> bool:
         changed = items.get(kind)

@@ -603,6 +603,7 @@ class Gateway:
     def _forget_instance(self, instance_id: str) -> None:
         """A hub instance whose id was generated is gone for good: its pins and its metric series go too."""
         self.pins.forget(instance_id)
+        self.pins.not_served(instance_id)
         for observer in self.forget_observers:
             observer(instance_id)
 

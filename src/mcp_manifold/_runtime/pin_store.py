@@ -96,6 +96,10 @@ class PinStore:
         """Whether the tool is quarantined (only ever true with `pinning: enforce`)."""
         return (server, tool) in self._blocked
 
+    def quarantined(self) -> frozenset[tuple[str, str]]:
+        """Every (server, tool) held now."""
+        return self._blocked
+
     def pins(self) -> list[Pin]:
         self._open()
         return sorted(self._pins.values(), key=lambda pin: pin.key)
@@ -236,14 +240,16 @@ class PinStore:
 
     def forget(self, server: str, *, tell: bool = True) -> int:
         """Drop every pin of `server`, in memory and in the file: a hub instance whose id was generated is gone
-        for good, and its pins would only pile up (and be scanned by every listing). How many were dropped."""
+        for good, and its pins would only pile up (and be scanned by every listing); or the operator's `manifold
+        pins forget`, taken from the shared store. How many were dropped. What it is served now stays (`not_served`
+        drops that for one that is gone): a server forgotten while it runs has its tools past `max_tools` held until
+        its next listing judges them afresh, as when a gateway reads the forget from its file."""
         if self.mode == "off":
             return 0
         self._open()
         keys = [key for key in self._pins if key[0] == server]
         for key in keys:
             del self._pins[key]
-        self.not_served(server)
         if tell and self.on_forget is not None:
             self.on_forget(server)
         if keys:
@@ -254,6 +260,18 @@ class PinStore:
                 logger.error("could not forget the pins of %r in %s: %s", server, self.path, exc)
             self._recompute()
         return len(keys)
+
+    def drop(self, keys: list[tuple[str, str]]) -> None:
+        """Drop these pins, in memory and in the file (one transaction): those of a server the shared store
+        forgot, kept in a data dir `manifold pins` ran on before."""
+        if not keys or self.mode == "off":
+            return
+        self._open()
+        for key in keys:
+            self._pins.pop(key, None)
+        with self._transaction() as db:
+            db.executemany("DELETE FROM pins WHERE server = ? AND tool = ?", keys)
+        self._recompute()
 
     # --- another process's decisions -----------------------------------------------------------------
 

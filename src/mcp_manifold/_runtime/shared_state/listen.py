@@ -2,8 +2,10 @@
 
 An event published on one replica (a server's list changed, a resource was updated) goes to that replica's
 own listen streams at once and to one Redis channel; every other replica hears it there and gives it to its
-streams. Delivery is fire-and-forget, as the SDK's bus is: while the store is down, events reach only the
-streams of the replica that saw them (clients refetch when they re-listen), and the subscriber reconnects.
+streams. A list event carries which items changed (up to `MAX_CARRIED`), so every replica's streams admit it
+only for callers who may see one of them, as the replica that saw it does. Delivery is fire-and-forget, as the
+SDK's bus is: while the store is down, events reach only the streams of the replica that saw them (clients
+refetch when they re-listen), and the subscriber reconnects.
 """
 
 from __future__ import annotations
@@ -16,33 +18,29 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from mcp.server.subscriptions import (
-    InMemorySubscriptionBus,
-    PromptsListChanged,
-    ResourcesListChanged,
-    ResourceUpdated,
-    ServerEvent,
-    ToolsListChanged,
-)
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
 
+from mcp_manifold._runtime.list_events import Items, changed_items, list_changed, list_kind
 from mcp_manifold._runtime.shared_state.store import RETRY, StateStore, StateUnavailable
 
 RESUBSCRIBE_PAUSE = 0.2  # seconds before subscribing again after a subscription ended
+# The most items of a list change an event carries; past it, it says "not known" and reaches every stream (a
+# server listing thousands of tools anew must not publish megabytes to every replica).
+MAX_CARRIED = 256
 
 logger = logging.getLogger(__name__)
 
-_LISTS: dict[str, type[ServerEvent]] = {
-    "tools": ToolsListChanged,
-    "prompts": PromptsListChanged,
-    "resources": ResourcesListChanged,
-}
-_KINDS = {event: kind for kind, event in _LISTS.items()}
+_KINDS = ("tools", "prompts", "resources")
 
 
 def encode(event: ServerEvent, origin: str) -> str:
     if isinstance(event, ResourceUpdated):
         return json.dumps({"origin": origin, "updated": event.uri})
-    return json.dumps({"origin": origin, "list": _KINDS[type(event)]})
+    data: dict[str, object] = {"origin": origin, "list": list_kind(event)}
+    changed = changed_items(event)
+    if changed is not None and len(changed) <= MAX_CARRIED:
+        data["items"] = sorted(changed)  # which items changed: other replicas' streams judge by them too
+    return json.dumps(data)
 
 
 def decode(text: str | bytes) -> tuple[str, ServerEvent] | None:
@@ -50,9 +48,21 @@ def decode(text: str | bytes) -> tuple[str, ServerEvent] | None:
         data = json.loads(text)
         if "updated" in data:
             return str(data["origin"]), ResourceUpdated(str(data["updated"]))
-        return str(data["origin"]), _LISTS[data["list"]]()
-    except (ValueError, KeyError, TypeError):
+        kind = data["list"]
+        if kind not in _KINDS:
+            return None
+        return str(data["origin"]), list_changed(kind, _items(data.get("items")))
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _items(value: object) -> Items | None:
+    """The items an event carries; None (not known: every stream hears of it) when it carries none it can read."""
+    if not isinstance(value, list) or not all(
+        isinstance(item, list) and len(item) == 2 and all(isinstance(part, str) for part in item) for item in value
+    ):
+        return None
+    return frozenset((server, name) for server, name in value)
 
 
 class SharedSubscriptionBus:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
@@ -61,6 +62,19 @@ redis.call('ZADD', KEYS[3], version, ARGV[1])
 redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -1 - tonumber(ARGV[2]))
 return version
 """
+# KEYS: the version counter, the store's mark. ARGV: a new mark. Returns the version ('' when none) and the mark,
+# made here when the store has none: a store that lost its data (restarted without persistence, flushed) has
+# another mark from then on, whatever its counter reads. The counter alone cannot tell: another replica's pins
+# written back first, or the new store's own forgets, number it from 1 again before this replica looks.
+# A full store that has no mark yet (one an older version filled) is read unmarked ('') rather than refused.
+LOOK = """
+local mark = redis.call('GET', KEYS[2])
+if not mark then
+  mark = ''
+  if not redis.pcall('SET', KEYS[2], ARGV[1]).err then mark = ARGV[1] end
+end
+return {redis.call('GET', KEYS[1]) or '', mark}
+"""
 
 
 class SharedPins:
@@ -71,12 +85,14 @@ class SharedPins:
         self.key = store.key("pins")
         self.version_key = store.key("pins", "version")
         self.forgotten_key = store.key("pins", "forgotten")
+        self.mark_key = store.key("pins", "mark")
         self._put: Any = store.client.register_script(PUT)
+        self._look: Any = store.client.register_script(LOOK)
         self._forget: Any = store.client.register_script(FORGET)
         self._forgetting: list[str] = []  # servers this replica forgot, on their way to the store
         self._forgotten_seen: float | None = None  # the version of the last forgotten server taken
         self._pending: dict[tuple[str, str], tuple[Pin, bool]] = {}  # -> the pin, whether only where absent
-        self._seen_version: bytes | None = None
+        self._seen_version: tuple[bytes, bytes] | None = None  # the store's mark and version, as last taken
         self._seen: dict[Any, Any] = {}  # the hash as last read: only what changed since is taken
         self._wake = anyio.Event()
         pins.on_change = self.push
@@ -139,37 +155,46 @@ class SharedPins:
 
     async def _pull(self) -> bool:
         """Merge the pins other replicas changed since the last look; True when quarantines changed."""
-        version = await self.store.run("pins", lambda: self.store.client.get(self.version_key))
-        if version is None and self._seen_version is not None:
+        keys, mark = [self.version_key, self.mark_key], secrets.token_hex(8)
+        number, marked = await self.store.run("pins", lambda: self._look(keys=keys, args=[mark]))
+        version = (marked, number)
+        if self._seen_version is not None and self._seen_version[0] not in (b"", marked):  # ('': full, unmarked)
             # The store lost its data (restarted without persistence): what this replica knows goes up again.
             self.offer(self.pins.pins())
             self._forgotten_seen = None  # the list of forgotten servers starts again too
         if version == self._seen_version:
             return False
-        await self._take_forgotten()
+        forgot = await self._take_forgotten()
         raw = await self.store.run("pins", lambda: self.store.client.hgetall(self.key))
         self._seen_version = version
         changed = {field: text for field, text in raw.items() if self._seen.get(field) != text}
         self._seen = raw
         # A change of this replica's still on its way to the store is newer than what the store has.
         taken = [pin for pin in read_pins(changed) if not self._changing(pin.key)]
-        return self.pins.merge(taken)
+        return self.pins.merge(taken) or forgot
 
-    async def _take_forgotten(self) -> None:
+    async def _take_forgotten(self) -> bool:
         """Forget here the servers another replica forgot since the last look (at the first look, every one still
-        listed: a replica that was stopped meanwhile drops them from its file rather than offering them back)."""
+        listed: a replica that was stopped meanwhile drops them from its file rather than offering them back);
+        True when quarantines changed (a forgotten server's held tools are served again: clients are told)."""
         low = "-inf" if self._forgotten_seen is None else f"({self._forgotten_seen}"
         entries = await self.store.run(
             "pins", lambda: self.store.client.zrangebyscore(self.forgotten_key, low, "+inf", withscores=True)
         )
         if not entries:
-            return
+            return False
         self._forgotten_seen = max(score for _member, score in entries)
         servers = {_text(member) for member, _score in entries}
+        blocked = self.pins.quarantined()
         for server in servers & self.pins.servers():
             self.pins.forget(server, tell=False)
+        # Nor are they written back from here: the pins offered when the store lost its data (this look's) came
+        # from the memory the forget was meant to empty, and went up over it to every replica.
+        for key in [key for key in self._pending if key[0] in servers]:
+            del self._pending[key]
         # What the last look took of them counts as new if it is pinned again.
         self._seen = {field: text for field, text in self._seen.items() if _text(field).split("\t")[0] not in servers}
+        return self.pins.quarantined() != blocked
 
     def _changing(self, key: tuple[str, str]) -> bool:
         entry = self._pending.get(key)
@@ -215,10 +240,17 @@ def _field(pin: Pin) -> str:
 async def shared_pins(state_url: str) -> list[Pin]:
     """Every pin in the shared store: what `manifold pins` merges into its own data dir's store first, so a
     machine that runs no replica sees (and decides on) what the replicas pinned."""
+    return (await shared_pins_and_forgotten(state_url))[0]
+
+
+async def shared_pins_and_forgotten(state_url: str) -> tuple[list[Pin], set[str]]:
+    """Every pin in the shared store, and the servers forgotten (`pins:forgotten`): a data dir that held pins of
+    one before its forget must not show them, nor publish a decision on one back over the forget."""
     store = StateStore(state_url, "pins-cli", announce=False)
     try:
         raw = await store.run("pins", lambda: store.client.hgetall(store.key("pins")))
-        return read_pins(raw)
+        forgotten = await store.run("pins", lambda: store.client.zrange(store.key("pins", "forgotten"), 0, -1))
+        return read_pins(raw), {_text(member) for member in forgotten}
     except StateUnavailable as exc:  # before any decision: one the replicas might never hear is not taken
         raise StateUnavailable(f"{exc}; nothing was changed: run it again once the store answers") from None
     finally:
