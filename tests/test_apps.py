@@ -269,3 +269,32 @@ async def test_a_profile_that_hides_an_apps_tools_hides_the_app(
         async with Client(f"{url}/p/ticks", mode=mode) as ticks:  # a tool that names it is its own
             assert [r.uri for r in (await ticks.list_resources()).resources] == [app]
             assert "clock app" in (await ticks.read_resource(app)).contents[0].text  # type: ignore[union-attr]
+
+
+async def test_the_models_own_tools_never_reach_a_tool_for_its_app_only(
+    write_config: Callable[..., Path], http_gateway: Callable[..., str]
+) -> None:
+    """`tick` is for its app only. An app calls it with `tools/call`; proxy's `call`, retrieve's `call_tool` and the
+    hub's tools are the model's. Before, each of them called it, and `instances_connect` showed it to the model with
+    its schema. Now it is unknown there, in the words a missing tool gets, and its app still calls it."""
+    from mcp import Client
+
+    config = write_config({"apps": server_entry("apps.py")}, {"expose": ["direct", "proxy", "retrieve", "hub"]})
+    url = http_gateway(config)
+    for mode in ("auto", "legacy"):
+        async with Client(url, mode=mode) as client:
+            for name in ("apps_tick", "tick"):
+                through_proxy = await client.call_tool(
+                    "proxy", {"action": "call", "type": "tool", "path": name, "args": {"n": 1}}
+                )
+                assert through_proxy.is_error and text(through_proxy).startswith(f"unknown tool '{name}'")
+                retrieved = await client.call_tool("call_tool", {"name": name, "args": {"n": 1}})
+                assert retrieved.is_error and text(retrieved).startswith(f"no tool named '{name}'")
+            connected = text(await client.call_tool("instances_connect", {"instance_id": "apps"}))
+            assert "tick" not in connected and "2 tool(s) (show_clock, plain)" in connected
+            on_hub = await client.call_tool("instances_call", {"instance_id": "apps", "tool": "tick", "arguments": {}})
+            assert on_hub.is_error and text(on_hub).endswith("has no tool 'tick' (its tools: show_clock, plain)")
+            assert text(await client.call_tool("apps_tick", {"n": 2})) == "tick 2"  # its app's call
+            if mode == "legacy":  # connected: the instance's tools are the session's, its app calls them as before
+                assert "tick" not in [tool.name for tool in (await client.list_tools()).tools]
+                assert text(await client.call_tool("tick", {"n": 3})) == "tick 3"

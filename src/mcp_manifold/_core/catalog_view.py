@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import mcp_types as types
 
+from mcp_manifold._core.apps import for_app_only
 from mcp_manifold._core.catalog import Catalog, Match, Route, ToolEntry, unknown_resource
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.profiles import Profile, for_profile
@@ -133,8 +134,21 @@ class CatalogView:
     def has_tool(self, name: str) -> bool:
         return self.entry(name) is not None
 
-    def tool(self, name: str) -> ToolEntry:
+    def model_entry(self, name: str) -> ToolEntry | None:
+        """`entry`, never a tool for its app only: what a tool the model calls tools through (proxy's `call`,
+        retrieve's `call_tool`) may reach. An app calls its tools with `tools/call`, never through those, and a
+        tool for its app only is not the model's (MCP Apps): before, either reached one by its name."""
         entry = self.entry(name)
+        return None if entry is None or for_app_only(entry.original.meta) else entry
+
+    def tool(self, name: str) -> ToolEntry:
+        return self._found(name, self.entry(name))
+
+    def model_tool(self, name: str) -> ToolEntry:
+        """`tool`, never one for its app only (`model_entry`): that is unknown, in the words a missing one gets."""
+        return self._found(name, self.model_entry(name))
+
+    def _found(self, name: str, entry: ToolEntry | None) -> ToolEntry:
         if entry is None:
             self.report_miss(name)
             known = [entry.name for entry in self.tool_entries()]

@@ -236,7 +236,7 @@ class RetrieveSurface(Surface):
         args = object_argument(args, "args")
         await self.host.ensure_catalog(request)
         view = self.host.view(request)
-        entry = view.entry(name)
+        entry = view.model_entry(name)  # the model's call: never a tool for its app only
         if entry is None:
             view.report_miss(name)
             # No tool has a longer name: nothing to suggest, and no search of a name that is really a page.

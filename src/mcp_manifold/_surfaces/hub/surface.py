@@ -24,10 +24,12 @@ from __future__ import annotations
 import json
 import logging
 import weakref
+from dataclasses import replace
 from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._core.apps import for_app_only
 from mcp_manifold._core.arguments import object_argument
 from mcp_manifold._core.catalog import Kind
 from mcp_manifold._core.catalog_view import CatalogView
@@ -146,7 +148,7 @@ class HubSurface(Surface):
 
     def list_tools(self, request: Request) -> list[types.Tool]:
         listing = self._bound_listing(request)
-        return [*self._tools, *(listing.tools if listing else ())]
+        return [*self._tools, *(_for_model(listing).tools if listing else ())]
 
     def owns_tool(self, request: Request, name: str) -> bool:
         if name in HUB_TOOL_NAMES:
@@ -165,7 +167,7 @@ class HubSurface(Surface):
         if instance is None:
             return self._gone_message(request, bound)
         listing = self._visible(request, instance)
-        tools = ", ".join(tool.name for tool in listing.tools) if listing else "unknown"
+        tools = ", ".join(tool.name for tool in _for_model(listing).tools) if listing else "unknown"
         return f"{instance.label()} has no such tool (its tools: {tools}). {CONNECT} switches to another instance."
 
     def _stateless_hint(self, request: Request, name: str) -> str:
@@ -176,7 +178,7 @@ class HubSurface(Surface):
             for instance in self.registry.instances.values()
             if self._instance(request, instance.id) is not None
             and (listing := self._visible(request, instance)) is not None
-            and listing.tool(name) is not None
+            and _for_model(listing).tool(name) is not None
         ]
         if owners:
             return (
@@ -295,6 +297,7 @@ class HubSurface(Surface):
         listing = view.listing(
             instance.id, await self.registry.relist(instance), instance.original_tool, instance.original_prompt
         )
+        listing = _for_model(listing)  # told to the model: never a tool for its app only
         summary = (
             f"{len(listing.tools)} tool(s) ({', '.join(tool.name for tool in listing.tools) or 'none'}), "
             f"{len(listing.resources) + len(listing.templates)} resource(s), {len(listing.prompts)} prompt(s)"
@@ -365,6 +368,7 @@ class HubSurface(Surface):
             instance.original_tool,
             instance.original_prompt,
         )
+        listing = _for_model(listing)  # the model's call: never a tool for its app only (its app uses tools/call)
         if listing.tool(tool) is None:
             names = [t.name for t in listing.tools]
             raise NotFound(
@@ -493,6 +497,15 @@ class HubSurface(Surface):
 def _bound(request: Request) -> str | None:
     """The instance a request is for: the one its address names, else the one its session connected to."""
     return request.endpoint.get("instance_id") or request.caller.state.get(_BOUND)
+
+
+def _for_model(listing: Listing) -> Listing:
+    """`listing` without the tools for their app only (MCP Apps `visibility: ["app"]`), as the direct surface lists:
+    never listed, named or called through the hub's own tools, which are the model's. Its app still calls them with
+    `tools/call` on the connected session (`owns_tool` takes the whole listing). Before, `instances_connect` showed
+    them to the model with their schemas and `instances_call` called them."""
+    tools = [tool for tool in listing.tools if not for_app_only(tool.meta)]
+    return listing if len(tools) == len(listing.tools) else replace(listing, tools=tools)
 
 
 def _tools_with_schemas(listing: Listing) -> str:
