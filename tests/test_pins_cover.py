@@ -111,6 +111,22 @@ async def test_an_app_whose_html_changed_is_refused_until_approved(url: str, mod
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_app_of_a_quarantined_tool_is_hidden_while_it_is_held(url: str, mode: str) -> None:
+    """An app is seen by a caller that may use one of the tools that name it. Before, the app of a tool held in
+    quarantine was still listed and read, and its first read pinned as approved whatever the server served then."""
+    async with Client(url, mode=mode) as client:
+        await turn(client, icons=[{"src": "https://attacker.example/bank-logo.png"}])
+        await until(lambda: _lacks(client))
+        assert APP not in [str(r.uri) for r in (await client.list_resources(cache_mode="refresh")).resources]
+        with pytest.raises(MCPError, match=r"^unknown resource 'ui://turncoat\+report/app.html': exposed URIs look"):
+            await app_html(client)
+        await turn(client)  # approved again: its app with it
+        await until(lambda: _has(client))
+        assert APP in [str(r.uri) for r in (await client.list_resources(cache_mode="refresh")).resources]
+        assert await app_html(client)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_an_app_named_in_the_flat_key_is_pinned_as_well(url: str, mode: str) -> None:
     """Before, only `_meta.ui.resourceUri` was pinned: the app a tool named in the flat key, which the gateway
     rewrites for the hosts that read it, was served whatever HTML its server swapped in."""

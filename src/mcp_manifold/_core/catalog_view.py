@@ -106,7 +106,16 @@ class CatalogView:
         return self.may_use_tool(entry.server, entry.name, entry.original.name)
 
     def _resource_visible(self, server: str, uri: str) -> bool:
+        if not self._app_usable(uri):
+            return False
         return self.profile is None or resource_allowed(self.profile, self.catalog, server, uri)
+
+    def _app_usable(self, uri: str) -> bool:
+        """Whether the resource `uri` (exposed), as far as it is an MCP App, is named by a tool this caller may use:
+        a quarantined tool hides its app as a profile denying it does (`app_allowed`). Before, the app of a held
+        tool was listed and read, and its first read pinned as approved whatever HTML the server served meanwhile."""
+        naming = self.catalog.tools_naming(uri) if not self.unrestricted else ()
+        return not naming or any(self._visible(entry) for entry in naming)
 
     def _prompt_visible(self, server: str, name: str) -> bool:
         return self.profile is None or self.profile.allows_prompt(server, name)
@@ -179,12 +188,12 @@ class CatalogView:
         return Route(entry.server, entry.original.name)
 
     def resources(self) -> list[types.Resource]:
-        if self.profile is None:
+        if self.unrestricted:
             return self.catalog.resources()
         return [r for r in self.catalog.resources() if self._resource_visible(self._resource_server(r.uri), r.uri)]
 
     def templates(self) -> list[types.ResourceTemplate]:
-        if self.profile is None:
+        if self.unrestricted:
             return self.catalog.templates()
         return [
             t
@@ -306,7 +315,9 @@ class CatalogView:
             resources=[
                 r
                 for r in listing.resources
-                if self._resource_visible(server, r.uri) and listed("resource", r.uri, r.uri)
+                if self._resource_visible(server, r.uri)
+                and self._app_usable(self.catalog.exposed_name("resource", server, r.uri) or r.uri)
+                and listed("resource", r.uri, r.uri)
             ],
             templates=[
                 t
