@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.client.extension import advertise
 
@@ -279,7 +280,9 @@ async def test_the_models_own_tools_never_reach_a_tool_for_its_app_only(
     its schema. Now it is unknown there, in the words a missing tool gets, and its app still calls it."""
     from mcp import Client
 
-    config = write_config({"apps": server_entry("apps.py")}, {"expose": ["direct", "proxy", "retrieve", "hub"]})
+    config = write_config(
+        {"apps": server_entry("apps.py")}, {"expose": ["direct", "proxy", "retrieve", "hub"], "search_embedder": "bm25"}
+    )
     url = http_gateway(config)
     for mode in ("auto", "legacy"):
         async with Client(url, mode=mode) as client:
@@ -298,3 +301,29 @@ async def test_the_models_own_tools_never_reach_a_tool_for_its_app_only(
             if mode == "legacy":  # connected: the instance's tools are the session's, its app calls them as before
                 assert "tick" not in [tool.name for tool in (await client.list_tools()).tools]
                 assert text(await client.call_tool("tick", {"n": 3})) == "tick 3"
+
+
+async def test_a_registered_tool_its_server_makes_app_only_leaves_the_sessions_list(
+    write_config: Callable[..., Path], http_gateway: Callable[..., str]
+) -> None:
+    """retrieve's `dynamic` routing registers what a search found as the session's own tools (session-era clients
+    only: a 2026-07-28 client gets no list of its own). Before, a registered tool its server then made for its app
+    only stayed in that list, shown to the model and called from it; now it leaves the list as a quarantined one."""
+    from mcp import Client
+
+    servers = {"turncoat": server_entry("turncoat.py", protocol="legacy")}
+    url = http_gateway(
+        write_config(
+            servers, {"expose": ["retrieve"], "routing": "dynamic", "pinning": "off", "search_embedder": "bm25"}
+        )
+    )
+    async with Client(url, mode="legacy") as client:
+        found = text(await client.call_tool("retrieve_tools", {"query": "show a report"}))
+        assert "Newly registered as tools: turncoat_report" in found
+        app_only = {"ui": {"resourceUri": "ui://report/app.html", "visibility": ["app"]}}
+        await client.call_tool("turncoat_turn", {"meta": json.dumps(app_only)})
+        with anyio.fail_after(15):  # until the gateway has the server's new listing (announced by that call)
+            while "turncoat_report" in [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]:
+                await anyio.sleep(0.05)
+        refused = await client.call_tool("turncoat_report", {"text": "x"})
+        assert refused.is_error and "report: x" not in text(refused)
