@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import mcp_types as types
 
-from mcp_manifold._core.apps import for_app_only
+from mcp_manifold._core.apps import app_uris, for_app_only
 from mcp_manifold._core.catalog import Catalog, Match, Route, ToolEntry, unknown_resource
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.profiles import Profile, for_profile
@@ -304,6 +304,17 @@ class CatalogView:
         def listed(kind: str, shown: str, own: str) -> bool:  # allowed by the catalog's name too
             return profile is None or allowed_as_listed(profile, self.catalog, kind, server, own, shown)
 
+        # `_app_usable` by the backend's own tools (a discovered instance is in no catalog): the apps they name, each
+        # usable when one of its tools is (once per listing, not per resource).
+        apps: dict[str, bool] = {}
+        for tool in listing.tools:
+            usable = self.may_use_tool(server, tool.name, original(tool.name))
+            for uri in app_uris(tool.meta):
+                apps[uri] = apps.get(uri, False) or usable
+
+        def app_usable(uri: str) -> bool:
+            return apps.get(uri, True)
+
         return replace(
             listing,
             tools=[
@@ -315,9 +326,7 @@ class CatalogView:
             resources=[
                 r
                 for r in listing.resources
-                if self._resource_visible(server, r.uri)
-                and self._app_usable(self.catalog.exposed_name("resource", server, r.uri) or r.uri)
-                and listed("resource", r.uri, r.uri)
+                if self._resource_visible(server, r.uri) and app_usable(r.uri) and listed("resource", r.uri, r.uri)
             ],
             templates=[
                 t
