@@ -301,6 +301,9 @@ async def test_the_models_own_tools_never_reach_a_tool_for_its_app_only(
             if mode == "legacy":  # connected: the instance's tools are the session's, its app calls them as before
                 assert "tick" not in [tool.name for tool in (await client.list_tools()).tools]
                 assert text(await client.call_tool("tick", {"n": 3})) == "tick 3"
+        async with Client(f"{url}/instances/apps", mode=mode) as at_its_address:  # the instance's own lists
+            assert "tick" not in [tool.name for tool in (await at_its_address.list_tools()).tools]
+            assert text(await at_its_address.call_tool("tick", {"n": 4})) == "tick 4"
 
 
 async def test_a_registered_tool_its_server_makes_app_only_leaves_the_sessions_list(
