@@ -330,3 +330,34 @@ async def test_a_registered_tool_its_server_makes_app_only_leaves_the_sessions_l
                 await anyio.sleep(0.05)
         refused = await client.call_tool("turncoat_report", {"text": "x"})
         assert refused.is_error and "report: x" not in text(refused)
+
+
+async def test_a_profile_that_hides_a_discovered_instances_tool_hides_its_app(tmp_path: Path) -> None:
+    """An instance found in the discovery directory is in no catalog: its apps were judged by the resource globs
+    alone, so a profile denying `report` (the only tool naming its app) still listed and read the app on the hub."""
+    import os
+
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from mcp_manifold._runtime.discovery import write_record
+    from mcp_manifold._runtime.registration import build_record
+    from tests.conftest import http_gateway_url, server_over_http
+
+    folder = tmp_path / "instances"
+    folder.mkdir(mode=0o700)
+    settings = {"data_dir": str(tmp_path / "data"), "expose": ["hub"], "discovery_dir": str(folder)}
+    config = tmp_path / "mcp.json"
+    profiles = {"hidden": {"tools": ["*", "!report"]}}
+    config.write_text(json.dumps({"mcpServers": {}, "profiles": profiles, "manifold": settings}))
+    # The gateway stops first: a server stopped under its open session waits for it to end.
+    with server_over_http("turncoat.py") as server, http_gateway_url(config) as url:
+        write_record(folder, build_record("turncoat", url=server, instance_id="turncoat", pid=os.getpid()))
+        for mode in ("auto", "legacy"):
+            async with Client(f"{url}/p/hidden", mode=mode) as hidden:
+                connected = await hidden.call_tool("instances_connect", {"instance_id": "turncoat"})
+                assert "1 tool(s) (turn), 1 resource(s)" in text(connected)  # ui://report/old.html, named by no tool
+                if mode == "legacy":  # connected: the instance's lists are the session's
+                    assert [str(r.uri) for r in (await hidden.list_resources()).resources] == ["ui://report/old.html"]
+                    with pytest.raises(MCPError, match=r"^unknown resource 'ui://report/app.html' for profile"):
+                        await hidden.read_resource("ui://report/app.html")
