@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.client.extension import advertise
 
@@ -269,3 +270,94 @@ async def test_a_profile_that_hides_an_apps_tools_hides_the_app(
         async with Client(f"{url}/p/ticks", mode=mode) as ticks:  # a tool that names it is its own
             assert [r.uri for r in (await ticks.list_resources()).resources] == [app]
             assert "clock app" in (await ticks.read_resource(app)).contents[0].text  # type: ignore[union-attr]
+
+
+async def test_the_models_own_tools_never_reach_a_tool_for_its_app_only(
+    write_config: Callable[..., Path], http_gateway: Callable[..., str]
+) -> None:
+    """`tick` is for its app only. An app calls it with `tools/call`; proxy's `call`, retrieve's `call_tool` and the
+    hub's tools are the model's. Before, each of them called it, and `instances_connect` showed it to the model with
+    its schema. Now it is unknown there, in the words a missing tool gets, and its app still calls it."""
+    from mcp import Client
+
+    config = write_config(
+        {"apps": server_entry("apps.py")}, {"expose": ["direct", "proxy", "retrieve", "hub"], "search_embedder": "bm25"}
+    )
+    url = http_gateway(config)
+    for mode in ("auto", "legacy"):
+        async with Client(url, mode=mode) as client:
+            for name in ("apps_tick", "tick"):
+                through_proxy = await client.call_tool(
+                    "proxy", {"action": "call", "type": "tool", "path": name, "args": {"n": 1}}
+                )
+                assert through_proxy.is_error and text(through_proxy).startswith(f"unknown tool '{name}'")
+                retrieved = await client.call_tool("call_tool", {"name": name, "args": {"n": 1}})
+                assert retrieved.is_error and text(retrieved).startswith(f"no tool named '{name}'")
+            connected = text(await client.call_tool("instances_connect", {"instance_id": "apps"}))
+            assert "tick" not in connected and "2 tool(s) (show_clock, plain)" in connected
+            on_hub = await client.call_tool("instances_call", {"instance_id": "apps", "tool": "tick", "arguments": {}})
+            assert on_hub.is_error and text(on_hub).endswith("has no tool 'tick' (its tools: show_clock, plain)")
+            assert text(await client.call_tool("apps_tick", {"n": 2})) == "tick 2"  # its app's call
+            if mode == "legacy":  # connected: the instance's tools are the session's, its app calls them as before
+                assert "tick" not in [tool.name for tool in (await client.list_tools()).tools]
+                assert text(await client.call_tool("tick", {"n": 3})) == "tick 3"
+        async with Client(f"{url}/instances/apps", mode=mode) as at_its_address:  # the instance's own lists
+            assert "tick" not in [tool.name for tool in (await at_its_address.list_tools()).tools]
+            assert text(await at_its_address.call_tool("tick", {"n": 4})) == "tick 4"
+
+
+async def test_a_registered_tool_its_server_makes_app_only_leaves_the_sessions_list(
+    write_config: Callable[..., Path], http_gateway: Callable[..., str]
+) -> None:
+    """retrieve's `dynamic` routing registers what a search found as the session's own tools (session-era clients
+    only: a 2026-07-28 client gets no list of its own). Before, a registered tool its server then made for its app
+    only stayed in that list, shown to the model and called from it; now it leaves the list as a quarantined one."""
+    from mcp import Client
+
+    servers = {"turncoat": server_entry("turncoat.py", protocol="legacy")}
+    url = http_gateway(
+        write_config(
+            servers, {"expose": ["retrieve"], "routing": "dynamic", "pinning": "off", "search_embedder": "bm25"}
+        )
+    )
+    async with Client(url, mode="legacy") as client:
+        found = text(await client.call_tool("retrieve_tools", {"query": "show a report"}))
+        assert "Newly registered as tools: turncoat_report" in found
+        app_only = {"ui": {"resourceUri": "ui://report/app.html", "visibility": ["app"]}}
+        await client.call_tool("turncoat_turn", {"meta": json.dumps(app_only)})
+        with anyio.fail_after(15):  # until the gateway has the server's new listing (announced by that call)
+            while "turncoat_report" in [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]:
+                await anyio.sleep(0.05)
+        refused = await client.call_tool("turncoat_report", {"text": "x"})
+        assert refused.is_error and "report: x" not in text(refused)
+
+
+async def test_a_profile_that_hides_a_discovered_instances_tool_hides_its_app(tmp_path: Path) -> None:
+    """An instance found in the discovery directory is in no catalog: its apps were judged by the resource globs
+    alone, so a profile denying `report` (the only tool naming its app) still listed and read the app on the hub."""
+    import os
+
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from mcp_manifold._runtime.discovery import write_record
+    from mcp_manifold._runtime.registration import build_record
+    from tests.conftest import http_gateway_url, server_over_http
+
+    folder = tmp_path / "instances"
+    folder.mkdir(mode=0o700)
+    settings = {"data_dir": str(tmp_path / "data"), "expose": ["hub"], "discovery_dir": str(folder)}
+    config = tmp_path / "mcp.json"
+    profiles = {"hidden": {"tools": ["*", "!report"]}}
+    config.write_text(json.dumps({"mcpServers": {}, "profiles": profiles, "manifold": settings}))
+    # The gateway stops first: a server stopped under its open session waits for it to end.
+    with server_over_http("turncoat.py") as server, http_gateway_url(config) as url:
+        write_record(folder, build_record("turncoat", url=server, instance_id="turncoat", pid=os.getpid()))
+        for mode in ("auto", "legacy"):
+            async with Client(f"{url}/p/hidden", mode=mode) as hidden:
+                connected = await hidden.call_tool("instances_connect", {"instance_id": "turncoat"})
+                assert "1 tool(s) (turn), 1 resource(s)" in text(connected)  # ui://report/old.html, named by no tool
+                if mode == "legacy":  # connected: the instance's lists are the session's
+                    assert [str(r.uri) for r in (await hidden.list_resources()).resources] == ["ui://report/old.html"]
+                    with pytest.raises(MCPError, match=r"^unknown resource 'ui://report/app.html' for profile"):
+                        await hidden.read_resource("ui://report/app.html")

@@ -111,6 +111,22 @@ async def test_an_app_whose_html_changed_is_refused_until_approved(url: str, mod
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_app_of_a_quarantined_tool_is_hidden_while_it_is_held(url: str, mode: str) -> None:
+    """An app is seen by a caller that may use one of the tools that name it. Before, the app of a tool held in
+    quarantine was still listed and read, and its first read pinned as approved whatever the server served then."""
+    async with Client(url, mode=mode) as client:
+        await turn(client, icons=[{"src": "https://attacker.example/bank-logo.png"}])
+        await until(lambda: _lacks(client))
+        assert APP not in [str(r.uri) for r in (await client.list_resources(cache_mode="refresh")).resources]
+        with pytest.raises(MCPError, match=r"^unknown resource 'ui://turncoat\+report/app.html': exposed URIs look"):
+            await app_html(client)
+        await turn(client)  # approved again: its app with it
+        await until(lambda: _has(client))
+        assert APP in [str(r.uri) for r in (await client.list_resources(cache_mode="refresh")).resources]
+        assert await app_html(client)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_an_app_named_in_the_flat_key_is_pinned_as_well(url: str, mode: str) -> None:
     """Before, only `_meta.ui.resourceUri` was pinned: the app a tool named in the flat key, which the gateway
     rewrites for the hosts that read it, was served whatever HTML its server swapped in."""
@@ -275,3 +291,36 @@ async def test_a_tool_listed_twice_is_judged_and_shown_as_one(tmp_path: Path) ->
             said = (await client.call_tool("instances_connect", {"instance_id": "twofaced"})).content[0].text  # type: ignore[union-attr]
             assert "2 tool(s) (send, flip)" in said, said
             assert (await listed(client))["send"].description == "Send a message to a colleague."
+
+
+async def test_the_app_of_a_discovered_instances_quarantined_tool_is_hidden_on_the_hub(tmp_path: Path) -> None:
+    """A hub instance found in the discovery directory is in no catalog, so its apps were not judged by the tools
+    that name them: with `report` held, its app was still listed and read on the hub. Now it is hidden there too."""
+    import os
+
+    from mcp_manifold._runtime.discovery import write_record
+    from mcp_manifold._runtime.registration import build_record
+    from tests.conftest import server_over_http
+
+    folder = tmp_path / "instances"
+    folder.mkdir(mode=0o700)
+    settings = {"data_dir": str(tmp_path / "data"), "pinning": "enforce", "expose": ["hub"]}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {}, "manifold": {**settings, "discovery_dir": str(folder)}}))
+    port = free_port()
+    with server_over_http("turncoat.py") as server, gateway_over_http(config, port):
+        write_record(folder, build_record("turncoat", url=server, instance_id="turncoat", pid=os.getpid()))
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            await client.call_tool("instances_connect", {"instance_id": "turncoat"})
+            assert (await client.call_tool("turn", {"icons": json.dumps([{"src": "https://a.example/x.png"}])})).content
+            with anyio.fail_after(15):  # until the gateway has the new listing (announced by that call)
+                while "report" in [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]:
+                    await anyio.sleep(0.05)
+            uris = [str(r.uri) for r in (await client.list_resources(cache_mode="refresh")).resources]
+            assert uris == ["ui://report/old.html"]  # `report`'s app (the flat key's is named by no tool here)
+            with pytest.raises(MCPError, match=r"^unknown resource 'ui://report/app.html'"):
+                await client.read_resource("ui://report/app.html")
+        async with Client(f"http://127.0.0.1:{port}/mcp/instances/turncoat", mode="auto") as modern:  # its address
+            assert [str(r.uri) for r in (await modern.list_resources()).resources] == ["ui://report/old.html"]
+            with pytest.raises(MCPError, match=r"^unknown resource 'ui://report/app.html'"):
+                await modern.read_resource("ui://report/app.html")

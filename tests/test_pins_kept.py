@@ -250,3 +250,41 @@ def test_a_server_renaming_its_tools_at_every_listing_grows_no_pins_past_the_bou
     assert not store.blocked("renamer", "t18_0")  # no longer listed: held no more
     store.close()
     assert len(PinStore(tmp_path / "data", mode).pins()) == 50  # type: ignore[arg-type]
+
+
+async def test_a_tool_naming_another_app_at_every_listing_grows_no_pins_past_the_bound(tmp_path: Path) -> None:
+    """Apps count in `pin_max_tools`. Before, an app was pinned at its first read whatever the bound: `wander`'s
+    tool names another app at each listing, and each one a host read added a pin for good (32 pins of a server
+    bounded at 5 after 30 rounds). Past the bound an app is pinned nowhere: served under warn, as a tool is."""
+    path = write(tmp_path, {"wander": server_entry("wander.py", protocol="legacy")})
+    settings = json.loads(path.read_text())
+    settings["manifold"].update(pinning="warn", pin_max_tools=3)
+    path.write_text(json.dumps(settings))
+    db_path, port = tmp_path / "data" / "pins.sqlite", free_port()
+    with gateway_over_http(path, port):
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            for page in range(4):  # the tools `show` and `wander`, then the apps 0 and 1 would be pins 3 and 4
+                app = f"ui://wander+wander/app-{page}.html"
+                with anyio.fail_after(15):  # listed again in the background after its announcement
+                    while (await client.list_tools(cache_mode="refresh")).tools[0].meta != {"ui": {"resourceUri": app}}:
+                        await anyio.sleep(0.05)
+                assert (await client.read_resource(app)).contents[0].text == f"<p>app-{page}.html</p>"  # type: ignore[union-attr]
+                await client.call_tool("wander_wander", {})
+    db = sqlite3.connect(db_path)
+    assert sorted(row[0] for row in db.execute("SELECT tool FROM pins")) == ["show", "ui://wander/app-0.html", "wander"]
+    db.close()
+
+
+def test_an_app_past_pin_max_tools_is_held_when_enforcing(tmp_path: Path) -> None:
+    from mcp_manifold._core.listing import Listing
+    from mcp_manifold._runtime.pin_store import PinStore
+
+    store = PinStore(tmp_path / "data", "enforce", max_tools=2)
+    meta = {"ui": {"resourceUri": "ui://a.html"}, "ui/resourceUri": "ui://b.html"}  # a tool may name two apps
+    store.observe("apps", Listing(tools=[types.Tool(name="show", input_schema={}, _meta=meta)]))
+    assert not store.observe_app("apps", "ui://a.html", {"name": "ui://a.html", "text": "a"})  # the second pin
+    assert store.observe_app(
+        "apps", "ui://b.html", {"name": "ui://b.html", "text": "b"}
+    )  # past the bound: held, pinned nowhere
+    assert [pin.tool for pin in store.pins()] == ["show", "ui://a.html"]
+    store.close()

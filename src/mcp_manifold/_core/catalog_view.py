@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import mcp_types as types
 
+from mcp_manifold._core.apps import app_uris, for_app_only
 from mcp_manifold._core.catalog import Catalog, Match, Route, ToolEntry, unknown_resource
 from mcp_manifold._core.listing import Listing
 from mcp_manifold._core.profiles import Profile, for_profile
@@ -105,7 +106,16 @@ class CatalogView:
         return self.may_use_tool(entry.server, entry.name, entry.original.name)
 
     def _resource_visible(self, server: str, uri: str) -> bool:
+        if not self._app_usable(uri):
+            return False
         return self.profile is None or resource_allowed(self.profile, self.catalog, server, uri)
+
+    def _app_usable(self, uri: str) -> bool:
+        """Whether the resource `uri` (exposed), as far as it is an MCP App, is named by a tool this caller may use:
+        a quarantined tool hides its app as a profile denying it does (`app_allowed`). Before, the app of a held
+        tool was listed and read, and its first read pinned as approved whatever HTML the server served meanwhile."""
+        naming = self.catalog.tools_naming(uri) if not self.unrestricted else ()
+        return not naming or any(self._visible(entry) for entry in naming)
 
     def _prompt_visible(self, server: str, name: str) -> bool:
         return self.profile is None or self.profile.allows_prompt(server, name)
@@ -133,8 +143,21 @@ class CatalogView:
     def has_tool(self, name: str) -> bool:
         return self.entry(name) is not None
 
-    def tool(self, name: str) -> ToolEntry:
+    def model_entry(self, name: str) -> ToolEntry | None:
+        """`entry`, never a tool for its app only: what a tool the model calls tools through (proxy's `call`,
+        retrieve's `call_tool`) may reach. An app calls its tools with `tools/call`, never through those, and a
+        tool for its app only is not the model's (MCP Apps): before, either reached one by its name."""
         entry = self.entry(name)
+        return None if entry is None or for_app_only(entry.original.meta) else entry
+
+    def tool(self, name: str) -> ToolEntry:
+        return self._found(name, self.entry(name))
+
+    def model_tool(self, name: str) -> ToolEntry:
+        """`tool`, never one for its app only (`model_entry`): that is unknown, in the words a missing one gets."""
+        return self._found(name, self.model_entry(name))
+
+    def _found(self, name: str, entry: ToolEntry | None) -> ToolEntry:
         if entry is None:
             self.report_miss(name)
             known = [entry.name for entry in self.tool_entries()]
@@ -165,12 +188,12 @@ class CatalogView:
         return Route(entry.server, entry.original.name)
 
     def resources(self) -> list[types.Resource]:
-        if self.profile is None:
+        if self.unrestricted:
             return self.catalog.resources()
         return [r for r in self.catalog.resources() if self._resource_visible(self._resource_server(r.uri), r.uri)]
 
     def templates(self) -> list[types.ResourceTemplate]:
-        if self.profile is None:
+        if self.unrestricted:
             return self.catalog.templates()
         return [
             t
@@ -281,6 +304,17 @@ class CatalogView:
         def listed(kind: str, shown: str, own: str) -> bool:  # allowed by the catalog's name too
             return profile is None or allowed_as_listed(profile, self.catalog, kind, server, own, shown)
 
+        # `_app_usable` by the backend's own tools (a discovered instance is in no catalog): the apps they name, each
+        # usable when one of its tools is (once per listing, not per resource).
+        apps: dict[str, bool] = {}
+        for tool in listing.tools:
+            usable = self.may_use_tool(server, tool.name, original(tool.name))
+            for uri in app_uris(tool.meta):
+                apps[uri] = apps.get(uri, False) or usable
+
+        def app_usable(uri: str) -> bool:
+            return apps.get(uri, True)
+
         return replace(
             listing,
             tools=[
@@ -292,7 +326,7 @@ class CatalogView:
             resources=[
                 r
                 for r in listing.resources
-                if self._resource_visible(server, r.uri) and listed("resource", r.uri, r.uri)
+                if self._resource_visible(server, r.uri) and app_usable(r.uri) and listed("resource", r.uri, r.uri)
             ],
             templates=[
                 t

@@ -42,8 +42,9 @@ def quarantined(target: Target) -> Quarantined:
 
 def quarantined_app(target: Target) -> Quarantined:
     return Quarantined(
-        f"app {target.exposed!r} is quarantined: server {target.server!r} changed it since it was approved; an "
-        f"operator can review it with `manifold pins diff {target.server}/{target.name}` and `manifold pins approve`"
+        f"app {target.exposed!r} is quarantined: server {target.server!r} changed it since it was approved (or has "
+        f"pin_max_tools pins, none of them this app's); an operator can review it with "
+        f"`manifold pins diff {target.server}/{target.name}` and `manifold pins approve`"
     )
 
 

@@ -184,6 +184,11 @@ class PinStore:
         if (server, uri) not in self._apps:  # only the apps its tools name: a caller cannot fill the file
             return False
         before = self._pins.get((server, uri))
+        if before is None and self._counts.get(server, 0) >= self.max_tools:
+            # Apps count in pin_max_tools: past it one is pinned nowhere, as a tool is not (held under enforce,
+            # served under warn). Before, a tool naming another app at each listing added a pin per app read.
+            self._unpinned_app(server, uri)
+            return self.enforcing
         self._served[(server, uri)] = {None: defined}  # judged at each read: no other read can lift its refusal
         after = pins.observe(before, defined, server=server, server_known=False, new_tools="allow", now=self.clock())
         if after != before:
@@ -193,6 +198,17 @@ class PinStore:
             self._keep([after], f"the app {uri!r} server {server!r} served")
             self._recompute()
         return self.blocked(server, uri)
+
+    def _unpinned_app(self, server: str, uri: str) -> None:
+        logger.warning(
+            "server %r has %d pinned tools and apps (pin_max_tools); its app %r is not pinned: %s. Raise "
+            "pin_max_tools, or forget its pins (manifold pins forget %r) to have what it serves pinned afresh",
+            server,
+            self._counts.get(server, 0),
+            uri[:200],
+            "held until then" if self.enforcing else "served unpinned (pinning: warn)",
+            server,
+        )
 
     def _tell(self, pin: Pin, before: Pin | None) -> None:
         held = "quarantined until approved" if self.enforcing else "still served (pinning: warn)"

@@ -166,14 +166,16 @@ class RetrieveSurface(Surface):
         view = self.host.view(request)
         tools = self._own_tools(request, view)
         if self._registers(request):
-            # As the catalog has it now; a registered tool quarantined since (or no longer allowed) leaves the list.
-            tools += [entry.exposed for name in self._pool(request) if (entry := view.entry(name)) is not None]
+            # As the catalog has it now; a registered tool quarantined since (or no longer allowed, or for its app
+            # only: `model_entry`) leaves the list. Before, one its server made app-only stayed listed and called.
+            tools += [entry.exposed for name in self._pool(request) if (entry := view.model_entry(name)) is not None]
         return tools
 
     def owns_tool(self, request: Request, name: str) -> bool:
         if name == RETRIEVE or (name == CALL and not self._registers(request)):
             return True
-        return self._registers(request) and name in self._pool(request) and self.host.view(request).has_tool(name)
+        registered = self._registers(request) and name in self._pool(request)
+        return registered and self.host.view(request).model_entry(name) is not None
 
     async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         if name == RETRIEVE:
@@ -181,7 +183,7 @@ class RetrieveSurface(Surface):
         if name == CALL:
             return await self._call(request, arguments)
         self._pool(request)[name].found_at = time.monotonic()
-        entry = self.host.view(request).tool(name)  # `owns_tool` found it visible: the catalog's entry now
+        entry = self.host.view(request).model_tool(name)  # `owns_tool` found it visible: the catalog's entry now
         return await self.host.calls.call_tool(request, ToolCall(self._target(entry), arguments))
 
     # --- retrieve_tools ----------------------------------------------------------------------
@@ -236,7 +238,7 @@ class RetrieveSurface(Surface):
         args = object_argument(args, "args")
         await self.host.ensure_catalog(request)
         view = self.host.view(request)
-        entry = view.entry(name)
+        entry = view.model_entry(name)  # the model's call: never a tool for its app only
         if entry is None:
             view.report_miss(name)
             # No tool has a longer name: nothing to suggest, and no search of a name that is really a page.
@@ -271,7 +273,7 @@ class RetrieveSurface(Surface):
         pool = request.caller.state.setdefault(_POOL_KEY, {})
         now = time.monotonic()
         view = self.host.view(request)
-        for gone in [name for name in pool if not view.has_tool(name)]:
+        for gone in [name for name in pool if view.model_entry(name) is None]:
             del pool[gone]  # left the catalog, or the caller's view, since: its place is for what is there
         before = set(pool)
         for match in matches:

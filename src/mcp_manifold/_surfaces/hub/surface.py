@@ -24,10 +24,12 @@ from __future__ import annotations
 import json
 import logging
 import weakref
+from dataclasses import replace
 from typing import Any
 
 import mcp_types as types
 
+from mcp_manifold._core.apps import for_app_only
 from mcp_manifold._core.arguments import object_argument
 from mcp_manifold._core.catalog import Kind
 from mcp_manifold._core.catalog_view import CatalogView
@@ -147,7 +149,7 @@ class HubSurface(Surface):
 
     def list_tools(self, request: Request) -> list[types.Tool]:
         listing = self._bound_listing(request)
-        return [*self._tools, *(listing.tools if listing else ())]
+        return [*self._tools, *(_for_model(listing).tools if listing else ())]
 
     def owns_tool(self, request: Request, name: str) -> bool:
         if name in HUB_TOOL_NAMES:
@@ -166,7 +168,11 @@ class HubSurface(Surface):
         if instance is None:
             return self._gone_message(request, bound)
         listing = self._visible(request, instance)
-        tools = _some_tools([tool.name for tool in listing.tools], "tools/list") if listing else "its tools: unknown"
+        tools = (
+            _some_tools([tool.name for tool in _for_model(listing).tools], "tools/list")
+            if listing
+            else "its tools: unknown"
+        )
         return f"{instance.label()} has no such tool ({tools}). {CONNECT} switches to another instance."
 
     def _stateless_hint(self, request: Request, name: str) -> str:
@@ -177,7 +183,7 @@ class HubSurface(Surface):
             for instance in self.registry.instances.values()
             if self._instance(request, instance.id) is not None
             and (listing := self._visible(request, instance)) is not None
-            and listing.tool(name) is not None
+            and _for_model(listing).tool(name) is not None
         ]
         if owners:
             address = f", or by its name at the address /mcp/instances/{owners[0]}" if self._addresses else ""
@@ -304,6 +310,7 @@ class HubSurface(Surface):
         listing = view.listing(
             instance.id, await self.registry.relist(instance), instance.original_tool, instance.original_prompt
         )
+        listing = _for_model(listing)  # told to the model: never a tool for its app only
         summary = (
             f"{len(listing.tools)} tool(s) ({', '.join(tool.name for tool in listing.tools) or 'none'}), "
             f"{len(listing.resources) + len(listing.templates)} resource(s), {len(listing.prompts)} prompt(s)"
@@ -374,6 +381,7 @@ class HubSurface(Surface):
             instance.original_tool,
             instance.original_prompt,
         )
+        listing = _for_model(listing)  # the model's call: never a tool for its app only (its app uses tools/call)
         if listing.tool(tool) is None:
             names = [t.name for t in listing.tools]
             raise NotFound(
@@ -525,6 +533,15 @@ def _some_tools(names: list[str], shown_by: str) -> str:
         return f"its tools: {', '.join(names) or 'none'}"
     first = ", ".join(names[:_NAMED_AT_MOST])
     return f"its tools: {first} and {len(names) - _NAMED_AT_MOST} more; {shown_by} shows them all"
+
+
+def _for_model(listing: Listing) -> Listing:
+    """`listing` without the tools for their app only (MCP Apps `visibility: ["app"]`), as the direct surface lists:
+    never listed, named or called through the hub's own tools, which are the model's. Its app still calls them with
+    `tools/call` on the connected session (`owns_tool` takes the whole listing). Before, `instances_connect` showed
+    them to the model with their schemas and `instances_call` called them."""
+    tools = [tool for tool in listing.tools if not for_app_only(tool.meta)]
+    return listing if len(tools) == len(listing.tools) else replace(listing, tools=tools)
 
 
 def _tools_with_schemas(listing: Listing) -> str:

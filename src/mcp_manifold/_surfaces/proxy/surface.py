@@ -17,7 +17,7 @@ import mcp_types as types
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
 from mcp_manifold._core.results import ToolAnswer
-from mcp_manifold._core.router import Target, ToolCall, completion_target, prompt_target, resource_target, tool_target
+from mcp_manifold._core.router import Target, ToolCall, completion_target, prompt_target, resource_target
 from mcp_manifold._surfaces.base import Host, Surface, WireMiddleware
 from mcp_manifold._surfaces.proxy.tool import proxy_tool, run_proxy, wire_middleware
 
@@ -87,7 +87,8 @@ class _CatalogTarget:
         return await self._listed("prompts", lambda view: view.prompts())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, progress: bool) -> types.CallToolResult:
-        target = tool_target(await self._view(), name, self.surface)
+        entry = (await self._view()).model_tool(name)  # the model's call: never a tool for its app only
+        target = Target(entry.server, entry.original.name, name, self.surface)
         # Concurrent operations of a batch cannot share one progress token.
         request = self.request if progress else self.request.without_progress()
         return await self.host.calls.call_tool(request, ToolCall(target, arguments))
