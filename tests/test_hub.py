@@ -722,10 +722,12 @@ async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
 ) -> None:
     """A configured server is a hub instance too, under its own names (`fail`, `summarize`): a profile that
     denies `kitchen_fail` and `kitchen_summarize`, the names every other surface shows, denies them there
-    too. The hub used to judge only its own names, so `instances_call(kitchen, fail)` reached the server."""
+    too. The hub used to judge only its own names, so `instances_call(kitchen, fail)` reached the server.
+    A resource a server lists is taken as listed under either name, however spelled (`file:///public/`, a
+    folder with its `/`): on the hub it was judged as if no server listed it, hidden and refused."""
     profile = {"tools": ["*", "!kitchen_fail"], "prompts": ["*", "!kitchen_summarize"]}
     settings = {"expose": ["direct", "hub"], "discovery_dir": str(discovery), "profile": "dev", **FAST}
-    config = write_config({"kitchen": server_entry("kitchen.py")}, settings)
+    config = write_config({"kitchen": server_entry("kitchen.py"), "files": server_entry("lenient.py")}, settings)
     config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"dev": profile}}))
     async with connect(config) as client:
         # First thing, before any list has filled the catalog.
@@ -742,6 +744,11 @@ async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
             assert {prompt.name for prompt in (await client.list_prompts()).prompts} == {"kitchen_greet", "greet"}
             with pytest.raises(MCPError, match="unknown prompt 'summarize' for profile 'dev'"):
                 await client.get_prompt("summarize", {"text": "x"})
+        connected = text_of(await client.call_tool("instances_connect", {"instance_id": "files"}))
+        assert "3 resource(s)" in connected, connected
+        if connect.mode == "legacy":
+            read = await client.read_resource("file:///public/")
+            assert read.contents[0].text == "the public folder"  # type: ignore[union-attr]
 
 
 async def test_a_principal_counts_only_its_own_sessions_on_an_instance(

@@ -40,13 +40,16 @@ def allowed_as_listed(profile: Profile, catalog: Catalog, kind: str, server: str
     A configured server's items reach the hub under the server's own names (`crash`, `kitchen://config`)
     and every other surface under the catalog's (`kitchen_crash`, `kitchen+kitchen://config`): a profile
     that denies one name denies the item under both, so no surface is a way around it.
-    A resource that is an app is judged by its tools too (`app_allowed`), under the catalog's name, where the
-    tools that name it are known.
+    A resource that is an app is judged by its tools too (`app_allowed`), and its spelling (`plainly_named`), under
+    the catalog's name, where the tools that name it are known and its listing is: a URI the server lists is taken
+    as listed under either name.
     """
     listed = catalog.exposed_name(kind, server, original)
     if listed is not None and listed != shown and not profile.allows_item(kind, server, listed):
         return False
-    return kind != "resource" or (app_allowed(profile, catalog, listed or shown) and plainly_named(catalog, shown))
+    return kind != "resource" or (
+        app_allowed(profile, catalog, listed or shown) and plainly_named(catalog, listed or shown)
+    )
 
 
 def resource_allowed(profile: Profile, catalog: Catalog, server: str, uri: str) -> bool:
@@ -292,7 +295,8 @@ class CatalogView:
             resources=[
                 r
                 for r in listing.resources
-                if self._resource_visible(server, r.uri) and listed("resource", r.uri, r.uri)
+                # Its spelling is judged under the catalog's name (`listed`), where the server lists it as it is.
+                if (profile is None or profile.allows_resource(server, r.uri)) and listed("resource", r.uri, r.uri)
             ],
             templates=[
                 t
