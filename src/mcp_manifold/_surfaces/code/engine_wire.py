@@ -55,13 +55,16 @@ def read_message(fd: int, deadline: float, most: int, stopped: Any) -> dict[str,
 
 def _read_exactly(fd: int, count: int, deadline: float, stopped: Any) -> bytes | None:
     chunks: list[bytes] = []
+    # `poll`, not `select`: select cannot wait on a descriptor numbered past 1023, and a gateway holding that many
+    # (its clients' connections) gave each engine process started then such pipes, and failed its every program.
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
     while count:
         left = deadline - time.monotonic()
         if left <= 0 or stopped():
             return None
         # A tenth of a second at most between looks at `stopped`: a cancelled request ends its program soon.
-        ready, _, _ = select.select([fd], [], [], min(left, 0.1))
-        if not ready:
+        if not waiting.poll(min(left, 0.1) * 1000):
             continue
         chunk = os.read(fd, min(count, 1 << 20))
         if not chunk:
