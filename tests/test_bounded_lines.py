@@ -92,3 +92,9 @@ def test_each_line_gets_its_own_verdict_however_its_bytes_are_read(case: tuple[l
 @pytest.mark.parametrize("reads", [[b"a\n"], [b"a", b"\n"], [b"a"]])
 def test_short_lines_pass_whole(reads: list[bytes]) -> None:
     assert anyio.run(read_all, reads) == (b"".join(reads), None)
+
+
+def test_a_line_past_the_bound_is_refused_when_its_end_comes_in_the_read_that_ends_it() -> None:
+    """It was judged only while it had no end: LIMIT bytes, then a read with one more and its newline, passed."""
+    got, why = anyio.run(read_all, [b"x" * LIMIT, b"x\nnext\n"])
+    assert (got, why) == (b"", "a line of more than 131072 bytes on stdout (max_answer_bytes)")
