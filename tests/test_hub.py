@@ -751,6 +751,26 @@ async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
             assert read.contents[0].text == "the public folder"  # type: ignore[union-attr]
 
 
+async def test_a_uri_an_instance_lists_passes_a_profile_as_listed(
+    instances: Instances, discovery: Path, http_gateway: Callable[..., str], write_config: Any
+) -> None:
+    """A resource an instance lists is taken as listed, however spelled (`instance://files/docs/`, a folder with its
+    `/`). Its spelling was judged as if no server listed it: a caller with a profile did not see it, and was
+    refused it ('a trailing /'), though a caller without one read it."""
+    announce(discovery, "alpha", instances.start("alpha"))
+    config = write_config({}, {"expose": ["hub"], "discovery_dir": str(discovery), "profile": "dev", **FAST})
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"dev": {"resources": ["*"]}}}))
+    url = http_gateway(config)
+    for mode in ("auto", "legacy"):
+        async with Client(url, mode=mode) as client:
+            connected = text_of(await client.call_tool("instances_connect", {"instance_id": "alpha"}))
+            assert "3 resource(s)" in connected, connected  # info, docs/ and the notes template
+            if mode == "legacy":  # a session is bound: the instance's items are in its lists
+                assert "instance://files/docs/" in {str(r.uri) for r in (await client.list_resources()).resources}
+                read = await client.read_resource("instance://files/docs/")
+                assert read.contents[0].text == "alpha docs folder"  # type: ignore[union-attr]
+
+
 async def test_a_principal_counts_only_its_own_sessions_on_an_instance(
     instances: Instances, discovery: Path, http_gateway: Callable[..., str], write_config: Any
 ) -> None:

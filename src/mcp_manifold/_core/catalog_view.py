@@ -34,7 +34,9 @@ def _never(server: str, tool: str) -> bool:
     return False
 
 
-def allowed_as_listed(profile: Profile, catalog: Catalog, kind: str, server: str, original: str, shown: str) -> bool:
+def allowed_as_listed(
+    profile: Profile, catalog: Catalog, kind: str, server: str, original: str, shown: str, as_listed: bool = False
+) -> bool:
     """Whether `profile` also allows the item under the name the catalog lists it by, where that is not `shown`.
 
     A configured server's items reach the hub under the server's own names (`crash`, `kitchen://config`)
@@ -42,13 +44,13 @@ def allowed_as_listed(profile: Profile, catalog: Catalog, kind: str, server: str
     that denies one name denies the item under both, so no surface is a way around it.
     A resource that is an app is judged by its tools too (`app_allowed`), and its spelling (`plainly_named`), under
     the catalog's name, where the tools that name it are known and its listing is: a URI the server lists is taken
-    as listed under either name.
+    as listed under either name. `as_listed`: its backend lists it as `shown` (a hub instance's, outside the catalog).
     """
     listed = catalog.exposed_name(kind, server, original)
     if listed is not None and listed != shown and not profile.allows_item(kind, server, listed):
         return False
     return kind != "resource" or (
-        app_allowed(profile, catalog, listed or shown) and plainly_named(catalog, listed or shown)
+        app_allowed(profile, catalog, listed or shown) and (as_listed or plainly_named(catalog, listed or shown))
     )
 
 
@@ -281,8 +283,8 @@ class CatalogView:
             return Listing()
         profile = self.profile
 
-        def listed(kind: str, shown: str, own: str) -> bool:  # allowed by the catalog's name too
-            return profile is None or allowed_as_listed(profile, self.catalog, kind, server, own, shown)
+        def listed(kind: str, shown: str, own: str, as_listed: bool = False) -> bool:  # by the catalog's name too
+            return profile is None or allowed_as_listed(profile, self.catalog, kind, server, own, shown, as_listed)
 
         return replace(
             listing,
@@ -295,8 +297,9 @@ class CatalogView:
             resources=[
                 r
                 for r in listing.resources
-                # Its spelling is judged under the catalog's name (`listed`), where the server lists it as it is.
-                if (profile is None or profile.allows_resource(server, r.uri)) and listed("resource", r.uri, r.uri)
+                # Listed by its backend: taken as listed, however spelled (the globs still judge it).
+                if (profile is None or profile.allows_resource(server, r.uri))
+                and listed("resource", r.uri, r.uri, True)
             ],
             templates=[
                 t
