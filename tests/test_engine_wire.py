@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 import os
 import resource
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcp_manifold._runtime.worker_processes import WorkerProcesses
+from mcp_manifold._surfaces.code.engine_processes import MODULE, IsolatedSandbox
 from mcp_manifold._surfaces.code.engine_wire import WireBroken, read_message, read_plainly, write_message
+from mcp_manifold._surfaces.code.sandbox import Limits, Settled, most_containers
 
 MOST = 512  # the bound on a message's length in these tests
 
@@ -40,7 +46,7 @@ def sent(data: bytes, at: int | None = None) -> Iterator[int]:
 
 
 def read(fd: int) -> dict[str, Any] | None:
-    return read_message(fd, time.monotonic() + 30, MOST, lambda: False)
+    return read_message(fd, time.monotonic() + 30, MOST, lambda: False, MOST // 4)
 
 
 def rest(fd: int) -> bytes:
@@ -114,3 +120,67 @@ def test_an_engine_whose_pipe_is_numbered_past_1023_is_read() -> None:
     body = json.dumps({"done": {"ok": True}}).encode()
     with sent(len(body).to_bytes(8, "big") + body, at=1500) as fd:
         assert read(fd) == {"done": {"ok": True}}
+
+
+def test_a_message_of_more_objects_than_the_bound_is_refused_before_it_is_parsed() -> None:
+    body = b'{"round":[' + b"{}," * 100 + b"{}]}"  # 103 objects and arrays
+    with sent(len(body).to_bytes(8, "big") + body) as fd, pytest.raises(WireBroken, match="more than 102 objects"):
+        read_message(fd, time.monotonic() + 30, len(body), lambda: False, 102)
+    with sent(len(body).to_bytes(8, "big") + body) as fd:
+        assert read_message(fd, time.monotonic() + 30, len(body), lambda: False, 103) is not None
+
+
+class HostileEngines:
+    """Engine processes that send `body` as their first message (an engine whose program escaped its sandbox)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.script = (
+            f"import sys; sys.stdout.buffer.write({len(body).to_bytes(8, 'big') + body!r}); sys.stdout.flush()"
+        )
+        self.discarded = 0
+
+    def take(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", self.script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def give_back(self, process: subprocess.Popen[bytes]) -> None:
+        raise AssertionError("a hostile engine is never kept")
+
+    def discard(self, process: subprocess.Popen[bytes]) -> None:
+        self.discarded += 1
+        process.kill()
+        process.wait()
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def test_an_engine_sending_more_objects_than_a_program_may_is_stopped_unparsed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The gateway parsed any message up to 6 x code_memory_mb + 1 MiB (769 MB by default) whatever it held:
+    60 MB of `{}` from an engine took it to 1.6 GB. Past the objects a program's messages may hold, the engine
+    is stopped and the program fails, as for any message its worker does not write."""
+    limits = Limits(memory_bytes=1 << 20, output_chars=1000, max_calls=10)
+    engines = HostileEngines(b'{"round":[' + b"{}," * most_containers(limits) + b"{}]}")
+    with caplog.at_level(logging.WARNING):
+        outcome = IsolatedSandbox(engines, ["t"], limits).run("1", lambda calls, left: [])
+    assert outcome.error == "the program's engine stopped answering as it should" and engines.discarded == 1
+    assert f"a message of more than {most_containers(limits)} objects and arrays" in caplog.text  # never parsed
+
+
+def test_a_round_of_as_many_objects_as_a_program_may_send_reaches_the_gateway() -> None:
+    """The bound holds what the engine's worker writes: a round of 40,000 `{}` in its arguments (41,943 may be sent
+    together for 16 MB), through a real engine process."""
+    engines = WorkerProcesses(MODULE, 1)
+    seen: list[int] = []
+
+    def perform(calls: list[Any], left: float) -> list[Settled]:
+        seen.extend(len(call.arguments["a"]) for call in calls)
+        return [Settled(call.id, True, "{}") for call in calls]
+
+    try:
+        code = "return (await tools.x({a: Array(40000).fill({})})) !== undefined"
+        outcome = IsolatedSandbox(engines, ["x"], Limits(memory_bytes=16 << 20)).run(code, perform)
+    finally:
+        engines.close()
+    assert outcome.ok and outcome.value == "true" and seen == [40000], outcome
