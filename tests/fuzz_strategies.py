@@ -38,10 +38,46 @@ TOOLS = [
     "instances_list",
     "instances_connect",
     "instances_call",
+    "execute_code",
 ]
 SERVER_TOOLS = ["echo", "add", "fail", "mixed", "sqrt", "multiply"]
 URIS = ["kitchen+kitchen://text", "kitchen+kitchen://config", "numbers+numbers://constants", "kitchen://text"]
+# Other spellings of those URIs, which a server may read as another (`_core/uri_spelling.py`), malformed ones
+# and a prefix with `_`; the HTTP fuzzer's profile refuses them, saying why.
+URI_SPELLINGS = [
+    "kitchen+kitchen://text/../config",
+    "kitchen+KITCHEN://text",
+    "kitchen+kitchen://%74ext",
+    "kitchen+kitchen://te%78t",
+    "kitchen+kitchen://text#top",
+    "kitchen+kitchen://text/",
+    "kitchen+kitchen://text//",
+    "kitchen+kitchen:text",
+    "kitchen+file://localhost/etc/passwd",
+    "kitchen+file:/etc/passwd",
+    "kitchen+http://[::1/",
+    "kitchen+https://h:x/",
+    "kitchen+https://User@H.:443",
+    "ui://kitchen+x/../y",
+    "ui://+x",
+    "my_kitchen+kitchen://text",
+    "+kitchen://text",
+    "kitchen+",
+]
 PROMPTS = ["kitchen_greet", "kitchen_summarize", "numbers_explain"]
+# Programs for the code surface: plain ones, ones that call tools (well and badly), and ones that fail.
+PROGRAMS = [
+    "return 1 + 1",
+    "console.log('x'); return [1, {a: null}]",
+    "return await tools.kitchen_echo({text: 'code'})",
+    "return await tools.numbers_add({a: 1, b: 'two'})",
+    "await tools.numbers_nope({})",
+    "throw new Error('thrown')",
+    "return '\\ud800'",
+    "return {x: 1n}",
+    "return await Promise.all([tools.kitchen_echo({text: 'a'}), tools.kitchen_echo({})])",
+    "syntax error (",
+]
 TEMPLATE = "kitchen+kitchen://greeting/"
 # Every method a client may send (and a few it may not); subscriptions/listen is left out: it is a
 # stream that stays open by design, so "answered" does not apply to it.
@@ -173,7 +209,7 @@ surface_arguments = st.one_of(
         {
             "action": st.sampled_from(["call", "list", "info", "search"]),
             "type": st.sampled_from(["tool", "resource", "prompt"]),
-            "path": name_or(TOOLS + URIS + PROMPTS),
+            "path": weighted((4, name_or(TOOLS + URIS + PROMPTS)), (1, st.sampled_from(URI_SPELLINGS))),
             "args": arguments,
         }
     ),
@@ -191,15 +227,17 @@ surface_arguments = st.one_of(
     st.fixed_dictionaries(
         {"instance_id": name_or(["kitchen", "numbers"]), "tool": name_or(SERVER_TOOLS), "arguments": arguments}
     ),
+    st.fixed_dictionaries({"code": weighted((3, st.sampled_from(PROGRAMS)), (1, nasty_text), (1, wrong_types))}),
     objects,
+)
+uris = weighted(
+    (5, name_or(URIS)), (2, st.sampled_from(URI_SPELLINGS)), (1, nasty_text.map(lambda text: TEMPLATE + text))
 )
 PARAMS: dict[str, st.SearchStrategy[Any]] = {
     "tools/call": st.fixed_dictionaries({"name": name_or(TOOLS), "arguments": st.one_of(surface_arguments, arguments)}),
-    "resources/read": st.fixed_dictionaries(
-        {"uri": st.one_of(name_or(URIS), nasty_text.map(lambda text: TEMPLATE + text))}
-    ),
-    "resources/subscribe": st.fixed_dictionaries({"uri": name_or(URIS)}),
-    "resources/unsubscribe": st.fixed_dictionaries({"uri": name_or(URIS)}),
+    "resources/read": st.fixed_dictionaries({"uri": uris}),
+    "resources/subscribe": st.fixed_dictionaries({"uri": uris}),
+    "resources/unsubscribe": st.fixed_dictionaries({"uri": uris}),
     "prompts/get": st.fixed_dictionaries({"name": name_or(PROMPTS), "arguments": st.one_of(objects, wrong_types)}),
     "completion/complete": st.fixed_dictionaries(
         {
@@ -268,6 +306,10 @@ def messages(draw: st.DrawFn, era: str) -> Case:
         if draw(rarely(10)):  # now and then a broken envelope
             meta = draw(st.one_of(objects, st.dictionaries(st.sampled_from(list(meta)), values)))
         params = {**params, "_meta": meta}
+    if isinstance(params, dict) and draw(rarely(5)):  # what a client adds to `_meta`, in either era
+        extras = draw(st.lists(st.sampled_from(sorted(META_EXTRAS)), min_size=1, max_size=2, unique=True))
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        params = {**params, "_meta": {**meta, **{key: draw(META_EXTRAS[key]) for key in extras}}}
     if params is not None or draw(st.booleans()):
         message["params"] = params
     if draw(rarely(20)):

@@ -20,6 +20,8 @@ gateways alike but for the speed-up, must get the same answers (over HTTP byte f
 runs it longer (`FUZZ_MINUTES`, default 10) and prints what it tried: counts per strategy and method,
 the answers, and every failure. The backends are kitchen (its harmless tools only: no crash, sleep or
 questions to the client, which would break the invariants on purpose rather than by input) and numbers.
+Over HTTP every surface is exposed, code mode's too, and half the lines come from a client holding a
+profile (`FUZZ_PROFILE`), so its refusals and the URI spellings it refuses are fuzzed as well.
 """
 
 from __future__ import annotations
@@ -68,7 +70,22 @@ MODERN_META = {
 SESSION_VERSION = "2025-11-25"
 
 
-def fuzz_config(tmp_path: Path, expose: list[str], servers: dict[str, Any] | None = None, **settings: Any) -> Path:
+# The HTTP fuzzer's second client holds this profile (`/mcp/p/fuzz`): its refusals, and the URI spellings it
+# refuses (`_core/uri_spelling.py`), are fuzzed on every surface too.
+FUZZ_PROFILE = {
+    "tools": ["*", "!numbers_multiply"],
+    "resources": ["*", "!kitchen+kitchen://config"],
+    "prompts": ["*", "!numbers_explain"],
+}
+
+
+def fuzz_config(
+    tmp_path: Path,
+    expose: list[str],
+    servers: dict[str, Any] | None = None,
+    profiles: dict[str, Any] | None = None,
+    **settings: Any,
+) -> Path:
     """The fuzzed gateway's config: kitchen.py (its harmless tools) and numbers.py, or `servers`."""
     servers = servers or {
         "kitchen": server_entry("kitchen.py", tools={"include": KITCHEN_TOOLS}),
@@ -82,7 +99,7 @@ def fuzz_config(tmp_path: Path, expose: list[str], servers: dict[str, Any] | Non
         **settings,
     }
     path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": servers, "manifold": manifold}))
+    path.write_text(json.dumps({"mcpServers": servers, "manifold": manifold, "profiles": profiles or {}}))
     return path
 
 
@@ -511,7 +528,9 @@ class Peer:
 
 @pytest.fixture
 def http_url(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    config = fuzz_config(tmp_path, ["direct", "proxy", "dispatch", "retrieve", "hub"])
+    config = fuzz_config(
+        tmp_path, ["direct", "proxy", "dispatch", "retrieve", "hub", "code"], profiles={"fuzz": FUZZ_PROFILE}
+    )
     port = free_port()
     log = (tmp_path / "gateway-stderr.log").open("ab")
     process = subprocess.Popen(
@@ -528,14 +547,16 @@ def http_url(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 def test_fuzz_http(http_url: tuple[str, Path]) -> None:
     url, data_dir = http_url
     report = Report("http (both eras)")
-    fuzzer = HttpSession(url)
-    assert fuzzer.echo("warm", "session") and fuzzer.echo("warm-modern", "modern")  # the backends run
+    fuzzers = {"": HttpSession(url), "/profiled": HttpSession(url.replace("/mcp", "/mcp/p/fuzz"))}
+    for fuzzer in fuzzers.values():
+        assert fuzzer.echo("warm", "session") and fuzzer.echo("warm-modern", "modern")  # the backends run
     before = backends_now(data_dir)
     peer = Peer(url)
 
-    def check(example: tuple[str, Case]) -> None:
-        era, case = example
-        report.tried[(f"{case.strategy}/{era}", case.method)] += 1
+    def check(example: tuple[str, str, Case]) -> None:
+        era, profiled, case = example
+        fuzzer = fuzzers[profiled]
+        report.tried[(f"{case.strategy}/{era}{profiled}", case.method)] += 1
         try:
             response = fuzzer.post_case(case, era)
         except httpx2.HTTPError as exc:
@@ -552,7 +573,9 @@ def test_fuzz_http(http_url: tuple[str, Path]) -> None:
         if peer.failures:
             report.fail(case, f"another client's call failed meanwhile: {peer.failures[:3]}")
 
-    strategy = st.sampled_from(["session", "modern"]).flatmap(lambda era: st.tuples(st.just(era), cases(era)))
+    strategy = st.sampled_from(["session", "modern"]).flatmap(
+        lambda era: st.tuples(st.just(era), st.sampled_from(sorted(fuzzers)), cases(era))
+    )
     try:
         run_for(report.share_left(), strategy, check)
         peer.close()

@@ -745,10 +745,12 @@ async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
 ) -> None:
     """A configured server is a hub instance too, under its own names (`fail`, `summarize`): a profile that
     denies `kitchen_fail` and `kitchen_summarize`, the names every other surface shows, denies them there
-    too. The hub used to judge only its own names, so `instances_call(kitchen, fail)` reached the server."""
+    too. The hub used to judge only its own names, so `instances_call(kitchen, fail)` reached the server.
+    A resource a server lists is taken as listed under either name, however spelled (`file:///public/`, a
+    folder with its `/`): on the hub it was judged as if no server listed it, hidden and refused."""
     profile = {"tools": ["*", "!kitchen_fail"], "prompts": ["*", "!kitchen_summarize"]}
     settings = {"expose": ["direct", "hub"], "discovery_dir": str(discovery), "profile": "dev", **FAST}
-    config = write_config({"kitchen": server_entry("kitchen.py")}, settings)
+    config = write_config({"kitchen": server_entry("kitchen.py"), "files": server_entry("lenient.py")}, settings)
     config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"dev": profile}}))
     async with connect(config) as client:
         # First thing, before any list has filled the catalog.
@@ -765,6 +767,31 @@ async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
             assert {prompt.name for prompt in (await client.list_prompts()).prompts} == {"kitchen_greet", "greet"}
             with pytest.raises(MCPError, match="unknown prompt 'summarize' for profile 'dev'"):
                 await client.get_prompt("summarize", {"text": "x"})
+        connected = text_of(await client.call_tool("instances_connect", {"instance_id": "files"}))
+        assert "3 resource(s)" in connected, connected
+        if connect.mode == "legacy":
+            read = await client.read_resource("file:///public/")
+            assert read.contents[0].text == "the public folder"  # type: ignore[union-attr]
+
+
+async def test_a_uri_an_instance_lists_passes_a_profile_as_listed(
+    instances: Instances, discovery: Path, http_gateway: Callable[..., str], write_config: Any
+) -> None:
+    """A resource an instance lists is taken as listed, however spelled (`instance://files/docs/`, a folder with its
+    `/`). Its spelling was judged as if no server listed it: a caller with a profile did not see it, and was
+    refused it ('a trailing /'), though a caller without one read it."""
+    announce(discovery, "alpha", instances.start("alpha"))
+    config = write_config({}, {"expose": ["hub"], "discovery_dir": str(discovery), "profile": "dev", **FAST})
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"dev": {"resources": ["*"]}}}))
+    url = http_gateway(config)
+    for mode in ("auto", "legacy"):
+        async with Client(url, mode=mode) as client:
+            connected = text_of(await client.call_tool("instances_connect", {"instance_id": "alpha"}))
+            assert "3 resource(s)" in connected, connected  # info, docs/ and the notes template
+            if mode == "legacy":  # a session is bound: the instance's items are in its lists
+                assert "instance://files/docs/" in {str(r.uri) for r in (await client.list_resources()).resources}
+                read = await client.read_resource("instance://files/docs/")
+                assert read.contents[0].text == "alpha docs folder"  # type: ignore[union-attr]
 
 
 async def test_a_change_of_an_instance_the_profile_hides_is_not_heard_on_a_listen_stream(

@@ -7,6 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcp_manifold._config.settings import SEPARATORS
 from mcp_manifold._core.naming import NAME_PATTERN, assign_names, join_name, namespace_uri, sanitize, split_uri
 from mcp_manifold._core.suggestions import close_names, quoted
 
@@ -92,6 +93,31 @@ def test_names_are_always_valid_unique_and_order_independent(owners: list[tuple[
 @given(st.from_regex(r"[a-zA-Z0-9_-]{1,20}", fullmatch=True), st.text(min_size=1))
 def test_uri_split_inverts_namespace(prefix: str, uri: str) -> None:
     assert split_uri(namespace_uri(prefix, uri)) == (prefix, uri)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.text(min_size=1, max_size=20), st.text(max_size=40))
+def test_an_app_uri_keeps_its_scheme_and_splits_back(prefix: str, rest: str) -> None:
+    """`ui://` keeps its scheme with the prefix inside it; any prefix (sanitized) and rest, `+` in it too."""
+    exposed = namespace_uri(prefix, "ui://" + rest)
+    assert exposed.startswith("ui://")
+    assert split_uri(exposed) == (sanitize(prefix), "ui://" + rest)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(st.tuples(st.text(max_size=10), st.text(max_size=70)), min_size=1, max_size=20),
+    st.lists(st.text(max_size=70), max_size=20),
+    st.sampled_from(SEPARATORS),
+)
+def test_a_reserved_name_is_never_handed_out_whatever_the_separator(
+    owners: list[tuple[str, str]], reserved: list[str], separator: str
+) -> None:
+    """The gateway's own tools win any clash: with every separator the config allows, names stay valid and unique."""
+    names = assign_names(owners, separator, reserved)
+    assert not set(names.values()) & set(reserved)
+    assert all(NAME_PATTERN.match(name) for name in names.values())
+    assert len(set(names.values())) == len(names)
 
 
 prefix_text = st.from_regex(r"[a-zA-Z0-9-]{1,12}", fullmatch=True)

@@ -432,6 +432,10 @@ RESPELLED = [  # each reads file:///secret/key at a server that normalises URIs 
     "file:////secret/key",
     "file:///./secret/key",
     "file:///secret/key#top",
+    # A file server reads the path alone (`urlsplit(uri).path`): these passed `!file:///secret/*` and read it.
+    "file:/secret/key",
+    "file://localhost/secret/key",
+    "file://anything/secret/key",
 ]
 
 
@@ -445,7 +449,8 @@ async def test_a_resource_glob_is_not_passed_by_another_spelling_of_the_uri(tmp_
     config.write_text(
         json.dumps(
             {
-                "mcpServers": {"files": server_entry("lenient.py", prefix="")},
+                # `my_links`: a prefix with `_`, which `urlsplit` takes for no scheme.
+                "mcpServers": {"files": server_entry("lenient.py", prefix=""), "my_links": server_entry("links.py")},
                 "manifold": {"data_dir": str(tmp_path / "data"), "expose": ["direct", "proxy"]},
                 "profiles": {
                     "denied": {"resources": ["*", "!file:///secret/*"]},
@@ -459,7 +464,8 @@ async def test_a_resource_glob_is_not_passed_by_another_spelling_of_the_uri(tmp_
         # A deny glob and an allow glob: every spelling past the first, one past the second.
         for profile, spellings in (("denied", RESPELLED), ("public", RESPELLED[:1])):
             async with Client(url.replace("/mcp", f"/mcp/p/{profile}"), mode=mode) as client:
-                assert [str(r.uri) for r in (await client.list_resources()).resources] == ["file:///public/readme"]
+                listed = [str(r.uri) for r in (await client.list_resources()).resources]
+                assert listed == ["file:///public/", "file:///public/readme"]
                 for uri in spellings:
                     with pytest.raises(Exception, match=r"resource URI .* has .*: a server may read it as another"):
                         await client.read_resource(uri)
@@ -470,6 +476,11 @@ async def test_a_resource_glob_is_not_passed_by_another_spelling_of_the_uri(tmp_
                             await client.subscribe_resource(uri)
                 read = await client.read_resource("file:///public/readme")
                 assert read.contents[0].text == "public text"  # type: ignore[union-attr]
+                read = await client.read_resource("file:///public/")  # listed so: taken as listed
+                assert read.contents[0].text == "the public folder"  # type: ignore[union-attr]
+                if profile == "denied":  # a template's URI, read the plain way: every unlisted one was refused
+                    read = await client.read_resource("my_links+links://item/one")
+                    assert read.contents[0].text == "the text of item one"  # type: ignore[union-attr]
                 assert text_of(await client.call_tool("subscribed", {})) == "[]"  # never asked to subscribe
         async with Client(url, mode=mode) as everyone:  # no profile: every spelling reaches the server
             read = await everyone.read_resource("file:///public/../secret/key")

@@ -116,6 +116,10 @@ async def test_an_answer_of_too_many_objects_closes_that_servers_connection_unpa
     async with stdio_gateway(path) as client:
         fits = await client.call_tool("unruly_objects", {"kb": 32})  # 10,922 objects: answered
         assert not fits.is_error and len(fits.structured_content["items"]) == 10_922  # type: ignore[index]
+        # A 73 KiB answer of 13,653 objects, then in the same write 20 log lines of 512 `[`: each line is judged
+        # alone (they were counted together, and the connection closed).
+        fits = await client.call_tool("unruly_objects", {"kb": 40, "pad_kb": 20, "logs": 20})
+        assert not fits.is_error and len(fits.structured_content["items"]) == 13_653  # type: ignore[index]
         refused = await client.call_tool("unruly_objects", {"kb": 256})
         assert refused.is_error and "closed the connection" in text_of(refused), text_of(refused)
         assert text_of(await client.call_tool("other_fine", {})) == "fine"

@@ -4,9 +4,10 @@ Tools: ``whoami`` (returns the name), ``add``, ``progress``, ``slow`` (counts th
 cancelled), ``cancellations`` (that count), ``shout`` (logs its text to the client, after an optional
 delay), ``ask_later`` (elicits an answer, after an optional delay), ``instances_list``
 (named like the hub's tool, to test that the hub's wins), ``scripts/list`` (a Brummer-style name
-no client accepts as it is), and one tool named ``only_<name>`` so tests can tell two instances' lists apart. Resource ``instance://info``,
-resource template ``instance://notes/{topic}``, prompts ``review`` and ``scripts/explain`` (its
-argument completed: ``build``, ``test``).
+no client accepts as it is), and one tool named ``only_<name>`` so tests can tell two instances' lists
+apart. Resources ``instance://info`` and ``instance://files/docs/`` (a folder, with its ``/``), resource
+template ``instance://notes/{topic}``, prompts ``review`` and ``scripts/explain`` (its argument completed:
+``build``, ``test``).
 
 Run: ``python tests/servers/instance.py --name alpha --http PORT`` (or stdio without ``--http``).
 """
@@ -122,6 +123,13 @@ server.add_tool(scripts, name="scripts/list", description="List the project's sc
 @server.resource("instance://info", name="info", description="Who this instance is.", mime_type="text/plain")
 def info() -> str:
     return f"instance {NAME}"
+
+
+@server.resource(
+    "instance://files/docs/", name="docs", description="A folder, listed with its '/'.", mime_type="text/plain"
+)
+def docs() -> str:
+    return f"{NAME} docs folder"
 
 
 @server.resource("instance://notes/{topic}", name="notes", description="Notes on a topic.", mime_type="text/plain")

@@ -1,8 +1,9 @@
 """lenient: a file server that normalises the URIs it is asked for, as many real servers do.
 
-Lists `file:///public/readme` and `file:///secret/key`; `resources/read` and `resources/subscribe` take any
-URI that normalises to one of them: the scheme's and host's case ignored, percent-encoding decoded, dot
-segments resolved, repeated slashes collapsed, the query and fragment dropped. So
+Lists `file:///public/readme`, `file:///secret/key` and the folder `file:///public/`; `resources/read` and
+`resources/subscribe` take any URI that normalises to one of them: the scheme's and host's case ignored,
+percent-encoding decoded, dot segments resolved, repeated slashes collapsed, the host, query and fragment
+dropped. So
 `file:///public/../secret/key`, `FILE:///secret/key` and `file:///%73ecret/key` all read the secret. Tool
 `subscribed()` answers the URIs subscribed now (normalised, a sorted JSON list). For the tests that a
 profile's resource globs cannot be passed by another spelling of a URI they deny.
@@ -28,7 +29,8 @@ from mcp_types import (
     TextResourceContents,
 )
 
-FILES = {"/public/readme": "public text", "/secret/key": "SECRET-KEY-TEXT"}
+FILES = {"/public/readme": "public text", "/secret/key": "SECRET-KEY-TEXT", "/public": "the public folder"}
+LISTED = ("/public/", "/public/readme", "/secret/key")  # a folder as it is commonly listed, with its `/`
 
 server = MCPServer("lenient", version="1.0.0", log_level="WARNING")
 subscriptions: set[str] = set()
@@ -37,10 +39,10 @@ subscriptions: set[str] = set()
 def _listed(path: str) -> None:
     @server.resource(f"file://{path}", name=path.strip("/").replace("/", "-"), mime_type="text/plain")
     def content() -> str:
-        return FILES[path]
+        return FILES[normalised(f"file://{path}")]
 
 
-for _path in FILES:
+for _path in LISTED:
     _listed(_path)
 
 

@@ -4,7 +4,8 @@ stdio), since the SDK's server cannot send what it sends.
 - `storm(n, kind="tools")` writes `n` `notifications/<kind>/list_changed` before it answers "stormed";
 - `listings` answers how many `tools/list` requests it got so far;
 - `spew(mb)` writes `mb` megabytes on stdout with no newline (a line that never ends), then nothing;
-- `objects(kb)` answers structured content of `kb` KiB of empty objects (`[{},{},...]`);
+- `objects(kb, pad_kb=0, logs=0)` answers structured content of `kb` KiB of empty objects (`[{},{},...]`) and
+  a text of `pad_kb` KiB, followed in the same write by `logs` log notifications of 512 `[` each;
 - `fine` answers "fine";
 - `--cursor-loop`: every `tools/list` page names a next cursor, the same one each time, for ever (a
   pagination that never ends); `--endless`: a new one each time, for ever;
@@ -34,7 +35,10 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "objects",
         "description": "Answer kb KiB of empty objects.",
-        "inputSchema": {"type": "object", "properties": {"kb": {"type": "integer"}}},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"kb": {"type": "integer"}, "pad_kb": {"type": "integer"}, "logs": {"type": "integer"}},
+        },
     },
     {
         "name": "spew",
@@ -111,8 +115,15 @@ def reply_to(message: dict[str, Any]) -> dict[str, Any] | None:
         sys.stdout.flush()
         return None
     elif method == "tools/call" and params.get("name") == "objects":
-        items = [{}] * (int((params.get("arguments") or {}).get("kb", 1)) * 1024 // 3)
-        result = {"content": [{"type": "text", "text": "objects"}], "structuredContent": {"items": items}}
+        arguments = params.get("arguments") or {}
+        items = [{}] * (int(arguments.get("kb", 1)) * 1024 // 3)
+        said = "objects" + " " * (int(arguments.get("pad_kb", 0)) << 10)
+        result = {"content": [{"type": "text", "text": said}], "structuredContent": {"items": items}}
+        log = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "[" * 512}}
+        answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        sys.stdout.write("".join(json.dumps(line) + "\n" for line in [answer] + [log] * int(arguments.get("logs", 0))))
+        sys.stdout.flush()
+        return None
     elif method == "tools/call" and params.get("name") == "listings":
         return text(request_id, str(listings))
     elif method == "tools/call":

@@ -35,19 +35,24 @@ def _never(server: str, tool: str) -> bool:
     return False
 
 
-def allowed_as_listed(profile: Profile, catalog: Catalog, kind: str, server: str, original: str, shown: str) -> bool:
+def allowed_as_listed(
+    profile: Profile, catalog: Catalog, kind: str, server: str, original: str, shown: str, as_listed: bool = False
+) -> bool:
     """Whether `profile` also allows the item under the name the catalog lists it by, where that is not `shown`.
 
     A configured server's items reach the hub under the server's own names (`crash`, `kitchen://config`)
     and every other surface under the catalog's (`kitchen_crash`, `kitchen+kitchen://config`): a profile
     that denies one name denies the item under both, so no surface is a way around it.
-    A resource that is an app is judged by its tools too (`app_allowed`), under the catalog's name, where the
-    tools that name it are known.
+    A resource that is an app is judged by its tools too (`app_allowed`), and its spelling (`plainly_named`), under
+    the catalog's name, where the tools that name it are known and its listing is: a URI the server lists is taken
+    as listed under either name. `as_listed`: its backend lists it as `shown` (a hub instance's, outside the catalog).
     """
     listed = catalog.exposed_name(kind, server, original)
     if listed is not None and listed != shown and not profile.allows_item(kind, server, listed):
         return False
-    return kind != "resource" or (app_allowed(profile, catalog, listed or shown) and plainly_named(catalog, shown))
+    return kind != "resource" or (
+        app_allowed(profile, catalog, listed or shown) and (as_listed or plainly_named(catalog, listed or shown))
+    )
 
 
 def resource_allowed(profile: Profile, catalog: Catalog, server: str, uri: str) -> bool:
@@ -301,8 +306,8 @@ class CatalogView:
             return Listing()
         profile = self.profile
 
-        def listed(kind: str, shown: str, own: str) -> bool:  # allowed by the catalog's name too
-            return profile is None or allowed_as_listed(profile, self.catalog, kind, server, own, shown)
+        def listed(kind: str, shown: str, own: str, as_listed: bool = False) -> bool:  # by the catalog's name too
+            return profile is None or allowed_as_listed(profile, self.catalog, kind, server, own, shown, as_listed)
 
         # `_app_usable` by the backend's own tools (a discovered instance is in no catalog): the apps they name, each
         # usable when one of its tools is (once per listing, not per resource).
@@ -326,7 +331,12 @@ class CatalogView:
             resources=[
                 r
                 for r in listing.resources
-                if self._resource_visible(server, r.uri) and app_usable(r.uri) and listed("resource", r.uri, r.uri)
+                # Listed by its backend: taken as listed, however spelled (the globs still judge it); an app only
+                # while a tool naming it may be used, in the catalog and in the backend's own listing.
+                if self._app_usable(r.uri)
+                and app_usable(r.uri)
+                and (profile is None or profile.allows_resource(server, r.uri))
+                and listed("resource", r.uri, r.uri, True)
             ],
             templates=[
                 t

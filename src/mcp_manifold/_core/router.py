@@ -24,13 +24,15 @@ class Target:
     """What a call reaches, and how the client named it.
 
     `name` is the tool's or prompt's name on its server, or the resource's URI there; `exposed` is the
-    name or URI the client used, `surface` the surface that made the call.
+    name or URI the client used, `surface` the surface that made the call. `listed`: the backend lists the
+    resource as `exposed` spells it (a hub instance's, which the catalog does not hold), so it is taken as listed.
     """
 
     server: str
     name: str
     exposed: str
     surface: str
+    listed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

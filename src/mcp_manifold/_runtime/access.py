@@ -190,7 +190,9 @@ class Access:
     def _allows_as_listed(self, profile: Profile, kind: CallKind, target: Target) -> bool:
         # A hub call of a configured server's item names it as the server does: judged by the catalog's name too
         # (and the app of a tool it may not use is not its to read).
-        return allowed_as_listed(profile, self.catalog, kind, target.server, target.name, target.exposed)
+        return allowed_as_listed(
+            profile, self.catalog, kind, target.server, target.name, target.exposed, as_listed=target.listed
+        )
 
     @staticmethod
     def _allows(profile: Profile, kind: CallKind, target: Target) -> bool:

@@ -112,6 +112,7 @@ class BoundedLines(anyio.abc.ByteReceiveStream):
         self._open_size = 0
         self._ended: str | None = None  # why, once a line was too long
         self._containers = most_containers(limit)  # objects and arrays cost far more parsed (`answer_size`)
+        self._judged_past = min(COUNTED_PAST, limit)  # reads no longer than this hold no line to judge
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         while self._ended is None:
@@ -120,27 +121,53 @@ class BoundedLines(anyio.abc.ByteReceiveStream):
             except anyio.EndOfStream:
                 if not self._open:
                     raise
-                rest = b"".join(self._open)  # a last line with no newline: the reader decides
+                rest = b"".join(self._open)  # a last line with no newline: the reader decides, if it fits
                 self._open, self._open_size = [], 0
-                return rest
-            end = data.rfind(b"\n") + 1
-            if end:
+                lines = rest
+            else:
+                end = data.rfind(b"\n") + 1
+                if not end:
+                    self._open.append(data)
+                    self._open_size += len(data)
+                    if self._open_size > self._limit:
+                        self._end(self._too_long())
+                    continue
                 lines = b"".join([*self._open, data[:end]]) if self._open else data[:end]
                 self._open, self._open_size = ([data[end:]], len(data) - end) if end < len(data) else ([], 0)
-                if len(lines) > COUNTED_PAST and containers_in(lines) > self._containers:
-                    self._end(
-                        f"server {self._server!r} wrote an answer of {too_many_containers(self._limit)} on stdout"
-                    )
-                    break
+            unfit = self._first_unfit(lines) if len(lines) > self._judged_past else None
+            if unfit is None:
                 return lines
-            self._open.append(data)
-            self._open_size += len(data)
-            if self._open_size > self._limit:
-                self._end(
-                    f"server {self._server!r} wrote a line of more than {size_words(self._limit)} on stdout"
-                    " (max_answer_bytes)"
-                )
+            at, why = unfit
+            self._end(why)
+            if at:  # the lines before it are whole and fit: theirs to read, then the end
+                return lines[:at]
         raise LineTooLong(self._ended)
+
+    def _first_unfit(self, lines: bytes) -> tuple[int, str] | None:
+        """Where in `lines` (whole lines, the last one's newline perhaps missing at the end of the stream) the
+        first line starts that is too long or holds too many brackets, and why; None if none is. Each line is
+        judged alone, so that the verdict is the same however the server's writes were split into reads."""
+        # The whole read first, counted in C: most reads are far from either bound.
+        if len(lines) <= self._limit and containers_in(lines) <= self._containers:
+            return None
+        start = 0
+        while start < len(lines):
+            stop = lines.find(b"\n", start)
+            stop = len(lines) if stop < 0 else stop
+            if stop - start > self._limit:
+                return start, self._too_long()
+            end = stop + 1
+            if end - start > COUNTED_PAST and lines.count(b"{", start, end) + lines.count(b"[", start, end) > (
+                self._containers
+            ):
+                return start, f"server {self._server!r} wrote an answer of {too_many_containers(self._limit)} on stdout"
+            start = end
+        return None
+
+    def _too_long(self) -> str:
+        return (
+            f"server {self._server!r} wrote a line of more than {size_words(self._limit)} on stdout (max_answer_bytes)"
+        )
 
     def _end(self, why: str) -> None:
         self._open, self._open_size = [], 0

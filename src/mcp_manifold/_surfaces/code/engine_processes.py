@@ -23,7 +23,15 @@ from dataclasses import asdict, fields
 from typing import Any, Protocol
 
 from mcp_manifold._surfaces.code.engine_wire import WireBroken, read_message, write_message
-from mcp_manifold._surfaces.code.sandbox import Limits, Outcome, PendingCall, ProgramStopped, Settled, forged_call
+from mcp_manifold._surfaces.code.sandbox import (
+    Limits,
+    Outcome,
+    PendingCall,
+    ProgramStopped,
+    Settled,
+    forged_call,
+    most_containers,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +68,8 @@ class IsolatedSandbox:
         # The most a message may take: a round's arguments are strings of the program's heap, six bytes a
         # character at most as ASCII JSON, and its value and output are cut to the output limit.
         self._most_bytes = 6 * limits.memory_bytes + (1 << 20)
+        # And its objects and arrays, before it is parsed: 60 MB of `{}` from an engine took the gateway to 1.6 GB.
+        self._most_containers = most_containers(limits)
 
     def run(self, code: str, perform: Callable[[list[PendingCall], float], list[Settled]]) -> Outcome:
         """Run `code`; `perform(calls, seconds_left)` makes a round of tool calls and returns their answers."""
@@ -70,7 +80,9 @@ class IsolatedSandbox:
         try:
             write_message(process.stdin, {"names": self.tool_names, "limits": asdict(self.limits), "code": code})
             while True:
-                message = read_message(process.stdout.fileno(), killed_at, self._most_bytes, lambda: self.stopped)
+                message = read_message(
+                    process.stdout.fileno(), killed_at, self._most_bytes, lambda: self.stopped, self._most_containers
+                )
                 if message is None:  # past its deadline in code that does not look at it, or its request is gone
                     self.processes.discard(process)
                     return self._killed()

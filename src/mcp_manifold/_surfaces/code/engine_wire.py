@@ -40,9 +40,12 @@ def read_plainly(stream: BinaryIO) -> dict[str, Any] | None:
     return _parsed(body)
 
 
-def read_message(fd: int, deadline: float, most: int, stopped: Any) -> dict[str, Any] | None:
+def read_message(
+    fd: int, deadline: float, most: int, stopped: Any, most_containers: int | None = None
+) -> dict[str, Any] | None:
     """The next message on `fd`, or None once `deadline` (monotonic) passed or `stopped()` says so. Raises
-    `WireBroken` for a message longer than `most` bytes, one that is no JSON object, or a closed pipe."""
+    `WireBroken` for a message longer than `most` bytes, or holding more than `most_containers` `{` and `[`
+    (in strings too), one that is no JSON object, or a closed pipe."""
     head = _read_exactly(fd, _LENGTH.size, deadline, stopped)
     if head is None:
         return None
@@ -50,18 +53,26 @@ def read_message(fd: int, deadline: float, most: int, stopped: Any) -> dict[str,
     if length > most:
         raise WireBroken(f"a message of {length} bytes, more than the {most} the engine process may send")
     body = _read_exactly(fd, length, deadline, stopped)
-    return None if body is None else _parsed(body)
+    if body is None:
+        return None
+    # Parsed, an object or array costs far more than its two bytes: counted in C before, never parsed past.
+    if most_containers is not None and body.count(b"{") + body.count(b"[") > most_containers:
+        raise WireBroken(f"a message of more than {most_containers} objects and arrays")
+    return _parsed(body)
 
 
 def _read_exactly(fd: int, count: int, deadline: float, stopped: Any) -> bytes | None:
     chunks: list[bytes] = []
+    # `poll`, not `select`: select cannot wait on a descriptor numbered past 1023, and a gateway holding that many
+    # (its clients' connections) gave each engine process started then such pipes, and failed its every program.
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
     while count:
         left = deadline - time.monotonic()
         if left <= 0 or stopped():
             return None
         # A tenth of a second at most between looks at `stopped`: a cancelled request ends its program soon.
-        ready, _, _ = select.select([fd], [], [], min(left, 0.1))
-        if not ready:
+        if not waiting.poll(min(left, 0.1) * 1000):
             continue
         chunk = os.read(fd, min(count, 1 << 20))
         if not chunk:

@@ -310,6 +310,16 @@ _SURROGATE = re.compile("[\\ud800-\\udfff]")  # a lone half of a pair, which no 
 # and more, and the call path copies it to send it): 8 MB of `{}` in two calls took it from 100 to 860 MB.
 _CONTAINER_BYTES = 200
 _ERROR_ROOM = 1_000  # an error is cut at the output limit, but never shorter than this (the gateway's own words)
+
+
+def most_containers(limits: Limits) -> int:
+    """The most `{` and `[` a message of a program's engine holds (in strings too: counted in C, a bound): a
+    round's arguments (`_calls_of`'s room), each call's own object, or an outcome's value, error and output, each
+    cut. Parsed, each costs the gateway up to `_CONTAINER_BYTES`; an engine that escaped its sandbox may send more."""
+    cap = limits.output_chars
+    return limits.memory_bytes // 2 // _CONTAINER_BYTES + limits.max_calls + 2 * cap + max(cap, _ERROR_ROOM) + 64
+
+
 _NOT_READ = "the program interfered with the sandbox's own functions, so its answer could not be read"
 
 

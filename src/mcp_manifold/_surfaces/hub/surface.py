@@ -234,7 +234,9 @@ class HubSurface(Surface):
 
     async def read_resource(self, request: Request, uri: str) -> types.ReadResourceResult:
         instance = await self._usable(request)
-        return await self.host.calls.read_resource(request, Target(instance.id, uri, uri, self.name))
+        # One it lists is taken as listed, however spelled (`file:///docs/`): a profile judges its spelling else.
+        listed = instance.listing is not None and any(resource.uri == uri for resource in instance.listing.resources)
+        return await self.host.calls.read_resource(request, Target(instance.id, uri, uri, self.name, listed))
 
     def list_prompts(self, request: Request) -> list[types.Prompt]:
         listing = self._bound_listing(request)
