@@ -1,4 +1,5 @@
-"""OAuth to remote servers: the scopes the gateway asks for, and a server's step-up (403 insufficient_scope)."""
+"""OAuth to remote servers mid-life: the scopes the gateway asks for, a server's step-up (403
+insufficient_scope), a grant revoked while `serve` runs."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2 as httpx
@@ -18,20 +20,27 @@ from tests.conftest import SERVERS, free_port, stdio_gateway, stop_process, wait
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def stepping_up(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """`oauth_protected.py --step-up admin`: its tool `admin` needs the scope `admin`. Yields its base URL and
-    its log (`authorized scope=...` for each authorization, `step-up asked for admin` for each 403)."""
+@contextmanager
+def protected(tmp_path: Path, *options: str) -> Iterator[tuple[str, Path]]:
+    """`oauth_protected.py` with `options`: its base URL and its log."""
     port = free_port()
     log = tmp_path / "oauth-server.log"
     with log.open("wb") as out:
-        command = [sys.executable, str(SERVERS / "oauth_protected.py"), "--http", str(port), "--step-up", "admin"]
+        command = [sys.executable, str(SERVERS / "oauth_protected.py"), "--http", str(port), *options]
         process = subprocess.Popen(command, start_new_session=True, stderr=out)
     try:
         wait_for_port(port, process)
         yield f"http://127.0.0.1:{port}", log
     finally:
         stop_process(process)
+
+
+@pytest.fixture
+def stepping_up(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """`oauth_protected.py --step-up admin`: its tool `admin` needs the scope `admin`. Yields its base URL and
+    its log (`authorized scope=...` for each authorization, `step-up asked for admin` for each 403)."""
+    with protected(tmp_path, "--step-up", "admin") as server:
+        yield server
 
 
 async def log_in(config: Path) -> None:
@@ -75,6 +84,32 @@ async def test_a_step_up_serve_cannot_make_is_one_calls_error_and_the_next_login
     assert "scope_wanted" not in {k for k, v in json.loads(stored.read_text()).items() if v}  # granted: forgotten
     await log_in(config)
     assert len(authorized(log)) == 2  # its tokens have every scope asked for: nothing to do
+
+
+async def test_a_grant_revoked_mid_life_refuses_each_call_until_a_login_which_the_running_gateway_takes(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Its refresh token spent elsewhere, the server revokes the gateway's access token: each call is refused
+    saying what to run, the session kept (the SDK's flow ended it: "the server closed the connection"), and
+    right after `manifold auth login` the same gateway answers (it waited for its start backoff, up to 30 s,
+    still saying a login was needed)."""
+    with protected(tmp_path, "--revoke-on-refresh") as (base, _log):
+        config = write_config({"remote": {"url": f"{base}/mcp", "auth": {"type": "oauth"}}})
+        await log_in(config)
+        async with stdio_gateway(config, mode="auto") as client:
+            registered = (await client.call_tool("remote_whoami", {})).content[0].text
+            (stored,) = (tmp_path / "data" / "oauth").glob("*.json")
+            record = json.loads(stored.read_text())
+            spent = {"grant_type": "refresh_token", "refresh_token": record["tokens"]["refresh_token"]}
+            assert httpx.post(f"{base}/token", data={**spent, "client_id": registered}).status_code == 200
+            for _ in range(2):
+                refused = await client.call_tool("remote_whoami", {})
+                assert refused.is_error
+                said = refused.content[0].text
+                assert said == "server 'remote': needs an OAuth login: run `manifold auth login remote`", said
+            await log_in(config)
+            answered = await client.call_tool("remote_whoami", {})
+            assert not answered.is_error and answered.content[0].text == registered, answered
 
 
 def test_a_step_up_challenges_scope_is_taken_only_as_scope_words() -> None:

@@ -75,7 +75,11 @@ class LoginNeeded(BackendStartError):
     """A server's authorization needs a person (no tokens yet, or they can no longer be refreshed)."""
 
     def __init__(self, server: str) -> None:
-        super().__init__(server, f"needs an OAuth login: run `{login_command(server)}`")
+        super().__init__(server, login_words(server))
+
+
+def login_words(server: str) -> str:
+    return f"needs an OAuth login: run `{login_command(server)}`"
 
 
 # --- where tokens are kept --------------------------------------------------------------------------
@@ -265,6 +269,12 @@ class _SharedRefresh:
     guard: Guard
     configured_issuer: str | None = None  # `auth.issuer`: the only authorization server the client may use
     person_at_hand = True  # False in `serve` with the authorization-code grant: a step-up there waits for a login
+    # Set once the server has answered a request of this session (it started): a login needed from then on
+    # refuses the call, not the session (see `_login_waits`).
+    _answered = False
+    # While a login is needed mid-life (`_login_waits`): the stored access token then; a call first looks
+    # for newer tokens (a login since) and, until there are, is refused without an OAuth request.
+    _waiting_on: str | None = None
 
     def _bound_issuer(self) -> str | None:
         """The issuer the client's tokens must come from: the configured one, else the stored client's."""
@@ -339,6 +349,31 @@ class _SharedRefresh:
         )
         await _answered_instead(answer, request, f"this needs more OAuth scope than the gateway holds: run `{command}`")
 
+    async def _login_waits(self, request: httpx2.Request, answer: httpx2.Response) -> None:
+        """A 401 after the session started, where only a person can authorize anew (`serve`): its tokens
+        were revoked, or can no longer be refreshed. This call alone is refused saying what to run; later
+        ones too, without asking the authorization server again, until a login stores new tokens, which
+        the next call then uses (no restart, no start backoff). The SDK's flow raised `LoginNeeded` inside
+        the transport: the session closed ("the server closed the connection", for every call on it)."""
+        tokens, _, _ = await self.context.storage.record()
+        self._waiting_on = tokens.access_token if tokens is not None else ""
+        logger.warning(  # the server stays "ready" in `manifold servers`: the log says why its calls fail
+            "server %r refuses the gateway's OAuth tokens (revoked, or their refresh refused): its calls are "
+            "refused until `%s`",
+            self.guard.server,
+            login_command(self.guard.server),
+        )
+        await _answered_instead(answer, request, login_words(self.guard.server))
+
+    async def _still_waiting(self) -> bool:
+        """Whether a login is still needed (`_login_waits`): no tokens stored since it was found needed."""
+        if self._waiting_on is None:
+            return False
+        if await self._take_newer(self._waiting_on):
+            self._waiting_on = None
+            return False
+        return True
+
     def _select_authorization_server(self, advertised: list[str]) -> str:
         if self.configured_issuer is None:
             return super()._select_authorization_server(advertised)  # type: ignore[misc, no-any-return]
@@ -405,19 +440,33 @@ class _SharedRefresh:
             async with context.lock:
                 if not self._initialized:
                     await self._initialize()
+        if request.method == "POST" and await self._still_waiting():
+            answer = yield request  # sent without a token: refused again, the authorization server unasked
+            if answer.status_code == 401:
+                await _answered_instead(answer, request, login_words(self.guard.server))
+            return
         refreshing = context.current_tokens is not None and not context.is_token_valid()
+        held = context.current_tokens.access_token if context.current_tokens is not None else ""
         async with context.storage.place.refresh_turn() if refreshing else nullcontext():
+            if refreshing and request.method == "POST" and await self._still_waiting():  # a refresh failed for good
+                answer = yield request
+                if answer.status_code == 401:
+                    await _answered_instead(answer, request, login_words(self.guard.server))
+                return
             if refreshing:
-                await self._take_newer(context.current_tokens.access_token)  # no refresh here if it did
+                await self._take_newer(held)  # no refresh here if it did
             flow = super()._auth_flow(request)  # type: ignore[misc]
             retried = False
             try:
                 outgoing = await flow.__anext__()
                 while True:
                     incoming = yield outgoing
-                    step_up = _step_up_scope(incoming) if outgoing is request else None
+                    # A call's answer (a POST): the GET of a session's event stream retries on its own.
+                    call = outgoing is request and request.method == "POST"
+                    step_up = _step_up_scope(incoming) if call else None
                     if outgoing is request and (incoming.status_code == 401 or step_up) and not retried:
-                        sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
+                        # Sent without a token when its refresh failed just now: the one it held is the stale one.
+                        sent = request.headers.get("Authorization", "").removeprefix("Bearer ") or held
                         if await self._take_newer(sent):  # a login since (with the scope asked for), say
                             retried = True
                             await flow.aclose()
@@ -427,6 +476,12 @@ class _SharedRefresh:
                     if step_up is not None and not self.person_at_hand:
                         await self._step_up_waits(request, incoming, step_up)
                         return
+                    waits = self._answered and not self.person_at_hand  # a login, after the session started
+                    if call and incoming.status_code == 401 and waits:
+                        await self._login_waits(request, incoming)
+                        return
+                    if outgoing is request and incoming.status_code < 400:
+                        self._answered = True
                     outgoing = await flow.asend(incoming)
             except StopAsyncIteration:
                 return
