@@ -18,6 +18,10 @@ gateway held its refresh lock then (``refresh with the lock held`` / ``refresh w
 ``http://127.0.0.1:AS_PORT``, which the protected-resource metadata names, and the same app answers on both
 ports (so a token request sent to the MCP server's origin would work too, and must be caught). Every token
 request is printed as ``token request on port N (<grant_type>)``.
+
+``--step-up SCOPE`` adds a tool ``admin`` that needs SCOPE: a call of it with a token without SCOPE is
+answered HTTP 403 with ``WWW-Authenticate: Bearer error="insufficient_scope", scope="SCOPE"`` (the spec's
+step-up). Every authorization is printed as ``authorized scope=<the scope asked for>``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import asyncio
 import base64
 import fcntl
 import functools
+import json
 import secrets
 import socket
 import sys
@@ -60,6 +65,7 @@ class InstantApproval:
     def __init__(self, token_seconds: int = 3600, revoke_on_refresh: bool = False) -> None:
         self.token_seconds = token_seconds
         self.revoke_on_refresh = revoke_on_refresh
+        self.more_scopes: list[str] = []
         self.clients: dict[str, OAuthClientInformationFull] = {}
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
@@ -69,9 +75,12 @@ class InstantApproval:
         return self.clients.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        if self.more_scopes:  # a client may ask for these later whatever it registered with (a step-up)
+            client_info.scope = " ".join(dict.fromkeys([*(client_info.scope or "").split(), *self.more_scopes]))
         self.clients[client_info.client_id] = client_info
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        print(f"authorized scope={' '.join(params.scopes or [])}", file=sys.stderr, flush=True)
         code = secrets.token_urlsafe(16)
         self.codes[code] = AuthorizationCode(
             code=code,
@@ -207,6 +216,51 @@ def client_credentials(provider: InstantApproval, app: Any, lock_held: Callable[
     return gated
 
 
+def step_up(provider: InstantApproval, app: Any, scope_needed: str, resource_metadata: str) -> Any:
+    """The ASGI app with its tool `admin` refused 403 insufficient_scope to a token without `scope_needed`."""
+
+    async def gated(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/mcp" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        called = request.get("params") or {} if isinstance(request, dict) else {}
+        if isinstance(request, dict) and request.get("method") == "tools/call" and called.get("name") == "admin":
+            bearer = dict(scope["headers"]).get(b"authorization", b"").decode().removeprefix("Bearer ")
+            known = provider.access.get(bearer)
+            if known is not None and scope_needed not in known.scopes:
+                challenge = f'Bearer error="insufficient_scope", scope="{scope_needed}", '
+                challenge += f'resource_metadata="{resource_metadata}"'
+                print(f"step-up asked for {scope_needed}", file=sys.stderr, flush=True)
+                response = JSONResponse(
+                    {"error": "insufficient_scope"}, status_code=403, headers={"WWW-Authenticate": challenge}
+                )
+                await response(scope, receive, send)
+                return
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, replay, send)
+
+    return gated
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", type=int, required=True, metavar="PORT")
@@ -215,11 +269,14 @@ def main() -> None:
     parser.add_argument("--split", type=int, metavar="AS_PORT")
     parser.add_argument("--refresh-lock-in", type=int, metavar="REDIS_PORT")
     parser.add_argument("--refresh-lock-files", type=Path, metavar="DIR")
+    parser.add_argument("--step-up", metavar="SCOPE")
     args = parser.parse_args()
     port = args.http
     base = f"http://127.0.0.1:{port}"
     issuer = f"http://127.0.0.1:{args.split}" if args.split else base
     provider = InstantApproval(args.token_seconds, args.revoke_on_refresh)
+    if args.step_up:  # the SDK's authorize handler allows a client only the scopes it registered with
+        provider.more_scopes = ["read", args.step_up]
     server = MCPServer(
         "oauth_protected",
         version="1.0.0",
@@ -238,6 +295,14 @@ def main() -> None:
         token = get_access_token()
         return token.client_id if token is not None else "nobody"
 
+    if args.step_up:
+
+        @server.tool()
+        def admin() -> str:
+            """A tool that needs the --step-up scope: answers the scopes of the call's token."""
+            token = get_access_token()
+            return " ".join(token.scopes) if token is not None else "nobody"
+
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
     lock_held = None
     if args.refresh_lock_in is not None:
@@ -245,6 +310,8 @@ def main() -> None:
     elif args.refresh_lock_files is not None:
         lock_held = functools.partial(file_lock_held, args.refresh_lock_files)
     app = client_credentials(provider, app, lock_held)
+    if args.step_up:
+        app = step_up(provider, app, args.step_up, f"{base}/.well-known/oauth-protected-resource/mcp")
     ports = [port] + ([args.split] if args.split else [])
     # The lifespan (the MCP sessions' manager) runs once, with the first server.
     servers = [

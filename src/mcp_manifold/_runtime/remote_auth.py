@@ -36,7 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthRegistrationError, OAuthTokenError
-from mcp.client.auth.utils import issuers_match
+from mcp.client.auth.utils import extract_field_from_www_auth, issuers_match, union_scopes
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
@@ -44,7 +44,8 @@ from mcp.shared.auth import (
     OAuthMetadata,
     OAuthToken,
 )
-from pydantic import ValidationError
+from mcp_types import INTERNAL_ERROR
+from pydantic import PrivateAttr, ValidationError
 
 from mcp_manifold._config import Config, ServerConfig
 from mcp_manifold._errors import BackendStartError, InvalidRequest, ManifoldError, NotFound
@@ -74,7 +75,11 @@ class LoginNeeded(BackendStartError):
     """A server's authorization needs a person (no tokens yet, or they can no longer be refreshed)."""
 
     def __init__(self, server: str) -> None:
-        super().__init__(server, f"needs an OAuth login: run `{login_command(server)}`")
+        super().__init__(server, login_words(server))
+
+
+def login_words(server: str) -> str:
+    return f"needs an OAuth login: run `{login_command(server)}`"
 
 
 # --- where tokens are kept --------------------------------------------------------------------------
@@ -147,8 +152,12 @@ class StoredTokens:
         # False in a process that cannot complete a login (`serve`): a client it registers is not kept, so a
         # server that leads it to another authorization server cannot replace the one a login registered.
         self.keep_registrations = True
+        # True in a login that must authorize anew (the stored tokens lack a scope asked for): they are not used.
+        self.passed_over = False
 
     async def get_tokens(self) -> OAuthToken | None:
+        if self.passed_over:
+            return None
         try:
             raw = (await self.place.load()).get("tokens")
             return OAuthToken.model_validate(raw) if raw else None
@@ -159,16 +168,30 @@ class StoredTokens:
         # The SDK knows when a token expires only in the process that got it: kept, so every process knows.
         expires_at = time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None
         server = self.issued_by()
-        await self.place.save(
-            {
-                "tokens": tokens.model_dump(mode="json", exclude_none=True),
-                "expires_at": expires_at,
-                "authorization_server": as_stored(server) if server is not None else None,
-            }
-        )
+        fields: dict[str, Any] = {
+            "tokens": tokens.model_dump(mode="json", exclude_none=True),
+            "expires_at": expires_at,
+            "authorization_server": as_stored(server) if server is not None else None,
+        }
+        if not _missing(await self.wanted_scope(), tokens.scope):
+            fields["scope_wanted"] = None  # granted now: a later login need not ask for it again
+        await self.place.save(fields)
+
+    async def wanted_scope(self) -> str | None:
+        """The scope a server asked for that the tokens lack (a step-up `serve` could not make without a
+        person): `manifold auth login` asks for it."""
+        wanted = (await self.place.load()).get("scope_wanted")
+        return wanted if isinstance(wanted, str) and wanted else None
+
+    async def want_scope(self, scope: str) -> None:
+        kept = await self.wanted_scope()
+        if _missing(scope, kept):  # written once, not on every call that is refused for it
+            await self.place.save({"scope_wanted": union_scopes(kept, scope)})
 
     async def record(self) -> tuple[OAuthToken | None, float | None, OAuthMetadata | None]:
         """The stored tokens, when their access token expires, and the authorization server they came from."""
+        if self.passed_over:
+            return None, None, None
         record = await self.place.load()
         try:
             tokens = OAuthToken.model_validate(record["tokens"]) if record.get("tokens") else None
@@ -245,6 +268,13 @@ class _SharedRefresh:
     _initialized: bool
     guard: Guard
     configured_issuer: str | None = None  # `auth.issuer`: the only authorization server the client may use
+    person_at_hand = True  # False in `serve` with the authorization-code grant: a step-up there waits for a login
+    # Set once the server has answered a request of this session (it started): a login needed from then on
+    # refuses the call, not the session (see `_login_waits`).
+    _answered = False
+    # While a login is needed mid-life (`_login_waits`): the stored access token then; a call first looks
+    # for newer tokens (a login since) and, until there are, is refused without an OAuth request.
+    _waiting_on: str | None = None
 
     def _bound_issuer(self) -> str | None:
         """The issuer the client's tokens must come from: the configured one, else the stored client's."""
@@ -300,6 +330,48 @@ class _SharedRefresh:
         if server is None:  # where they came from is unknown: never refreshed (see `_initialize`)
             tokens = tokens.model_copy(update={"refresh_token": None})
         self._take(tokens, expires_at, server)
+        return True
+
+    async def _step_up_waits(self, request: httpx2.Request, answer: httpx2.Response, scope: str) -> None:
+        """A step-up the server asks for (`403 insufficient_scope`) where no person can authorize it (`serve`):
+        the scope is kept for `manifold auth login` to ask for, and this call alone is refused saying what to
+        run. The SDK's flow would end in `LoginNeeded` raised inside the transport, which closed the session
+        and every call on it, and the next login, its token still valid, changed nothing."""
+        granted = self.context.current_tokens.scope if self.context.current_tokens is not None else None
+        lacking = _missing(scope, granted) or scope
+        await self.context.storage.want_scope(lacking)
+        command = login_command(self.guard.server)
+        logger.warning(
+            "server %r asks for more OAuth scope than its token has (%s): run `%s`",
+            self.guard.server,
+            printable(lacking, 200),
+            command,
+        )
+        await _answered_instead(answer, request, f"this needs more OAuth scope than the gateway holds: run `{command}`")
+
+    async def _login_waits(self, request: httpx2.Request, answer: httpx2.Response) -> None:
+        """A 401 after the session started, where only a person can authorize anew (`serve`): its tokens
+        were revoked, or can no longer be refreshed. This call alone is refused saying what to run; later
+        ones too, without asking the authorization server again, until a login stores new tokens, which
+        the next call then uses (no restart, no start backoff). The SDK's flow raised `LoginNeeded` inside
+        the transport: the session closed ("the server closed the connection", for every call on it)."""
+        tokens, _, _ = await self.context.storage.record()
+        self._waiting_on = tokens.access_token if tokens is not None else ""
+        logger.warning(  # the server stays "ready" in `manifold servers`: the log says why its calls fail
+            "server %r refuses the gateway's OAuth tokens (revoked, or their refresh refused): its calls are "
+            "refused until `%s`",
+            self.guard.server,
+            login_command(self.guard.server),
+        )
+        await _answered_instead(answer, request, login_words(self.guard.server))
+
+    async def _still_waiting(self) -> bool:
+        """Whether a login is still needed (`_login_waits`): no tokens stored since it was found needed."""
+        if self._waiting_on is None:
+            return False
+        if await self._take_newer(self._waiting_on):
+            self._waiting_on = None
+            return False
         return True
 
     def _select_authorization_server(self, advertised: list[str]) -> str:
@@ -368,24 +440,48 @@ class _SharedRefresh:
             async with context.lock:
                 if not self._initialized:
                     await self._initialize()
+        if request.method == "POST" and await self._still_waiting():
+            answer = yield request  # sent without a token: refused again, the authorization server unasked
+            if answer.status_code == 401:
+                await _answered_instead(answer, request, login_words(self.guard.server))
+            return
         refreshing = context.current_tokens is not None and not context.is_token_valid()
+        held = context.current_tokens.access_token if context.current_tokens is not None else ""
         async with context.storage.place.refresh_turn() if refreshing else nullcontext():
+            if refreshing and request.method == "POST" and await self._still_waiting():  # a refresh failed for good
+                answer = yield request
+                if answer.status_code == 401:
+                    await _answered_instead(answer, request, login_words(self.guard.server))
+                return
             if refreshing:
-                await self._take_newer(context.current_tokens.access_token)  # no refresh here if it did
+                await self._take_newer(held)  # no refresh here if it did
             flow = super()._auth_flow(request)  # type: ignore[misc]
             retried = False
             try:
                 outgoing = await flow.__anext__()
                 while True:
                     incoming = yield outgoing
-                    if outgoing is request and incoming.status_code == 401 and not retried:
-                        sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
-                        if await self._take_newer(sent):
+                    # A call's answer (a POST): the GET of a session's event stream retries on its own.
+                    call = outgoing is request and request.method == "POST"
+                    step_up = _step_up_scope(incoming) if call else None
+                    if outgoing is request and (incoming.status_code == 401 or step_up) and not retried:
+                        # Sent without a token when its refresh failed just now: the one it held is the stale one.
+                        sent = request.headers.get("Authorization", "").removeprefix("Bearer ") or held
+                        if await self._take_newer(sent):  # a login since (with the scope asked for), say
                             retried = True
                             await flow.aclose()
                             flow = super()._auth_flow(request)  # type: ignore[misc]  # sends the stored token
                             outgoing = await flow.__anext__()
                             continue
+                    if step_up is not None and not self.person_at_hand:
+                        await self._step_up_waits(request, incoming, step_up)
+                        return
+                    waits = self._answered and not self.person_at_hand  # a login, after the session started
+                    if call and incoming.status_code == 401 and waits:
+                        await self._login_waits(request, incoming)
+                        return
+                    if outgoing is request and incoming.status_code < 400:
+                        self._answered = True
                     outgoing = await flow.asend(incoming)
             except StopAsyncIteration:
                 return
@@ -393,11 +489,65 @@ class _SharedRefresh:
                 await flow.aclose()
 
 
+class _ClientMetadata(OAuthClientMetadata):
+    """The client's metadata, its scope always holding the scopes the gateway asks for itself (`ask_also`):
+    the configured ones, and in a login those the stored tokens had or a step-up wanted. The SDK sets the
+    scope to what the server names (its challenge, else its metadata's `scopes_supported`, else none)
+    before registering and authorizing, which dropped the configured scopes: `auth.scopes` was never sent."""
+
+    _also: str | None = PrivateAttr(default=None)
+
+    def ask_also(self, scope: str | None) -> None:
+        self._also = union_scopes(self._also, scope)
+        super().__setattr__("scope", union_scopes(self.scope, self._also))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "scope":
+            value = union_scopes(value, self._also)
+        super().__setattr__(name, value)
+
+
 class _PersonProvider(_SharedRefresh, OAuthClientProvider):
     """The authorization-code grant (a person logs in once), refreshed in turn."""
 
 
 _EXPIRY_MARGIN = 30.0  # seconds before a stored token's expiry that it counts as expired (at most a tenth of its life)
+
+# RFC 6749 §3.3's scope-token: what a server's challenge may put into the token record and a login's request.
+_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,200}")
+_MOST_SCOPES = 50
+
+
+def _step_up_scope(response: httpx2.Response) -> str | None:
+    """The scope a `403 insufficient_scope` answer asks for (the spec's step-up), its words checked; else None."""
+    if response.status_code != 403 or extract_field_from_www_auth(response, "error") != "insufficient_scope":
+        return None
+    words = (extract_field_from_www_auth(response, "scope") or "").split()
+    return " ".join(word for word in words[:_MOST_SCOPES] if _SCOPE_TOKEN.fullmatch(word)) or None
+
+
+def _missing(wanted: str | None, granted: str | None) -> str | None:
+    """The scopes of `wanted` that `granted` lacks, or None."""
+    have = set((granted or "").split())
+    lacking = [scope for scope in (wanted or "").split() if scope not in have]
+    return " ".join(lacking) or None
+
+
+async def _answered_instead(response: httpx2.Response, request: httpx2.Request, message: str) -> None:
+    """Make `response` (not read yet) a JSON-RPC error answering `request` with `message`: the SDK's
+    transport hands that call its error and keeps the session, where an exception from the auth flow
+    ends the session and every call on it."""
+    try:
+        request_id = json.loads(request.content).get("id")
+    except (ValueError, AttributeError):
+        request_id = None
+    error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": message}}
+    network, response.stream = response.stream, httpx2.ByteStream(json.dumps(error).encode())
+    for header in ("content-encoding", "content-length", "transfer-encoding"):
+        response.headers.pop(header, None)
+    response.headers["content-type"] = "application/json"
+    if isinstance(network, httpx2.AsyncByteStream):
+        await network.aclose()  # the server's own body, unread: its connection goes back to the pool
 
 
 # --- the SDK's providers, set up from the config ---------------------------------------------------------
@@ -467,7 +617,7 @@ async def oauth_provider(
         async def no_callback() -> AuthorizationCodeResult:
             raise LoginNeeded(config.name)  # pragma: no cover - the redirect handler stops first
 
-        metadata = OAuthClientMetadata(
+        metadata = _ClientMetadata(
             redirect_uris=[redirect_uri],  # type: ignore[list-item]
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
@@ -485,6 +635,10 @@ async def oauth_provider(
         )
     provider.guard = guard
     provider.configured_issuer = auth.issuer
+    if not isinstance(provider.context.client_metadata, _ClientMetadata):  # the client-credentials provider's own
+        provider.context.client_metadata = _ClientMetadata.model_validate(provider.context.client_metadata.model_dump())
+    provider.context.client_metadata.ask_also(scope)
+    provider.person_at_hand = person is not None or auth.grant != "authorization_code"
     server_url = config.url
     # Tokens are stored with the authorization server they came from: the discovered one, else (a server
     # that publishes no metadata) its own origin, which the SDK then uses.
@@ -677,7 +831,16 @@ async def login(
         if auth.grant == "client_credentials":
             await connect(await oauth_provider(config, storage))
             return
-        await connect(await oauth_provider(config, storage, open_browser=open_browser, timeout=timeout))
+        # Stored tokens that lack a scope asked for (configured, or a step-up `serve` saw) would be used as
+        # they are, and the login change nothing: the person authorizes anew, for their scope and that one.
+        tokens, _, _ = await storage.record()
+        wanted = await storage.wanted_scope()
+        if tokens is not None and _missing(union_scopes(" ".join(auth.scopes) or None, wanted), tokens.scope):
+            storage.passed_over = True
+            wanted = union_scopes(tokens.scope, wanted)
+        provider = await oauth_provider(config, storage, open_browser=open_browser, timeout=timeout)
+        provider.context.client_metadata.ask_also(wanted)  # type: ignore[attr-defined]
+        await connect(provider)
 
 
 _LOGIN_MARGIN = 60.0  # seconds a login may take beyond the time the person has to answer in the browser
