@@ -349,6 +349,10 @@ class CurrentVerifier:
         self._follow(config().auth)
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        # What follows `Bearer ` and its one space: RFC 6750 allows more spaces before the credential, and a value's
+        # trailing white space is not part of it (RFC 9110 §5.5), but the server keeps it: a key pasted with either
+        # was refused as "neither an API key nor a well-formed JWT".
+        token = token.strip(" \t")
         auth = self._config().auth
         if auth is not self._auth:  # one identity check per request; a reload gives a new object
             self._follow(auth)
