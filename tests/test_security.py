@@ -231,6 +231,17 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
         "tampered": (f"{header}.{tampered_payload}.{signature}", "signature does not verify"),
         "foreign key": (shared.token(key=other), "signature does not verify"),
         "garbage": ("not-a-key-nor-a-jwt", "neither an API key nor a well-formed JWT"),
+        # RFC 7515 §4.1.11: an extension named critical and not understood refuses the token; it was said to be
+        # "neither an API key nor a well-formed JWT".
+        "critical extension": (
+            jwt.encode(
+                jwt.decode(valid, options={"verify_signature": False}),
+                shared.issuer.key,
+                algorithm="RS256",
+                headers={"kid": shared.issuer.kid, "crit": ["x-foo"], "x-foo": 1},
+            ),
+            "the token's header is refused: Unsupported critical extension: x-foo",
+        ),
         # PyJWT reads a string `exp` as a number; the gateway answered it 500 with a traceback.
         "exp a string": (shared.token(exp=str(int(time.time()) + 600)), "'exp' claim is a str, not a number"),
     }

@@ -234,8 +234,10 @@ class JwtVerifier:
         config = self.config
         try:
             header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError:
+        except jwt.DecodeError:
             raise TokenRejected("the token is neither an API key nor a well-formed JWT") from None
+        except jwt.PyJWTError as exc:  # a JWT whose header PyJWT refuses: a `crit` extension it does not know, say
+            raise TokenRejected(f"the token's header is refused: {shortened(str(exc), 200)}") from None
         if header.get("alg") not in config.algorithms:
             raise TokenRejected(
                 f"the token's algorithm {header.get('alg')!r} is not one of {', '.join(config.algorithms)}"
