@@ -69,6 +69,21 @@ def test_profile_held_by_principal_globs_and_claims() -> None:
     assert profile_for(order, "eve", {"groups": ["staff"]}) is None
 
 
+def test_a_claim_matcher_reads_a_boolean_or_number_as_json_writes_it() -> None:
+    """A token's `"admin": true` is `claim:admin=true`, as the token spells it: Python's `True` was compared, so it
+    never matched; an object matched its Python repr. (The front reads these claims from a real token:
+    /work/review-authfront3/probe_front_edges.py.)"""
+    admin = Profile("admin", principals=("claim:admin=true", "claim:level=3", "claim:ratio=0.5"))
+    assert profile_for([admin], "oauth:zed", {"admin": True}) is admin
+    assert profile_for([admin], "oauth:zed", {"admin": [False, True]}) is admin
+    assert profile_for([admin], "oauth:zed", {"level": 3}) is admin and profile_for([admin], "x", {"ratio": 0.5})
+    assert profile_for([admin], "oauth:zed", {"admin": False}) is None
+    assert profile_for([admin], "oauth:zed", {"admin": "True"}) is None  # a string is itself
+    nested = Profile("org", principals=("claim:org={'name': 'acme'}", "claim:org=['acme']"))
+    assert profile_for([nested], "oauth:zed", {"org": {"name": "acme"}}) is None
+    assert profile_for([nested], "oauth:zed", {"org": [["acme"]]}) is None
+
+
 # --- the caller's view ---------------------------------------------------------------------------
 
 

@@ -162,3 +162,48 @@ async def test_sessions_of_a_removed_key_leave_its_principal_their_share(tmp_pat
                     await anyio.sleep(0.05)
             opening = await http.post(url, json=INITIALIZE, headers=bearer(spare))
             assert opening.status_code == 200, opening.text  # was 429: "principal 'alice' already has 2"
+
+
+async def test_sessions_and_streams_of_a_revoked_token_leave_its_principal_their_share(tmp_path: Path) -> None:
+    """`auth.revoked` naming one token (`jti:`) left the sessions it opened counted: its principal's fresh token got
+    429 until they idled out, as a removed key's sessions once did. Its idle listen streams (2026-07-28) kept their
+    places too, until an event came: the fresh token's stream was refused."""
+    from tests.test_security import Issuer
+
+    issuer, port, config = Issuer(), free_port(), tmp_path / "mcp.json"
+    url = f"http://127.0.0.1:{port}/mcp"
+    leaked, fresh = (issuer.token(url, sub="erin", jti=jti) for jti in ("t-1", "t-2"))
+
+    def bearer(token: str) -> dict[str, str]:
+        return {**HEADERS, "Authorization": f"Bearer {token}"}
+
+    with issuer.serve() as jwks_url:
+
+        def save(revoked: list[str]) -> None:
+            settings = {"data_dir": str(tmp_path / "data"), "log_level": "error", "reload": False}
+            oauth = {"issuer": issuer.url, "jwks_url": jwks_url, "resource_url": url}
+            data = {
+                "mcpServers": {},
+                "manifold": settings | {"principal_max_sessions": 2},
+                "auth": {"oauth": oauth, "revoked": revoked},
+            }
+            config.write_text(json.dumps(data))
+
+        save([])
+        with gateway_over_http(config, port) as process:
+            async with httpx2.AsyncClient(timeout=30) as http, AsyncExitStack() as held:
+                opened = [await http.post(url, json=INITIALIZE, headers=bearer(leaked)) for _ in range(2)]
+                assert [response.status_code for response in opened] == [200, 200]
+                leakers = await held.enter_async_context(keyed_client(url, leaked, "auto"))
+                leaked_streams = [await held.enter_async_context(leakers.listen(tools_list_changed=True)) for _ in "ab"]
+                save(["jti:t-1"])
+                process.send_signal(signal.SIGHUP)
+                with anyio.fail_after(20):
+                    while (await http.post(url, json=INITIALIZE, headers=bearer(leaked))).status_code != 401:
+                        await anyio.sleep(0.05)
+                opening = await http.post(url, json=INITIALIZE, headers=bearer(fresh))
+                assert opening.status_code == 200, opening.text  # was 429: "principal 'oauth:erin' already has 2"
+                async with keyed_client(url, fresh, "auto") as erin, erin.listen(tools_list_changed=True) as stream:
+                    assert stream is not None  # was refused: "already has 2 stream(s) open"
+                with anyio.fail_after(10):  # and the revoked token's idle streams have ended, gracefully
+                    assert [[event async for event in leaked] for leaked in leaked_streams] == [[], []]

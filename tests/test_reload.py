@@ -792,7 +792,8 @@ async def test_a_reload_that_revokes_a_token_refuses_it_and_ends_its_streams(tmp
     """A JWT is good until its `exp`, and removing nothing from the config stopped a leaked one: the issuer's
     keys had to change for everyone. `auth.revoked` names tokens refused from the next request on: each of a
     principal's (`oauth:dave`) or one by its `jti`. A stream one opened ends; another token of the same
-    principal, not named, goes on."""
+    principal, not named, goes on, and so does a session the revoked token opened, carried on with that one:
+    its code-mode calls were refused (its caller kept the revoked token's claims)."""
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -819,7 +820,7 @@ async def test_a_reload_that_revokes_a_token_refuses_it_and_ends_its_streams(tmp
     with issuer.serve() as jwks_url:
 
         def save(revoked: list[str]) -> None:
-            write(path, {"kitchen": server_entry("kitchen.py")}, reload=False, lazy=False)
+            write(path, {"kitchen": server_entry("kitchen.py")}, reload=False, lazy=False, expose=["direct", "code"])
             oauth = {"issuer": issuer.url, "jwks_url": jwks_url, "resource_url": url}
             path.write_text(json.dumps(json.loads(path.read_text()) | {"auth": {"oauth": oauth, "revoked": revoked}}))
 
@@ -829,12 +830,12 @@ async def test_a_reload_that_revokes_a_token_refuses_it_and_ends_its_streams(tmp
         try:
             wait_for_port(port, process)
             async with AsyncExitStack() as stack:
-                clients = {}
-                for name, mode in (("dave", "auto"), ("erin-2", "legacy")):
-                    http = await stack.enter_async_context(
+                clients, https = {}, {}
+                for name, mode in (("dave", "auto"), ("erin-2", "legacy"), ("erin-1", "legacy")):
+                    https[name] = await stack.enter_async_context(
                         create_mcp_http_client(headers={"Authorization": f"Bearer {tokens[name]}"})
                     )
-                    transport = streamable_http_client(url, http_client=http)
+                    transport = streamable_http_client(url, http_client=https[name])
                     clients[name] = await stack.enter_async_context(Client(transport, mode=mode))
                 daves = await stack.enter_async_context(clients["dave"].listen(tools_list_changed=True))
                 http = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
@@ -854,6 +855,10 @@ async def test_a_reload_that_revokes_a_token_refuses_it_and_ends_its_streams(tmp
                 assert (await post(http, tokens["erin-2"])).status_code == 200
                 echoed = await clients["erin-2"].call_tool("kitchen_echo", {"text": "on"})
                 assert [block.text for block in echoed.content] == ["on"]  # type: ignore[union-attr]
+                https["erin-1"].headers["Authorization"] = f"Bearer {tokens['erin-2']}"  # its client's fresh token
+                program = {"code": "return await tools.kitchen_echo({text: 'still'})"}
+                ran = await clients["erin-1"].call_tool("execute_code", program)
+                assert not ran.is_error and "still" in text_of(ran), text_of(ran)  # was "no longer holds profile"
                 with anyio.fail_after(20):
                     assert [event async for event in daves] == []  # it ends, gracefully
         finally:

@@ -9,6 +9,7 @@ the audit log; and the gateway refuses to start open on a network interface.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -229,6 +231,17 @@ async def test_tokens_are_checked_with_a_clear_error_each(shared: Shared) -> Non
         "tampered": (f"{header}.{tampered_payload}.{signature}", "signature does not verify"),
         "foreign key": (shared.token(key=other), "signature does not verify"),
         "garbage": ("not-a-key-nor-a-jwt", "neither an API key nor a well-formed JWT"),
+        # RFC 7515 §4.1.11: an extension named critical and not understood refuses the token; it was said to be
+        # "neither an API key nor a well-formed JWT".
+        "critical extension": (
+            jwt.encode(
+                jwt.decode(valid, options={"verify_signature": False}),
+                shared.issuer.key,
+                algorithm="RS256",
+                headers={"kid": shared.issuer.kid, "crit": ["x-foo"], "x-foo": 1},
+            ),
+            "the token's header is refused: Unsupported critical extension: x-foo",
+        ),
         # PyJWT reads a string `exp` as a number; the gateway answered it 500 with a traceback.
         "exp a string": (shared.token(exp=str(int(time.time()) + 600)), "'exp' claim is a str, not a number"),
     }
@@ -273,6 +286,23 @@ async def test_a_key_sent_without_bearer_is_told_how_to_send_it(shared: Shared) 
             challenge = response.headers["www-authenticate"]
             assert f"{reason}: {how}" in challenge and "resource_metadata=" in challenge, challenge
             assert ALICE_KEY not in response.text and ALICE_KEY not in challenge
+
+
+async def test_a_credential_with_spaces_around_it_is_read_without_them(shared: Shared) -> None:
+    """RFC 6750 lets `Bearer` be followed by more than one space, and a header value's trailing white space is not
+    part of it; the server keeps both, and a key or token sent so was refused as "neither an API key nor a
+    well-formed JWT". (Raw HTTP: the SDK's client sends neither.)"""
+    port = urlsplit(shared.url).port
+    for credential in (ALICE_KEY, shared.token(sub="dave", groups=["writers"])):
+        for value in (f"Bearer  {credential}", f"Bearer {credential} \t "):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            body = json.dumps(INITIALIZE).encode()
+            headers = {"Authorization": value, "Content-Type": "application/json"}
+            connection.request("POST", "/mcp", body, {**headers, "Accept": "application/json, text/event-stream"})
+            response = connection.getresponse()
+            answer = response.read().decode()
+            connection.close()
+            assert response.status == 200, (value[:12], answer)
 
 
 async def test_a_standing_stream_opened_with_a_token_ends_when_the_token_expires(shared: Shared) -> None:

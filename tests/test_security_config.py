@@ -145,13 +145,17 @@ def test_revoked_tokens_are_read_and_checked(tmp_path: Path) -> None:
     assert auth.revokes("oauth:mallory", {}) and auth.revokes("oauth:erin", {"jti": "4f1c"})
     assert not auth.revokes("oauth:erin", {"jti": "other"}) and not auth.revokes("oauth:mallory", None)  # a key
 
-    bad = write(tmp_path, {"auth": {"api_keys": {"alice": KEY}, "revoked": ["alice", "mallory", "jti:", "oauth: "]}})
+    revoked = ["alice", "mallory", "jti:", "oauth:", "oauth:dave ", " jti:4f1c"]
+    bad = write(tmp_path, {"auth": {"api_keys": {"alice": KEY}, "revoked": revoked}})
     text = "\n".join(str(problem) for problem in check_config(bad, env={}))
     for fragment in (
         "field 'auth.revoked': 'alice' is an API key's principal: take its key out of api_keys to revoke it",
         "field 'auth.revoked': 'mallory' is neither a token's principal ('oauth:<claim>') nor a token id",
         "field 'auth.revoked': 'jti:' is neither",
-        "field 'auth.revoked': 'oauth: ' is neither",
+        "field 'auth.revoked': 'oauth:' is neither",
+        # Pasted with a space, it matched no token: the config passed and the token it named went on working.
+        "field 'auth.revoked': 'oauth:dave ' has white space at its start or end: an entry is matched exactly",
+        "field 'auth.revoked': ' jti:4f1c' has white space",
         "field 'auth.revoked': names tokens, but no oauth is configured (an API key is revoked by taking it out)",
     ):
         assert fragment in text, (fragment, text)

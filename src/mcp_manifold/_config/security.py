@@ -109,6 +109,13 @@ def _revoked(values: Mapping[Any, Any], keys: tuple[ApiKey, ...], problems: Prob
             problems.add(
                 None, "auth.revoked", f"{entry!r} is an API key's principal: take its key out of api_keys to revoke it"
             )
+        elif entry != entry.strip():  # pasted with a space: it matched no token, and the leaked one went on working
+            problems.add(
+                None,
+                "auth.revoked",
+                f"{entry!r} has white space at its start or end: an entry is matched exactly, so it would revoke "
+                "no token (write it without)",
+            )
         elif not any(entry.startswith(prefix) and entry[len(prefix) :].strip() for prefix in _REVOCABLE):
             problems.add(
                 None,

@@ -12,6 +12,7 @@ same `Profile`, and a refusal reads like an unknown name (it names the profile, 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -98,12 +99,24 @@ def principal_matches(matcher: str, principal: str, claims: Mapping[str, Any]) -
     name, _, wanted = matcher[len(CLAIM_PREFIX) :].partition("=")
     value = claims.get(name)
     if isinstance(value, list | tuple):
-        return any(str(item) == wanted for item in value)
+        return any(_claim_text(item) == wanted for item in value)
     if isinstance(value, str):
         # Only a scope claim is a list of words: any string was split, so a `title` of "not an admin" (a claim
         # users may write themselves) held the profile of `claim:title=admin`.
         return value == wanted or (name in SCOPE_CLAIMS and wanted in value.split())
-    return value is not None and str(value) == wanted
+    return _claim_text(value) == wanted
+
+
+def _claim_text(value: Any) -> str | None:
+    """A claim's value as a `claim:NAME=VALUE` matcher writes it: a string as it is, a boolean or a number as
+    JSON (the token's own spelling) writes it, `true`, `42`; an object or a list in a list is no one value and
+    matches nothing. Python's spelling was used: `claim:admin=true` never matched `"admin": true`, and an object
+    matched its Python repr."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return None
 
 
 def claim_matcher_problem(matcher: str) -> str | None:

@@ -234,8 +234,10 @@ class JwtVerifier:
         config = self.config
         try:
             header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError:
+        except jwt.DecodeError:
             raise TokenRejected("the token is neither an API key nor a well-formed JWT") from None
+        except jwt.PyJWTError as exc:  # a JWT whose header PyJWT refuses: a `crit` extension it does not know, say
+            raise TokenRejected(f"the token's header is refused: {shortened(str(exc), 200)}") from None
         if header.get("alg") not in config.algorithms:
             raise TokenRejected(
                 f"the token's algorithm {header.get('alg')!r} is not one of {', '.join(config.algorithms)}"
@@ -349,6 +351,10 @@ class CurrentVerifier:
         self._follow(config().auth)
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        # What follows `Bearer ` and its one space: RFC 6750 allows more spaces before the credential, and a value's
+        # trailing white space is not part of it (RFC 9110 §5.5), but the server keeps it: a key pasted with either
+        # was refused as "neither an API key nor a well-formed JWT".
+        token = token.strip(" \t")
         auth = self._config().auth
         if auth is not self._auth:  # one identity check per request; a reload gives a new object
             self._follow(auth)

@@ -15,7 +15,8 @@ authenticated principal (the SDK's handler bounds them all, at 1024). Before, on
 A stream outlives a reload that changes the profiles: an update of a resource the caller may no longer
 read (its profile narrowed, or its principal given another profile) is left out of the stream then, as
 for a session-era client's subscription (`Access.may_read_resource`). A stream ends when the credential it
-was opened with does: its token expires, or a reload removes its API key (`standing_streams.py`).
+was opened with does: its token expires, or a reload removes its API key or revokes its token
+(`standing_streams.py`), found out at its next event, or when its principal opens one more past its share.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
+import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import (
     ListenHandler,
@@ -44,7 +46,7 @@ from mcp_types import (
 
 from mcp_manifold._core.clients import Request
 from mcp_manifold._errors import ManifoldError, NotFound, RateLimited
-from mcp_manifold._front.identity import request_identity
+from mcp_manifold._front.identity import Identity, request_identity
 from mcp_manifold._front.standing_streams import credential_still_accepted, stream_scope
 from mcp_manifold._runtime.back_channel import MAX_SUBSCRIPTIONS
 from mcp_manifold._runtime.gateway import Gateway
@@ -85,29 +87,41 @@ class GatewayListenHandler:
         self._gateway = gateway
         self._request_of = request_of  # ctx -> Request (the front's)
         self._streams = ListenHandler(_StreamBus(gateway.back_channel.bus))
-        self._open: dict[str, int] = {}  # authenticated principal -> its streams open now
+        # authenticated principal -> its streams open now: the scope that ends each, and the credential it came with
+        self._open: dict[str, dict[anyio.CancelScope, Identity | None]] = {}
 
-    def _admit(self, principal: str | None) -> None:
+    def _admit(self, principal: str | None, identity: Identity | None, stream: anyio.CancelScope) -> None:
         """Refuse a stream past its principal's share; else count it open. (The SDK's handler bounds them all.)"""
         if principal is not None:
-            open_now = self._open.get(principal, 0)
+            mine = self._open.setdefault(principal, {})
             limit = self._gateway.settings.principal_max_sessions
-            if open_now >= limit:
+            if len(mine) >= limit:
+                self._end_unaccepted(mine)
+            if len(mine) >= limit:
                 raise MCPError(
                     code=INVALID_REQUEST,
-                    message=f"subscriptions/listen: principal {principal!r} already has {open_now} stream(s) open "
+                    message=f"subscriptions/listen: principal {principal!r} already has {len(mine)} stream(s) open "
                     f"(principal_max_sessions {limit}); close one first",
                 )
-            self._open[principal] = open_now + 1
+            mine[stream] = identity
         self._gateway.back_channel.listen_streams += 1
 
-    def _closed(self, principal: str | None) -> None:
+    def _end_unaccepted(self, mine: dict[anyio.CancelScope, Identity | None]) -> None:
+        """End (and stop counting) the streams whose API key a reload removed or whose token it revoked. An idle
+        one only found out at its next event, and kept its place meanwhile: a leaked credential's streams kept
+        its principal's other key or fresh token from listening, with no end at all for a key's."""
+        config = self._gateway.config
+        for stream, identity in list(mine.items()):
+            if not credential_still_accepted(identity, config):
+                stream.cancel()  # it gets its closing result, as at its next event
+                del mine[stream]
+
+    def _closed(self, principal: str | None, stream: anyio.CancelScope) -> None:
         self._gateway.back_channel.listen_streams -= 1
-        if principal is not None:
-            left = self._open[principal] - 1
-            if left:
-                self._open[principal] = left
-            else:
+        mine = self._open.get(principal) if principal is not None else None
+        if mine is not None and principal is not None:
+            mine.pop(stream, None)  # already gone if `_end_unaccepted` ended it
+            if not mine:
                 del self._open[principal]
 
     async def __call__(
@@ -115,14 +129,22 @@ class GatewayListenHandler:
     ) -> SubscriptionsListenResult:
         request: Request = self._request_of(ctx)
         principal = request.caller.principal
-        self._admit(principal)
+        identity = request_identity(ctx.request)
+        # It ends with its credential, gracefully: a client that still has access listens again.
+        stream = stream_scope(identity)
+        self._admit(principal, identity, stream)
         try:
-            return await self._listen(ctx, params, request)
+            return await self._listen(ctx, params, request, identity, stream)
         finally:
-            self._closed(principal)
+            self._closed(principal, stream)
 
     async def _listen(
-        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams, request: Request
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: SubscriptionsListenRequestParams,
+        request: Request,
+        identity: Identity | None,
+        stream: anyio.CancelScope,
     ) -> SubscriptionsListenResult:
         uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
         if len(uris) > MAX_SUBSCRIPTIONS:  # refused whole: a stream that updates some of what it names misleads
@@ -152,9 +174,6 @@ class GatewayListenHandler:
             notifications = params.notifications.model_copy(update={"resource_subscriptions": kept})
             params = params.model_copy(update={"notifications": notifications})
         access, gateway = self._gateway.access, self._gateway
-        identity = request_identity(ctx.request)
-        # It ends with its credential, gracefully: a client that still has access listens again.
-        stream = stream_scope(identity)
 
         def admits(event: ServerEvent) -> bool:  # read as each event is published: a reload may change it
             if not credential_still_accepted(identity, gateway.config):

@@ -349,8 +349,11 @@ class McpFront:
                 code=types.INVALID_REQUEST,
                 message=f"this session was opened with profile {caller.profile!r}; open a new session for another",
             )
-        if identity is not None:  # the key its principal uses now (one of its keys may be rotated out meanwhile)
-            caller.key_digest = identity.key_digest
+        if identity is not None:  # the credential its principal uses now (one key rotated out, or a token revoked)
+            # A session goes on with any token of its principal (the SDK keeps it to client_id, iss and sub): the
+            # claims kept were the opening token's, and once `auth.revoked` named it, the session's code-mode
+            # calls and what it is sent unasked were refused though its requests came with a token still good.
+            caller.key_digest, caller.claims = identity.key_digest, identity.claims
         if ctx.request_id is not None:
             if isinstance(caller, SessionCaller):
                 self.gateway.back_channel.track(caller)

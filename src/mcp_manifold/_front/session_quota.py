@@ -6,9 +6,10 @@ sessions` until they idle out. This wrapper gives each authenticated principal a
 would open a session (no `mcp-session-id`, and a session-era protocol version or none, which is what the
 SDK opens a session for) is refused with 429 once its principal holds its share, before the SDK sees it.
 Clients that did not authenticate (loopback) are one local user and share the whole of `max_http_sessions`.
-A session opened with an API key a reload has since removed is not counted: no request can use it any more,
-and before, a leaked key's sessions kept its principal from opening any with its other key until they idled
-out (`session_idle_timeout`, 30 minutes by default).
+A session opened with an API key a reload has since removed, or with a token it has since revoked
+(`auth.revoked`), is not counted: no request can use it any more, and before, a leaked credential's sessions
+kept its principal from opening any with its other key or a fresh token until they idled out
+(`session_idle_timeout`, 30 minutes by default).
 
 Requests that name a session, and 2026-07-28 requests (no sessions), pass after one look at their headers.
 """
@@ -42,9 +43,9 @@ class SessionQuota:
         self.manager = manager
         self.limit = limit
         self.auth = auth  # the running config's, for the API keys still configured
-        # principal -> the sessions it opened (some may be gone), each with the digest of the API key it opened
-        # them with (None: a token)
-        self._sessions: dict[str, dict[str, str | None]] = {}
+        # principal -> the sessions it opened (some may be gone), each with the identity it opened them with (its
+        # API key's digest or its token's claims)
+        self._sessions: dict[str, dict[str, Identity]] = {}
         self._opening: dict[str, int] = {}  # principal -> its requests that may open a session, being served
         if session_is_open(manager, "") is None:  # said once, at start, not found out from a flood
             logger.warning(
@@ -80,7 +81,7 @@ class SessionQuota:
             if message["type"] == "http.response.start":
                 for name, value in message.get("headers", ()) if message["status"] < 400 else ():
                     if name == _SESSION_ID:
-                        self._keep(principal, value.decode("latin-1"), identity.key_digest)
+                        self._keep(principal, value.decode("latin-1"), identity)
                 opened()
             await send(message)
 
@@ -114,19 +115,19 @@ class SessionQuota:
         if not sessions:
             return 0
         auth = self.auth()
-        for session_id, key_digest in list(sessions.items()):
+        for session_id, opener in list(sessions.items()):
             is_open = session_is_open(self.manager, session_id)
             if is_open is None:  # the SDK no longer lets this be told: no share is enforced
                 return 0
-            if not is_open or (key_digest is not None and not auth.has_key(key_digest, principal)):
-                del sessions[session_id]  # ended, or its key was removed: no request can use it any more
+            if not is_open or not auth.still_accepts(principal, opener.claims, opener.key_digest):
+                del sessions[session_id]  # ended, its key removed or its token revoked: no request can use it
         return len(sessions)
 
-    def _keep(self, principal: str, session_id: str, key_digest: str | None) -> None:
+    def _keep(self, principal: str, session_id: str, opener: Identity) -> None:
         if principal not in self._sessions and len(self._sessions) >= _PRINCIPALS_KEPT:
             for other in [other for other in self._sessions if not self._open_count(other)]:
                 del self._sessions[other]
-        self._sessions.setdefault(principal, {})[session_id] = key_digest
+        self._sessions.setdefault(principal, {})[session_id] = opener
 
 
 async def _refuse(send: Send, principal: str, held: int, limit: int) -> None:
