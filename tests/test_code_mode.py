@@ -597,8 +597,8 @@ async def test_a_reload_that_moves_the_callers_principal_or_removes_its_key_stop
                     holding("alice", "nobody", [spare])
     said = text_of(answer[0])
     assert said == (
-        "Returned: \"tools.X: this program's caller no longer holds profile 'wide' or the API key it came with "
-        '(the configuration was reloaded); open a new session"'
+        "Returned: \"tools.X: this program's caller no longer holds profile 'wide' or its credential (an API key "
+        'taken out, a token revoked: the configuration was reloaded); open a new session"'
     ), said
 
 

@@ -258,13 +258,14 @@ class CodeSurface(Surface):
 
     async def _call(self, request: Request, limits: Limits, call: PendingCall) -> Settled:
         if not self.host.holds_profile(request.caller):
-            # A reload gave its principal another profile, or took its API key away: the session's next request
-            # is refused, and so is its program's next call (before, a program went on to its end).
+            # A reload gave its principal another profile, took its API key away or revoked its token: the session's
+            # next request is refused, and so is its program's next call (before, a program went on to its end).
             return Settled(
                 call.id,
                 False,
                 f"tools.{call.name}: this program's caller no longer holds profile {request.caller.profile!r} "
-                "or the API key it came with (the configuration was reloaded); open a new session",
+                "or its credential (an API key taken out, a token revoked: the configuration was reloaded); open a "
+                "new session",
             )
         try:
             # The view again, now: a tool quarantined or no longer allowed since the program started is unknown.
