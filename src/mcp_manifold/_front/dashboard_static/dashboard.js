@@ -127,10 +127,13 @@ function renderServers(servers) {
       detail.append(more);
     }
     const breaker = s.breaker === "open" && s.breaker_retry_in != null ? `open (${s.breaker_retry_in.toFixed(1)}s)` : s.breaker;
+    // An OAuth server whose tokens stopped working is "ready", yet refuses each call until a login.
+    const state = s.needs_login ? badge("needs login", "bad") : badge(s.state, STATE_TONE[s.state]);
+    if (s.needs_login) detail.prepend(el("div", `needs an OAuth login: run \`manifold auth login ${s.name}\``));
     return row(
       [
         el("strong", s.name),
-        td(badge(s.state, STATE_TONE[s.state]), "state"),
+        td(state, "state"),
         td(s.health ? badge(s.health, HEALTH_TONE[s.health]) : "", "health"),
         td(s.restarts, "num restarts"),
         td(badge(breaker, BREAKER_TONE[s.breaker]), "breaker"),
@@ -139,7 +142,7 @@ function renderServers(servers) {
         td(s.protocol || "", "mono protocol"),
         detail,
       ],
-      { server: s.name, state: s.state },
+      { server: s.name, state: s.needs_login ? "needs login" : s.state },
     );
   });
   $("server-rows").replaceChildren(...rows);
