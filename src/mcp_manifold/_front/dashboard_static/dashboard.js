@@ -42,6 +42,15 @@ const BREAKER_TONE = { closed: "ok", "half-open": "warn", open: "bad" };
 const PIN_TONE = { pinned: "ok", changed: "warn", new: "warn", rejected: "bad" };
 
 function pinBadge(tool) {
+  // Listed past `pin_max_tools`: pinned nowhere (held under enforce) until the server's pins are forgotten.
+  if (tool.pin === "unpinned") {
+    const cell = document.createElement("span");
+    cell.append(
+      badge(tool.quarantined ? "held unpinned" : "unpinned", tool.quarantined ? "bad" : "warn"),
+      el("div", `past pin_max_tools: manifold pins forget ${tool.server}`, "hint"),
+    );
+    return cell;
+  }
   if (tool.quarantined) return badge("quarantined", "bad");
   return tool.pin ? badge(tool.pin, PIN_TONE[tool.pin]) : "";
 }
@@ -159,7 +168,7 @@ function renderTools() {
       row([el("code", t.name), t.server, td(pinBadge(t), "pin"), td(t.description, "description")], {
         tool: t.name,
         server: t.server,
-        pin: t.quarantined ? "quarantined" : t.pin || "",
+        pin: t.pin === "unpinned" ? "unpinned" : t.quarantined ? "quarantined" : t.pin || "",
       }),
     ),
   );
