@@ -112,7 +112,10 @@ def pins(
         table.add_row(plain(pin.server), plain(pin.tool), state, since)  # a tool's own name, as its server wrote it
     out.print(table)
     for server, (count, tools) in unpinned.items():
-        names = ", ".join(printable(repr(tool)) for tool in tools[:5]) + f" and {count - 5} more" * (count > 5)
+        shown = tools[:5]
+        names = ", ".join(printable(repr(tool)) for tool in shown) + f" and {count - len(shown)} more" * (
+            count > len(shown)
+        )
         err.print(
             f"{printable(server)}: {count} tool(s) it lists now are past pin_max_tools and pinned nowhere ({names}), "
             f"{'held' if quarantined else 'served unpinned'}: raise pin_max_tools, or run "
