@@ -157,6 +157,28 @@ function renderServers(servers) {
   $("server-rows").replaceChildren(...rows);
 }
 
+// The hub's instances (`expose: hub`), as `manifold servers` shows them; none: the table is hidden.
+function renderInstances(instances) {
+  const list = instances || [];
+  $("instances").hidden = list.length === 0;
+  $("instance-rows").replaceChildren(
+    ...list.map((i) =>
+      row(
+        [
+          el("code", i.id),
+          i.name,
+          td(badge(i.state, HEALTH_TONE[i.state]), "state"),
+          td(i.sessions, "num"),
+          td(i.tools, "num"),
+          td(i.endpoint || "", "mono"),
+          td(i.last_error || "", "detail"),
+        ],
+        { instance: i.id, state: i.state },
+      ),
+    ),
+  );
+}
+
 function renderTools() {
   const words = $("tool-filter").value.toLowerCase().split(/\s+/).filter(Boolean);
   const shown = view.tools.filter((t) => {
@@ -261,6 +283,7 @@ async function refreshOverview() {
   const overview = await getJSON("api/overview");
   renderSummary(overview.gateway);
   renderServers(overview.servers);
+  renderInstances(overview.instances);
   renderConfig(overview.config);
   if (overview.gateway.revision !== view.revision) {
     view.revision = overview.gateway.revision;
