@@ -128,18 +128,22 @@ def test_a_step_up_challenges_scope_is_taken_only_as_scope_words() -> None:
 async def test_a_server_whose_grant_was_revoked_shows_as_needing_a_login_until_one_works(
     write_config: Callable[..., Path], tmp_path: Path
 ) -> None:
-    """Operator views (`manifold servers`, the dashboard's overview: both read `live_snapshot`) say a server
-    needs a login while its calls are refused for that; they showed it "ready", only the log said why."""
+    """Operator views (`manifold servers`, the dashboard's overview: both read `live_snapshot`; /metrics) say a
+    server needs a login while its calls are refused for that; they showed it "ready", only the log said why."""
+    from prometheus_client import generate_latest
     from rich.console import Console
 
     from mcp_manifold._cli.status import _servers_table
     from mcp_manifold._core.clients import Caller, Request
     from mcp_manifold._runtime.gateway import Gateway
+    from mcp_manifold._runtime.metrics import GatewayMetrics
 
     def shown(gateway: Gateway) -> tuple[bool, str]:
         (row,) = gateway.live_snapshot()["servers"]
         console = Console(width=100, record=True)
         console.print(_servers_table("servers", [row], health=True))
+        scraped = generate_latest(GatewayMetrics(gateway).registry).decode()
+        assert f'manifold_backend_needs_login{{server="remote"}} {float(row["needs_login"])}' in scraped
         return row["needs_login"], console.export_text()
 
     with protected(tmp_path, "--revoke-on-refresh") as (base, _log):

@@ -904,6 +904,11 @@ class Backend:
         info = self.server_info
         return shortened(f"{info.name} {info.version}".strip(), _SERVER_INFO) if info else None
 
+    @property
+    def needs_login(self) -> bool:
+        """Running, yet each call refused until `manifold auth login NAME` (its OAuth tokens stopped working)."""
+        return self._session is not None and self._oauth is not None and self._oauth.needs_login
+
     def status(self) -> BackendStatus:
         retry = self._next_retry - time.monotonic() if self.state == "failed" else None
         return BackendStatus(
@@ -920,7 +925,7 @@ class Backend:
             breaker=self.breaker.state,
             breaker_retry_in=self.breaker.retry_in(),
             protocol=self.protocol_version if self._session is not None else None,
-            needs_login=self._session is not None and self._oauth is not None and self._oauth.needs_login,
+            needs_login=self.needs_login,
         )
 
     # --- what the server initiates ------------------------------------------------------------
