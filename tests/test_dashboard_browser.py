@@ -77,6 +77,22 @@ def _settings(tmp_path: Path) -> dict[str, Any]:
     return {"manifold": {"data_dir": str(tmp_path / "data"), "lazy": False, "ping_interval": 0}}
 
 
+# A hub instance registered by a hostile local program: its name is markup, and nothing answers at its address.
+HOSTILE_INSTANCE = '<img src=x onerror="document.title=1">'
+
+
+def _with_hub(tmp_path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` exposing the hub too, over a discovery dir with one registered instance (`HOSTILE_INSTANCE`)."""
+    from mcp_manifold._runtime.discovery import write_record
+    from mcp_manifold._runtime.registration import build_record
+
+    folder = tmp_path / "instances"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    write_record(folder, build_record(HOSTILE_INSTANCE, url=url, instance_id="odd", pid=os.getpid()))
+    data["manifold"].update(expose=["direct", "hub"], discovery_dir=str(folder))
+    return data
+
+
 def config_data(tmp_path: Path, **extra_servers: Any) -> dict[str, Any]:
     servers = {
         "numbers": server_entry("numbers.py"),
@@ -91,7 +107,7 @@ def config_data(tmp_path: Path, **extra_servers: Any) -> dict[str, Any]:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp_path = tmp_path_factory.mktemp("dashboard")
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps(config_data(tmp_path), indent=2))
+    config.write_text(json.dumps(_with_hub(tmp_path, config_data(tmp_path)), indent=2))
     port = free_port()
     command = [sys.executable, "-m", "mcp_manifold", "serve", "--config", str(config), "--http", "--port", str(port)]
     process = subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL)
@@ -141,6 +157,14 @@ def test_the_servers_panel_shows_each_server_and_why_one_failed(page: Any) -> No
     assert "failed" in broken.locator(".state").inner_text()
 
 
+def test_the_servers_panel_shows_hub_instances_their_names_as_text(page: Any) -> None:
+    """The overview carried the hub's instances, but the page showed none (only `manifold servers` did)."""
+    odd = page.locator('#instance-rows tr[data-instance="odd"]')
+    odd.wait_for()
+    assert HOSTILE_INSTANCE in odd.inner_text()  # as text: no element made of it
+    assert page.locator("#instances img").count() == 0 and page.title() == "mcp-manifold"
+
+
 def test_the_tools_panel_lists_and_filters_tools_with_their_server(page: Any) -> None:
     row(page, "tools", tool="kitchen_echo", server="kitchen", pin="pinned").wait_for()  # pinning: warn, the default
     assert row(page, "tools", tool="numbers_multiply", server="numbers").count() == 1
@@ -173,7 +197,7 @@ def test_calls_of_both_eras_appear_in_recent_calls_without_a_reload(page: Any, s
 
 def test_a_config_edit_shows_up_live_and_the_check_passes(page: Any, served: Served) -> None:
     assert page.locator("#config-body .badge").first.inner_text() == "OK"
-    data = config_data(served.config.parent, words=server_entry("words.py"))
+    data = _with_hub(served.config.parent, config_data(served.config.parent, words=server_entry("words.py")))
     served.config.write_text(json.dumps(data, indent=2))
     row(page, "servers", server="words", state="ready").wait_for()
     row(page, "tools", tool="words_upper", server="words").wait_for()

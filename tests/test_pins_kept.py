@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2 as httpx
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -203,6 +204,19 @@ async def test_a_server_past_pin_max_tools_has_its_new_tools_held_unpinned_until
             assert "shifty_second" not in {tool.name for tool in (await client.list_tools()).tools}
             refused = await client.call_tool("shifty_second", {})
             assert refused.is_error and "added" not in text_of(refused)
+            # Operator views show it held (they showed nothing: it is pinned nowhere, only the log said why).
+            async with httpx.AsyncClient() as http:
+                tools = (await http.get(f"http://127.0.0.1:{port}/ui/api/tools")).json()["tools"]
+            (row,) = [row for row in tools if row["name"] == "shifty_second"]
+            assert (row["pin"], row["quarantined"]) == ("unpinned", True)
+            with anyio.fail_after(15):  # in the live status the gateway rewrites every 2 s
+                while '"unpinned"' not in (changed := pins_cli(path, "--changed", "--json")).stdout:
+                    await anyio.sleep(0.2)
+            assert {"server": "shifty", "tool": "second", "state": "unpinned", "quarantined": True} in json.loads(
+                changed.stdout
+            )
+            said = pins_cli(path, "--changed").stderr
+            assert "('second'), held: raise pin_max_tools, or run `manifold pins forget shifty`" in said, said
             db = sqlite3.connect(tmp_path / "data" / "pins.sqlite", isolation_level=None)
             assert sorted(row[0] for row in db.execute("SELECT tool FROM pins")) == ["first", "send", "shift"]
 

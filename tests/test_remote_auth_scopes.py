@@ -123,3 +123,47 @@ def test_a_step_up_challenges_scope_is_taken_only_as_scope_words() -> None:
     assert _step_up_scope(answer(403, 'Bearer error="invalid_token", scope="x"')) is None
     assert _step_up_scope(answer(401, 'Bearer error="insufficient_scope", scope="x"')) is None
     assert _step_up_scope(answer(403, 'Bearer error="insufficient_scope"')) is None
+
+
+async def test_a_server_whose_grant_was_revoked_shows_as_needing_a_login_until_one_works(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Operator views (`manifold servers`, the dashboard's overview: both read `live_snapshot`; /metrics) say a
+    server needs a login while its calls are refused for that; they showed it "ready", only the log said why."""
+    from prometheus_client import generate_latest
+    from rich.console import Console
+
+    from mcp_manifold._cli.status import _servers_table
+    from mcp_manifold._core.clients import Caller, Request
+    from mcp_manifold._runtime.gateway import Gateway
+    from mcp_manifold._runtime.metrics import GatewayMetrics
+
+    def shown(gateway: Gateway) -> tuple[bool, str]:
+        (row,) = gateway.live_snapshot()["servers"]
+        console = Console(width=100, record=True)
+        console.print(_servers_table("servers", [row], health=True))
+        scraped = generate_latest(GatewayMetrics(gateway).registry).decode()
+        assert f'manifold_backend_needs_login{{server="remote"}} {float(row["needs_login"])}' in scraped
+        return row["needs_login"], console.export_text()
+
+    with protected(tmp_path, "--revoke-on-refresh") as (base, _log):
+        config = write_config({"remote": {"url": f"{base}/mcp", "auth": {"type": "oauth"}}})
+        await log_in(config)
+        async with Gateway(load_config(config)) as gateway:
+            call = Request(Caller("cli"))
+            registered = (await gateway.call_tool_by_name(call, "remote_whoami", {})).content[0].text
+            assert shown(gateway)[0] is False
+            (stored,) = (tmp_path / "data" / "oauth").glob("*.json")
+            spent = {
+                "grant_type": "refresh_token",
+                "refresh_token": json.loads(stored.read_text())["tokens"]["refresh_token"],
+            }
+            assert httpx.post(f"{base}/token", data={**spent, "client_id": registered}).status_code == 200
+            assert (await gateway.call_tool_by_name(call, "remote_whoami", {})).is_error
+            needs, table = shown(gateway)
+            assert needs is True and "needs login" in table, table
+            assert "remote: needs an OAuth login: run `manifold auth login remote`" in table, table
+            await log_in(config)
+            assert not (await gateway.call_tool_by_name(call, "remote_whoami", {})).is_error
+            needs, table = shown(gateway)
+            assert needs is False and "needs" not in table, table

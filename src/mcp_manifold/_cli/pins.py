@@ -78,6 +78,7 @@ def pins(
     cfg, store = _pin_store(config)
     rows = [pin for pin in store.pins() if not changed or pin.state != "pinned"]
     quarantined = cfg.settings.pinning == "enforce"
+    unpinned = _unpinned(cfg)
     if as_json:
         print(
             json_text(
@@ -92,6 +93,11 @@ def pins(
                     }
                     for pin in rows
                 ]
+                + [
+                    {"server": server, "tool": tool, "state": "unpinned", "quarantined": quarantined}
+                    for server, (_count, tools) in unpinned.items()
+                    for tool in tools
+                ]
             )
         )
         return
@@ -105,6 +111,32 @@ def pins(
         since = time.strftime("%Y-%m-%d %H:%M", time.localtime(pin.changed_at)) if pin.changed_at else ""
         table.add_row(plain(pin.server), plain(pin.tool), state, since)  # a tool's own name, as its server wrote it
     out.print(table)
+    for server, (count, tools) in unpinned.items():
+        shown = tools[:5]
+        names = ", ".join(printable(repr(tool)) for tool in shown) + f" and {count - len(shown)} more" * (
+            count > len(shown)
+        )
+        err.print(
+            f"{printable(server)}: {count} tool(s) it lists now are past pin_max_tools and pinned nowhere ({names}), "
+            f"{'held' if quarantined else 'served unpinned'}: raise pin_max_tools, or run "
+            f"`manifold pins forget {printable(server)}` to have what it serves pinned afresh",
+            markup=False,
+            highlight=False,
+        )
+
+
+def _unpinned(cfg: Config) -> dict[str, tuple[int, list[str]]]:
+    """The tools the running gateways of this data dir hold past `pin_max_tools`, by server: how many and the
+    first names. Only a gateway's memory has them (they are pinned nowhere); it writes them to its live status."""
+    from mcp_manifold._runtime.live_status import live_dir, read_live
+
+    held: dict[str, tuple[int, list[str]]] = {}
+    for snapshot in read_live(live_dir(cfg.settings.data_dir)):
+        for server, row in (snapshot.get("unpinned") or {}).items():
+            count, tools = held.get(server, (0, []))
+            merged = sorted({*tools, *row.get("tools", ())})  # gateways of one data dir may hold the same ones
+            held[server] = (max(count, int(row.get("count", 0)), len(merged)), merged)
+    return dict(sorted(held.items()))
 
 
 @pins_app.command("diff")

@@ -166,8 +166,8 @@ def _servers_table(title: str, rows: list[dict[str, Any]], *, health: bool = Fal
     table.add_column("tools", min_width=len("tools"))
     table.add_column("protocol", overflow="fold")
     for row in rows:
-        state = row["state"]
-        color = {"ready": "green", "failed": "red", "disabled": "dim"}.get(state, "yellow")
+        state = "needs login" if row.get("needs_login") else row["state"]  # "ready", yet each call refused
+        color = {"ready": "green", "failed": "red", "disabled": "dim", "needs login": "red"}.get(state, "yellow")
         name = plain(row["name"])
         if row.get("server_info"):  # as the server named itself
             name.append(f"\n  {printable(row['server_info'])}", style="dim")
@@ -194,6 +194,10 @@ def _trouble(row: dict[str, Any]) -> str:
     """The last error and the stderr lines it does not quote; nothing for a server that runs (its start-up
     banner on stderr is not a problem)."""
     error = (row.get("last_error") or "").removeprefix(f"server {row['name']!r}: ")
+    if row.get("needs_login"):  # its last error and stderr are from before: not why its calls fail now
+        from mcp_manifold._runtime.remote_auth import login_words  # the SDK's OAuth: only when it is needed
+
+        return login_words(printable(row["name"]))
     if row["state"] in ("ready", "disabled") and not error:
         return ""
     # The last three the error does not quote. Python's `~~~^^^` marks point into the line above them:

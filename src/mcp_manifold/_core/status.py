@@ -27,3 +27,6 @@ class BackendStatus:
     breaker: BreakerState = "closed"  # closed, open (calls fail fast) or half-open (one trial call)
     breaker_retry_in: float | None = None  # while open: seconds until the trial call
     protocol: str | None = None  # the protocol version the running session speaks (2026-07-28: no session)
+    # An OAuth server whose tokens stopped working while it ran: "ready", yet each call is refused until
+    # `manifold auth login NAME` stores tokens it takes (the next call or ping then uses them and clears this).
+    needs_login: bool = False

@@ -5,8 +5,8 @@ The page (`dashboard_static/`) polls the API about once a second and redraws in 
 - `GET /ui/api/overview`: the gateway, every server (state, health, restarts, breaker, protocol, last
   error, stderr tail, tools), its clients by protocol era (as `manifold servers` shows them), the
   catalog's revision, the config check and the last reloads;
-- `GET /ui/api/tools`: every tool as exposed, with its server and its pin (quarantined or not), lazy
-  servers started and listed first;
+- `GET /ui/api/tools`: every tool as exposed, with its server and its pin (quarantined or not; "unpinned"
+  for one listed past `pin_max_tools`), lazy servers started and listed first;
 - `GET /ui/api/search?q=...&limit=N`: tools ranked as `retrieve_tools` ranks them (`Gateway.search`), as
   the gateway's own work for the caller (kind "action": its principal's rate and calls in flight, audited);
 - `GET /ui/api/calls?after=N`: the calls the call path saw since number N (`RecentCalls`).
@@ -216,17 +216,21 @@ class Dashboard:
         # otherwise a gateway nobody has used yet showed its operator an empty panel.
         await self.gateway.ensure_catalog()
         pins = self.gateway.pins
+        unpinned = pins.unpinned()  # listed past pin_max_tools: pinned nowhere, held under enforce
         view = self._view(request)
         rows = []
         for entry in (view or self.gateway.catalog).tool_entries():
             pin = pins.get(entry.server, entry.original.name)
+            state = pin.state if pin is not None else None  # None with `pinning: off`
+            if pin is None and entry.original.name in unpinned.get(entry.server, ()):
+                state = "unpinned"
             rows.append(
                 {
                     "name": entry.name,
                     "server": entry.server,
                     "original": entry.original.name,
                     "description": entry.exposed.description or "",
-                    "pin": pin.state if pin is not None else None,  # None with `pinning: off`
+                    "pin": state,
                     "quarantined": pins.blocked(entry.server, entry.original.name),
                 }
             )
@@ -237,7 +241,9 @@ class Dashboard:
     def _tools_revision(self) -> str:
         """Changes when the tools panel must be fetched again: the catalog changed, or a pin did (an
         operator's `manifold pins approve` in another process changes no listing)."""
-        states = frozenset((pin.key, pin.state) for pin in self.gateway.pins.pins())
+        pins = self.gateway.pins
+        states = frozenset((pin.key, pin.state) for pin in pins.pins())
+        states |= {((server, tool), "unpinned") for server, tools in pins.unpinned().items() for tool in tools}
         return f"{self.revision}-{hash(states) & 0xFFFFFFFF:x}"
 
     async def search(self, request: Request) -> Response:

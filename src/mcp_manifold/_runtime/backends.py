@@ -179,6 +179,7 @@ class Backend:
         self._discover_first = self._learned.knows(config, "discover_first")
         self._not_mcp: NotMcpWatch | None = None  # while starting: what the server wrote that is not MCP
         self._refusals: StartRefusals | None = None  # while starting: the HTTP answers that refused a request
+        self._oauth: Any = None  # this connection's OAuth provider (remote_auth), for `needs_login` in its status
         self._sse_page: FirstAnswerPage | None = None  # an SSE server's: whether its stream was a web page
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown)
         self._filled_fields: set[str] = set()  # fields this server leaves out of its answers (logged once)
@@ -430,6 +431,7 @@ class Backend:
         self._process = None
         headers = dict(config.headers)
         auth = None
+        self._oauth = None
         connect = None  # how the client connects: OAuth servers' clients check the address connected to
         if config.auth is not None:  # OAuth: never waits for a person (see remote_auth)
             from mcp_manifold._runtime import remote_auth  # the SDK's OAuth machinery, only for servers that use it
@@ -438,6 +440,7 @@ class Backend:
             storage = await stack.enter_async_context(where)  # kept open as long as the connection
             await remote_auth.check_login(config, storage)
             auth = await remote_auth.oauth_provider(config, storage)
+            self._oauth = auth
             connect = auth.guard.network_backend()
         tls = tls_context()
         limit = self.settings.max_answer_bytes
@@ -901,6 +904,11 @@ class Backend:
         info = self.server_info
         return shortened(f"{info.name} {info.version}".strip(), _SERVER_INFO) if info else None
 
+    @property
+    def needs_login(self) -> bool:
+        """Running, yet each call refused until `manifold auth login NAME` (its OAuth tokens stopped working)."""
+        return self._session is not None and self._oauth is not None and self._oauth.needs_login
+
     def status(self) -> BackendStatus:
         retry = self._next_retry - time.monotonic() if self.state == "failed" else None
         return BackendStatus(
@@ -917,6 +925,7 @@ class Backend:
             breaker=self.breaker.state,
             breaker_retry_in=self.breaker.retry_in(),
             protocol=self.protocol_version if self._session is not None else None,
+            needs_login=self.needs_login,
         )
 
     # --- what the server initiates ------------------------------------------------------------

@@ -53,7 +53,7 @@ from mcp_manifold._runtime.health import HealthMonitor
 from mcp_manifold._runtime.input_bridge import HeldCalls
 from mcp_manifold._runtime.lineage import child_environment
 from mcp_manifold._runtime.listing_cache import ListingCache
-from mcp_manifold._runtime.pin_store import PinStore
+from mcp_manifold._runtime.pin_store import PinStore, unpinned_rows
 from mcp_manifold._runtime.pool import BackendPool
 from mcp_manifold._runtime.private_files import folder_of, secure_data_dir
 from mcp_manifold._runtime.processes import run_shell
@@ -346,6 +346,7 @@ class Gateway:
             "servers": servers,
             "instances": [row for surface in self.surfaces for row in surface.live_rows()],
             "clients": self._clients(),
+            "unpinned": unpinned_rows(self.pins.unpinned()),
         }
 
     def replica_row(self) -> dict[str, Any]:

@@ -281,6 +281,12 @@ class _GatewayState(Collector):
             "manifold_backend_consecutive_failures", "Failures in a row counted by the breaker.", labels=["server"]
         )
         tools = GaugeMetricFamily("manifold_backend_tools", "Tools each server lists.", labels=["server"])
+        login = GaugeMetricFamily(
+            "manifold_backend_needs_login",
+            "1 for a running OAuth server whose tokens stopped working: each call is refused until "
+            "`manifold auth login NAME` (its state stays ready).",
+            labels=["server"],
+        )
         raw = CounterMetricFamily(
             "manifold_backend_raw_leg_calls",
             "tools/call requests sent to each server on a raw leg, around the SDK's client; other requests "
@@ -297,10 +303,11 @@ class _GatewayState(Collector):
             restarts.add_metric([backend.name], backend.restarts)
             failures.add_metric([backend.name], backend.breaker.failures)
             tools.add_metric([backend.name], backend.tool_count)
+            login.add_metric([backend.name], int(backend.needs_login))
             raw.add_metric([backend.name], backend.raw_leg_calls)
             if (leg_clients := backend.raw_leg_clients) is not None:
                 clients.add_metric([backend.name], leg_clients)
-        yield from (restarts, failures, tools, raw, clients)
+        yield from (restarts, failures, tools, login, raw, clients)
         protocol = GaugeMetricFamily(
             "manifold_backend_protocol",
             "1 for the protocol version each running server speaks.",

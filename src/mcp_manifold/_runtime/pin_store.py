@@ -100,6 +100,14 @@ class PinStore:
         """Every (server, tool) held now."""
         return self._blocked
 
+    def unpinned(self) -> dict[str, set[str]]:
+        """The tools each server lists now past `max_tools` pins (held under enforce), for the operator's views:
+        they are pinned nowhere, so `pins()` has none of them."""
+        held: dict[str, set[str]] = {}
+        for (server, _session), tools in self._unpinned.items():
+            held.setdefault(server, set()).update(tools)
+        return held
+
     def pins(self) -> list[Pin]:
         self._open()
         return sorted(self._pins.values(), key=lambda pin: pin.key)
@@ -510,6 +518,18 @@ class PinStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+UNPINNED_SHOWN = 50  # names per server an operator view carries: a server listing thousands is not copied whole
+
+
+def unpinned_rows(held: dict[str, set[str]]) -> dict[str, dict[str, Any]]:
+    """`PinStore.unpinned()` as the live status carries it (`manifold pins` reads it): per server, how many
+    and the first names (each cut to 200 characters, as the log has them)."""
+    return {
+        server: {"count": len(tools), "tools": [name[:200] for name in sorted(tools)[:UNPINNED_SHOWN]]}
+        for server, tools in sorted(held.items())
+    }
 
 
 def _apps_named(defined: dict[str, Any] | None) -> set[str]:

@@ -276,6 +276,11 @@ class _SharedRefresh:
     # for newer tokens (a login since) and, until there are, is refused without an OAuth request.
     _waiting_on: str | None = None
 
+    @property
+    def needs_login(self) -> bool:
+        """Whether its calls are refused until a login (`_login_waits`): operator views show it, not only the log."""
+        return self._waiting_on is not None
+
     def _bound_issuer(self) -> str | None:
         """The issuer the client's tokens must come from: the configured one, else the stored client's."""
         client = self.context.client_info
@@ -357,7 +362,7 @@ class _SharedRefresh:
         the transport: the session closed ("the server closed the connection", for every call on it)."""
         tokens, _, _ = await self.context.storage.record()
         self._waiting_on = tokens.access_token if tokens is not None else ""
-        logger.warning(  # the server stays "ready" in `manifold servers`: the log says why its calls fail
+        logger.warning(  # `manifold servers` and the dashboard show it too (`needs_login`)
             "server %r refuses the gateway's OAuth tokens (revoked, or their refresh refused): its calls are "
             "refused until `%s`",
             self.guard.server,

@@ -42,6 +42,15 @@ const BREAKER_TONE = { closed: "ok", "half-open": "warn", open: "bad" };
 const PIN_TONE = { pinned: "ok", changed: "warn", new: "warn", rejected: "bad" };
 
 function pinBadge(tool) {
+  // Listed past `pin_max_tools`: pinned nowhere (held under enforce) until the server's pins are forgotten.
+  if (tool.pin === "unpinned") {
+    const cell = document.createElement("span");
+    cell.append(
+      badge(tool.quarantined ? "held unpinned" : "unpinned", tool.quarantined ? "bad" : "warn"),
+      el("div", `past pin_max_tools: manifold pins forget ${tool.server}`, "hint"),
+    );
+    return cell;
+  }
   if (tool.quarantined) return badge("quarantined", "bad");
   return tool.pin ? badge(tool.pin, PIN_TONE[tool.pin]) : "";
 }
@@ -127,10 +136,13 @@ function renderServers(servers) {
       detail.append(more);
     }
     const breaker = s.breaker === "open" && s.breaker_retry_in != null ? `open (${s.breaker_retry_in.toFixed(1)}s)` : s.breaker;
+    // An OAuth server whose tokens stopped working is "ready", yet refuses each call until a login.
+    const state = s.needs_login ? badge("needs login", "bad") : badge(s.state, STATE_TONE[s.state]);
+    if (s.needs_login) detail.prepend(el("div", `needs an OAuth login: run \`manifold auth login ${s.name}\``));
     return row(
       [
         el("strong", s.name),
-        td(badge(s.state, STATE_TONE[s.state]), "state"),
+        td(state, "state"),
         td(s.health ? badge(s.health, HEALTH_TONE[s.health]) : "", "health"),
         td(s.restarts, "num restarts"),
         td(badge(breaker, BREAKER_TONE[s.breaker]), "breaker"),
@@ -139,10 +151,32 @@ function renderServers(servers) {
         td(s.protocol || "", "mono protocol"),
         detail,
       ],
-      { server: s.name, state: s.state },
+      { server: s.name, state: s.needs_login ? "needs login" : s.state },
     );
   });
   $("server-rows").replaceChildren(...rows);
+}
+
+// The hub's instances (`expose: hub`), as `manifold servers` shows them; none: the table is hidden.
+function renderInstances(instances) {
+  const list = instances || [];
+  $("instances").hidden = list.length === 0;
+  $("instance-rows").replaceChildren(
+    ...list.map((i) =>
+      row(
+        [
+          el("code", i.id),
+          i.name,
+          td(badge(i.state, HEALTH_TONE[i.state]), "state"),
+          td(i.sessions, "num"),
+          td(i.tools, "num"),
+          td(i.endpoint || "", "mono"),
+          td(i.last_error || "", "detail"),
+        ],
+        { instance: i.id, state: i.state },
+      ),
+    ),
+  );
 }
 
 function renderTools() {
@@ -156,7 +190,7 @@ function renderTools() {
       row([el("code", t.name), t.server, td(pinBadge(t), "pin"), td(t.description, "description")], {
         tool: t.name,
         server: t.server,
-        pin: t.quarantined ? "quarantined" : t.pin || "",
+        pin: t.pin === "unpinned" ? "unpinned" : t.quarantined ? "quarantined" : t.pin || "",
       }),
     ),
   );
@@ -249,6 +283,7 @@ async function refreshOverview() {
   const overview = await getJSON("api/overview");
   renderSummary(overview.gateway);
   renderServers(overview.servers);
+  renderInstances(overview.instances);
   renderConfig(overview.config);
   if (overview.gateway.revision !== view.revision) {
     view.revision = overview.gateway.revision;
