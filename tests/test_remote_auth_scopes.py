@@ -160,6 +160,11 @@ async def test_a_server_whose_grant_was_revoked_shows_as_needing_a_login_until_o
             }
             assert httpx.post(f"{base}/token", data={**spent, "client_id": registered}).status_code == 200
             assert (await gateway.call_tool_by_name(call, "remote_whoami", {})).is_error
+            backend = gateway.pool["remote"]
+            session = backend._session
+            await gateway.health.ping(backend)  # refused for want of a login: not a failure, no restart
+            assert gateway.health.health["remote"].state not in ("retrying", "dead"), gateway.health.health["remote"]
+            assert backend.state == "ready" and backend._session is session
             needs, table = shown(gateway)
             assert needs is True and "needs login" in table, table
             assert "remote: needs an OAuth login: run `manifold auth login remote`" in table, table

@@ -129,6 +129,11 @@ class HealthMonitor:
             reason = f"no answer to ping within {self.settings.ping_timeout:g}s"
             self._change(backend.name, health, lambda now: health.failed(now, reason))
         except ManifoldError as exc:
+            if backend.needs_login:
+                # The server answered: refused for want of a login, which a restart cannot give. Restarted, its
+                # session (kept on purpose, see `remote_auth`) was dropped and its breaker opened.
+                self._change(backend.name, health, health.ping_ok)
+                return
             error = str(exc)
             self._change(backend.name, health, lambda now: health.failed(now, error))
         else:
