@@ -834,6 +834,79 @@ async def test_a_change_of_an_instance_the_profile_hides_is_not_heard_on_a_liste
                 assert type(first).__name__ == "ResourceUpdated", first
 
 
+def _list_changes(heard: list[str]) -> Callable[[Any], Any]:
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and message.method.endswith("/list_changed"):
+            heard.append(message.method.split("/")[1])
+
+    return on_message
+
+
+async def test_a_bound_session_hears_nothing_of_a_change_its_profile_hides(
+    discovery: Path, http_gateway: Callable[..., str], write_config: Any
+) -> None:
+    """A session bound to an instance was told `list_changed` (of every kind) at each change of the instance, one
+    of a tool its profile hides (`!send`) too: the tool exists, and changed. Now it hears of a change only where its
+    lists show one. (A binding is the session era's; the listen stream of the instance's address, which hears of
+    the change after the bound sessions were told, says the hidden change was handled.)"""
+    settings = {"expose": ["hub"], "discovery_dir": str(discovery), "log_level": "error", **FAST}
+    config = write_config({}, settings)
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"dev": {"tools": ["*", "!send"]}}}))
+    heard: list[str] = []
+    with server_over_http("shifty.py") as alpha:
+        announce(discovery, "alpha", alpha)
+        url = http_gateway(config)
+        async with (
+            Client(url.replace("/mcp", "/mcp/p/dev"), mode="legacy", message_handler=_list_changes(heard)) as bound,
+            Client(f"{url}/instances/alpha") as everyone,
+        ):
+            assert not (await bound.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+            assert "send" not in await tool_names(bound) and "send" in await tool_names(everyone)
+            await every_list(bound)
+            async with everyone.listen(tools_list_changed=True) as address:
+                assert text_of(await everyone.call_tool("shift", {"description": "changed"})) == "shifted"
+                with anyio.fail_after(10):
+                    await address.__anext__()  # re-listed, and the bound sessions told (or not) before
+                await listed(bound)  # a round trip: a notice sent before is in
+                hidden = list(heard)
+                await everyone.call_tool("shift", {"description": "changed", "add": "extra"})
+                with anyio.fail_after(10):
+                    while "tools" not in heard:
+                        await anyio.sleep(0.02)
+            assert hidden == [], hidden
+            assert heard == ["tools"], heard  # `extra`, a tool it sees: of its tools only
+            assert "extra" in await tool_names(bound)
+
+
+async def test_a_relisting_instances_connect_forces_is_announced(
+    discovery: Path, http_gateway: Callable[..., str], write_config: Any
+) -> None:
+    """`instances_connect` lists the instance again, and that listing replaced the one the sessions bound to it
+    and its address's listen streams had, without a word to them: a server that does not announce its changes
+    left them with lists that no longer matched. Now they are told, as of a change the instance announced."""
+    settings = {"expose": ["hub"], "discovery_dir": str(discovery), "log_level": "error", **FAST}
+    heard: list[str] = []
+    with server_over_http("shifty.py") as alpha:
+        announce(discovery, "alpha", alpha)
+        url = http_gateway(write_config({}, settings))
+        async with (
+            Client(url, mode="legacy", message_handler=_list_changes(heard)) as bound,
+            Client(url, mode="legacy") as other,
+            Client(f"{url}/instances/alpha") as everyone,
+        ):
+            assert not (await bound.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+            assert "quiet_one" not in await tool_names(bound)
+            async with everyone.listen(tools_list_changed=True) as address:
+                shifted = await bound.call_tool("shift", {"description": "changed", "add": "quiet_one", "quiet": True})
+                assert text_of(shifted) == "shifted"
+                assert not (await other.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+                with anyio.fail_after(10):
+                    assert type(await address.__anext__()).__name__ == "ToolsListChanged"
+                    while "tools" not in heard:
+                        await anyio.sleep(0.02)
+            assert "quiet_one" in await tool_names(bound)
+
+
 async def test_a_session_whose_profile_a_reload_narrowed_hears_nothing_of_its_instance(
     instances: Instances, discovery: Path, write_config: Any
 ) -> None:

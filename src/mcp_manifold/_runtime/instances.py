@@ -329,7 +329,10 @@ class InstanceRegistry:
             ) from None
 
     async def relist(self, instance: Instance) -> Listing:
-        """List the instance again (hub tool names left out); keeps the old listing if this one fails."""
+        """List the instance again (hub tool names left out); keeps the old listing if this one fails. The listener
+        hears of a change (`listing_changed`) whoever asked: before, a re-listing the hub forced (`instances_connect`)
+        replaced the lists of the sessions bound to it, and of its address's listen streams, without telling them."""
+        before = instance.listing
         listing = await instance.backend.list_all()
         allowed = instance.backend.config.tools.allows
         tools = []
@@ -352,6 +355,8 @@ class InstanceRegistry:
             tools=[tool.model_copy(update={"name": tool_names[("", tool.name)]}) for tool in tools],
             prompts=[prompt.model_copy(update={"name": prompt_names[("", prompt.name)]}) for prompt in listing.prompts],
         )
+        if before != instance.listing and self._listener is not None:
+            await self._listener.listing_changed(instance.id, before)
         return instance.listing
 
     def reserve(self, names: list[str]) -> None:
@@ -437,15 +442,11 @@ class InstanceRegistry:
         await self.refresh_listing(instance)
 
     async def refresh_listing(self, instance: Instance) -> None:
-        """Re-list an instance in use and tell the listener if anything changed."""
-        before = instance.listing
+        """Re-list an instance in use (`relist` tells the listener if anything changed)."""
         try:
-            after = await self.relist(instance)
+            await self.relist(instance)
         except ManifoldError as exc:
             logger.warning("could not re-list %s: %s", instance.label(), exc)
-            return
-        if before != after and self._listener is not None:
-            await self._listener.listing_changed(instance.id, before)
 
     def relist_announced(self, instance: Instance) -> None:
         """The instance announced a list change: re-list it, once more at most after the re-list running now.

@@ -511,13 +511,34 @@ class HubSurface(Surface):
         # caller may see something that changed: before, every stream heard of every instance's change, a
         # caller whose profile hides the instance too (it exists, and changed).
         for caller in self._told(instance_id):
-            await self.host.notify_list_changed(_ALL_KINDS, caller)
+            kinds = self._seen_changes(caller, instance_id, before, after)
+            if kinds:
+                await self.host.notify_list_changed(kinds, caller)
         if instance_id in self.host.servers:
             # A configured server: the catalog announced the change to every stream, judged by the names its
             # profiles judge (`kitchen_secret`); told again under the hub's (`secret`), a stream whose profile
             # hides the tool by the catalog's name heard of it.
             return
         await self.host.notify_listeners(_ALL_KINDS, changed_items(instance_id, before, after))
+
+    def _seen_changes(
+        self, caller: Caller, instance_id: str, before: Listing | None, after: Listing | None
+    ) -> set[Kind]:
+        """The kinds of list in which `caller`, bound to the instance, sees something change: its lists show the
+        instance as its profile and the pins let it. Before, every change was announced to every bound session,
+        one of an item its profile hides (`!send`) too: the item exists, and changed."""
+        view = self.host.view(Request(caller))
+        instance = self.registry.get(instance_id)
+        original_tool = instance.original_tool if instance is not None else str
+        original_prompt = instance.original_prompt if instance is not None else str
+
+        def seen(listing: Listing | None) -> Listing | None:
+            if listing is None:
+                return None
+            return _for_model(view.listing(instance_id, listing, original_tool, original_prompt))
+
+        changed = changed_items(instance_id, seen(before), seen(after))
+        return {kind for kind, items in changed.items() if items}
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None:
         await self._notify_sessions(instance_id, level, data, logger_name)
