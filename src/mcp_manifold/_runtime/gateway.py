@@ -600,8 +600,11 @@ class Gateway:
                 self._instances.shared = self.shared.instance_records()
         return self._instances
 
-    def _forget_instance(self, instance_id: str) -> None:
-        """A hub instance whose id was generated is gone for good: its pins and its metric series go too."""
+    def _forget_instance(self, instance_id: str, config: ServerConfig) -> None:
+        """A hub instance whose id was generated is gone for good: its pins and its metric series go too, and
+        what the replicas learned of it (learned.json's entry is the registry's to drop)."""
+        if self.shared is not None and self.shared.learning is not None:
+            self.shared.learning.forget(config)
         self.pins.forget(instance_id)
         self.pins.not_served(instance_id)
         for observer in self.forget_observers:

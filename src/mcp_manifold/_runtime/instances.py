@@ -113,11 +113,11 @@ class InstanceRegistry:
         catalog: Catalog,
         back_channel: BackChannel,
         on_listing: Callable[[str, Listing], object] | None = None,
-        on_forget: Callable[[str], object] | None = None,
+        on_forget: Callable[[str, ServerConfig], object] | None = None,
     ) -> None:
         self.settings = settings
         self.on_listing = on_listing  # sees each listing before clients do (the pins)
-        self.on_forget = on_forget  # told each instance id gone for good (the pins forget it)
+        self.on_forget = on_forget  # told each instance gone for good, and how it was reached (the pins forget it)
         self.pool = pool
         self.health_monitor = health
         self.catalog = catalog
@@ -270,7 +270,7 @@ class InstanceRegistry:
         logger.info("instance %s was registered under a generated id; forgetting its pins", instance_id)
         learned_facts(self.settings.data_dir).forget(config)
         if self.on_forget is not None:
-            self.on_forget(instance_id)
+            self.on_forget(instance_id, config)
 
     def _report_once(self, key: str, message: str) -> None:
         if len(self._reported) > 1000:  # bounded: a directory full of junk must not grow memory
