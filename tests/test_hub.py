@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_manifold._runtime.discovery import write_record
 from mcp_manifold._runtime.registration import build_record
 from tests.conftest import (
+    SERVERS,
     Instances,
     answer_elicitation,
     free_port,
@@ -772,6 +773,34 @@ async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
         if connect.mode == "legacy":
             read = await client.read_resource("file:///public/")
             assert read.contents[0].text == "the public folder"  # type: ignore[union-attr]
+
+
+async def test_a_configured_server_the_catalog_could_not_list_is_refused_on_the_hub(
+    write_config: Any, discovery: Path, tmp_path: Path
+) -> None:
+    """A profile judges a configured server's items on the hub by the catalog's names too (`!kitchen_fail`). When
+    the catalog could not list the server (its first starts failed) but the hub's own connection then reached it,
+    they were judged by the hub's names alone: `instances_call(kitchen, fail)` ran the denied tool. Now nothing of
+    the server is shown or called on the hub until the catalog has listed it. (The gateway judges; the client's
+    mode does not matter.)"""
+    starts = tmp_path / "starts"
+    # Exits at once the first two times it is started (the catalog's listing, its retry), serves kitchen after.
+    script = f'echo x >> {starts}; [ "$(wc -l < {starts})" -gt 2 ] && exec {sys.executable} {SERVERS / "kitchen.py"}'
+    settings = {"expose": ["direct", "hub"], "discovery_dir": str(discovery), "profile": "dev", **FAST}
+    config = write_config({"kitchen": {"command": "sh", "args": ["-c", script + "; exit 1"]}}, settings)
+    profile = {"tools": ["*", "!kitchen_fail"]}
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"dev": profile}}))
+    denied = {"instance_id": "kitchen", "tool": "fail", "arguments": {"message": "reached"}}
+    async with stdio_gateway(config) as client:
+        refused = await client.call_tool("instances_call", denied)
+        assert refused.is_error and "reached" not in text_of(refused), text_of(refused)
+        assert "could not be listed" in text_of(refused)
+        echo = {**denied, "tool": "echo", "arguments": {"text": "hi"}}
+        with anyio.fail_after(10):  # listed by a later call (once its start backoff lets it): it works as allowed
+            while text_of(await client.call_tool("instances_call", echo)) != "hi":
+                await anyio.sleep(0.1)
+        refused = await client.call_tool("instances_call", denied)
+        assert refused.is_error and "reached" not in text_of(refused), text_of(refused)
 
 
 async def test_a_uri_an_instance_lists_passes_a_profile_as_listed(
