@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_manifold._runtime.discovery import write_record
 from mcp_manifold._runtime.registration import build_record
 from tests.conftest import (
+    SERVERS,
     Instances,
     answer_elicitation,
     free_port,
@@ -774,6 +775,34 @@ async def test_a_profile_denial_by_the_catalog_name_holds_on_the_hub(
             assert read.contents[0].text == "the public folder"  # type: ignore[union-attr]
 
 
+async def test_a_configured_server_the_catalog_could_not_list_is_refused_on_the_hub(
+    write_config: Any, discovery: Path, tmp_path: Path
+) -> None:
+    """A profile judges a configured server's items on the hub by the catalog's names too (`!kitchen_fail`). When
+    the catalog could not list the server (its first starts failed) but the hub's own connection then reached it,
+    they were judged by the hub's names alone: `instances_call(kitchen, fail)` ran the denied tool. Now nothing of
+    the server is shown or called on the hub until the catalog has listed it. (The gateway judges; the client's
+    mode does not matter.)"""
+    starts = tmp_path / "starts"
+    # Exits at once the first two times it is started (the catalog's listing, its retry), serves kitchen after.
+    script = f'echo x >> {starts}; [ "$(wc -l < {starts})" -gt 2 ] && exec {sys.executable} {SERVERS / "kitchen.py"}'
+    settings = {"expose": ["direct", "hub"], "discovery_dir": str(discovery), "profile": "dev", **FAST}
+    config = write_config({"kitchen": {"command": "sh", "args": ["-c", script + "; exit 1"]}}, settings)
+    profile = {"tools": ["*", "!kitchen_fail"]}
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"dev": profile}}))
+    denied = {"instance_id": "kitchen", "tool": "fail", "arguments": {"message": "reached"}}
+    async with stdio_gateway(config) as client:
+        refused = await client.call_tool("instances_call", denied)
+        assert refused.is_error and "reached" not in text_of(refused), text_of(refused)
+        assert "could not be listed" in text_of(refused)
+        echo = {**denied, "tool": "echo", "arguments": {"text": "hi"}}
+        with anyio.fail_after(10):  # listed by a later call (once its start backoff lets it): it works as allowed
+            while text_of(await client.call_tool("instances_call", echo)) != "hi":
+                await anyio.sleep(0.1)
+        refused = await client.call_tool("instances_call", denied)
+        assert refused.is_error and "reached" not in text_of(refused), text_of(refused)
+
+
 async def test_a_uri_an_instance_lists_passes_a_profile_as_listed(
     instances: Instances, discovery: Path, http_gateway: Callable[..., str], write_config: Any
 ) -> None:
@@ -832,6 +861,79 @@ async def test_a_change_of_an_instance_the_profile_hides_is_not_heard_on_a_liste
                 with anyio.fail_after(10):
                     first = await hidden.__anext__()
                 assert type(first).__name__ == "ResourceUpdated", first
+
+
+def _list_changes(heard: list[str]) -> Callable[[Any], Any]:
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and message.method.endswith("/list_changed"):
+            heard.append(message.method.split("/")[1])
+
+    return on_message
+
+
+async def test_a_bound_session_hears_nothing_of_a_change_its_profile_hides(
+    discovery: Path, http_gateway: Callable[..., str], write_config: Any
+) -> None:
+    """A session bound to an instance was told `list_changed` (of every kind) at each change of the instance, one
+    of a tool its profile hides (`!send`) too: the tool exists, and changed. Now it hears of a change only where its
+    lists show one. (A binding is the session era's; the listen stream of the instance's address, which hears of
+    the change after the bound sessions were told, says the hidden change was handled.)"""
+    settings = {"expose": ["hub"], "discovery_dir": str(discovery), "log_level": "error", **FAST}
+    config = write_config({}, settings)
+    config.write_text(json.dumps({**json.loads(config.read_text()), "profiles": {"dev": {"tools": ["*", "!send"]}}}))
+    heard: list[str] = []
+    with server_over_http("shifty.py") as alpha:
+        announce(discovery, "alpha", alpha)
+        url = http_gateway(config)
+        async with (
+            Client(url.replace("/mcp", "/mcp/p/dev"), mode="legacy", message_handler=_list_changes(heard)) as bound,
+            Client(f"{url}/instances/alpha") as everyone,
+        ):
+            assert not (await bound.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+            assert "send" not in await tool_names(bound) and "send" in await tool_names(everyone)
+            await every_list(bound)
+            async with everyone.listen(tools_list_changed=True) as address:
+                assert text_of(await everyone.call_tool("shift", {"description": "changed"})) == "shifted"
+                with anyio.fail_after(10):
+                    await address.__anext__()  # re-listed, and the bound sessions told (or not) before
+                await listed(bound)  # a round trip: a notice sent before is in
+                hidden = list(heard)
+                await everyone.call_tool("shift", {"description": "changed", "add": "extra"})
+                with anyio.fail_after(10):
+                    while "tools" not in heard:
+                        await anyio.sleep(0.02)
+            assert hidden == [], hidden
+            assert heard == ["tools"], heard  # `extra`, a tool it sees: of its tools only
+            assert "extra" in await tool_names(bound)
+
+
+async def test_a_relisting_instances_connect_forces_is_announced(
+    discovery: Path, http_gateway: Callable[..., str], write_config: Any
+) -> None:
+    """`instances_connect` lists the instance again, and that listing replaced the one the sessions bound to it
+    and its address's listen streams had, without a word to them: a server that does not announce its changes
+    left them with lists that no longer matched. Now they are told, as of a change the instance announced."""
+    settings = {"expose": ["hub"], "discovery_dir": str(discovery), "log_level": "error", **FAST}
+    heard: list[str] = []
+    with server_over_http("shifty.py") as alpha:
+        announce(discovery, "alpha", alpha)
+        url = http_gateway(write_config({}, settings))
+        async with (
+            Client(url, mode="legacy", message_handler=_list_changes(heard)) as bound,
+            Client(url, mode="legacy") as other,
+            Client(f"{url}/instances/alpha") as everyone,
+        ):
+            assert not (await bound.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+            assert "quiet_one" not in await tool_names(bound)
+            async with everyone.listen(tools_list_changed=True) as address:
+                shifted = await bound.call_tool("shift", {"description": "changed", "add": "quiet_one", "quiet": True})
+                assert text_of(shifted) == "shifted"
+                assert not (await other.call_tool("instances_connect", {"instance_id": "alpha"})).is_error
+                with anyio.fail_after(10):
+                    assert type(await address.__anext__()).__name__ == "ToolsListChanged"
+                    while "tools" not in heard:
+                        await anyio.sleep(0.02)
+            assert "quiet_one" in await tool_names(bound)
 
 
 async def test_a_session_whose_profile_a_reload_narrowed_hears_nothing_of_its_instance(

@@ -6,6 +6,7 @@ them from its own file rather than offering them back. Real gateways, a real red
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -20,7 +21,9 @@ import pytest
 import redis
 from mcp import Client
 
-from tests.conftest import free_port, gateway_over_http, server_over_http
+from mcp_manifold._runtime.discovery import write_record
+from mcp_manifold._runtime.registration import build_record
+from tests.conftest import answer_elicitation, free_port, gateway_over_http, server_over_http
 from tests.scale_out import RedisServer, redis_server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio
@@ -106,3 +109,32 @@ async def test_replicas_forget_the_pins_of_a_generated_instance(redis_server: Re
                 assert servers_pinned(tmp_path / "late" / "data") == set()
             assert store.hlen("manifold:pins") == 0
             assert store.zscore("manifold:pins:forgotten", instance_id) is not None
+
+
+async def test_what_the_replicas_learned_of_a_generated_instance_goes_with_it(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The replicas share the servers that ask their client mid-call (`needs_session`) in a Redis set keyed by the
+    server's name: it gained one entry per hub instance registered under a generated id, kept for good, though
+    learned.json's goes when the instance does. Now the set's goes too. (A session-era client is one that can
+    answer the question, which is what makes the gateway learn.)"""
+    store = redis.Redis.from_url(redis_server.url)
+    discovery = tmp_path / "instances"
+    discovery.mkdir(mode=0o700)
+    settings = {"expose": ["hub"], "discovery_dir": str(discovery), "state_url": redis_server.url}
+    with (
+        server_over_http("midcall.py") as url,
+        gateway_over_http(config(tmp_path / "a", **settings), port := free_port()),
+    ):
+        async with Client(
+            f"http://127.0.0.1:{port}/mcp", mode="legacy", elicitation_callback=answer_elicitation
+        ) as client:
+            record = build_record("midcall", url=url, pid=os.getpid())
+            write_record(discovery, record)
+            call = {"instance_id": record.id, "tool": "confirm", "arguments": {"action": "deploy"}}
+            await client.call_tool("instances_call", call)
+            await until(lambda: store.scard("manifold:asks-mid-call") == 1, "the replicas learned it")
+            (discovery / f"{record.id}.json").unlink()
+            store.hdel("manifold:instances", record.id)  # deregistered (`manifold register` exits)
+            assert record.id not in text_of(await client.call_tool("instances_list", {}))
+            await until(lambda: store.scard("manifold:asks-mid-call") == 0, "the replicas forgot it")

@@ -11,8 +11,8 @@ import json
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +161,62 @@ async def test_an_operator_reviews_and_approves_a_changed_app_by_its_uri(url: st
                 return False
 
         await until(reads)
+
+
+@asynccontextmanager
+async def _listening(client: Client, mode: str, heard: set[str]) -> AsyncIterator[None]:
+    """A 2026-07-28 client hears of changes on a listen stream (a session's come as notifications)."""
+    if mode == "legacy":
+        yield
+        return
+
+    async def collect(stream: Any) -> None:
+        async for event in stream:
+            heard.add(type(event).__name__.removesuffix("ListChanged").lower())
+
+    async with (
+        client.listen(tools_list_changed=True, resources_list_changed=True) as stream,
+        anyio.create_task_group() as task_group,
+    ):
+        task_group.start_soon(collect, stream)
+        yield
+        task_group.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_app_hidden_or_shown_with_its_tool_is_announced_as_a_resource_change(
+    url: str, config: Path, mode: str
+) -> None:
+    """An app is listed only while one of its tools may be used: when its tool was held (its server changed it) or
+    an operator approved it, clients were told their tools changed, never their resources, though the app had left
+    (or come back to) their `resources/list`."""
+    heard: set[str] = set()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and message.method.endswith("/list_changed"):
+            heard.add(message.method.split("/")[1])
+
+    async def told(change: Callable[[], Awaitable[object]]) -> None:
+        await client.list_tools(cache_mode="refresh")  # a session hears of a change to the lists it has
+        await client.list_resources(cache_mode="refresh")
+        heard.clear()
+        await change()
+        with anyio.fail_after(15):
+            while not {"tools", "resources"} <= heard:
+                await anyio.sleep(0.05)
+
+    async def approve() -> None:
+        approved = manifold(config, "pins", "approve", f"turncoat/{REPORT.removeprefix('turncoat_')}")
+        assert "pinned" in approved.stdout, approved.stderr
+
+    async with Client(url, mode=mode, message_handler=on_message) as client, _listening(client, mode, heard):
+        await told(lambda: turn(client, icons=[{"src": "https://attacker.example/bank-logo.png"}]))
+        assert APP not in [str(r.uri) for r in (await client.list_resources(cache_mode="refresh")).resources]
+        await told(approve)  # the changed icons: approved, and the app with the tool
+        assert APP in [str(r.uri) for r in (await client.list_resources(cache_mode="refresh")).resources]
+        await told(lambda: turn(client))  # the first definition again: a change from the approved one
+        await told(approve)
+        assert REPORT in await listed(client)
 
 
 async def test_a_change_in_characters_a_terminal_does_not_show_shows_in_the_diff(url: str, config: Path) -> None:

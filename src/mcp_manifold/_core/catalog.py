@@ -289,6 +289,17 @@ class Catalog:
         """The tools whose app (`_meta.ui`) is the resource `uri` (exposed), listed or for their app only."""
         return self._app_tools.get(uri, [])
 
+    def apps_named(self, tools: Iterable[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+        """(server, exposed URI) of each app that the tools `tools` ((server, exposed name)) name: whether those tools
+        may be used decides whether their apps are listed (`CatalogView._app_usable`), so a change of them may change
+        the resources a client sees though no resource changed."""
+        return frozenset(
+            (server, uri)
+            for server, name in tools
+            if (entry := self.entry(name)) is not None and entry.server == server
+            for uri in app_uris(entry.exposed.meta)
+        )
+
     def route_tool(self, name: str) -> Route:
         entry = self.tool(name)
         return Route(entry.server, entry.original.name)

@@ -203,11 +203,18 @@ class BackChannel:
 
     def catalog_changed(self, kinds: set[Kind]) -> None:
         """A catalog listener: queue the kinds (and the items that changed) for `run`, which tells the clients."""
+        last_change = dict(self.catalog.last_change)
+        apps = self.catalog.apps_named(last_change.get("tools", ())) if "tools" in kinds else frozenset()
+        if apps:
+            # A changed tool may be held now (or used again), and its app hidden (or listed) with it: before, its
+            # clients heard of their tools only, though their resources changed too.
+            kinds = kinds | {"resources"}
+            last_change["resources"] = last_change.get("resources", frozenset()) | apps
         self._changes += 1
         self._pending.update(dict.fromkeys(kinds, self._changes))
         for kind in kinds:
             queued = self._pending_items.get(kind, frozenset())
-            changed = self.catalog.last_change.get(kind)
+            changed = last_change.get(kind)
             self._pending_items[kind] = None if queued is None or changed is None else queued | changed
         self._changed.set()
 

@@ -485,8 +485,14 @@ class Gateway:
             await backend.roots_changed()
 
     async def _pins_changed(self) -> None:
-        """An operator approved or rejected a tool: what clients may see changed."""
-        await self.back_channel.notify_list_changed({"tools"})
+        """An operator approved or rejected a tool: what clients may see changed, their resources too where a tool
+        now held, or used again, names an app (it is listed only while one of its tools may be used). Before, only
+        `tools/list_changed` was sent, though the app had left (or come back to) their `resources/list`."""
+        tools = (
+            (server, self._catalog.exposed_name("tool", server, tool)) for server, tool in self.pins.take_flipped()
+        )
+        apps = self._catalog.apps_named((server, name) for server, name in tools if name is not None)
+        await self.back_channel.notify_list_changed({"tools", "resources"} if apps else {"tools"})
 
     # --- the Host surfaces see ---------------------------------------------------------------------
 
@@ -601,8 +607,11 @@ class Gateway:
                 self._instances.shared = self.shared.instance_records()
         return self._instances
 
-    def _forget_instance(self, instance_id: str) -> None:
-        """A hub instance whose id was generated is gone for good: its pins and its metric series go too."""
+    def _forget_instance(self, instance_id: str, config: ServerConfig) -> None:
+        """A hub instance whose id was generated is gone for good: its pins and its metric series go too, and
+        what the replicas learned of it (learned.json's entry is the registry's to drop)."""
+        if self.shared is not None and self.shared.learning is not None:
+            self.shared.learning.forget(config)
         self.pins.forget(instance_id)
         self.pins.not_served(instance_id)
         for observer in self.forget_observers:

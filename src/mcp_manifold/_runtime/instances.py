@@ -113,11 +113,11 @@ class InstanceRegistry:
         catalog: Catalog,
         back_channel: BackChannel,
         on_listing: Callable[[str, Listing], object] | None = None,
-        on_forget: Callable[[str], object] | None = None,
+        on_forget: Callable[[str, ServerConfig], object] | None = None,
     ) -> None:
         self.settings = settings
         self.on_listing = on_listing  # sees each listing before clients do (the pins)
-        self.on_forget = on_forget  # told each instance id gone for good (the pins forget it)
+        self.on_forget = on_forget  # told each instance gone for good, and how it was reached (the pins forget it)
         self.pool = pool
         self.health_monitor = health
         self.catalog = catalog
@@ -270,7 +270,7 @@ class InstanceRegistry:
         logger.info("instance %s was registered under a generated id; forgetting its pins", instance_id)
         learned_facts(self.settings.data_dir).forget(config)
         if self.on_forget is not None:
-            self.on_forget(instance_id)
+            self.on_forget(instance_id, config)
 
     def _report_once(self, key: str, message: str) -> None:
         if len(self._reported) > 1000:  # bounded: a directory full of junk must not grow memory
@@ -329,7 +329,10 @@ class InstanceRegistry:
             ) from None
 
     async def relist(self, instance: Instance) -> Listing:
-        """List the instance again (hub tool names left out); keeps the old listing if this one fails."""
+        """List the instance again (hub tool names left out); keeps the old listing if this one fails. The listener
+        hears of a change (`listing_changed`) whoever asked: before, a re-listing the hub forced (`instances_connect`)
+        replaced the lists of the sessions bound to it, and of its address's listen streams, without telling them."""
+        before = instance.listing
         listing = await instance.backend.list_all()
         allowed = instance.backend.config.tools.allows
         tools = []
@@ -352,6 +355,8 @@ class InstanceRegistry:
             tools=[tool.model_copy(update={"name": tool_names[("", tool.name)]}) for tool in tools],
             prompts=[prompt.model_copy(update={"name": prompt_names[("", prompt.name)]}) for prompt in listing.prompts],
         )
+        if before != instance.listing and self._listener is not None:
+            await self._listener.listing_changed(instance.id, before)
         return instance.listing
 
     def reserve(self, names: list[str]) -> None:
@@ -437,15 +442,11 @@ class InstanceRegistry:
         await self.refresh_listing(instance)
 
     async def refresh_listing(self, instance: Instance) -> None:
-        """Re-list an instance in use and tell the listener if anything changed."""
-        before = instance.listing
+        """Re-list an instance in use (`relist` tells the listener if anything changed)."""
         try:
-            after = await self.relist(instance)
+            await self.relist(instance)
         except ManifoldError as exc:
             logger.warning("could not re-list %s: %s", instance.label(), exc)
-            return
-        if before != after and self._listener is not None:
-            await self._listener.listing_changed(instance.id, before)
 
     def relist_announced(self, instance: Instance) -> None:
         """The instance announced a list change: re-list it, once more at most after the re-list running now.

@@ -30,11 +30,11 @@ class LearnedFacts:
         self._facts: dict[str, list[str]] | None = None
 
     def knows(self, config: ServerConfig, fact: Fact) -> bool:
-        return fact in self._all().get(_key(config), [])
+        return fact in self._all().get(fact_key(config), [])
 
     def learn(self, config: ServerConfig, fact: Fact) -> None:
         facts = self._all()
-        known = facts.setdefault(_key(config), [])
+        known = facts.setdefault(fact_key(config), [])
         if fact not in known:
             known.append(fact)
             self._file.save(facts)
@@ -43,7 +43,7 @@ class LearnedFacts:
         """Drop what was learned of a server that is gone for good (a hub instance under a generated id): no
         server is reached by that name again, and each kept its entry for good."""
         facts = self._all()
-        if facts.pop(_key(config), None) is not None:
+        if facts.pop(fact_key(config), None) is not None:
             self._file.save(facts)
 
     def _all(self) -> dict[str, list[str]]:
@@ -64,5 +64,6 @@ def learned_facts(data_dir: str | Path) -> LearnedFacts:
     return _BY_DIR[key]
 
 
-def _key(config: ServerConfig) -> str:
+def fact_key(config: ServerConfig) -> str:
+    """What a server's facts are kept under, here and in the replicas' shared set (`shared_state/learned.py`)."""
     return hashlib.sha256(f"{config.name}\0{config.fingerprint()}".encode()).hexdigest()[:24]

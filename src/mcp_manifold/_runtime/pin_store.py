@@ -66,6 +66,7 @@ class PinStore:
         self.max_tools = max_tools
         self._pins: dict[tuple[str, str], Pin] = {}
         self._blocked: frozenset[tuple[str, str]] = frozenset()
+        self._flipped: set[tuple[str, str]] = set()  # held or let go since `take_flipped` was last asked
         self._counts: dict[str, int] = {}  # pins per server, only servers with some (`_recompute` keeps it)
         # Tools a server lists past `max_tools` pins, by (server, session): never pinned, so a server that renames
         # its tools at every listing cannot grow the file without end; held under enforce. Only what is listed now.
@@ -107,6 +108,12 @@ class PinStore:
         for (server, _session), tools in self._unpinned.items():
             held.setdefault(server, set()).update(tools)
         return held
+
+    def take_flipped(self) -> set[tuple[str, str]]:
+        """The (server, tool)s held, or let go, since this was last asked (their apps are listed or hidden with
+        them), and forget them."""
+        flipped, self._flipped = self._flipped, set()
+        return flipped
 
     def pins(self) -> list[Pin]:
         self._open()
@@ -511,6 +518,8 @@ class PinStore:
             for uri in _apps_named(defined)
         )
         changed = blocked != self._blocked
+        if changed:
+            self._flipped |= blocked ^ self._blocked
         self._blocked = blocked
         return changed
 

@@ -13,14 +13,15 @@ An entry that is not UTF-8 (another writer's, a truncated one) is logged and ski
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Iterable
 
 import anyio
 import anyio.abc
 
+from mcp_manifold._config import ServerConfig
 from mcp_manifold._runtime.backends import Backend
+from mcp_manifold._runtime.learned import fact_key
 from mcp_manifold._runtime.listing_cache import ListingCache
 from mcp_manifold._runtime.shared_state.store import StateStore, StateUnavailable
 
@@ -30,8 +31,7 @@ INTERVAL = 2.0
 
 
 def server_key(backend: Backend) -> str:
-    config = backend.config
-    return hashlib.sha256(f"{config.name}\0{config.fingerprint()}".encode()).hexdigest()[:24]
+    return fact_key(backend.config)
 
 
 class SharedLearning:
@@ -45,12 +45,18 @@ class SharedLearning:
         self._dropped: set[str] = set()  # dropped here (a server's older configs), not yet from the store
         self._told: set[str] = set()  # servers this replica has put in the set
         self._skipped: set[tuple[str, bytes]] = set()  # entries logged as unreadable (each once, not every round)
+        self._forgotten: set[str] = set()  # servers gone for good here, not yet taken out of the set
         cache.on_save = self._saved
         cache.on_drop = self._dropped_here
 
     def _saved(self, name: str, text: str) -> None:
         self._listings[name] = text
         self._dropped.discard(name)
+
+    def forget(self, config: ServerConfig) -> None:
+        """A server is gone for good (a hub instance under a generated id): out of the set at the next exchange, as
+        out of learned.json now. Before, the set kept one entry per such instance for good."""
+        self._forgotten.add(fact_key(config))
 
     def _dropped_here(self, names: list[str]) -> None:
         for name in names:
@@ -92,11 +98,18 @@ class SharedLearning:
             dropped = list(self._dropped)
             await self.store.run("listing cache", lambda: self.store.client.hdel(self.listings_key, *dropped))
             self._dropped.difference_update(dropped)
+        if self._forgotten:
+            forgotten = list(self._forgotten)
+            await self.store.run("learned facts", lambda: self.store.client.srem(self.asking_key, *forgotten))
+            self._forgotten.difference_update(forgotten)
+            # Never put back from here: a client's own session to the instance lives on until the client goes.
+            self._told.update(forgotten)
         backends = list(self.backends())
         learned = {server_key(backend) for backend in backends if backend.needs_session} - self._told
         if learned:
             await self.store.run("learned facts", lambda: self.store.client.sadd(self.asking_key, *learned))
             self._told |= learned
+        self._told &= {server_key(backend) for backend in backends}  # of the servers reached now: it stays bounded
         asking = {self._text(name, self.asking_key) for name in await self.store.run("learned facts", self._members)}
         for backend in backends:
             if not backend.needs_session and server_key(backend) in asking:

@@ -138,10 +138,10 @@ class HubSurface(Surface):
             instance = self.registry.get(pinned)
         if instance is None:
             return
-        await self._in_catalog(instance.id, self.host.view(request))
-        if instance.listing is not None or self.registry.unusable(instance):
-            return
         try:
+            await self._in_catalog(instance.id, self.host.view(request))
+            if instance.listing is not None or self.registry.unusable(instance):
+                return
             await self._ensure_connected(instance)
             await self.registry.relist(instance)
         except ManifoldError as exc:  # the lists show the hub's tools; a call says why the instance cannot
@@ -351,9 +351,22 @@ class HubSurface(Surface):
 
     async def _in_catalog(self, instance_id: str, view: CatalogView) -> None:
         """A configured server's items are judged by the names the catalog gives them too (a profile denying
-        `kitchen_crash` denies the hub's `crash`): have the catalog list it before the hub shows or calls them."""
-        if instance_id in self.host.servers and instance_id not in view.catalog.servers:
-            await self.host.refresh([instance_id])
+        `kitchen_crash` denies the hub's `crash`): have the catalog list it before the hub shows or calls them, and
+        refuse them while it cannot. Before, a server the catalog failed to list but the hub then reached was judged
+        by the hub's names alone: `instances_call(kitchen, fail)` ran the tool `!kitchen_fail` denies."""
+        if instance_id not in self.host.servers or instance_id in view.catalog.servers:
+            return
+        await self.host.refresh([instance_id])
+        if self._unjudged(instance_id, view):
+            raise BackendUnavailable(
+                instance_id,
+                f"it could not be listed, and its items are judged by the names its listing gives them: nothing "
+                f"of it is shown or called until it is. {LIST} shows its state.",
+            )
+
+    def _unjudged(self, instance_id: str, view: CatalogView) -> bool:
+        """Whether a profile would judge a configured server's items without the catalog's names for them."""
+        return view.profile is not None and instance_id in self.host.servers and instance_id not in view.catalog.servers
 
     async def _disconnect(self, request: Request) -> types.CallToolResult:
         pinned = request.endpoint.get("instance_id")
@@ -418,9 +431,9 @@ class HubSurface(Surface):
         return self.registry.get(instance_id)
 
     def _visible(self, request: Request, instance: InstanceView) -> Listing | None:
-        if instance.listing is None:
-            return None
         view = self.host.view(request)
+        if instance.listing is None or self._unjudged(instance.id, view):
+            return None
         return view.listing(instance.id, instance.listing, instance.original_tool, instance.original_prompt)
 
     def _bind(self, caller: Caller, instance_id: str) -> None:
@@ -446,6 +459,7 @@ class HubSurface(Surface):
         instance = self._instance(request, bound)
         if instance is None:
             raise BackendUnavailable(bound, self._gone_message(request, bound))
+        await self._in_catalog(instance.id, self.host.view(request))  # a lookup, once the catalog has listed it
         return await self._ready(instance)
 
     async def _ready(self, instance: Any) -> Any:
@@ -511,13 +525,34 @@ class HubSurface(Surface):
         # caller may see something that changed: before, every stream heard of every instance's change, a
         # caller whose profile hides the instance too (it exists, and changed).
         for caller in self._told(instance_id):
-            await self.host.notify_list_changed(_ALL_KINDS, caller)
+            kinds = self._seen_changes(caller, instance_id, before, after)
+            if kinds:
+                await self.host.notify_list_changed(kinds, caller)
         if instance_id in self.host.servers:
             # A configured server: the catalog announced the change to every stream, judged by the names its
             # profiles judge (`kitchen_secret`); told again under the hub's (`secret`), a stream whose profile
             # hides the tool by the catalog's name heard of it.
             return
         await self.host.notify_listeners(_ALL_KINDS, changed_items(instance_id, before, after))
+
+    def _seen_changes(
+        self, caller: Caller, instance_id: str, before: Listing | None, after: Listing | None
+    ) -> set[Kind]:
+        """The kinds of list in which `caller`, bound to the instance, sees something change: its lists show the
+        instance as its profile and the pins let it. Before, every change was announced to every bound session,
+        one of an item its profile hides (`!send`) too: the item exists, and changed."""
+        view = self.host.view(Request(caller))
+        instance = self.registry.get(instance_id)
+        original_tool = instance.original_tool if instance is not None else str
+        original_prompt = instance.original_prompt if instance is not None else str
+
+        def seen(listing: Listing | None) -> Listing | None:
+            if listing is None:
+                return None
+            return _for_model(view.listing(instance_id, listing, original_tool, original_prompt))
+
+        changed = changed_items(instance_id, seen(before), seen(after))
+        return {kind for kind, items in changed.items() if items}
 
     async def instance_log(self, instance_id: str, level: types.LoggingLevel, data: Any, logger_name: str) -> None:
         await self._notify_sessions(instance_id, level, data, logger_name)
