@@ -600,6 +600,33 @@ async def test_a_call_whose_server_a_reload_removes_meanwhile_is_still_answered(
     assert (answers[0].meta or {})["connection"] == "probe"  # no alias is left: its name
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", CLIENT_MODES)
+async def test_a_profile_judges_no_tool_of_a_connection_that_never_listed(tmp_path: Path, mode: str) -> None:
+    """A server whose listing the gateway refused (its pages loop) is in no catalog; a call with its `connection`
+    went to it anyway under the tool's own name, which a profile's globs (written for `unruly_fine`) never
+    matched: `!unruly_fine` let `fine` run. Now a caller with a profile is refused, a name the server has as one
+    it has not, and a caller without one still gets the backend's own answer."""
+    servers = {"unruly": server_entry("unruly.py", "--cursor-loop")}
+    for profile in ("plain", None):
+        config = write_gateway_config(
+            tmp_path, servers, expose=["dispatch"], **({"profile": profile} if profile else {})
+        )
+        data = json.loads(config.read_text())
+        config.write_text(json.dumps({**data, "profiles": {"plain": {"tools": ["*", "!unruly_fine"]}}}))
+        async with (
+            Gateway(load_config(config), serving=True) as gateway,
+            Client(McpFront(gateway).server, mode=mode) as client,
+        ):
+            called = await dispatch(client, action="call", tool="fine", connection="unruly")
+            if profile is None:  # its tools are unknown: called anyway, so the backend's own answer shows
+                assert inner(called) == "fine"
+                continue
+            assert called.is_error and "cannot be judged for profile 'plain'" in text_of(called), text_of(called)
+            missing = await dispatch(client, action="call", tool="nothing", connection="unruly")
+            assert text_of(missing) == text_of(called)  # a tool it has or has not: the same words
+
+
 # --- connection ids and aliases ------------------------------------------------------------------------
 
 

@@ -85,11 +85,15 @@ class CatalogView:
         search: Search,
         blocked: Blocked | None = None,
         on_hidden: Hidden | None = None,
+        blocked_now: Blocked | None = None,
     ) -> None:
         self.catalog = catalog
         self.profile = profile
         self._search = search
         self._blocked = blocked or _never
+        # The quarantine as it is when asked, where `blocked` is None while nothing was held as the view was made:
+        # what a search that waited judges its answer by.
+        self._blocked_now = blocked_now or self._blocked
         self._on_hidden = on_hidden
         self.unrestricted = profile is None and blocked is None
 
@@ -286,7 +290,10 @@ class CatalogView:
             return []
         # A set made here on the event loop: the ranking runs in a worker thread.
         allowed = None if self.unrestricted else {entry.name for entry in self.tool_entries()}.__contains__
-        return await self._search(query, limit, server, allowed, self.catalog)
+        matches = await self._search(query, limit, server, allowed, self.catalog)
+        # Judged again as the search ends: a tool quarantined while it ran (its server changed it) was answered with
+        # the definition no one approved, which is what quarantine keeps from the model.
+        return [match for match in matches if not self._blocked_now(match.entry.server, match.entry.original.name)]
 
     # --- a hub instance's lists ----------------------------------------------------------------------
 

@@ -151,7 +151,7 @@ class Access:
                 if self.refused is not None:
                     self.refused(request, kind, target, exc)  # type: ignore[arg-type]
 
-        return CatalogView(catalog or self.catalog, profile, self._search, blocked, hidden)
+        return CatalogView(catalog or self.catalog, profile, self._search, blocked, hidden, self.pins.blocked)
 
     # --- what it may call (CallPolicy) ------------------------------------------------------------
 

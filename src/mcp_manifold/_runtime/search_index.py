@@ -95,8 +95,12 @@ class CatalogSearch:
         return [*(tool_document(entry) for entry in self.catalog.tool_entries()), *self._variants.values()]
 
     def _matches(self, hits: list[SearchHit], catalog: Catalog | None = None) -> list[Match]:
+        """The hits that name a listed tool now. The index may be older than the catalog (an update is running):
+        by `listed_entry`, never `entry`, so a tool its server has since made for its app only is not answered
+        (`has_tool` knows those too: a search during an update showed one to the model)."""
         catalog = catalog or self.catalog
-        return [Match(catalog.tool(_name(hit.key)), hit.score) for hit in hits if catalog.has_tool(_name(hit.key))]
+        found = ((catalog.listed_entry(_name(hit.key)), hit.score) for hit in hits)
+        return [Match(entry, score) for entry, score in found if entry is not None]
 
     def _own_documents(self, catalog: Catalog) -> dict[str, ToolDocument]:
         """The tools a client's own catalog has otherwise than the shared one (or only it has), by variant key."""

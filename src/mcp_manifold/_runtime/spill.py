@@ -26,6 +26,7 @@ import secrets
 import shutil
 import stat
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,12 @@ class SpillStore:
         self.clock = clock
         self._directory: Path | None = None
         self.bytes_written = 0  # since the gateway started (a metric)
+        # This store's files, oldest first: (written at, size, path). Expiry and `max_bytes` read this, not the
+        # directory: a scan stat'ed every file on each spill, on the event loop, so with the files an hour of
+        # spills leaves (up to max_bytes / 4 KiB) each spill stalled every session for a second or more.
+        self._kept: deque[tuple[float, int, str]] = deque()
+        self._kept_bytes = 0  # their sizes
+        self._kept_counted = 0  # what they count for against `max_bytes` (`MIN_FILE_BYTES` each at least)
 
     @property
     def directory(self) -> Path:
@@ -89,6 +96,7 @@ class SpillStore:
             self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
             self.remove_orphans()
             self._directory = Path(_make_private_dir(self.base))
+            self._forget_kept()  # a directory removed under it took its files along
         return self._directory
 
     # --- writing -----------------------------------------------------------------------------
@@ -96,10 +104,10 @@ class SpillStore:
     def write(self, text: str, suffix: str = ".json") -> SpilledFile:
         """Write `text` to a new 0600 file; removes expired files first, and the oldest ones when the files
         would take more than `max_bytes` (an OSError when this one alone would)."""
-        kept = self.sweep()
+        self.sweep()
         data = text.encode("utf-8")
         if self.max_bytes:
-            self._make_room(len(data), kept)
+            self._make_room(len(data))
         path = self.directory / f"result-{secrets.token_hex(8)}{suffix}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -111,55 +119,47 @@ class SpillStore:
                 os.unlink(path)
             raise
         self.bytes_written += len(data)
+        self._kept.append((self.clock(), len(data), str(path)))
+        self._kept_bytes += len(data)
+        self._kept_counted += max(len(data), MIN_FILE_BYTES)
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         return SpilledFile(path, len(data), lines)
 
     def bytes_on_disk(self) -> int:
         """The size of the spill files kept now (0 before the first spill: nothing is created to look)."""
-        return sum(info.st_size for _, info in self._files())
+        return self._kept_bytes
 
-    def sweep(self) -> list[tuple[str, os.stat_result]]:
-        """Remove this gateway's files older than the TTL; the others, as `_files` gives them."""
+    def sweep(self) -> None:
+        """Remove this gateway's files older than the TTL."""
         deadline = self.clock() - self.ttl
-        kept = []
-        for path, info in self._files():
-            if info.st_mtime < deadline:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-            else:
-                kept.append((path, info))
-        return kept
+        while self._kept and self._kept[0][0] < deadline:
+            self._remove_oldest()
 
-    def _files(self) -> list[tuple[str, os.stat_result]]:
-        """Each file of the private directory with its `stat`, one scan (none before the first spill)."""
-        if self._directory is None:
-            return []
-        files = []
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(self._directory):
-                with contextlib.suppress(OSError):
-                    files.append((entry.path, entry.stat(follow_symlinks=False)))
-        return files
-
-    def _make_room(self, size: int, files: list[tuple[str, os.stat_result]]) -> None:
-        """Remove the oldest of `files` until one of `size` bytes fits under `max_bytes`."""
+    def _make_room(self, size: int) -> None:
+        """Remove the oldest files until one of `size` bytes fits under `max_bytes`."""
         needed = max(size, MIN_FILE_BYTES)
         if needed > self.max_bytes:
             raise OSError(f"the result ({size} bytes) is larger than spill_max_bytes ({self.max_bytes})")
-        by_age = sorted((info.st_mtime, max(info.st_size, MIN_FILE_BYTES), path) for path, info in files)
-        total = sum(taken for _, taken, _ in by_age)
-        for _, taken, path in by_age:
-            if total + needed <= self.max_bytes:
-                break
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-                total -= taken
+        while self._kept and self._kept_counted + needed > self.max_bytes:
+            self._remove_oldest()
+
+    def _remove_oldest(self) -> None:
+        _, size, path = self._kept.popleft()
+        self._kept_bytes -= size
+        self._kept_counted -= max(size, MIN_FILE_BYTES)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+    def _forget_kept(self) -> None:
+        self._kept.clear()
+        self._kept_bytes = self._kept_counted = 0
 
     def close(self) -> None:
         """Remove the private directory and everything in it (at gateway shutdown)."""
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
+        self._forget_kept()
 
     def remove_orphans(self) -> None:
         """Directories of gateways that are no longer running (killed before they could clean up)."""

@@ -22,6 +22,7 @@ from mcp_manifold._core.arguments import integer_field, json_type_name, object_a
 from mcp_manifold._core.catalog import ToolEntry
 from mcp_manifold._core.catalog_view import CatalogView
 from mcp_manifold._core.clients import Request
+from mcp_manifold._core.profiles import for_profile
 from mcp_manifold._core.reading import DEFAULT_READ_LINES, READ_OPS
 from mcp_manifold._core.results import SpillPolicy, ToolAnswer, content_size, estimate_tokens, render_result
 from mcp_manifold._core.router import Target, ToolCall
@@ -263,6 +264,15 @@ class DispatchSurface(Surface):
             if found is not None:
                 return found.server, found.original.name, found
             if only.server not in view.catalog.servers:
+                if view.profile is not None:
+                    # A profile's globs judge the names the catalog gives (`unruly_fine`); a server that never
+                    # listed has none, and its tool's own name (`fine`) passed `!unruly_fine`. Refused alike.
+                    view.report_miss(tool)
+                    raise NotFound(
+                        f"connection {only.alias} ({only.server}) has listed no tools (it is not running, or its "
+                        f"listing failed), and a tool it has not listed cannot be judged"
+                        f"{for_profile(view.profile_name)}: call it once it lists them; see action 'list'"
+                    )
                 # Its tools are unknown (it did not start): call anyway, so the backend's own error shows.
                 return only.server, tool, None
             view.report_miss(tool)
