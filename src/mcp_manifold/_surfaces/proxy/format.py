@@ -14,6 +14,7 @@ the spec wants them: `annotations`, and `contentType` on an objectified resource
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -295,16 +296,24 @@ def has_tag(item: Item, tags: Iterable[str]) -> bool:
     The item's words are those of its name (split at `_`, `-`, `.` and the like), title and
     description, lower-cased; `_meta` tags are `_meta.tags` and FastMCP's `_meta._fastmcp.tags`.
     """
-    words = set(_WORD.findall(" ".join(filter(None, (item.name, item.title, item.description))).lower()))
+    text = " ".join(filter(None, (item.name, item.title, item.description))).lower()
     declared = {tag.lower() for tag in meta_tags(item)}
     for tag in tags:
         wanted = tag.lower().strip()
         if wanted in declared:
             return True
         tag_words = _WORD.findall(wanted)
-        if tag_words and all(word in words for word in tag_words):
+        # Each word searched for whole in C: splitting every item's text into a set of words, 5,000 tools of
+        # 2 KB descriptions took 1.56 s a list, holding other sessions' calls up to 2 s (found by a review).
+        if tag_words and all(_whole_word(word).search(text) for word in tag_words):
             return True
     return False
+
+
+@functools.lru_cache(maxsize=256)
+def _whole_word(word: str) -> re.Pattern[str]:
+    """`word` where it is a whole word of `_WORD`'s: no letter or digit either side."""
+    return re.compile(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])")
 
 
 def meta_tags(item: Item) -> list[str]:
