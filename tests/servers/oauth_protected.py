@@ -176,29 +176,14 @@ def client_credentials(provider: InstantApproval, app: Any, lock_held: Callable[
         if scope["type"] != "http" or scope["path"] != "/token" or scope["method"] != "POST":
             await app(scope, receive, send)
             return
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
+        body = await whole_body(receive)
         form = {key: values[0] for key, values in parse_qs(body.decode()).items()}
         print(f"token request on port {scope['server'][1]} ({form.get('grant_type')})", file=sys.stderr, flush=True)
         if lock_held is not None and form.get("grant_type") == "refresh_token":
             held = "with the lock held" if lock_held() else "without the lock"
             print(f"refresh {held}", file=sys.stderr, flush=True)
         if form.get("grant_type") != "client_credentials":
-            sent = False
-
-            async def replay() -> dict[str, Any]:
-                nonlocal sent
-                if sent:
-                    return {"type": "http.disconnect"}
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-
-            await app(scope, replay, send)
+            await app(scope, replayed(body, receive), send)
             return
         client_id, secret = form.get("client_id"), form.get("client_secret")
         headers = dict(scope["headers"])
@@ -223,13 +208,7 @@ def step_up(provider: InstantApproval, app: Any, scope_needed: str, resource_met
         if scope["type"] != "http" or scope["path"] != "/mcp" or scope["method"] != "POST":
             await app(scope, receive, send)
             return
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
+        body = await whole_body(receive)
         try:
             request = json.loads(body)
         except ValueError:
@@ -247,18 +226,33 @@ def step_up(provider: InstantApproval, app: Any, scope_needed: str, resource_met
                 )
                 await response(scope, receive, send)
                 return
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await app(scope, replay, send)
+        await app(scope, replayed(body, receive), send)
 
     return gated
+
+
+async def whole_body(receive: Any) -> bytes:
+    """A request's body, read whole from the ASGI `receive`."""
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def replayed(body: bytes, receive: Any) -> Any:
+    """An ASGI `receive` that gives the app `body` (already read), then what `receive` gives."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 def main() -> None:
