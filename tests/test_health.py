@@ -71,6 +71,7 @@ class StandIn:
         self.stops = 0
         self.breaker = CircuitBreaker(threshold=99, cooldown=5)
         self.config = SimpleNamespace(transport="http")  # reconnects bounded as for a URL
+        self.needs_login = False  # an OAuth server waiting for a login is pinged, never restarted
 
     async def request(self, action: str, call: Any) -> None:
         self.requests += 1
