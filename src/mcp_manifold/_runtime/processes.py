@@ -157,9 +157,7 @@ class BoundedLines(anyio.abc.ByteReceiveStream):
             if stop - start > self._limit:
                 return start, self._too_long()
             end = stop + 1
-            if end - start > COUNTED_PAST and lines.count(b"{", start, end) + lines.count(b"[", start, end) > (
-                self._containers
-            ):
+            if end - start > COUNTED_PAST and containers_in(lines, start, end) > self._containers:
                 return start, f"server {self._server!r} wrote an answer of {too_many_containers(self._limit)} on stdout"
             start = end
         return None
